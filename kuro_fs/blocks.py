@@ -1,0 +1,193 @@
+"""Block stores: bytes by CID, with a closed vocabulary of operations.
+
+## The one decision
+Every store speaks the same seven operations with the same result shapes, the
+vocabulary of the original design's browser block-store worker:
+
+============== ========================================= =====================================
+operation      result                                    failure
+============== ========================================= =====================================
+put(data, c)   CID string (minted here from the bytes)   ``BlockStoreError``
+get(cid)       bytes, or ``None`` on a miss              ``CorruptBlock`` on a hash mismatch
+has(cid)       bool                                      —
+delete(cid)    ``{"removed": bool}`` — idempotent        ``BlockStoreError`` (never a bare False)
+stats()        ``{"blocks": n, "bytes": n}``             —
+publish(cids)  ``{"published": n, "rejected": [cid…],    —
+               "reasons": {cid: reason}}``
+drop_cache()   ``{"removed": n}``                        ``BlockStoreError``
+============== ========================================= =====================================
+
+A store mints the CID itself from the bytes it is given, so no caller can
+file bytes under a name they do not hash to. A miss is ``None``, not an error:
+the caller decides whether absence is a denial (``block-missing``) or normal.
+``publish`` re-hashes each named block and counts only those whose bytes still
+match their CID — it is the check a block passes before it leaves this store;
+``reasons`` says why each rejected CID was refused (``missing``, ``corrupt`` or
+``invalid-cid``).
+
+## Pure
+:class:`MemoryBlockStore` is a dict behind a lock; the durable store is in
+:mod:`kuro_fs.filestore`.
+
+## Not done here
+No network: nothing is fetched from or sent to a gateway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterable
+from typing import Protocol, TypedDict, runtime_checkable
+
+from kuro_fs.cid import cid_for, parse
+from kuro_fs.errors import CorruptBlock, InvalidCID
+
+__all__ = [
+    "BlockStore",
+    "DeleteResult",
+    "DropResult",
+    "MemoryBlockStore",
+    "PublishResult",
+    "StatsResult",
+    "publish_blocks",
+]
+
+
+class DeleteResult(TypedDict):
+    removed: bool
+
+
+class StatsResult(TypedDict):
+    blocks: int
+    bytes: int
+
+
+class PublishResult(TypedDict):
+    published: int
+    rejected: list[str]
+    reasons: dict[str, str]
+
+
+class DropResult(TypedDict):
+    removed: int
+
+
+@runtime_checkable
+class BlockStore(Protocol):
+    """What every block store offers; see the module docstring for the result shapes."""
+
+    def put(self, data: bytes, codec: str = "raw") -> str:
+        """Store ``data`` as a block of ``codec``; return its CID."""
+        ...
+
+    def get(self, cid: str) -> bytes | None:
+        """The bytes stored under ``cid``, or ``None`` if absent. Raises CorruptBlock."""
+        ...
+
+    def has(self, cid: str) -> bool:
+        """True if a block is stored under ``cid``."""
+        ...
+
+    def delete(self, cid: str) -> DeleteResult:
+        """Remove a block; ``{"removed": False}`` if it was absent."""
+        ...
+
+    def stats(self) -> StatsResult:
+        """Number of blocks and total bytes held."""
+        ...
+
+    def publish(self, cids: Iterable[str]) -> PublishResult:
+        """Re-hash each named block; count those that match their CID."""
+        ...
+
+    def drop_cache(self) -> DropResult:
+        """Remove every block; report how many were removed."""
+        ...
+
+
+def publish_blocks(store: BlockStore, cids: Iterable[str]) -> PublishResult:
+    """The shared body of ``publish``: re-hash each block of ``store`` named in ``cids``.
+
+    A CID is rejected as ``invalid-cid`` if malformed, ``missing`` if absent and
+    ``corrupt`` if its bytes no longer hash to it. Duplicates are checked once.
+    """
+    published = 0
+    rejected: list[str] = []
+    reasons: dict[str, str] = {}
+    seen: set[str] = set()
+    for cid in cids:
+        key = cid if isinstance(cid, str) else repr(cid)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            parsed = parse(cid)
+            data = store.get(cid)
+        except InvalidCID:
+            rejected.append(key)
+            reasons[key] = "invalid-cid"
+            continue
+        except CorruptBlock:
+            rejected.append(key)
+            reasons[key] = "corrupt"
+            continue
+        if data is None:
+            rejected.append(key)
+            reasons[key] = "missing"
+        elif hashlib.sha256(data).digest() != parsed.digest:
+            rejected.append(key)
+            reasons[key] = "corrupt"
+        else:
+            published += 1
+    return {"published": published, "rejected": rejected, "reasons": reasons}
+
+
+class MemoryBlockStore:
+    """A block store in a dict: for tests, benchmarks and throwaway work.
+
+    Thread-safe. ``get`` does not re-hash (the bytes never left this process);
+    ``publish`` does.
+    """
+
+    def __init__(self) -> None:
+        self._blocks: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def put(self, data: bytes, codec: str = "raw") -> str:
+        data = bytes(data)
+        cid = cid_for(data, codec)
+        with self._lock:
+            self._blocks.setdefault(cid, data)
+        return cid
+
+    def get(self, cid: str) -> bytes | None:
+        parse(cid)
+        return self._blocks.get(cid)
+
+    def has(self, cid: str) -> bool:
+        parse(cid)
+        return cid in self._blocks
+
+    def delete(self, cid: str) -> DeleteResult:
+        parse(cid)
+        with self._lock:
+            return {"removed": self._blocks.pop(cid, None) is not None}
+
+    def stats(self) -> StatsResult:
+        with self._lock:
+            return {"blocks": len(self._blocks), "bytes": sum(len(b) for b in self._blocks.values())}
+
+    def publish(self, cids: Iterable[str]) -> PublishResult:
+        return publish_blocks(self, cids)
+
+    def drop_cache(self) -> DropResult:
+        with self._lock:
+            n = len(self._blocks)
+            self._blocks.clear()
+        return {"removed": n}
+
+    def cids(self) -> list[str]:
+        """Every CID held, sorted (for tests and audits)."""
+        with self._lock:
+            return sorted(self._blocks)

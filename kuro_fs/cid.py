@@ -1,0 +1,204 @@
+"""Content identifiers: CIDv1, sha2-256, base32 — the names every block is stored under.
+
+## The one decision
+kuro accepts exactly one CID profile: version 1, multihash sha2-256 with a
+32-byte digest, codec raw (0x55), dag-pb (0x70) or dag-cbor (0x71), and the
+string form multibase base32 lower-case without padding (``b…``). That is what
+the JavaScript IPFS stack mints for CIDv1 by default, so our names for the same
+bytes are theirs, byte for byte. Anything else — CIDv0 (``Qm…``), other
+multibases, other hashes, truncated digests — is refused with
+:class:`~kuro_fs.errors.InvalidCID` instead of being half-understood.
+
+Minting uses ``hashlib`` and ``base64`` directly (it is on every hot path);
+parsing goes through the ``multiformats`` package and then checks the profile.
+An independent mint that shares no code with this module lives in
+``tools/cid_mint.py`` and a parity test keeps the two honest.
+
+## Pure
+No I/O. Values in, values out.
+
+## Not done here
+No identity hashes, no CIDv0 output, no other multibases.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from typing import Final
+
+from multiformats import CID as _MfCID
+
+from kuro_fs.errors import InvalidCID
+
+__all__ = [
+    "CODECS",
+    "ParsedCID",
+    "cid_bytes",
+    "cid_for",
+    "cid_from_bytes",
+    "cid_from_digest",
+    "parse",
+    "parse_cid",
+    "raw_cid",
+    "verify",
+]
+
+#: The codec table: name → multicodec code. The only codecs kuro names blocks with.
+CODECS: Final[dict[str, int]] = {"raw": 0x55, "dag-pb": 0x70, "dag-cbor": 0x71}
+_CODEC_NAMES: Final[dict[int, str]] = {code: name for name, code in CODECS.items()}
+_SHA2_256: Final = 0x12
+_DIGEST_LEN: Final = 32
+# Every varint in this profile fits in one byte, so the binary prefix is 4 fixed bytes.
+_PREFIX: Final[dict[str, bytes]] = {name: bytes([1, code, _SHA2_256, _DIGEST_LEN]) for name, code in CODECS.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedCID:
+    """A CID that passed :func:`parse`: codec name, raw 32-byte digest, binary form.
+
+    >>> c = parse_cid("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku")
+    >>> (c.version, c.codec, c.hash, len(c.digest))
+    (1, 'raw', 'sha2-256', 32)
+    """
+
+    codec: str
+    digest: bytes
+    version: int = 1
+    hash: str = "sha2-256"
+
+    @property
+    def bytes(self) -> bytes:
+        """The binary CID (36 bytes): ``01 codec 12 20 ‖ digest``."""
+        return _PREFIX[self.codec] + self.digest
+
+    def __str__(self) -> str:
+        return _encode(self.bytes)
+
+    def to_data(self) -> str:
+        """The CID's string form; CIDs cross module boundaries as strings."""
+        return str(self)
+
+
+def _encode(binary: bytes) -> str:
+    return "b" + base64.b32encode(binary).decode("ascii").rstrip("=").lower()
+
+
+def cid_from_digest(digest: bytes, codec: str = "raw") -> str:
+    """The CID string for an already computed sha2-256 ``digest`` under ``codec``.
+
+    Raises InvalidCID: if the codec is unknown or the digest is not 32 bytes.
+    """
+    if codec not in _PREFIX:
+        raise InvalidCID(f"unsupported codec {codec!r}; expected one of {sorted(CODECS)}")
+    if len(digest) != _DIGEST_LEN:
+        raise InvalidCID(f"sha2-256 digest must be 32 bytes, got {len(digest)}")
+    return _encode(_PREFIX[codec] + digest)
+
+
+def cid_for(data: bytes, codec: str = "raw") -> str:
+    """The CIDv1 (sha2-256, base32) of ``data`` as a block of ``codec``.
+
+    ``data`` is hashed as is: for dag-pb and dag-cbor it must already be the
+    encoded block.
+
+    >>> cid_for(b"hello")
+    'bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bf44yegnrjhc4yeq'
+
+    Raises InvalidCID: if ``codec`` is not raw, dag-pb or dag-cbor.
+    Raises TypeError: if ``data`` is not bytes-like.
+    """
+    if codec not in _PREFIX:
+        raise InvalidCID(f"unsupported codec {codec!r}; expected one of {sorted(CODECS)}")
+    return _encode(_PREFIX[codec] + hashlib.sha256(data).digest())
+
+
+def raw_cid(data: bytes) -> str:
+    """The raw-codec CID of ``data`` (``bafkrei…``).
+
+    >>> raw_cid(b"")
+    'bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku'
+    """
+    return _encode(_PREFIX["raw"] + hashlib.sha256(data).digest())
+
+
+def _check_profile(codec_code: int, hash_code: int, digest: bytes, version: int, shown: str) -> ParsedCID:
+    if version != 1:
+        raise InvalidCID(f"CIDv{version} is not accepted, CIDv1 is required: {shown}")
+    if codec_code not in _CODEC_NAMES:
+        raise InvalidCID(f"unsupported codec 0x{codec_code:x} in {shown}; expected raw, dag-pb or dag-cbor")
+    if hash_code != _SHA2_256:
+        raise InvalidCID(f"unsupported multihash 0x{hash_code:x} in {shown}; expected sha2-256")
+    if len(digest) != _DIGEST_LEN:
+        raise InvalidCID(f"truncated digest in {shown}: {len(digest)} bytes, sha2-256 needs 32")
+    return ParsedCID(codec=_CODEC_NAMES[codec_code], digest=bytes(digest))
+
+
+def parse(cid: object) -> ParsedCID:
+    """Parse a CID string into a :class:`ParsedCID`, enforcing kuro's profile.
+
+    Raises InvalidCID: if ``cid`` is not a string, is not multibase base32
+    (``b…``), is CIDv0, names a codec other than raw/dag-pb/dag-cbor, a hash
+    other than sha2-256, or has a truncated digest.
+
+    >>> parse("Qmfoo")
+    Traceback (most recent call last):
+    ...
+    kuro_fs.errors.InvalidCID: CIDv0 ('Qm…') is not accepted, CIDv1 is required: 'Qmfoo'
+    """
+    if not isinstance(cid, str):
+        raise InvalidCID(f"a CID must be a string, got {type(cid).__name__}")
+    shown = repr(cid if len(cid) <= 80 else cid[:77] + "...")
+    if cid == "":
+        raise InvalidCID("a CID must not be empty")
+    if cid.startswith("Qm"):
+        raise InvalidCID(f"CIDv0 ('Qm…') is not accepted, CIDv1 is required: {shown}")
+    if cid[0] != "b":
+        raise InvalidCID(f"unsupported multibase prefix {cid[0]!r} in {shown}; expected base32 lower-case 'b'")
+    body = cid[1:]
+    if body == "" or body != body.lower():
+        raise InvalidCID(f"not lower-case base32 in {shown}")
+    try:
+        parsed = _MfCID.decode(cid)
+    except Exception as exc:  # multiformats raises several unrelated types
+        raise InvalidCID(f"malformed CID {shown}: {exc}") from exc
+    if _encode(bytes(parsed)) != cid:
+        raise InvalidCID(f"non-canonical CID string {shown}")
+    return _check_profile(
+        int(parsed.codec.code), int(parsed.hashfun.code), bytes(parsed.raw_digest), int(parsed.version), shown
+    )
+
+
+#: The name the public API uses (``kuro_fs.parse_cid``).
+parse_cid = parse
+
+
+def cid_from_bytes(binary: bytes) -> str:
+    """The string form of a binary CID, checked against kuro's profile.
+
+    Raises InvalidCID: if the bytes are not a 36-byte CIDv1 sha2-256 of a known codec.
+    """
+    shown = binary[:8].hex() + ("…" if len(binary) > 8 else "")
+    if len(binary) < 4:
+        raise InvalidCID(f"binary CID too short ({len(binary)} bytes): {shown}")
+    if binary[0] == 0x12 and binary[1] == 0x20:
+        raise InvalidCID(f"binary CIDv0 is not accepted: {shown}")
+    version, codec, hash_code, length = binary[0], binary[1], binary[2], binary[3]
+    if length != _DIGEST_LEN or len(binary) - 4 != _DIGEST_LEN:
+        raise InvalidCID(f"truncated or overlong digest in binary CID {shown}")
+    return str(_check_profile(codec, hash_code, binary[4:], version, shown))
+
+
+def cid_bytes(cid: str) -> bytes:
+    """The binary form (36 bytes) of a CID string. Raises InvalidCID."""
+    return parse(cid).bytes
+
+
+def verify(cid: str, data: bytes) -> bool:
+    """True if ``data`` hashes to ``cid`` under the CID's own codec.
+
+    Raises InvalidCID: if ``cid`` itself is malformed (a bad name is not a mismatch).
+    """
+    parsed = parse(cid)
+    return hashlib.sha256(data).digest() == parsed.digest

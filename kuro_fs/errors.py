@@ -1,0 +1,100 @@
+"""Errors raised by kuro_fs: one root, the tree drawn here.
+
+## The one decision
+Bad input and broken data are typed exceptions; refused work is not. A denial
+(missing capability, bad path, not-found …) is a receipt value returned by
+:mod:`kuro_fs.fs`, never raised. What *is* raised here is for malformed bytes,
+invalid CIDs, tampered CARs and store failures — things a caller must not
+mistake for an answer.
+
+Errors that describe bad input subclass :class:`ValueError`, the builtin that
+callers already catch (as the ``multiformats`` package does). Each class has a
+stable kebab-case ``reference`` that user-facing tools print.
+
+::
+
+    KuroFsError
+    ├── InvalidCID          (ValueError)   malformed / unsupported CID string or bytes
+    ├── DagCborError        (ValueError)   non-canonical or unencodable dag-cbor
+    ├── DagPbError          (ValueError)   malformed dag-pb / UnixFS bytes
+    ├── CarError            (ValueError)   malformed or tampered CAR file
+    ├── ShardingNotSupported               directory too large for one UnixFS block
+    └── BlockStoreError                    the store failed to do what was asked
+        └── CorruptBlock                   stored bytes do not hash to their CID
+
+## Not done here
+No error carries a denial: see ``kuro.fs/reason`` in :mod:`kuro_fs.fs`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BlockStoreError",
+    "CarError",
+    "CorruptBlock",
+    "DagCborError",
+    "DagPbError",
+    "InvalidCID",
+    "KuroFsError",
+    "ShardingNotSupported",
+]
+
+
+class KuroFsError(Exception):
+    """Root of every exception kuro_fs raises on purpose."""
+
+    reference = "kuro-fs-error"
+
+
+class InvalidCID(KuroFsError, ValueError):
+    """A CID string or byte form is malformed or outside what kuro_fs accepts.
+
+    Accepted: CIDv1, sha2-256 (32-byte digest), codecs raw / dag-pb / dag-cbor,
+    string form base32 lower-case multibase (``b…``).
+    """
+
+    reference = "invalid-cid"
+
+
+class DagCborError(KuroFsError, ValueError):
+    """A value cannot be encoded as canonical dag-cbor, or bytes are not dag-cbor."""
+
+    reference = "invalid-dag-cbor"
+
+
+class DagPbError(KuroFsError, ValueError):
+    """Bytes are not a well-formed dag-pb node or UnixFS Data message."""
+
+    reference = "invalid-dag-pb"
+
+
+class CarError(KuroFsError, ValueError):
+    """A CAR file is malformed, truncated, or holds a block that fails its CID."""
+
+    reference = "invalid-car"
+
+
+class ShardingNotSupported(KuroFsError):
+    """A directory is too large for one UnixFS block and would need a HAMT shard."""
+
+    reference = "hamt-sharding-not-supported"
+
+
+class BlockStoreError(KuroFsError):
+    """The block store could not complete an operation (I/O error, closed store)."""
+
+    reference = "block-store-error"
+
+
+class CorruptBlock(BlockStoreError):
+    """Stored bytes do not hash to the CID they are stored under.
+
+    Raised instead of returning wrong bytes: a reader must never be handed data
+    that does not match the name it asked for.
+    """
+
+    reference = "corrupt-block"
+
+    def __init__(self, cid: str, detail: str = "stored bytes do not hash to this CID") -> None:
+        super().__init__(f"corrupt block {cid}: {detail}")
+        self.cid = cid
