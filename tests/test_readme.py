@@ -1,0 +1,33 @@
+"""The README's Quickstart is a contract: exactly two commands, and CI runs the second verbatim."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _quickstart_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, flags=re.S)
+    return [line.strip() for block in blocks for line in block.strip().splitlines() if line.strip()]
+
+
+def test_the_quickstart_has_exactly_two_commands() -> None:
+    commands = _quickstart_commands()
+    assert len(commands) == 2, commands
+
+
+def test_the_first_command_runs_the_demo_on_the_embedded_home() -> None:
+    assert _quickstart_commands()[0].endswith("kuro demo")
+
+
+def test_ci_runs_the_readme_test_command_verbatim() -> None:
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert _quickstart_commands()[1] in ci_lines
+
+
+def test_ci_is_strict_bash() -> None:
+    assert "set -euo pipefail" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
