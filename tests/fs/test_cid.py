@@ -1,0 +1,232 @@
+"""kuro_fs.cid: the one CID profile (v1, sha2-256, raw/dag-pb/dag-cbor, base32 lower).
+
+Vectors live in tests/vectors/cids.json (issue 2, kuro-contract §7, ipld-rules §1/§5/§6).
+Bad input first.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kuro_fs.cid import (
+    CODECS,
+    ParsedCID,
+    cid_bytes,
+    cid_for,
+    cid_from_bytes,
+    cid_from_digest,
+    parse,
+    parse_cid,
+    raw_cid,
+    verify,
+)
+from kuro_fs.errors import InvalidCID
+
+VECTORS: dict[str, Any] = json.loads(
+    (Path(__file__).resolve().parent.parent / "vectors" / "cids.json").read_text(encoding="utf-8")
+)
+EMPTY = VECTORS["raw_utf8"][0]["cid"]
+
+
+def _ids(cases: list[dict[str, Any]], key: str) -> list[str]:
+    return [str(case[key])[:50] for case in cases]
+
+
+# ---- bad input
+
+
+@pytest.mark.parametrize("case", VECTORS["invalid_strings"], ids=_ids(VECTORS["invalid_strings"], "why"))
+def test_a_malformed_or_unsupported_cid_string_is_refused_with_invalid_cid(case: dict[str, str]) -> None:
+    with pytest.raises(InvalidCID) as info:
+        parse(case["cid"])
+    assert case["says"].lower() in str(info.value).lower()
+
+
+@pytest.mark.parametrize("case", VECTORS["invalid_strings"], ids=_ids(VECTORS["invalid_strings"], "why"))
+def test_every_function_taking_a_cid_string_refuses_the_same_bad_input(case: dict[str, str]) -> None:
+    for call in (parse_cid, cid_bytes, lambda c: verify(c, b"")):
+        with pytest.raises(InvalidCID):
+            call(case["cid"])
+
+
+@pytest.mark.parametrize("value", [*VECTORS["non_strings"], b"bafkrei", bytearray(b"b")], ids=repr)
+def test_a_cid_that_is_not_a_string_is_refused_not_crashed_on(value: object) -> None:
+    with pytest.raises(InvalidCID, match="must be a string"):
+        parse(value)
+
+
+@pytest.mark.parametrize("case", VECTORS["invalid_binary_hex"], ids=_ids(VECTORS["invalid_binary_hex"], "why"))
+def test_a_malformed_binary_cid_is_refused_with_invalid_cid(case: dict[str, str]) -> None:
+    with pytest.raises(InvalidCID):
+        cid_from_bytes(bytes.fromhex(case["hex"]))
+
+
+def test_invalid_cid_is_a_value_error_so_existing_handlers_catch_it() -> None:
+    with pytest.raises(ValueError):
+        parse("Qmfoo")
+    assert InvalidCID.reference == "invalid-cid"
+
+
+@pytest.mark.parametrize("codec", ["dag-json", "DAG-CBOR", "Raw", "", "0x55", "sha2-256"])
+def test_minting_under_an_unknown_codec_is_refused(codec: str) -> None:
+    with pytest.raises(InvalidCID, match="unsupported codec"):
+        cid_for(b"x", codec)
+    with pytest.raises(InvalidCID):
+        cid_from_digest(bytes(32), codec)
+
+
+@pytest.mark.parametrize("length", [0, 1, 31, 33, 64])
+def test_framing_a_digest_of_the_wrong_length_is_refused(length: int) -> None:
+    with pytest.raises(InvalidCID, match="32 bytes"):
+        cid_from_digest(bytes(length))
+
+
+def test_minting_text_instead_of_bytes_is_a_type_error() -> None:
+    with pytest.raises(TypeError):
+        raw_cid("hello")  # type: ignore[arg-type]
+
+
+@given(st.text(max_size=80))
+@settings(max_examples=200, deadline=None)
+def test_parse_never_raises_anything_but_invalid_cid(text: str) -> None:
+    try:
+        parsed = parse(text)
+    except InvalidCID:
+        return
+    assert str(parsed) == text
+
+
+@given(st.binary(max_size=48))
+@settings(max_examples=200, deadline=None)
+def test_parsing_arbitrary_base32_bodies_never_raises_anything_but_invalid_cid(body: bytes) -> None:
+    text = "b" + _b32(body)
+    try:
+        parsed = parse(text)
+    except InvalidCID:
+        return
+    assert parsed.bytes == body
+
+
+@given(st.binary(max_size=48))
+@settings(max_examples=200, deadline=None)
+def test_cid_from_bytes_never_raises_anything_but_invalid_cid(binary: bytes) -> None:
+    try:
+        text = cid_from_bytes(binary)
+    except InvalidCID:
+        return
+    assert cid_bytes(text) == binary
+
+
+def _b32(data: bytes) -> str:
+    return base64.b32encode(data).decode().rstrip("=").lower()
+
+
+# ---- vectors
+
+
+@pytest.mark.parametrize("case", VECTORS["raw_utf8"], ids=_ids(VECTORS["raw_utf8"], "text"))
+def test_the_raw_cid_of_utf8_text_matches_the_published_vector(case: dict[str, str]) -> None:
+    data = case["text"].encode("utf-8")
+    assert raw_cid(data) == case["cid"]
+    assert cid_for(data, "raw") == case["cid"]
+    assert cid_for(data) == case["cid"]
+
+
+@pytest.mark.parametrize("case", VECTORS["blocks_hex"], ids=_ids(VECTORS["blocks_hex"], "source"))
+def test_the_cid_of_an_encoded_block_matches_the_published_vector(case: dict[str, str]) -> None:
+    assert cid_for(bytes.fromhex(case["hex"]), case["codec"]) == case["cid"]
+
+
+def test_the_issue_vectors_hold_exactly() -> None:
+    assert raw_cid(b"") == "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+    assert raw_cid(b"hello") == "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bf44yegnrjhc4yeq"
+    assert (
+        cid_for(bytes.fromhex("a16568656c6c6f65776f726c64"), "dag-cbor")
+        == "bafyreidykglsfhoixmivffc5uwhcgshx4j465xwqntbmu43nb2dzqwfvae"
+    )
+
+
+@pytest.mark.parametrize(("codec", "prefix"), [("raw", "bafkrei"), ("dag-pb", "bafybei"), ("dag-cbor", "bafyrei")])
+def test_each_codec_fixes_the_first_characters_and_length(codec: str, prefix: str) -> None:
+    cid = cid_for(b"anything", codec)
+    assert cid.startswith(prefix)
+    assert len(cid) == 59
+    assert parse(cid).codec == codec
+
+
+@pytest.mark.parametrize("case", VECTORS["raw_utf8"], ids=_ids(VECTORS["raw_utf8"], "text"))
+def test_a_parsed_vector_exposes_codec_digest_and_binary_form(case: dict[str, str]) -> None:
+    data = case["text"].encode("utf-8")
+    parsed = parse(case["cid"])
+    assert isinstance(parsed, ParsedCID)
+    assert (parsed.version, parsed.codec, parsed.hash) == (1, "raw", "sha2-256")
+    assert parsed.digest == hashlib.sha256(data).digest()
+    assert parsed.bytes == bytes([1, 0x55, 0x12, 32]) + parsed.digest
+    assert cid_bytes(case["cid"]) == parsed.bytes
+    assert cid_from_bytes(parsed.bytes) == case["cid"]
+    assert cid_from_digest(parsed.digest, "raw") == case["cid"]
+    assert str(parsed) == parsed.to_data() == case["cid"]
+
+
+def test_the_codec_table_is_the_three_block_codecs() -> None:
+    assert CODECS == {"raw": 0x55, "dag-pb": 0x70, "dag-cbor": 0x71}
+
+
+# ---- verify
+
+
+def test_verify_accepts_the_bytes_a_cid_was_minted_from() -> None:
+    assert verify(EMPTY, b"") is True
+    assert verify(raw_cid(b"hello"), b"hello") is True
+
+
+def test_verify_refuses_other_bytes() -> None:
+    assert verify(EMPTY, b"\x00") is False
+    assert verify(raw_cid(b"hello"), b"hellp") is False
+
+
+def test_verify_of_a_bad_name_raises_rather_than_answering_false() -> None:
+    with pytest.raises(InvalidCID):
+        verify("Qmfoo", b"")
+
+
+@given(st.binary(max_size=512), st.integers(min_value=0, max_value=511), st.integers(min_value=1, max_value=255))
+@settings(max_examples=100, deadline=None)
+def test_flipping_any_byte_breaks_verification(data: bytes, where: int, flip: int) -> None:
+    cid = raw_cid(data)
+    assert verify(cid, data)
+    if data:
+        i = where % len(data)
+        tampered = data[:i] + bytes([data[i] ^ flip]) + data[i + 1 :]
+        assert not verify(cid, tampered)
+    assert not verify(cid, data + b"\x00")
+
+
+# ---- round-trips
+
+
+@given(st.binary(max_size=2048), st.sampled_from(sorted(CODECS)))
+@settings(max_examples=200, deadline=None)
+def test_parse_then_str_is_the_identity_on_minted_cids(data: bytes, codec: str) -> None:
+    cid = cid_for(data, codec)
+    parsed = parse(cid)
+    assert str(parsed) == cid
+    assert parse(str(parsed)) == parsed
+    assert parsed.codec == codec
+    assert verify(cid, data)
+
+
+@given(st.binary(min_size=32, max_size=32), st.sampled_from(sorted(CODECS)))
+@settings(max_examples=100, deadline=None)
+def test_binary_and_string_forms_round_trip(digest: bytes, codec: str) -> None:
+    cid = cid_from_digest(digest, codec)
+    assert cid_from_bytes(cid_bytes(cid)) == cid
+    assert parse(cid).digest == digest

@@ -1,0 +1,214 @@
+"""kuro_fs.dagcbor: canonical dag-cbor (ipld-rules §6).
+
+Vectors live in tests/vectors/dagcbor.json; values there use the DAG-JSON
+conventions ({"/": cid} is a link, {"/": {"bytes": base64}} a byte string).
+Bad input first.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import cbor2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kuro_fs.cid import cid_for, raw_cid
+from kuro_fs.dagcbor import Link, cid_of, decode, encode
+from kuro_fs.errors import DagCborError, InvalidCID
+
+VECTORS: dict[str, Any] = json.loads(
+    (Path(__file__).resolve().parent.parent / "vectors" / "dagcbor.json").read_text(encoding="utf-8")
+)
+
+
+def _from_json(value: Any) -> Any:
+    """DAG-JSON-style vector value → the Python value kuro_fs.dagcbor takes."""
+    if isinstance(value, dict):
+        if set(value) == {"/"}:
+            inner = value["/"]
+            if isinstance(inner, str):
+                return Link(inner)
+            padded = inner["bytes"] + "=" * (-len(inner["bytes"]) % 4)
+            return base64.b64decode(padded)
+        return {key: _from_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_from_json(item) for item in value]
+    return value
+
+
+ENCODE = VECTORS["encode"]
+REFUSED = VECTORS["decode_refused"]
+
+
+# ---- bad input
+
+
+@pytest.mark.parametrize(
+    "value",
+    [math.nan, math.inf, -math.inf, {"a": [1, math.nan]}],
+    ids=["nan", "inf", "-inf", "nested-nan"],
+)
+def test_nan_and_infinities_are_refused(value: Any) -> None:
+    with pytest.raises(DagCborError, match="NaN"):
+        encode(value)
+
+
+@pytest.mark.parametrize("value", [1.0, 0.0, -0.0, -3.0, 2.0**60, {"x": [1.0]}], ids=repr)
+def test_integral_floats_are_refused_because_js_would_write_an_int(value: Any) -> None:
+    with pytest.raises(DagCborError, match="integral float"):
+        encode(value)
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**64) - 1, [2**70]], ids=repr)
+def test_integers_outside_64_bits_are_refused(value: Any) -> None:
+    with pytest.raises(DagCborError):
+        encode(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{1: "a"}, {b"k": 1}, {None: 1}, {(1,): 2}, {"ok": {2: 3}}],
+    ids=["int-key", "bytes-key", "none-key", "tuple-key", "nested-int-key"],
+)
+def test_map_keys_that_are_not_strings_are_refused(value: Any) -> None:
+    with pytest.raises(DagCborError, match="keys must be strings"):
+        encode(value)
+
+
+@pytest.mark.parametrize("value", [{1, 2}, object(), 1j, frozenset(), range(3)], ids=repr)
+def test_values_outside_the_data_model_are_refused(value: Any) -> None:
+    with pytest.raises(DagCborError, match="cannot encode"):
+        encode(value)
+
+
+def test_the_error_names_where_the_bad_value_sits() -> None:
+    with pytest.raises(DagCborError, match="/outer/1"):
+        encode({"outer": [0.5, 2.0]})
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=[c["name"] for c in REFUSED])
+def test_non_canonical_or_malformed_bytes_are_refused_on_decode(case: dict[str, str]) -> None:
+    with pytest.raises(DagCborError):
+        decode(bytes.fromhex(case["hex"]))
+
+
+def test_a_link_must_name_a_cid_in_the_profile() -> None:
+    with pytest.raises(InvalidCID):
+        Link("QmbFMke1KXqnYyBBWxB74N4c5SBnJMVAiMNRcGu6x1AwQH")
+
+
+def test_a_decoded_integral_float_cannot_be_re_encoded() -> None:
+    value = decode(bytes.fromhex("fb3ff0000000000000"))
+    assert value == 1.0 and isinstance(value, float)
+    with pytest.raises(DagCborError, match="integral float"):
+        encode(value)
+
+
+# ---- vectors
+
+
+@pytest.mark.parametrize("case", ENCODE, ids=[c["name"] for c in ENCODE])
+def test_encoding_matches_the_vector(case: dict[str, Any]) -> None:
+    value = _from_json(case["value"])
+    data = encode(value)
+    if "hex" in case:
+        assert data.hex() == case["hex"]
+    if "cid" in case:
+        assert cid_of(value) == case["cid"]
+        assert cid_for(data, "dag-cbor") == case["cid"]
+
+
+@pytest.mark.parametrize("case", [c for c in ENCODE if "hex" in c], ids=[c["name"] for c in ENCODE if "hex" in c])
+def test_decoding_a_vector_gives_back_its_value(case: dict[str, Any]) -> None:
+    assert decode(bytes.fromhex(case["hex"])) == _from_json(case["value"])
+
+
+def test_keys_sort_length_first_then_bytewise() -> None:
+    data = encode({"bb": 1, "a": 2, "aaa": 3, "b": 4, "ab": 5})
+    assert list(decode(data)) == ["a", "b", "ab", "bb", "aaa"]
+
+
+def test_insertion_order_does_not_change_the_bytes() -> None:
+    assert encode({"z": 1, "a": 2, "mm": 3}) == encode({"mm": 3, "a": 2, "z": 1})
+
+
+def test_a_link_is_tag_42_over_a_zero_byte_and_the_binary_cid() -> None:
+    cid = raw_cid(b"")
+    data = encode(Link(cid))
+    assert data[:5] == bytes.fromhex("d82a582500")
+    assert data[5:9] == bytes.fromhex("01551220")
+    assert decode(data) == Link(cid)
+    assert Link(cid).to_data() == {"/": cid}
+
+
+def test_tuples_encode_as_lists() -> None:
+    assert encode((1, "a")) == encode([1, "a"])
+
+
+# ---- round-trips
+
+_CIDS = st.builds(
+    lambda data, codec: Link(cid_for(data, codec)),
+    st.binary(max_size=16),
+    st.sampled_from(["raw", "dag-pb", "dag-cbor"]),
+)
+_FLOATS = st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: not f.is_integer())
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**64), max_value=2**64 - 1)
+    | _FLOATS
+    | st.text(max_size=20)
+    | st.binary(max_size=20)
+    | _CIDS
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    max_leaves=20,
+)
+
+
+@given(_VALUES)
+@settings(max_examples=200, deadline=None)
+def test_decode_of_encode_is_the_identity(value: Any) -> None:
+    assert decode(encode(value)) == value
+
+
+@given(_VALUES)
+@settings(max_examples=200, deadline=None)
+def test_encode_of_decode_gives_back_the_same_bytes(value: Any) -> None:
+    data = encode(value)
+    assert encode(decode(data)) == data
+    assert cid_of(decode(data)) == cid_for(data, "dag-cbor")
+
+
+_NO_FLOATS_NO_LINKS = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**64), max_value=2**64 - 1)
+    | st.text(max_size=20)
+    | st.binary(max_size=20),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    max_leaves=20,
+)
+
+
+@given(_NO_FLOATS_NO_LINKS)
+@settings(max_examples=150, deadline=None)
+def test_without_floats_or_links_the_bytes_equal_cbor2_canonical(value: Any) -> None:
+    # cbor2's canonical mode is RFC 7049 canonical (length-first keys, shortest ints);
+    # it differs from dag-cbor only for floats (it shrinks them) and tags, excluded here.
+    assert encode(value) == cbor2.dumps(value, canonical=True)
+
+
+@given(_NO_FLOATS_NO_LINKS)
+@settings(max_examples=100, deadline=None)
+def test_cbor2_reads_back_what_we_write(value: Any) -> None:
+    assert cbor2.loads(encode(value)) == value
