@@ -1,0 +1,305 @@
+"""The terminal model: modes, grants, sessions, guest specs and the denial gate."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from model_strategies import EMPTY_CID, GUEST_CID, grants, guest_args
+
+from kuro_fs.dagcbor import decode, encode
+from kuro_wasm.errors import ModelError
+from kuro_wasm.model import (
+    CAPABILITIES,
+    DENIAL_KEYS,
+    DENIAL_REASONS,
+    I64_MAX,
+    I64_MIN,
+    MODES,
+    Session,
+    denial,
+    guest,
+    is_argv,
+    is_guest_spec,
+    session,
+)
+
+ALL_BUT_HOST = sorted(set(CAPABILITIES) - {"host/shell"})
+
+# ---- bad input first
+
+
+@pytest.mark.parametrize("mode", ["terminal-safe", "safe", "wat", "", None, "TERMINAL-REPO"])
+def test_an_unknown_mode_is_a_clear_error(mode: Any) -> None:
+    with pytest.raises(ModelError, match="unknown terminal mode") as info:
+        session("s1", EMPTY_CID, mode)
+    assert info.value.reason == "unknown-mode"
+    assert info.value.reference == "invalid-kuro-model-input"
+
+
+def test_no_mode_and_no_capability_is_called_safe() -> None:
+    names = [*MODES, *(m.label for m in MODES.values()), *CAPABILITIES]
+    assert [n for n in names if "safe" in n] == []
+
+
+@pytest.mark.parametrize("grant", [["fs/read", "net/fetch"], ["repo/read"], [""], [1], "fs/read", b"fs/read", 42])
+def test_an_unknown_capability_or_a_bare_string_grant_is_refused(grant: Any) -> None:
+    with pytest.raises(ModelError) as info:
+        session("s1", EMPTY_CID, grant=grant)
+    assert info.value.reason == "unknown-capability"
+
+
+@pytest.mark.parametrize("sid", ["", "  ", None, 7])
+def test_a_session_needs_a_non_blank_id(sid: Any) -> None:
+    with pytest.raises(ModelError):
+        session(sid, EMPTY_CID)
+
+
+@pytest.mark.parametrize("root", ["", "Qmfoo", "not-a-cid", None, b"bafk"])
+def test_a_session_root_must_be_a_cid(root: Any) -> None:
+    with pytest.raises(ModelError) as info:
+        session("s1", root)
+    assert info.value.reason == "invalid-fs-root"
+
+
+def test_terminal_host_requires_a_signed_opt_in_to_build_a_session() -> None:
+    with pytest.raises(ModelError, match="signed opt-in") as info:
+        session("s1", EMPTY_CID, "terminal-host")
+    assert info.value.reason == "signed-opt-in-required"
+    with pytest.raises(ModelError):
+        session("s1", EMPTY_CID, "terminal-host", signed_opt_in=1)  # type: ignore[arg-type]
+    assert session("s1", EMPTY_CID, "terminal-host", signed_opt_in=True).grant == {"host/shell"}
+
+
+@pytest.mark.parametrize("cid", ["", "Qmfoo", "bafkrei", "zb2rhe5P4gXftAwvA4eXQ5HJwsER2owDyS9sKaQRRVQPn93bA", None, 5])
+def test_a_guest_spec_needs_a_cid_in_kuros_profile(cid: Any) -> None:
+    with pytest.raises(ModelError) as info:
+        guest(cid, "run")
+    assert info.value.reason == "invalid-guest-spec"
+
+
+@pytest.mark.parametrize("export", ["", None, 3, b"run"])
+def test_a_guest_spec_needs_a_non_empty_export_name(export: Any) -> None:
+    with pytest.raises(ModelError, match="export"):
+        guest(GUEST_CID, export)
+
+
+@pytest.mark.parametrize(
+    "args",
+    ["12", b"12", 12, None, {1: 2}, [True], [False], ["1"], [None], [[1]], [math.nan], [math.inf], [-math.inf],
+     [I64_MAX + 1], [I64_MIN - 1], [1e300], [float(2**63)]],
+)  # fmt: skip
+def test_guest_args_are_i64_ints_or_finite_floats_only(args: Any) -> None:
+    with pytest.raises(ModelError) as info:
+        guest(GUEST_CID, "run", args)
+    assert info.value.reason == "invalid-guest-spec"
+
+
+# ---- tables
+
+
+def test_the_modes_and_their_default_grants_are_the_documented_table() -> None:
+    repo = {"guest/invoke", "fs/read", "fs/ls", "stdin/read"}
+    assert {name: (m.label, set(m.default_grant), m.host) for name, m in MODES.items()} == {
+        "terminal-repo": ("repo", repo, False),
+        "terminal-build": ("build", repo | {"fs/write", "fs/rm"}, False),
+        "terminal-agent": ("agent", repo | {"agent/checkpoint"}, False),
+        "terminal-host": ("host", {"host/shell"}, True),
+    }
+
+
+def test_every_default_grant_uses_the_capability_vocabulary() -> None:
+    for mode in MODES.values():
+        assert mode.default_grant <= set(CAPABILITIES)
+
+
+def test_the_capability_vocabulary_is_the_hosts() -> None:
+    assert set(CAPABILITIES) == {
+        "guest/invoke", "fs/read", "fs/ls", "fs/write", "fs/rm", "stdin/read", "agent/checkpoint", "host/shell",
+    }  # fmt: skip
+
+
+# ---- sessions
+
+
+def test_the_default_mode_is_terminal_repo_with_its_default_grant(sess: Session) -> None:
+    assert sess.mode == "terminal-repo"
+    assert sess.cwd == "."
+    assert sess.effective_capabilities == ["fs/ls", "fs/read", "guest/invoke", "stdin/read"]
+
+
+@pytest.mark.parametrize("mode", ["terminal-repo", "terminal-build", "terminal-agent"])
+def test_sessions_get_their_modes_default_grant(mode: str) -> None:
+    assert session("s1", EMPTY_CID, mode).grant == MODES[mode].default_grant
+
+
+def test_a_grant_replaces_the_modes_default_grant() -> None:
+    s = session("s1", EMPTY_CID, "terminal-build", grant=("fs/read",))
+    assert s.effective_capabilities == ["fs/read"]
+    assert session("s1", EMPTY_CID, grant=[]).grant == frozenset()
+
+
+def test_a_session_is_frozen(sess: Session) -> None:
+    with pytest.raises(AttributeError):
+        sess.mode = "terminal-build"  # type: ignore[misc]
+
+
+def test_session_data_has_only_kuro_keys_and_round_trips() -> None:
+    s = session("s1", EMPTY_CID, "terminal-agent", cwd="src")
+    data = s.to_data()
+    assert all(k.startswith("kuro/") for k in data)
+    assert data["kuro/grant"] == sorted(data["kuro/grant"])
+    assert Session.from_data(decode(encode(data))) == s
+
+
+def test_session_data_for_terminal_host_keeps_the_opt_in() -> None:
+    s = session("s1", EMPTY_CID, "terminal-host", signed_opt_in=True)
+    assert Session.from_data(s.to_data()) == s
+
+
+@pytest.mark.parametrize("data", [{}, {"kuro/type": "kuro/receipt"}, {"kuro/type": "kuro/session"}, None])
+def test_session_data_that_is_not_a_session_is_refused(data: Any) -> None:
+    with pytest.raises(ModelError):
+        Session.from_data(data)
+
+
+# ---- guest specs
+
+
+def test_a_guest_spec_is_plain_namespaced_data(spec: dict[str, Any]) -> None:
+    assert spec == {"kuro/type": "kuro/guest", "kuro/guest": GUEST_CID, "kuro/export": "run", "kuro/args": [40, 2]}
+
+
+def test_integral_float_args_become_ints_and_others_stay_floats() -> None:
+    args = guest(GUEST_CID, "run", (2.0, -0.0, 1.5, 3))["kuro/args"]
+    assert args == [2, 0, 1.5, 3]
+    assert [type(a) for a in args] == [int, int, float, int]
+
+
+@settings(max_examples=100, deadline=None)
+@given(guest_args)
+def test_any_valid_guest_spec_is_canonical_dag_cbor(args: list[Any]) -> None:
+    spec = guest(GUEST_CID, "run", args)
+    assert decode(encode(spec)) == spec
+    assert is_guest_spec(spec)
+
+
+def test_only_the_exact_guest_shape_counts_as_a_spec(spec: dict[str, Any]) -> None:
+    assert is_guest_spec(spec)
+    assert not is_guest_spec({**spec, "kuro/extra": 1})
+    assert not is_guest_spec({**spec, "kuro/args": (40, 2)})
+    assert not is_guest_spec({**spec, "kuro/args": [40.0, 2]})
+    assert not is_guest_spec({**spec, "kuro/args": [True]})
+    assert not is_guest_spec({**spec, "kuro/type": "kuro/command"})
+    assert not is_guest_spec({**spec, "kuro/guest": "Qmfoo"})
+    assert not is_guest_spec({k: v for k, v in spec.items() if k != "kuro/export"})
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (["echo", "hi"], True),
+        (("ls",), True),
+        ([""], True),
+        ([], False),
+        (["a", 1], False),
+        ("echo hi", False),
+        (None, False),
+    ],
+)
+def test_an_argv_is_a_non_empty_list_or_tuple_of_strings(value: Any, expected: bool) -> None:
+    assert is_argv(value) is expected
+
+
+# ---- the gate
+
+
+@pytest.mark.parametrize("argv", [["kbb", "-M:test"], ("sh", "-c", "true"), ["true && rm -rf /"], [""]])
+@pytest.mark.parametrize("mode", ["terminal-repo", "terminal-build", "terminal-agent"])
+def test_an_argv_is_refused_even_with_every_capability(argv: Any, mode: str) -> None:
+    s = session("s1", EMPTY_CID, mode, grant=ALL_BUT_HOST)
+    assert denial(s, argv) == {
+        "kuro/type": "kuro/denial",
+        "kuro/allowed?": False,
+        "kuro/reason": "argv-not-a-process",
+        "kuro/session-id": "s1",
+        "kuro/mode": mode,
+        "kuro/isolation": "none",
+        "kuro/missing": [],
+    }
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo hi",
+        None,
+        42,
+        [],
+        [1, 2],
+        {},
+        {"kuro/guest": GUEST_CID},
+        {"kuro/type": "kuro/guest", "kuro/guest": GUEST_CID, "kuro/export": "", "kuro/args": []},
+        {"kuro.browser/guest": GUEST_CID, "kuro.browser/export": "run"},
+    ],
+)
+def test_anything_that_is_neither_argv_nor_guest_spec_needs_a_guest_spec(command: Any, sess: Session) -> None:
+    d = denial(sess, command)
+    assert d is not None
+    assert d["kuro/reason"] == "guest-spec-required"
+
+
+def test_a_grant_without_guest_invoke_is_missing_capabilities(spec: dict[str, Any]) -> None:
+    s = session("s1", EMPTY_CID, grant=["fs/read", "fs/write"])
+    d = denial(s, spec)
+    assert d is not None
+    assert (d["kuro/reason"], d["kuro/missing"], d["kuro/allowed?"]) == (
+        "missing-capabilities",
+        ["guest/invoke"],
+        False,
+    )
+
+
+def test_terminal_host_is_refused_whatever_it_asks_and_whatever_it_holds(spec: dict[str, Any]) -> None:
+    s = session("s1", EMPTY_CID, "terminal-host", grant=sorted(CAPABILITIES), signed_opt_in=True)
+    for command in (spec, ["sh"], "sh", None):
+        d = denial(s, command)
+        assert d is not None
+        assert d["kuro/reason"] == "unsupported-mode"
+
+
+def test_the_decision_order_is_host_then_argv_then_spec_then_capabilities(spec: dict[str, Any]) -> None:
+    nothing = session("s1", EMPTY_CID, grant=[])
+    assert denial(nothing, ["ls"])["kuro/reason"] == "argv-not-a-process"  # type: ignore[index]
+    assert denial(nothing, "ls")["kuro/reason"] == "guest-spec-required"  # type: ignore[index]
+    assert denial(nothing, spec)["kuro/reason"] == "missing-capabilities"  # type: ignore[index]
+    assert list(DENIAL_REASONS) == ["unsupported-mode", "argv-not-a-process", "guest-spec-required",
+                                    "missing-capabilities"]  # fmt: skip
+
+
+def test_an_allowed_guest_spec_has_no_denial(sess: Session, spec: dict[str, Any]) -> None:
+    assert denial(sess, spec) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(grants, st.sampled_from(["terminal-repo", "terminal-build", "terminal-agent"]), st.data())
+def test_every_denial_has_one_fixed_shape(grant: frozenset[str], mode: str, data: st.DataObject) -> None:
+    s = session("s1", EMPTY_CID, mode, grant=grant)
+    command = data.draw(st.one_of(st.just(guest(GUEST_CID, "run")), st.lists(st.text(max_size=3), max_size=2),
+                                  st.none(), st.text(max_size=3)))  # fmt: skip
+    d = denial(s, command)
+    if d is None:
+        assert "guest/invoke" in grant and is_guest_spec(command)
+        return
+    assert tuple(sorted(d)) == DENIAL_KEYS
+    assert d["kuro/allowed?"] is False and d["kuro/reason"] in DENIAL_REASONS
+    assert d["kuro/missing"] == sorted(d["kuro/missing"])
+    assert decode(encode(d)) == d
+
+
+def test_denial_needs_a_session(spec: dict[str, Any]) -> None:
+    with pytest.raises(ModelError):
+        denial({"kuro/session-id": "s1"}, spec)  # type: ignore[arg-type]

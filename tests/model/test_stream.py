@@ -1,0 +1,211 @@
+"""The output stream: one cap across both streams, exact-prefix rule, finish → receipt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from model_strategies import EMPTY_CID, GUEST_CID, caps, write_lists
+
+from kuro_fs.cid import raw_cid
+from kuro_wasm import stream
+from kuro_wasm.errors import ModelError, StreamClosed
+from kuro_wasm.model import Session, guest, session
+from kuro_wasm.receipt import KEYS
+from kuro_wasm.stream import Stream, append, chunks, finish, kept_bytes, mark_exited, new, total_bytes
+
+
+def _feed(s: Stream, writes: list[tuple[str, bytes]]) -> Stream:
+    for name, data in writes:
+        s, _ = append(s, name, data)
+    return s
+
+
+# ---- bad input first
+
+
+@pytest.mark.parametrize("name", ["stdlog", "STDOUT", "", None, 1])
+def test_a_chunk_must_name_stdout_or_stderr(name: Any) -> None:
+    with pytest.raises(ModelError, match="stdout or stderr"):
+        append(new(), name, b"x")
+
+
+def test_the_stream_name_is_checked_before_the_state() -> None:
+    with pytest.raises(ModelError):
+        append(mark_exited(new()), "stdlog", b"x")
+
+
+@pytest.mark.parametrize("data", ["text", None, 5, [104]])
+def test_chunk_data_must_be_bytes(data: Any) -> None:
+    with pytest.raises(ModelError):
+        append(new(), "stdout", data)
+
+
+@pytest.mark.parametrize("cap", [-1, True, 1.5, "10", None])
+def test_the_cap_must_be_a_non_negative_int(cap: Any) -> None:
+    with pytest.raises(ModelError):
+        new(cap)
+
+
+def test_appending_to_or_finishing_an_exited_stream_is_an_error(sess: Session, spec: dict[str, Any]) -> None:
+    done = mark_exited(append(new(), "stdout", b"a")[0])
+    with pytest.raises(StreamClosed) as info:
+        append(done, "stdout", b"b")
+    assert info.value.state == "exited"
+    with pytest.raises(StreamClosed):
+        finish(done, sess, spec, {"exit-code": 0})
+
+
+def test_finish_needs_a_session_and_command_from_somewhere(sess: Session, spec: dict[str, Any]) -> None:
+    with pytest.raises(ModelError):
+        finish(new(), None, None, {"exit-code": 0})
+    assert finish(new(session=sess, command=spec), None, None, {"exit-code": 0})["kuro/session-id"] == "s1"
+
+
+# ---- keeping and dropping
+
+
+def test_seq_follows_acceptance_order_and_bytes_are_kept_per_stream() -> None:
+    s = new()
+    s, a = append(s, "stdout", b"a")
+    s, b = append(s, "stderr", b"b")
+    s, c = append(s, "stdout", b"c")
+    assert [x.seq for x in chunks(s)] == [0, 1, 2] and [a, b, c] == list(chunks(s))
+    assert (kept_bytes(s, "stdout"), kept_bytes(s, "stderr")) == (b"ac", b"b")
+
+
+def test_bytes_are_counted_not_characters() -> None:
+    s, _ = append(new(), "stdout", "あいう".encode())
+    assert s.stdout_bytes == 9
+
+
+def test_a_chunk_that_does_not_fit_is_dropped_whole_and_reported_as_none() -> None:
+    s, kept = append(new(4), "stdout", b"abcd")
+    s, dropped = append(s, "stdout", b"efghij")
+    assert kept is not None and dropped is None
+    assert (s.stdout_bytes, s.dropped_bytes, s.truncated, kept_bytes(s, "stdout")) == (4, 6, True, b"abcd")
+
+
+def test_the_cap_counts_both_streams_together() -> None:
+    s = _feed(new(4), [("stdout", b"ab"), ("stderr", b"cd"), ("stdout", b"e")])
+    assert (s.truncated, s.dropped_bytes, total_bytes(s)) == (True, 1, 4)
+
+
+def test_truncation_is_sticky_so_a_later_chunk_that_fits_is_dropped_too() -> None:
+    s = _feed(new(4), [("stdout", b"ab"), ("stdout", b"cdef")])
+    assert s.dropped_bytes == 4
+    s, chunk = append(s, "stderr", b"gh")
+    assert chunk is None and s.dropped_bytes == 6 and kept_bytes(s, "stderr") == b""
+
+
+def test_seq_advances_for_dropped_chunks() -> None:
+    s = _feed(new(1), [("stdout", b"a"), ("stdout", b"bb")])
+    s, c = append(s, "stdout", b"")
+    assert s.seq == 3 and c is None
+
+
+def test_an_empty_chunk_is_kept_while_not_truncated() -> None:
+    s, c = append(new(0), "stdout", b"")
+    assert c is not None and c.data == b"" and not s.truncated
+
+
+def test_total_bytes_excludes_dropped_bytes() -> None:
+    s = _feed(new(4), [("stdout", b"ab"), ("stderr", b"cd"), ("stdout", "あ".encode())])
+    assert (total_bytes(s), s.dropped_bytes) == (4, 3)
+
+
+def test_a_stream_value_is_immutable_and_old_values_stay_valid() -> None:
+    base, _ = append(new(), "stdout", b"a")
+    left, _ = append(base, "stdout", b"L")
+    right, _ = append(base, "stdout", b"R")
+    assert [kept_bytes(x, "stdout") for x in (base, left, right)] == [b"a", b"aL", b"aR"]
+    with pytest.raises(AttributeError):
+        base.seq = 9  # type: ignore[misc]
+
+
+def test_written_bytes_are_copied_so_a_guest_buffer_can_be_reused() -> None:
+    buf = bytearray(b"abc")
+    s, _ = append(new(), "stdout", memoryview(buf))
+    buf[:] = b"xyz"
+    assert kept_bytes(s, "stdout") == b"abc"
+
+
+def test_a_hundred_thousand_small_chunks_stay_a_usable_value() -> None:
+    s = new()
+    for i in range(100_000):
+        s, _ = append(s, "stdout" if i % 2 else "stderr", b"x")
+    assert (len(kept_bytes(s, "stdout")), len(chunks(s)), s.seq) == (50_000, 100_000, 100_000)
+    assert s == s and "seq=100000" in repr(s)
+
+
+def test_mark_exited_is_idempotent_and_finish_leaves_the_state_alone(sess: Session, spec: dict[str, Any]) -> None:
+    s = new()
+    finish(s, sess, spec, {"exit-code": 0})
+    assert s.running
+    done = mark_exited(s)
+    assert (done.state, mark_exited(done).state) == ("exited", "exited")
+
+
+# ---- finish
+
+
+def test_finish_gives_a_receipt_with_the_kept_output_and_no_truncation_keys(
+    sess: Session, spec: dict[str, Any]
+) -> None:
+    s, _ = append(new(), "stdout", b"hi\n")
+    r = finish(s, sess, spec, {"exit-code": 0, "duration-ms": 12, "truncated?": True, "dropped-bytes": 5})
+    assert (r["kuro/stdout"], r["kuro/stdout-bytes"], r["kuro/exit-code"], r["kuro/duration-ms"]) == (
+        b"hi\n", 3, 0, 12)  # fmt: skip
+    assert (r["kuro/stdout-cid"], r["kuro/stderr-cid"]) == (raw_cid(b"hi\n"), raw_cid(b""))
+    assert "kuro/truncated?" not in r and "kuro/dropped-bytes" not in r
+    assert "kuro/kuro/truncated?" not in r
+
+
+def test_a_truncated_stream_says_so_in_its_receipt(sess: Session, spec: dict[str, Any]) -> None:
+    s, _ = append(new(2), "stdout", b"abcdef")
+    r = finish(s, sess, spec, {"exit-code": 125, "outcome": "output-capped"})
+    assert (r["kuro/truncated?"], r["kuro/dropped-bytes"], r["kuro/stdout"], r["kuro/outcome"]) == (
+        True, 6, b"", "output-capped")  # fmt: skip
+
+
+def test_the_streams_measurements_win_over_the_hosts(sess: Session, spec: dict[str, Any]) -> None:
+    s = _feed(new(3), [("stdout", b"abc"), ("stdout", b"d")])
+    r = finish(s, sess, spec, {"exit-code": 125, "outcome": "output-capped", "stdout": b"lie", "kuro/stdout-bytes": 99,
+                               "stdout-cid": raw_cid(b"lie"), "truncated?": False, "kuro/dropped-bytes": 0,
+                               "started-at": 7})  # fmt: skip
+    assert (r["kuro/stdout"], r["kuro/stdout-bytes"], r["kuro/stdout-cid"]) == (b"abc", 3, raw_cid(b"abc"))
+    assert (r["kuro/truncated?"], r["kuro/dropped-bytes"], r["kuro/started-at"]) == (True, 1, 7)
+
+
+# ---- properties
+
+
+@settings(max_examples=200, deadline=None)
+@given(write_lists, caps)
+def test_kept_output_is_an_exact_prefix_within_the_cap_and_counters_add_up(
+    writes: list[tuple[str, bytes]], cap: int
+) -> None:
+    s = _feed(new(cap), writes)
+    emitted = [(name, data) for name, data in writes]
+    kept = [(c.stream, c.data) for c in chunks(s)]
+    assert kept == emitted[: len(kept)]
+    for name in stream.STREAMS:
+        mine = b"".join(d for n, d in emitted if n == name)
+        assert mine.startswith(kept_bytes(s, name))
+    assert total_bytes(s) <= cap
+    assert total_bytes(s) + s.dropped_bytes == sum(len(d) for _, d in writes)
+    assert s.seq == len(writes)
+    assert s.truncated == (s.dropped_bytes > 0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(write_lists, caps)
+def test_a_finished_streams_receipt_is_closed_and_truncation_keys_appear_only_when_truncated(
+    writes: list[tuple[str, bytes]], cap: int
+) -> None:
+    s = _feed(new(cap), writes)
+    r = finish(s, session("s1", EMPTY_CID), guest(GUEST_CID, "run"), {"exit-code": 0})
+    assert {k[5:] for k in r} <= set(KEYS)
+    assert ("kuro/truncated?" in r) == ("kuro/dropped-bytes" in r) == s.truncated
+    assert r["kuro/stdout"] + r["kuro/stderr"] == kept_bytes(s, "stdout") + kept_bytes(s, "stderr")
