@@ -143,7 +143,8 @@ def _plain(value: Any, where: str) -> Any:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ModelError(f"{where}: {value!r} is not encodable", reason="unencodable-value")
-        return int(value) if value.is_integer() else value
+        # Integral floats become ints (dag-cbor parity); the int range check still applies.
+        return _plain(int(value), where) if value.is_integer() else value
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, Mapping):
