@@ -27,6 +27,8 @@ PURE_MODULES = [
     "kuro_wasm/checkpoint.py",
     "kuro_wasm/ansi.py",
     "kuro_wasm/abi.py",
+    "kuro_wasm/operation.py",
+    "kuro_wasm/redact.py",
 ]
 EFFECT_IMPORTS = {"wasmtime", "sqlite3", "threading", "os", "time", "random", "subprocess", "pathlib", "socket"}
 

@@ -1,0 +1,83 @@
+"""A child process for the crash and multi-process tests: ``python ledger_child.py MODE DB [ARGS]``.
+
+Modes:
+- ``hang DB OP``: claim OP with a starter that never finishes; print ``running`` once the
+  start is recorded, then block until killed.
+- ``many DB PREFIX N GO``: wait until the file GO exists, run ``shared`` (which takes 0.3 s,
+  so racers meet its ``started`` row) and then PREFIX-0 … PREFIX-(N-1), each finishing at once; print one JSON line
+  ``{"ran": [session ids the starter was called for], "answers": {op: status}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.cid import raw_cid
+from kuro_wasm.ledger import Ledger
+from kuro_wasm.model import guest, session
+
+ROOT = raw_cid(b"an empty fs root stand-in")
+GUEST = raw_cid(b"a guest stand-in")
+
+
+class Forever:
+    def kill(self) -> None:
+        pass
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        threading.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def hang(db: str, op_id: str) -> None:
+    def starter(sess: Any, cmd: Any, **options: Any) -> Forever:
+        print("running", flush=True)
+        return Forever()
+
+    led = Ledger(db, store=MemoryBlockStore(), starter=starter)
+    led.run(op_id, session("s-hang", ROOT, "terminal-build"), guest(GUEST, "run", []))
+
+
+class Done:
+    def __init__(self, sess: Any, cmd: Any) -> None:
+        self.receipt = {"kuro/exit-code": 0, "kuro/outcome": "ok", "kuro/session-id": sess.id, "kuro/stdout": b"ok"}
+
+    def kill(self) -> None:
+        pass
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        if self.receipt["kuro/session-id"] == "shared":
+            time.sleep(0.3)  # hold the claim open so the other processes meet a started row
+        return self.receipt
+
+
+def many(db: str, prefix: str, n: int, go: str) -> None:
+    ran: list[str] = []
+
+    def starter(sess: Any, cmd: Any, **options: Any) -> Done:
+        ran.append(sess.id)
+        return Done(sess, cmd)
+
+    led = Ledger(db, store=MemoryBlockStore(), starter=starter, timeout=30)
+    while not os.path.exists(go):
+        time.sleep(0.005)
+    answers = {}
+    for op_id, sid in [("shared", "shared"), *((f"{prefix}-{i}", f"{prefix}-{i}") for i in range(n))]:
+        answers[op_id] = led.run(op_id, session(sid, ROOT, "terminal-build"), guest(GUEST, "run", []))["kuro/status"]
+    print(json.dumps({"ran": ran, "answers": answers}), flush=True)
+
+
+if __name__ == "__main__":
+    mode, db = sys.argv[1], sys.argv[2]
+    if mode == "hang":
+        hang(db, sys.argv[3])
+    elif mode == "many":
+        many(db, sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    else:
+        raise SystemExit(f"unknown mode {mode}")

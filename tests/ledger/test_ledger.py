@@ -1,0 +1,527 @@
+"""The ledger on real SQLite files, driven through the fake starter (tests/ledger/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ledger_fakes import ROOT, FakeStarter, RunThread, command, make_session
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.cid import raw_cid
+from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict
+from kuro_wasm.ledger import Ledger
+from kuro_wasm.model import denial, session
+from kuro_wasm.operation import argument_digest
+
+# ---- bad input first
+
+
+@pytest.mark.parametrize("op_id", ["", "   ", None, 7, "x" * 1025])
+def test_a_bad_operation_id_is_refused_before_anything_runs(ledger: Ledger, starter: FakeStarter, op_id: Any) -> None:
+    with pytest.raises(ModelError) as info:
+        ledger.run(op_id, make_session(), command())
+    assert info.value.reason == "invalid-op-id"
+    assert starter.total == 0
+    assert ledger.operations() == []
+
+
+def test_an_unknown_run_option_is_refused_before_anything_is_recorded(ledger: Ledger, starter: FakeStarter) -> None:
+    with pytest.raises(ModelError) as info:
+        ledger.run("op", make_session(), command(), timeout=5)
+    assert info.value.reason == "unknown-run-option"
+    assert starter.total == 0
+    assert ledger.result("op")["kuro/status"] == "not-found"
+
+
+@pytest.mark.parametrize("stdin", [["a"], 12, iter([b"x"])])
+def test_stdin_that_is_not_bytes_is_refused(ledger: Ledger, starter: FakeStarter, stdin: Any) -> None:
+    with pytest.raises(ModelError):
+        ledger.run("op", make_session(), command(), stdin=stdin)
+    assert starter.total == 0
+
+
+def test_a_session_that_is_not_a_session_is_refused(ledger: Ledger, starter: FakeStarter) -> None:
+    with pytest.raises(ModelError):
+        ledger.run("op", {"kuro/mode": "terminal-build"}, command())  # type: ignore[arg-type]
+    assert starter.total == 0
+
+
+def test_a_file_that_is_not_a_ledger_is_reported_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    path.write_bytes(b"this is not a database file at all" * 100)
+    with pytest.raises(LedgerCorrupt):
+        Ledger(path, store=MemoryBlockStore(), starter=FakeStarter())
+
+
+def test_a_receipt_edited_in_the_database_is_reported_corrupt(ledger: Ledger, db: Path) -> None:
+    ledger.run("op", make_session(), command())
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE operations SET receipt = replace(receipt, '\"ok\"', '\"exit\"')")
+    with pytest.raises(LedgerCorrupt):
+        ledger.result("op")
+
+
+def test_a_closed_ledger_refuses_use_and_closing_twice_is_fine(db: Path, store: MemoryBlockStore) -> None:
+    led = Ledger(db, store=store, starter=FakeStarter())
+    led.close()
+    led.close()
+    assert led.closed
+    with pytest.raises(LedgerError):
+        led.run("op", make_session(), command())
+    with pytest.raises(LedgerError):
+        led.result("op")
+    with pytest.raises(LedgerError), led:
+        pass
+
+
+def test_the_context_manager_closes_the_ledger(db: Path, store: MemoryBlockStore) -> None:
+    with Ledger(db, store=store, starter=FakeStarter()) as led:
+        assert not led.closed
+    assert led.closed
+
+
+# ---- the argument digest
+
+
+def test_the_digest_names_grant_mode_command_stdin_limits_and_fs_root_but_not_the_session_id() -> None:
+    base = argument_digest(make_session("a"), command(1))
+    assert argument_digest(make_session("b"), command(1)) == base
+    assert argument_digest(make_session("a"), command(1), timeout_ms=120_000) == base  # the default, spelled out
+    assert argument_digest(make_session("a"), command(1), stdin=None) == base
+    changed = [
+        argument_digest(make_session("a", mode="terminal-repo"), command(1)),
+        argument_digest(session("a", ROOT, "terminal-build", grant=["guest/invoke"]), command(1)),
+        argument_digest(make_session("a"), command(2)),
+        argument_digest(make_session("a"), command(1), stdin=b"x"),
+        argument_digest(make_session("a"), command(1), timeout_ms=5),
+        argument_digest(make_session("a"), command(1), max_output_bytes=5),
+        argument_digest(make_session("a"), command(1), fuel=10),
+        argument_digest(make_session("a"), command(1), fs=raw_cid(b"another root")),
+    ]
+    assert base not in changed
+    assert len(set(changed)) == len(changed)
+
+
+def test_the_digest_uses_the_stdin_cid_so_equal_stdin_means_equal_digest() -> None:
+    one = argument_digest(make_session(), command(), stdin=b"hello")
+    assert argument_digest(make_session(), command(), stdin=bytearray(b"hello")) == one
+    assert argument_digest(make_session(), command(), stdin="hello") == one
+
+
+# ---- run, replay, conflict
+
+
+def test_a_first_run_runs_once_and_says_saved(ledger: Ledger, starter: FakeStarter) -> None:
+    r = ledger.run("op-1", make_session(), command(), timeout_ms=500)
+    assert starter.total == 1
+    assert starter.options[0]["timeout_ms"] == 500
+    assert r["kuro/status"] == "done"
+    assert r["kuro/replayed"] is False
+    assert r["kuro/persistence"] == "saved"
+    assert r["kuro/op-id"] == "op-1"
+    assert r["kuro/exit-code"] == 0
+
+
+def test_replay_returns_the_stored_receipt_without_running(ledger: Ledger, starter: FakeStarter) -> None:
+    first = ledger.run("op-1", make_session(), command(3))
+    again = ledger.run("op-1", make_session(), command(3))
+    assert starter.total == 1
+    assert again["kuro/replayed"] is True
+    assert again["kuro/persistence"] == "saved"
+    assert {k: v for k, v in again.items() if k != "kuro/replayed"} == {
+        k: v for k, v in first.items() if k != "kuro/replayed"
+    }
+
+
+def test_a_different_digest_raises_operation_conflict_and_runs_nothing(ledger: Ledger, starter: FakeStarter) -> None:
+    ledger.run("op-1", make_session(), command(1))
+    with pytest.raises(OperationConflict):
+        ledger.run("op-1", make_session(), command(2))
+    with pytest.raises(OperationConflict):
+        ledger.run("op-1", make_session(), command(1), stdin=b"other input")
+    assert starter.total == 1
+    assert ledger.result("op-1")["kuro/command"]["kuro/args"] == [1]
+
+
+def test_a_replay_survives_reopening_the_ledger(db: Path, store: MemoryBlockStore) -> None:
+    first_starter = FakeStarter(exit_code=3, stdout=b"out")
+    with Ledger(db, store=store, starter=first_starter) as led:
+        first = led.run("op", make_session(), command())
+    second_starter = FakeStarter()
+    with Ledger(db, store=store, starter=second_starter) as led:
+        again = led.run("op", make_session(), command())
+        got = led.result("op")
+    assert second_starter.total == 0
+    assert again["kuro/exit-code"] == got["kuro/exit-code"] == first["kuro/exit-code"] == 3
+    assert got["kuro/outcome"] == "exit"
+    assert got["kuro/stdout-preview"] == "out"
+
+
+def test_a_denial_is_stored_and_replayed_like_a_receipt(db: Path, store: MemoryBlockStore) -> None:
+    calls = []
+
+    def deny(sess: Any, cmd: Any, **options: Any) -> dict[str, Any]:
+        calls.append(cmd)
+        found = denial(sess, cmd)
+        assert found is not None
+        return found
+
+    argv = ["rm", "-rf", "/"]
+    with Ledger(db, store=store, starter=deny) as led:
+        first = led.run("op", make_session(), argv)
+        again = led.run("op", make_session(), argv)
+    assert len(calls) == 1
+    assert first["kuro/reason"] == again["kuro/reason"] == "argv-not-a-process"
+    assert again["kuro/replayed"] is True
+
+
+def test_an_operation_never_seen_is_not_found(ledger: Ledger) -> None:
+    assert ledger.result("never") == {"kuro/status": "not-found", "kuro/op-id": "never"}
+
+
+def test_operations_lists_what_was_recorded(ledger: Ledger) -> None:
+    ledger.run("a", make_session(), command(1))
+    ledger.run("b", make_session(), command(2))
+    listed = {o["kuro/op-id"]: o for o in ledger.operations()}
+    assert set(listed) == {"a", "b"}
+    assert listed["a"]["kuro/status"] == "done"
+    assert listed["a"]["kuro/exit-code"] == 0
+
+
+# ---- what is stored
+
+
+def test_output_bytes_go_to_the_block_store_and_the_row_keeps_a_bounded_preview(
+    db: Path, store: MemoryBlockStore
+) -> None:
+    out = ("é" * 30_000).encode()
+    with Ledger(db, store=store, starter=FakeStarter(stdout=out, stderr=b"warn\n")) as led:
+        r = led.run("op", make_session(), command())
+    assert "kuro/stdout" not in r and "kuro/stderr" not in r
+    assert store.get(r["kuro/stdout-cid"]) == out
+    assert r["kuro/stdout-bytes"] == len(out) == 60_000
+    assert r["kuro/stdout-preview"] == "é" * 24_000
+    assert r["kuro/stdout-preview-truncated?"] is True
+    assert r["kuro/stderr-preview"] == "warn\n"
+    assert r["kuro/stderr-preview-truncated?"] is False
+    assert store.get(r["kuro/receipt-cid"]) is not None  # the host's full receipt, as dag-cbor
+
+
+def test_secrets_are_redacted_from_what_is_stored_and_counted(db: Path, store: MemoryBlockStore) -> None:
+    secret = b"token=abcdef123456 and AKIAIOSFODNN7EXAMPLE\n"
+    with Ledger(db, store=store, starter=FakeStarter(stdout=secret, stderr=b"password: hunter2")) as led:
+        r = led.run("op", make_session(), command())
+        replay = led.result("op")
+    assert r["kuro/redactions"] == replay["kuro/redactions"] == 3
+    assert "abcdef123456" not in r["kuro/stdout-preview"]
+    assert "hunter2" not in r["kuro/stderr-preview"]
+    raw = b"".join(p.read_bytes() for p in db.parent.iterdir() if p.is_file())
+    assert b"abcdef123456" not in raw and b"AKIAIOSFODNN7EXAMPLE" not in raw and b"hunter2" not in raw
+
+
+def test_stdin_contents_are_never_persisted(db: Path, store: MemoryBlockStore) -> None:
+    stdin = b"stdin-only-content-7f3a9"
+
+    def echoing(sess: Any, cmd: Any, **options: Any) -> Any:
+        starter = FakeStarter()
+        handle = starter(sess, cmd, **options)
+        handle._result = {**handle.wait(), "kuro/stdin": options["stdin"]}  # a host that leaks stdin into results
+        return handle
+
+    with Ledger(db, store=store, starter=echoing) as led:
+        r = led.run("op", make_session(), command(), stdin=stdin)
+    assert "kuro/stdin" not in r
+    raw = b"".join(p.read_bytes() for p in db.parent.iterdir() if p.is_file())
+    assert stdin not in raw
+
+
+def test_a_restored_receipt_handed_out_for_new_work_is_not_current(db: Path, store: MemoryBlockStore) -> None:
+    with Ledger(db, store=store, starter=FakeStarter()) as led:
+        led.run("op", make_session(), command())
+    with Ledger(db, store=store, starter=FakeStarter()) as led:
+        plain = led.result("op")
+        for_new = led.result("op", for_new_task=True)
+    assert "kuro/current" not in plain
+    assert for_new["kuro/current"] is False
+    assert for_new["kuro/exit-code"] == 0 and for_new["kuro/outcome"] == "ok"
+
+
+# ---- runs in progress
+
+
+def test_result_of_a_running_operation_is_its_live_status(ledger: Ledger) -> None:
+    blocking = FakeStarter(block=True)
+    ledger._starter = blocking
+    worker = RunThread(ledger, "op", make_session("s-live"), command())
+    worker.start()
+    handle = blocking.wait_started("s-live")
+    live = ledger.result("op")
+    assert live["kuro/status"] == "running"
+    assert live["kuro/op-id"] == "op"
+    handle.release(7)
+    done = worker.answer()
+    assert done["kuro/exit-code"] == 7
+    assert ledger.result("op")["kuro/exit-code"] == 7
+
+
+def test_cancel_kills_a_running_operation_and_returns_its_cancelled_receipt(ledger: Ledger) -> None:
+    blocking = FakeStarter(block=True)
+    ledger._starter = blocking
+    worker = RunThread(ledger, "op", make_session("s-cancel"), command())
+    worker.start()
+    handle = blocking.wait_started("s-cancel")
+    cancelled = ledger.result("op", cancel=True)
+    assert handle.killed
+    assert cancelled["kuro/exit-code"] == 130
+    assert cancelled["kuro/outcome"] == "cancelled"
+    assert cancelled["kuro/persistence"] == "saved"
+    assert worker.answer()["kuro/exit-code"] == 130
+    assert ledger.result("op", cancel=True)["kuro/exit-code"] == 130  # cancelling a finished op changes nothing
+    assert blocking.total == 1
+
+
+def test_a_second_run_of_a_running_operation_does_not_start_it(ledger: Ledger) -> None:
+    blocking = FakeStarter(block=True)
+    ledger._starter = blocking
+    worker = RunThread(ledger, "op", make_session("s-twice"), command())
+    worker.start()
+    handle = blocking.wait_started("s-twice")
+    second = ledger.run("op", make_session("s-twice"), command())
+    assert second["kuro/status"] == "running"
+    with pytest.raises(OperationConflict):
+        ledger.run("op", make_session("s-twice"), command(9))
+    handle.release()
+    worker.answer()
+    assert blocking.total == 1
+
+
+def test_a_starter_that_raises_leaves_unknown_and_is_never_retried(ledger: Ledger, starter: FakeStarter) -> None:
+    starter.raise_on_start = RuntimeError("host blew up")
+    with pytest.raises(RuntimeError):
+        ledger.run("op", make_session(), command())
+    starter.raise_on_start = None
+    again = ledger.run("op", make_session(), command())
+    assert again["kuro/status"] == "unknown"
+    assert again["kuro/unknown-reason"] == "host-raised: RuntimeError"
+    assert "new operation id" in again["kuro/hint"]
+    assert starter.total == 0
+    assert ledger.result("op")["kuro/status"] == "unknown"
+
+
+def test_a_started_row_of_a_gone_owner_becomes_unknown_on_open(db: Path, store: MemoryBlockStore) -> None:
+    with Ledger(db, store=store, starter=FakeStarter()):
+        pass
+    digest = argument_digest(make_session(), command())
+    with sqlite3.connect(db) as conn:  # a row as a crashed process leaves it: pid reused by someone else
+        conn.execute(
+            "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at) "
+            "VALUES ('op', ?, 'started', 1, 'another-boot:0', 0)",
+            (digest,),
+        )
+    starter = FakeStarter()
+    with Ledger(db, store=store, starter=starter) as led:
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("SELECT status, reason FROM operations").fetchone() == (
+                "unknown",
+                "owner-process-gone",
+            )
+        assert led.run("op", make_session(), command())["kuro/status"] == "unknown"
+    assert starter.total == 0
+
+
+# ---- persistence honesty
+
+
+def _lock(db: Path) -> sqlite3.Connection:
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    return holder
+
+
+def _status(db: Path, op_id: str) -> str | None:
+    with sqlite3.connect(db) as conn:
+        row = conn.execute("SELECT status FROM operations WHERE op_id = ?", (op_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def test_a_locked_database_sends_the_receipt_to_the_journal_and_result_migrates_it(
+    db: Path, store: MemoryBlockStore
+) -> None:
+    blocking = FakeStarter(block=True)
+    led = Ledger(db, store=store, starter=blocking, timeout=0.2)
+    worker = RunThread(led, "op", make_session("s-lock"), command())
+    worker.start()
+    handle = blocking.wait_started("s-lock")
+    holder = _lock(db)
+    handle.release(4, stdout=b"kept")
+    r = worker.answer()
+    assert r["kuro/persistence"] == "pending"
+    assert led.journal_path.stat().st_size > 0
+    # while SQLite is still locked the pending receipt is what result and run answer, without running
+    assert led.result("op")["kuro/persistence"] == "pending"
+    assert led.run("op", make_session("s-lock"), command())["kuro/exit-code"] == 4
+    assert blocking.total == 1
+    holder.execute("COMMIT")
+    holder.close()
+    got = led.result("op")
+    assert got["kuro/persistence"] == "saved"
+    assert got["kuro/exit-code"] == 4
+    assert _status(db, "op") == "done"
+    assert led.journal_path.stat().st_size == 0
+    assert blocking.total == 1
+    led.close()
+
+
+def test_a_read_only_database_sends_the_receipt_to_the_journal_and_a_later_open_migrates_it(
+    db: Path, store: MemoryBlockStore
+) -> None:
+    read_only = threading.Event()
+
+    def connect(path: Path, timeout: float) -> sqlite3.Connection:
+        if read_only.is_set():
+            return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
+        return sqlite3.connect(path, timeout=timeout, check_same_thread=False)
+
+    blocking = FakeStarter(block=True)
+    led = Ledger(db, store=store, starter=blocking, connect=connect, timeout=0.2)
+    worker = RunThread(led, "op", make_session("s-ro"), command())
+    worker.start()
+    handle = blocking.wait_started("s-ro")
+    read_only.set()
+    handle.release(0, stdout=b"done")
+    r = worker.answer()
+    assert r["kuro/persistence"] == "pending"
+    assert _status(db, "op") == "started"
+    led.close()
+    with Ledger(db, store=store, starter=FakeStarter()) as reopened:
+        assert _status(db, "op") == "done"
+        got = reopened.result("op")
+    assert got["kuro/persistence"] == "saved"
+    assert got["kuro/stdout-preview"] == "done"
+    assert blocking.total == 1
+
+
+def test_both_stores_unavailable_is_reported_failed_and_the_operation_becomes_unknown(
+    db: Path, store: MemoryBlockStore
+) -> None:
+    blocking = FakeStarter(block=True)
+    led = Ledger(db, store=store, starter=blocking, timeout=0.2)
+    led.journal_path.mkdir()  # a directory where the journal file must go: every append fails
+    worker = RunThread(led, "op", make_session("s-fail"), command())
+    worker.start()
+    handle = blocking.wait_started("s-fail")
+    holder = _lock(db)
+    handle.release(0)
+    r = worker.answer()
+    holder.execute("COMMIT")
+    holder.close()
+    assert r["kuro/persistence"] == "failed"
+    assert "replay protection cannot be promised" in r["kuro/persistence-error"]
+    after = led.result("op")
+    assert after["kuro/status"] == "unknown"  # never "saved", never silently re-run
+    assert led.run("op", make_session("s-fail"), command())["kuro/status"] == "unknown"
+    assert blocking.total == 1
+    led.close()
+
+
+def test_a_locked_database_at_start_refuses_the_run_and_runs_nothing(
+    ledger: Ledger, db: Path, starter: FakeStarter
+) -> None:
+    holder = _lock(db)
+    try:
+        with pytest.raises(LedgerError, match="nothing ran"):
+            ledger.run("op", make_session(), command())
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    assert starter.total == 0
+    assert ledger.result("op")["kuro/status"] == "not-found"
+
+
+def test_the_journal_holds_no_stdin_and_no_unredacted_secret(db: Path, store: MemoryBlockStore) -> None:
+    blocking = FakeStarter(block=True)
+    led = Ledger(db, store=store, starter=blocking, timeout=0.2)
+    worker = RunThread(led, "op", make_session("s-j"), command(), stdin=b"stdin-bytes-91c2")
+    worker.start()
+    handle = blocking.wait_started("s-j")
+    holder = _lock(db)
+    handle.release(0, stdout=b"ghp_" + b"A" * 36)
+    assert worker.answer()["kuro/persistence"] == "pending"
+    text = led.journal_path.read_bytes()
+    holder.execute("COMMIT")
+    holder.close()
+    led.close()
+    assert b"stdin-bytes-91c2" not in text
+    assert b"A" * 36 not in text
+    entry = json.loads(text.split(b" ", 1)[1])
+    assert entry["receipt"]["kuro/redactions"] == 1
+
+
+# ---- concurrency
+
+
+def test_threads_writing_different_operations_lose_nothing(db: Path, store: MemoryBlockStore) -> None:
+    starter = FakeStarter()
+    ledger = Ledger(db, store=store, starter=starter, timeout=30)
+    workers = [RunThread(ledger, f"op-{i}", make_session(f"s-{i}"), command(i)) for i in range(24)]
+    for w in workers:
+        w.start()
+    answers = [w.answer(timeout=60) for w in workers]
+    assert all(a["kuro/persistence"] == "saved" for a in answers)
+    assert {o["kuro/op-id"] for o in ledger.operations() if o["kuro/status"] == "done"} == {
+        f"op-{i}" for i in range(24)
+    }
+    assert starter.total == 24
+    ledger.close()
+
+
+def test_threads_racing_for_one_operation_run_it_once(db: Path, store: MemoryBlockStore) -> None:
+    starter = FakeStarter()
+    ledgers = [Ledger(db, store=store, starter=starter, timeout=30) for _ in range(4)]
+    barrier = threading.Barrier(8)
+
+    class Racer(RunThread):
+        def run(self) -> None:
+            barrier.wait()
+            super().run()
+
+    racers = [Racer(ledgers[i % 4], "shared", make_session("s-race"), command()) for i in range(8)]
+    for r in racers:
+        r.start()
+    answers = [r.answer() for r in racers]
+    assert starter.total == 1
+    assert sum(1 for a in answers if a["kuro/replayed"] is False) == 1
+    assert all(a["kuro/status"] in ("done", "running") for a in answers)
+    for led in ledgers:
+        led.close()
+
+
+def test_by_default_the_ledger_lives_in_the_embedded_home_with_its_journal_and_blocks_beside_it(tmp_path: Path) -> None:
+    home = tmp_path / "kuro-home"
+    starter = FakeStarter(stdout=b"into the home's block store")
+    with Ledger(home=home, starter=starter) as led:
+        r = led.run("op", make_session(), command())
+    assert led.path == home / "ledger.sqlite"
+    assert led.journal_path == home / "ledger.journal"
+    from kuro_fs.filestore import FileBlockStore
+
+    with FileBlockStore(home / "blocks") as blocks:
+        assert blocks.get(r["kuro/stdout-cid"]) == b"into the home's block store"
+
+
+def test_callbacks_and_home_pass_through_to_the_starter_but_do_not_change_the_digest(
+    ledger: Ledger, starter: FakeStarter
+) -> None:
+    def on_exit(receipt: Any) -> None:
+        pass
+
+    ledger.run("op", make_session(), command(), on_exit=on_exit, home=False)
+    assert starter.options[0]["on_exit"] is on_exit
+    assert starter.options[0]["home"] is False
+    assert ledger.run("op", make_session(), command())["kuro/replayed"] is True
+    assert starter.total == 1

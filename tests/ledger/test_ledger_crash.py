@@ -1,0 +1,107 @@
+"""Crash honesty and many processes, for real: child Python processes on one SQLite file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from ledger_fakes import FakeStarter, command, make_session
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.errors import OperationConflict
+from kuro_wasm.ledger import Ledger
+from kuro_wasm.operation import argument_digest
+
+CHILD = Path(__file__).with_name("ledger_child.py")
+
+
+def _child(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(CHILD.parent), os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+def _proc_state(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()[0]
+
+
+def test_a_run_killed_mid_flight_is_unknown_after_reopen_and_never_runs_again(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.sqlite"
+    child = _child("hang", str(db), "op-crash")
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "running", child.stderr.read() if child.stderr else ""
+        # While the owner lives, another process sees it running and cannot cancel it.
+        with Ledger(db, store=MemoryBlockStore(), starter=FakeStarter()) as other:
+            live = other.result("op-crash", cancel=True)
+        assert live["kuro/status"] == "running"
+        assert live["kuro/owner-pid"] == child.pid
+        assert live["kuro/cancel"] == "not-this-process"
+        os.kill(child.pid, signal.SIGKILL)
+        while _proc_state(child.pid) not in ("Z", None):  # unreaped: a zombie is not an owner either
+            time.sleep(0.001)
+        starter = FakeStarter()
+        with Ledger(db, store=MemoryBlockStore(), starter=starter) as reopened:
+            with sqlite3.connect(db) as conn:
+                row = conn.execute("SELECT status, reason FROM operations WHERE op_id = 'op-crash'").fetchone()
+            assert row == ("unknown", "owner-process-gone")
+            got = reopened.result("op-crash")
+            again = reopened.run("op-crash", make_session("s-hang"), command())
+        assert got["kuro/status"] == again["kuro/status"] == "unknown"
+        assert got["kuro/persistence"] == "saved"
+        assert starter.total == 0
+    finally:
+        child.kill()
+        child.wait()
+        for pipe in (child.stdout, child.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def test_processes_writing_different_operations_lose_nothing_and_race_one_operation_once(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.sqlite"
+    go = tmp_path / "go"
+    Ledger(db, store=MemoryBlockStore(), starter=FakeStarter()).close()  # schema first, so children race on rows
+    children = [_child("many", str(db), f"p{k}", "15", str(go)) for k in range(3)]
+    go.touch()
+    reports = []
+    for child in children:
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    ran = Counter(sid for report in reports for sid in report["ran"])
+    assert ran["shared"] == 1
+    assert all(count == 1 for count in ran.values())
+    assert sum(1 for r in reports if r["answers"]["shared"] == "done") >= 1
+    with sqlite3.connect(db) as conn:
+        done = {op for (op,) in conn.execute("SELECT op_id FROM operations WHERE status = 'done'")}
+    assert done == {"shared"} | {f"p{k}-{i}" for k in range(3) for i in range(15)}
+
+
+def test_an_unknown_left_by_a_crash_conflicts_with_different_arguments(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.sqlite"
+    Ledger(db, store=MemoryBlockStore(), starter=FakeStarter()).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at, reason) "
+            "VALUES ('op', ?, 'unknown', 1, 'x', 0, 'owner-process-gone')",
+            (argument_digest(make_session(), command(1)),),
+        )
+    starter = FakeStarter()
+    with Ledger(db, store=MemoryBlockStore(), starter=starter) as led:
+        with pytest.raises(OperationConflict):
+            led.run("op", make_session(), command(2))
+    assert starter.total == 0

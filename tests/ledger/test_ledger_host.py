@@ -1,0 +1,92 @@
+"""The ledger with the real wasmtime host (the default starter) and real guests from guests/."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.errors import OperationConflict
+from kuro_wasm.host import add_guest
+from kuro_wasm.ledger import Ledger
+from kuro_wasm.model import guest, session
+
+GUESTS = Path(__file__).resolve().parents[2] / "guests"
+
+
+def _guest(store: MemoryBlockStore, name: str) -> str:
+    return add_guest(store, (GUESTS / f"{name}.wat").read_bytes())
+
+
+def test_a_replayed_fs_write_does_not_run_the_guest_again(tmp_path: Path, store: MemoryBlockStore) -> None:
+    wrote = Fs.empty(store).write("greeting.txt", b"hi")
+    fs0 = wrote.fs
+    sess = session("s-fs", fs0.root, "terminal-build")
+    cmd = guest(_guest(store, "fs-write"), "run")
+    exits: list[dict[str, Any]] = []
+    with Ledger(tmp_path / "ledger.sqlite", store=store, timeout=0.5) as led:
+        first = led.run("op-write", sess, cmd, fs=fs0, on_exit=exits.append, home=False)
+        again = led.run("op-write", sess, cmd, fs=fs0, on_exit=exits.append, home=False)
+    assert first["kuro/isolation"] == "wasmtime"
+    assert first["kuro/exit-code"] == 0
+    root_after = first["kuro/fs-root-after"]
+    assert root_after != fs0.root
+    assert Fs(store, root_after).read("out/hello.txt").value == b"written by a guest"
+    assert len(exits) == 1  # the host finished exactly one run
+    assert again["kuro/replayed"] is True
+    assert again["kuro/fs-root-after"] == root_after
+    assert again["kuro/started-at"] == first["kuro/started-at"]  # the same run, not a second one
+    with Ledger(tmp_path / "ledger.sqlite", store=store) as led:
+        restored = led.result("op-write", for_new_task=True)
+        with pytest.raises(OperationConflict):
+            led.run("op-write", sess, cmd, fs=Fs(store, root_after), home=False)
+    assert restored["kuro/fs-root-after"] == root_after
+    assert restored["kuro/current"] is False
+    assert len(exits) == 1
+
+
+def test_real_output_is_kept_in_the_store_with_a_preview(tmp_path: Path, store: MemoryBlockStore) -> None:
+    sess = session("s-hello", Fs.empty(store).root)
+    with Ledger(tmp_path / "ledger.sqlite", store=store) as led:
+        r = led.run("op-hello", sess, guest(_guest(store, "hello"), "run"), home=False)
+    assert r["kuro/stdout-preview"] == "hello, kuro\n"
+    assert r["kuro/stderr-preview"] == "note: stderr works\n"
+    assert store.get(r["kuro/stdout-cid"]) == b"hello, kuro\n"
+    assert r["kuro/persistence"] == "saved"
+
+
+def test_cancel_stops_a_spinning_guest_and_its_receipt_is_stored(tmp_path: Path, store: MemoryBlockStore) -> None:
+    sess = session("s-spin", Fs.empty(store).root)
+    cmd = guest(_guest(store, "spin"), "run")
+    led = Ledger(tmp_path / "ledger.sqlite", store=store)
+    answers: list[dict[str, Any]] = []
+    worker = threading.Thread(target=lambda: answers.append(led.run("op-spin", sess, cmd, home=False)), daemon=True)
+    worker.start()
+    live = led.result("op-spin")
+    while "kuro/stream-state" not in live:  # until the host's handle is attached
+        live = led.result("op-spin")
+    assert live["kuro/status"] == "running"
+    assert live["kuro/stream-state"] == "running"
+    assert live["kuro/stdout-bytes"] == 0
+    cancelled = led.result("op-spin", cancel=True)
+    worker.join(30)
+    assert not worker.is_alive()
+    assert cancelled["kuro/outcome"] == "cancelled"
+    assert cancelled["kuro/exit-code"] == 130
+    assert answers[0]["kuro/outcome"] == "cancelled"
+    assert led.result("op-spin")["kuro/exit-code"] == 130
+    led.close()
+
+
+def test_a_denied_command_is_stored_as_its_denial(tmp_path: Path, store: MemoryBlockStore) -> None:
+    sess = session("s-deny", Fs.empty(store).root, grant=["fs/read"])
+    with Ledger(tmp_path / "ledger.sqlite", store=store) as led:
+        first = led.run("op-deny", sess, guest(_guest(store, "hello"), "run"), home=False)
+        again = led.run("op-deny", sess, guest(_guest(store, "hello"), "run"), home=False)
+    assert first["kuro/reason"] == "missing-capabilities"
+    assert first["kuro/missing"] == ["guest/invoke"]
+    assert again["kuro/replayed"] is True
