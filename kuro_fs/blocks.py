@@ -7,15 +7,19 @@ vocabulary of the original design's browser block-store worker:
 ============== ========================================= =====================================
 operation      result                                    failure
 ============== ========================================= =====================================
-put(data, c)   CID string (minted here from the bytes)   ``BlockStoreError``
+put(data, c)   CID string (minted here from the bytes)   ``BlockStoreError``; ``TypeError``
 get(cid)       bytes, or ``None`` on a miss              ``CorruptBlock`` on a hash mismatch
 has(cid)       bool                                      —
 delete(cid)    ``{"removed": bool}`` — idempotent        ``BlockStoreError`` (never a bare False)
 stats()        ``{"blocks": n, "bytes": n}``             —
-publish(cids)  ``{"published": n, "rejected": [cid…],    —
-               "reasons": {cid: reason}}``
+publish(cids)  ``{"published": n, "rejected": [cid…],    a store failure raises ``BlockStoreError``;
+               "reasons": {cid: reason}}``               it is not counted as a rejection
 drop_cache()   ``{"removed": n}``                        ``BlockStoreError``
 ============== ========================================= =====================================
+
+A malformed CID raises ``InvalidCID`` in every operation but ``publish``
+(where it is a rejection). A durable store may also raise ``BlockStoreError``
+from ``get``/``has``/``stats`` when the OS fails, and from anything after ``close``.
 
 A store mints the CID itself from the bytes it is given, so no caller can
 file bytes under a name they do not hash to. A miss is ``None``, not an error:
@@ -50,6 +54,7 @@ __all__ = [
     "MemoryBlockStore",
     "PublishResult",
     "StatsResult",
+    "block_bytes",
     "publish_blocks",
 ]
 
@@ -106,6 +111,21 @@ class BlockStore(Protocol):
         ...
 
 
+def block_bytes(data: bytes | bytearray | memoryview) -> bytes:
+    """``data`` as an immutable ``bytes`` copy: what every store's ``put`` files.
+
+    Raises TypeError: for anything that is not bytes-like. ``bytes(5)`` is five
+    zero bytes and ``bytes([1, 2])`` two bytes, so an int or a list given by
+    mistake would otherwise be stored as a silent wrong block.
+
+    >>> block_bytes(bytearray(b"ab"))
+    b'ab'
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"a block is bytes, got {type(data).__name__}")
+    return bytes(data)
+
+
 def publish_blocks(store: BlockStore, cids: Iterable[str]) -> PublishResult:
     """The shared body of ``publish``: re-hash each block of ``store`` named in ``cids``.
 
@@ -146,7 +166,7 @@ def publish_blocks(store: BlockStore, cids: Iterable[str]) -> PublishResult:
 class MemoryBlockStore:
     """A block store in a dict: for tests, benchmarks and throwaway work.
 
-    Thread-safe. ``get`` does not re-hash (the bytes never left this process);
+    Usable from several threads at once. ``get`` does not re-hash (the bytes never left this process);
     ``publish`` does.
     """
 
@@ -155,7 +175,7 @@ class MemoryBlockStore:
         self._lock = threading.Lock()
 
     def put(self, data: bytes, codec: str = "raw") -> str:
-        data = bytes(data)
+        data = block_bytes(data)
         cid = cid_for(data, codec)
         with self._lock:
             self._blocks.setdefault(cid, data)

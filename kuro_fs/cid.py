@@ -82,6 +82,7 @@ class ParsedCID:
         """The CID's string form; CIDs cross module boundaries as strings."""
         return str(self)
 
+
 _PREFIX_CODEC: Final[dict[bytes, str]] = {prefix: name for name, prefix in _PREFIX.items()}
 _CANONICAL_LEN: Final = 59  # "b" + base32 of 36 bytes, unpadded
 _CANONICAL: Final = re.compile(r"b[a-z2-7]{58}")
@@ -129,13 +130,17 @@ def raw_cid(data: bytes) -> str:
     return _encode(_PREFIX["raw"] + hashlib.sha256(data).digest())
 
 
-def _check_profile(codec_code: int, hash_code: int, digest: bytes, version: int, shown: str) -> ParsedCID:
+def _check_header(version: int, codec_code: int, hash_code: int, shown: str) -> None:
     if version != 1:
         raise InvalidCID(f"CIDv{version} is not accepted, CIDv1 is required: {shown}")
     if codec_code not in _CODEC_NAMES:
         raise InvalidCID(f"unsupported codec 0x{codec_code:x} in {shown}; expected raw, dag-pb or dag-cbor")
     if hash_code != _SHA2_256:
         raise InvalidCID(f"unsupported multihash 0x{hash_code:x} in {shown}; expected sha2-256")
+
+
+def _check_profile(codec_code: int, hash_code: int, digest: bytes, version: int, shown: str) -> ParsedCID:
+    _check_header(version, codec_code, hash_code, shown)
     if len(digest) != _DIGEST_LEN:
         raise InvalidCID(f"truncated digest in {shown}: {len(digest)} bytes, sha2-256 needs 32")
     return ParsedCID(codec=_CODEC_NAMES[codec_code], digest=bytes(digest))
@@ -180,15 +185,22 @@ def _parse_str(cid: str) -> ParsedCID:
     body = cid[1:]
     if body == "" or body != body.lower():
         raise InvalidCID(f"not lower-case base32 in {shown}")
+    # Every read of the multiformats object stays inside the try: its attributes are lazy, and
+    # touching the digest of, say, a keccak multihash raises ImportError (pycryptodome missing).
     try:
         parsed = _MfCID.decode(cid)
+        binary = bytes(parsed)
+        version, codec_code, hash_code = int(parsed.version), int(parsed.codec.code), int(parsed.hashfun.code)
     except Exception as exc:  # multiformats raises several unrelated types
         raise InvalidCID(f"malformed CID {shown}: {exc}") from exc
-    if _encode(bytes(parsed)) != cid:
+    if _encode(binary) != cid:
         raise InvalidCID(f"non-canonical CID string {shown}")
-    return _check_profile(
-        int(parsed.codec.code), int(parsed.hashfun.code), bytes(parsed.raw_digest), int(parsed.version), shown
-    )
+    _check_header(version, codec_code, hash_code, shown)
+    try:
+        digest = bytes(parsed.raw_digest)
+    except Exception as exc:
+        raise InvalidCID(f"malformed sha2-256 digest in {shown}: {exc}") from exc
+    return _check_profile(codec_code, hash_code, digest, version, shown)
 
 
 #: The name the public API uses (``kuro_fs.parse_cid``).
@@ -198,8 +210,12 @@ parse_cid = parse
 def cid_from_bytes(binary: bytes) -> str:
     """The string form of a binary CID, checked against kuro's profile.
 
-    Raises InvalidCID: if the bytes are not a 36-byte CIDv1 sha2-256 of a known codec.
+    Raises InvalidCID: if ``binary`` is not bytes-like, or not a 36-byte CIDv1
+    sha2-256 of a known codec.
     """
+    if not isinstance(binary, (bytes, bytearray, memoryview)):
+        raise InvalidCID(f"a binary CID must be bytes, got {type(binary).__name__}")
+    binary = bytes(binary)
     shown = binary[:8].hex() + ("…" if len(binary) > 8 else "")
     if len(binary) < 4:
         raise InvalidCID(f"binary CID too short ({len(binary)} bytes): {shown}")
@@ -220,6 +236,7 @@ def verify(cid: str, data: bytes) -> bool:
     """True if ``data`` hashes to ``cid`` under the CID's own codec.
 
     Raises InvalidCID: if ``cid`` itself is malformed (a bad name is not a mismatch).
+    Raises TypeError: if ``data`` is not bytes-like.
     """
     parsed = parse(cid)
     return hashlib.sha256(data).digest() == parsed.digest

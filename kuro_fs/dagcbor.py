@@ -112,7 +112,10 @@ def decode(data: bytes) -> Any:
     """Decode one dag-cbor block; links come back as :class:`Link`.
 
     Raises DagCborError: if the bytes are not a single well-formed dag-cbor item.
+    Raises TypeError: if ``data`` is not bytes-like (``bytes([1])`` would silently decode as ``1``).
     """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"dag-cbor decodes bytes, got {type(data).__name__}")
     try:
         value = _dag_cbor.decode(bytes(data))
     except Exception as exc:

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 
-from kuro_fs.blocks import DeleteResult, DropResult, PublishResult, StatsResult, publish_blocks
+from kuro_fs.blocks import DeleteResult, DropResult, PublishResult, StatsResult, block_bytes, publish_blocks
 from kuro_fs.cid import ParsedCID, cid_for, parse
 from kuro_fs.errors import BlockStoreError, CorruptBlock
 from kuro_fs.home import blocks_dir
@@ -92,7 +92,7 @@ class FileBlockStore:
     """A :class:`~kuro_fs.blocks.BlockStore` on disk under ``root_dir`` (created if missing).
 
     ``verify`` (default True) makes ``get`` re-hash every block it returns.
-    Safe for concurrent use by threads and processes. ``close()`` is idempotent,
+    Threads and processes may use one root concurrently. ``close()`` is idempotent,
     ``with`` works, and any operation after close raises ``BlockStoreError``.
 
     Raises BlockStoreError: if ``root_dir`` cannot be created or is not a directory.
@@ -158,10 +158,11 @@ class FileBlockStore:
         file of the wrong length, or (with ``verify``) the wrong content, is
         replaced atomically, so ``put`` heals a damaged block.
 
-        Raises InvalidCID: for an unknown codec. Raises BlockStoreError: on an OS failure.
+        Raises InvalidCID: for an unknown codec. Raises TypeError: if ``data`` is not
+        bytes-like. Raises BlockStoreError: on an OS failure.
         """
         self._check_open()
-        data = bytes(data)
+        data = block_bytes(data)
         cid = cid_for(data, codec)
         path = self._root / shard_of(cid) / cid
         try:

@@ -81,13 +81,25 @@ def _escape_end(text: str, i: int) -> tuple[int, str, str] | None:
     return (k + 1, "skip", "") if k < n else None
 
 
+def _int(field: str) -> int | None:
+    """A decimal parameter, or None if it is not one or is absurdly long.
+
+    Long digit runs are refused before ``int()``: Python raises ValueError past
+    4300 digits, and no SGR code or colour needs more than a few.
+    """
+    digits = field.lstrip("0")
+    if not field.isdecimal() or len(digits) > 12:
+        return None
+    return int(digits or "0")
+
+
 def _fields(params: str) -> list[Any]:
     out: list[Any] = []
     for field in params.split(";") if params else ["0"]:
         if ":" in field:
-            out.append([int(x) if x.isdecimal() else None for x in field.split(":")])
+            out.append([_int(x) for x in field.split(":")])
         else:
-            out.append(0 if field == "" else int(field) if field.isdecimal() else None)
+            out.append(0 if field == "" else _int(field))
     return out
 
 
@@ -176,7 +188,7 @@ def _scan(text: str) -> list[tuple[str, Any, Style]]:
             style = _sgr(style, params)
         elif final == "K" and (params == "" or params.isdecimal()):
             flush()
-            entries.append(("e", int(params or 0), _BLANK))
+            entries.append(("e", _int(params or "0"), _BLANK))
     flush()
     return entries
 

@@ -15,7 +15,7 @@ while the byte counters keep the pre-cut truth, so kept + checkpoint-dropped =
 the stream's kept total; after restore the cut shows as stream truncation.
 
 ## Pure
-Data in, data out; the data is dag-cbor and (via ``receipt.to_json``) JSON safe.
+Data in, data out; the data encodes as dag-cbor and (via ``receipt.to_json``) as JSON.
 
 ## Not done here
 No storage, no resumption of a guest, no session registry (tmux-like attach).
@@ -123,8 +123,10 @@ def to_data(
 
 def _count(data: Mapping[str, Any], key: str, default: int | None = None) -> int:
     value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise CheckpointError(f"checkpoint {key} must be an int >= 0, got {value!r}")
+    # Below 2**64: a larger counter could never have been written as dag-cbor, and the receipt
+    # that abandon() builds from it could not be encoded.
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+        raise CheckpointError(f"checkpoint {key} must be an int in 0..2**64-1, got {value!r}")
     return value
 
 
@@ -234,10 +236,14 @@ def summary(data: Mapping[str, Any]) -> str:
 
     Adds ``" (stream dropped NB)"`` and ``" (checkpoint dropped NB)"`` when
     something was dropped.
+
+    Raises CheckpointError (or CheckpointVersionError): if ``data`` is not a
+    checkpoint :func:`restore` would accept.
     """
-    cmd = data.get("kuro/command") or {}
-    args = ", ".join(str(a) for a in cmd.get("kuro/args", []))
-    total = int(data.get("kuro/stdout-bytes", 0)) + int(data.get("kuro/stderr-bytes", 0))
+    restore(data)  # validates the shape, so the line below reads only well-typed fields
+    cmd = data["kuro/command"]
+    args = ", ".join(str(a) for a in cmd["kuro/args"])
+    total = data["kuro/stdout-bytes"] + data["kuro/stderr-bytes"]
     line = (
         f"{data.get('kuro/session-id')} {cmd.get('kuro/guest')}:{cmd.get('kuro/export')}({args}) "
         f"[{data.get('kuro.checkpoint/state')}] {total}B"

@@ -143,7 +143,7 @@ class Session:
         return set(required) <= self.grant
 
     def to_data(self) -> dict[str, Any]:
-        """Plain data with ``kuro/`` keys (dag-cbor and JSON safe)."""
+        """Plain data with ``kuro/`` keys (encodable as dag-cbor and JSON)."""
         return {
             "kuro/type": "kuro/session",
             "kuro/session-id": self.id,

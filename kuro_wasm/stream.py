@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, overload
 
 from kuro_fs.cid import raw_cid
 from kuro_wasm.errors import ModelError, StreamClosed
@@ -256,25 +256,40 @@ def _finish(
     return receipt(sess, command, _measured(s, result))
 
 
+@overload
+def finish(s: Stream, result: Mapping[str, Any], /) -> dict[str, Any]: ...
+
+
+@overload
 def finish(
-    s: Stream,
-    session: Session | None,
-    command: Mapping[str, Any] | None,
-    result: Mapping[str, Any],
-) -> dict[str, Any]:
+    s: Stream, session: Session | None, command: Mapping[str, Any] | None, result: Mapping[str, Any], /
+) -> dict[str, Any]: ...
+
+
+def finish(s: Stream, *args: Any) -> dict[str, Any]:
     """The receipt of the run, built with :func:`kuro_wasm.receipt.receipt`.
+
+    Called as ``finish(stream, result)`` (the session and command given to
+    :func:`new`) or ``finish(stream, session, command, result)`` (``None`` for
+    either falls back to the stream's own).
 
     The stream's measurements win over ``result``: ``kuro/stdout``/``stderr``
     (kept bytes), ``stdout-cid``/``stderr-cid`` (raw CIDs of the kept bytes),
     ``stdout-bytes``/``stderr-bytes``, and — only when truncated —
     ``truncated?`` True and ``dropped-bytes``; an untruncated stream's receipt
-    has neither key, whatever the host says. ``session``/``command`` default to
-    the ones given to :func:`new`. The state is unchanged: call
+    has neither key, whatever the host says. The state is unchanged: call
     :func:`mark_exited` after.
 
     Raises StreamClosed: if ``s`` is not running. Raises ModelError: as
     :func:`~kuro_wasm.receipt.receipt` does, or when no session/command is known.
+    Raises TypeError: for any other number of arguments.
     """
+    if len(args) == 1:
+        session, command, result = None, None, args[0]
+    elif len(args) == 3:
+        session, command, result = args
+    else:
+        raise TypeError(f"finish takes (stream, result) or (stream, session, command, result); got {1 + len(args)}")
     if s.state != "running":
         raise StreamClosed(f"stream already finished (state {s.state})", state=s.state)
     return _finish(s, session, command, result)

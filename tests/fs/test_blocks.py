@@ -53,9 +53,12 @@ def test_put_under_an_unknown_codec_is_refused_and_stores_nothing(store: BlockSt
     assert store.stats() == {"blocks": 0, "bytes": 0}
 
 
-def test_put_of_text_is_a_type_error(store: BlockStore) -> None:
+@pytest.mark.parametrize("data", ["hello", 5, True, [1, 2], None, 1.5], ids=repr)
+def test_put_of_anything_but_bytes_is_a_type_error_and_stores_nothing(store: BlockStore, data: object) -> None:
+    # bytes(5) is five zero bytes and bytes([1, 2]) two bytes: a silent wrong block, not a block.
     with pytest.raises(TypeError):
-        store.put("hello")  # type: ignore[arg-type]
+        store.put(data)  # type: ignore[arg-type]
+    assert store.stats() == {"blocks": 0, "bytes": 0}
 
 
 def test_publish_rejects_malformed_missing_and_corrupt_blocks_with_reasons(store: BlockStore) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from multiformats import multicodec
 
 from kuro_fs.cid import (
     CODECS,
@@ -63,6 +64,12 @@ def test_a_cid_that_is_not_a_string_is_refused_not_crashed_on(value: object) -> 
         parse(value)
 
 
+@pytest.mark.parametrize("value", ["bafkrei", None, 36, [1, 0x55, 0x12, 0x20]], ids=repr)
+def test_a_binary_cid_that_is_not_bytes_is_refused_not_crashed_on(value: object) -> None:
+    with pytest.raises(InvalidCID, match="must be bytes"):
+        cid_from_bytes(value)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("case", VECTORS["invalid_binary_hex"], ids=_ids(VECTORS["invalid_binary_hex"], "why"))
 def test_a_malformed_binary_cid_is_refused_with_invalid_cid(case: dict[str, str]) -> None:
     with pytest.raises(InvalidCID):
@@ -94,8 +101,12 @@ def test_minting_text_instead_of_bytes_is_a_type_error() -> None:
         raw_cid("hello")  # type: ignore[arg-type]
 
 
-@given(st.text(max_size=80))
-@settings(max_examples=200, deadline=None)
+@given(
+    st.text(max_size=80)
+    | st.text(max_size=70).map(lambda t: "b" + t)
+    | st.text("abcdefghijklmnopqrstuvwxyz234567", min_size=50, max_size=70).map(lambda t: "b" + t)
+)
+@settings(max_examples=300, deadline=None)
 def test_parse_never_raises_anything_but_invalid_cid(text: str) -> None:
     try:
         parsed = parse(text)
@@ -127,6 +138,58 @@ def test_cid_from_bytes_never_raises_anything_but_invalid_cid(binary: bytes) -> 
 
 def _b32(data: bytes) -> str:
     return base64.b32encode(data).decode().rstrip("=").lower()
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+# Every multihash code the parsing library knows (some of which it can only read with optional
+# packages installed), plus arbitrary codes: the parser must refuse them all the same way.
+_MULTIHASH_CODES = sorted(c.code for c in multicodec.table(tag="multihash"))
+
+
+@given(
+    st.just(1) | st.integers(0, 3),
+    st.sampled_from(sorted(CODECS.values())) | st.integers(0, 2**16),
+    st.sampled_from(_MULTIHASH_CODES) | st.integers(0, 2**16),
+    st.integers(0, 80),
+    st.binary(min_size=0, max_size=80),
+)
+@settings(max_examples=200, deadline=None)
+def test_parsing_any_well_framed_cid_never_raises_anything_but_invalid_cid(
+    version: int, codec: int, hash_code: int, length: int, digest: bytes
+) -> None:
+    binary = _varint(version) + _varint(codec) + _varint(hash_code) + _varint(length) + digest
+    text = "b" + _b32(binary)
+    try:
+        parsed = parse(text)
+    except InvalidCID:
+        return
+    assert (version, hash_code, length, len(digest)) == (1, 0x12, 32, 32)
+    assert parsed.bytes == binary
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+def test_every_one_character_change_to_a_cid_header_is_refused_with_invalid_cid_or_parses_canonically(
+    codec: str,
+) -> None:
+    # The first 12 characters carry version, codec, hash code and length; a one-character change
+    # there once reached a lazy multiformats attribute that raised ImportError, not InvalidCID.
+    good = cid_for(b"x", codec)
+    for i in range(1, 12):
+        for ch in "abcdefghijklmnopqrstuvwxyz234567":
+            text = good[:i] + ch + good[i + 1 :]
+            try:
+                parsed = parse(text)
+            except InvalidCID:
+                continue
+            assert str(parsed) == text
 
 
 # ---- vectors

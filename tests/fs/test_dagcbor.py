@@ -98,6 +98,17 @@ def test_non_canonical_or_malformed_bytes_are_refused_on_decode(case: dict[str, 
         decode(bytes.fromhex(case["hex"]))
 
 
+@pytest.mark.parametrize("data", [[1], 5, None, "a0", bytearray(b"\x01")[0]], ids=repr)
+def test_decoding_anything_but_bytes_is_a_type_error_not_a_silent_answer(data: object) -> None:
+    # bytes([1]) is b"\x01", the dag-cbor encoding of 1: decode([1]) must not answer 1.
+    with pytest.raises(TypeError):
+        decode(data)  # type: ignore[arg-type]
+
+
+def test_bytes_like_input_decodes() -> None:
+    assert decode(bytearray(b"\xa0")) == decode(memoryview(b"\xa0")) == {}
+
+
 def test_a_link_must_name_a_cid_in_the_profile() -> None:
     with pytest.raises(InvalidCID):
         Link("QmbFMke1KXqnYyBBWxB74N4c5SBnJMVAiMNRcGu6x1AwQH")

@@ -105,7 +105,10 @@ def test_a_torn_temp_file_is_never_returned_by_get_has_or_stats(file_store: File
     cid = raw_cid(b"hello")
     shard = file_store.root / shard_of(cid)
     shard.mkdir(parents=True)
-    (shard / f".tmp-999-1-{'ab' * 8}").write_bytes(b"hel")  # a writer died mid-write
+    # A writer died mid-write. The name ends like a block of this shard, so only the temp-name
+    # rule (not the shard check) keeps it out of stats and listings.
+    (shard / f".tmp-999-1-{'ab' * 7}{shard_of(cid)}x").write_bytes(b"hel")
+    (shard / f".tmp-999-2-{cid[9:]}").write_bytes(b"hello")
     assert file_store.get(cid) is None
     assert file_store.has(cid) is False
     assert file_store.stats() == {"blocks": 0, "bytes": 0}
@@ -180,6 +183,36 @@ def test_deleting_a_directory_squatting_on_a_block_name_raises(file_store: FileB
     with pytest.raises(BlockStoreError):
         file_store.put(b"hello")
     assert file_store.has(HELLO) is False
+
+
+def test_publish_raises_a_store_failure_instead_of_counting_it_as_a_rejection(blocked: FileBlockStore) -> None:
+    with pytest.raises(BlockStoreError) as info:
+        blocked.publish([HELLO])
+    assert isinstance(info.value.__cause__, OSError)
+    assert not isinstance(info.value, CorruptBlock)
+
+
+def test_drop_cache_that_fails_midway_raises_and_says_how_many_it_removed(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cids = [file_store.put(bytes([i]) * 3) for i in range(5)]
+    real_unlink = os.unlink
+    calls: list[str] = []
+
+    def failing_third_unlink(path: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
+        calls.append(str(path))
+        if len(calls) == 3:
+            raise PermissionError(13, "Permission denied", str(path))
+        real_unlink(path)
+
+    monkeypatch.setattr(os, "unlink", failing_third_unlink)
+    with pytest.raises(BlockStoreError, match="after removing 2 blocks") as info:
+        file_store.drop_cache()
+    monkeypatch.undo()
+    assert isinstance(info.value.__cause__, PermissionError)
+    assert not isinstance(info.value, CorruptBlock)
+    assert file_store.stats() == {"blocks": 3, "bytes": 9}
+    assert sorted(file_store.cids()) == sorted(set(cids) - {Path(c).name for c in calls[:2]})
 
 
 def test_stats_and_drop_cache_skip_a_file_in_place_of_a_shard(blocked: FileBlockStore) -> None:

@@ -105,6 +105,8 @@ _escapes = st.sampled_from(
         "\x1b[K", "\x1b[1K", "\x1b[2K", "\x1b[?25l", "\x1b[2;5r", "\x1b[H", "\x1b]8;;http://x\x1b\\", "\x1b]0;t\x07",
         "\x1b]", "\x1b(B", "\x1b7", "\x1bP", "\x1b[38:2::1:2:3m", "\r", "\b", "\t", "\n", "\x07", "\x00", "\x9b",
         "\x1b\\", ";", "m", "[",
+        # digit runs past int()'s 4300-digit limit
+        "\x1b[" + "7" * 4400 + "m", "\x1b[38;5;" + "1" * 4400 + "m", "\x1b[" + "2" * 4400 + "K",
     ]
 )  # fmt: skip
 ansi_text = st.lists(st.one_of(_escapes, st.text(max_size=6)), max_size=25).map("".join)

@@ -33,6 +33,21 @@ def test_broken_and_truncated_escapes_never_raise_and_never_print(raw: str, show
     assert plain(raw) == shown
 
 
+@pytest.mark.parametrize(
+    "seq",
+    [E + "[" + "1" * 5000 + "m", E + "[" + "9" * 5000 + "K", E + "[38;5;" + "2" * 5000 + "m",
+     E + "[48;2;" + "3" * 5000 + ";0;0m", E + "[38:5:" + "4" * 5000 + "m"],
+    ids=["sgr", "erase", "256", "truecolor", "colon"],
+)  # fmt: skip
+def test_absurdly_long_numeric_parameters_never_raise_and_set_nothing(seq: str) -> None:
+    # int() refuses more than 4300 digits with ValueError; the reader must not.
+    assert lines("a" + seq + "b") == [[{"text": "ab", "style": {}}]]
+
+
+def test_leading_zeros_do_not_make_a_parameter_too_long() -> None:
+    assert styles(E + "[" + "0" * 5000 + "1mx") == [{"bold": True}]
+
+
 def test_a_broken_csi_does_not_eat_the_text_after_it() -> None:
     assert plain("a" + E + "[31\nnext line") == "a\nnext line"
     assert plain(E + "[12" + E + "[32mgreen") == "green"

@@ -65,6 +65,8 @@ def test_a_checkpoint_without_a_version_is_refused(sess: Session, spec: dict[str
         lambda d: d.update({"kuro/command": ["echo"]}),
         lambda d: d.update({"kuro/chunks": None}),
         lambda d: d.update({"kuro/max-output-bytes": "big"}),
+        lambda d: d.update({"kuro/stdout-bytes": 2**70}),
+        lambda d: d.update({"kuro/dropped-bytes": 2**64}),
     ],
 )
 def test_data_that_is_not_a_checkpoint_is_refused(damage: Any, sess: Session, spec: dict[str, Any]) -> None:
@@ -225,6 +227,25 @@ def test_the_summary_names_the_run_its_state_and_its_size(sess: Session, spec: d
     assert line.startswith("s1 ") and GUEST_CID in line and "run(40, 2)" in line and "[running]" in line
     assert re.search(r" \d+B$", line)
     assert summary(to_data(restore(data), max_chunk_bytes=4)).endswith("[orphaned] 18B (checkpoint dropped 14B)")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [None, [], {}, {"kuro.checkpoint/version": 1}, {"kuro.checkpoint/version": 1, "kuro/command": 5}],
+    ids=["none", "list", "empty", "version-only", "bad-command"],
+)
+def test_the_summary_of_something_that_is_not_a_checkpoint_is_a_checkpoint_error(data: Any) -> None:
+    with pytest.raises(CheckpointError):
+        summary(data)
+
+
+def test_the_summary_of_a_checkpoint_with_damaged_counters_is_a_checkpoint_error(
+    sess: Session, spec: dict[str, Any]
+) -> None:
+    data = to_data(_run(sess, spec, [("stdout", b"a")]))
+    data["kuro/stdout-bytes"] = "1"
+    with pytest.raises(CheckpointError):
+        summary(data)
 
 
 # ---- properties

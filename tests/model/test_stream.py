@@ -61,6 +61,23 @@ def test_finish_needs_a_session_and_command_from_somewhere(sess: Session, spec: 
     with pytest.raises(ModelError):
         finish(new(), None, None, {"exit-code": 0})
     assert finish(new(session=sess, command=spec), None, None, {"exit-code": 0})["kuro/session-id"] == "s1"
+    with pytest.raises(ModelError):
+        finish(new(), {"exit-code": 0})
+
+
+def test_finish_of_a_stream_and_a_result_uses_the_streams_own_session_and_command(
+    sess: Session, spec: dict[str, Any]
+) -> None:
+    s, _ = append(new(session=sess, command=spec), "stdout", b"hi\n")
+    r = finish(s, {"exit-code": 0})
+    assert r == finish(s, sess, spec, {"exit-code": 0})
+    assert (r["kuro/session-id"], r["kuro/command"], r["kuro/stdout"]) == ("s1", spec, b"hi\n")
+
+
+@pytest.mark.parametrize("extra", [(), (None, {"exit-code": 0})], ids=["no-result", "three-args"])
+def test_finish_with_another_number_of_arguments_is_a_type_error(extra: tuple[Any, ...]) -> None:
+    with pytest.raises(TypeError, match="finish takes"):
+        finish(new(), *extra)  # type: ignore[call-overload]
 
 
 # ---- keeping and dropping
