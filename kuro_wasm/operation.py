@@ -15,7 +15,7 @@ first 24,000 characters, with ``kuro/stdout-preview-truncated?``); every other
 string is redacted too and ``kuro/redactions`` counts what was replaced; any
 other bytes become ``{"kuro/bytes-cid", "kuro/bytes-length"}``; ``kuro/stdin``
 and environment keys are dropped. The host's full receipt is stored as one
-dag-cbor block and named in ``kuro/receipt-cid``. The result is JSON-safe.
+dag-cbor block and named in ``kuro/receipt-cid``. The result is JSON-encodable.
 
 ## Pure
 Values in, values out; the only effect is ``put`` on the injected block store.
@@ -143,14 +143,14 @@ def _put(store: BlockStore, data: bytes, errors: list[str]) -> str:
         return raw_cid(data)
 
 
-def _json_safe(value: Any, store: BlockStore, errors: list[str]) -> Any:
+def _json_plain(value: Any, store: BlockStore, errors: list[str]) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)
         return {"kuro/bytes-cid": _put(store, data, errors), "kuro/bytes-length": len(data)}
     if isinstance(value, Mapping):
-        return {str(k): _json_safe(v, store, errors) for k, v in value.items()}
+        return {str(k): _json_plain(v, store, errors) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v, store, errors) for v in value]
+        return [_json_plain(v, store, errors) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
@@ -175,7 +175,7 @@ def stored_form(op_id: str, digest: str, result: Mapping[str, Any], store: Block
     """The stored form of ``result`` (a receipt or denial) for operation ``op_id`` (see the module docstring).
 
     Puts the output bytes and the full receipt (dag-cbor) in ``store``; returns a
-    JSON-safe dict with ``kuro/status`` ``done``, ``kuro/op-id``,
+    JSON-encodable dict with ``kuro/status`` ``done``, ``kuro/op-id``,
     ``kuro/argument-digest``, ``kuro/receipt-cid`` and ``kuro/redactions`` added.
     """
     full = {k: v for k, v in result.items() if k not in _NOT_STORED}
@@ -198,7 +198,7 @@ def stored_form(op_id: str, digest: str, result: Mapping[str, Any], store: Block
             out[f"kuro/{name}-preview-truncated?"] = shown.truncated
             redactions += shown.redactions
         else:
-            clean, n = _redact_strings(_json_safe(value, store, errors))
+            clean, n = _redact_strings(_json_plain(value, store, errors))
             out[key] = clean
             redactions += n
     out.update(
