@@ -1,0 +1,408 @@
+"""Host lifecycle and limits: denial first, kill/deadline/cap stop promptly, every outcome a receipt, host unharmed."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import wasmtime
+from hostkit import make_fs, make_session
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs, FsResult
+from kuro_wasm.engine import wasmtime_version
+from kuro_wasm.errors import ModelError
+from kuro_wasm.host import Handle, run, run_async, start
+from kuro_wasm.model import guest, session
+from kuro_wasm.stream import Chunk, Stream
+
+HANG_GUARD = 10.0  # seconds: only so a broken host fails instead of hanging the suite
+
+
+class CountingStore(MemoryBlockStore):
+    """A memory store that counts reads, to prove nothing was loaded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def get(self, cid: str) -> bytes | None:
+        self.reads += 1
+        return super().get(cid)
+
+    def has(self, cid: str) -> bool:
+        self.reads += 1
+        return super().has(cid)
+
+
+def _started(handle: Handle | dict[str, Any]) -> Handle:
+    assert isinstance(handle, Handle), handle
+    return handle
+
+
+def _wait_for(predicate: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + HANG_GUARD
+    while not predicate():
+        assert time.monotonic() < deadline, "condition never became true"
+        time.sleep(0.002)
+
+
+# ---- denial before anything loads
+
+
+def test_an_argv_command_is_denied_before_anything_loads(home: Path) -> None:
+    store = CountingStore()
+    fs = make_fs(store)
+    store.reads = 0
+    sess = make_session(fs)
+    denied = run(sess, ["echo", "hi"], store=store, home=home)
+    assert denied["kuro/reason"] == "argv-not-a-process"
+    assert denied["kuro/allowed?"] is False
+    assert "kuro/isolation" in denied
+    assert store.reads == 0
+
+
+def test_start_returns_the_denial_value_and_no_handle(home: Path, guest_cid: Callable[[str], str]) -> None:
+    store = CountingStore()
+    fs = make_fs(store)
+    cid = store.put(b"never looked at")
+    store.reads = 0
+    sess = make_session(fs, grant=["fs/read"])
+    denied = start(sess, guest(cid, "run"), store=store, home=home)
+    assert isinstance(denied, dict)
+    assert denied["kuro/reason"] == "missing-capabilities"
+    assert denied["kuro/missing"] == ["guest/invoke"]
+    assert store.reads == 0
+
+
+def test_a_terminal_host_session_is_refused(store: MemoryBlockStore, home: Path) -> None:
+    fs = make_fs(store)
+    sess = session("s", fs.root, "terminal-host", signed_opt_in=True)
+    denied = run(sess, guest(store.put(b"x"), "run"), store=store, home=home)
+    assert denied["kuro/reason"] == "unsupported-mode"
+
+
+def test_a_command_that_is_not_a_guest_spec_is_denied(store: MemoryBlockStore, home: Path) -> None:
+    sess = make_session(make_fs(store))
+    assert run(sess, {"kuro/guest": "x"}, store=store, home=home)["kuro/reason"] == "guest-spec-required"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("timeout_ms", 0), ("timeout_ms", -5), ("max_output_bytes", -1), ("max_memory_bytes", -1), ("fuel", True)],
+)
+def test_a_bad_limit_is_refused_with_a_typed_error(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], name: str, value: object
+) -> None:
+    sess = make_session(make_fs(store))
+    with pytest.raises(ModelError) as err:
+        run(sess, guest(guest_cid("hello"), "run"), store=store, **{name: value})  # type: ignore[arg-type]
+    assert err.value.reason == "invalid-limit"
+
+
+def test_an_fs_argument_that_names_no_filesystem_is_refused(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str]
+) -> None:
+    sess = make_session(make_fs(store))
+    with pytest.raises(ModelError):
+        run(sess, guest(guest_cid("hello"), "run"), store=store, fs=store.put(b"a raw block, not a directory"))
+
+
+# ---- stopping promptly
+
+
+def test_kill_stops_a_pure_wasm_loop(store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path) -> None:
+    sess = make_session(make_fs(store))
+    handle = _started(start(sess, guest(guest_cid("spin"), "run"), store=store, home=home))
+    time.sleep(0.02)
+    assert not handle.done
+    handle.kill()
+    receipt = handle.wait(timeout=HANG_GUARD)
+    assert (receipt["kuro/exit-code"], receipt["kuro/outcome"]) == (130, "cancelled")
+    assert receipt["kuro/isolation"] == "wasmtime"
+
+
+def test_kill_stops_a_guest_blocked_in_read(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    sess = make_session(make_fs(store))
+    handle = _started(start(sess, guest(guest_cid("cat"), "run"), store=store, home=home))
+    handle.write(b"abc")
+    _wait_for(lambda: handle.stream.stdout_bytes == 3)
+    handle.kill()
+    receipt = handle.wait(timeout=HANG_GUARD)
+    assert (receipt["kuro/exit-code"], receipt["kuro/outcome"]) == (130, "cancelled")
+    assert receipt["kuro/stdout"] == b"abc"
+
+
+def test_the_deadline_stops_a_guest_blocked_in_read(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    sess = make_session(make_fs(store))
+    handle = _started(start(sess, guest(guest_cid("cat"), "run"), store=store, timeout_ms=60, home=home))
+    receipt = handle.wait(timeout=HANG_GUARD)
+    assert (receipt["kuro/exit-code"], receipt["kuro/outcome"], receipt["kuro/timed-out?"]) == (124, "timeout", True)
+
+
+def test_a_zero_length_read_does_not_wait_for_input(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    sess = make_session(make_fs(store))
+    handle = _started(start(sess, guest(guest_cid("cat"), "zero"), store=store, stdin=b"unread", home=home))
+    receipt = handle.wait(timeout=HANG_GUARD)  # stdin is still open: a waiting read would hang here
+    assert receipt["kuro/exit-code"] == 10
+
+
+def test_close_stdin_ends_input(store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path) -> None:
+    sess = make_session(make_fs(store))
+    handle = _started(start(sess, guest(guest_cid("cat"), "run"), store=store, stdin=b"one ", home=home))
+    handle.write(b"two")
+    handle.close_stdin()
+    handle.write(b" ignored after close")
+    receipt = handle.wait(timeout=HANG_GUARD)
+    assert receipt["kuro/outcome"] == "ok"
+    assert receipt["kuro/stdout"] == b"one two"
+
+
+def test_on_chunk_fires_while_the_guest_is_still_running(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    seen: list[Chunk] = []
+    arrived = threading.Event()
+
+    def on_chunk(_stream: Stream, chunk: Chunk) -> None:
+        seen.append(chunk)
+        arrived.set()
+
+    sess = make_session(make_fs(store))
+    handle = _started(start(sess, guest(guest_cid("cat"), "run"), store=store, on_chunk=on_chunk, home=home))
+    handle.write(b"early")
+    assert arrived.wait(HANG_GUARD)
+    assert not handle.done  # the chunk came before the end of the run
+    assert handle.stream.running
+    handle.close_stdin()
+    handle.wait(timeout=HANG_GUARD)
+    assert [c.data for c in seen] == [b"early"]
+    assert not handle.stream.running
+
+
+def test_on_exit_gets_the_receipt_wait_returns(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    got: list[dict[str, Any]] = []
+    sess = make_session(make_fs(store))
+    handle = _started(start(sess, guest(guest_cid("hello"), "run"), store=store, on_exit=got.append, home=home))
+    receipt = handle.wait(timeout=HANG_GUARD)
+    assert got == [receipt]
+    handle.kill()  # after the end: changes nothing
+    assert handle.wait() is receipt
+    assert handle.receipt is receipt
+
+
+def test_a_raising_on_chunk_does_not_stop_the_guest(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    def on_chunk(_stream: Stream, _chunk: Chunk) -> None:
+        raise RuntimeError("caller bug")
+
+    sess = make_session(make_fs(store))
+    receipt = run(sess, guest(guest_cid("hello"), "run"), store=store, on_chunk=on_chunk, home=home)
+    assert receipt["kuro/outcome"] == "ok"
+    assert receipt["kuro/stdout"] == b"hello, kuro\n"
+    assert "caller bug" in receipt["kuro/error"]
+
+
+def test_close_kills_a_running_guest_and_is_idempotent(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    sess = make_session(make_fs(store))
+    with _started(start(sess, guest(guest_cid("spin"), "run"), store=store, home=home)) as handle:
+        pass
+    assert handle.receipt is not None and handle.receipt["kuro/outcome"] == "cancelled"
+    handle.close()
+
+
+def test_wait_with_a_timeout_raises_while_the_guest_runs(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    sess = make_session(make_fs(store))
+    with _started(start(sess, guest(guest_cid("spin"), "run"), store=store, home=home)) as handle:
+        with pytest.raises(TimeoutError):
+            handle.wait(timeout=0.01)
+
+
+def test_the_output_cap_is_not_relabelled_by_a_later_deadline(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    sess = make_session(make_fs(store))
+    receipt = run(sess, guest(guest_cid("flood"), "run"), store=store, max_output_bytes=10, timeout_ms=5, home=home)
+    assert receipt["kuro/outcome"] in ("output-capped", "timeout")
+    if receipt["kuro/outcome"] == "output-capped":
+        assert "kuro/timed-out?" not in receipt
+
+
+# ---- every failure is a receipt and the host is unharmed
+
+
+def test_the_host_is_unaffected_by_every_failure(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    sess = make_session(make_fs(store, {"greeting.txt": "hi"}))
+    hostile = [
+        ("spin", {"timeout_ms": 20}),
+        ("flood", {"max_output_bytes": 100}),
+        ("deep", {}),
+        ("trap", {}),
+        ("bad-pointer", {}),
+        ("grow", {"max_memory_bytes": 2 * 65536}),
+        ("spin", {"fuel": 1000}),
+    ]
+    for name, limits in hostile:
+        receipt = run(sess, guest(guest_cid(name), "run"), store=store, home=home, **limits)
+        assert receipt["kuro/type"] == "kuro/receipt"
+        assert receipt["kuro/isolation"] == "wasmtime"
+    after = run(sess, guest(guest_cid("hello"), "run"), store=store, home=home)
+    assert (after["kuro/outcome"], after["kuro/stdout"]) == ("ok", b"hello, kuro\n")
+
+
+class _BrokenFs(Fs):
+    """An Fs whose ls has a bug: the host must turn it into a trap, not a crash."""
+
+    def ls(self, path: object) -> FsResult:
+        raise RuntimeError("bug in a filesystem")
+
+
+def test_a_host_bug_inside_an_import_is_a_trap_not_a_crash(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    good = make_fs(store, {"a.txt": "A"})
+    broken = _BrokenFs(store, good.root)
+    sess = make_session(good)
+    receipt = run(sess, guest(guest_cid("fs-ls"), "run"), store=store, fs=broken, home=home)
+    assert (receipt["kuro/exit-code"], receipt["kuro/outcome"]) == (134, "trap")
+    assert receipt["kuro/trap"]["kind"] == "host-error"
+    assert "bug in a filesystem" in receipt["kuro/error"]
+    import wasmtime._func as public_path
+
+    assert public_path.LAST_EXCEPTION is None  # nothing parked in wasmtime-py's process-global slot
+    again = run(sess, guest(guest_cid("fs-ls"), "run"), store=store, home=home)
+    assert again["kuro/stdout"] == b"a.txt\n"
+
+
+def test_a_memory_limit_below_the_module_minimum_is_a_load_error(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    sess = make_session(make_fs(store))
+    receipt = run(sess, guest(guest_cid("fs-cat"), "run"), store=store, max_memory_bytes=65536, home=home)
+    assert (receipt["kuro/exit-code"], receipt["kuro/outcome"]) == (126, "load-error")
+    assert receipt["kuro/limits"]["max-memory-bytes"] == 65536
+
+
+def test_fuel_is_reported_on_a_normal_run(store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path) -> None:
+    sess = make_session(make_fs(store))
+    receipt = run(sess, guest(guest_cid("hello"), "add", [1, 2]), store=store, fuel=1_000_000, home=home)
+    assert receipt["kuro/exit-code"] == 3
+    assert 0 < receipt["kuro/fuel-consumed"] < 1_000_000
+    assert receipt["kuro/limits"]["fuel"] == 1_000_000
+    assert "fuel" in receipt["kuro/engine"]["config"]
+
+
+def test_fs_accepts_a_root_cid_and_the_receipt_names_the_root_the_guest_saw(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    empty = make_fs(store)
+    other = make_fs(store, {"greeting.txt": "other root"})
+    sess = make_session(empty)
+    receipt = run(sess, guest(guest_cid("fs-cat"), "run"), store=store, fs=other.root, home=home)
+    assert receipt["kuro/stdout"] == b"other root"
+    assert receipt["kuro/fs-root-cid"] == other.root
+
+
+# ---- many runs at once
+
+
+def test_concurrent_runs_keep_their_own_outcomes_and_denials(store: MemoryBlockStore, home: Path) -> None:
+    from hostkit import wat
+
+    from kuro_wasm.loader import add_guest
+
+    fs = make_fs(store, {"greeting.txt": "hi there"})
+    allowed = make_session(fs)
+    refused = make_session(fs, grant=["guest/invoke"])
+    cats = add_guest(store, wat("fs-cat"))
+    traps = add_guest(store, wat("trap"))
+    failures: list[str] = []
+
+    def worker(index: int) -> None:
+        for round_ in range(6):
+            pick = (index + round_) % 3
+            if pick == 0:
+                r = run(allowed, guest(cats, "run"), store=store, home=home)
+                ok = r["kuro/stdout"] == b"hi there" and r["kuro/denials"] == [] and len(r["kuro/reads"]) == 1
+            elif pick == 1:
+                r = run(refused, guest(cats, "run"), store=store, home=home)
+                ok = r["kuro/exit-code"] == 1 and len(r["kuro/denials"]) == 1 and r["kuro/reads"] == []
+            else:
+                r = run(allowed, guest(traps, "run"), store=store, home=home)
+                ok = r["kuro/outcome"] == "trap" and r["kuro/denials"] == []
+            if not ok:
+                failures.append(repr(r))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(HANG_GUARD * 3)
+    assert failures == []
+
+
+# ---- asyncio
+
+
+def test_run_async_awaits_the_receipt(store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path) -> None:
+    sess = make_session(make_fs(store))
+    receipt = asyncio.run(run_async(sess, guest(guest_cid("cat"), "run"), store=store, stdin=b"async", home=home))
+    assert receipt["kuro/stdout"] == b"async"
+
+
+def test_run_async_returns_a_denial_at_once(store: MemoryBlockStore, home: Path) -> None:
+    sess = make_session(make_fs(store))
+    denied = asyncio.run(run_async(sess, ["ls"], store=store, home=home))
+    assert denied["kuro/reason"] == "argv-not-a-process"
+
+
+def test_cancelling_run_async_kills_the_guest(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    sess = make_session(make_fs(store))
+    spin = guest_cid("spin")
+
+    def guests_alive() -> int:
+        return sum(1 for t in threading.enumerate() if t.name == "kuro-guest")
+
+    before = guests_alive()
+
+    async def main() -> None:
+        task = asyncio.create_task(run_async(sess, guest(spin, "run"), store=store, home=home))
+        await asyncio.sleep(0.02)
+        assert guests_alive() == before + 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    _wait_for(lambda: guests_alive() == before)  # the spinning guest was stopped, not abandoned
+
+
+# ---- the thin wasmtime path is pinned
+
+
+def test_the_thin_call_path_is_pinned_to_wasmtime_50() -> None:
+    assert wasmtime_version().split(".")[0] == "50"
+    assert hasattr(wasmtime._ffi, "wasmtime_store_epoch_deadline_callback")
+    assert hasattr(wasmtime._ffi, "wasmtime_linker_define_func")
