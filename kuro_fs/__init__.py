@@ -5,6 +5,7 @@ This module only re-exports; each concept lives in the module named after it.
 """
 
 from kuro_fs.blocks import BlockStore, MemoryBlockStore, publish_blocks
+from kuro_fs.car import export_car, import_car
 from kuro_fs.cid import ParsedCID, cid_for, parse_cid, raw_cid, verify
 from kuro_fs.errors import (
     BlockStoreError,
@@ -14,27 +15,44 @@ from kuro_fs.errors import (
     DagPbError,
     InvalidCID,
     KuroFsError,
+    MissingBlock,
     ShardingNotSupported,
 )
 from kuro_fs.filestore import FileBlockStore, default_store
+from kuro_fs.fs import DENIAL_REASONS, Fs, FsLog, FsResult, to_unixfs_dir
+from kuro_fs.importer import file_cid, import_bytes, import_path
+from kuro_fs.unixfs import read_file, read_range
 
 __all__ = [
     "BlockStore",
     "BlockStoreError",
     "CarError",
     "CorruptBlock",
+    "DENIAL_REASONS",
     "DagCborError",
     "DagPbError",
     "FileBlockStore",
+    "Fs",
+    "FsLog",
+    "FsResult",
     "InvalidCID",
     "KuroFsError",
     "MemoryBlockStore",
+    "MissingBlock",
     "ParsedCID",
     "ShardingNotSupported",
     "cid_for",
     "default_store",
+    "export_car",
+    "file_cid",
+    "import_bytes",
+    "import_car",
+    "import_path",
     "parse_cid",
     "publish_blocks",
     "raw_cid",
+    "read_file",
+    "read_range",
+    "to_unixfs_dir",
     "verify",
 ]

@@ -20,7 +20,8 @@ stable kebab-case ``reference`` that user-facing tools print.
     ├── CarError            (ValueError)   malformed or tampered CAR file
     ├── ShardingNotSupported               directory too large for one UnixFS block
     └── BlockStoreError                    the store failed to do what was asked
-        └── CorruptBlock                   stored bytes do not hash to their CID
+        ├── CorruptBlock                   stored bytes do not hash to their CID
+        └── MissingBlock                   a block the DAG names is not in the store
 
 ## Not done here
 No error carries a denial: see ``kuro.fs/reason`` in :mod:`kuro_fs.fs`.
@@ -36,6 +37,7 @@ __all__ = [
     "DagPbError",
     "InvalidCID",
     "KuroFsError",
+    "MissingBlock",
     "ShardingNotSupported",
 ]
 
@@ -97,4 +99,14 @@ class CorruptBlock(BlockStoreError):
 
     def __init__(self, cid: str, detail: str = "stored bytes do not hash to this CID") -> None:
         super().__init__(f"corrupt block {cid}: {detail}")
+        self.cid = cid
+
+
+class MissingBlock(BlockStoreError):
+    """A block the DAG names is not in the store (``block-missing``)."""
+
+    reference = "block-missing"
+
+    def __init__(self, cid: str) -> None:
+        super().__init__(f"block missing from the store: {cid}")
         self.cid = cid

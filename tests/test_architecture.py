@@ -21,6 +21,7 @@ PURE_MODULES = [
     "kuro_fs/unixfs.py",
     "kuro_fs/paths.py",
     "kuro_fs/fs.py",
+    "kuro_fs/fsdir.py",
     "kuro_wasm/model.py",
     "kuro_wasm/receipt.py",
     "kuro_wasm/stream.py",
@@ -30,6 +31,7 @@ PURE_MODULES = [
     "kuro_wasm/operation.py",
     "kuro_wasm/outcome.py",
     "kuro_wasm/redact.py",
+    "kuro_wasm/summary.py",
 ]
 EFFECT_IMPORTS = {"wasmtime", "sqlite3", "threading", "os", "time", "random", "subprocess", "pathlib", "socket"}
 

@@ -1,0 +1,287 @@
+"""CARv1: a DAG as one file — the header, then every block once, depth-first from the root.
+
+## The one decision
+Byte parity with ``ipfs dag export`` and the JS ``@ipld/car`` writer depends on
+block order, so there is one order: **depth-first pre-order from the root**
+(a node, then each of its links in order, recursively), each distinct CID
+written **once**, at its first occurrence. Reading is the mirror image and is
+strict: every varint minimal and bounded, the header exactly
+``{"roots": [CID…≥1], "version": 1}`` in canonical dag-cbor, every section a
+CID of kuro's profile followed by bytes that hash to it. A CAR that breaks any
+of these is a :class:`~kuro_fs.errors.CarError`, and :func:`import_car`
+verifies the **whole** file before it stores anything, so a tampered CAR
+imports nothing.
+
+## Pure / Effects
+:func:`write_car`, :func:`read_car`, :func:`dag_blocks` and :func:`links_of`
+are pure over injected streams and ``get`` callables. :func:`export_car` and
+:func:`import_car` at the bottom open files (thin wrappers).
+
+## Not done here
+No CARv2 (index, pragma), no identity or non-sha2-256 multihashes, no CIDv0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import IO, Any, Final
+
+from kuro_fs import dagcbor
+from kuro_fs.blocks import BlockStore
+from kuro_fs.cid import cid_bytes, cid_from_bytes, parse
+from kuro_fs.dagpb import decode as decode_pb
+from kuro_fs.dagpb import decode_uvarint, encode_uvarint
+from kuro_fs.errors import CarError, DagCborError, InvalidCID
+from kuro_fs.fsdir import HasStoreRoot
+from kuro_fs.unixfs import MissingBlock
+
+__all__ = [
+    "MAX_HEADER_BYTES",
+    "MAX_SECTION_BYTES",
+    "dag_blocks",
+    "export_car",
+    "import_car",
+    "links_of",
+    "read_car",
+    "write_car",
+]
+
+MAX_HEADER_BYTES: Final = 1 << 20
+MAX_SECTION_BYTES: Final = 1 << 28
+_CODEC_BY_CODE: Final = {0x55: "raw", 0x70: "dag-pb", 0x71: "dag-cbor"}
+
+
+# ---- links and traversal
+
+
+def _cbor_links(value: Any, out: list[str]) -> None:
+    if isinstance(value, dagcbor.Link):
+        out.append(value.cid)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _cbor_links(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _cbor_links(item, out)
+
+
+def links_of(cid: str, block: bytes) -> list[str]:
+    """The CIDs ``block`` links to, in order (raw: none; dag-pb: Links; dag-cbor: tag-42 values in key order).
+
+    Raises DagPbError / DagCborError: if the block does not decode as its codec.
+    """
+    codec = parse(cid).codec
+    if codec == "raw":
+        return []
+    if codec == "dag-pb":
+        return [link.cid for link in decode_pb(block).links]
+    out: list[str] = []
+    _cbor_links(dagcbor.decode(block), out)
+    return out
+
+
+def dag_blocks(get: Callable[[str], bytes | None], root: str) -> Iterator[tuple[str, bytes]]:
+    """Every block reachable from ``root``: depth-first pre-order, each distinct CID once.
+
+    Raises MissingBlock: if a reachable block is absent (CorruptBlock from the store passes through).
+    """
+    seen: set[str] = set()
+    stack = [root]
+    while stack:
+        cid = stack.pop()
+        if cid in seen:
+            continue
+        seen.add(cid)
+        block = get(cid)
+        if block is None:
+            raise MissingBlock(cid)
+        yield cid, block
+        stack.extend(reversed(links_of(cid, block)))
+
+
+# ---- writing
+
+
+def write_car(roots: Sequence[str], blocks: Iterable[tuple[str, bytes]]) -> Iterator[bytes]:
+    """The CARv1 bytes for ``roots`` and ``blocks`` (written in the order given), as chunks.
+
+    Raises CarError: if ``roots`` is empty. Raises InvalidCID: on a bad root or block CID.
+    """
+    if not roots:
+        raise CarError("a CAR needs at least one root")
+    header = dagcbor.encode({"roots": [dagcbor.Link(r) for r in roots], "version": 1})
+    yield encode_uvarint(len(header)) + header
+    for cid, block in blocks:
+        binary = cid_bytes(cid)
+        yield encode_uvarint(len(binary) + len(block)) + binary
+        yield block
+
+
+# ---- reading
+
+
+def _read_varint(stream: IO[bytes], what: str, offset: int) -> tuple[int, int] | None:
+    raw = bytearray()
+    while True:
+        byte = stream.read(1)
+        if not byte:
+            if raw:
+                raise CarError(f"truncated varint ({what}) at offset {offset}")
+            return None
+        raw += byte
+        if byte[0] < 0x80 or len(raw) >= 10:
+            break
+    try:
+        value, _ = decode_uvarint(bytes(raw))
+    except ValueError as exc:
+        raise CarError(f"bad varint ({what}) at offset {offset}: {exc}") from exc
+    return value, len(raw)
+
+
+def _exact(stream: IO[bytes], n: int, what: str, offset: int) -> bytes:
+    data = stream.read(n)
+    if len(data) != n:
+        raise CarError(f"truncated {what} at offset {offset}: expected {n} bytes, got {len(data)}")
+    return data
+
+
+def _split_cid(section: bytes, offset: int) -> tuple[str, bytes, bytes]:
+    # Parse the CID at the start of a section by its own varints; return (cid, digest, data).
+    if section[:2] == b"\x12\x20":
+        raise CarError(f"CIDv0 block at offset {offset} is not supported (CIDv1 only)")
+    try:
+        pos = 0
+        fields = []
+        for _ in range(4):  # version, codec, multihash code, digest length
+            value, pos = decode_uvarint(section, pos)
+            fields.append(value)
+    except ValueError as exc:
+        raise CarError(f"bad CID in section at offset {offset}: {exc}") from exc
+    version, codec, mh_code, length = fields
+    if version != 1 or codec not in _CODEC_BY_CODE or mh_code != 0x12 or length != 32:
+        raise CarError(
+            f"section at offset {offset}: CID (v{version}, codec 0x{codec:x}, hash 0x{mh_code:x}/{length}) "
+            "is outside kuro's profile (CIDv1, raw/dag-pb/dag-cbor, sha2-256)"
+        )
+    if pos + length > len(section):
+        raise CarError(f"section at offset {offset} ends inside its CID")
+    try:
+        cid = cid_from_bytes(section[: pos + length])
+    except InvalidCID as exc:
+        raise CarError(f"bad CID in section at offset {offset}: {exc}") from exc
+    return cid, section[pos : pos + length], section[pos + length :]
+
+
+def _read_header(stream: IO[bytes]) -> tuple[list[str], int]:
+    got = _read_varint(stream, "header length", 0)
+    if got is None:
+        raise CarError("empty file: a CAR starts with a header")
+    length, used = got
+    if length == 0 or length > MAX_HEADER_BYTES:
+        raise CarError(f"header length {length} out of range (1..{MAX_HEADER_BYTES})")
+    raw = _exact(stream, length, "header", used)
+    try:
+        header = dagcbor.decode(raw)
+    except DagCborError as exc:
+        raise CarError(f"header is not dag-cbor: {exc}") from exc
+    if not isinstance(header, dict):
+        raise CarError("header is not a dag-cbor map")
+    if header.get("version") != 1:
+        raise CarError(f"unsupported CAR version {header.get('version')!r} (only CARv1)")
+    roots = header.get("roots")
+    if set(header) != {"roots", "version"} or not isinstance(roots, list):
+        raise CarError("header must be exactly {roots: [CID…], version: 1}")
+    if not roots or not all(isinstance(r, dagcbor.Link) for r in roots):
+        raise CarError("header roots must be a non-empty list of CIDs (zero roots is not a CAR kuro reads)")
+    return [r.cid for r in roots], used + length
+
+
+def read_car(stream: IO[bytes]) -> tuple[list[str], Iterator[tuple[str, bytes]]]:
+    """Parse a CARv1 ``stream``: the roots now, then ``(cid, block)`` pairs, each verified, lazily.
+
+    Raises CarError: a bad header (not dag-cbor, not v1, zero roots), a bad or
+    non-minimal varint, a truncated section, a CID outside kuro's profile, or a
+    block that does not hash to its CID — naming the byte offset.
+    """
+    roots, offset = _read_header(stream)
+
+    def sections() -> Iterator[tuple[str, bytes]]:
+        pos = offset
+        while True:
+            got = _read_varint(stream, "section length", pos)
+            if got is None:
+                return
+            length, used = got
+            if length == 0 or length > MAX_SECTION_BYTES:
+                raise CarError(f"section length {length} at offset {pos} out of range (1..{MAX_SECTION_BYTES})")
+            section = _exact(stream, length, "section", pos + used)
+            cid, digest, block = _split_cid(section, pos)
+            if hashlib.sha256(block).digest() != digest:
+                raise CarError(f"block at offset {pos} does not hash to its CID {cid}")
+            yield cid, block
+            pos += used + length
+
+    return roots, sections()
+
+
+# ---- effects: files
+
+
+def export_car(source: BlockStore | HasStoreRoot, root_or_path: str | os.PathLike[str], path: Any = None) -> int:
+    """Write the DAG under a root to a CARv1 file; return the number of blocks written.
+
+    ``export_car(store, root_cid, path)`` or ``export_car(fs, path)`` (the fs root).
+    The file is written to a temporary name and renamed, so a failed export leaves no CAR.
+    Raises MissingBlock: a reachable block is absent.
+    """
+    if path is None:
+        fs = source
+        if not (hasattr(fs, "store") and hasattr(fs, "root")):
+            raise TypeError("export_car(fs, path) needs an Fs; use export_car(store, root_cid, path) for a store")
+        store: BlockStore = fs.store
+        root: str = fs.root
+        path = root_or_path
+    else:
+        store = source.store if hasattr(source, "store") else source
+        root = str(root_or_path)
+    parse(root)
+    tmp = f"{os.fspath(path)}.tmp-{os.getpid()}"
+    count = 0
+
+    def counted() -> Iterator[tuple[str, bytes]]:
+        nonlocal count
+        for item in dag_blocks(store.get, root):
+            count += 1
+            yield item
+
+    try:
+        with open(tmp, "wb") as out:
+            for chunk in write_car([root], counted()):
+                out.write(chunk)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return count
+
+
+def import_car(store: BlockStore, path: str | os.PathLike[str]) -> list[str]:
+    """Verify every block of the CARv1 file at ``path``, then store them all; return its roots.
+
+    Two passes over the file: the first checks everything and stores nothing, so a
+    malformed or tampered CAR imports nothing. Raises CarError (see :func:`read_car`).
+    """
+    with open(path, "rb") as f:
+        roots, sections = read_car(f)
+        for _ in sections:
+            pass
+    with open(path, "rb") as f:
+        _, sections = read_car(f)
+        for cid, block in sections:
+            stored = store.put(block, _CODEC_BY_CODE[parse(cid).bytes[1]])
+            if stored != cid:
+                raise CarError(f"{path} changed while importing: {cid} stored as {stored}")
+    return roots

@@ -1,0 +1,231 @@
+"""dag-pb (codec 0x70): the protobuf node every UnixFS file tree and directory is made of.
+
+## The one decision
+A dag-pb node has exactly one byte form, and it is the one the JavaScript IPFS
+stack writes: every ``Links`` entry first (tag ``0x12``, in list order), then
+``Data`` (tag ``0x0a``) if present; inside a link ``Hash`` (``0x0a``), ``Name``
+(``0x12``, written even when empty — ``12 00``) and ``Tsize`` (``0x18``, written
+even when 0). All lengths and integers are minimal unsigned LEB128 varints. A
+single omitted empty name or Tsize changes every CID above it, so :func:`encode`
+never elides anything and :func:`decode` accepts only that form: anything it
+would not have written itself (other field order, unknown fields, non-minimal
+varints, a missing Hash) is a :class:`~kuro_fs.errors.DagPbError`, because a
+node that decodes but re-encodes differently has two names.
+
+Links hold the binary CID (36 bytes, kuro's profile); :attr:`PBLink.cid` gives
+the string form. The unsigned varint helpers live here too (CAR uses them).
+
+## Pure
+No I/O.
+
+## Not done here
+No link sorting: the caller decides link order (files keep chunk order,
+directories sort by name — see :mod:`kuro_fs.unixfs`). No CIDv0 links.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from kuro_fs.cid import cid_bytes, cid_from_bytes
+from kuro_fs.errors import DagPbError, InvalidCID
+
+__all__ = ["PBLink", "PBNode", "decode", "decode_uvarint", "encode", "encode_uvarint"]
+
+_TAG_LINK: Final = 0x12  # PBNode field 2, length-delimited
+_TAG_DATA: Final = 0x0A  # PBNode field 1, length-delimited
+_TAG_HASH: Final = 0x0A  # PBLink field 1
+_TAG_NAME: Final = 0x12  # PBLink field 2
+_TAG_TSIZE: Final = 0x18  # PBLink field 3, varint
+_MAX_VARINT_BYTES: Final = 10  # 64-bit values
+
+
+# ---- varints
+
+
+def encode_uvarint(value: int) -> bytes:
+    """The minimal unsigned LEB128 varint of ``value`` (0 ≤ value < 2^64).
+
+    >>> encode_uvarint(0).hex(), encode_uvarint(300).hex(), encode_uvarint(262144).hex()
+    ('00', 'ac02', '808010')
+
+    Raises ValueError: if ``value`` is negative or does not fit in 64 bits.
+    """
+    if value < 0 or value >= 1 << 64:
+        raise ValueError(f"uvarint out of range: {value}")
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def decode_uvarint(buf: bytes | memoryview, pos: int = 0) -> tuple[int, int]:
+    """Read one minimal uvarint at ``pos``; return ``(value, next_pos)``.
+
+    >>> decode_uvarint(bytes.fromhex("ac02"))
+    (300, 2)
+
+    Raises ValueError: if the varint is truncated, longer than 10 bytes, above
+    2^64−1, or not minimal (a trailing ``0x00`` continuation byte).
+    """
+    value = 0
+    shift = 0
+    start = pos
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise ValueError(f"truncated varint at offset {start}")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            if byte == 0 and pos - start > 1:
+                raise ValueError(f"non-minimal varint at offset {start}")
+            break
+        shift += 7
+        if pos - start >= _MAX_VARINT_BYTES:
+            raise ValueError(f"varint longer than {_MAX_VARINT_BYTES} bytes at offset {start}")
+    if value >= 1 << 64:
+        raise ValueError(f"varint above 2^64-1 at offset {start}")
+    return value, pos
+
+
+# ---- values
+
+
+@dataclass(frozen=True, slots=True)
+class PBLink:
+    """One dag-pb link: binary CID ``hash``, UTF-8 ``name`` ("" for file chunks), cumulative ``tsize``."""
+
+    hash: bytes
+    name: str = ""
+    tsize: int = 0
+
+    @classmethod
+    def to(cls, cid: str, name: str = "", tsize: int = 0) -> PBLink:
+        """A link to the block named by the CID string ``cid``. Raises InvalidCID."""
+        return cls(cid_bytes(cid), name, tsize)
+
+    @property
+    def cid(self) -> str:
+        """The string form of :attr:`hash`."""
+        return cid_from_bytes(self.hash)
+
+
+@dataclass(frozen=True, slots=True)
+class PBNode:
+    """A dag-pb node: ``links`` in the order they are written, then optional ``data``."""
+
+    links: tuple[PBLink, ...] = ()
+    data: bytes | None = None
+
+
+# ---- encode
+
+
+def _encode_link(link: PBLink) -> bytes:
+    name = link.name.encode("utf-8")
+    body = b"".join(
+        (
+            bytes((_TAG_HASH,)),
+            encode_uvarint(len(link.hash)),
+            link.hash,
+            bytes((_TAG_NAME,)),
+            encode_uvarint(len(name)),
+            name,
+            bytes((_TAG_TSIZE,)),
+            encode_uvarint(link.tsize),
+        )
+    )
+    return bytes((_TAG_LINK,)) + encode_uvarint(len(body)) + body
+
+
+def encode(node: PBNode) -> bytes:
+    """The canonical bytes of ``node``: links first (in order), then Data.
+
+    >>> encode(PBNode((), b"\\x08\\x01")).hex()
+    '0a020801'
+
+    Raises DagPbError: if a link has an empty hash or a negative Tsize, or a name is not encodable.
+    """
+    parts: list[bytes] = []
+    for i, link in enumerate(node.links):
+        if not link.hash:
+            raise DagPbError(f"link {i} has no Hash")
+        try:
+            parts.append(_encode_link(link))
+        except (ValueError, UnicodeEncodeError) as exc:
+            raise DagPbError(f"link {i} cannot be encoded: {exc}") from exc
+    if node.data is not None:
+        parts.append(bytes((_TAG_DATA,)) + encode_uvarint(len(node.data)) + bytes(node.data))
+    return b"".join(parts)
+
+
+# ---- decode
+
+
+def _field(buf: bytes, pos: int, what: str) -> tuple[bytes, int]:
+    length, pos = decode_uvarint(buf, pos)
+    end = pos + length
+    if end > len(buf):
+        raise ValueError(f"{what} runs past the end ({length} bytes at offset {pos}, {len(buf) - pos} left)")
+    return buf[pos:end], end
+
+
+def _decode_link(body: bytes, where: int) -> PBLink:
+    pos = 0
+    if not body or body[0] != _TAG_HASH:
+        raise ValueError(f"link at offset {where} does not start with Hash (tag 0x0a)")
+    raw_hash, pos = _field(body, 1, "link Hash")
+    try:
+        cid_from_bytes(raw_hash)
+    except InvalidCID as exc:
+        raise ValueError(f"link at offset {where}: {exc}") from exc
+    name = ""
+    tsize = 0
+    seen_name = seen_tsize = False
+    while pos < len(body):
+        tag = body[pos]
+        if tag == _TAG_NAME and not seen_name and not seen_tsize:
+            raw_name, pos = _field(body, pos + 1, "link Name")
+            name = raw_name.decode("utf-8")
+            seen_name = True
+        elif tag == _TAG_TSIZE and not seen_tsize:
+            tsize, pos = decode_uvarint(body, pos + 1)
+            seen_tsize = True
+        else:
+            raise ValueError(f"unexpected or repeated field tag 0x{tag:02x} in link at offset {where}")
+    if not (seen_name and seen_tsize):
+        raise ValueError(f"link at offset {where} omits Name or Tsize (canonical form writes both)")
+    return PBLink(bytes(raw_hash), name, tsize)
+
+
+def decode(data: bytes) -> PBNode:
+    """Parse canonical dag-pb bytes into a :class:`PBNode`.
+
+    Raises DagPbError: on truncation, unknown or out-of-order fields, non-minimal
+    varints, a link without a valid kuro CID, or a link without Name/Tsize.
+    """
+    buf = bytes(data)
+    pos = 0
+    links: list[PBLink] = []
+    payload: bytes | None = None
+    try:
+        while pos < len(buf):
+            tag = buf[pos]
+            if tag == _TAG_LINK and payload is None:
+                body, nxt = _field(buf, pos + 1, "link")
+                links.append(_decode_link(body, pos))
+                pos = nxt
+            elif tag == _TAG_DATA and payload is None:
+                payload, pos = _field(buf, pos + 1, "Data")
+            else:
+                raise ValueError(f"unexpected field tag 0x{tag:02x} at offset {pos} (links first, then one Data)")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DagPbError(f"malformed dag-pb ({len(buf)} bytes, starts {buf[:8].hex()}): {exc}") from exc
+    return PBNode(tuple(links), payload)

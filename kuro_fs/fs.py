@@ -1,0 +1,500 @@
+"""kuro.fs: the immutable filesystem value ``Fs(store, root)`` and its capability-gated operations.
+
+## The one decision
+The whole tree is one root CID, and every operation returns the same shape,
+``FsResult(fs, value, receipt)``, whether it did the work or refused it. A
+refusal is a value (``kuro.fs/type`` = ``kuro.fs/denied`` with a
+``kuro.fs/reason`` from :data:`DENIAL_REASONS`), never an exception, because
+guests drive these operations and a guest must not be able to crash its host
+with a path. Each op *decides everything before its first* ``put``: a denied
+write stores no block and keeps the root, so nothing left in the store can be
+mistaken for success. Writes return a new ``Fs``; the old value (and its root)
+stays valid, and :attr:`Fs.history` lists prior roots for :meth:`Fs.checkout`.
+
+Files are UnixFS file DAGs (:mod:`kuro_fs.unixfs`: raw leaves, balanced).
+A directory is one deterministic dag-cbor block (:mod:`kuro_fs.fsdir`, whose
+names this module re-exports)::
+
+    {"entries": {name: {"cid": Link, "size": int}}, "type": "kuro.fs/dir", "version": 1}
+
+``size`` is the file's byte length (0 for a directory), so ``ls``/``stat`` read
+no file block; an entry is a directory iff its CID is dag-cbor. The empty
+directory is one block, so an empty ``Fs`` has a root too.
+
+Check order: ``bad-path`` → ``bytes-required``/``bad-range`` → grant
+(``missing-capability`` + ``kuro.fs/missing``) → op-specific. A block the store
+lacks, or one that is corrupt (``CorruptBlock``) or malformed, is
+``block-missing`` with ``kuro.fs/cid`` naming that block. A store that itself
+fails (any other ``BlockStoreError``, e.g. an I/O error or a closed store)
+raises: that is a broken host, not a refusal.
+
+## Pure
+Only the injected store is touched. No clock, no globals.
+
+## Not done here
+No persistence of named roots (the CLI's job), no recursive rm, no symlinks,
+no HAMT (see :func:`to_unixfs_dir`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, NamedTuple
+
+from kuro_fs.blocks import BlockStore
+from kuro_fs.cid import parse
+from kuro_fs.errors import CorruptBlock, DagPbError, InvalidCID
+from kuro_fs.fsdir import DIR_TYPE, Entry, Refusal, WorkingTree, decode_dir, encode_dir, to_unixfs_dir
+from kuro_fs.paths import clean_path, join_path
+from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, MissingBlock, iter_file
+from kuro_fs.unixfs import write_file as _write_file
+
+__all__ = [
+    "CAPABILITIES",
+    "DEFAULT_GRANT",
+    "DENIAL_REASONS",
+    "DIR_TYPE",
+    "OP_CAPABILITIES",
+    "RECEIPT_KEYS",
+    "Entry",
+    "Fs",
+    "FsLog",
+    "FsResult",
+    "decode_dir",
+    "encode_dir",
+    "to_unixfs_dir",
+]
+
+#: Every ``kuro.fs/reason`` a denial can carry, and what it means.
+DENIAL_REASONS: Final[Mapping[str, str]] = {
+    "bad-path": "the path is not a string, empty, has NUL, a '..' segment, or is too long; or mv of a dir into itself",
+    "bytes-required": "a write payload that is not bytes, bytearray or memoryview",
+    "bad-range": "read_range offset/length not a non-negative int",
+    "missing-capability": "the grant lacks the capability in kuro.fs/missing",
+    "not-found": "no entry at the path (or rm/mv of the root)",
+    "not-a-directory": "a file sits where a directory is read (ls, walk, an ancestor in a lookup)",
+    "not-a-file": "read of a directory",
+    "is-a-directory": "write or mv onto a directory",
+    "path-blocked": "a file sits where write/mkdir/mv needs a directory, or mkdir onto a file",
+    "directory-not-empty": "rm of a directory that has entries",
+    "block-missing": "a block the DAG names is absent, corrupt or malformed (kuro.fs/cid names it)",
+}
+CAPABILITIES: Final = ("fs/ls", "fs/publish", "fs/read", "fs/rm", "fs/write")
+DEFAULT_GRANT: Final = frozenset(CAPABILITIES)
+#: Capabilities each op needs (all of them); no op needs ``fs/publish``; ``fs/write`` implies no read.
+OP_CAPABILITIES: Final[Mapping[str, tuple[str, ...]]] = {
+    "ls": ("fs/ls",),
+    "stat": ("fs/ls",),
+    "walk": ("fs/ls",),
+    "read": ("fs/read",),
+    "read-range": ("fs/read",),
+    "write": ("fs/write",),
+    "mkdir": ("fs/write",),
+    "rm": ("fs/rm",),
+    "mv": ("fs/write", "fs/rm"),
+}
+#: The closed receipt vocabulary; every receipt has type, op, path and root-cid.
+RECEIPT_KEYS: Final = (
+    "kuro.fs/type",
+    "kuro.fs/op",
+    "kuro.fs/path",
+    "kuro.fs/to",
+    "kuro.fs/reason",
+    "kuro.fs/missing",
+    "kuro.fs/cid",
+    "kuro.fs/size",
+    "kuro.fs/offset",
+    "kuro.fs/entries",
+    "kuro.fs/root-cid",
+)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FsLog:
+    """Prior roots as a shared-tail list, newest first: recording one more root is O(1), whatever the length."""
+
+    root: str
+    prev: FsLog | None = None
+
+    def roots(self) -> tuple[str, ...]:
+        """Every root in the log, oldest first."""
+        out: list[str] = []
+        node: FsLog | None = self
+        while node is not None:
+            out.append(node.root)
+            node = node.prev
+        return tuple(reversed(out))
+
+    def __contains__(self, root: object) -> bool:
+        node: FsLog | None = self
+        while node is not None:
+            if node.root == root:
+                return True
+            node = node.prev
+        return False
+
+
+class FsResult(NamedTuple):
+    """What every op returns: the (possibly new) ``fs``, the ``value`` (None on denial), the ``receipt``."""
+
+    fs: Fs
+    value: Any
+    receipt: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        """True for an accepted op."""
+        return bool(self.receipt["kuro.fs/type"] == "kuro.fs/receipt")
+
+
+# ---- receipts
+
+
+def _shown(path: object) -> str:
+    # The path as the caller passed it, made safe for JSON/dag-cbor (lone surrogates escaped).
+    if isinstance(path, str):
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
+    return repr(path)
+
+
+def _receipt(kind: str, op: str, path: object, **extra: Any) -> dict[str, Any]:
+    data = {"type": kind, "op": op, "path": _shown(path), **extra}
+    out = {f"kuro.fs/{key}": data[key] for key in (k.removeprefix("kuro.fs/") for k in RECEIPT_KEYS) if key in data}
+    if len(out) != len(data):
+        raise AssertionError(f"receipt keys outside RECEIPT_KEYS: {sorted(set(data) - set(out))}")
+    return out
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+_NO_DST: Final = object()
+
+
+# ---- the filesystem value
+
+
+@dataclass(frozen=True, repr=False)
+class Fs:
+    """An immutable filesystem: a block ``store`` and the ``root`` CID of a kuro.fs directory.
+
+    ``grant`` (default: every capability) gates the ops; ``log`` (shown as :attr:`history`) holds the
+    roots this value was derived from, oldest first. Writes return new values.
+
+    Raises InvalidCID: if ``root`` is not a dag-cbor CID. Raises ValueError: on
+    an unknown capability or a bad chunk size / width.
+    """
+
+    store: BlockStore
+    root: str
+    grant: frozenset[str] | None = None
+    log: FsLog | None = field(default=None, compare=False)
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    width: int = field(default=DEFAULT_WIDTH)
+
+    def __post_init__(self) -> None:
+        if parse(self.root).codec != "dag-cbor":
+            raise InvalidCID(f"a kuro.fs root is a dag-cbor directory CID, got {self.root}")
+        grant = DEFAULT_GRANT if self.grant is None else frozenset(self.grant)
+        unknown = sorted(grant - DEFAULT_GRANT)
+        if unknown:
+            raise ValueError(f"unknown capabilities {unknown}; known: {list(CAPABILITIES)}")
+        object.__setattr__(self, "grant", grant)
+        if self.chunk_size < 1 or self.width < 2:
+            raise ValueError("chunk_size must be ≥ 1 and width ≥ 2")
+
+    def __repr__(self) -> str:
+        grant = sorted(self._grant)
+        return f"Fs(root={self.root!r}, grant={grant}, history={len(self.history)} roots)"
+
+    @property
+    def history(self) -> tuple[str, ...]:
+        """The roots this value was derived from, oldest first (not including :attr:`root`)."""
+        return () if self.log is None else self.log.roots()
+
+    @classmethod
+    def empty(cls, store: BlockStore, grant: Iterable[str] | None = None) -> Fs:
+        """A filesystem holding one empty directory (its block is stored in ``store``)."""
+        root = store.put(encode_dir({}), "dag-cbor")
+        return cls(store, root, None if grant is None else frozenset(grant))
+
+    # ---- values
+
+    def with_grant(self, caps: Iterable[str]) -> Fs:
+        """This filesystem with its grant narrowed to ``caps`` (never widened). Raises ValueError."""
+        wanted = frozenset(caps)
+        unknown = sorted(wanted - DEFAULT_GRANT)
+        if unknown:
+            raise ValueError(f"unknown capabilities {unknown}; known: {list(CAPABILITIES)}")
+        return _replace(self, grant=self._grant & wanted)
+
+    def checkout(self, root: str) -> Fs:
+        """The filesystem at ``root``, one of :attr:`history` (or the current root).
+
+        The current root is appended to the history, so a checkout can be undone too.
+        Raises ValueError: if ``root`` is not in this value's history.
+        """
+        if root == self.root:
+            return self
+        if self.log is None or root not in self.log:
+            raise ValueError(f"{root} is not a root in this filesystem's history")
+        return _replace(self, root=root, log=FsLog(self.root, self.log))
+
+    @property
+    def _grant(self) -> frozenset[str]:
+        return self.grant if self.grant is not None else DEFAULT_GRANT
+
+    def _advance(self, root: str) -> Fs:
+        return self if root == self.root else _replace(self, root=root, log=FsLog(self.root, self.log))
+
+    # ---- the op frame
+
+    def _run(
+        self, op: str, path: object, body: Callable[[WorkingTree, tuple[str, ...]], FsResult], dst: object
+    ) -> FsResult:
+        extra: dict[str, Any] = {} if dst is _NO_DST else {"to": _shown(dst)}
+        try:
+            parts = clean_path(path)
+            if parts is None or (dst is not _NO_DST and clean_path(dst) is None):
+                raise Refusal("bad-path")
+            return body(WorkingTree(self.store, self.root), parts)
+        except Refusal as deny:
+            reason = deny.reason
+            more = dict(deny.extra)
+        except (MissingBlock, CorruptBlock) as exc:
+            reason, more = "block-missing", {"cid": exc.cid}
+        more["root-cid"] = self.root
+        return FsResult(self, None, _receipt("kuro.fs/denied", op, path, **extra, reason=reason, **more))
+
+    def _need(self, op: str) -> None:
+        for cap in OP_CAPABILITIES[op]:
+            if cap not in self._grant:
+                raise Refusal("missing-capability", missing=cap)
+
+    def _ok(self, op: str, path: object, value: Any, fs: Fs | None = None, **extra: Any) -> FsResult:
+        fs = fs or self
+        return FsResult(fs, value, _receipt("kuro.fs/receipt", op, path, **extra, **{"root-cid": fs.root}))
+
+    def _file_bytes(self, entry: Entry, offset: int = 0, length: int | None = None) -> bytes:
+        try:
+            data = b"".join(iter_file(self.store.get, entry.cid, offset, length))
+        except DagPbError as exc:
+            raise Refusal("block-missing", cid=entry.cid) from exc
+        if length is None and offset == 0 and len(data) != entry.size:
+            raise Refusal("block-missing", cid=entry.cid)
+        return data
+
+    # ---- reads
+
+    def read(self, path: object) -> FsResult:
+        """The whole file at ``path`` as bytes. Receipt: ``cid`` (file root), ``size``.
+
+        Denials: bad-path, missing-capability, not-found, not-a-directory, not-a-file, block-missing.
+        """
+
+        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+            self._need("read")
+            entry = _existing(tree, parts)
+            if entry.kind == "dir":
+                raise Refusal("not-a-file")
+            data = self._file_bytes(entry)
+            return self._ok("read", path, data, cid=entry.cid, size=len(data))
+
+        return self._run("read", path, body, _NO_DST)
+
+    def read_range(self, path: object, offset: object, length: object) -> FsResult:
+        """Bytes ``[offset, offset+length)`` of the file at ``path``, fetching only the blocks needed.
+
+        Past the end is short (or empty), as ``pread``. Receipt: ``cid``, ``size``
+        (bytes returned), ``offset``. Denials: as :meth:`read`, plus bad-range.
+        """
+
+        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+            if not (_is_count(offset) and _is_count(length)):
+                raise Refusal("bad-range")
+            assert isinstance(offset, int) and isinstance(length, int)
+            self._need("read-range")
+            entry = _existing(tree, parts)
+            if entry.kind == "dir":
+                raise Refusal("not-a-file")
+            data = self._file_bytes(entry, offset, length)
+            return self._ok("read-range", path, data, cid=entry.cid, size=len(data), offset=offset)
+
+        return self._run("read-range", path, body, _NO_DST)
+
+    def stat(self, path: object) -> FsResult:
+        """``{"kind", "size", "cid"}`` of the entry at ``path`` (the root is a dir). Reads no file block."""
+
+        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+            self._need("stat")
+            entry = _existing(tree, parts)
+            value = {"kind": entry.kind, "size": entry.size, "cid": entry.cid}
+            return self._ok("stat", path, value, cid=entry.cid, size=entry.size)
+
+        return self._run("stat", path, body, _NO_DST)
+
+    def ls(self, path: object) -> FsResult:
+        """The directory's entries sorted by name: ``[{"name", "kind", "size", "cid"}]``.
+
+        Receipt: ``cid`` (the directory), ``entries`` (count). Denials: bad-path,
+        missing-capability, not-found, not-a-directory, block-missing.
+        """
+
+        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+            self._need("ls")
+            entry, listing = _listing(tree, parts)
+            value = [{"name": n, "kind": e.kind, "size": e.size, "cid": e.cid} for n, e in sorted(listing.items())]
+            return self._ok("ls", path, value, cid=entry.cid, entries=len(value))
+
+        return self._run("ls", path, body, _NO_DST)
+
+    def walk(self, path: object = ".") -> FsResult:
+        """Every entry below the directory at ``path``, depth-first, sorted by name at each level.
+
+        Value: ``[{"path", "kind", "size", "cid"}]`` with paths from the root. Denials: as :meth:`ls`.
+        """
+
+        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+            self._need("walk")
+            entry, listing = _listing(tree, parts)
+            out: list[dict[str, Any]] = []
+            stack = [((*parts, n), e) for n, e in sorted(listing.items(), reverse=True)]
+            while stack:
+                where, item = stack.pop()
+                out.append({"path": join_path(where), "kind": item.kind, "size": item.size, "cid": item.cid})
+                if item.kind == "dir":
+                    below = tree.load(item.cid)
+                    stack.extend(((*where, n), e) for n, e in sorted(below.items(), reverse=True))
+            return self._ok("walk", path, out, cid=entry.cid, entries=len(out))
+
+        return self._run("walk", path, body, _NO_DST)
+
+    # ---- writes
+
+    def write(self, path: object, data: object) -> FsResult:
+        """Replace (or create) the file at ``path`` with ``data``; missing parents are created.
+
+        Value: the file CID. Receipt: ``cid``, ``size``, ``root-cid`` (the new root).
+        Denials: bad-path, bytes-required, missing-capability, is-a-directory,
+        path-blocked, block-missing. Nothing is stored unless the write is accepted.
+        """
+
+        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise Refusal("bytes-required")
+            self._need("write")
+            if not parts:
+                raise Refusal("is-a-directory")
+            parent = tree.dir(parts[:-1], "path-blocked")
+            old = None if parent is None else parent.get(parts[-1])
+            if old is not None and old.kind == "dir":
+                raise Refusal("is-a-directory")
+            payload = data if isinstance(data, bytes) else bytes(data)
+            froot = _write_file(self.store.put, payload, chunk_size=self.chunk_size, width=self.width)
+            tree.set(parts, Entry(froot.cid, froot.size))
+            fs = self._advance(tree.commit())
+            return self._ok("write", path, froot.cid, fs, cid=froot.cid, size=froot.size)
+
+        return self._run("write", path, body, _NO_DST)
+
+    def mkdir(self, path: object) -> FsResult:
+        """Create the directory ``path`` and missing parents; an existing directory is kept as is.
+
+        Value: the directory's CID. Denials: bad-path, missing-capability,
+        path-blocked (a file at or above ``path``), block-missing.
+        """
+
+        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+            self._need("mkdir")
+            if not parts:
+                return self._ok("mkdir", path, self.root, cid=self.root)
+            parent = tree.dir(parts[:-1], "path-blocked")
+            old = None if parent is None else parent.get(parts[-1])
+            if old is not None:
+                if old.kind != "dir":
+                    raise Refusal("path-blocked")
+                return self._ok("mkdir", path, old.cid, cid=old.cid)
+            tree.make_dir(parts)
+            fs = self._advance(tree.commit())
+            made = WorkingTree(self.store, fs.root).entry(parts)
+            assert made is not None
+            return self._ok("mkdir", path, made.cid, fs, cid=made.cid)
+
+        return self._run("mkdir", path, body, _NO_DST)
+
+    def rm(self, path: object) -> FsResult:
+        """Remove the file or empty directory at ``path``. Value: the removed entry's CID.
+
+        Denials: bad-path, missing-capability, not-found (also for the root),
+        not-a-directory, directory-not-empty, block-missing.
+        """
+
+        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+            self._need("rm")
+            if not parts:
+                raise Refusal("not-found")
+            entry = _existing(tree, parts)
+            if entry.kind == "dir" and tree.load(entry.cid):
+                raise Refusal("directory-not-empty")
+            tree.set(parts, None)
+            fs = self._advance(tree.commit())
+            return self._ok("rm", path, entry.cid, fs, cid=entry.cid)
+
+        return self._run("rm", path, body, _NO_DST)
+
+    def mv(self, src: object, dst: object) -> FsResult:
+        """Move the entry at ``src`` to ``dst`` (replacing a file there); missing parents are created.
+
+        Value: the moved entry's CID. Receipt: ``to`` = ``dst``. Denials: bad-path
+        (either path, or a directory moved into itself), missing-capability
+        (needs fs/write and fs/rm), not-found, not-a-directory, is-a-directory
+        (``dst`` is a directory), path-blocked (a file above ``dst``), block-missing.
+        """
+
+        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+            dparts = clean_path(dst)
+            assert dparts is not None
+            self._need("mv")
+            if not parts:
+                raise Refusal("not-found")
+            entry = _existing(tree, parts)
+            if dparts == parts:
+                return self._ok("mv", src, entry.cid, to=_shown(dst), cid=entry.cid)
+            if entry.kind == "dir" and dparts[: len(parts)] == parts:
+                raise Refusal("bad-path")
+            if not dparts:
+                raise Refusal("is-a-directory")
+            parent = tree.dir(dparts[:-1], "path-blocked")
+            old = None if parent is None else parent.get(dparts[-1])
+            if old is not None and old.kind == "dir":
+                raise Refusal("is-a-directory")
+            if old is not None and entry.kind == "dir":
+                raise Refusal("not-a-directory")
+            tree.set(parts, None)
+            tree.set(dparts, entry)
+            fs = self._advance(tree.commit())
+            return self._ok("mv", src, entry.cid, fs, to=_shown(dst), cid=entry.cid)
+
+        return self._run("mv", src, body, dst)
+
+
+def _replace(fs: Fs, **changes: Any) -> Fs:
+    return replace(fs, **changes)
+
+
+def _existing(tree: WorkingTree, parts: tuple[str, ...]) -> Entry:
+    entry = tree.entry(parts)
+    if entry is None:
+        raise Refusal("not-found")
+    return entry
+
+
+def _listing(tree: WorkingTree, parts: tuple[str, ...]) -> tuple[Entry, dict[str, Entry]]:
+    entry = _existing(tree, parts)
+    if entry.kind != "dir":
+        raise Refusal("not-a-directory")
+    listing = tree.dir(parts, "not-a-directory")
+    assert listing is not None
+    return entry, listing

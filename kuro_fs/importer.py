@@ -1,0 +1,285 @@
+"""The importer: bytes and local files/trees into the block store, as UnixFS files and kuro.fs directories.
+
+## The one decision
+Importing is hashing-bound, so the importer hashes each raw leaf **exactly
+once** — inside ``store.put``, which mints the CID — and runs those puts on
+``workers`` threads (default 2) over contiguous runs of chunks, because
+``hashlib`` releases the GIL on large buffers. Chunks are zero-copy
+``memoryview`` slices of the input (the store copies what it keeps); leaf CIDs
+are fed in order to :class:`~kuro_fs.unixfs.BalancedLayout`, so the DAG (and
+every CID) is the one :func:`kuro_fs.unixfs.write_file` makes serially.
+Files on disk are read chunk by chunk with ``os.pread`` on the worker threads
+(the kernel's copy runs without the GIL, and the store keeps the bytes object
+it is given), in batches of :data:`BATCH_BYTES`, so a 1 GiB file is never read
+into memory at once; :func:`import_stream` does the same for any binary stream
+through one reused buffer.
+
+``store.put`` must be safe to call from several threads; both in-tree stores
+(:class:`~kuro_fs.blocks.MemoryBlockStore`, :class:`~kuro_fs.filestore.FileBlockStore`)
+are. Pass ``workers=1`` for a store that is not.
+
+## Effects
+Threads (hashing), reading local files and directories.
+
+## Not done here
+No symlinks or special files (refused with :class:`~kuro_fs.errors.KuroFsError`),
+no mode/mtime, no HAMT, no rabin chunking.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Final
+
+from kuro_fs.blocks import BlockStore
+from kuro_fs.cid import cid_for, cid_from_digest
+from kuro_fs.errors import KuroFsError
+from kuro_fs.fsdir import Entry, encode_dir
+from kuro_fs.paths import clean_path
+from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, BalancedLayout, FileRoot
+
+__all__ = ["BATCH_BYTES", "file_cid", "import_bytes", "import_file", "import_path", "import_stream"]
+
+#: Bytes read from disk per batch when streaming a file (rounded to whole chunks).
+BATCH_BYTES: Final = 16 << 20
+
+
+def _put_all(
+    put: Callable[[memoryview], str], views: Sequence[memoryview], workers: int, pool: ThreadPoolExecutor | None
+) -> list[str]:
+    if pool is None or workers <= 1 or len(views) < 2:
+        return [put(view) for view in views]
+    step = -(-len(views) // workers)
+    runs = [views[i : i + step] for i in range(0, len(views), step)]
+    return [cid for part in pool.map(lambda run: [put(view) for view in run], runs) for cid in part]
+
+
+def _store_put(store: BlockStore) -> Callable[[memoryview], str]:
+    return lambda view: store.put(view, "raw")  # type: ignore[arg-type]  # stores copy what they keep
+
+
+def _hash_only(view: memoryview) -> str:
+    return cid_from_digest(hashlib.sha256(view).digest(), "raw")
+
+
+def _cid_only_put(block: bytes, codec: str) -> str:
+    return cid_for(block, codec)
+
+
+def _check(chunk_size: int, width: int, workers: int) -> None:
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    if width < 2:
+        raise ValueError(f"width must be at least 2, got {width}")
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+
+
+def import_file(
+    store: BlockStore,
+    data: bytes | bytearray | memoryview,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    width: int = DEFAULT_WIDTH,
+    workers: int = 2,
+) -> FileRoot:
+    """Import ``data`` as a UnixFS file; return its :class:`~kuro_fs.unixfs.FileRoot` (cid, size, tsize)."""
+    _check(chunk_size, width, workers)
+    view = memoryview(data).cast("B")
+    if len(view) <= chunk_size:
+        cid = store.put(bytes(view), "raw")
+        return FileRoot(cid, len(view), len(view))
+    views = [view[i : i + chunk_size] for i in range(0, len(view), chunk_size)]
+    layout = BalancedLayout(store.put, width)
+    with ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
+        cids = _put_all(_store_put(store), views, workers, pool)
+    for cid, chunk in zip(cids, views, strict=True):
+        layout.add_leaf(cid, len(chunk))
+    return layout.finish()
+
+
+def import_bytes(
+    store: BlockStore,
+    data: bytes | bytearray | memoryview,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    width: int = DEFAULT_WIDTH,
+    workers: int = 2,
+) -> str:
+    """Import ``data`` as a UnixFS file (raw leaves, balanced); return the file CID.
+
+    >>> from kuro_fs.blocks import MemoryBlockStore
+    >>> import_bytes(MemoryBlockStore(), b"")
+    'bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku'
+
+    Raises ValueError: chunk_size < 1, width < 2 or workers < 1.
+    """
+    return import_file(store, data, chunk_size=chunk_size, width=width, workers=workers).cid
+
+
+def file_cid(
+    data: bytes | bytearray | memoryview,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    width: int = DEFAULT_WIDTH,
+    workers: int = 2,
+) -> str:
+    """The UnixFS file CID :func:`import_bytes` would return, computed without storing anything.
+
+    This is the "CID only" import (``ipfs add --only-hash``): leaves are hashed in
+    place on ``workers`` threads, with no copy of the input.
+
+    >>> from kuro_fs.blocks import MemoryBlockStore
+    >>> file_cid(b"abc" * 100000) == import_bytes(MemoryBlockStore(), b"abc" * 100000)
+    True
+    """
+    _check(chunk_size, width, workers)
+    view = memoryview(data).cast("B")
+    if len(view) <= chunk_size:
+        return _hash_only(view)
+    views = [view[i : i + chunk_size] for i in range(0, len(view), chunk_size)]
+    layout = BalancedLayout(_cid_only_put, width)
+    with ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
+        cids = _put_all(_hash_only, views, workers, pool)
+    for cid, chunk in zip(cids, views, strict=True):
+        layout.add_leaf(cid, len(chunk))
+    return layout.finish().cid
+
+
+class _NoPool:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def import_stream(
+    store: BlockStore,
+    stream: object,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    width: int = DEFAULT_WIDTH,
+    workers: int = 2,
+    batch_bytes: int = BATCH_BYTES,
+) -> FileRoot:
+    """Import everything readable from a binary ``stream`` (with ``readinto``), batch by batch.
+
+    At most ``batch_bytes`` (rounded up to a whole chunk) are held at once; the buffer is reused.
+    Raises TypeError: ``stream`` has no ``readinto``.
+    """
+    _check(chunk_size, width, workers)
+    readinto = getattr(stream, "readinto", None)
+    if readinto is None:
+        raise TypeError("import_stream needs a binary stream with readinto()")
+    per_batch = max(1, batch_bytes // chunk_size) * chunk_size
+    buf = bytearray(per_batch)
+    whole = memoryview(buf)
+    layout = BalancedLayout(store.put, width)
+    total = 0
+    with ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
+        while True:
+            filled = 0
+            while filled < per_batch:
+                n = readinto(whole[filled:])
+                if not n:
+                    break
+                filled += n
+            if filled == 0 and total > 0:
+                break
+            views = [whole[i : min(i + chunk_size, filled)] for i in range(0, filled, chunk_size)] or [whole[:0]]
+            for cid, chunk in zip(_put_all(_store_put(store), views, workers, pool), views, strict=True):
+                layout.add_leaf(cid, len(chunk))
+            total += filled
+            if filled < per_batch:
+                break
+    return layout.finish()
+
+
+def _import_regular_file(
+    store: BlockStore, path: Path, chunk_size: int, width: int, workers: int, batch_bytes: int = BATCH_BYTES
+) -> FileRoot:
+    # Each worker ``pread``s its own chunks: the read copies into a fresh bytes object with the GIL
+    # released, and the store keeps that object as is, so no chunk is copied under the GIL.
+    with open(path, "rb", buffering=0) as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        if size <= chunk_size:
+            data = os.pread(fd, chunk_size + 1, 0)
+            if len(data) != size:
+                raise _refuse(path, f"the file changed size while importing ({size} -> {len(data)} bytes)")
+            return FileRoot(store.put(data, "raw"), size, size)
+        per_batch = max(1, batch_bytes // chunk_size)
+        offsets = range(0, size, chunk_size)
+        layout = BalancedLayout(store.put, width)
+
+        def put_chunk(offset: int) -> str:
+            want = min(chunk_size, size - offset)
+            data = os.pread(fd, want, offset)
+            if len(data) != want:
+                raise _refuse(path, f"the file shrank while importing (short read at offset {offset})")
+            return store.put(data, "raw")
+
+        with ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
+            for start in range(0, len(offsets), per_batch):
+                batch = offsets[start : start + per_batch]
+                step = -(-len(batch) // workers)
+                runs = [batch[i : i + step] for i in range(0, len(batch), step)]
+                if pool is None or len(runs) < 2:
+                    cids = [put_chunk(o) for o in batch]
+                else:
+                    cids = [c for run in pool.map(lambda r: [put_chunk(o) for o in r], runs) for c in run]
+                for cid, offset in zip(cids, batch, strict=True):
+                    layout.add_leaf(cid, min(chunk_size, size - offset))
+        return layout.finish()
+
+
+def _refuse(path: Path, why: str) -> KuroFsError:
+    return KuroFsError(f"cannot import {path}: {why}")
+
+
+def _import_dir(store: BlockStore, path: Path, chunk_size: int, width: int, workers: int, batch_bytes: int) -> str:
+    entries: dict[str, Entry] = {}
+    with os.scandir(path) as listing:
+        items = sorted(listing, key=lambda e: e.name)
+    for item in items:
+        name = item.name
+        if clean_path(name) != (name,):
+            raise _refuse(Path(item.path), "the name cannot be a kuro.fs entry (not UTF-8, or too long)")
+        mode = item.stat(follow_symlinks=False).st_mode
+        if stat.S_ISDIR(mode):
+            entries[name] = Entry(_import_dir(store, Path(item.path), chunk_size, width, workers, batch_bytes), 0)
+        elif stat.S_ISREG(mode):
+            froot = _import_regular_file(store, Path(item.path), chunk_size, width, workers, batch_bytes)
+            entries[name] = Entry(froot.cid, froot.size)
+        else:
+            raise _refuse(Path(item.path), "symlinks and special files are not imported")
+    return store.put(encode_dir(entries), "dag-cbor")
+
+
+def import_path(
+    store: BlockStore,
+    path: str | os.PathLike[str],
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    width: int = DEFAULT_WIDTH,
+    workers: int = 2,
+    batch_bytes: int = BATCH_BYTES,
+) -> str:
+    """Import a local file (→ its UnixFS file CID) or directory tree (→ a kuro.fs root CID), streaming.
+
+    Raises KuroFsError: a symlink, special file or unnameable entry; OSError from the filesystem.
+    """
+    _check(chunk_size, width, workers)
+    where = Path(path)
+    mode = os.stat(where, follow_symlinks=False).st_mode
+    if stat.S_ISDIR(mode):
+        return _import_dir(store, where, chunk_size, width, workers, batch_bytes)
+    if not stat.S_ISREG(mode):
+        raise _refuse(where, "symlinks and special files are not imported")
+    return _import_regular_file(store, where, chunk_size, width, workers, batch_bytes).cid

@@ -1,0 +1,192 @@
+"""CARv1: exact bytes out (depth-first pre-order, each block once), strict and all-or-nothing in."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.car import dag_blocks, export_car, import_car, links_of, read_car, write_car
+from kuro_fs.cid import cid_bytes, cid_for, raw_cid
+from kuro_fs.dagcbor import Link, encode
+from kuro_fs.dagpb import encode_uvarint
+from kuro_fs.errors import CarError
+from kuro_fs.fs import Fs
+from kuro_fs.unixfs import MissingBlock, read_file, write_file
+
+VECTORS: dict[str, Any] = json.loads((Path(__file__).parent.parent / "vectors" / "unixfs.json").read_text())
+EMPTY = raw_cid(b"")
+
+
+def car_of(roots: list[str], blocks: list[tuple[str, bytes]]) -> bytes:
+    return b"".join(write_car(roots, blocks))
+
+
+def header(value: Any) -> bytes:
+    raw = encode(value)
+    return encode_uvarint(len(raw)) + raw
+
+
+def section(cid_bin: bytes, data: bytes) -> bytes:
+    return encode_uvarint(len(cid_bin) + len(data)) + cid_bin + data
+
+
+GOOD_HEADER = header({"roots": [Link(EMPTY)], "version": 1})
+
+
+# ---- bad input first
+
+
+@pytest.mark.parametrize(
+    "blob, rule",
+    [
+        (b"", "empty file"),
+        (b"\x00", "header length 0"),
+        (b"\x80", "truncated varint"),
+        (b"\x81\x00", "non-minimal"),
+        (b"\x05\xa0", "truncated header"),
+        (b"\x02\xff\xff", "not dag-cbor"),
+        (header([1]), "not a dag-cbor map"),
+        (header({"roots": [Link(EMPTY)], "version": 2}), "unsupported CAR version 2"),
+        (header({"version": 1}), "exactly"),
+        (header({"roots": [], "version": 1}), "zero roots"),
+        (header({"roots": ["x"], "version": 1}), "non-empty list of CIDs"),
+        (header({"roots": [Link(EMPTY)], "version": 1, "x": 1}), "exactly"),
+        (GOOD_HEADER + b"\x80", "truncated varint"),
+        (GOOD_HEADER + b"\x00", "section length 0"),
+        (GOOD_HEADER + b"\x30" + cid_bytes(EMPTY), "truncated section"),
+        (GOOD_HEADER + section(b"\x12\x20" + bytes(32), b""), "CIDv0"),
+        (GOOD_HEADER + section(b"\x01\x72\x12\x20" + bytes(32), b""), "outside kuro's profile"),
+        (GOOD_HEADER + section(b"\x01\x55\x13\x40" + bytes(64), b""), "outside kuro's profile"),
+        (GOOD_HEADER + section(b"\x01\x55\x12\x20" + bytes(10), b""), "ends inside its CID"),
+        (GOOD_HEADER + section(b"\x01\x55\x12", b""), "bad CID"),
+        (GOOD_HEADER + section(cid_bytes(EMPTY), b"x"), "does not hash to its CID"),
+    ],
+)
+def test_malformed_cars_are_refused_with_a_clear_error(blob: bytes, rule: str) -> None:
+    with pytest.raises(CarError, match=rule):
+        _roots, sections = read_car(io.BytesIO(blob))
+        list(sections)
+
+
+def test_a_car_needs_a_root() -> None:
+    with pytest.raises(CarError, match="at least one root"):
+        car_of([], [])
+
+
+def test_a_tampered_car_imports_nothing(tmp_path: Path) -> None:
+    src = MemoryBlockStore()
+    root = write_file(src.put, bytes(range(256)) * 40, chunk_size=1000, width=3).cid
+    path = tmp_path / "f.car"
+    export_car(src, root, path)
+    blob = bytearray(path.read_bytes())
+    blob[-5] ^= 0x01  # a byte inside the last leaf
+    path.write_bytes(bytes(blob))
+    dst = MemoryBlockStore()
+    with pytest.raises(CarError, match="does not hash"):
+        import_car(dst, path)
+    assert dst.stats() == {"blocks": 0, "bytes": 0}
+
+
+def test_a_truncated_car_imports_nothing(tmp_path: Path) -> None:
+    src = MemoryBlockStore()
+    root = write_file(src.put, bytes(5000), chunk_size=1000).cid
+    path = tmp_path / "f.car"
+    export_car(src, root, path)
+    path.write_bytes(path.read_bytes()[:-3])
+    dst = MemoryBlockStore()
+    with pytest.raises(CarError, match="truncated"):
+        import_car(dst, path)
+    assert dst.stats()["blocks"] == 0
+
+
+def test_exporting_a_dag_with_a_missing_block_leaves_no_file(tmp_path: Path) -> None:
+    store = MemoryBlockStore()
+    root = write_file(store.put, bytes(range(200)) * 10, chunk_size=500).cid
+    store.delete(cid_for(bytes(range(200)) * 2 + bytes(range(100)), "raw"))
+    with pytest.raises(MissingBlock):
+        export_car(store, root, tmp_path / "x.car")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- exact bytes
+
+
+@pytest.mark.parametrize("vector", VECTORS["cars"], ids=lambda v: v["what"])
+def test_car_bytes_match_the_published_sizes(vector: dict[str, Any], tmp_path: Path) -> None:
+    store = MemoryBlockStore()
+    root = write_file(store.put, bytes(vector["size"])).cid
+    path = tmp_path / "v.car"
+    assert export_car(store, root, path) == vector["blocks"]
+    blob = path.read_bytes()
+    assert len(blob) == vector["car_bytes"]
+    assert blob[:1] == b"\x3a" and blob[1:8] == bytes.fromhex("a265726f6f7473")
+
+
+def test_the_empty_file_car_is_a_header_and_one_empty_section() -> None:
+    blob = car_of([EMPTY], [(EMPTY, b"")])
+    assert blob == GOOD_HEADER + b"\x24" + cid_bytes(EMPTY)
+    assert GOOD_HEADER[:1] == b"\x3a" and len(GOOD_HEADER) == 59
+
+
+def test_blocks_are_written_depth_first_pre_order_each_once() -> None:
+    store = MemoryBlockStore()
+    data = b"aaaabbbbaaaacccc"  # leaves: a, b, a, c (a repeats)
+    root = write_file(store.put, data, chunk_size=4, width=2).cid
+    order = [cid for cid, _ in dag_blocks(store.get, root)]
+    left, right = links_of(root, store.get(root) or b"")
+    a, b = links_of(left, store.get(left) or b"")
+    a2, c = links_of(right, store.get(right) or b"")
+    assert a == a2
+    assert order == [root, left, a, b, right, c]
+
+
+def test_dag_cbor_links_are_followed_in_key_order(tmp_path: Path) -> None:
+    store = MemoryBlockStore()
+    fs = Fs.empty(store)
+    fs = fs.write("b/x", b"x").fs.write("a", b"a").fs
+    cids = [cid for cid, _ in dag_blocks(store.get, fs.root)]
+    a_cid, b_dir = raw_cid(b"a"), fs.stat("b").value["cid"]
+    assert cids == [fs.root, a_cid, b_dir, raw_cid(b"x")]
+
+
+# ---- round trips
+
+
+def test_an_fs_exports_and_imports_whole(tmp_path: Path) -> None:
+    src = MemoryBlockStore()
+    fs = Fs(src, Fs.empty(src).root, chunk_size=64, width=3)
+    fs = fs.write("docs/big.bin", bytes(range(256)) * 9).fs.write("docs/e", b"").fs.mkdir("empty").fs
+    path = tmp_path / "fs.car"
+    n = export_car(fs, path)
+    assert n == len(list(dag_blocks(src.get, fs.root)))
+    dst = MemoryBlockStore()
+    assert import_car(dst, path) == [fs.root]
+    back = Fs(dst, fs.root)
+    assert back.read("docs/big.bin").value == bytes(range(256)) * 9
+    assert [e["path"] for e in back.walk().value] == [e["path"] for e in fs.walk().value]
+
+
+def test_export_accepts_an_fs_given_with_an_explicit_root(tmp_path: Path) -> None:
+    store = MemoryBlockStore()
+    fs = Fs.empty(store).write("a", b"hello").fs
+    export_car(fs, raw_cid(b"hello"), tmp_path / "a.car")
+    dst = MemoryBlockStore()
+    assert import_car(dst, tmp_path / "a.car") == [raw_cid(b"hello")]
+    assert read_file(dst, raw_cid(b"hello")) == b"hello"
+
+
+def test_export_car_needs_an_fs_when_given_two_arguments(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="needs an Fs"):
+        export_car(MemoryBlockStore(), tmp_path / "x.car")
+
+
+def test_read_car_gives_roots_and_verified_blocks_lazily() -> None:
+    blob = car_of([EMPTY, raw_cid(b"x")], [(EMPTY, b""), (raw_cid(b"x"), b"x")])
+    roots, sections = read_car(io.BytesIO(blob))
+    assert roots == [EMPTY, raw_cid(b"x")]
+    assert list(sections) == [(EMPTY, b""), (raw_cid(b"x"), b"x")]

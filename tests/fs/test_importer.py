@@ -1,0 +1,146 @@
+"""The importer: same CIDs as the serial layout, hashed once on two threads, streamed from disk."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.errors import KuroFsError
+from kuro_fs.fs import Fs
+from kuro_fs.importer import file_cid, import_bytes, import_file, import_path, import_stream
+from kuro_fs.unixfs import read_file, write_file
+
+
+class RecordingStream(io.RawIOBase):
+    """A readable stream of ``size`` pattern bytes that records the largest read asked of it."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+        self.pos = 0
+        self.largest = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        view = memoryview(buffer)
+        self.largest = max(self.largest, len(view))
+        n = min(len(view), self.left, 777)  # short reads on purpose
+        view[:n] = bytes((self.pos + i) % 253 for i in range(n))
+        self.pos += n
+        self.left -= n
+        return n
+
+
+def pattern(size: int) -> bytes:
+    return bytes(i % 253 for i in range(size))
+
+
+# ---- bad input first
+
+
+@pytest.mark.parametrize("kwargs", [{"chunk_size": 0}, {"width": 1}, {"workers": 0}])
+def test_bad_parameters_are_refused(kwargs: dict[str, int]) -> None:
+    with pytest.raises(ValueError):
+        import_bytes(MemoryBlockStore(), b"x", **kwargs)
+    with pytest.raises(ValueError):
+        file_cid(b"x", **kwargs)
+
+
+def test_a_stream_needs_readinto() -> None:
+    with pytest.raises(TypeError, match="readinto"):
+        import_stream(MemoryBlockStore(), object())
+
+
+def test_a_missing_path_raises_oserror(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        import_path(MemoryBlockStore(), tmp_path / "nope")
+
+
+def test_symlinks_are_refused_not_followed(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "target").write_bytes(b"x")
+    (tmp_path / "d" / "link").symlink_to(tmp_path / "d" / "target")
+    with pytest.raises(KuroFsError, match="symlinks"):
+        import_path(MemoryBlockStore(), tmp_path / "d")
+    with pytest.raises(KuroFsError, match="symlinks"):
+        import_path(MemoryBlockStore(), tmp_path / "d" / "link")
+
+
+def test_a_name_kuro_fs_cannot_hold_is_refused(tmp_path: Path) -> None:
+    os.makedirs(tmp_path / "d")
+    with open(os.path.join(os.fsencode(tmp_path / "d"), b"bad\xffname"), "wb") as f:
+        f.write(b"x")
+    with pytest.raises(KuroFsError, match=r"cannot be a kuro\.fs entry"):
+        import_path(MemoryBlockStore(), tmp_path / "d")
+
+
+# ---- same DAG as the serial layout
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 5000), st.integers(1, 300), st.integers(2, 5), st.integers(1, 3))
+def test_parallel_import_equals_the_serial_layout(size: int, chunk: int, width: int, workers: int) -> None:
+    data = pattern(size)
+    serial, parallel = MemoryBlockStore(), MemoryBlockStore()
+    expected = write_file(serial.put, data, chunk_size=chunk, width=width)
+    got = import_file(parallel, data, chunk_size=chunk, width=width, workers=workers)
+    assert got == expected
+    assert parallel.cids() == serial.cids()
+    assert file_cid(data, chunk_size=chunk, width=width, workers=workers) == expected.cid
+
+
+def test_file_cid_stores_nothing_and_accepts_bytearrays() -> None:
+    data = bytearray(pattern(3000))
+    assert file_cid(data, chunk_size=256) == import_bytes(MemoryBlockStore(), bytes(data), chunk_size=256)
+
+
+@pytest.mark.parametrize("size", [0, 1, 999, 1000, 1001, 2999, 3000, 3001, 10_000])
+def test_streaming_in_batches_gives_the_same_cid(size: int) -> None:
+    store = MemoryBlockStore()
+    stream = RecordingStream(size)
+    root = import_stream(store, stream, chunk_size=100, width=3, batch_bytes=1000)
+    assert root.cid == import_bytes(MemoryBlockStore(), pattern(size), chunk_size=100, width=3)
+    assert read_file(store, root.cid) == pattern(size)
+    assert stream.largest <= 1000
+
+
+@pytest.mark.parametrize("size", [0, 1, 4096, 4097, 70_000])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_import_path_of_a_file_is_its_unixfs_cid(tmp_path: Path, size: int, workers: int) -> None:
+    path = tmp_path / "f.bin"
+    path.write_bytes(pattern(size))
+    store = MemoryBlockStore()
+    cid = import_path(store, path, chunk_size=4096, width=4, workers=workers, batch_bytes=3 * 4096)
+    assert cid == import_bytes(MemoryBlockStore(), pattern(size), chunk_size=4096, width=4)
+    assert read_file(store, cid) == pattern(size)
+
+
+def test_import_path_of_a_directory_is_a_kuro_fs_root(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    (root / "docs" / "empty").mkdir(parents=True)
+    (root / "docs" / "a.txt").write_bytes(b"hello")
+    (root / "z.bin").write_bytes(pattern(5000))
+    (root / "e").write_bytes(b"")
+    store = MemoryBlockStore()
+    fs = Fs(store, import_path(store, root, chunk_size=1024))
+    assert [(e["path"], e["kind"], e["size"]) for e in fs.walk().value] == [
+        ("docs", "dir", 0),
+        ("docs/a.txt", "file", 5),
+        ("docs/empty", "dir", 0),
+        ("e", "file", 0),
+        ("z.bin", "file", 5000),
+    ]
+    assert fs.read("z.bin").value == pattern(5000)
+    other = MemoryBlockStore()
+    built = Fs(other, Fs.empty(other).root, chunk_size=1024)
+    for path, data in [("docs/a.txt", b"hello"), ("z.bin", pattern(5000)), ("e", b"")]:
+        built = built.write(path, data).fs
+    built = built.mkdir("docs/empty").fs
+    assert built.root == fs.root  # the same tree written through Fs gives the same root

@@ -1,0 +1,314 @@
+"""UnixFS: the Data message, the balanced layout (as the JS importer builds it), range reads, directories."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.cid import cid_for, raw_cid
+from kuro_fs.dagpb import PBLink, PBNode, decode, encode
+from kuro_fs.errors import DagPbError, ShardingNotSupported
+from kuro_fs.unixfs import (
+    BalancedLayout,
+    MissingBlock,
+    NodeType,
+    UnixFSData,
+    chunks,
+    decode_data,
+    directory_node,
+    encode_data,
+    file_root_info,
+    read_file,
+    read_range,
+    write_file,
+)
+
+VECTORS: dict[str, Any] = json.loads((Path(__file__).parent.parent / "vectors" / "unixfs.json").read_text())
+
+
+class CountingStore(MemoryBlockStore):
+    """A memory store that records every CID fetched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fetched: list[str] = []
+
+    def get(self, cid: str) -> bytes | None:
+        self.fetched.append(cid)
+        return super().get(cid)
+
+
+# ---- bad input first
+
+
+@pytest.mark.parametrize(
+    "hexbytes, rule",
+    [
+        ("", "Type is missing"),
+        ("1800", "Type is missing"),
+        ("0809", "9 is not a valid NodeType"),
+        ("18000802", "out of order"),
+        ("0802 0802".replace(" ", ""), "out of order"),
+        ("4800", "unknown"),
+        ("0a00", "wire type"),
+        ("0802 1205 00".replace(" ", ""), "past the end"),
+        ("08", "truncated"),
+    ],
+)
+def test_malformed_data_messages_are_refused(hexbytes: str, rule: str) -> None:
+    with pytest.raises(DagPbError, match=rule):
+        decode_data(bytes.fromhex(hexbytes))
+
+
+def test_a_layout_needs_a_width_of_two_and_at_least_one_leaf() -> None:
+    with pytest.raises(ValueError, match="width"):
+        BalancedLayout(MemoryBlockStore().put, 1)
+    with pytest.raises(ValueError, match="at least one"):
+        BalancedLayout(MemoryBlockStore().put).finish()
+
+
+def test_chunk_size_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="chunk_size"):
+        list(chunks(b"abc", 0))
+
+
+def test_negative_ranges_are_refused() -> None:
+    store = MemoryBlockStore()
+    cid = write_file(store.put, b"abc").cid
+    with pytest.raises(ValueError, match="non-negative"):
+        read_range(store, cid, -1, 2)
+    with pytest.raises(ValueError, match="non-negative"):
+        read_range(store, cid, 0, -2)
+
+
+def test_a_missing_leaf_raises_missingblock_naming_it() -> None:
+    store = MemoryBlockStore()
+    root = write_file(store.put, bytes(range(256)) * 20, chunk_size=1024, width=4)
+    leaf = decode(store.get(root.cid) or b"").links[0].cid
+    store.delete(leaf)
+    with pytest.raises(MissingBlock) as info:
+        read_file(store, root.cid)
+    assert info.value.cid == leaf
+
+
+def test_a_node_whose_blocksizes_do_not_match_its_links_is_corrupt() -> None:
+    store = MemoryBlockStore()
+    leaf = store.put(b"abc")
+    data = encode_data(UnixFSData(NodeType.FILE, filesize=6, blocksizes=(3, 3)))
+    bad = store.put(encode(PBNode((PBLink.to(leaf, "", 3),), data)), "dag-pb")
+    with pytest.raises(DagPbError, match="1 links but 2 blocksizes"):
+        read_file(store, bad)
+
+
+def test_a_leaf_shorter_than_its_blocksize_is_corrupt() -> None:
+    store = MemoryBlockStore()
+    leaf = store.put(b"abc")
+    data = encode_data(UnixFSData(NodeType.FILE, filesize=4, blocksizes=(4,)))
+    bad = store.put(encode(PBNode((PBLink.to(leaf, "", 3),), data)), "dag-pb")
+    with pytest.raises(DagPbError, match="parent says 4"):
+        read_file(store, bad)
+
+
+def test_a_directory_is_not_read_as_a_file() -> None:
+    store = MemoryBlockStore()
+    block, _ = directory_node([])
+    with pytest.raises(DagPbError, match="directory, not a file"):
+        read_file(store, store.put(block, "dag-pb"))
+
+
+def test_duplicate_directory_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="duplicate"):
+        directory_node([("a", raw_cid(b""), 0), ("a", raw_cid(b"x"), 1)])
+
+
+def test_a_directory_too_big_for_one_block_needs_hamt_sharding() -> None:
+    entries = [(f"{i:04d}" + "n" * 251, raw_cid(b""), 0) for i in range(901)]  # 901 * (255 + 36) > 262144
+    with pytest.raises(ShardingNotSupported, match="HAMT sharding not supported yet"):
+        directory_node(entries)
+    directory_node(entries[:900])  # 900 * 291 = 261900 still fits
+
+
+# ---- the published vectors
+
+
+@pytest.mark.parametrize("vector", VECTORS["files"], ids=lambda v: v["what"])
+def test_file_cids_match_the_published_vectors(vector: dict[str, Any]) -> None:
+    store = MemoryBlockStore()
+    root = write_file(store.put, bytes(vector["size"]))
+    assert root.cid == vector["cid"]
+    if "root_bytes" in vector:
+        assert len(store.get(root.cid) or b"") == vector["root_bytes"]
+
+
+@pytest.mark.parametrize("vector", VECTORS["file_nodes_hex"], ids=lambda v: v["what"])
+def test_file_node_data_fields_match_the_reference_bytes(vector: dict[str, Any]) -> None:
+    sizes = tuple(vector["leaf_sizes"])
+    store = MemoryBlockStore()
+    layout = BalancedLayout(store.put, 174)
+    for i, size in enumerate(sizes):
+        layout.add_leaf(store.put(bytes([i]) * size), size)
+    data = encode_data(UnixFSData(NodeType.FILE, filesize=sum(sizes), blocksizes=sizes))
+    field = encode(PBNode((), data))
+    assert field.hex() == vector["data_field_hex"]
+    if len(sizes) > 1:
+        assert (store.get(layout.finish().cid) or b"").endswith(field)
+
+
+def test_the_one_link_node_of_width_times_chunk_plus_one_is_52_bytes() -> None:
+    store = MemoryBlockStore()
+    root = write_file(store.put, bytes(174 * 1024 + 1), chunk_size=1024)
+    top = decode(store.get(root.cid) or b"")
+    last = store.get(top.links[-1].cid) or b""
+    assert len(last) == 52
+    assert last.endswith(bytes.fromhex("0a06080218012001"))
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.nodes: list[PBNode] = []
+
+    def put(self, block: bytes, codec: str) -> str:
+        self.nodes.append(decode(block))
+        return cid_for(block, codec)
+
+
+@pytest.mark.parametrize("vector", VECTORS["layouts"], ids=lambda v: str(v["leaves"]))
+def test_the_balanced_layout_has_the_published_shape(vector: dict[str, Any]) -> None:
+    rec = _Recorder()
+    layout = BalancedLayout(rec.put)
+    for i in range(vector["leaves"]):
+        layout.add_leaf(raw_cid(i.to_bytes(4, "big")), 262144)
+    root = layout.finish()
+    assert vector["leaves"] + len(rec.nodes) == vector["blocks"]
+    assert len(rec.nodes[-1].links) == vector["root_links"]
+    assert root.size == vector["leaves"] * 262144
+
+
+@pytest.mark.parametrize("vector", VECTORS["directories"], ids=lambda v: v["what"])
+def test_unixfs_directories_match_the_published_vectors(vector: dict[str, Any]) -> None:
+    store = MemoryBlockStore()
+    links = []
+    for name, text in vector["entries"].items():
+        if text is None:
+            block, tsize = directory_node([])
+            links.append((name.rstrip("/"), store.put(block, "dag-pb"), tsize))
+        else:
+            froot = write_file(store.put, text.encode())
+            links.append((name, froot.cid, froot.tsize))
+    block, tsize = directory_node(links)
+    assert cid_for(block, "dag-pb") == vector["cid"]
+    assert tsize == vector["tsize"]
+    if "link_order" in vector:
+        assert [link.name for link in decode(block).links] == vector["link_order"]
+    if "block_hex" in vector:
+        assert block.hex() == vector["block_hex"]
+
+
+# ---- the layout is the batch algorithm
+
+
+def _batch_reference(data: bytes, chunk: int, width: int) -> str:
+    # The JS importer's balanced layout, written as the recursion it is.
+    pieces = [data[i : i + chunk] for i in range(0, len(data), chunk)] or [b""]
+    level: list[tuple[bytes, int, int]] = [
+        (PBLink.to(raw_cid(p)).hash, len(p), len(p)) for p in pieces
+    ]  # (cid bin, filesize, tsize)
+    if len(level) == 1:
+        return raw_cid(pieces[0])
+    while True:
+        nxt = []
+        for g in range(0, len(level), width):
+            group = level[g : g + width]
+            sizes = tuple(s for _, s, _ in group)
+            block = encode(
+                PBNode(
+                    tuple(PBLink(h, "", t) for h, _, t in group),
+                    encode_data(UnixFSData(NodeType.FILE, filesize=sum(sizes), blocksizes=sizes)),
+                )
+            )
+            nxt.append((PBLink.to(cid_for(block, "dag-pb")).hash, sum(sizes), len(block) + sum(t for *_, t in group)))
+        level = nxt
+        if len(level) == 1:
+            return PBLink(level[0][0]).cid
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 3000), st.integers(1, 64), st.integers(2, 5))
+def test_the_streaming_layout_equals_the_batch_layout(size: int, chunk: int, width: int) -> None:
+    data = bytes((i * 7 + size) % 251 for i in range(size))
+    store = MemoryBlockStore()
+    assert write_file(store.put, data, chunk_size=chunk, width=width).cid == _batch_reference(data, chunk, width)
+
+
+# ---- reading
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.binary(max_size=600), st.integers(1, 40), st.integers(2, 4), st.integers(0, 700), st.integers(0, 700))
+def test_a_range_read_equals_the_slice(data: bytes, chunk: int, width: int, offset: int, length: int) -> None:
+    store = MemoryBlockStore()
+    root = write_file(store.put, data, chunk_size=chunk, width=width)
+    assert read_file(store, root.cid) == data
+    assert read_range(store, root.cid, offset, length) == data[offset : offset + length]
+    assert file_root_info(store.get, root.cid)[1:] == (root.size, root.tsize)
+
+
+def test_a_range_read_fetches_only_the_blocks_it_needs() -> None:
+    store = CountingStore()
+    data = bytes((i * 31 + i // 256) % 256 for i in range(16384))  # 16 KiB, every leaf distinct
+    root = write_file(store.put, data, chunk_size=256, width=4)  # 64 leaves, 3 levels
+    store.fetched.clear()
+    assert read_range(store, root.cid, 1000, 10) == data[1000:1010]
+    leaves = [c for c in store.fetched if c.startswith("bafkrei")]
+    assert len(leaves) == 1  # bytes 1000..1009 sit in leaf 3 only
+    assert len(store.fetched) == 4  # root, level 2, level 1, the leaf
+    store.fetched.clear()
+    read_file(store, root.cid)
+    assert len(set(store.fetched)) > 60
+
+
+def test_an_empty_range_fetches_nothing() -> None:
+    store = CountingStore()
+    root = write_file(store.put, b"abcdef")
+    store.fetched.clear()
+    assert read_range(store, root.cid, 3, 0) == b""
+    assert store.fetched == []
+
+
+def test_files_from_other_importers_with_data_in_the_node_still_read() -> None:
+    store = MemoryBlockStore()
+    leaf = store.put(b"world")
+    data = encode_data(UnixFSData(NodeType.FILE, data=b"hello ", filesize=11, blocksizes=(5,)))
+    root = store.put(encode(PBNode((PBLink.to(leaf, "", 5),), data)), "dag-pb")
+    assert read_file(store, root) == b"hello world"
+    assert read_range(store, root, 4, 4) == b"o wo"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.builds(
+        UnixFSData,
+        st.sampled_from(NodeType),
+        st.none() | st.binary(min_size=1, max_size=8),
+        st.none() | st.integers(0, 1 << 40),
+        st.lists(st.integers(0, 1 << 30), max_size=4).map(tuple),
+        st.none() | st.integers(0, 255),
+        st.none() | st.integers(0, 1024),
+        st.none() | st.integers(0, 0o7777),
+        st.none() | st.binary(max_size=6),
+    )
+)
+def test_data_messages_round_trip(msg: UnixFSData) -> None:
+    assert decode_data(encode_data(msg)) == msg
+
+
+def test_an_empty_input_is_one_empty_chunk() -> None:
+    views: Iterator[memoryview] = chunks(b"", 4)
+    assert [bytes(v) for v in views] == [b""]

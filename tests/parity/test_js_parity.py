@@ -1,0 +1,150 @@
+"""Parity with the JavaScript IPFS stack: file CIDs, directory CIDs and CAR bytes, byte for byte.
+
+``tools/unixfs_ref.mjs`` imports the same files with ``ipfs-unixfs-importer`` (raw leaves,
+balanced layout, explicit chunk size and width) and writes CARs with ``@ipld/car`` in the
+same block order; this module compares. Needs ``node`` and ``tools/node_modules``
+(``npm ci --prefix tools``); without them it is skipped, saying why (CI may not skip).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.car import export_car
+from kuro_fs.fs import Fs, to_unixfs_dir
+from kuro_fs.importer import import_path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+TOOLS = ROOT / "tools"
+SCRIPT = TOOLS / "unixfs_ref.mjs"
+C = 262144
+W = 174
+EMPTY_FILE = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+EMPTY_DIR = "bafybeiczsscdsbs7ffqz55asqdf3smv6klcw3gofszvwlyarci47bgf354"
+
+pytestmark = pytest.mark.parity
+
+
+def _why_skip() -> str | None:
+    if shutil.which("node") is None:
+        return "node is not on PATH"
+    if not (TOOLS / "node_modules" / "ipfs-unixfs-importer").is_dir():
+        return "tools/node_modules is missing: run `npm ci --prefix tools`"
+    return None
+
+
+# (name, size, fill, chunk, width): fill is "zeros" or "random" (seeded by name).
+FILE_CASES: list[tuple[str, int, str, int, int]] = [
+    ("empty", 0, "zeros", C, W),
+    ("one-byte", 1, "random", C, W),
+    ("chunk-minus-one", C - 1, "random", C, W),
+    ("chunk", C, "random", C, W),
+    ("chunk-plus-one", C + 1, "random", C, W),
+    ("width-times-chunk-plus-one", W * C + 1, "zeros", C, W),
+    ("three-mib-random", 3 * 1024 * 1024 + 12345, "random", C, W),
+    ("1k-w4-empty", 0, "zeros", 1024, 4),
+    ("1k-w4-chunk-minus-one", 1023, "random", 1024, 4),
+    ("1k-w4-chunk", 1024, "random", 1024, 4),
+    ("1k-w4-chunk-plus-one", 1025, "random", 1024, 4),
+    ("1k-w4-width-plus-one", 4 * 1024 + 1, "random", 1024, 4),
+    ("1k-w4-width-squared-plus-one", 16 * 1024 + 1, "random", 1024, 4),
+    ("1k-w4-three-levels", 70 * 1024 + 7, "random", 1024, 4),
+    ("1k-w4-zeros-dedup", 40 * 1024, "zeros", 1024, 4),
+    ("1000-w3", 30_001, "random", 1000, 3),
+    ("4k-w2-deep", 200_000, "random", 4096, 2),
+    ("default-chunk-w2", 5 * C + 1, "random", C, 2),
+]
+
+
+def _content(name: str, size: int, fill: str) -> bytes:
+    return bytes(size) if fill == "zeros" else random.Random(name).randbytes(size)
+
+
+def _make_tree(root: Path) -> None:
+    (root / "a").mkdir(parents=True)  # an empty directory
+    (root / "hello.txt").write_bytes(b"hello world")
+    (root / "empty.bin").write_bytes(b"")
+    (root / "sub" / "deeper").mkdir(parents=True)
+    (root / "sub" / "deeper" / "big.bin").write_bytes(random.Random("big").randbytes(5000))
+    (root / "sub" / "z").write_bytes(b"z" * 1025)
+    (root / "sub" / "B").write_bytes(b"upper")
+    (root / "sub" / "é-unicode").write_bytes(b"accent")
+    (root / "sub" / "こんにちは").write_bytes("こんにちは".encode())
+
+
+def _run_node(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        ["node", str(SCRIPT)],
+        input=json.dumps({"cases": cases}).encode(),
+        capture_output=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    results: list[dict[str, Any]] = json.loads(proc.stdout)["results"]
+    return results
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    why = _why_skip()
+    if why is not None:
+        print(f"JS parity skipped: {why}")
+        pytest.skip(why)
+    work = tmp_path_factory.mktemp("parity")
+    cases: list[dict[str, Any]] = []
+    ours: dict[str, Any] = {}
+    for name, size, fill, chunk, width in FILE_CASES:
+        path = work / f"{name}.bin"
+        path.write_bytes(_content(name, size, fill))
+        cases.append({"kind": "file", "path": str(path), "chunk": chunk, "width": width, "car": f"{path}.js.car"})
+        store = MemoryBlockStore()
+        cid = import_path(store, path, chunk_size=chunk, width=width)
+        export_car(store, cid, f"{path}.py.car")
+        ours[name] = {"cid": cid, "car": f"{path}.py.car", "js_car": f"{path}.js.car"}
+    for name, chunk, width, build in [
+        ("tree", C, W, _make_tree),
+        ("tree-1k-w4", 1024, 4, _make_tree),
+        ("empty-dir", C, W, lambda root: root.mkdir()),
+    ]:
+        root = work / name
+        if name != "empty-dir":
+            root.mkdir()
+        build(root)
+        car = work / f"{name}"
+        cases.append({"kind": "dir", "path": str(root), "chunk": chunk, "width": width, "car": f"{car}.js.car"})
+        store = MemoryBlockStore()
+        fs = Fs(store, import_path(store, root, chunk_size=chunk, width=width))
+        cid = to_unixfs_dir(fs)
+        export_car(store, cid, f"{car}.py.car")
+        ours[name] = {"cid": cid, "car": f"{car}.py.car", "js_car": f"{car}.js.car"}
+    results = _run_node(cases)
+    names = [c[0] for c in FILE_CASES] + ["tree", "tree-1k-w4", "empty-dir"]
+    return {name: {**ours[name], "js": result} for name, result in zip(names, results, strict=True)}
+
+
+@pytest.mark.parametrize("name", [c[0] for c in FILE_CASES] + ["tree", "tree-1k-w4", "empty-dir"])
+def test_cids_equal_the_javascript_importers(reference: dict[str, Any], name: str) -> None:
+    case = reference[name]
+    assert case["cid"] == case["js"]["cid"]
+
+
+@pytest.mark.parametrize("name", [c[0] for c in FILE_CASES] + ["tree", "tree-1k-w4", "empty-dir"])
+def test_car_bytes_equal_the_javascript_writers(reference: dict[str, Any], name: str) -> None:
+    case = reference[name]
+    ours, theirs = Path(case["car"]).read_bytes(), Path(case["js_car"]).read_bytes()
+    assert len(ours) == len(theirs)
+    assert ours == theirs
+
+
+def test_the_published_reference_points_hold_on_both_sides(reference: dict[str, Any]) -> None:
+    assert reference["empty"]["cid"] == reference["empty"]["js"]["cid"] == EMPTY_FILE
+    assert reference["empty-dir"]["cid"] == reference["empty-dir"]["js"]["cid"] == EMPTY_DIR
