@@ -1,0 +1,10 @@
+"""``python -m kuro_wasm``: the ``kuro`` command line (see :mod:`kuro_wasm.cli`)."""
+
+from __future__ import annotations
+
+import sys
+
+from kuro_wasm.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

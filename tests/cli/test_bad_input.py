@@ -1,0 +1,175 @@
+"""Bad input gets one clear line on stderr and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_helpers import Kuro, add_guest, one_error_line
+
+from kuro_wasm.cli import error_line
+
+EMPTY_CID = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"  # a valid CID no store here holds
+
+
+def test_a_malformed_cid_is_refused_in_one_line_naming_the_rule(kuro: Kuro) -> None:
+    result = kuro("run", EMPTY_CID[:-1], "run")
+    line = one_error_line(result)
+    assert result.returncode == 2
+    assert "[invalid-cid]" in line and EMPTY_CID[:-1] in line
+
+
+def test_a_cidv0_is_refused_as_malformed_not_run_as_a_program(kuro: Kuro) -> None:
+    result = kuro("run", "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG", "run")
+    assert result.returncode == 2
+    assert "[invalid-cid]" in one_error_line(result)
+
+
+def test_an_unknown_guest_cid_is_a_receipt_with_exit_127(kuro: Kuro) -> None:
+    result = kuro("run", EMPTY_CID, "run")
+    assert result.returncode == 127
+    assert "guest-not-found" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_unknown_receipt_cid_is_one_line_and_exit_1(kuro: Kuro) -> None:
+    result = kuro("receipt", "show", EMPTY_CID)
+    line = one_error_line(result)
+    assert result.returncode == 1
+    assert "no receipt" in line and "[not-found]" in line
+
+
+def test_an_unknown_operation_id_is_one_line_and_exit_1(kuro: Kuro) -> None:
+    result = kuro("receipt", "show", "op-that-never-ran")
+    assert result.returncode == 1
+    assert "op-that-never-ran" in one_error_line(result)
+
+
+def test_a_missing_file_is_named_in_one_line(kuro: Kuro) -> None:
+    result = kuro("guest", "add", "no-such-guest.wat")
+    line = one_error_line(result)
+    assert result.returncode == 2
+    assert line == "kuro: error: no-such-guest.wat: No such file or directory"
+
+
+def test_invalid_wat_shows_the_file_line_and_column(kuro: Kuro, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.wat"
+    bad.write_text('(module\n  (func (export "run") (result i32)\n    i32.cnst 1))\n')
+    line = one_error_line(kuro("guest", "add", str(bad)))
+    assert line.startswith(f"kuro: error: {bad}:3:5: invalid WAT:"), line
+
+
+def test_bytes_that_are_neither_wat_nor_wasm_are_a_load_error(kuro: Kuro, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.wasm"
+    junk.write_bytes(b"\x00asm\x01\x00\x00\x00\xff\xff")
+    result = kuro("guest", "add", str(junk))
+    assert result.returncode != 0
+    assert "load-error" in one_error_line(result)
+
+
+def test_an_unknown_capability_is_refused_with_the_known_ones(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid, "run", "--grant", "fs/teleport")
+    line = one_error_line(result)
+    assert result.returncode == 2
+    assert "unknown capability 'fs/teleport'" in line and "fs/read" in line
+
+
+def test_an_unknown_mode_is_refused_with_the_known_ones(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid, "run", "--mode", "terminal-safe")
+    line = one_error_line(result)
+    assert result.returncode == 2
+    assert "terminal-safe" in line and "terminal-repo" in line
+
+
+def test_an_argv_looking_command_is_denied_as_argv_not_a_process(kuro: Kuro) -> None:
+    result = kuro("run", "ls", "-la", "/tmp")
+    assert result.returncode == 77
+    first = result.stderr.splitlines()[0]
+    assert first == "kuro: denied: argv-not-a-process: `ls -la /tmp` looks like a shell command"
+    assert "kuro guest add" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_lone_program_name_is_denied_as_argv_too(kuro: Kuro) -> None:
+    result = kuro("run", "python3")
+    assert result.returncode == 77
+    assert "argv-not-a-process" in result.stderr
+
+
+def test_a_non_numeric_guest_argument_is_one_line(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid, "add", "two", "3")
+    assert result.returncode == 2
+    assert "'two' is not a number" in one_error_line(result)
+
+
+def test_a_missing_export_is_one_line(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid)
+    assert result.returncode == 2
+    assert "missing EXPORT" in one_error_line(result)
+
+
+def test_an_unknown_command_is_one_line_with_a_pointer_to_help(kuro: Kuro) -> None:
+    result = kuro("teleport")
+    line = one_error_line(result)
+    assert result.returncode == 2
+    assert "invalid choice: 'teleport'" in line and "--help" in line
+
+
+def test_an_unknown_option_is_one_line(kuro: Kuro) -> None:
+    result = kuro("fs", "ls", "--colour")
+    assert result.returncode == 2
+    assert "unrecognized arguments: --colour" in one_error_line(result)
+
+
+def test_a_bad_fs_name_is_one_line(kuro: Kuro) -> None:
+    result = kuro("fs", "ls", "--name", "../etc")
+    assert result.returncode == 2
+    assert "bad fs name" in one_error_line(result)
+
+
+def test_a_missing_fs_path_is_a_refusal_with_its_reason(kuro: Kuro) -> None:
+    result = kuro("fs", "cat", "nope.txt")
+    assert result.returncode == 1
+    assert one_error_line(result) == "kuro: error: cat nope.txt: not-found [fs-denied]"
+
+
+def test_a_traversal_path_is_refused_as_bad_path(kuro: Kuro) -> None:
+    result = kuro("fs", "mkdir", "../escape")
+    assert result.returncode == 1
+    assert "bad-path" in one_error_line(result)
+
+
+def test_a_checkout_of_a_history_entry_that_does_not_exist_is_one_line(kuro: Kuro) -> None:
+    assert kuro("fs", "mkdir", "docs").returncode == 0
+    result = kuro("fs", "checkout", "7")
+    assert result.returncode == 2
+    assert "no history entry 7" in one_error_line(result)
+
+
+def test_the_log_of_a_name_never_written_is_one_line(kuro: Kuro) -> None:
+    result = kuro("fs", "log", "--name", "scratch")
+    assert result.returncode == 1
+    assert "no history" in one_error_line(result)
+
+
+def test_a_corrupt_ref_log_is_one_line_naming_the_line(kuro: Kuro, home: Path) -> None:
+    (home / "refs").mkdir()
+    (home / "refs" / "main.log").write_text("[1, 2]\n{}\n")  # not a history: a typed error, still one line
+    result = kuro("fs", "log")
+    assert result.returncode != 0
+    assert "ref log line 1" in one_error_line(result)
+
+
+def test_an_unexpected_exception_is_one_line_that_says_it_is_a_bug() -> None:
+    line, code = error_line(TypeError("unsupported operand"))
+    assert code == 70
+    assert line == "internal error: TypeError: unsupported operand (set KURO_DEBUG=1 for the traceback)"
+
+
+def test_a_guest_file_given_instead_of_its_cid_says_to_add_it_first(kuro: Kuro, tmp_path: Path) -> None:
+    wat = tmp_path / "hello.wat"
+    wat.write_text("(module)")
+    result = kuro("run", "hello.wat", "run")
+    assert result.returncode == 2
+    assert "kuro guest add hello.wat" in one_error_line(result)

@@ -1,0 +1,184 @@
+"""``kuro fs``, ``kuro car`` and ``kuro cid`` over a named root kept in the home."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_helpers import ROOT, Kuro
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.importer import import_path
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("alpha\n")
+    (root / "sub" / "b.txt").write_text("beta\n")
+    return root
+
+
+def _log(kuro: Kuro, *name: str) -> list[list[str]]:
+    result = kuro("fs", "log", *name)
+    assert result.returncode == 0, result.stderr
+    return [line.lstrip("* ").split(maxsplit=3) for line in result.stdout.splitlines()]
+
+
+def test_put_imports_a_tree_and_ls_cat_show_it(kuro: Kuro, tree: Path) -> None:
+    put = kuro("fs", "put", str(tree))
+    assert put.returncode == 0, put.stderr
+    assert put.stdout.split()[1] == "tree"
+    assert kuro("fs", "ls").stdout == "tree/\n"
+    assert kuro("fs", "ls", "tree").stdout == "a.txt\nsub/\n"
+    assert kuro("fs", "cat", "tree/sub/b.txt").stdout == "beta\n"
+
+
+def test_a_put_file_has_the_cid_the_importer_and_kuro_cid_give(kuro: Kuro, tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(700_000))  # three chunks: a dag-pb root
+    expected = import_path(MemoryBlockStore(), big)
+    put = kuro("fs", "put", str(big), "data/big.bin")
+    assert put.stdout.split() == [expected, "data/big.bin"]
+    assert kuro("cid", str(big)).stdout.split() == [expected, str(big)]
+    assert kuro("fs", "ls", "-l", "data").stdout.split() == ["700000", expected, "big.bin"]
+
+
+def test_cid_raw_matches_the_independent_mint(kuro: Kuro, tmp_path: Path) -> None:
+    f = tmp_path / "f.bin"
+    f.write_bytes(b"x" * 300_000)
+    mint = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "cid_mint.py"), str(f)], capture_output=True, text=True, check=True
+    )
+    assert kuro("cid", "--raw", str(f)).stdout == mint.stdout
+
+
+def test_get_copies_files_and_trees_back_byte_for_byte(kuro: Kuro, tree: Path, tmp_path: Path) -> None:
+    big = tree / "big.bin"
+    big.write_bytes(os.urandom(600_000))
+    assert kuro("fs", "put", str(tree)).returncode == 0
+    out = tmp_path / "out"
+    assert kuro("fs", "get", "tree", str(out)).returncode == 0
+    assert (out / "big.bin").read_bytes() == big.read_bytes()
+    assert (out / "sub" / "b.txt").read_text() == "beta\n"
+    assert kuro("fs", "get", "tree/a.txt", "-").stdout == "alpha\n"
+
+
+def test_every_write_moves_the_name_and_is_logged_with_its_op(kuro: Kuro, tree: Path) -> None:
+    assert kuro("fs", "put", str(tree)).returncode == 0
+    assert kuro("fs", "mv", "tree/a.txt", "tree/renamed.txt").returncode == 0
+    assert kuro("fs", "rm", "tree/renamed.txt").returncode == 0
+    assert kuro("fs", "mkdir", "empty/deeper").returncode == 0
+    log = _log(kuro)
+    assert [row[0] for row in log] == ["0", "1", "2", "3"]
+    assert [row[3].split()[0] for row in log] == ["put", "mv", "rm", "mkdir"]
+    assert kuro("fs", "ls", "tree").stdout == "sub/\n"
+
+
+def test_a_refused_op_moves_nothing(kuro: Kuro, tree: Path) -> None:
+    assert kuro("fs", "put", str(tree)).returncode == 0
+    before = _log(kuro)
+    refused = kuro("fs", "rm", "tree/sub")
+    assert refused.returncode == 1 and "directory-not-empty" in refused.stderr
+    assert _log(kuro) == before
+
+
+def test_checkout_moves_back_and_is_itself_logged(kuro: Kuro, tree: Path) -> None:
+    assert kuro("fs", "put", str(tree)).returncode == 0
+    assert kuro("fs", "rm", "tree/a.txt").returncode == 0
+    assert kuro("fs", "cat", "tree/a.txt").returncode == 1
+    assert kuro("fs", "checkout", "0").returncode == 0
+    assert kuro("fs", "cat", "tree/a.txt").stdout == "alpha\n"
+    log = _log(kuro)
+    assert len(log) == 3 and log[2][1] == log[0][1] and log[2][3] == "checkout 0"
+    assert kuro("fs", "checkout", log[1][1]).returncode == 0  # by CID too
+    assert kuro("fs", "cat", "tree/a.txt").returncode == 1
+
+
+def test_checkout_refuses_a_cid_that_is_not_a_directory_in_the_store(kuro: Kuro, tmp_path: Path) -> None:
+    f = tmp_path / "f.txt"
+    f.write_text("x")
+    file_cid = kuro("fs", "put", str(f)).stdout.split()[0]
+    result = kuro("fs", "checkout", file_cid)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert len(_log(kuro)) == 1
+
+
+def test_names_are_independent(kuro: Kuro, tree: Path) -> None:
+    assert kuro("fs", "put", str(tree), "-n", "other").returncode == 0
+    assert kuro("fs", "ls", "-n", "other").stdout == "tree/\n"
+    assert kuro("fs", "log").returncode == 1  # main was never written
+
+
+def test_a_car_export_imports_into_a_fresh_home_with_the_same_tree(kuro: Kuro, tree: Path, tmp_path: Path) -> None:
+    assert kuro("fs", "put", str(tree)).returncode == 0
+    car = tmp_path / "tree.car"
+    exported = kuro("car", "export", str(car))
+    assert exported.returncode == 0, exported.stderr
+    root = exported.stdout.split()[0]
+    other_home = tmp_path / "other-home"
+    env = {"KURO_HOME": str(other_home)}
+    imported = kuro("car", "import", str(car), "--name", "restored", env=env)
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.split() == [root]
+    assert kuro("fs", "cat", "tree/sub/b.txt", "-n", "restored", env=env).stdout == "beta\n"
+
+
+def test_a_tampered_car_imports_nothing_and_says_so_in_one_line(kuro: Kuro, tree: Path, tmp_path: Path) -> None:
+    assert kuro("fs", "put", str(tree)).returncode == 0
+    car = tmp_path / "tree.car"
+    assert kuro("car", "export", str(car)).returncode == 0
+    data = bytearray(car.read_bytes())
+    data[-3] ^= 0xFF
+    car.write_bytes(bytes(data))
+    other = tmp_path / "other-home"
+    result = kuro("car", "import", str(car), env={"KURO_HOME": str(other)})
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and "[invalid-car]" in result.stderr
+    blocks = other / "blocks"
+    assert not blocks.exists() or not any(p.is_file() for p in blocks.rglob("*"))
+
+
+def test_export_of_an_unknown_name_is_one_line(kuro: Kuro, tmp_path: Path) -> None:
+    result = kuro("car", "export", str(tmp_path / "x.car"), "nothing-here")
+    assert result.returncode == 1
+    assert "neither a CID nor a named fs" in result.stderr
+
+
+@pytest.mark.parity
+@pytest.mark.skipif(shutil.which("node") is None or not (ROOT / "tools" / "node_modules").is_dir(), reason="no node")
+def test_kuro_cid_agrees_with_the_javascript_importer(kuro: Kuro, tmp_path: Path) -> None:
+    f = tmp_path / "f.bin"
+    f.write_bytes(os.urandom(1_000_000))
+    request = json.dumps({"cases": [{"kind": "file", "path": str(f), "chunk": 262144, "width": 174}]})
+    js = subprocess.run(
+        ["node", str(ROOT / "tools" / "unixfs_ref.mjs")], input=request, capture_output=True, text=True, check=True
+    )
+    assert kuro("cid", str(f)).stdout.split()[0] == json.loads(js.stdout)["results"][0]["cid"]
+
+
+def test_a_put_whose_destination_is_blocked_by_a_file_is_refused_and_moves_nothing(kuro: Kuro, tree: Path) -> None:
+    assert kuro("fs", "put", str(tree / "a.txt"), "notes").returncode == 0
+    before = _log(kuro)
+    result = kuro("fs", "put", str(tree / "sub" / "b.txt"), "notes/b.txt")
+    assert result.returncode == 1
+    assert "path-blocked" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert _log(kuro) == before
+
+
+def test_a_put_onto_an_existing_directory_is_refused(kuro: Kuro, tree: Path) -> None:
+    assert kuro("fs", "put", str(tree)).returncode == 0
+    result = kuro("fs", "put", str(tree / "a.txt"), "tree/sub")
+    assert result.returncode == 1 and "is-a-directory" in result.stderr
+
+
+def test_a_put_replaces_an_existing_file(kuro: Kuro, tree: Path) -> None:
+    assert kuro("fs", "put", str(tree / "a.txt"), "f.txt").returncode == 0
+    assert kuro("fs", "put", str(tree / "sub" / "b.txt"), "f.txt").returncode == 0
+    assert kuro("fs", "cat", "f.txt").stdout == "beta\n"

@@ -1,0 +1,70 @@
+"""The progress bar appears on a terminal and nowhere else (driven through a real pty)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+from cli_helpers import Kuro
+
+
+def _run_on_a_pty(args: list[str], home: Path, cwd: Path) -> tuple[int, bytes]:
+    """Run the CLI with stderr (and stdin/stdout) on a pseudo-terminal; return (status, everything it printed)."""
+    leader, follower = pty.openpty()
+    with subprocess.Popen(
+        [sys.executable, "-m", "kuro_wasm", *args],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, "KURO_HOME": str(home)},
+        cwd=cwd,
+        close_fds=True,
+    ) as proc:
+        os.close(follower)
+        chunks: list[bytes] = []
+        while True:
+            ready, _, _ = select.select([leader], [], [], 60)
+            if not ready:
+                proc.kill()
+                break
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        status = proc.wait(timeout=60)
+    os.close(leader)
+    return status, b"".join(chunks)
+
+
+def _big(tmp_path: Path) -> Path:
+    f = tmp_path / "big.bin"
+    f.write_bytes(os.urandom(3 << 20))
+    return f
+
+
+def test_an_import_on_a_terminal_draws_a_bar_that_ends_at_100_percent(home: Path, tmp_path: Path) -> None:
+    status, output = _run_on_a_pty(["fs", "put", str(_big(tmp_path))], home, tmp_path)
+    assert status == 0, output
+    assert b"\r\x1b[Kimport big.bin [" in output
+    assert b"100% 3.0 MiB/3.0 MiB" in output
+
+
+def test_the_same_import_piped_prints_no_bar_at_all(kuro: Kuro, tmp_path: Path) -> None:
+    result = kuro("fs", "put", str(_big(tmp_path)))
+    assert result.returncode == 0
+    assert "\r" not in result.stderr and "%" not in result.stderr
+    assert result.stderr.startswith("fs main → ")
+
+
+def test_a_car_export_on_a_terminal_counts_bytes_without_a_total(home: Path, tmp_path: Path) -> None:
+    assert _run_on_a_pty(["fs", "put", str(_big(tmp_path))], home, tmp_path)[0] == 0
+    status, output = _run_on_a_pty(["car", "export", str(tmp_path / "x.car")], home, tmp_path)
+    assert status == 0, output
+    assert b"export x.car 3.0 MiB" in output

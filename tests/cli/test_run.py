@@ -1,0 +1,235 @@
+"""``kuro run`` as a user drives it: live output, the receipt, its exit status, stored receipts, the ledger."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cli_helpers import GUESTS, ROOT, Kuro, add_guest
+
+from kuro_wasm.receipt import from_json
+
+
+def test_guest_add_prints_the_cid_and_the_file_for_each_guest(kuro: Kuro) -> None:
+    result = kuro("guest", "add", str(GUESTS / "hello.wat"), str(GUESTS / "spin.wat"))
+    assert result.returncode == 0
+    lines = [line.split() for line in result.stdout.splitlines()]
+    assert [name for _, name in lines] == [str(GUESTS / "hello.wat"), str(GUESTS / "spin.wat")]
+    assert all(cid.startswith("bafkrei") for cid, _ in lines)
+
+
+def test_guest_output_goes_to_stdout_and_stderr_and_the_summary_to_stderr(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid, "run")
+    assert result.returncode == 0
+    assert result.stdout == "hello, kuro\n"
+    assert result.stderr.startswith("note: stderr works\n")
+    assert "ok · exit code 0" in result.stderr and "isolation wasmtime" in result.stderr
+
+
+def test_the_exit_status_is_the_receipts_exit_code(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    assert kuro("run", cid, "exit", "3").returncode == 3
+    assert kuro("run", cid, "add", "40", "2").returncode == 42
+
+
+def test_an_exit_code_outside_a_byte_exits_1_and_the_receipt_keeps_it(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid, "exit", "256", "--json")
+    assert result.returncode == 1  # not 0, which is what 256 would become
+    assert from_json(result.stdout)["kuro/exit-code"] == 256
+
+
+def test_a_deadline_exits_124_with_a_timeout_receipt(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "spin.wat")
+    result = kuro("run", cid, "run", "--timeout-ms", "50")
+    assert result.returncode == 124
+    assert "timeout · exit code 124" in result.stderr
+
+
+def test_json_prints_only_the_receipt_on_stdout(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid, "run", "--json")
+    receipt = from_json(result.stdout)
+    assert receipt["kuro/stdout"] == b"hello, kuro\n"
+    assert receipt["kuro/isolation"] == "wasmtime"
+    assert result.stderr == ""
+
+
+def test_every_receipt_is_stored_and_shown_again_by_its_cid(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    ran = kuro("run", cid, "run")
+    receipt_cid = ran.stderr.split("receipt ", 1)[1].split()[0]
+    shown = kuro("receipt", "show", receipt_cid)
+    assert shown.returncode == 0
+    assert shown.stdout.startswith(f"receipt {receipt_cid}  ok · exit code 0")
+    assert "hello, kuro" in shown.stdout and "note: stderr works" in shown.stdout
+    as_json = json.loads(kuro("receipt", "show", receipt_cid, "--json").stdout)
+    assert as_json["kuro/guest"] == cid
+
+
+def test_receipt_show_colours_output_only_when_asked_and_never_passes_raw_escapes(kuro: Kuro, tmp_path: Path) -> None:
+    wat = tmp_path / "colour.wat"
+    wat.write_text(
+        '(module (import "kuro" "write" (func $w (param i32 i32 i32) (result i32)))\n'
+        '  (memory (export "memory") 1)\n'
+        '  (data (i32.const 0) "\\1b[31mred\\1b[0m \\1b]0;title\\07\\1b[2Jok\\n")\n'
+        '  (func (export "run") (result i32)\n'
+        "    (drop (call $w (i32.const 1) (i32.const 0) (i32.const 30))) (i32.const 0)))\n"
+    )
+    cid = add_guest(kuro, str(wat))
+    stored = kuro("run", cid, "run").stderr.split("receipt ", 1)[1].split()[0]
+    plain = kuro("receipt", "show", stored, "--color", "never").stdout
+    assert "red ok" in plain and "\x1b" not in plain
+    coloured = kuro("receipt", "show", stored, "--color", "always").stdout
+    assert "\x1b[0;31mred" in coloured
+    assert "title" not in coloured and "\x1b]" not in coloured and "\x1b[2J" not in coloured
+
+
+def test_receipt_show_can_write_the_output_as_html(kuro: Kuro, tmp_path: Path) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    stored = kuro("run", cid, "run").stderr.split("receipt ", 1)[1].split()[0]
+    page = tmp_path / "out.html"
+    assert kuro("receipt", "show", stored, "--html", str(page)).returncode == 0
+    assert "hello, kuro" in page.read_text()
+
+
+def test_a_refused_import_call_is_listed_in_the_summary(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "fs-write.wat")
+    result = kuro("run", cid, "run")
+    assert result.returncode == 1  # the guest returns the negated -1 (denied)
+    assert "refused fs_write out/hello.txt (missing fs/write)" in result.stderr
+
+
+def test_a_guest_that_writes_advances_the_named_fs_and_logs_why(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "fs-write.wat")
+    result = kuro("run", cid, "run", "--mode", "terminal-build")
+    assert result.returncode == 0, result.stderr
+    assert kuro("fs", "cat", "out/hello.txt").stdout == "written by a guest"
+    log = kuro("fs", "log").stdout
+    assert "run " in log and "receipt bafyrei" in log
+
+
+def test_a_guest_reads_the_fs_given_by_cid(kuro: Kuro, tmp_path: Path) -> None:
+    (tmp_path / "greeting.txt").write_text("hi from a file\n")
+    assert kuro("fs", "put", str(tmp_path / "greeting.txt")).returncode == 0
+    root = kuro("fs", "log").stdout.splitlines()[-1].split()[2]
+    cid = add_guest(kuro, "fs-cat.wat")
+    result = kuro("run", cid, "run", "--fs", root)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "hi from a file\n"
+
+
+def test_stdin_is_passed_from_a_file_or_from_our_stdin(kuro: Kuro, tmp_path: Path) -> None:
+    cid = add_guest(kuro, "cat.wat")
+    export = "run"
+    (tmp_path / "in.txt").write_text("from a file\n")
+    assert kuro("run", cid, export, "--stdin", str(tmp_path / "in.txt")).stdout == "from a file\n"
+    assert kuro("run", cid, export, "--stdin", "-", input="from a pipe\n").stdout == "from a pipe\n"
+
+
+def test_an_operation_id_runs_once_and_replays_after(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "fs-write.wat")
+    first = kuro("run", cid, "run", "--mode", "terminal-build", "--op-id", "op-1", "--fs", "main-empty-root")
+    assert first.returncode == 2  # not a CID and no such fs name: refused before the ledger
+    empty = kuro("fs", "mkdir", ".")
+    assert empty.returncode == 0
+    root = kuro("fs", "log").stdout.split()[2]
+    ran = kuro("run", cid, "run", "--mode", "terminal-build", "--op-id", "op-1", "--fs", root)
+    again = kuro("run", cid, "run", "--mode", "terminal-build", "--op-id", "op-1", "--fs", root)
+    assert ran.returncode == again.returncode == 0
+    assert "replayed" not in ran.stderr and "replayed" in again.stderr
+    listed = kuro("ledger", "list").stdout.split()
+    assert listed[:2] == ["op-1", "done"]
+    shown = kuro("receipt", "show", "op-1")
+    assert shown.returncode == 0 and "ok · exit code 0" in shown.stdout
+
+
+def test_an_operation_id_reused_for_different_arguments_is_a_conflict(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    assert kuro("run", cid, "exit", "1", "--op-id", "op-2").returncode == 1
+    result = kuro("run", cid, "exit", "2", "--op-id", "op-2")
+    assert result.returncode == 1
+    assert "[operation-conflict]" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_the_ledger_list_of_a_fresh_home_is_empty_and_successful(kuro: Kuro) -> None:
+    result = kuro("ledger", "list")
+    assert result.returncode == 0 and result.stdout == ""
+
+
+def test_output_is_streamed_while_the_guest_still_runs(home: Path, tmp_path: Path) -> None:
+    flood_cid = _add_in(home, GUESTS / "flood.wat")
+    with subprocess.Popen(
+        [sys.executable, "-m", "kuro_wasm", "run", flood_cid, "run", "--timeout-ms", "20000",
+         "--max-output", str(1 << 30)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "KURO_HOME": str(home)},
+        cwd=tmp_path,
+    ) as proc:  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            first = proc.stdout.read(4096)  # arrives long before the 20 s deadline ends the run
+            assert len(first) == 4096
+            assert proc.poll() is None
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def _add_in(home: Path, path: Path) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "kuro_wasm", "guest", "add", str(path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KURO_HOME": str(home)},
+        cwd=ROOT,
+        check=True,
+    )
+    return out.stdout.split()[0]
+
+
+def test_stdin_dash_reaches_the_guest_while_our_stdin_is_still_open(home: Path, tmp_path: Path) -> None:
+    cid = _add_in(home, GUESTS / "cat.wat")
+    with subprocess.Popen(
+        [sys.executable, "-m", "kuro_wasm", "run", cid, "run", "--stdin", "-", "--timeout-ms", "30000"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "KURO_HOME": str(home)},
+        cwd=tmp_path,
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b"first line\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == b"first line\n"  # echoed before our stdin ends
+        proc.stdin.write(b"second\n")
+        proc.stdin.close()
+        assert proc.stderr is not None
+        rest, err = proc.stdout.read(), proc.stderr.read()
+        proc.wait(timeout=60)
+    assert rest == b"second\n"
+    assert proc.returncode == 0, err
+
+
+def test_ctrl_c_kills_the_guest_and_still_prints_its_receipt(home: Path, tmp_path: Path) -> None:
+    cid = _add_in(home, GUESTS / "spin.wat")
+    with subprocess.Popen(
+        [sys.executable, "-m", "kuro_wasm", "run", cid, "run", "--timeout-ms", "60000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "KURO_HOME": str(home)},
+        cwd=tmp_path,
+        text=True,
+    ) as proc:
+        time.sleep(1.0)  # let it start spinning (not a timed assertion: only an ordering wait)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "cancelled · exit code 130" in err and "Traceback" not in err
