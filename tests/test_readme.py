@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -31,3 +33,18 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
 
 def test_ci_is_strict_bash() -> None:
     assert "set -euo pipefail" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_the_library_example_in_the_readme_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    monkeypatch.setenv("KURO_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(ROOT)
+    code = code.replace('"/tmp/kuro-blocks"', repr(str(tmp_path / "blocks")))
+    lines = code.rstrip().splitlines()
+    namespace: dict[str, object] = {}
+    exec("\n".join([*lines[:-1], f"result = ({lines[-1]})"]), namespace)
+    exit_code, outcome, isolation, stdout_cid, reads = namespace["result"]  # type: ignore[misc]
+    assert (exit_code, outcome, isolation) == (0, "ok", "wasmtime")
+    assert stdout_cid == "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bf44yegnrjhc4yeq"  # raw CID of b"hello"
+    assert reads == [stdout_cid]
