@@ -4,14 +4,22 @@ Parity tests (marker ``parity``) compare our bytes with the JavaScript IPFS stac
 A developer without node may skip them; CI (``CI`` set in the environment) may not:
 there a skipped parity test is reported as a failure, because a parity claim nobody
 checks is no claim.
+
+The test run never touches the real embedded home: ``KURO_HOME`` points at a fresh
+temporary directory for the whole session (tests that need their own home set it).
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Generator
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ["KURO_HOME"] = tempfile.mkdtemp(prefix="kuro-test-home-")
 
 
 @pytest.hookimpl(hookwrapper=True)
