@@ -205,7 +205,7 @@ def _on_epoch(_ctx: Any, data: Any, delta: Any, kind: Any) -> int:
         delta[0] = 1
         kind[0] = 0  # WASMTIME_UPDATE_DEADLINE_CONTINUE
         return 0
-    except KeyboardInterrupt:  # Ctrl-C during run() on the main thread: the run is cancelled
+    except KeyboardInterrupt:  # rarely reached: ctypes swallows one raised on entry (host.run handles SIGINT)
         if run is not None:
             run.stop("cancelled")
         return _error_ptr("kuro: stopped (interrupted)")

@@ -41,6 +41,7 @@ No WASI, no argv/env, no string args. Unread stdin is not counted anywhere.
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from collections.abc import Mapping
 from typing import Any, Final
@@ -254,8 +255,9 @@ def run(
 ) -> dict[str, Any]:
     """Run ``command`` to the end on the calling thread; return its receipt, or the denial value.
 
-    ``stdin`` is all the input there is (end of input follows it). Limits and
-    errors as :func:`start`.
+    ``stdin`` is all the input there is (end of input follows it). On the main
+    thread, Ctrl-C cancels the guest and this returns its ``cancelled`` receipt
+    (130). Limits and errors as :func:`start`.
     """
     job = _job(
         session,
@@ -274,7 +276,53 @@ def run(
     )
     if isinstance(job, dict):
         return job
-    return job.execute()
+    if not _claim_ctrl_c(job):
+        return job.execute()
+    try:
+        return job.execute()
+    finally:
+        _MAIN_RUN[0] = None
+
+
+# ---- Ctrl-C during run() on the main thread
+#
+# Python raises KeyboardInterrupt at the next bytecode, which during a run is
+# inside a wasmtime callback, where ctypes swallows it ("Exception ignored on
+# calling ctypes callback"): the guest would run on to its deadline. So the
+# first run() on the main thread, if SIGINT still has Python's default handler,
+# installs _on_sigint once per process: while a main-thread run() is live, SIGINT records
+# ``cancelled`` in that run's context (the next epoch tick or a blocked ``read``
+# acts on it); otherwise it raises KeyboardInterrupt exactly as the default
+# handler does. A program that installs its own SIGINT handler keeps it.
+
+_MAIN_RUN: list[Job | None] = [None]
+_SIGINT_ROUTED: list[bool | None] = [None]  # None: not decided yet; then fixed for the process
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    job = _MAIN_RUN[0]
+    if job is None:
+        signal.default_int_handler(signum, frame)
+    else:
+        job.ctx.stop("cancelled")
+
+
+def _claim_ctrl_c(job: Job) -> bool:
+    """Route Ctrl-C to ``job`` while it runs; False (nothing changed) off the main thread or under a custom handler.
+
+    ``signal.getsignal`` costs microseconds, so the handler is checked and
+    installed once per process, not per run.
+    """
+    if _MAIN_RUN[0] is not None or threading.current_thread() is not threading.main_thread():
+        return False
+    if _SIGINT_ROUTED[0] is None:
+        _SIGINT_ROUTED[0] = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        if _SIGINT_ROUTED[0]:
+            signal.signal(signal.SIGINT, _on_sigint)
+    if not _SIGINT_ROUTED[0]:
+        return False
+    _MAIN_RUN[0] = job
+    return True
 
 
 async def run_async(

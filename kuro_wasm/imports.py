@@ -11,7 +11,10 @@ deadline, output cap, a host bug), records *why* in the context and returns a
 trap. The host builds the receipt from the context, never from the trap text.
 
 Capability checks happen here, at call time: a call outside the grant returns
-``DENIED`` (-1), is recorded in ``kuro/denials``, and the guest keeps running.
+``DENIED`` (-1), is recorded in ``kuro/denials`` (one counted entry per distinct
+call, bounded: :meth:`RunContext.deny`), and the guest keeps running. Once a
+run has a stop reason, every further import call traps before doing anything,
+so nothing takes effect after ``kill()`` or the output cap.
 Every pointer/length pair is bounds-checked against the memory's current size
 (:func:`kuro_wasm.abi.checked_range`) before a byte is read or written.
 
@@ -39,10 +42,14 @@ from typing import Any, Final
 import wasmtime
 from wasmtime import _ffi as ffi
 
+from kuro_fs.paths import MAX_PATH_BYTES
 from kuro_wasm import _fsgate, abi
 from kuro_wasm.abi import ErrorCode
 
-__all__ = ["RunContext", "StdinPipe", "linker_for", "register_run", "unregister_run"]
+__all__ = ["MAX_DENIAL_ENTRIES", "RunContext", "StdinPipe", "linker_for", "register_run", "unregister_run"]
+
+#: At most this many distinct (import, capability, path) entries in ``kuro/denials`` (plus one per import).
+MAX_DENIAL_ENTRIES: Final = 256
 
 #: Emit one output chunk: (stream name, bytes) → False when the output cap is reached.
 Emit = Callable[[str, bytes], bool]
@@ -102,6 +109,7 @@ class RunContext:
     host_error: str | None = None
     memory: Any = None
     calls: int = 0
+    _denial_index: dict[tuple[str, str, str | None], int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.stdin is None:
@@ -123,10 +131,30 @@ class RunContext:
         return self.stop_reason
 
     def deny(self, name: str, capability: str, path: str | None) -> int:
-        entry: dict[str, Any] = {"kuro/import": name, "kuro/capability": capability}
-        if path is not None:
-            entry["kuro/path"] = path
-        self.denials.append(entry)
+        """Record one refused call and return ``DENIED``; the record stays bounded whatever the guest does.
+
+        Each distinct (import, capability, path) is one entry, in first-seen
+        order; a repeat adds to its ``kuro/count`` (present when above 1), so
+        the counts add up to the refused calls. After :data:`MAX_DENIAL_ENTRIES`
+        distinct entries, a new one is folded into a path-less entry for its
+        import. Without the bound, a guest looping on a refused call with a long
+        path grows the host's memory and the receipt without limit (measured:
+        ~85 000 entries and +360 MB in one second).
+        """
+        key = (name, capability, path)
+        index = self._denial_index.get(key)
+        if index is None and len(self.denials) >= MAX_DENIAL_ENTRIES:
+            key = (name, capability, None)
+            index = self._denial_index.get(key)
+        if index is None:
+            entry: dict[str, Any] = {"kuro/import": name, "kuro/capability": capability}
+            if key[2] is not None:
+                entry["kuro/path"] = key[2]
+            self._denial_index[key] = len(self.denials)
+            self.denials.append(entry)
+        else:
+            entry = self.denials[index]
+            entry["kuro/count"] = entry.get("kuro/count", 1) + 1
         return int(ErrorCode.DENIED)
 
 
@@ -195,6 +223,9 @@ def _path(mem: tuple[int, int], ptr: int, length: int) -> str | None:
 
 
 def _path_for_record(mem: tuple[int, int], ptr: int, length: int) -> str | None:
+    """The path of a refused call for its denial record; None if unreadable or too long to name anything."""
+    if length % 2**32 > MAX_PATH_BYTES:  # kuro.fs refuses it as a bad path anyway; never copy it
+        return None
     try:
         return _path(mem, ptr, length)
     except _Fault:
@@ -378,6 +409,8 @@ def _trampoline(name: str, handler: Handler) -> Any:
             if run is None:
                 return _trap_ptr(f"kuro: {name} called outside a run")
             run.calls += 1
+            if run.stop_reason is not None:  # stopped (kill, cap, deadline): no further effect, not even one
+                return _trap_ptr(f"kuro: stopped ({run.stop_reason})")
             try:
                 value = handler(run, caller, cctx, params)
             except _Fault:

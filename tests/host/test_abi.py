@@ -64,6 +64,8 @@ def test_negative_lengths_and_pointers_are_huge_not_small() -> None:
     assert abi.checked_range(65536, 0, -1) is None
     assert abi.checked_range(65536, -1, 0) is None
     assert abi.checked_range(2**32, -1, 1) == (2**32 - 1, 2**32)
+    assert abi.checked_range(65536, -16, 32) is None  # wraps to 16 in u32 arithmetic: still outside
+    assert abi.checked_range(2**32, 2**31 - 1, 2**31 + 2) is None  # one past 4 GiB
 
 
 def test_an_empty_range_at_the_end_is_in_bounds() -> None:
@@ -102,3 +104,21 @@ def test_the_abi_document_names_every_import_and_error_code() -> None:
         assert f'(import "kuro" "{spec.name}"' in text  # a WAT example per import
     for code in ErrorCode:
         assert f"| {int(code)} |" in text and code.name in text
+
+
+def test_every_wat_example_in_the_abi_document_loads_and_uses_only_the_abi() -> None:
+    import re
+
+    import wasmtime
+
+    from kuro_wasm.loader import check_imports
+
+    text = (ROOT / "docs" / "abi.md").read_text(encoding="utf-8")
+    examples = re.findall(r"```wat\n(.*?)```", text, re.S)
+    used = set()
+    for source in examples:
+        module = wasmtime.Module(wasmtime.Engine(), source)
+        assert check_imports(module) is None, source
+        assert any(e.name == "run" for e in module.exports)
+        used |= {imp.name for imp in module.imports}
+    assert used == {spec.name for spec in abi.IMPORTS}

@@ -138,3 +138,40 @@ def test_a_run_fills_the_cache_under_the_home(store: MemoryBlockStore, home: Pat
     sess = make_session(make_fs(store))
     assert run(sess, guest(cid, "run"), store=store, home=home)["kuro/outcome"] == "ok"
     assert any(p.suffix == ".cwasm" for p in module_cache_dir(home).iterdir())
+
+
+def test_runs_compile_once_reuse_the_disk_entry_and_rebuild_a_corrupt_one(store: MemoryBlockStore, home: Path) -> None:
+    ModuleCache.forget_memory()
+    forget_prepared()
+    cid = add_guest(store, wat("hello"))
+    sess = make_session(make_fs(store))
+    cache = cache_for(home)
+    counts = cache.stats
+
+    def hello() -> None:
+        receipt = run(sess, guest(cid, "run"), store=store, home=home)
+        assert (receipt["kuro/outcome"], receipt["kuro/stdout"]) == ("ok", b"hello, kuro\n")
+
+    def cold() -> None:  # a new process: nothing compiled in memory, the disk layer is all there is
+        ModuleCache.forget_memory()
+        forget_prepared()
+
+    compiles, disk_hits, discarded = counts.compiles, counts.disk_hits, counts.discarded
+    hello()
+    assert counts.compiles == compiles + 1
+    hello()  # warm: not compiled again
+    assert counts.compiles == compiles + 1
+    cold()
+    hello()
+    assert (counts.compiles, counts.disk_hits) == (compiles + 1, disk_hits + 1)
+    path = cache.path_for(cid, engine_key(CFG))
+    assert path is not None
+    blob = bytearray(path.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    path.write_bytes(bytes(blob))
+    cold()
+    hello()  # the damaged entry is not trusted: discarded, recompiled from the verified guest, written again
+    assert (counts.compiles, counts.discarded) == (compiles + 2, discarded + 1)
+    cold()
+    hello()
+    assert (counts.compiles, counts.disk_hits) == (compiles + 2, disk_hits + 2)

@@ -15,7 +15,7 @@ Fixture format (TOML, one case per file; adding a case is adding a file)::
     [limits]                   # optional: timeout_ms, max_output_bytes, max_memory_bytes, fuel
     [expect]                   # exit_code, outcome (required); stdout, stderr, timed_out, truncated,
                                # stdout_bytes, trap_kind, error_contains, denials (list of
-                               # {import, capability, path?}), reads (count), fuel_consumed,
+                               # {import, capability, path?}; default none), reads (count), fuel_consumed,
                                # fs_after (false = no write; a table = exact file contents after)
 """
 
@@ -37,6 +37,23 @@ from kuro_wasm.model import guest, session
 from kuro_wasm.receipt import KEYS
 
 FIXTURES = sorted((GUESTS / "fixtures").glob("*.toml"))
+_CASE_KEYS = {"description", "guest", "export", "args", "mode", "grant", "stdin", "fs", "limits", "expect"}
+_LIMIT_KEYS = {"timeout_ms", "max_output_bytes", "max_memory_bytes", "fuel"}
+_EXPECT_KEYS = {
+    "exit_code",
+    "outcome",
+    "stdout",
+    "stderr",
+    "timed_out",
+    "truncated",
+    "stdout_bytes",
+    "trap_kind",
+    "error_contains",
+    "denials",
+    "reads",
+    "fuel_consumed",
+    "fs_after",
+}
 
 
 def _guest(store: MemoryBlockStore, spec: str) -> str:
@@ -63,6 +80,10 @@ def _files(fs: Fs) -> dict[str, bytes]:
 def test_guest_fixture(path: Path, home: Path) -> None:
     case: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
     expect = case["expect"]
+    # A misspelt key would silently check nothing: every key must be one this test reads.
+    assert set(case) <= _CASE_KEYS and {"description", "guest", "export", "expect"} <= set(case), set(case)
+    assert set(case.get("limits", {})) <= _LIMIT_KEYS and set(expect) <= _EXPECT_KEYS, (case.get("limits"), expect)
+    assert {"exit_code", "outcome"} <= set(expect)
     store = MemoryBlockStore()
     fs = make_fs(store, case.get("fs", {}))
     grant = case.get("grant", None if "mode" in case else ALL_CAPS)
@@ -84,7 +105,10 @@ def test_guest_fixture(path: Path, home: Path) -> None:
     assert receipt["kuro/exit-code"] == expect["exit_code"], receipt
     assert receipt["kuro/outcome"] == expect["outcome"], receipt
     assert receipt["kuro/engine"]["name"] == "wasmtime"
-    assert receipt["kuro/limits"]["timeout-ms"] == case.get("limits", {}).get("timeout_ms", 120_000)
+    assert receipt["kuro/engine"]["version"].split(".")[0] == "50"
+    limits = {"timeout_ms": 120_000, "max_output_bytes": 1_048_576} | case.get("limits", {})
+    assert receipt["kuro/limits"] == {k.replace("_", "-"): v for k, v in limits.items()}  # the limits applied
+    assert isinstance(receipt["kuro/reads"], list) and isinstance(receipt["kuro/denials"], list)
     if "stdout" in expect:
         assert receipt["kuro/stdout"] == expect["stdout"].encode("utf-8")
         assert receipt["kuro/stdout-cid"] == raw_cid(expect["stdout"].encode("utf-8"))
@@ -101,9 +125,8 @@ def test_guest_fixture(path: Path, home: Path) -> None:
         assert "kuro/trap" not in receipt
     if "error_contains" in expect:
         assert expect["error_contains"] in receipt["kuro/error"]
-    if "denials" in expect:
-        want = [{f"kuro/{k}": v for k, v in d.items()} for d in expect["denials"]]
-        assert receipt["kuro/denials"] == want
+    want = [{f"kuro/{k}": v for k, v in d.items()} for d in expect.get("denials", [])]
+    assert receipt["kuro/denials"] == want  # no denial a fixture did not expect
     if "reads" in expect:
         assert len(receipt["kuro/reads"]) == expect["reads"]
     if "fuel_consumed" in expect:

@@ -14,6 +14,7 @@ import wasmtime
 from hostkit import make_fs, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.cid import raw_cid
 from kuro_fs.fs import Fs, FsResult
 from kuro_wasm.engine import wasmtime_version
 from kuro_wasm.errors import ModelError
@@ -63,7 +64,7 @@ def test_an_argv_command_is_denied_before_anything_loads(home: Path) -> None:
     denied = run(sess, ["echo", "hi"], store=store, home=home)
     assert denied["kuro/reason"] == "argv-not-a-process"
     assert denied["kuro/allowed?"] is False
-    assert "kuro/isolation" in denied
+    assert denied["kuro/isolation"] == "none"  # nothing ran
     assert store.reads == 0
 
 
@@ -200,7 +201,10 @@ def test_on_exit_gets_the_receipt_wait_returns(
     receipt = handle.wait(timeout=HANG_GUARD)
     assert got == [receipt]
     handle.kill()  # after the end: changes nothing
+    handle.write(b"late input")
+    handle.close_stdin()
     assert handle.wait() is receipt
+    assert receipt["kuro/outcome"] == "ok" and got == [receipt]  # on_exit fired once
     assert handle.receipt is receipt
 
 
@@ -249,25 +253,64 @@ def test_the_output_cap_is_not_relabelled_by_a_later_deadline(
 # ---- every failure is a receipt and the host is unharmed
 
 
+def _killed_spin(sess: Any, store: MemoryBlockStore, cid: str, home: Path) -> dict[str, Any]:
+    handle = _started(start(sess, guest(cid, "run"), store=store, home=home))
+    time.sleep(0.01)
+    handle.kill()
+    return handle.wait(timeout=HANG_GUARD)
+
+
+def _killed_reader(sess: Any, store: MemoryBlockStore, cid: str, home: Path) -> dict[str, Any]:
+    handle = _started(start(sess, guest(cid, "run"), store=store, home=home))
+    handle.write(b"x")
+    _wait_for(lambda: handle.stream.stdout_bytes == 1)
+    handle.kill()
+    return handle.wait(timeout=HANG_GUARD)
+
+
 def test_the_host_is_unaffected_by_every_failure(
     store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
 ) -> None:
-    sess = make_session(make_fs(store, {"greeting.txt": "hi"}))
-    hostile = [
-        ("spin", {"timeout_ms": 20}),
-        ("flood", {"max_output_bytes": 100}),
-        ("deep", {}),
-        ("trap", {}),
-        ("bad-pointer", {}),
-        ("grow", {"max_memory_bytes": 2 * 65536}),
-        ("spin", {"fuel": 1000}),
+    good = make_fs(store, {"greeting.txt": "hi"})
+    sess = make_session(good)
+    absent = raw_cid(b"a guest nobody stored")
+    hostile: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("timeout", lambda: run(sess, guest(guest_cid("spin"), "run"), store=store, home=home, timeout_ms=20)),
+        (
+            "output-capped",
+            lambda: run(sess, guest(guest_cid("flood"), "run"), store=store, home=home, max_output_bytes=100),
+        ),
+        ("trap", lambda: run(sess, guest(guest_cid("deep"), "run"), store=store, home=home)),
+        ("trap", lambda: run(sess, guest(guest_cid("trap"), "run"), store=store, home=home)),
+        ("trap", lambda: run(sess, guest(guest_cid("start-trap"), "run"), store=store, home=home)),
+        ("ok", lambda: run(sess, guest(guest_cid("bad-pointer"), "run"), store=store, home=home)),
+        (
+            "exit",
+            lambda: run(sess, guest(guest_cid("grow"), "run"), store=store, home=home, max_memory_bytes=2 * 65536),
+        ),
+        ("fuel-exhausted", lambda: run(sess, guest(guest_cid("spin"), "run"), store=store, home=home, fuel=1000)),
+        ("cancelled", lambda: _killed_spin(sess, store, guest_cid("spin"), home)),
+        ("cancelled", lambda: _killed_reader(sess, store, guest_cid("cat"), home)),
+        ("load-error", lambda: run(sess, guest(guest_cid("wasi"), "run"), store=store, home=home)),
+        ("load-error", lambda: run(sess, guest(guest_cid("hello"), "add", [1]), store=store, home=home)),
+        ("load-error", lambda: run(sess, guest(store.put(b"\0asm junk"), "run"), store=store, home=home)),
+        ("guest-not-found", lambda: run(sess, guest(absent, "run"), store=store, home=home)),
+        (
+            "trap",
+            lambda: run(sess, guest(guest_cid("fs-ls"), "run"), store=store, home=home, fs=_BrokenFs(store, good.root)),
+        ),
     ]
-    for name, limits in hostile:
-        receipt = run(sess, guest(guest_cid(name), "run"), store=store, home=home, **limits)
+    for outcome, hostile_run in hostile:
+        receipt = hostile_run()
         assert receipt["kuro/type"] == "kuro/receipt"
+        assert receipt["kuro/outcome"] == outcome, receipt
         assert receipt["kuro/isolation"] == "wasmtime"
-    after = run(sess, guest(guest_cid("hello"), "run"), store=store, home=home)
-    assert (after["kuro/outcome"], after["kuro/stdout"]) == ("ok", b"hello, kuro\n")
+        after = run(sess, guest(guest_cid("hello"), "run"), store=store, home=home)
+        assert (after["kuro/outcome"], after["kuro/stdout"], after["kuro/stderr"]) == (
+            "ok",
+            b"hello, kuro\n",
+            b"note: stderr works\n",
+        ), outcome
 
 
 class _BrokenFs(Fs):
@@ -406,3 +449,100 @@ def test_the_thin_call_path_is_pinned_to_wasmtime_50() -> None:
     assert wasmtime_version().split(".")[0] == "50"
     assert hasattr(wasmtime._ffi, "wasmtime_store_epoch_deadline_callback")
     assert hasattr(wasmtime._ffi, "wasmtime_linker_define_func")
+
+
+# ---- Ctrl-C during run() on the main thread
+
+
+@pytest.mark.parametrize(("export", "where"), [("run", "inside an import"), ("write_then_spin", "in a pure loop")])
+def test_ctrl_c_during_run_cancels_the_guest(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path, export: str, where: str
+) -> None:
+    import _thread
+
+    assert threading.current_thread() is threading.main_thread()
+    sess = make_session(make_fs(store))
+    fired: list[bool] = []
+
+    def on_chunk(_stream: Stream, _chunk: Chunk) -> None:
+        if not fired:  # the guest is running now: interrupt the main thread (this one, or soon after)
+            fired.append(True)
+            if export == "run":
+                _thread.interrupt_main()
+            else:
+                threading.Timer(0.02, _thread.interrupt_main).start()
+
+    receipt = run(
+        sess,
+        guest(guest_cid("flood"), export),
+        store=store,
+        home=home,
+        on_chunk=on_chunk,
+        timeout_ms=10_000,
+        max_output_bytes=1 << 30,
+    )
+    assert (receipt["kuro/exit-code"], receipt["kuro/outcome"]) == (130, "cancelled"), where
+    with pytest.raises(KeyboardInterrupt):  # outside a run, Ctrl-C is Python's own KeyboardInterrupt again
+        _thread.interrupt_main()
+        time.sleep(HANG_GUARD)
+
+
+def test_after_kill_no_further_import_call_takes_effect(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    handles: list[Handle] = []
+    seen: list[bytes] = []
+
+    def on_chunk(_stream: Stream, chunk: Chunk) -> None:
+        seen.append(chunk.data)
+        _wait_for(lambda: bool(handles))
+        handles[0].kill()  # from inside the first write: the guest loops straight into its next write
+
+    sess = make_session(make_fs(store))
+    handle = _started(start(sess, guest(guest_cid("flood"), "run"), store=store, on_chunk=on_chunk, home=home))
+    handles.append(handle)
+    receipt = handle.wait(timeout=HANG_GUARD)
+    assert receipt["kuro/outcome"] == "cancelled"
+    assert len(seen) == 1 and receipt["kuro/stdout-bytes"] == 1024  # not one more chunk after the kill
+
+
+def test_concurrent_runs_each_stop_for_their_own_reason(store: MemoryBlockStore, home: Path) -> None:
+    from hostkit import wat
+
+    from kuro_wasm.loader import add_guest
+
+    sess = make_session(make_fs(store))
+    spin, cat, flood = (add_guest(store, wat(name)) for name in ("spin", "cat", "flood"))
+    failures: list[str] = []
+
+    def one(pick: int, tag: bytes) -> tuple[str, bool]:
+        if pick == 0:
+            r = run(sess, guest(spin, "run"), store=store, home=home, timeout_ms=20)
+            return repr(r), r["kuro/outcome"] == "timeout"
+        if pick == 1:
+            h = _started(start(sess, guest(cat, "run"), store=store, home=home))
+            h.write(tag)
+            h.close_stdin()
+            r = h.wait(timeout=HANG_GUARD)
+            return repr(r), (r["kuro/outcome"], r["kuro/stdout"]) == ("ok", tag)
+        if pick == 2:
+            h = _started(start(sess, guest(spin, "run"), store=store, home=home))
+            h.kill()
+            r = h.wait(timeout=HANG_GUARD)
+            return repr(r), r["kuro/outcome"] == "cancelled"
+        r = run(sess, guest(flood, "run"), store=store, home=home, max_output_bytes=3000)
+        return repr(r), (r["kuro/outcome"], r["kuro/stdout-bytes"]) == ("output-capped", 2048)
+
+    def worker(index: int) -> None:
+        for round_ in range(6):
+            text, ok = one((index + round_) % 4, f"thread {index} round {round_}".encode())
+            if not ok:
+                failures.append(text)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(HANG_GUARD * 3)
+    assert not any(t.is_alive() for t in threads)
+    assert failures == []

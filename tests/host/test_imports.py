@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.cid import raw_cid
 from kuro_wasm import abi
 from kuro_wasm.engine import EngineConfig, engine_for, install_interrupt, live_run
 from kuro_wasm.host import run
@@ -226,3 +227,166 @@ def test_fs_write_of_an_out_of_range_buffer_writes_nothing(
     if abi.checked_range(_PAGE, pptr, plen) is None or abi.checked_range(_PAGE, dptr, dlen) is None:
         assert receipt["kuro/exit-code"] in (-5, -4)
         assert "kuro/fs-root-after" not in receipt
+
+
+# ---- -5 for every import: pinned edge ranges, including ones that wrap past 2**32 in u32 arithmetic
+
+_BAD_RANGES = [(65530, 100), (0, -1), (-16, 32), (-8, 20), (-1, 1), (65536, 1), (2**31 - 1, 2), (-(2**31), 16)]
+_GOOD_PATH = (0, 12)  # "greeting.txt" in bad-pointer.wat's data segment
+_GOOD_BUF = (1024, 16)
+#: (export, which (ptr, len) slot gets the bad range, the other slot's good range or None)
+_SLOTS = [
+    ("probe_write", 0, None),
+    ("probe_read", 0, None),
+    ("probe_fs_read", 0, _GOOD_BUF),
+    ("probe_fs_read", 1, _GOOD_PATH),
+    ("probe_fs_read_at", 0, _GOOD_BUF),
+    ("probe_fs_read_at", 1, _GOOD_PATH),
+    ("probe_fs_write", 0, _GOOD_BUF),
+    ("probe_fs_write", 1, _GOOD_PATH),
+    ("probe_fs_ls", 0, _GOOD_BUF),
+    ("probe_fs_ls", 1, _GOOD_PATH),
+    ("probe_fs_rm", 0, None),
+]
+
+
+@pytest.mark.parametrize(("export", "slot", "other"), _SLOTS, ids=[f"{e}-{s}" for e, s, _ in _SLOTS])
+def test_every_import_answers_fault_for_every_out_of_range_pair(
+    probe: tuple,  # type: ignore[type-arg]
+    export: str,
+    slot: int,
+    other: tuple[int, int] | None,
+) -> None:
+    store, sess, cid, home = probe
+    for bad in _BAD_RANGES:
+        assert abi.checked_range(_PAGE, *bad) is None
+        pairs = [bad] if other is None else ([bad, other] if slot == 0 else [other, bad])
+        args = [n for pair in pairs for n in pair]
+        receipt = run(sess, guest(cid, export, args), store=store, home=home, stdin=b"")
+        assert (receipt["kuro/exit-code"], receipt["kuro/outcome"]) == (-5, "exit"), (bad, receipt)
+        assert receipt["kuro/stdout-bytes"] == 0 and "kuro/fs-root-after" not in receipt
+        assert receipt["kuro/reads"] == [] and receipt["kuro/denials"] == []
+
+
+# ---- reads fetch only the blocks they need (a counting block store)
+
+_CHUNK = 262_144
+
+
+class GetCountingStore(MemoryBlockStore):
+    """A memory store that remembers every CID fetched with ``get``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gets: list[str] = []
+
+    def get(self, cid: str) -> bytes | None:
+        self.gets.append(cid)
+        return super().get(cid)
+
+
+def _leaves(data: bytes) -> list[str]:
+    return [raw_cid(data[i : i + _CHUNK]) for i in range(0, len(data), _CHUNK)]
+
+
+@pytest.mark.parametrize(
+    ("offset", "needed"), [(0, [0]), (_CHUNK - 2, [0, 1]), (3 * _CHUNK + 10, [3]), (5 * _CHUNK - 3, [4])]
+)
+def test_fs_read_at_fetches_only_the_leaves_it_copies_from(tmp_path: Path, offset: int, needed: list[int]) -> None:
+    store = GetCountingStore()
+    data = _pattern(5 * _CHUNK)
+    leaves = _leaves(data)
+    assert len(set(leaves)) == 5
+    sess = make_session(make_fs(store, {"greeting.txt": data}))
+    cmd = guest(add_guest(store, wat("fs-cat")), "at", [offset])
+    store.gets.clear()
+    receipt = run(sess, cmd, store=store, home=tmp_path)
+    assert receipt["kuro/stdout"] == data[offset : offset + 5]
+    assert [c for c in store.gets if c in leaves] == [leaves[i] for i in needed]
+
+
+def test_fs_read_with_a_small_cap_fetches_only_the_first_leaf(tmp_path: Path) -> None:
+    store = GetCountingStore()
+    data = _pattern(5 * _CHUNK)
+    leaves = _leaves(data)
+    sess = make_session(make_fs(store, {"big.bin": data}))
+    cmd = guest(add_guest(store, wat("fs-cat")), "big", [5])
+    store.gets.clear()
+    receipt = run(sess, cmd, store=store, home=tmp_path)
+    assert receipt["kuro/stdout"] == data[:5]
+    assert [c for c in store.gets if c in leaves] == [leaves[0]]
+
+
+# ---- every gated import: refused without its capability (recorded, the guest goes on); empty path is -4
+
+_GATED = [
+    ("probe_read", [1024, 16], "read", "stdin/read", None),
+    ("probe_fs_read", [0, 12, 1024, 16], "fs_read", "fs/read", "greeting.txt"),
+    ("probe_fs_read_at", [0, 12, 1024, 16], "fs_read_at", "fs/read", "greeting.txt"),
+    ("probe_fs_write", [0, 12, 1024, 16], "fs_write", "fs/write", "greeting.txt"),
+    ("probe_fs_ls", [0, 12, 1024, 16], "fs_ls", "fs/ls", "greeting.txt"),
+    ("probe_fs_rm", [0, 12], "fs_rm", "fs/rm", "greeting.txt"),
+]
+
+
+@pytest.mark.parametrize(("export", "args", "name", "capability", "path"), _GATED, ids=[g[2] for g in _GATED])
+def test_every_gated_import_without_its_capability_answers_denied_and_is_recorded(
+    probe: tuple,  # type: ignore[type-arg]
+    export: str,
+    args: list[int],
+    name: str,
+    capability: str,
+    path: str | None,
+) -> None:
+    store, _sess, cid, home = probe
+    fs = make_fs(store, {"greeting.txt": "hello"})
+    others = [c for c in ["guest/invoke", "fs/read", "fs/ls", "fs/write", "fs/rm", "stdin/read"] if c != capability]
+    receipt = run(make_session(fs, grant=others), guest(cid, export, args), store=store, home=home, stdin=b"input")
+    assert (receipt["kuro/exit-code"], receipt["kuro/outcome"]) == (-1, "exit")
+    want = {"kuro/import": name, "kuro/capability": capability} | ({} if path is None else {"kuro/path": path})
+    assert receipt["kuro/denials"] == [want]
+    assert receipt["kuro/reads"] == [] and "kuro/fs-root-after" not in receipt and receipt["kuro/stdout-bytes"] == 0
+
+
+@pytest.mark.parametrize("export", [g[0] for g in _GATED if g[0] != "probe_read"])
+def test_an_empty_path_is_a_bad_path_for_every_fs_import(probe: tuple, export: str) -> None:  # type: ignore[type-arg]
+    store, sess, cid, home = probe
+    args = [0, 0, 1024, 16] if export != "probe_fs_rm" else [0, 0]
+    receipt = run(sess, guest(cid, export, args), store=store, home=home)
+    assert receipt["kuro/exit-code"] == -4
+    assert receipt["kuro/denials"] == [] and "kuro/fs-root-after" not in receipt
+
+
+def test_a_corrupt_block_on_disk_is_io_for_the_guest_never_its_bytes(tmp_path: Path) -> None:
+    from kuro_fs.filestore import FileBlockStore
+
+    with FileBlockStore(tmp_path / "blocks") as store:  # verify-on-get: the store's half of the contract
+        data = _pattern(600_000)
+        fs = make_fs(store, {"big.bin": data})  # type: ignore[arg-type]
+        second = raw_cid(data[_CHUNK : 2 * _CHUNK])
+        (found,) = [p for p in (tmp_path / "blocks").rglob("*") if p.is_file() and second in p.name]
+        found.write_bytes(b"\0" * found.stat().st_size)
+        sess = make_session(fs)
+        cmd = guest(add_guest(store, wat("fs-cat")), "big", [600_000])
+        receipt = run(sess, cmd, store=store, home=tmp_path / "home")
+        assert (receipt["kuro/exit-code"], receipt["kuro/outcome"]) == (7, "exit")  # -7 IO, negated
+        assert receipt["kuro/stdout"] == b""
+        first = run(sess, guest(add_guest(store, wat("fs-cat")), "big", [5]), store=store, home=tmp_path / "home")
+        assert first["kuro/stdout"] == data[:5]  # the blocks before the damage still read
+
+
+def test_refused_calls_with_ever_new_paths_keep_the_denial_record_bounded(tmp_path: Path) -> None:
+    from kuro_wasm.imports import MAX_DENIAL_ENTRIES
+
+    store = MemoryBlockStore()
+    sess = make_session(make_fs(store), grant=["guest/invoke"])
+    cmd = guest(add_guest(store, wat("deny-loop")), "distinct", [1000])
+    denials = run(sess, cmd, store=store, home=tmp_path)["kuro/denials"]
+    assert len(denials) == MAX_DENIAL_ENTRIES + 1
+    assert [d.get("kuro/path") for d in denials[:3]] == ["0000", "0001", "0002"]
+    assert denials[-1] == {
+        "kuro/import": "fs_read",
+        "kuro/capability": "fs/read",
+        "kuro/count": 1000 - MAX_DENIAL_ENTRIES,
+    }
+    assert sum(d.get("kuro/count", 1) for d in denials) == 1000  # every refused call is accounted for

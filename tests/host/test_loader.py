@@ -12,7 +12,7 @@ from hostkit import make_fs, make_session, wat
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import cid_for, raw_cid
 from kuro_fs.dagcbor import cid_of
-from kuro_wasm.cache import ModuleCache
+from kuro_wasm.cache import ModuleCache, cache_for
 from kuro_wasm.engine import EngineConfig
 from kuro_wasm.errors import LoadError
 from kuro_wasm.host import run
@@ -64,8 +64,11 @@ def test_a_tampered_guest_runs_as_a_load_error(home: Path) -> None:
     cid = add_guest(store, wat("spin"))
     store.swap[cid] = wasmtime.wat2wasm(wat("hello"))
     sess = make_session(make_fs(store))
+    compiles = cache_for(home).stats.compiles
     receipt = run(sess, guest(cid, "run"), store=store, home=home)
     assert (receipt["kuro/exit-code"], receipt["kuro/outcome"]) == (126, "load-error")
+    assert "does not hash" in receipt["kuro/error"]
+    assert cache_for(home).stats.compiles == compiles  # refused before wasmtime saw the bytes
 
 
 def test_a_small_guest_is_one_raw_block(store: MemoryBlockStore) -> None:
