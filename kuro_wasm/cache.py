@@ -4,16 +4,25 @@
 Deserializing a wasmtime artifact runs native code that wasmtime produced, so
 an artifact is *never* trusted because of where it lies. Every disk entry is the
 artifact (``<sha256 of cache key>.cwasm``) plus a tag file beside it holding
-``MAGIC ‖ HMAC-SHA256(key, cache-key ‖ 0 ‖ artifact)``, where ``key`` is
-a random per-cache-directory secret (``.hmac-key``, mode 0600) and the cache
-key names the guest CID and :func:`kuro_wasm.engine.engine_key` (wasmtime
-version + config). An entry whose tag does not verify, whose bytes are
-truncated, or that wasmtime refuses to deserialize is deleted and the module is
-recompiled from verified guest bytes and written again. Files are named by a
-SHA-256 of the cache key (never by anything the guest chose) and written
-atomically (temp file, fsync, rename), so a crash leaves the old entry or none.
+``MAGIC ‖ FORMAT ‖ BLAKE3-keyed(mac-key, cache-key ‖ 0 ‖ artifact)``, where
+``mac-key`` is derived (BLAKE3 ``derive_key``) from a random per-cache-directory
+secret (``.hmac-key``, mode 0600) and the cache key names the guest CID and
+:func:`kuro_wasm.engine.engine_key` (wasmtime version + config). An entry whose
+tag does not verify, whose tag is of another format (an older kuro's
+HMAC-SHA256 tag has no FORMAT byte), whose bytes are truncated, or that
+wasmtime refuses to deserialize is deleted and the module is recompiled from
+verified guest bytes and written again. Files are named by a SHA-256 of the
+cache key (never by anything the guest chose) and written atomically (temp
+file, fsync, rename), so a crash leaves the old entry or none.
 
-The HMAC defends against corrupt, truncated, stale or swapped entries and
+Why keyed BLAKE3 (format 2) and not HMAC-SHA256 (format 1): a warm load of a
+~1 MB guest verifies a ~3.3 MB artifact on every process start. Measured side
+by side on this 2-core machine (SHA-NI, AVX-512): HMAC-SHA256 1.8–1.9 ms,
+keyed BLAKE2b 5–8 ms, SHA-256 as a tree on 2 threads 1.0–1.3 ms quiet but
+2–4 ms whenever the other core is busy, keyed BLAKE3 on one thread 0.55–0.6 ms.
+The tag is still a MAC over every byte wasmtime will map.
+
+The MAC defends against corrupt, truncated, stale or swapped entries and
 artifacts copied from another machine; it does **not** defend against someone
 who can write the home directory (they can read the key too) — the home is
 trusted like the block store it holds.
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import mmap
 import os
 import secrets
 import tempfile
@@ -40,13 +50,18 @@ from pathlib import Path
 from typing import Final
 
 import wasmtime
+from blake3 import blake3
 
 from kuro_fs.home import module_cache_dir
 
 __all__ = ["CacheStats", "ModuleCache", "cache_for"]
 
 _MAGIC: Final = b"KUROMOD1"
+#: The tag format after the magic: 2 = keyed BLAKE3. (Format 1, HMAC-SHA256, had no format byte.)
+_FORMAT: Final = b"\x02"
+_HEADER: Final = _MAGIC + _FORMAT
 _TAG_LEN: Final = 32
+_MAC_CONTEXT: Final = "kuro-wasm module cache 2026-11 artifact tag v2"
 _MEMORY_ENTRIES: Final = 256
 
 
@@ -69,6 +84,7 @@ class CacheStats:
 
 
 _PROC_FD: Final = Path("/proc/self/fd")
+_HAS_PROC_FD: Final = _PROC_FD.is_dir()
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -102,6 +118,7 @@ class ModuleCache:
         self.directory = directory
         self.stats = CacheStats()
         self._key: bytes | None = None
+        self._mac_key: bytes | None = None
         self._lock = threading.Lock()
 
     # ---- disk layer
@@ -142,8 +159,11 @@ class ModuleCache:
             return None
         return self.directory / (hashlib.sha256(_cache_key(cid, engine_key)).hexdigest() + ".cwasm")
 
-    def _tag(self, cid: str, engine_key: str, artifact: bytes | memoryview) -> bytes:
-        mac = hmac.new(self._hmac_key(), _cache_key(cid, engine_key) + b"\0", hashlib.sha256)
+    def _tag(self, cid: str, engine_key: str, artifact: bytes | memoryview | mmap.mmap) -> bytes:
+        """Keyed BLAKE3 of ``cache-key ‖ 0 ‖ artifact`` (the key derived from the directory's secret)."""
+        if self._mac_key is None:
+            self._mac_key = blake3(self._hmac_key(), derive_key_context=_MAC_CONTEXT).digest()
+        mac = blake3(_cache_key(cid, engine_key) + b"\0", key=self._mac_key)
         mac.update(artifact)
         return mac.digest()
 
@@ -171,29 +191,31 @@ class ModuleCache:
     def _verify_and_load(
         self, engine: wasmtime.Engine, fd: int, tag_path: Path, cid: str, engine_key: str
     ) -> wasmtime.Module | None:
-        """Check the tag over the bytes read through ``fd``, then deserialize *that* open file.
+        """Check the tag over the bytes mapped through ``fd``, then deserialize *that* open file.
 
         Entries are only ever replaced by rename, never rewritten in place, so the
-        inode behind ``fd`` keeps the bytes just verified; on Linux wasmtime maps
-        it through ``/proc/self/fd`` (no second copy), elsewhere the verified bytes
-        are handed over.
+        inode behind ``fd`` keeps the bytes just verified (a size that changed
+        since is refused all the same); on Linux wasmtime maps it through
+        ``/proc/self/fd`` (no second copy), elsewhere the verified bytes are
+        handed over.
         """
         try:
             tag = tag_path.read_bytes()
-            with os.fdopen(os.dup(fd), "rb") as fh:
-                artifact = fh.read()
-            ok = (
-                len(tag) == len(_MAGIC) + _TAG_LEN
-                and tag.startswith(_MAGIC)
-                and len(artifact) > 0
-                and hmac.compare_digest(tag[len(_MAGIC) :], self._tag(cid, engine_key, artifact))
-            )
-        except OSError:
-            return None
-        if not ok:
+            if len(tag) != len(_HEADER) + _TAG_LEN or not tag.startswith(_HEADER):
+                return None  # another format (an older kuro's) or damaged: never read further
+            size = os.fstat(fd).st_size
+            if size == 0:
+                return None
+            # Hashed through a read-only map of the open file (no 3 MB copy); wasmtime maps the same inode.
+            with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as view:
+                ok = hmac.compare_digest(tag[len(_HEADER) :], self._tag(cid, engine_key, view))
+                artifact = b"" if _HAS_PROC_FD else view[:]
+            if not ok or os.fstat(fd).st_size != size:
+                return None
+        except (OSError, ValueError):
             return None
         try:
-            if _PROC_FD.is_dir():
+            if _HAS_PROC_FD:
                 return wasmtime.Module.deserialize_file(engine, f"{_PROC_FD}/{fd}")
             return wasmtime.Module.deserialize(engine, artifact)  # pragma: no cover - not Linux
         except Exception:
@@ -208,7 +230,7 @@ class ModuleCache:
             artifact = bytes(module.serialize())
             # Artifact first, tag second: a crash in between leaves a tag that does not verify (rebuilt).
             _write_atomically(path, artifact)
-            _write_atomically(path.with_suffix(".tag"), _MAGIC + self._tag(cid, engine_key, artifact))
+            _write_atomically(path.with_suffix(".tag"), _HEADER + self._tag(cid, engine_key, artifact))
         except OSError:
             return  # a cache that cannot be written is only slower
 

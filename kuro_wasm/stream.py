@@ -8,8 +8,9 @@ fit. So the kept output is always an exact prefix of what the guest emitted
 (per stream and interleaved), and ``kept + dropped-bytes = emitted``. ``seq``
 advances for dropped chunks too, so a reader can see where the gap is.
 :func:`finish` builds the receipt with the stream's own measurements winning
-over the host's; an untruncated stream's receipt has no ``kuro/truncated?`` and
-no ``kuro/dropped-bytes`` at all.
+over the host's (handed to :func:`kuro_wasm.receipt.receipt_measured`, which
+does not check a second time what the stream itself computed); an untruncated
+stream's receipt has no ``kuro/truncated?`` and no ``kuro/dropped-bytes`` at all.
 
 The value is immutable, yet :func:`append` is O(1): kept chunks live in a
 reversed cons list (``(chunk, rest)`` tuples) with running counters beside it,
@@ -25,14 +26,15 @@ No decoding: chunks are bytes. No persistence (see :mod:`kuro_wasm.checkpoint`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, overload
 
 from kuro_fs.cid import raw_cid
 from kuro_wasm.errors import ModelError, StreamClosed
 from kuro_wasm.model import Session
-from kuro_wasm.receipt import namespace, receipt
+from kuro_wasm.receipt import namespace, receipt_measured
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
@@ -219,28 +221,68 @@ def mark_exited(s: Stream) -> Stream:
         return s
     if s.state != "running":
         raise StreamClosed(f"only a running stream exits (state {s.state}); abandon an orphan", state=s.state)
-    return replace(s, state="exited")
-
-
-def _measured(s: Stream, result: Mapping[str, Any]) -> dict[str, Any]:
-    merged = namespace(result)
-    merged.pop("kuro/truncated?", None)
-    merged.pop("kuro/dropped-bytes", None)
-    out, err = kept_bytes(s, "stdout"), kept_bytes(s, "stderr")
-    merged.update(
-        {
-            "kuro/stdout": out,
-            "kuro/stderr": err,
-            "kuro/stdout-cid": raw_cid(out),
-            "kuro/stderr-cid": raw_cid(err),
-            "kuro/stdout-bytes": s.stdout_bytes,
-            "kuro/stderr-bytes": s.stderr_bytes,
-        }
+    return Stream(
+        s.max_output_bytes,
+        "exited",
+        s.seq,
+        s.stdout_bytes,
+        s.stderr_bytes,
+        s.dropped_bytes,
+        s.truncated,
+        s.restored_from,
+        s.session,
+        s.command,
+        s._rev,
     )
+
+
+_EMPTY_CID: Final = raw_cid(b"")
+_SMALL: Final = 1024
+
+
+@functools.lru_cache(maxsize=256)
+def _small_raw_cid(data: bytes) -> str:
+    return raw_cid(data)
+
+
+def _cid_of_kept(data: bytes) -> str:
+    """``raw_cid(data)``; a run's output is often empty or the same few bytes again, so those are remembered."""
+    if not data:
+        return _EMPTY_CID
+    return _small_raw_cid(data) if len(data) <= _SMALL else raw_cid(data)
+
+
+def _kept_both(s: Stream) -> tuple[bytes, bytes]:
+    """(stdout, stderr) kept bytes in one walk of the chunk list."""
+    if s._rev is None:
+        return b"", b""
+    out: list[bytes] = []
+    err: list[bytes] = []
+    for c in _walk(s):
+        if c.stream == "stdout":
+            out.append(c.data)
+        elif c.stream == "stderr":
+            err.append(c.data)
+    out.reverse()
+    err.reverse()
+    return b"".join(out), b"".join(err)
+
+
+def _measured(s: Stream) -> dict[str, Any]:
+    """The receipt keys the stream measures itself (they win over the host's)."""
+    out, err = _kept_both(s)
+    measured: dict[str, Any] = {
+        "kuro/stdout": out,
+        "kuro/stderr": err,
+        "kuro/stdout-cid": _cid_of_kept(out),
+        "kuro/stderr-cid": _cid_of_kept(err),
+        "kuro/stdout-bytes": s.stdout_bytes,
+        "kuro/stderr-bytes": s.stderr_bytes,
+    }
     if s.truncated:
-        merged["kuro/truncated?"] = True
-        merged["kuro/dropped-bytes"] = s.dropped_bytes
-    return merged
+        measured["kuro/truncated?"] = True
+        measured["kuro/dropped-bytes"] = s.dropped_bytes
+    return measured
 
 
 def _finish(
@@ -253,7 +295,11 @@ def _finish(
         raise ModelError(
             "finish needs the run's session and command (pass them or give them to new())", reason="invalid-stream"
         )
-    return receipt(sess, command, _measured(s, result))
+    host = namespace(result)
+    host.pop("kuro/truncated?", None)
+    host.pop("kuro/dropped-bytes", None)
+    # The stream's own measurements are handed over as measured (not re-checked); the host's keys are checked.
+    return receipt_measured(sess, command, host, _measured(s))
 
 
 @overload
