@@ -97,7 +97,7 @@ def test_an_entry_filed_under_another_guest_is_not_trusted(cache: ModuleCache) -
     assert cache.stats.discarded == 1
 
 
-def test_a_correctly_tagged_artifact_wasmtime_refuses_is_discarded(cache: ModuleCache) -> None:
+def test_an_entry_tagged_in_the_old_hmac_format_is_discarded_and_rebuilt(cache: ModuleCache) -> None:
     _compile_once(cache, "bafkreiddd")
     path = cache.path_for("bafkreiddd", engine_key(CFG))
     assert path is not None
