@@ -21,8 +21,9 @@ none                           claims, runs, saves: ``kuro/replayed`` False
 ============================== ===================================================
 
 A ``started`` row whose owner process is gone (crash, ``kill -9``, a run that
-ended without its receipt being saved) becomes ``unknown`` on open and on
-lookup: ``unknown`` is not success, and is never retried automatically. Owners
+ended without its receipt being saved) becomes ``unknown`` on open (a sweep
+over the ``started`` rows, indexed) and whenever ``run``/``result`` meet it:
+``unknown`` is not success, and is never retried automatically. Owners
 are (pid, boot id + kernel start time of that pid), so a reused pid is not
 mistaken for the owner, and a zombie counts as gone.
 
@@ -31,10 +32,13 @@ SQLite transaction committed), ``pending`` (SQLite refused — locked past
 ``timeout``, read-only, full — and the receipt was appended and fsync-ed to the
 private journal ``<name>.journal``; the next ``result``/``run``/open moves it
 into SQLite without running anything) or ``failed`` (both refused: replay
-protection cannot be promised, and ``kuro/persistence-error`` says so).
+protection cannot be promised, and ``kuro/persistence-error`` says so). A
+journal entry is moved before every ``run``/``result`` answers.
 
 What a row keeps is the receipt's *stored form* (:func:`kuro_wasm.operation.stored_form`:
-output bytes in the block store, redacted previews, no stdin, no environment).
+output bytes in the block store, redacted previews in which the run's stdin
+lines and the values of secret-named environment variables are concealed too,
+no stdin, no environment).
 Every receipt the ledger hands out — fresh or replayed — has that one shape,
 plus ``kuro/status`` (``done``), ``kuro/op-id``, ``kuro/argument-digest``,
 ``kuro/receipt-cid``, ``kuro/redactions``, ``kuro/replayed`` and
@@ -46,12 +50,18 @@ its answer ``kuro/current: False``.
 ## Effects
 SQLite (stdlib ``sqlite3``, WAL, ``synchronous=FULL``) at ``path`` (default
 :func:`kuro_fs.home.ledger_path`), a journal file beside it, the block store,
-``/proc`` for owner liveness. Injected: ``starter`` (default
-:func:`kuro_wasm.host.start`, imported on first use), ``store``, ``now`` (ms)
-and ``connect`` (how a SQLite connection is opened).
+``/proc`` for owner liveness, ``os.environ`` (secret-named values, to conceal).
+Connections are pooled per ledger (a connection serves one thread at a time;
+one that saw an error is closed, not reused; a forked child opens its own).
+Injected: ``starter`` (default :func:`kuro_wasm.host.start`, imported on first
+use), ``store``, ``now`` (ms) and ``connect`` (how a SQLite connection is
+opened; it must be usable from any thread, ``check_same_thread=False``).
 
 ## Not done here
-No cross-process cancel (``cancel=True`` only stops runs of this process), no
+Cancel across processes is a request: ``cancel=True`` on another process's
+run records it (``kuro/cancel: "requested"``) and returns at once; the owner
+polls for requests every :data:`CANCEL_POLL_S` seconds while it waits and then
+kills its run, whose receipt a later ``result`` returns. No
 waiting for another process's run, no retention policy, no signing of rows.
 """
 
@@ -60,6 +70,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -75,17 +86,27 @@ from kuro_fs.home import ledger_path
 from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict
 from kuro_wasm.journal import Journal
 from kuro_wasm.model import Session
-from kuro_wasm.operation import argument_digest, run_limits, stored_form
+from kuro_wasm.operation import argument_digest, run_limits, stdin_text, stored_form
 
-__all__ = ["Ledger", "RunHandle", "Starter"]
+__all__ = ["CANCEL_POLL_S", "Ledger", "RunHandle", "Starter"]
 
 _SCHEMA_VERSION: Final = "1"
+#: How often (seconds) a running ledgered run looks for a cancel request from another process.
+CANCEL_POLL_S: Final = 0.25
 _HINT_UNKNOWN: Final = "unknown is not success: run again under a new operation id"
 _ENTRY_KEYS: Final = frozenset({"op-id", "digest", "receipt", "owner-pid", "owner-token", "started-at", "finished-at"})
+_POOL_IDLE_MAX: Final = 4
+#: Environment variables whose values are concealed in previews (a guest has no env, but stdin or fs may carry one).
+_SECRET_ENV_NAME: Final = re.compile(r"token|secret|passw|api_?key|private_?key|credential", re.IGNORECASE)
+_SECRET_ENV_MIN: Final = 8
 
 
 class RunHandle(Protocol):
-    """What a starter returns for a run it started (``kuro_wasm.host.Handle`` fits)."""
+    """What a starter returns for a run it started (``kuro_wasm.host.Handle`` fits).
+
+    A handle that also has ``close_stdin()`` gets it called right after the start:
+    a ledgered run's ``stdin`` bytes are all its input (they are in the digest).
+    """
 
     def kill(self) -> None: ...
 
@@ -217,6 +238,55 @@ def _live_value(op_id: str, live: _Live) -> dict[str, Any]:
     return _answer(value, replayed=True, persistence="saved")
 
 
+def _secret_env_values() -> list[str]:
+    """Values of this process's secret-named environment variables (long enough to conceal)."""
+    return [v for k, v in os.environ.items() if _SECRET_ENV_NAME.search(k) and len(v) >= _SECRET_ENV_MIN]
+
+
+class _Pool:
+    """Idle SQLite connections of one ledger: each serves one caller at a time, and only in this process."""
+
+    def __init__(self, opener: Callable[[], sqlite3.Connection]) -> None:
+        self._opener = opener
+        self._idle: list[sqlite3.Connection] = []
+        self._forked_away: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._closed = False
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._pid != os.getpid():
+                # A forked child must not use (nor close: closing may checkpoint) its parent's connections.
+                self._forked_away.extend(self._idle)
+                self._idle, self._pid = [], os.getpid()
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._opener()
+        clean = False
+        try:
+            yield conn
+            clean = not conn.in_transaction
+        finally:
+            self._give_back(conn, clean)
+
+    def _give_back(self, conn: sqlite3.Connection, clean: bool) -> None:
+        if clean:
+            with self._lock:
+                if not self._closed and self._pid == os.getpid() and len(self._idle) < _POOL_IDLE_MAX:
+                    self._idle.append(conn)
+                    return
+        conn.close()
+
+    def close(self) -> None:
+        """Close the idle connections; connections in use are closed when given back."""
+        with self._lock:
+            idle, self._idle, self._closed = self._idle, [], True
+        for conn in idle:
+            conn.close()
+
+
 # ---- the ledger
 
 
@@ -252,6 +322,13 @@ CREATE TABLE IF NOT EXISTS operations (
 );
 INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('schema-version', '1');
 """
+#: Added to ledgers made before them (schema version unchanged: older code ignores both).
+#: The crash sweep reads only ``started`` rows; without the index it would scan the whole ledger.
+_ADDITIONS: Final = (
+    "CREATE INDEX IF NOT EXISTS operations_started ON operations (op_id) WHERE status = 'started'",
+    "CREATE TABLE IF NOT EXISTS cancel_requests (op_id TEXT PRIMARY KEY, requested_at INTEGER NOT NULL)",
+)
+_ADDED_NAMES: Final = ("operations_started", "cancel_requests")
 _COLUMNS: Final = (
     "op_id, digest, status, owner_pid, owner_token, started_at, finished_at, reason, receipt, receipt_sha256"
 )
@@ -305,6 +382,7 @@ class Ledger:
         self._connect_fn = connect or _default_connect
         self._timeout = timeout
         self._closed = False
+        self._pool = _Pool(self._connect)
         self._init_schema()
         self.recover()
 
@@ -326,8 +404,7 @@ class Ledger:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        conn = self._connect()
-        try:
+        with self._pool.connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -336,26 +413,33 @@ class Ledger:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-        finally:
-            conn.close()
 
     def _init_schema(self) -> None:
         try:
-            conn = self._connect()
-            try:
+            with self._pool.connection() as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
-                present = conn.execute("SELECT name FROM sqlite_master WHERE name = 'operations'").fetchone()
-                if present is None:
-                    conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;")
+                present = conn.execute("SELECT name FROM sqlite_master WHERE name = 'operations'").fetchall()
+                if not present:
+                    conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} {'; '.join(_ADDITIONS)}; COMMIT;")
                 version = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema-version'").fetchone()
-            finally:
-                conn.close()
+                names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master").fetchall()}
+            if not names.issuperset(_ADDED_NAMES):
+                self._add_missing()
         except sqlite3.DatabaseError as exc:
             if any(word in str(exc) for word in ("not a database", "malformed", "no such table")):
                 raise LedgerCorrupt(f"{self._path} is not a kuro ledger: {exc}") from exc
             raise LedgerError(f"cannot open or prepare the ledger {self._path}: {exc}") from exc
         if version is None or version[0] != _SCHEMA_VERSION:
             raise LedgerCorrupt(f"{self._path}: ledger schema version {version!r}, this code reads {_SCHEMA_VERSION}")
+
+    def _add_missing(self) -> None:
+        """Add the index and the cancel table to an older ledger; a locked or read-only file stays without."""
+        try:
+            with self._tx() as conn:
+                for statement in _ADDITIONS:
+                    conn.execute(statement)
+        except sqlite3.OperationalError:
+            pass
 
     def _live_key(self, op_id: str) -> tuple[int, str, str]:
         return (os.getpid(), self._key, op_id)
@@ -381,8 +465,8 @@ class Ledger:
     # -- rows
 
     def _row(self, conn: sqlite3.Connection, op_id: str) -> _Row | None:
-        found = conn.execute(f"SELECT {_COLUMNS} FROM operations WHERE op_id = ?", (op_id,)).fetchone()
-        return None if found is None else _Row(*found)
+        found = conn.execute(f"SELECT {_COLUMNS} FROM operations WHERE op_id = ?", (op_id,)).fetchall()
+        return _Row(*found[0]) if found else None
 
     def _receipt_of(self, row: _Row) -> dict[str, Any]:
         text, sha = row.receipt, row.receipt_sha256
@@ -479,20 +563,15 @@ class Ledger:
     def recover(self) -> int:
         """Move journal entries into SQLite, then turn ``started`` rows of gone owners into ``unknown``.
 
-        Runs on open and before every ``run``/``result``; runs nothing. Returns the
-        number of journal entries moved (0 if SQLite still refuses them: they stay).
+        Runs on open (and from :meth:`operations`); runs nothing. ``run`` and
+        ``result`` move journal entries before they answer and judge the one row
+        they read, so they need no sweep. Returns the number of journal entries
+        moved (0 if SQLite still refuses them: they stay).
         """
-        moved = 0
+        moved = self._drain()
         try:
-            moved = self._journal.drain(self._migrate)
-        except (OSError, sqlite3.Error):
-            pass
-        try:
-            conn = self._connect()
-            try:
+            with self._pool.connection() as conn:
                 started = conn.execute(f"SELECT {_COLUMNS} FROM operations WHERE status = 'started'").fetchall()
-            finally:
-                conn.close()
         except sqlite3.Error:
             return moved
         for found in started:
@@ -501,6 +580,13 @@ class Ledger:
             if reason is not None:
                 self._mark_unknown(row, reason)
         return moved
+
+    def _drain(self) -> int:
+        """Move the journal's entries into SQLite (all or none); 0 if there are none or SQLite refuses."""
+        try:
+            return self._journal.drain(self._migrate)
+        except (OSError, sqlite3.Error):
+            return 0
 
     def _migrate(self, entries: list[dict[str, Any]]) -> None:
         good = [e for e in entries if _ENTRY_KEYS <= set(e) and isinstance(e["receipt"], dict)]
@@ -526,7 +612,7 @@ class Ledger:
         store = self._store_for(run_options.pop("store", None))
         digest = argument_digest(session, command, **run_options)
         options = {**run_options, **run_limits(run_options)}
-        self.recover()
+        self._drain()
         live = _Live(digest, self._now())
         while True:
             with _LIVE_LOCK:
@@ -558,7 +644,19 @@ class Ledger:
                 del _LIVE[self._live_key(op_id)]
 
     def _claim(self, op_id: str, digest: str, started_at: int) -> dict[str, Any] | None:
-        """``None`` if this call now owns ``op_id``; else the answer for the existing record."""
+        """``None`` if this call now owns ``op_id``; else the answer for the existing record.
+
+        A row, once written, keeps its op id and digest, so a row found by a plain
+        read is answered without taking the write lock: a replay is answered even
+        while another writer holds SQLite.
+        """
+        try:
+            with self._pool.connection() as conn:
+                row = self._row(conn, op_id)
+        except sqlite3.Error:
+            row = None  # the claim below meets the same trouble and says what it is
+        if row is not None:
+            return self._existing(row, digest)
         pid, token = _own_token()
         try:
             with self._tx() as conn:
@@ -575,13 +673,19 @@ class Ledger:
             if pending["digest"] != digest:
                 raise OperationConflict(f"operation {op_id!r} already ran with different arguments") from exc
             return _answer(pending["receipt"], replayed=True, persistence="pending")
-        if row is None:
-            return None
+        return None if row is None else self._existing(row, digest)
+
+    def _existing(self, row: _Row, digest: str) -> dict[str, Any]:
+        """The answer ``run`` gives for an op id already recorded (a receipt still in the journal wins)."""
         if row.digest != digest:
             raise OperationConflict(
-                f"operation {op_id!r} is recorded with argument digest {row.digest}, not {digest}; "
+                f"operation {row.op_id!r} is recorded with argument digest {row.digest}, not {digest}; "
                 "use a new operation id for different work"
             )
+        if row.status != "done":
+            pending = self._journal_entry(row.op_id)
+            if pending is not None and pending["digest"] == row.digest:
+                return _answer(pending["receipt"], replayed=True, persistence="pending")
         return self._answer_for(row)
 
     def _answer_for(self, row: _Row) -> dict[str, Any]:
@@ -612,9 +716,14 @@ class Ledger:
                 result: Mapping[str, Any] = started
             else:
                 live.attach(started)
-                result = started.wait()
+                close_stdin = getattr(started, "close_stdin", None)
+                if callable(close_stdin):
+                    close_stdin()  # the stdin bytes given are all the input there is
+                result = self._wait(op_id, started, live)
             phase = "ledger-raised"
-            value = self._save(op_id, digest, live.started_at, stored_form(op_id, digest, result, store))
+            conceal = [stdin_text(options.get("stdin")), *_secret_env_values()]
+            stored = stored_form(op_id, digest, result, store, conceal=conceal)
+            value = self._save(op_id, digest, live.started_at, stored)
         except BaseException as exc:
             if live.handle is not None:
                 live.handle.kill()
@@ -627,6 +736,32 @@ class Ledger:
         self._unregister(op_id, live)
         live.finish({**value, "kuro/replayed": True})
         return value
+
+    def _wait(self, op_id: str, handle: RunHandle, live: _Live) -> Mapping[str, Any]:
+        """The run's result; meanwhile, every :data:`CANCEL_POLL_S` s, honour a cancel request from another process."""
+        while True:
+            try:
+                return handle.wait(CANCEL_POLL_S)
+            except TimeoutError:
+                if not live.cancel_requested and self._cancel_requested(op_id):
+                    live.cancel()
+
+    def _cancel_requested(self, op_id: str) -> bool:
+        try:
+            with self._pool.connection() as conn:
+                return bool(conn.execute("SELECT 1 FROM cancel_requests WHERE op_id = ?", (op_id,)).fetchall())
+        except sqlite3.Error:
+            return False  # cannot read the request now: the next poll tries again
+
+    def _request_cancel(self, op_id: str) -> str:
+        try:
+            with self._tx() as conn:
+                conn.execute(
+                    "INSERT OR IGNORE INTO cancel_requests (op_id, requested_at) VALUES (?, ?)", (op_id, self._now())
+                )
+        except sqlite3.Error:
+            return "not-recorded"
+        return "requested"
 
     def _save(self, op_id: str, digest: str, started_at: int, stored: dict[str, Any]) -> dict[str, Any]:
         pid, token = _own_token()
@@ -665,8 +800,10 @@ class Ledger:
         seen ``{"kuro/status": "not-found", "kuro/op-id": op_id}``.
 
         ``cancel=True`` kills a run of this process and returns its terminal
-        receipt once saved (a run of another process is not touched:
-        ``kuro/cancel`` says ``not-this-process``); on anything else it is a no-op.
+        receipt once saved; for a run of another process it records a cancel
+        request and returns the running status at once with ``kuro/cancel``
+        ``requested`` (``not-recorded`` if SQLite refused it): the owner kills
+        its run within :data:`CANCEL_POLL_S` s. On anything else it is a no-op.
         ``for_new_task=True`` marks the answer ``kuro/current: False``: a
         historical result does not complete new work.
 
@@ -674,7 +811,7 @@ class Ledger:
         """
         self._check_open()
         _check_op_id(op_id)
-        self.recover()
+        self._drain()
         value = self._lookup(op_id, cancel)
         if for_new_task:
             value["kuro/current"] = False
@@ -693,11 +830,8 @@ class Ledger:
             assert live.final is not None
             return dict(live.final)
         try:
-            conn = self._connect()
-            try:
+            with self._pool.connection() as conn:
                 row = self._row(conn, op_id)
-            finally:
-                conn.close()
         except sqlite3.Error as exc:
             pending = self._journal_entry(op_id)
             if pending is None:
@@ -711,26 +845,28 @@ class Ledger:
             return {"kuro/status": "not-found", "kuro/op-id": op_id}
         value = self._answer_for(row)
         if cancel and value["kuro/status"] == "running":
-            value["kuro/cancel"] = "not-this-process"
+            value["kuro/cancel"] = self._request_cancel(op_id)
         return value
 
     def operations(self) -> list[dict[str, Any]]:
-        """Every recorded operation, oldest first: op id, status, digest, times, exit code, outcome."""
+        """Every recorded operation, oldest first: op id, status, digest, times, exit code, outcome.
+
+        Sweeps first (:meth:`recover`), so a run whose owner is gone is listed ``unknown``, not ``started``.
+        """
         self._check_open()
-        conn = self._connect()
-        try:
+        self.recover()
+        with self._pool.connection() as conn:
             rows = conn.execute(
                 "SELECT op_id, status, digest, started_at, finished_at, exit_code, outcome, reason "
                 "FROM operations ORDER BY started_at, op_id"
             ).fetchall()
-        finally:
-            conn.close()
         keys = ("op-id", "status", "argument-digest", "started-at", "finished-at", "exit-code", "outcome", "reason")
         return [{f"kuro/{k}": v for k, v in zip(keys, r, strict=True) if v is not None} for r in rows]
 
     def close(self) -> None:
         """Stop accepting calls (idempotent). Runs already in progress still save their receipts."""
         self._closed = True
+        self._pool.close()
 
     @property
     def closed(self) -> bool:

@@ -11,8 +11,10 @@ out: they do not change what runs.
 The **stored form** of a receipt is what may outlive the run: ``kuro/stdout``
 and ``kuro/stderr`` leave for the block store (their raw CIDs stay, beside the
 byte counts) and are replaced by redacted previews (``kuro/stdout-preview``,
-first 24,000 characters, with ``kuro/stdout-preview-truncated?``); every other
-string is redacted too and ``kuro/redactions`` counts what was replaced; any
+first 24,000 characters, with ``kuro/stdout-preview-truncated?``; the
+caller's ``conceal`` fragments — the run's stdin lines — are hidden in them
+too); every other string is redacted too and ``kuro/redactions`` counts what
+was replaced; any
 other bytes become ``{"kuro/bytes-cid", "kuro/bytes-length"}``; ``kuro/stdin``
 and environment keys are dropped. The host's full receipt is stored as one
 dag-cbor block and named in ``kuro/receipt-cid``. The result is JSON-encodable.
@@ -28,18 +30,18 @@ that refuses a put does not stop the record: the CID is still named and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
-from kuro_fs.cid import raw_cid
+from kuro_fs.cid import parse_cid, raw_cid
 from kuro_fs.dagcbor import cid_of, encode
-from kuro_fs.errors import KuroFsError
+from kuro_fs.errors import InvalidCID, KuroFsError
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model import Session
-from kuro_wasm.redact import PREVIEW_CHARS, preview, redact
+from kuro_wasm.redact import PREVIEW_CHARS, conceal_fragments, preview, redact
 
-__all__ = ["DEFAULT_LIMITS", "RUN_OPTIONS", "argument_digest", "run_limits", "stored_form"]
+__all__ = ["DEFAULT_LIMITS", "RUN_OPTIONS", "argument_digest", "run_limits", "stdin_text", "stored_form"]
 
 #: The limits a run gets when the caller does not say (the host's defaults); part of the digest.
 DEFAULT_LIMITS: Final[Mapping[str, int | None]] = {
@@ -48,6 +50,8 @@ DEFAULT_LIMITS: Final[Mapping[str, int | None]] = {
     "max_memory_bytes": None,
     "fuel": None,
 }
+#: The smallest value each limit takes (the host's rule); ``None`` is allowed where the default is ``None``.
+_LIMIT_MINIMUM: Final[Mapping[str, int]] = {"timeout_ms": 1, "max_output_bytes": 0, "max_memory_bytes": 0, "fuel": 0}
 #: Every keyword :meth:`Ledger.run` accepts besides the limits (passed on to the starter).
 RUN_OPTIONS: Final = frozenset({"fs", "stdin", "home", "on_chunk", "on_exit", *DEFAULT_LIMITS})
 _NOT_STORED: Final = frozenset({"kuro/stdin", "kuro/env", "kuro/environment"})
@@ -76,12 +80,14 @@ def _plain(value: Any, where: str) -> Any:
 def _fs_root(session: Session, fs: object) -> str:
     if fs is None:
         return session.fs_root_cid
-    if isinstance(fs, str):
-        return fs
-    root = getattr(fs, "root", None)
-    if isinstance(root, str):
-        return root
-    raise ModelError(f"fs must be a kuro_fs.Fs or a root CID string, got {type(fs).__name__}", reason="invalid-fs")
+    root = fs if isinstance(fs, str) else getattr(fs, "root", None)
+    if not isinstance(root, str):
+        raise ModelError(f"fs must be a kuro_fs.Fs or a root CID string, got {type(fs).__name__}", reason="invalid-fs")
+    try:
+        parse_cid(root)
+    except InvalidCID as exc:
+        raise ModelError(f"fs root {root!r} is not a CID: {exc}", reason="invalid-fs-root") from exc
+    return root
 
 
 def _stdin_cid(stdin: object) -> str | None:
@@ -95,8 +101,34 @@ def _stdin_cid(stdin: object) -> str | None:
 
 
 def run_limits(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The limits a run gets: each of :data:`DEFAULT_LIMITS`, from ``options`` or its default."""
-    return {name: _plain(options.get(name, default), name) for name, default in DEFAULT_LIMITS.items()}
+    """The limits a run gets: each of :data:`DEFAULT_LIMITS`, from ``options`` or its default.
+
+    Checked here, by the host's rule, so a bad limit is refused before a ledger
+    records anything (the host would refuse it only after the op id was claimed).
+
+    Raises ModelError: ``invalid-limit`` for a value that is not an int (bools
+    are not) at least the limit's minimum, or ``None`` where the default is not.
+    """
+    limits: dict[str, Any] = {}
+    for name, default in DEFAULT_LIMITS.items():
+        value = options.get(name, default)
+        minimum = _LIMIT_MINIMUM[name]
+        if value is None and default is None:
+            limits[name] = None
+        elif isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ModelError(f"{name} must be an int >= {minimum}, got {value!r}", reason="invalid-limit")
+        else:
+            limits[name] = value
+    return limits
+
+
+def stdin_text(stdin: object) -> str:
+    """``stdin`` (bytes or str, as :meth:`Ledger.run` takes it) as text, for concealing; ``""`` for ``None``."""
+    if isinstance(stdin, str):
+        return stdin
+    if isinstance(stdin, (bytes, bytearray, memoryview)):
+        return bytes(stdin).decode("utf-8", "replace")
+    return ""
 
 
 def argument_digest(session: Session, command: object, **run_options: Any) -> str:
@@ -107,7 +139,8 @@ def argument_digest(session: Session, command: object, **run_options: Any) -> st
     passing its default) and the fs root (``fs`` if given, else the session's).
     Not covered: the session id, cwd, callbacks and ``home``.
 
-    Raises ModelError: for a non-Session, an unknown option, or a value that cannot be digested.
+    Raises ModelError: for a non-Session, an unknown option, a bad limit
+    (``invalid-limit``), an fs root that is not a CID, or a value that cannot be digested.
     """
     if not isinstance(session, Session):
         raise ModelError(f"a ledgered run needs a Session, got {type(session).__name__}", reason="invalid-session")
@@ -171,13 +204,18 @@ def _redact_strings(value: Any) -> tuple[Any, int]:
     return value, 0
 
 
-def stored_form(op_id: str, digest: str, result: Mapping[str, Any], store: BlockStore) -> dict[str, Any]:
+def stored_form(
+    op_id: str, digest: str, result: Mapping[str, Any], store: BlockStore, *, conceal: Iterable[str] = ()
+) -> dict[str, Any]:
     """The stored form of ``result`` (a receipt or denial) for operation ``op_id`` (see the module docstring).
 
     Puts the output bytes and the full receipt (dag-cbor) in ``store``; returns a
     JSON-encodable dict with ``kuro/status`` ``done``, ``kuro/op-id``,
     ``kuro/argument-digest``, ``kuro/receipt-cid`` and ``kuro/redactions`` added.
+    ``conceal``: texts (stdin, secret values) whose lines must not appear in the
+    previews (:func:`kuro_wasm.redact.conceal_fragments`); hiding them is counted.
     """
+    hidden = conceal_fragments(conceal)
     full = {k: v for k, v in result.items() if k not in _NOT_STORED}
     try:
         full_cid: str | None = store.put(encode(_plain(full, "receipt")), "dag-cbor")
@@ -193,7 +231,7 @@ def stored_form(op_id: str, digest: str, result: Mapping[str, Any], store: Block
             cid = _put(store, data, errors)
             out.setdefault(f"kuro/{name}-cid", cid)
             out.setdefault(f"kuro/{name}-bytes", len(data))
-            shown = preview(data.decode("utf-8", "replace"), PREVIEW_CHARS)
+            shown = preview(data.decode("utf-8", "replace"), PREVIEW_CHARS, hidden)
             out[f"kuro/{name}-preview"] = shown.text
             out[f"kuro/{name}-preview-truncated?"] = shown.truncated
             redactions += shown.redactions

@@ -58,6 +58,7 @@ class FakeHandle:
         self._result = result
         self._finished = threading.Event()
         self.killed = False
+        self.stdin_closed = False
 
     def release(self, exit_code: int = 0, stdout: bytes = b"", stderr: bytes = b"") -> None:
         if not self._finished.is_set():
@@ -67,6 +68,9 @@ class FakeHandle:
     def kill(self) -> None:
         self.killed = True
         self.release(130)
+
+    def close_stdin(self) -> None:
+        self.stdin_closed = True
 
     def wait(self, timeout: float | None = None) -> Mapping[str, Any]:
         if self._result is not None and not self._finished.is_set():

@@ -38,6 +38,40 @@ def test_an_unknown_run_option_is_refused_before_anything_is_recorded(ledger: Le
     assert ledger.result("op")["kuro/status"] == "not-found"
 
 
+@pytest.mark.parametrize(
+    "limit",
+    [
+        {"timeout_ms": 0},
+        {"timeout_ms": -5},
+        {"timeout_ms": None},
+        {"timeout_ms": True},
+        {"timeout_ms": "500"},
+        {"timeout_ms": 1.5},
+        {"max_output_bytes": -1},
+        {"max_memory_bytes": "64k"},
+        {"fuel": False},
+    ],
+)
+def test_a_bad_limit_is_refused_before_anything_is_recorded(
+    ledger: Ledger, starter: FakeStarter, limit: dict[str, Any]
+) -> None:
+    with pytest.raises(ModelError) as info:
+        ledger.run("op", make_session(), command(), **limit)
+    assert info.value.reason == "invalid-limit"
+    assert starter.total == 0
+    assert ledger.result("op")["kuro/status"] == "not-found"  # the op id is still free, not burnt as unknown
+
+
+def test_an_fs_root_that_is_not_a_cid_is_refused_before_anything_is_recorded(
+    ledger: Ledger, starter: FakeStarter
+) -> None:
+    with pytest.raises(ModelError) as info:
+        ledger.run("op", make_session(), command(), fs="not-a-cid")
+    assert info.value.reason == "invalid-fs-root"
+    assert starter.total == 0
+    assert ledger.result("op")["kuro/status"] == "not-found"
+
+
 @pytest.mark.parametrize("stdin", [["a"], 12, iter([b"x"])])
 def test_stdin_that_is_not_bytes_is_refused(ledger: Ledger, starter: FakeStarter, stdin: Any) -> None:
     with pytest.raises(ModelError):
@@ -101,7 +135,9 @@ def test_the_digest_names_grant_mode_command_stdin_limits_and_fs_root_but_not_th
         argument_digest(make_session("a"), command(1), timeout_ms=5),
         argument_digest(make_session("a"), command(1), max_output_bytes=5),
         argument_digest(make_session("a"), command(1), fuel=10),
+        argument_digest(make_session("a"), command(1), max_memory_bytes=65_536),
         argument_digest(make_session("a"), command(1), fs=raw_cid(b"another root")),
+        argument_digest(session("a", raw_cid(b"the session's other root"), "terminal-build"), command(1)),
     ]
     assert base not in changed
     assert len(set(changed)) == len(changed)
@@ -111,6 +147,35 @@ def test_the_digest_uses_the_stdin_cid_so_equal_stdin_means_equal_digest() -> No
     one = argument_digest(make_session(), command(), stdin=b"hello")
     assert argument_digest(make_session(), command(), stdin=bytearray(b"hello")) == one
     assert argument_digest(make_session(), command(), stdin="hello") == one
+
+
+OTHER_ROOT = raw_cid(b"another root")
+#: One change to one part of the digest each: (session, command, options) of the changed request.
+CHANGES: dict[str, tuple[Any, Any, dict[str, Any]]] = {
+    "mode": (make_session(mode="terminal-repo"), command(1), {}),
+    "grant": (session("s1", ROOT, "terminal-build", grant=["guest/invoke"]), command(1), {}),
+    "command": (make_session(), command(2), {}),
+    "stdin": (make_session(), command(1), {"stdin": b"other input"}),
+    "timeout_ms": (make_session(), command(1), {"timeout_ms": 5}),
+    "max_output_bytes": (make_session(), command(1), {"max_output_bytes": 5}),
+    "max_memory_bytes": (make_session(), command(1), {"max_memory_bytes": 65_536}),
+    "fuel": (make_session(), command(1), {"fuel": 10}),
+    "fs": (make_session(), command(1), {"fs": OTHER_ROOT}),
+    "session root": (session("s1", OTHER_ROOT, "terminal-build"), command(1), {}),
+}
+
+
+@pytest.mark.parametrize("part", sorted(CHANGES))
+def test_a_change_in_any_one_part_of_the_digest_is_a_conflict_and_runs_nothing(
+    ledger: Ledger, starter: FakeStarter, part: str
+) -> None:
+    ledger.run("op", make_session(), command(1), stdin=b"input")
+    sess, cmd, options = CHANGES[part]
+    options = {"stdin": b"input", **options}
+    with pytest.raises(OperationConflict):
+        ledger.run("op", sess, cmd, **options)
+    assert starter.total == 1
+    assert ledger.result("op")["kuro/command"]["kuro/args"] == [1]
 
 
 # ---- run, replay, conflict
@@ -125,6 +190,11 @@ def test_a_first_run_runs_once_and_says_saved(ledger: Ledger, starter: FakeStart
     assert r["kuro/persistence"] == "saved"
     assert r["kuro/op-id"] == "op-1"
     assert r["kuro/exit-code"] == 0
+
+
+def test_a_ledgered_run_gets_end_of_input_right_after_its_start(ledger: Ledger, starter: FakeStarter) -> None:
+    ledger.run("op", make_session("s-eof"), command(), stdin=b"all of it")
+    assert starter.handles["s-eof"].stdin_closed  # else a guest reading to the end waits for its deadline
 
 
 def test_replay_returns_the_stored_receipt_without_running(ledger: Ledger, starter: FakeStarter) -> None:
@@ -162,6 +232,24 @@ def test_a_replay_survives_reopening_the_ledger(db: Path, store: MemoryBlockStor
     assert got["kuro/stdout-preview"] == "out"
 
 
+def test_a_replay_is_answered_while_another_writer_holds_the_database(
+    ledger: Ledger, db: Path, starter: FakeStarter
+) -> None:
+    first = ledger.run("op", make_session(), command(), stdin=b"x")
+    holder = _lock(db)
+    try:
+        again = ledger.run("op", make_session(), command(), stdin=b"x")
+        with pytest.raises(OperationConflict):
+            ledger.run("op", make_session(), command(), stdin=b"y")
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    assert again["kuro/replayed"] is True
+    assert again["kuro/persistence"] == "saved"
+    assert again["kuro/receipt-cid"] == first["kuro/receipt-cid"]
+    assert starter.total == 1
+
+
 def test_a_denial_is_stored_and_replayed_like_a_receipt(db: Path, store: MemoryBlockStore) -> None:
     calls = []
 
@@ -191,6 +279,17 @@ def test_operations_lists_what_was_recorded(ledger: Ledger) -> None:
     assert set(listed) == {"a", "b"}
     assert listed["a"]["kuro/status"] == "done"
     assert listed["a"]["kuro/exit-code"] == 0
+
+
+def test_operations_lists_a_run_whose_owner_is_gone_as_unknown(ledger: Ledger, db: Path) -> None:
+    with sqlite3.connect(db) as conn:  # left by a process that died after the ledger was opened
+        conn.execute(
+            "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at) "
+            "VALUES ('gone', ?, 'started', 1, 'another-boot:0', 0)",
+            (argument_digest(make_session(), command()),),
+        )
+    conn.close()
+    assert [(o["kuro/op-id"], o["kuro/status"]) for o in ledger.operations()] == [("gone", "unknown")]
 
 
 # ---- what is stored
@@ -240,6 +339,36 @@ def test_stdin_contents_are_never_persisted(db: Path, store: MemoryBlockStore) -
     assert stdin not in raw
 
 
+def test_stdin_echoed_into_the_output_is_concealed_in_the_previews_and_counted(
+    db: Path, store: MemoryBlockStore
+) -> None:
+    stdin = b"first stdin line 5e1d\nsecond stdin line 77ab\n"
+    echo = FakeStarter(stdout=b"got: " + stdin + b"end\n", stderr=b"second stdin line 77ab\n")
+    with Ledger(db, store=store, starter=echo) as led:
+        r = led.run("op", make_session(), command(), stdin=stdin)
+        replay = led.result("op")
+    assert r["kuro/stdout-preview"] == "got: [REDACTED]\n[REDACTED]\nend\n"
+    assert r["kuro/stderr-preview"] == "[REDACTED]\n"
+    assert r["kuro/redactions"] == replay["kuro/redactions"] == 3
+    assert store.get(r["kuro/stdout-cid"]) == b"got: " + stdin + b"end\n"  # the whole output is still kept
+    raw = b"".join(p.read_bytes() for p in db.parent.iterdir() if p.is_file())
+    assert b"5e1d" not in raw and b"77ab" not in raw
+
+
+def test_values_of_secret_named_environment_variables_are_concealed_in_the_previews(
+    db: Path, store: MemoryBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KURO_TEST_SERVICE_TOKEN", "env-held-value-0c4f9e")
+    monkeypatch.setenv("KURO_TEST_GREETING", "plain-value-visible")
+    out = b"using env-held-value-0c4f9e and plain-value-visible\n"
+    with Ledger(db, store=store, starter=FakeStarter(stdout=out)) as led:
+        r = led.run("op", make_session(), command())
+    assert r["kuro/stdout-preview"] == "using [REDACTED] and plain-value-visible\n"
+    assert r["kuro/redactions"] == 1
+    raw = b"".join(p.read_bytes() for p in db.parent.iterdir() if p.is_file())
+    assert b"env-held-value-0c4f9e" not in raw
+
+
 def test_a_restored_receipt_handed_out_for_new_work_is_not_current(db: Path, store: MemoryBlockStore) -> None:
     with Ledger(db, store=store, starter=FakeStarter()) as led:
         led.run("op", make_session(), command())
@@ -283,6 +412,42 @@ def test_cancel_kills_a_running_operation_and_returns_its_cancelled_receipt(ledg
     assert worker.answer()["kuro/exit-code"] == 130
     assert ledger.result("op", cancel=True)["kuro/exit-code"] == 130  # cancelling a finished op changes nothing
     assert blocking.total == 1
+
+
+def test_a_cancel_that_arrives_before_the_run_has_a_handle_stops_it_as_soon_as_it_has_one(
+    ledger: Ledger, starter: FakeStarter
+) -> None:
+    entered, go = threading.Event(), threading.Event()
+    blocking = FakeStarter(block=True)
+
+    def slow_start(sess: Any, cmd: Any, **options: Any) -> Any:
+        entered.set()
+        assert go.wait(20)
+        return blocking(sess, cmd, **options)
+
+    ledger._starter = slow_start
+    worker = RunThread(ledger, "op", make_session("s-early"), command())
+    worker.start()
+    assert entered.wait(20)
+    cancelled: list[dict[str, Any]] = []
+    canceller = threading.Thread(target=lambda: cancelled.append(ledger.result("op", cancel=True)), daemon=True)
+    canceller.start()
+    while not ledger_live_cancel_requested(ledger, "op"):
+        threading.Event().wait(0.001)
+    go.set()  # the handle exists only now; the pending cancel must reach it
+    canceller.join(20)
+    assert not canceller.is_alive()
+    assert blocking.handles["s-early"].killed
+    assert cancelled[0]["kuro/exit-code"] == 130
+    assert worker.answer()["kuro/outcome"] == "cancelled"
+
+
+def ledger_live_cancel_requested(ledger: Ledger, op_id: str) -> bool:
+    from kuro_wasm import ledger as ledger_module
+
+    with ledger_module._LIVE_LOCK:
+        live = ledger_module._LIVE.get(ledger._live_key(op_id))
+    return live is not None and live.cancel_requested
 
 
 def test_a_second_run_of_a_running_operation_does_not_start_it(ledger: Ledger) -> None:
@@ -377,15 +542,26 @@ def test_a_locked_database_sends_the_receipt_to_the_journal_and_result_migrates_
     led.close()
 
 
+class _ReadOnlyWhen(sqlite3.Connection):
+    """A connection whose database turns read-only once ``read_only`` is set: SQLite itself refuses
+    every write (``attempt to write a readonly database``), even on a connection opened before."""
+
+    read_only: threading.Event
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        super().execute(f"PRAGMA query_only = {int(self.read_only.is_set())}")
+        return super().execute(sql, parameters)
+
+
 def test_a_read_only_database_sends_the_receipt_to_the_journal_and_a_later_open_migrates_it(
     db: Path, store: MemoryBlockStore
 ) -> None:
     read_only = threading.Event()
 
     def connect(path: Path, timeout: float) -> sqlite3.Connection:
-        if read_only.is_set():
-            return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
-        return sqlite3.connect(path, timeout=timeout, check_same_thread=False)
+        conn = sqlite3.connect(path, timeout=timeout, check_same_thread=False, factory=_ReadOnlyWhen)
+        conn.read_only = read_only
+        return conn
 
     blocking = FakeStarter(block=True)
     led = Ledger(db, store=store, starter=blocking, connect=connect, timeout=0.2)
@@ -499,6 +675,40 @@ def test_threads_racing_for_one_operation_run_it_once(db: Path, store: MemoryBlo
     assert all(a["kuro/status"] in ("done", "running") for a in answers)
     for led in ledgers:
         led.close()
+
+
+def test_closing_the_ledger_closes_its_connections(db: Path, store: MemoryBlockStore) -> None:
+    opened: list[sqlite3.Connection] = []
+
+    def connect(path: Path, timeout: float) -> sqlite3.Connection:
+        opened.append(sqlite3.connect(path, timeout=timeout, check_same_thread=False))
+        return opened[-1]
+
+    led = Ledger(db, store=store, starter=FakeStarter(), connect=connect)
+    led.run("op", make_session(), command())
+    assert led.result("op")["kuro/status"] == "done"
+    led.close()
+    assert opened
+    for conn in opened:
+        with pytest.raises(sqlite3.ProgrammingError):
+            conn.execute("SELECT 1")
+
+
+def test_a_ledger_made_before_the_started_index_and_cancel_table_gets_them_on_open(
+    db: Path, store: MemoryBlockStore
+) -> None:
+    Ledger(db, store=store, starter=FakeStarter()).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP INDEX operations_started")
+        conn.execute("DROP TABLE cancel_requests")
+    conn.close()
+    Ledger(db, store=store, starter=FakeStarter()).close()
+    with sqlite3.connect(db) as conn:
+        plan = conn.execute("EXPLAIN QUERY PLAN SELECT op_id FROM operations WHERE status = 'started'").fetchall()
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    conn.close()
+    assert "operations_started" in str(plan)
+    assert "cancel_requests" in tables
 
 
 def test_by_default_the_ledger_lives_in_the_embedded_home_with_its_journal_and_blocks_beside_it(tmp_path: Path) -> None:

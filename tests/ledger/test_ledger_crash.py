@@ -17,6 +17,7 @@ from ledger_fakes import FakeStarter, command, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.errors import OperationConflict
+from kuro_wasm.journal import encode_line
 from kuro_wasm.ledger import Ledger
 from kuro_wasm.operation import argument_digest
 
@@ -44,12 +45,12 @@ def test_a_run_killed_mid_flight_is_unknown_after_reopen_and_never_runs_again(tm
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "running", child.stderr.read() if child.stderr else ""
-        # While the owner lives, another process sees it running and cannot cancel it.
+        # While the owner lives, another process sees it running (this owner never looks for cancel requests).
         with Ledger(db, store=MemoryBlockStore(), starter=FakeStarter()) as other:
             live = other.result("op-crash", cancel=True)
         assert live["kuro/status"] == "running"
         assert live["kuro/owner-pid"] == child.pid
-        assert live["kuro/cancel"] == "not-this-process"
+        assert live["kuro/cancel"] == "requested"
         os.kill(child.pid, signal.SIGKILL)
         while _proc_state(child.pid) not in ("Z", None):  # unreaped: a zombie is not an owner either
             time.sleep(0.001)
@@ -69,6 +70,105 @@ def test_a_run_killed_mid_flight_is_unknown_after_reopen_and_never_runs_again(tm
         for pipe in (child.stdout, child.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+def test_cancel_from_another_process_stops_the_run_and_its_receipt_is_stored(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.sqlite"
+    child = _child("cancellable", str(db), "op-c")
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "running", child.stderr.read() if child.stderr else ""
+        starter = FakeStarter()
+        with Ledger(db, store=MemoryBlockStore(), starter=starter) as other:
+            asked = other.result("op-c", cancel=True)
+            assert asked["kuro/status"] == "running"
+            assert asked["kuro/cancel"] == "requested"
+            assert child.stdout.readline().strip() == "cancelled 130"  # the owner saw the request and killed its run
+            assert child.wait(30) == 0
+            got = other.result("op-c")
+        assert got["kuro/status"] == "done"
+        assert got["kuro/exit-code"] == 130
+        assert got["kuro/persistence"] == "saved"
+        assert starter.total == 0
+    finally:
+        child.kill()
+        child.wait()
+        for pipe in (child.stdout, child.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def test_a_crash_between_the_journal_and_sqlite_is_pending_never_saved_and_never_rerun(tmp_path: Path) -> None:
+    db, go = tmp_path / "ledger.sqlite", tmp_path / "go"
+    Ledger(db, store=MemoryBlockStore(), starter=FakeStarter()).close()
+    child = _child("pending", str(db), "op-j", str(go))
+    holder = None
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "running", child.stderr.read() if child.stderr else ""
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")  # SQLite refuses the child's save
+        go.touch()
+        assert child.stdout.readline().strip() == "pending"
+        os.kill(child.pid, signal.SIGKILL)  # dies with its receipt only in the journal
+        while _proc_state(child.pid) not in ("Z", None):
+            time.sleep(0.001)
+        starter = FakeStarter()
+        with Ledger(db, store=MemoryBlockStore(), starter=starter, timeout=0.1) as led:
+            while_locked = led.result("op-j")
+            replay = led.run("op-j", make_session("s-pending"), command())
+            assert holder.execute("SELECT status FROM operations WHERE op_id = 'op-j'").fetchall() == [("started",)]
+            holder.execute("COMMIT")
+            holder.close()
+            holder = None
+            after = led.result("op-j")
+        assert while_locked["kuro/status"] == replay["kuro/status"] == "done"
+        assert while_locked["kuro/persistence"] == replay["kuro/persistence"] == "pending"  # not saved: not yet
+        assert after["kuro/persistence"] == "saved"
+        assert after["kuro/stdout-preview"] == "finished before the crash"
+        assert starter.total == 0
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("SELECT status FROM operations WHERE op_id = 'op-j'").fetchall() == [("done",)]
+        conn.close()
+        assert (tmp_path / "ledger.journal").stat().st_size == 0
+    finally:
+        if holder is not None:
+            holder.execute("COMMIT")
+            holder.close()
+        child.kill()
+        child.wait()
+        for pipe in (child.stdout, child.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def test_a_torn_journal_line_of_a_crashed_run_is_not_a_receipt_and_the_run_is_unknown(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.sqlite"
+    Ledger(db, store=MemoryBlockStore(), starter=FakeStarter()).close()
+    digest = argument_digest(make_session(), command())
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at) "
+            "VALUES ('op-t', ?, 'started', 1, 'another-boot:0', 0)",
+            (digest,),
+        )
+    conn.close()
+    entry = {
+        "op-id": "op-t",
+        "digest": digest,
+        "owner-pid": 1,
+        "owner-token": "another-boot:0",
+        "started-at": 0,
+        "finished-at": 1,
+        "receipt": {"kuro/status": "done", "kuro/exit-code": 0},
+    }
+    (tmp_path / "ledger.journal").write_bytes(encode_line(entry)[:-9])  # the crash cut the line short
+    starter = FakeStarter()
+    with Ledger(db, store=MemoryBlockStore(), starter=starter) as led:
+        got = led.result("op-t")
+        again = led.run("op-t", make_session(), command())
+    assert got["kuro/status"] == again["kuro/status"] == "unknown"
+    assert starter.total == 0
 
 
 def test_processes_writing_different_operations_lose_nothing_and_race_one_operation_once(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.fs import Fs
 from kuro_wasm.errors import OperationConflict
-from kuro_wasm.host import add_guest
+from kuro_wasm.host import add_guest, start
 from kuro_wasm.ledger import Ledger
 from kuro_wasm.model import guest, session
 
@@ -28,7 +28,13 @@ def test_a_replayed_fs_write_does_not_run_the_guest_again(tmp_path: Path, store:
     sess = session("s-fs", fs0.root, "terminal-build")
     cmd = guest(_guest(store, "fs-write"), "run")
     exits: list[dict[str, Any]] = []
-    with Ledger(tmp_path / "ledger.sqlite", store=store, timeout=0.5) as led:
+    starts: list[str] = []
+
+    def counting_start(sess: Any, command: Any, **options: Any) -> Any:
+        starts.append(sess.id)
+        return start(sess, command, **options)
+
+    with Ledger(tmp_path / "ledger.sqlite", store=store, starter=counting_start, timeout=0.5) as led:
         first = led.run("op-write", sess, cmd, fs=fs0, on_exit=exits.append, home=False)
         again = led.run("op-write", sess, cmd, fs=fs0, on_exit=exits.append, home=False)
     assert first["kuro/isolation"] == "wasmtime"
@@ -36,7 +42,7 @@ def test_a_replayed_fs_write_does_not_run_the_guest_again(tmp_path: Path, store:
     root_after = first["kuro/fs-root-after"]
     assert root_after != fs0.root
     assert Fs(store, root_after).read("out/hello.txt").value == b"written by a guest"
-    assert len(exits) == 1  # the host finished exactly one run
+    assert len(exits) == 1 and starts == ["s-fs"]  # the host started and finished exactly one run
     assert again["kuro/replayed"] is True
     assert again["kuro/fs-root-after"] == root_after
     assert again["kuro/started-at"] == first["kuro/started-at"]  # the same run, not a second one
@@ -46,7 +52,31 @@ def test_a_replayed_fs_write_does_not_run_the_guest_again(tmp_path: Path, store:
             led.run("op-write", sess, cmd, fs=Fs(store, root_after), home=False)
     assert restored["kuro/fs-root-after"] == root_after
     assert restored["kuro/current"] is False
-    assert len(exits) == 1
+    terminal = (
+        "kuro/status",
+        "kuro/exit-code",
+        "kuro/outcome",
+        "kuro/started-at",
+        "kuro/finished-at",
+        "kuro/duration-ms",
+    )
+    assert {k: restored[k] for k in terminal} == {k: first[k] for k in terminal}  # after a restart, as it ended
+    assert len(exits) == 1 and starts == ["s-fs"]
+
+
+def test_a_ledgered_run_reads_its_stdin_to_the_end_and_the_echo_is_not_kept_in_the_preview(
+    tmp_path: Path, store: MemoryBlockStore
+) -> None:
+    stdin = b"a stdin line the guest echoes 31f0\n"
+    sess = session("s-cat", Fs.empty(store).root, "terminal-build")
+    with Ledger(tmp_path / "ledger.sqlite", store=store) as led:
+        r = led.run("op-cat", sess, guest(_guest(store, "cat"), "run"), stdin=stdin, timeout_ms=10_000, home=False)
+    assert r["kuro/outcome"] == "ok"  # end of input came after the stdin bytes, not the deadline
+    assert r["kuro/exit-code"] == 0
+    assert r["kuro/stdout-bytes"] == len(stdin)
+    assert store.get(r["kuro/stdout-cid"]) == stdin
+    assert r["kuro/stdout-preview"] == "[REDACTED]\n"
+    assert r["kuro/redactions"] == 1
 
 
 def test_real_output_is_kept_in_the_store_with_a_preview(tmp_path: Path, store: MemoryBlockStore) -> None:
