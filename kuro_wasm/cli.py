@@ -19,9 +19,11 @@ N      ``kuro run``: the receipt's exit code (124 timeout, 125 output
        ``argv-not-a-process``, ``missing-capabilities`` …) — EX_NOPERM
 1      the operation failed: an fs op was refused (not-found …), an
        unknown receipt, a store or ledger failure
-2      bad input: usage, malformed CID, file not found, invalid WAT,
+2      bad input: usage, malformed CID, file not found, invalid WAT or wasm,
        unknown capability or mode
 70     an internal error (a bug); 130 interrupted
+141    the reader of our output went away (``kuro fs cat big | head``):
+       silent, as ``cat`` killed by SIGPIPE (128 + 13) would be
 =====  =============================================================
 
 Everything durable lives in the home (``--home`` / ``$KURO_HOME`` / ``~/.kuro``,
@@ -34,7 +36,8 @@ ledger and wasmtime are imported by the commands that use them, so ``--help``
 and the fs commands start without loading a wasm engine or SQLite.
 
 ## Not done here
-The fs and CAR commands live in :mod:`kuro_wasm.cli_fs`, the demo in
+``kuro run`` lives in :mod:`kuro_wasm.cli_run`, ``kuro receipt``/``ledger`` in
+:mod:`kuro_wasm.cli_receipt`, the fs and CAR commands in :mod:`kuro_wasm.cli_fs`, the demo in
 :mod:`kuro_wasm.demo`, the renderings in :mod:`kuro_wasm.summary`.
 """
 
@@ -44,6 +47,7 @@ import argparse
 import os
 import re
 import sys
+import textwrap
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +60,7 @@ from kuro_wasm.errors import KuroError
 
 __all__ = [
     "EXIT_BAD_INPUT",
+    "EXIT_BROKEN_PIPE",
     "EXIT_FAILED",
     "EXIT_INTERNAL",
     "Context",
@@ -63,14 +68,18 @@ __all__ = [
     "NotFound",
     "UsageError",
     "build_parser",
+    "command_list",
     "error_line",
     "main",
+    "silence",
 ]
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
+#: The reader of stdout left (a closed pipe): what a shell reports for ``cat`` killed by SIGPIPE.
+EXIT_BROKEN_PIPE = 141
 _WAT_POSITION = re.compile(r"-->\s*(?P<file>[^\n:]*):(?P<line>\d+):(?P<col>\d+)")
 
 
@@ -153,13 +162,13 @@ def _add_home(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree; every command and option has help text (a test checks)."""
-    from kuro_wasm import cli_fs, cli_run
+    from kuro_wasm import cli_fs, cli_receipt, cli_run
 
     parser = _Parser(
         prog="kuro",
-        description="Run WebAssembly guests by CID with capability-gated imports over kuro.fs, "
+        description="Run WebAssembly guests by CID with capability-gated imports over kuro.fs,\n"
         "and keep a receipt for every run.",
-        epilog="Start with `kuro demo`.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_home(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -179,7 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
         return group
 
     demo = leaf(sub, "demo", "add the bundled guests, write a small fs tree, run them and show each receipt", _demo)
-    demo.add_argument("--json", action="store_true", help="print each receipt as JSON instead of a summary")
+    demo.add_argument(
+        "--json",
+        action="store_true",
+        help="print only the receipts on stdout, one JSON object per line (the rest: stderr)",
+    )
 
     guest = branch("guest", "manage guest modules in the block store")
     add = leaf(guest, "add", "add .wat or .wasm guests (WAT compiled on the way in); prints CID and file", _guest_add)
@@ -194,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     cid.add_argument("--raw", action="store_true", help="the raw-codec CID of the whole bytes (one block)")
 
     receipt = branch("receipt", "stored receipts")
-    show = leaf(receipt, "show", "show a receipt by its CID or by the --op-id it ran under", cli_run.receipt_show)
+    show = leaf(receipt, "show", "show a receipt by its CID or by the --op-id it ran under", cli_receipt.receipt_show)
     show.add_argument("ref", metavar="CID|OP_ID", help="a receipt CID, or an operation id from `kuro run --op-id`")
     show.add_argument("--json", action="store_true", help="the full receipt as JSON")
     show.add_argument("--html", metavar="FILE", help="also write the output as an HTML page to FILE")
@@ -206,9 +219,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     ledger = branch("ledger", "the durable ledger of operations run with --op-id")
-    lst = leaf(ledger, "list", "list the operations in the ledger", cli_run.ledger_list)
+    lst = leaf(ledger, "list", "list the operations in the ledger", cli_receipt.ledger_list)
     lst.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.epilog = "every command (`kuro COMMAND --help` for its options):\n" + "\n".join(
+        f"  {usage:<32} " + "\n".ljust(36).join(textwrap.wrap(text, 78 - 35)) for usage, text in command_list(parser)
+    )
+    parser.epilog += "\n\nStart with `kuro demo`."
     return parser
+
+
+def command_list(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
+    """(``kuro fs put LOCAL [DEST]``, its help) for every leaf command, in the order they were added."""
+    rows: list[tuple[str, str]] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                if any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+                    rows.extend(command_list(sub))
+                else:
+                    positionals = " ".join(_metavar(a) for a in sub._actions if not a.option_strings)
+                    rows.append((f"{sub.prog} {positionals}".rstrip(), helps.get(name, "")))
+    return rows
+
+
+def _metavar(action: argparse.Action) -> str:
+    name = str(action.metavar or action.dest)
+    if action.nargs == "?":
+        return f"[{name}]"
+    if action.nargs in ("*", "+"):
+        return f"{name}..." if action.nargs == "+" else f"[{name}...]"
+    return name
 
 
 # ---- errors
@@ -268,10 +309,11 @@ def _wasmtime_error() -> type[BaseException] | None:
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
     from kuro_wasm.demo import run_demo
 
-    return run_demo(ctx.store, ctx.home, out=ctx.out, json_output=args.json)
+    return run_demo(ctx.store, ctx.home, out=ctx.out, err=ctx.err, json_output=args.json)
 
 
 def _guest_add(args: argparse.Namespace, ctx: Context) -> int:
+    from kuro_wasm.errors import LoadError
     from kuro_wasm.host import add_guest
 
     for name in args.files:
@@ -281,9 +323,17 @@ def _guest_add(args: argparse.Namespace, ctx: Context) -> int:
         except Exception as exc:
             if _wat_error(exc) is not None:
                 raise _SourcedError(exc, name) from exc
+            if isinstance(exc, LoadError):  # the file is bad input: name it (several may be given)
+                raise _BadGuest(f"{name}: {exc}") from exc
             raise
         ctx.say(f"{cid}  {name}")
     return 0
+
+
+class _BadGuest(UsageError):
+    """A guest file that is neither valid WAT nor a valid wasm module (exit 2)."""
+
+    reference = "load-error"
 
 
 class _SourcedError(Exception):
@@ -321,8 +371,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         err.write("kuro: interrupted\n")
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `kuro fs cat big | head`: the reader left; not an error worth a line
-        _silence_stdout()
-        return EXIT_FAILED
+        silence(out)
+        silence(err)
+        return EXIT_BROKEN_PIPE
     except Exception as exc:
         shown: BaseException = exc
         source = None
@@ -338,9 +389,17 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         ctx.close()
 
 
-def _silence_stdout() -> None:
+def silence(stream: TextIO) -> None:
+    """Point ``stream``'s file descriptor at /dev/null (its reader left), so no later flush fails.
+
+    Python flushes ``sys.stdout`` at exit; on a closed pipe that would print
+    ``Exception ignored … BrokenPipeError`` after we chose to exit quietly.
+    """
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):
         pass

@@ -34,11 +34,10 @@ from kuro_fs.car import export_car, import_car
 from kuro_fs.cid import cid_for, cid_from_digest, parse
 from kuro_fs.errors import InvalidCID
 from kuro_fs.fs import Fs
-from kuro_fs.fsdir import Entry, decode_dir, encode_dir
+from kuro_fs.fsdir import decode_dir
 from kuro_fs.home import refs_dir
 from kuro_fs.importer import import_path
-from kuro_fs.paths import clean_path
-from kuro_fs.unixfs import file_root_info, iter_file
+from kuro_fs.unixfs import iter_file
 from kuro_wasm.cli import Context, Failed, NotFound, UsageError
 from kuro_wasm.progress import Progress, ProgressStore
 from kuro_wasm.refs import DEFAULT_NAME, Refs, resolve_target
@@ -163,40 +162,15 @@ def _put(args: argparse.Namespace, ctx: Context) -> int:
     dest = args.dest or local.resolve().name
     fs, before = _open(ctx, args.name)
     # Validate the destination first (bad path, a file in the way, a directory there):
-    # kuro.fs decides, and a refused put imports nothing.
-    placeholder = _new(fs.write(dest, b""), f"put {dest}")
+    # kuro.fs decides, and a refused put imports nothing. Fs.link refuses exactly what
+    # Fs.write refuses about the path, so a write of nothing answers for it.
+    _check(fs.write(dest, b""), f"put {dest}")
     with _progress(ctx, f"import {local.name}", _tree_size(local)) as bar:
         cid = import_path(ProgressStore(ctx.store, bar), local)
-    _commit(ctx, args.name, before, _link(placeholder, dest, cid), f"put {local.name} → {dest} ({cid})")
+    linked = _new(fs.link(dest, cid), f"put {dest}")
+    _commit(ctx, args.name, before, linked, f"put {local.name} → {dest} ({cid})")
     ctx.say(f"{cid}  {dest}")
     return 0
-
-
-def _link(fs: Any, dest: str, cid: str) -> Any:
-    """``fs`` with the entry at ``dest`` (which exists) pointing at an imported DAG ``cid``.
-
-    An adapter over kuro.fs's public directory codec: kuro.fs has no op to link an
-    already-imported DAG without re-reading its bytes (requested as ``Fs.link``).
-    """
-    parts = clean_path(dest)
-    assert parts, "validated by the placeholder write"
-    size = 0 if parse(cid).codec == "dag-cbor" else file_root_info(fs.store.get, cid).size
-    chain = [decode_dir(_block(fs.store, fs.root))]
-    for name in parts[:-1]:
-        chain.append(decode_dir(_block(fs.store, chain[-1][name].cid)))
-    entry = Entry(cid, size)
-    for depth in range(len(parts) - 1, -1, -1):
-        listing = dict(chain[depth])
-        listing[parts[depth]] = entry
-        entry = Entry(fs.store.put(encode_dir(listing), "dag-cbor"), 0)
-    return Fs(fs.store, entry.cid)
-
-
-def _block(store: Any, cid: str) -> bytes:
-    data = store.get(cid)
-    if data is None:
-        raise NotFound(f"block {cid} is missing from the store")
-    return bytes(data)
 
 
 def _new(result: Any, what: str) -> Any:
@@ -321,6 +295,9 @@ def _root_for(ctx: Context, spec: str) -> str:
 
 def _car_export(args: argparse.Namespace, ctx: Context) -> int:
     root = _root_for(ctx, args.root)
+    folder = Path(args.file).absolute().parent
+    if not folder.is_dir():  # name the user's path, not the temporary file the export writes first
+        raise FileNotFoundError(2, "No such directory", str(folder))
     with _progress(ctx, f"export {Path(args.file).name}", None) as bar:
         export_car(ProgressStore(ctx.store, bar, count_put=False, count_get=True), root, args.file)
     ctx.say(f"{root}  {args.file}")
@@ -336,10 +313,29 @@ def _car_import(args: argparse.Namespace, ctx: Context) -> int:
     if args.name is not None:
         if len(roots) != 1:
             raise UsageError(f"--name needs a CAR with one root; this one has {len(roots)}")
+        if not _is_fs_dir(ctx.store, roots[0]):
+            raise UsageError(
+                f"--name needs a CAR whose root is a kuro.fs directory; {roots[0]} is not one "
+                "(its blocks are imported; `kuro car export FILE NAME` of a named fs makes such a CAR)"
+            )
         refs = _refs(ctx)
         refs.set(args.name, roots[0], f"car import {path.name}", expected=refs.get(args.name))
         ctx.note(f"fs {args.name} → {roots[0]}")
     return 0
+
+
+def _is_fs_dir(store: Any, root: str) -> bool:
+    """True if ``root`` names a kuro.fs directory block held by ``store`` (what an fs name may point at)."""
+    if parse(root).codec != "dag-cbor":
+        return False
+    block = store.get(root)
+    if block is None:
+        return False
+    try:
+        decode_dir(block)
+    except ValueError:
+        return False
+    return True
 
 
 class _NullStore:

@@ -1,4 +1,4 @@
-"""``kuro run``, ``kuro receipt show`` and ``kuro ledger list``: running guests from a shell.
+"""``kuro run``: running guests from a shell (reading receipts back: :mod:`kuro_wasm.cli_receipt`).
 
 ## The one decision
 ``kuro run CID EXPORT [ARGS...]`` streams the guest's stdout/stderr to the
@@ -14,14 +14,20 @@ CLI does not second-guess the gate, it lets the gate explain itself.
 
 Every receipt and denial is stored in the home's block store as a dag-cbor
 block (its CID is :func:`kuro_wasm.receipt.receipt_cid`); with ``--op-id`` the
-run goes through the ledger, which replays instead of running twice.
+run goes through the ledger, which replays instead of running twice. A named fs
+is resolved when the operation first runs (the root it saw is in the ledger), so
+retrying the same command replays instead of conflicting with the name it moved.
 
 ## Effects
 Block store, ledger, refs, stdin, stdout/stderr.
 
 ``--stdin -`` streams this process's stdin to the guest as it arrives (with
 ``--op-id`` it is read whole first: its CID is part of the operation's digest).
-Ctrl-C kills the guest and still prints its receipt (``cancelled``, 130).
+Ctrl-C kills the guest and still prints its receipt (``cancelled``, 130). So
+does the reader of our output leaving (``kuro run … | head``), as SIGPIPE would
+end a process; the exit status is still the receipt's. With ``--op-id`` a
+reader leaving only stops the streaming: the operation runs to its end, since
+its outcome is recorded once and for good.
 
 ## Not done here
 No pager; no terminal line discipline for the guest (it reads bytes).
@@ -34,23 +40,23 @@ import os
 import sys
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from kuro_fs.cid import parse
-from kuro_fs.dagcbor import decode, encode
+from kuro_fs.dagcbor import encode
 from kuro_fs.errors import InvalidCID
 from kuro_fs.fs import Fs
 from kuro_fs.home import ledger_path, refs_dir
-from kuro_wasm import ansi
-from kuro_wasm.cli import Context, NotFound, UsageError
+from kuro_wasm.cli import Context, UsageError, silence
+from kuro_wasm.errors import ModelError
 from kuro_wasm.model import CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
 from kuro_wasm.receipt import to_json
 from kuro_wasm.refs import DEFAULT_NAME, RefConflict, Refs
-from kuro_wasm.summary import DENIAL_EXIT, coloured, denial_text, is_denial, receipt_text
+from kuro_wasm.summary import DENIAL_EXIT, denial_text, is_denial, receipt_text
 
-__all__ = ["add_run_parser", "argv_tokens", "ledger_list", "looks_like_cid", "receipt_show", "run", "store_receipt"]
+__all__ = ["add_run_parser", "argv_tokens", "looks_like_cid", "run", "store_receipt"]
 
 _VALUE_OPTIONS = (
     "--grant",
@@ -187,6 +193,18 @@ def _fs_root(ctx: Context, spec: str | None) -> tuple[str, str | None, str | Non
     return before, DEFAULT_NAME, before
 
 
+def _recorded_root(ctx: Context, op_id: str) -> str | None:
+    """The fs root operation ``op_id`` ran against, if the ledger has it."""
+    if not ledger_path(ctx.home).exists():
+        return None
+    from kuro_wasm.ledger import Ledger
+
+    with Ledger(home=ctx.home, store=ctx.store) as ledger:
+        found = ledger.result(op_id)
+    root = found.get("kuro/fs-root-cid")
+    return root if isinstance(root, str) else None
+
+
 def _refs_dir(ctx: Context) -> Path:
     return refs_dir(ctx.home)
 
@@ -200,25 +218,54 @@ def _stdin_bytes(spec: str | None) -> bytes | None:
 
 
 class _Live:
-    """Writes guest chunks to our stdout/stderr as they happen; remembers whether a line is open."""
+    """Writes guest chunks to our stdout/stderr as they happen; remembers whether a line is open.
+
+    If the reader of one of our streams leaves (``kuro run … | head``), that stream
+    is pointed at /dev/null, nothing more is streamed to it, and ``on_gone`` (the
+    handle's ``kill``, when there is a handle) stops the guest as SIGPIPE would stop
+    a process: the run ends ``cancelled`` and its receipt is still stored.
+    """
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.open_line = False
+        self.gone: set[str] = set()
+        self._lock = threading.Lock()
+        self._on_gone: Callable[[], None] | None = None
+
+    def attach(self, on_gone: Callable[[], None]) -> None:
+        """Call ``on_gone`` when a reader leaves (at once if one already has)."""
+        with self._lock:
+            self._on_gone = on_gone
+            already = bool(self.gone)
+        if already:
+            on_gone()
 
     def __call__(self, _stream: Any, chunk: Any) -> None:
         name, data = getattr(chunk, "stream", None), getattr(chunk, "data", None)
         if not isinstance(data, (bytes, bytearray)) or not data:
             return
-        target = self.ctx.err if name == "stderr" else self.ctx.out
-        buffer = getattr(target, "buffer", None)
-        if buffer is not None:
-            target.flush()
-            buffer.write(data)
-            buffer.flush()
-        else:
-            target.write(bytes(data).decode("utf-8", "replace"))
-            target.flush()
+        which = "stderr" if name == "stderr" else "stdout"
+        if which in self.gone:
+            return
+        target = self.ctx.err if which == "stderr" else self.ctx.out
+        try:
+            buffer = getattr(target, "buffer", None)
+            if buffer is not None:
+                target.flush()
+                buffer.write(data)
+                buffer.flush()
+            else:
+                target.write(bytes(data).decode("utf-8", "replace"))
+                target.flush()
+        except BrokenPipeError:
+            silence(target)
+            with self._lock:
+                self.gone.add(which)
+                on_gone = self._on_gone
+            if on_gone is not None:
+                on_gone()
+            return
         self.open_line = not bytes(data).endswith(b"\n")
 
 
@@ -238,7 +285,15 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if is_cid and extras:
         raise UsageError(f"unrecognized arguments: {' '.join(extras)}")
     root, fs_name, before = _fs_root(ctx, args.fs)
-    sess = session(f"cli-{uuid.uuid4().hex[:12]}", root, args.mode, grant=args.grant)
+    replaying = False
+    if is_cid and args.op_id is not None and fs_name is not None:
+        # A named fs is resolved when the operation first runs: a retry of the same command
+        # sees the root that run saw (the name has since moved, often by the run itself), so
+        # it replays instead of conflicting with itself.
+        recorded = _recorded_root(ctx, args.op_id)
+        if recorded is not None:
+            root, before, replaying = recorded, recorded, True
+    sess = _session(root, args.mode, args.grant)
     if not is_cid:
         return _deny(ctx, sess, argv_tokens(getattr(args, "tokens", [cid_text])), args.json)
     if args.export is None:
@@ -269,7 +324,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         if result.get("kuro/replayed") is True and not args.json:
             _replay_output(ctx, result)
     else:
-        result = _run_live(sess, command, options, pump_stdin=args.stdin == "-")
+        result = _run_live(sess, command, options, pump_stdin=args.stdin == "-", live=None if args.json else live)
         cid = store_receipt(ctx.store, result)
     if is_denial(result):
         return _show_denial(ctx, result, None, cid, args.json)
@@ -287,6 +342,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         try:
             Refs(_refs_dir(ctx)).set(fs_name, after, note, expected=before)
         except RefConflict:
+            if replaying:  # the first run already moved the name (and maybe others since): leave it
+                return status
             ctx.note(f"kuro: error: fs {fs_name} moved while the guest ran; not advanced to {after} [ref-conflict]")
             return 1
         if not args.json:
@@ -294,13 +351,30 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return status
 
 
-def _run_live(sess: Any, command: Mapping[str, Any], options: dict[str, Any], *, pump_stdin: bool) -> Any:
+def _session(root: str, mode: str, grant: list[str] | None) -> Any:
+    try:
+        return session(f"cli-{uuid.uuid4().hex[:12]}", root, mode, grant=grant)
+    except ModelError as exc:
+        if getattr(exc, "reason", None) == "signed-opt-in-required":  # the library's hint names a Python keyword
+            others = ", ".join(name for name, spec in MODES.items() if not spec.host)
+            raise UsageError(
+                f"--mode {mode} needs a signed opt-in, which the command line does not give (and it runs "
+                f"no wasm guest); use one of {others}"
+            ) from None
+        raise
+
+
+def _run_live(
+    sess: Any, command: Mapping[str, Any], options: dict[str, Any], *, pump_stdin: bool, live: _Live | None
+) -> Any:
     """Run on a worker thread: stdin streamed as it arrives (``--stdin -``), Ctrl-C kills the guest (130)."""
     from kuro_wasm.host import start
 
     handle = start(sess, command, **options)
     if isinstance(handle, Mapping):
         return handle  # a denial: nothing was loaded or run
+    if live is not None:
+        live.attach(handle.kill)
     if pump_stdin:
         threading.Thread(target=_pump, args=(handle,), name="kuro-stdin", daemon=True).start()
     else:
@@ -338,105 +412,6 @@ def _show_denial(ctx: Context, value: Mapping[str, Any], argv: list[str] | None,
         ctx.say(to_json(value))
     ctx.note("kuro: " + denial_text(value, argv, cid))
     return DENIAL_EXIT
-
-
-# ---- receipts and the ledger
-
-
-def receipt_show(args: argparse.Namespace, ctx: Context) -> int:
-    """``kuro receipt show CID|OP_ID``."""
-    value, cid = _find_receipt(ctx, args.ref)
-    if args.json:
-        ctx.say(to_json(value))
-        return 0
-    ctx.say(denial_text(value, None, cid) if is_denial(value) else receipt_text(value, cid))
-    colour = args.color == "always" or (args.color == "auto" and _isatty(ctx.out))
-    for name in ("stdout", "stderr"):
-        data = value.get(f"kuro/{name}")
-        if isinstance(data, (bytes, bytearray)) and data:
-            ctx.say(f"── {name} ──")
-            ctx.out.write(_terminal_text(bytes(data), colour))
-            ctx.out.flush()
-    if args.html:
-        _write_html(value, Path(args.html))
-        ctx.note(f"wrote {args.html}")
-    return 0
-
-
-def _find_receipt(ctx: Context, ref: str) -> tuple[Mapping[str, Any], str | None]:
-    try:
-        parsed = parse(ref)
-    except InvalidCID:
-        if looks_like_cid(ref):
-            raise
-        parsed = None
-    if parsed is not None:
-        data = ctx.store.get(ref)
-        if data is None:
-            raise NotFound(f"no receipt {ref} in {ctx.home}")
-        value = decode(data)
-        if not isinstance(value, Mapping) or not str(value.get("kuro/type", "")).startswith("kuro/"):
-            raise UsageError(f"{ref} is a block but not a receipt")
-        return value, ref
-    from kuro_wasm.ledger import Ledger
-
-    if not ledger_path(ctx.home).exists():
-        raise NotFound(f"no receipt or operation {ref!r}: the ledger in {ctx.home} is empty")
-    with Ledger(home=ctx.home, store=ctx.store) as ledger:
-        found = ledger.result(ref)
-    if found.get("kuro/status") == "not-found":
-        raise NotFound(f"no operation {ref!r} in the ledger")
-    full = found.get("kuro/receipt-cid")
-    if isinstance(full, str) and ctx.store.has(full):
-        # The host's whole receipt (with its output bytes), plus the ledger's facts.
-        whole = dict(decode(ctx.store.get(full)))
-        for key in ("kuro/op-id", "kuro/status", "kuro/persistence", "kuro/replayed"):
-            if key in found:
-                whole[key] = found[key]
-        return whole, full
-    return found, None
-
-
-def _terminal_text(data: bytes, colour: bool) -> str:
-    styled = ansi.lines(data)
-    if styled and not styled[-1]:
-        styled = styled[:-1]  # the output's own final newline
-    if colour:
-        return coloured(styled)
-    return "".join("".join(str(span["text"]) for span in line) + "\n" for line in styled)
-
-
-def _write_html(value: Mapping[str, Any], path: Path) -> None:
-    data = value.get("kuro/stdout", b"")
-    text = bytes(data).decode("utf-8", "replace") if isinstance(data, (bytes, bytearray)) else ""
-    path.write_text(ansi.to_html(ansi.lines(text)), encoding="utf-8")
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
-def ledger_list(args: argparse.Namespace, ctx: Context) -> int:
-    """``kuro ledger list``: every operation, oldest first."""
-    from kuro_wasm.ledger import Ledger
-
-    if not ledger_path(ctx.home).exists():
-        ctx.note(f"no operations yet ({ledger_path(ctx.home)} does not exist)")
-        return 0
-    with Ledger(home=ctx.home, store=ctx.store) as ledger:
-        rows = ledger.operations()
-    for row in rows:
-        if args.json:
-            ctx.say(to_json(row))
-        else:
-            fields = [str(row.get(f"kuro/{k}", "-")) for k in ("op-id", "status", "exit-code", "outcome")]
-            ctx.say("  ".join(fields))
-    if not rows and not args.json:
-        ctx.note("no operations yet")
-    return 0
 
 
 def _replay_output(ctx: Context, result: Mapping[str, Any]) -> None:

@@ -140,11 +140,15 @@ def _live(out: TextIO) -> Callable[[Any, Any], None]:
     return on_chunk
 
 
-def run_demo(store: Any, home: Path, *, out: TextIO, json_output: bool = False) -> int:
-    """Run every :func:`steps` entry on ``store`` / ``home``; print each receipt; 0 if all were as expected."""
+def run_demo(store: Any, home: Path, *, out: TextIO, json_output: bool = False, err: TextIO | None = None) -> int:
+    """Run every :func:`steps` entry on ``store`` / ``home``; print each receipt; 0 if all were as expected.
+
+    With ``json_output`` only the receipts go to ``out``, one JSON object per line (so
+    ``kuro demo --json | jq`` works); the narrative goes to ``err`` (default ``out``).
+    """
     from kuro_wasm.receipt import to_json
 
-    say = out.write
+    say = (err if json_output and err is not None else out).write
     say(f"kuro demo — home {home}\n\n")
     cids = {name: add_guest(store, text) for name, text in GUESTS.items()}
     for name, cid in cids.items():
@@ -173,7 +177,9 @@ def run_demo(store: Any, home: Path, *, out: TextIO, json_output: bool = False) 
                         on_chunk=None if json_output else _live(out), home=home)  # fmt: skip
         cid = store.put(encode(dict(value)), "dag-cbor")
         if json_output:
-            say(to_json(value) + "\n")
+            (err or out).flush()
+            out.write(to_json(value) + "\n")
+            out.flush()
         elif is_denial(value):
             say(denial_text(value, list(step.argv), cid) + "\n")
         else:

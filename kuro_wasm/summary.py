@@ -18,6 +18,7 @@ No paging, no width detection, no localisation.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -128,7 +129,7 @@ def denial_text(denial: Mapping[str, Any], argv: Sequence[str] | None = None, ci
     reason = str(denial.get("kuro/reason", "denied"))
     first = f"denied: {reason}"
     if argv:
-        first += f": `{' '.join(argv)}` looks like a shell command"
+        first += f": `{shlex.join(argv)}` looks like a shell command"
     missing = denial.get("kuro/missing")
     if isinstance(missing, Sequence) and not isinstance(missing, (str, bytes)) and missing:
         first += f" (missing {', '.join(str(m) for m in missing)})"

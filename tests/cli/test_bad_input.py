@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli_helpers import Kuro, add_guest, one_error_line
+from cli_helpers import GUESTS, Kuro, add_guest, one_error_line
 
 from kuro_wasm.cli import error_line
 
@@ -57,12 +57,21 @@ def test_invalid_wat_shows_the_file_line_and_column(kuro: Kuro, tmp_path: Path) 
     assert line.startswith(f"kuro: error: {bad}:3:5: invalid WAT:"), line
 
 
-def test_bytes_that_are_neither_wat_nor_wasm_are_a_load_error(kuro: Kuro, tmp_path: Path) -> None:
+def test_bytes_that_are_neither_wat_nor_wasm_are_a_load_error_naming_the_file(kuro: Kuro, tmp_path: Path) -> None:
     junk = tmp_path / "junk.wasm"
     junk.write_bytes(b"\x00asm\x01\x00\x00\x00\xff\xff")
-    result = kuro("guest", "add", str(junk))
-    assert result.returncode != 0
-    assert "load-error" in one_error_line(result)
+    result = kuro("guest", "add", str(GUESTS / "hello.wat"), str(junk))
+    assert result.returncode == 2  # bad input, like invalid WAT
+    line = one_error_line(result)
+    assert line.startswith(f"kuro: error: {junk}: not a valid wasm module") and line.endswith("[load-error]")
+
+
+def test_wat_that_parses_but_does_not_validate_names_the_file(kuro: Kuro, tmp_path: Path) -> None:
+    wat = tmp_path / "typo.wat"
+    wat.write_text('(module (func (export "x") (result i32) (i32.add (i32.const 1))))')
+    result = kuro("guest", "add", str(wat))
+    assert result.returncode == 2
+    assert one_error_line(result).startswith(f"kuro: error: {wat}: not a valid wasm module: type mismatch")
 
 
 def test_an_unknown_capability_is_refused_with_the_known_ones(kuro: Kuro) -> None:
@@ -173,3 +182,26 @@ def test_a_guest_file_given_instead_of_its_cid_says_to_add_it_first(kuro: Kuro, 
     result = kuro("run", "hello.wat", "run")
     assert result.returncode == 2
     assert "kuro guest add hello.wat" in one_error_line(result)
+
+
+def test_receipt_show_of_a_block_that_is_not_a_receipt_is_one_line(kuro: Kuro) -> None:
+    guest_cid = add_guest(kuro, "hello.wat")  # a raw block: the guest's bytes
+    result = kuro("receipt", "show", guest_cid)
+    assert result.returncode == 2
+    assert one_error_line(result) == (
+        f"kuro: error: {guest_cid} is a raw block in the store, but not a receipt [usage]"
+    )
+    assert kuro("fs", "mkdir", "docs").returncode == 0
+    root = kuro("fs", "log").stdout.split()[2]  # a dag-cbor block, but a directory
+    result = kuro("receipt", "show", root)
+    assert result.returncode == 2
+    assert "is a dag-cbor block in the store, but not a receipt" in one_error_line(result)
+
+
+def test_the_host_mode_is_refused_in_terms_a_shell_user_can_act_on(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid, "run", "--mode", "terminal-host")
+    line = one_error_line(result)
+    assert result.returncode == 2
+    assert "--mode terminal-host needs a signed opt-in" in line and "terminal-repo" in line
+    assert "signed_opt_in=True" not in line  # the library's hint is a Python keyword, not a CLI option

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
+import pytest
 from cli_helpers import ROOT
 
 
@@ -34,3 +38,37 @@ def test_the_quick_bench_prints_a_table_and_writes_every_figure_beside_its_ancho
             assert row["value"] is not None and row["ratio"] is not None
             assert abs(row["ratio"] - row["value"] / row["anchor_value"]) < 1e-9
         assert row["figure"] in result.stdout
+    rates = [row for row in data["rows"] if "invocations/s" in row["figure"]]
+    assert len(rates) == 2
+    assert all(row["extra"]["threads"] == os.cpu_count() and "all cores" in row["figure"] for row in rates)
+
+
+def _bench_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("kuro_bench_under_test", ROOT / "tools" / "bench.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules.get(spec.name)
+    if module is None:  # dataclasses look the module up by name while the class is built
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+def test_an_anchor_that_cannot_run_is_said_plainly_never_given_a_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bench = _bench_module()
+    monkeypatch.setattr(bench.shutil, "which", lambda _name: None)
+    row = bench._bench_js_import(tmp_path / "x.bin", 1.5, "1 MiB", "bafy")
+    assert (row.anchor_value, row.ratio, row.note) == (None, None, "not available: node is not installed")
+    assert row.value == 1.5  # our own figure is still reported
+    monkeypatch.setitem(sys.modules, "extism", None)  # `import extism` now raises ImportError
+    rows = bench._bench_extism(10.0, 1, {})
+    assert [(r.anchor_value, r.ratio) for r in rows] == [(None, None)]
+    assert rows[0].note.startswith("not available: extism not importable")
+
+
+def test_an_anchor_of_zero_gives_no_ratio_and_says_why() -> None:
+    row = _bench_module()._row("f", 1.0, "ms", "a", 0.0, note="kept?")
+    assert (row.ratio, row.anchor_value) == (None, None)
+    assert row.note == "not available: the anchor measured 0 (timer resolution)"

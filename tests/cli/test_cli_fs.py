@@ -182,3 +182,47 @@ def test_a_put_replaces_an_existing_file(kuro: Kuro, tree: Path) -> None:
     assert kuro("fs", "put", str(tree / "a.txt"), "f.txt").returncode == 0
     assert kuro("fs", "put", str(tree / "sub" / "b.txt"), "f.txt").returncode == 0
     assert kuro("fs", "cat", "f.txt").stdout == "beta\n"
+
+
+@pytest.mark.parametrize("command", [("fs", "cat", "big.bin"), ("fs", "get", "big.bin", "-")])
+def test_a_reader_that_leaves_early_ends_the_command_silently_with_sigpipes_status(
+    kuro: Kuro, home: Path, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """`kuro fs cat big | head -c 10`: exit 141 (as `cat` killed by SIGPIPE), nothing at all on stderr."""
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(3 << 20))  # far more than a pipe buffer holds
+    assert kuro("fs", "put", str(big)).returncode == 0
+    with subprocess.Popen(
+        [sys.executable, "-m", "kuro_wasm", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "KURO_HOME": str(home)},
+        cwd=tmp_path,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert len(proc.stdout.read(10)) == 10
+        proc.stdout.close()
+        err = proc.stderr.read()
+        proc.wait(timeout=60)
+    assert proc.returncode == 141
+    assert err == b""
+
+
+def test_car_import_refuses_to_point_a_name_at_a_root_that_is_not_a_directory(kuro: Kuro, tmp_path: Path) -> None:
+    f = tmp_path / "f.txt"
+    f.write_text("just a file\n")
+    file_cid = kuro("fs", "put", str(f)).stdout.split()[0]
+    car = tmp_path / "f.car"
+    assert kuro("car", "export", str(car), file_cid).returncode == 0
+    env = {"KURO_HOME": str(tmp_path / "other-home")}
+    result = kuro("car", "import", str(car), "--name", "weird", env=env)
+    assert result.returncode == 2
+    assert "is not one" in result.stderr and "Traceback" not in result.stderr
+    assert kuro("fs", "log", "-n", "weird", env=env).returncode == 1  # the name was never set
+
+
+def test_an_export_into_a_missing_directory_names_that_directory(kuro: Kuro, tree: Path, tmp_path: Path) -> None:
+    assert kuro("fs", "put", str(tree)).returncode == 0
+    result = kuro("car", "export", str(tmp_path / "nowhere" / "x.car"))
+    assert result.returncode == 2
+    assert result.stderr == f"kuro: error: {tmp_path / 'nowhere'}: No such directory\n"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -62,10 +64,14 @@ def test_the_demo_can_run_again_on_the_same_home(kuro: Kuro) -> None:
     assert kuro("fs", "log", "-n", "demo").stdout.count("\n") == 1  # the same tree is not logged twice
 
 
-def test_the_demo_json_mode_prints_receipts_as_json(kuro: Kuro) -> None:
+def test_the_demo_json_mode_prints_only_receipts_one_json_object_per_line(kuro: Kuro) -> None:
     result = kuro("demo", "--json")
-    assert result.returncode == 0
-    assert result.stdout.count('"kuro/isolation"') == len(steps())
+    assert result.returncode == 0, result.stderr
+    receipts = [json.loads(line) for line in result.stdout.splitlines()]  # e.g. `kuro demo --json | jq`
+    assert [r.get("kuro/outcome", r.get("kuro/reason")) for r in receipts] == [
+        "ok", "ok", "exit", "timeout", "argv-not-a-process"
+    ]  # fmt: skip
+    assert f"{len(steps())}/{len(steps())} receipts as expected" in result.stderr
 
 
 def test_the_installed_kuro_script_runs(home: Path) -> None:
@@ -95,3 +101,16 @@ def test_the_demo_needs_nothing_but_the_installed_packages(tmp_path: Path, home:
         [sys.executable, "-m", "kuro_wasm", "demo"], capture_output=True, text=True, env=env, cwd=elsewhere
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_without_kuro_home_the_demo_creates_and_uses_dot_kuro_in_the_home_directory(tmp_path: Path) -> None:
+    user_home = tmp_path / "user"
+    user_home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("KURO_HOME", "KURO_DEBUG")}
+    env["HOME"] = str(user_home)
+    result = subprocess.run(
+        [sys.executable, "-m", "kuro_wasm", "demo"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"home {user_home / '.kuro'}" in result.stdout
+    assert (user_home / ".kuro" / "refs" / "demo.ref").is_file()

@@ -82,3 +82,26 @@ def test_every_command_is_documented_in_docs_cli(path: tuple[str, ...]) -> None:
     spelled = f"kuro {' '.join(path)}"
     grouped = len(path) == 2 and re.search(rf"kuro {path[0]} [a-z|]*\b{path[1]}\b", text) is not None
     assert spelled in text or grouped, spelled
+
+
+def test_top_level_help_lists_every_command(kuro: Kuro) -> None:
+    text = kuro("--help").stdout
+    leaves = [" ".join(path) for path, _ in COMMANDS if _is_leaf(path)]
+    assert "fs put" in leaves and "demo" in leaves
+    assert [command for command in leaves if f"  kuro {command}" not in text] == []
+
+
+def _is_leaf(path: tuple[str, ...]) -> bool:
+    return not any(other[: len(path)] == path and len(other) > len(path) for other, _ in COMMANDS)
+
+
+def test_every_long_option_is_documented_in_docs_cli() -> None:
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    options = {
+        option
+        for leaf in _leaf_parsers(build_parser())
+        for action in leaf._actions
+        for option in action.option_strings
+        if option.startswith("--") and option != "--help"
+    }
+    assert sorted(o for o in options if o not in text) == []

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cli_helpers import Kuro
+from cli_helpers import Kuro, kuro_runner
 
 
 def _run_on_a_pty(args: list[str], home: Path, cwd: Path) -> tuple[int, bytes]:
@@ -68,3 +68,36 @@ def test_a_car_export_on_a_terminal_counts_bytes_without_a_total(home: Path, tmp
     status, output = _run_on_a_pty(["car", "export", str(tmp_path / "x.car")], home, tmp_path)
     assert status == 0, output
     assert b"export x.car 3.0 MiB" in output
+
+
+def test_a_car_import_on_a_terminal_draws_a_bar_against_the_file_size(home: Path, tmp_path: Path) -> None:
+    assert _run_on_a_pty(["fs", "put", str(_big(tmp_path))], home, tmp_path)[0] == 0
+    assert _run_on_a_pty(["car", "export", str(tmp_path / "x.car")], home, tmp_path)[0] == 0
+    other = tmp_path / "other-home"
+    status, output = _run_on_a_pty(["car", "import", str(tmp_path / "x.car")], other, tmp_path)
+    assert status == 0, output
+    assert b"\r\x1b[Kimport x.car [" in output and b"100% 3.0 MiB/3.0 MiB" in output
+
+
+def test_the_same_car_import_piped_prints_no_bar(kuro: Kuro, tmp_path: Path) -> None:
+    assert kuro("fs", "put", str(_big(tmp_path))).returncode == 0
+    assert kuro("car", "export", str(tmp_path / "x.car")).returncode == 0
+    result = kuro("car", "import", str(tmp_path / "x.car"), env={"KURO_HOME": str(tmp_path / "other-home")})
+    assert result.returncode == 0 and result.stderr == ""
+
+
+def test_receipt_show_colours_guest_output_on_a_terminal_by_default(home: Path, tmp_path: Path) -> None:
+    wat = tmp_path / "red.wat"
+    wat.write_text(
+        '(module (import "kuro" "write" (func $w (param i32 i32 i32) (result i32)))\n'
+        '  (memory (export "memory") 1) (data (i32.const 0) "\\1b[31mred\\1b[0m\\n")\n'
+        '  (func (export "run") (result i32)\n'
+        "    (drop (call $w (i32.const 1) (i32.const 0) (i32.const 13))) (i32.const 0)))\n"
+    )
+    kuro = kuro_runner(home, tmp_path)
+    cid = kuro("guest", "add", str(wat)).stdout.split()[0]
+    stored = kuro("run", cid, "run").stderr.split("receipt ", 1)[1].split()[0]
+    status, output = _run_on_a_pty(["receipt", "show", stored], home, tmp_path)
+    assert status == 0, output
+    assert b"\x1b[0;31mred\x1b[0m" in output  # re-coloured from the ANSI reader's spans
+    assert b"\x1b" not in kuro("receipt", "show", stored).stdout.encode()  # piped: plain text

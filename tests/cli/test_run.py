@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from cli_helpers import GUESTS, ROOT, Kuro, add_guest
+from cli_helpers import GUESTS, ROOT, Kuro, add_guest, kuro_runner
 
 from kuro_wasm.receipt import from_json
 
@@ -150,6 +150,21 @@ def test_an_operation_id_runs_once_and_replays_after(kuro: Kuro) -> None:
     assert shown.returncode == 0 and "ok · exit code 0" in shown.stdout
 
 
+def test_retrying_the_same_command_on_a_named_fs_replays_although_the_run_moved_the_name(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "fs-write.wat")
+    command = ("run", cid, "run", "--mode", "terminal-build", "--op-id", "op-w")
+    first = kuro(*command)
+    assert first.returncode == 0, first.stderr
+    log = kuro("fs", "log").stdout
+    again = kuro(*command)  # main now points at the root the first run wrote
+    assert again.returncode == 0, again.stderr
+    assert "· replayed" in again.stderr and "operation-conflict" not in again.stderr
+    assert kuro("fs", "log").stdout == log  # the name is not moved a second time
+    assert kuro("fs", "cat", "out/hello.txt").stdout == "written by a guest"
+    different = kuro("run", cid, "run", "--mode", "terminal-repo", "--op-id", "op-w")
+    assert different.returncode == 1 and "[operation-conflict]" in different.stderr
+
+
 def test_an_operation_id_reused_for_different_arguments_is_a_conflict(kuro: Kuro) -> None:
     cid = add_guest(kuro, "hello.wat")
     assert kuro("run", cid, "exit", "1", "--op-id", "op-2").returncode == 1
@@ -233,3 +248,82 @@ def test_ctrl_c_kills_the_guest_and_still_prints_its_receipt(home: Path, tmp_pat
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "cancelled · exit code 130" in err and "Traceback" not in err
+
+
+def test_a_wasm_binary_is_added_under_the_same_cid_as_its_wat(kuro: Kuro, tmp_path: Path) -> None:
+    import wasmtime
+
+    binary = tmp_path / "hello.wasm"
+    binary.write_bytes(wasmtime.wat2wasm((GUESTS / "hello.wat").read_text()))
+    from_wat = add_guest(kuro, "hello.wat")
+    added = kuro("guest", "add", str(binary))
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.split() == [from_wat, str(binary)]
+    assert kuro("run", from_wat, "run").stdout == "hello, kuro\n"
+
+
+PROMPT_WAT = """(module
+  (import "kuro" "read" (func $read (param i32 i32) (result i32)))
+  (import "kuro" "write" (func $write (param i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "name? ")
+  (data (i32.const 16) "asking\\n")
+  (func (export "run") (result i32)
+    (local $n i32)
+    (drop (call $write (i32.const 1) (i32.const 0) (i32.const 6)))
+    (drop (call $write (i32.const 2) (i32.const 16) (i32.const 7)))
+    (local.set $n (call $read (i32.const 100) (i32.const 100)))
+    (drop (call $write (i32.const 1) (i32.const 100) (local.get $n)))
+    (i32.const 0)))
+"""
+
+
+def test_a_prompt_reaches_the_terminal_while_the_guest_blocks_on_stdin(home: Path, tmp_path: Path) -> None:
+    """The guest writes a prompt with no newline, then blocks reading: both streams show it before stdin ends."""
+    wat = tmp_path / "prompt.wat"
+    wat.write_text(PROMPT_WAT)
+    cid = _add_in(home, wat)
+    with subprocess.Popen(
+        [sys.executable, "-m", "kuro_wasm", "run", cid, "run", "--stdin", "-", "--timeout-ms", "60000"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "KURO_HOME": str(home)},
+        cwd=tmp_path,
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        assert os.read(proc.stdout.fileno(), 100) == b"name? "  # blocks until it arrives; stdin still open
+        assert os.read(proc.stderr.fileno(), 100) == b"asking\n"
+        assert proc.poll() is None  # the guest is still waiting for us
+        proc.stdin.write(b"kuro\n")
+        proc.stdin.close()
+        rest, err = proc.stdout.read(), proc.stderr.read()
+        proc.wait(timeout=60)
+    assert rest == b"kuro\n"
+    assert proc.returncode == 0 and b"ok \xc2\xb7 exit code 0" in err
+
+
+def test_when_the_reader_of_the_output_leaves_the_guest_is_stopped_and_its_receipt_kept(
+    home: Path, tmp_path: Path
+) -> None:
+    """`kuro run CID run | head -c 10`: no hang until the deadline, no traceback, a stored `cancelled` receipt."""
+    flood_cid = _add_in(home, GUESTS / "flood.wat")
+    with subprocess.Popen(
+        [sys.executable, "-m", "kuro_wasm", "run", flood_cid, "run", "--timeout-ms", "60000",
+         "--max-output", str(1 << 30)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "KURO_HOME": str(home)},
+        cwd=tmp_path,
+    ) as proc:  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        assert len(proc.stdout.read(10)) == 10
+        proc.stdout.close()  # what `head -c 10` does next
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=60)
+    assert proc.returncode == 130, err
+    assert "cancelled · exit code 130" in err
+    assert "Traceback" not in err and "Exception ignored" not in err and "on_chunk raised" not in err
+    stored = err.split("receipt ", 1)[1].split()[0]
+    shown = kuro_runner(home, tmp_path)("receipt", "show", stored, "--json")
+    assert json.loads(shown.stdout)["kuro/outcome"] == "cancelled"

@@ -62,6 +62,12 @@ def test_a_denial_explains_itself_and_what_to_do() -> None:
     assert "kuro guest add" in text and "receipt bafyreixyz" in text
 
 
+def test_the_denied_argv_is_quoted_as_a_shell_would_need_it() -> None:
+    value = {"kuro/allowed?": False, "kuro/reason": "argv-not-a-process"}
+    first = denial_text(value, ["git", "commit", "-m", "two words"]).splitlines()[0]
+    assert first == "denied: argv-not-a-process: `git commit -m 'two words'` looks like a shell command"
+
+
 def test_missing_capabilities_are_listed_with_the_grant_hint() -> None:
     value = {"kuro/allowed?": False, "kuro/reason": "missing-capabilities", "kuro/missing": ["guest/invoke"]}
     text = denial_text(value)
