@@ -37,12 +37,12 @@ import errno
 import hashlib
 import os
 import re
-import secrets
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 
+from kuro_fs.atomic import TMP_PREFIX, fsync_dir, write_atomic
 from kuro_fs.blocks import DeleteResult, DropResult, PublishResult, StatsResult, block_bytes, publish_blocks
 from kuro_fs.cid import ParsedCID, cid_for, parse
 from kuro_fs.errors import BlockStoreError, CorruptBlock
@@ -50,7 +50,7 @@ from kuro_fs.home import blocks_dir
 
 __all__ = ["FileBlockStore", "default_store", "shard_of"]
 
-_TMP_PREFIX = ".tmp-"
+_TMP_PREFIX = TMP_PREFIX
 _BLOCK_NAME = re.compile(r"b[a-z2-7]{58}")
 _SHARD_NAME = re.compile(r"[a-z2-7]{2}")
 
@@ -64,21 +64,6 @@ def shard_of(cid: str) -> str:
     'yk'
     """
     return cid[-3:-1]
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 def _fail(what: str, cid: str, exc: OSError) -> BlockStoreError:
@@ -291,23 +276,8 @@ class FileBlockStore:
         shard = path.parent
         if not shard.is_dir():
             shard.mkdir(parents=True, exist_ok=True)
-            _fsync_dir(self._root)
-        tmp = shard / f"{_TMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            try:
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        _fsync_dir(shard)
+            fsync_dir(self._root)
+        write_atomic(path, data)
 
     def _block_paths(self) -> Iterator[Path]:
         try:

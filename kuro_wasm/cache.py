@@ -52,6 +52,7 @@ from typing import Final
 import wasmtime
 from blake3 import blake3
 
+from kuro_fs.atomic import write_atomic
 from kuro_fs.home import module_cache_dir
 
 __all__ = ["CacheStats", "ModuleCache", "cache_for"]
@@ -85,22 +86,6 @@ class CacheStats:
 
 _PROC_FD: Final = Path("/proc/self/fd")
 _HAS_PROC_FD: Final = _PROC_FD.is_dir()
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 _MEMORY: OrderedDict[tuple[str, str], wasmtime.Module] = OrderedDict()
@@ -229,8 +214,8 @@ class ModuleCache:
             path.parent.mkdir(parents=True, exist_ok=True)
             artifact = bytes(module.serialize())
             # Artifact first, tag second: a crash in between leaves a tag that does not verify (rebuilt).
-            _write_atomically(path, artifact)
-            _write_atomically(path.with_suffix(".tag"), _HEADER + self._tag(cid, engine_key, artifact))
+            write_atomic(path, artifact)
+            write_atomic(path.with_suffix(".tag"), _HEADER + self._tag(cid, engine_key, artifact))
         except OSError:
             return  # a cache that cannot be written is only slower
 

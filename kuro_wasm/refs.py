@@ -32,13 +32,13 @@ import fcntl
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from kuro_fs.atomic import write_atomic
 from kuro_fs.cid import parse
 from kuro_wasm.errors import KuroError
 
@@ -236,19 +236,4 @@ class Refs:
 
     def _write_ref(self, name: str, root: str) -> None:
         target = self._path(name, ".ref")
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write((root + "\n").encode("ascii"))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomic(target, (root + "\n").encode("ascii"))

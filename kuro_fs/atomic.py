@@ -1,0 +1,83 @@
+"""Atomic file replacement: the one way kuro puts a file on disk under its final name.
+
+## The one decision
+A file kuro names (a block, a compiled-module artifact, a named fs root, a CAR
+export) is either absent or complete — never torn. Bytes go to a temporary file
+in the *same directory* (``.tmp-<pid>-<random>``, so readers that list the
+directory can skip it by prefix), are fsynced, and ``os.replace`` moves them onto
+the final name; then the directory itself is fsynced so the rename survives a
+crash. A failure removes the temporary file and re-raises.
+
+## Effects
+Writes files. Callers translate ``OSError`` into their own typed errors.
+
+## Not done here
+No locking: two writers of the same name both succeed and the last rename wins,
+which is right for content-addressed files (same name, same bytes).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Final
+
+__all__ = ["TMP_PREFIX", "fsync_dir", "write_atomic"]
+
+#: Prefix of every temporary file; directory listings skip names that start with it.
+TMP_PREFIX: Final = ".tmp-"
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """fsync a directory, so that renames and creations inside it are durable."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def write_atomic(
+    path: str | os.PathLike[str],
+    data: bytes | bytearray | memoryview | Iterable[bytes],
+    *,
+    mode: int = 0o644,
+    durable_dir: bool = True,
+) -> int:
+    """Write ``data`` (bytes, or an iterable of byte chunks) to ``path`` atomically; return bytes written.
+
+    ``mode`` is the new file's permission bits (before the umask). With
+    ``durable_dir`` the containing directory is fsynced after the rename.
+    """
+    target = Path(path)
+    tmp = target.parent / f"{TMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    total = 0
+    try:
+        try:
+            chunks = (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data
+            for chunk in chunks:
+                _write_all(fd, chunk)
+                total += len(chunk)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    if durable_dir:
+        fsync_dir(target.parent)
+    return total
