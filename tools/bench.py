@@ -42,7 +42,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -334,23 +333,7 @@ def bench_cache(tmp: Path, quick: bool) -> list[Row]:
 # ---- 6. concurrency: all cores vs one (the same rate helper as bench_host, with the thread count of this machine)
 
 
-def _rate(threads: int, per_thread: int, job: Callable[[], object]) -> float:
-    """Completed jobs per second with ``threads`` threads each doing ``per_thread`` jobs, started together."""
-    barrier = threading.Barrier(threads + 1)
-
-    def worker() -> None:
-        barrier.wait()
-        for _ in range(per_thread):
-            job()
-
-    workers = [threading.Thread(target=worker) for _ in range(threads)]
-    for t in workers:
-        t.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for t in workers:
-        t.join()
-    return threads * per_thread / (time.perf_counter() - t0)
+_rate = bench_host._rate  # one rate helper for both harnesses
 
 
 def bench_concurrency(home: Path, quick: bool) -> list[Row]:

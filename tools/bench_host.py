@@ -224,6 +224,7 @@ def bench_kill(repeats: int, home: Path) -> dict[str, Any]:
 
 
 def _rate(threads: int, per_thread: int, job: Callable[[], object]) -> float:
+    """Completed jobs per second with ``threads`` threads each doing ``per_thread`` jobs, started together."""
     barrier = threading.Barrier(threads + 1)
 
     def worker() -> None:
