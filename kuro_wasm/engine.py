@@ -49,6 +49,7 @@ __all__ = [
     "engine_identity",
     "engine_key",
     "install_interrupt",
+    "remove_interrupt",
     "instantiate",
     "live_run",
     "lookup_func",
@@ -215,25 +216,32 @@ def _on_epoch(_ctx: Any, data: Any, delta: Any, kind: Any) -> int:
         return _error_ptr("kuro: stopped (host error in epoch check)")
 
 
-@_Finalizer  # type: ignore[untyped-decorator]
-def _forget_check(data: Any) -> None:
+# NULL, not a Python finalizer: a store that dies at interpreter exit could otherwise call a
+# ctypes thunk that was already freed. The registration is removed by remove_interrupt instead.
+_NULL_FINALIZER: Final = _Finalizer()
+
+
+def remove_interrupt(key: int) -> None:
+    """Forget the run registered by :func:`install_interrupt` under ``key`` (idempotent)."""
     with _CHECKS_LOCK:
-        _CHECKS.pop(int(data or 0), None)
+        _CHECKS.pop(key, None)
 
 
-def install_interrupt(store: wasmtime.Store, run: Interruptible) -> None:
+def install_interrupt(store: wasmtime.Store, run: Interruptible) -> int:
     """Arm ``store``: at every epoch tick ``run.should_stop()`` is asked; a non-None answer stops the guest.
 
     Sets the deadline one tick ahead (a new store's deadline is 0, which would
     interrupt a healthy guest at the first tick). ``should_stop`` must be cheap;
-    if it raises, the run is stopped with reason ``host-error``.
+    if it raises, the run is stopped with reason ``host-error``. Returns the key to
+    pass to :func:`remove_interrupt` when the run is over.
     """
     with _CHECKS_LOCK:
         _NEXT_ID[0] += 1
         key = _NEXT_ID[0]
         _CHECKS[key] = run
-    ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), _on_epoch, ctypes.c_void_p(key), _forget_check)
+    ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), _on_epoch, ctypes.c_void_p(key), _NULL_FINALIZER)
     store.set_epoch_deadline(1)
+    return key
 
 
 # ---- instantiate and call, below the public API

@@ -431,10 +431,9 @@ def _trampoline(name: str, handler: Handler) -> Any:
 _TRAMPOLINES: Final[dict[str, Any]] = {spec.name: _trampoline(spec.name, HANDLERS[spec.name]) for spec in abi.IMPORTS}
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # type: ignore[untyped-decorator]
-def _no_finalizer(_data: Any) -> None:
-    return None
-
+# A NULL finalizer, not a Python one: at interpreter exit the ctypes thunk of a Python finalizer
+# can be freed before the linker that would call it, and deleting the linker then crashes.
+_NULL_FINALIZER: Final = ctypes.CFUNCTYPE(None, ctypes.c_void_p)()  # calling the type with no address: NULL
 
 _VALTYPES: Final[dict[str, Callable[[], wasmtime.ValType]]] = {
     "i32": wasmtime.ValType.i32,
@@ -465,7 +464,7 @@ def linker_for(engine: wasmtime.Engine) -> wasmtime.Linker:
                 ty.ptr(),
                 _TRAMPOLINES[spec.name],
                 None,
-                _no_finalizer,
+                _NULL_FINALIZER,
             )
             if err:
                 raise wasmtime.WasmtimeError._from_ptr(err)

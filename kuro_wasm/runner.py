@@ -168,12 +168,13 @@ class Job:
             return self._stopped(), session
         wstore = wasmtime.Store(_engine.engine_for(config))
         fuel_left: int | None = None
+        interrupt_key: int | None = None
         try:
             if self.max_memory_bytes is not None:
                 wstore.set_limits(memory_size=self.max_memory_bytes)
             if self.fuel is not None:
                 wstore.set_fuel(self.fuel)
-            _engine.install_interrupt(wstore, ctx)
+            interrupt_key = _engine.install_interrupt(wstore, ctx)
             register_run(wstore, ctx)
             with _engine.live_run():
                 instance, failed = _engine.instantiate(ready.pre, wstore)
@@ -191,6 +192,8 @@ class Job:
                 except wasmtime.WasmtimeError:
                     fuel_left = 0
         finally:
+            if interrupt_key is not None:
+                _engine.remove_interrupt(interrupt_key)
             unregister_run(wstore)
             wstore.close()
         result = self._classify(outcome, instantiating=failed is not None)

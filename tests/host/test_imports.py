@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_wasm import abi
-from kuro_wasm.engine import EngineConfig, engine_for, install_interrupt, live_run
+from kuro_wasm.engine import EngineConfig, engine_for, install_interrupt, live_run, remove_interrupt
 from kuro_wasm.host import run
 from kuro_wasm.imports import RunContext, StdinPipe, linker_for, register_run, unregister_run
 from kuro_wasm.loader import add_guest
@@ -97,7 +97,7 @@ def test_a_registered_store_reaches_its_own_context() -> None:
 
     ctx = RunContext(grant=frozenset(), emit=emit)
     store = wasmtime.Store(engine)
-    install_interrupt(store, ctx)
+    key = install_interrupt(store, ctx)
     register_run(store, ctx)
     try:
         with live_run():
@@ -107,6 +107,7 @@ def test_a_registered_store_reaches_its_own_context() -> None:
             assert run(store) == 0
     finally:
         unregister_run(store)
+        remove_interrupt(key)
     assert written == [("stdout", b"hello, kuro\n"), ("stderr", b"note: stderr works\n")]
     assert ctx.calls == 2
 
