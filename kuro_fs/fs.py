@@ -44,10 +44,10 @@ from typing import Any, Final, NamedTuple
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import parse
-from kuro_fs.errors import CorruptBlock, DagPbError, InvalidCID
+from kuro_fs.errors import CorruptBlock, DagCborError, DagPbError, InvalidCID
 from kuro_fs.fsdir import DIR_TYPE, Entry, Refusal, WorkingTree, decode_dir, encode_dir, to_unixfs_dir
 from kuro_fs.paths import clean_path, join_path
-from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, MissingBlock, iter_file
+from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, MissingBlock, file_root_info, iter_file
 from kuro_fs.unixfs import write_file as _write_file
 
 __all__ = [
@@ -73,8 +73,9 @@ DENIAL_REASONS: Final[Mapping[str, str]] = {
     "bad-range": "read_range offset/length not a non-negative int",
     "missing-capability": "the grant lacks the capability in kuro.fs/missing",
     "not-found": "no entry at the path (or rm/mv of the root)",
-    "not-a-directory": "a file sits where a directory is read (ls, walk, an ancestor in a lookup)",
-    "not-a-file": "read of a directory",
+    "not-a-directory": "a file sits where a directory is read (ls, walk, an ancestor in a lookup), "
+    "or link of a dag-cbor CID that is not a kuro.fs directory",
+    "not-a-file": "read of a directory, or link of a raw/dag-pb CID that is not a UnixFS file root",
     "is-a-directory": "write or mv onto a directory",
     "path-blocked": "a file sits where write/mkdir/mv needs a directory, or mkdir onto a file",
     "directory-not-empty": "rm of a directory that has entries",
@@ -90,6 +91,7 @@ OP_CAPABILITIES: Final[Mapping[str, tuple[str, ...]]] = {
     "read": ("fs/read",),
     "read-range": ("fs/read",),
     "write": ("fs/write",),
+    "link": ("fs/write",),
     "mkdir": ("fs/write",),
     "rm": ("fs/rm",),
     "mv": ("fs/write", "fs/rm"),
@@ -399,6 +401,40 @@ class Fs:
 
         return self._run("write", path, body, _NO_DST)
 
+    def link(self, path: object, cid: str) -> FsResult:
+        """Bind the file or directory DAG ``cid`` (already in the store) at ``path``; missing parents are created.
+
+        This is how an imported tree or file (:func:`~kuro_fs.importer.import_path`,
+        :func:`~kuro_fs.car.import_car`) joins a filesystem without re-reading its bytes:
+        only the root block of ``cid`` is read, to check what it is and learn a file's size.
+        A file at ``path`` is replaced; a directory there is refused, as for :meth:`write`.
+
+        Value: ``cid``. Receipt: ``cid``, ``size`` (file bytes; 0 for a directory), ``root-cid``.
+        Denials: bad-path, missing-capability (fs/write), is-a-directory (``path`` is the root
+        or a directory), path-blocked (a file above ``path``), block-missing (the root block
+        of ``cid`` is absent or corrupt, or a directory on the way is), not-a-file (a raw or
+        dag-pb ``cid`` that is not a UnixFS file root, e.g. a UnixFS directory), not-a-directory
+        (a dag-cbor ``cid`` that is not a kuro.fs directory). Nothing is stored unless accepted.
+
+        Raises InvalidCID: ``cid`` is not a CID string of kuro's profile (misuse, not a refusal).
+        """
+        target = parse(cid)
+
+        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+            self._need("link")
+            if not parts:
+                raise Refusal("is-a-directory")
+            parent = tree.dir(parts[:-1], "path-blocked")
+            old = None if parent is None else parent.get(parts[-1])
+            if old is not None and old.kind == "dir":
+                raise Refusal("is-a-directory")
+            entry = Entry(cid, _linked_size(self.store, cid, target.codec))
+            tree.set(parts, entry)
+            fs = self._advance(tree.commit())
+            return self._ok("link", path, cid, fs, cid=cid, size=entry.size)
+
+        return self._run("link", path, body, _NO_DST)
+
     def mkdir(self, path: object) -> FsResult:
         """Create the directory ``path`` and missing parents; an existing directory is kept as is.
 
@@ -489,6 +525,23 @@ def _existing(tree: WorkingTree, parts: tuple[str, ...]) -> Entry:
     if entry is None:
         raise Refusal("not-found")
     return entry
+
+
+def _linked_size(store: BlockStore, cid: str, codec: str) -> int:
+    # What Fs.link binds: a kuro.fs directory (size 0) or a UnixFS file root (its byte size).
+    if codec == "dag-cbor":
+        block = store.get(cid)
+        if block is None:
+            raise Refusal("block-missing", cid=cid)
+        try:
+            decode_dir(block)
+        except (DagCborError, InvalidCID) as exc:
+            raise Refusal("not-a-directory", cid=cid) from exc
+        return 0
+    try:
+        return file_root_info(store.get, cid).size
+    except DagPbError as exc:
+        raise Refusal("not-a-file", cid=cid) from exc
 
 
 def _listing(tree: WorkingTree, parts: tuple[str, ...]) -> tuple[Entry, dict[str, Entry]]:

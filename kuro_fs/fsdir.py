@@ -118,20 +118,25 @@ class WorkingTree:
             raise Refusal("block-missing", cid=cid) from exc
 
     def dir(self, parts: tuple[str, ...], blocked: str) -> dict[str, Entry] | None:
-        """The directory at ``parts`` (None if missing); a file on the way denies with ``blocked``."""
-        if parts in self.dirs:
-            return self.dirs[parts]
-        if not parts:
-            self.dirs[parts] = self.load(self.root)
-            return self.dirs[parts]
-        parent = self.dir(parts[:-1], blocked)
-        entry = None if parent is None else parent.get(parts[-1])
-        if entry is None:
-            return None
-        if entry.kind != "dir":
-            raise Refusal(blocked)
-        self.dirs[parts] = self.load(entry.cid)
-        return self.dirs[parts]
+        """The directory at ``parts`` (None if missing); a file on the way denies with ``blocked``.
+
+        Walks down from the deepest directory already loaded, in a loop: a path may have
+        thousands of segments (``MAX_PATH_BYTES``), more than Python's recursion limit.
+        """
+        depth = len(parts)
+        while depth > 0 and parts[:depth] not in self.dirs:
+            depth -= 1
+        if depth == 0 and () not in self.dirs:
+            self.dirs[()] = self.load(self.root)
+        current = self.dirs[parts[:depth]]
+        for i in range(depth, len(parts)):
+            entry = current.get(parts[i])
+            if entry is None:
+                return None
+            if entry.kind != "dir":
+                raise Refusal(blocked)
+            current = self.dirs[parts[: i + 1]] = self.load(entry.cid)
+        return current
 
     def entry(self, parts: tuple[str, ...], blocked: str = "not-a-directory") -> Entry | None:
         if not parts:
@@ -203,17 +208,31 @@ def to_unixfs_dir(fs: HasStoreRoot) -> str:
     Raises MissingBlock / CorruptBlock / DagCborError: the tree is incomplete or malformed.
     """
 
-    def convert(cid: str) -> tuple[str, int]:
+    def listing(cid: str) -> dict[str, Entry]:
         block = fs.store.get(cid)
         if block is None:
             raise MissingBlock(cid)
-        links: list[tuple[str, str, int]] = []
-        for name, entry in decode_dir(block).items():
-            if entry.kind == "dir":
-                links.append((name, *convert(entry.cid)))
-            else:
-                links.append((name, entry.cid, file_root_info(fs.store.get, entry.cid).tsize))
-        node, tsize = directory_node(links)
-        return fs.store.put(node, "dag-pb"), tsize
+        return decode_dir(block)
 
-    return convert(fs.root)[0]
+    # Post-order over an explicit stack: a tree may be deeper than Python's recursion limit.
+    # A frame is (directory CID, its name in the parent, entries still to convert, UnixFS links made so far).
+    done: dict[str, tuple[str, int]] = {}  # kuro.fs dir CID -> (UnixFS dir CID, Tsize): shared subtrees once
+    Frame = tuple[str, str, list[tuple[str, Entry]], list[tuple[str, str, int]]]
+    stack: list[Frame] = [(fs.root, "", sorted(listing(fs.root).items(), reverse=True), [])]
+    while True:
+        cid, name, todo, links = stack[-1]
+        if todo:
+            child, entry = todo.pop()
+            if entry.kind != "dir":
+                links.append((child, entry.cid, file_root_info(fs.store.get, entry.cid).tsize))
+            elif entry.cid in done:
+                links.append((child, *done[entry.cid]))
+            else:
+                stack.append((entry.cid, child, sorted(listing(entry.cid).items(), reverse=True), []))
+            continue
+        node, tsize = directory_node(links)
+        done[cid] = (fs.store.put(node, "dag-pb"), tsize)
+        stack.pop()
+        if not stack:
+            return done[cid][0]
+        stack[-1][3].append((name, *done[cid]))

@@ -5,9 +5,13 @@ Importing is hashing-bound, so the importer hashes each raw leaf **exactly
 once** — inside ``store.put``, which mints the CID — and runs those puts on
 ``workers`` threads (default 2) over contiguous runs of chunks, because
 ``hashlib`` releases the GIL on large buffers. Chunks are zero-copy
-``memoryview`` slices of the input (the store copies what it keeps); leaf CIDs
-are fed in order to :class:`~kuro_fs.unixfs.BalancedLayout`, so the DAG (and
-every CID) is the one :func:`kuro_fs.unixfs.write_file` makes serially.
+``memoryview`` slices of the input; a store keeps immutable ``bytes``, so each
+leaf is copied once, inside ``put`` (a one-chunk ``bytes`` input is kept as
+is). That copy holds the GIL and, for fresh memory, costs about as much as the
+hashing; :func:`file_cid` (CID only, ``--only-hash``) hashes the views in place
+and copies nothing. Leaf CIDs are fed in order to
+:class:`~kuro_fs.unixfs.BalancedLayout`, so the DAG (and every CID) is the one
+:func:`kuro_fs.unixfs.write_file` makes serially.
 Files on disk are read chunk by chunk with ``os.pread`` on the worker threads
 (the kernel's copy runs without the GIL, and the store keeps the bytes object
 it is given), in batches of :data:`BATCH_BYTES`, so a 1 GiB file is never read
@@ -92,7 +96,7 @@ def import_file(
     _check(chunk_size, width, workers)
     view = memoryview(data).cast("B")
     if len(view) <= chunk_size:
-        cid = store.put(bytes(view), "raw")
+        cid = store.put(data if type(data) is bytes else bytes(view), "raw")  # an exact bytes is kept, not copied
         return FileRoot(cid, len(view), len(view))
     views = [view[i : i + chunk_size] for i in range(0, len(view), chunk_size)]
     layout = BalancedLayout(store.put, width)

@@ -46,6 +46,7 @@ from kuro_fs.errors import DagPbError, MissingBlock, ShardingNotSupported
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_WIDTH",
+    "MAX_FILE_DEPTH",
     "SHARD_THRESHOLD_BYTES",
     "BalancedLayout",
     "FileRoot",
@@ -69,6 +70,9 @@ DEFAULT_CHUNK_SIZE: Final = 262144
 DEFAULT_WIDTH: Final = 174
 #: A flat directory whose sum of (name bytes + binary CID bytes) exceeds this would be a HAMT shard.
 SHARD_THRESHOLD_BYTES: Final = 262144
+#: The deepest file tree read. A balanced tree of width ≥ 2 over 2^64 one-byte chunks is 64 levels;
+#: anything deeper is a hostile DAG (a chain of one-link nodes), refused before it exhausts the stack.
+MAX_FILE_DEPTH: Final = 100
 
 Put = Callable[[bytes, str], str]
 Get = Callable[[str], "bytes | None"]
@@ -328,18 +332,21 @@ def iter_file(get: Get, cid: str, offset: int = 0, length: int | None = None) ->
 
     ``length=None`` reads to the end; a range past the end yields nothing.
     Raises MissingBlock: a needed block is absent. Raises DagPbError: the tree is
-    malformed or its sizes do not add up. Raises CorruptBlock: from the store.
+    malformed, its sizes do not add up, or it is deeper than :data:`MAX_FILE_DEPTH`.
+    Raises CorruptBlock: from the store.
     """
     if offset < 0 or (length is not None and length < 0):
         raise ValueError("offset and length must be non-negative")
     end = None if length is None else offset + length
-    yield from _iter(get, cid, None, offset, end)
+    yield from _iter(get, cid, None, offset, end, 0)
 
 
-def _iter(get: Get, cid: str, expect: int | None, lo: int, hi: int | None) -> Iterator[bytes | memoryview]:
+def _iter(get: Get, cid: str, expect: int | None, lo: int, hi: int | None, depth: int) -> Iterator[bytes | memoryview]:
     # lo/hi are relative to the start of this subtree; hi None = to the end.
     if hi is not None and hi <= lo:
         return
+    if depth > MAX_FILE_DEPTH:
+        raise DagPbError(f"file tree deeper than {MAX_FILE_DEPTH} levels at {cid}")
     block = _get(get, cid)
     if cid.startswith("bafkrei"):  # raw leaf: the block is the bytes
         if expect is not None and len(block) != expect:
@@ -363,7 +370,7 @@ def _iter(get: Get, cid: str, expect: int | None, lo: int, hi: int | None) -> It
             break
         if stop > lo:
             sub_hi = None if hi is None or hi >= stop else hi - start
-            yield from _iter(get, _cid_str(link.hash), size, max(lo - start, 0), sub_hi)
+            yield from _iter(get, _cid_str(link.hash), size, max(lo - start, 0), sub_hi, depth + 1)
         start = stop
 
 

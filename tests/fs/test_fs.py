@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import cid_for, raw_cid
 from kuro_fs.dagcbor import encode
+from kuro_fs.dagpb import PBLink, PBNode
+from kuro_fs.dagpb import encode as encode_pb
 from kuro_fs.errors import CorruptBlock, InvalidCID
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import (
@@ -26,6 +28,9 @@ from kuro_fs.fs import (
     encode_dir,
     to_unixfs_dir,
 )
+from kuro_fs.importer import import_bytes, import_path
+from kuro_fs.paths import MAX_PATH_BYTES
+from kuro_fs.unixfs import NodeType, UnixFSData, directory_node, encode_data, write_file
 
 EMPTY_DIR = "bafybeiczsscdsbs7ffqz55asqdf3smv6klcw3gofszvwlyarci47bgf354"
 
@@ -57,6 +62,18 @@ def tree(fs: Fs, files: dict[str, bytes]) -> Fs:
     for path, data in files.items():
         fs = ok(fs.write(path, data)).fs
     return fs
+
+
+class CountingStore(MemoryBlockStore):
+    """A memory store that records every CID fetched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fetched: list[str] = []
+
+    def get(self, cid: str) -> bytes | None:
+        self.fetched.append(cid)
+        return super().get(cid)
 
 
 class FlakyStore(MemoryBlockStore):
@@ -188,6 +205,212 @@ def test_a_denied_write_stores_no_block_and_keeps_the_root(fs: Fs, store: Memory
         assert result.fs.root == fs.root
         assert result.receipt["kuro.fs/root-cid"] == fs.root
     assert store.cids() == before
+
+
+def _lost_dir(store: MemoryBlockStore) -> Fs:
+    # An fs whose directory "d" (holding "x") has lost its block.
+    fs = tree(Fs.empty(store), {"d/x": b"x", "f": b"file"})
+    store.delete(ok(fs.stat("d")).value["cid"])
+    return fs
+
+
+_IMPORTED = b"imported file bytes, not yet linked"
+
+#: Every way a mutating op can be refused: (reason, the attempt). Each must store nothing and keep the root.
+_REFUSED_MUTATIONS = [
+    ("bad-path", lambda fs: fs.write("../x", b"new 1")),
+    ("bad-path", lambda fs: fs.write(None, b"new 2")),
+    ("bad-path", lambda fs: fs.write("", b"new 3")),
+    ("bad-path", lambda fs: fs.write("a\x00b", b"new 4")),
+    ("bad-path", lambda fs: fs.write("/../etc/passwd", b"new 5")),
+    ("bad-path", lambda fs: fs.mkdir("d/../../up")),
+    ("bad-path", lambda fs: fs.link("..", raw_cid(_IMPORTED))),
+    ("bytes-required", lambda fs: fs.write("g", "a string")),
+    ("missing-capability", lambda fs: fs.with_grant(["fs/read", "fs/ls", "fs/rm"]).write("g", b"new 6")),
+    ("missing-capability", lambda fs: fs.with_grant(["fs/read"]).mkdir("newdir")),
+    ("missing-capability", lambda fs: fs.with_grant(["fs/write"]).rm("f")),
+    ("missing-capability", lambda fs: fs.with_grant(["fs/write"]).mv("f", "g")),
+    ("missing-capability", lambda fs: fs.with_grant(["fs/read"]).link("g", raw_cid(_IMPORTED))),
+    ("is-a-directory", lambda fs: fs.write("d", b"new 7")),
+    ("is-a-directory", lambda fs: fs.write(".", b"new 8")),
+    ("is-a-directory", lambda fs: fs.mv("f", "d")),
+    ("is-a-directory", lambda fs: fs.link("d", raw_cid(_IMPORTED))),
+    ("path-blocked", lambda fs: fs.write("f/inner", b"new 9")),
+    ("path-blocked", lambda fs: fs.mkdir("f/sub")),
+    ("path-blocked", lambda fs: fs.mkdir("f")),
+    ("path-blocked", lambda fs: fs.mv("d", "f/d")),
+    ("path-blocked", lambda fs: fs.link("f/x", raw_cid(_IMPORTED))),
+    ("not-found", lambda fs: fs.rm("nope")),
+    ("not-found", lambda fs: fs.mv("nope", "x")),
+    ("not-a-directory", lambda fs: fs.rm("f/x")),
+    ("not-a-directory", lambda fs: fs.mv("d", "f")),
+    ("directory-not-empty", lambda fs: fs.rm("d")),
+    ("block-missing", lambda fs: fs.link("g", raw_cid(b"never stored"))),
+]
+
+
+@pytest.mark.parametrize("reason, attempt", _REFUSED_MUTATIONS, ids=[r for r, _ in _REFUSED_MUTATIONS])
+def test_a_refused_mutation_stores_no_block_and_keeps_the_root(reason: str, attempt: Any) -> None:
+    store = MemoryBlockStore()
+    fs = tree(Fs.empty(store), {"f": b"file", "d/x": b"x"})
+    store.put(_IMPORTED)
+    before, cids = store.stats(), store.cids()
+    result = attempt(fs)
+    denied(result, reason)
+    assert result.fs.root == fs.root and result.receipt["kuro.fs/root-cid"] == fs.root
+    assert store.stats() == before and store.cids() == cids
+
+
+@pytest.mark.parametrize(
+    "attempt",
+    [
+        lambda fs: fs.write("d/y", b"new bytes"),
+        lambda fs: fs.mkdir("d/sub"),
+        lambda fs: fs.rm("d/x"),
+        lambda fs: fs.mv("f", "d/f"),
+        lambda fs: fs.link("d/y", raw_cid(b"file")),
+    ],
+)
+def test_a_mutation_through_a_lost_directory_block_stores_nothing(attempt: Any) -> None:
+    store = MemoryBlockStore()
+    fs = _lost_dir(store)
+    before = store.stats()
+    assert denied(attempt(fs), "block-missing")["kuro.fs/cid"] == cid_for(
+        encode_dir({"x": Entry(raw_cid(b"x"), 1)}), "dag-cbor"
+    )
+    assert store.stats() == before
+
+
+def test_a_path_deeper_than_the_recursion_limit_is_served_not_raised(fs: Fs) -> None:
+    # 1100 one-letter segments: deeper than Python's recursion limit, still a legal path (2202 bytes).
+    deep = "/".join(["a"] * 1100) + "/f"
+    assert len(deep.encode()) <= MAX_PATH_BYTES
+    fs = ok(fs.write(deep, b"deep")).fs
+    assert ok(fs.read_range(deep, 1, 2)).value == b"ee"
+    assert ok(fs.walk(".")).receipt["kuro.fs/entries"] == 1101
+    assert to_unixfs_dir(fs).startswith("bafybei")
+
+
+def test_a_hostile_deep_file_dag_is_denied_not_raised(fs: Fs, store: MemoryBlockStore) -> None:
+    cid, tsize = store.put(b"abc"), 3
+    for _ in range(1500):  # one-link File nodes stacked far past the recursion limit
+        data = encode_data(UnixFSData(NodeType.FILE, filesize=3, blocksizes=(3,)))
+        block = encode_pb(PBNode((PBLink.to(cid, "", tsize),), data))
+        cid, tsize = store.put(block, "dag-pb"), tsize + len(block)
+    fs = ok(fs.link("deep", cid)).fs  # link reads only the root block
+    assert denied(fs.read("deep"), "block-missing")["kuro.fs/cid"] == cid
+    denied(fs.read_range("deep", 1, 1), "block-missing")
+
+
+def test_read_range_through_fs_fetches_only_the_blocks_on_its_way() -> None:
+    store = CountingStore()
+    fs = Fs(store, Fs.empty(store).root, chunk_size=256, width=4)
+    data = bytes((i * 31 + i // 256) % 256 for i in range(16384))  # 64 distinct leaves, 3 levels
+    fs = ok(fs.write("d/big.bin", data)).fs
+    store.fetched.clear()
+    assert ok(fs.read_range("d/big.bin", 1000, 10)).value == data[1000:1010]
+    dirs = [c for c in store.fetched if c.startswith("bafyrei")]
+    leaves = [c for c in store.fetched if c.startswith("bafkrei")]
+    nodes = [c for c in store.fetched if c.startswith("bafybei")]
+    assert (len(dirs), len(nodes), len(leaves)) == (2, 3, 1)  # root and d; the file's 3 levels; one leaf
+
+
+# ---- link: binding an imported DAG at a path
+
+
+def test_link_refuses_a_string_that_is_not_a_cid(fs: Fs) -> None:
+    for bad in ["not-a-cid", "", None, 5]:
+        with pytest.raises(InvalidCID):
+            fs.link("a", bad)  # type: ignore[arg-type]
+
+
+def test_link_refuses_a_cid_whose_root_block_is_missing(fs: Fs) -> None:
+    absent = raw_cid(b"never stored")
+    receipt = denied(fs.link("a", absent), "block-missing")
+    assert receipt["kuro.fs/cid"] == absent and receipt["kuro.fs/op"] == "link"
+    absent_dir = cid_for(encode_dir({"z": Entry(raw_cid(b"z"), 1)}), "dag-cbor")
+    assert denied(fs.link("a", absent_dir), "block-missing")["kuro.fs/cid"] == absent_dir
+
+
+def test_link_refuses_a_corrupt_root_block() -> None:
+    store = FlakyStore()
+    fs = Fs.empty(store)
+    cid = store.put(b"bytes")
+    store.corrupt.add(cid)
+    assert denied(fs.link("a", cid), "block-missing")["kuro.fs/cid"] == cid
+
+
+def test_link_refuses_a_dag_that_is_neither_a_unixfs_file_nor_a_kuro_fs_directory(
+    fs: Fs, store: MemoryBlockStore
+) -> None:
+    unixfs_dir = store.put(directory_node([])[0], "dag-pb")
+    assert denied(fs.link("a", unixfs_dir), "not-a-file")["kuro.fs/cid"] == unixfs_dir
+    no_data = store.put(encode_pb(PBNode((PBLink.to(raw_cid(b"x"), "", 1),))), "dag-pb")
+    denied(fs.link("a", no_data), "not-a-file")
+    garbage = store.put(b"\xff\xff not protobuf", "dag-pb")
+    denied(fs.link("a", garbage), "not-a-file")
+    symlink = store.put(encode_pb(PBNode((), encode_data(UnixFSData(NodeType.SYMLINK, data=b"/etc")))), "dag-pb")
+    denied(fs.link("a", symlink), "not-a-file")
+    not_a_dir = store.put(encode({"hello": "world"}), "dag-cbor")
+    assert denied(fs.link("a", not_a_dir), "not-a-directory")["kuro.fs/cid"] == not_a_dir
+    v0_link = b"\xd8\x2a\x58\x23\x00\x12\x20" + bytes(32)  # tag 42 over a CIDv0: outside kuro's profile
+    entry = b"\xa1\x61a\xa2\x63cid" + v0_link + b"\x64size\x00"
+    odd_dir = b"\xa3\x64type\x6bkuro.fs/dir\x67entries" + entry + b"\x67version\x01"  # canonical key order
+    denied(fs.link("a", store.put(odd_dir, "dag-cbor")), "not-a-directory")
+
+
+def test_link_binds_an_imported_file_creating_parents(fs: Fs, store: MemoryBlockStore) -> None:
+    data = bytes(range(256)) * 40
+    cid = import_bytes(store, data, chunk_size=1000, width=3)
+    before = store.stats()
+    r = ok(fs.link("x/y/file.bin", cid))
+    assert r.value == cid
+    assert r.receipt == {
+        "kuro.fs/type": "kuro.fs/receipt",
+        "kuro.fs/op": "link",
+        "kuro.fs/path": "x/y/file.bin",
+        "kuro.fs/cid": cid,
+        "kuro.fs/size": len(data),
+        "kuro.fs/root-cid": r.fs.root,
+    }
+    assert store.stats()["blocks"] == before["blocks"] + 3  # root, x, x/y: the file itself is not re-stored
+    assert ok(r.fs.read("x/y/file.bin")).value == data
+    assert ok(r.fs.stat("x/y/file.bin")).value == {"kind": "file", "size": len(data), "cid": cid}
+    assert r.fs.history == (fs.root,)
+    written = ok(Fs(store, fs.root, chunk_size=1000, width=3).write("x/y/file.bin", data))
+    assert written.fs.root == r.fs.root  # linking the imported DAG is the same tree as writing its bytes
+
+
+def test_link_binds_an_imported_directory_tree(fs: Fs, store: MemoryBlockStore, tmp_path: Path) -> None:
+    (tmp_path / "t" / "sub").mkdir(parents=True)
+    (tmp_path / "t" / "sub" / "a.txt").write_bytes(b"hello")
+    (tmp_path / "t" / "e").write_bytes(b"")
+    root = import_path(store, tmp_path / "t")
+    r = ok(fs.link("mnt/t", root))
+    assert r.receipt["kuro.fs/size"] == 0
+    assert ok(r.fs.stat("mnt/t")).value == {"kind": "dir", "size": 0, "cid": root}
+    assert [e["path"] for e in ok(r.fs.walk("mnt")).value] == ["mnt/t", "mnt/t/e", "mnt/t/sub", "mnt/t/sub/a.txt"]
+    assert ok(r.fs.read("mnt/t/sub/a.txt")).value == b"hello"
+
+
+def test_link_replaces_a_file_and_a_same_link_is_a_no_op(fs: Fs, store: MemoryBlockStore) -> None:
+    fs = tree(fs, {"a": b"old"})
+    cid = write_file(store.put, b"new").cid
+    r = ok(fs.link("a", cid))
+    assert ok(r.fs.read("a")).value == b"new"
+    again = ok(r.fs.link("/a", cid))
+    assert again.fs.root == r.fs.root and again.fs.history == r.fs.history
+
+
+def test_link_needs_fs_write_only(fs: Fs, store: MemoryBlockStore) -> None:
+    cid = store.put(b"x")
+    wo = fs.with_grant(["fs/write"])
+    linked = ok(wo.link("a", cid)).fs
+    assert denied(linked.read("a"), "missing-capability")["kuro.fs/missing"] == "fs/read"
+    assert (
+        denied(fs.with_grant(["fs/read", "fs/ls", "fs/rm"]).link("a", cid), "missing-capability")["kuro.fs/missing"]
+        == "fs/write"
+    )
 
 
 def test_a_fresh_fs_lists_nothing_and_refuses_to_remove_its_root(fs: Fs) -> None:

@@ -1,7 +1,8 @@
-"""kuro.fs against a plain dict model: random write/mkdir/rm/mv/read/ls sequences agree, denial reasons included.
+"""kuro.fs against a plain dict model: random write/link/mkdir/rm/mv/read/ls sequences agree, denial reasons included.
 
 Also checked: every root ever produced still reads back its old content, a denied op
-stores no block, and every block in the store re-hashes to its CID.
+stores no block, a lost block is denied as ``block-missing`` naming it (and a write through
+it stores nothing), and every block in the store re-hashes to its CID.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import verify
 from kuro_fs.fs import CAPABILITIES, DENIAL_REASONS, OP_CAPABILITIES, RECEIPT_KEYS, Fs, FsResult
-from kuro_fs.paths import clean_path
+from kuro_fs.paths import clean_path, join_path
+from kuro_fs.unixfs import write_file
 
 Path = tuple[str, ...]
 
@@ -73,6 +75,21 @@ class Model:
         return sorted(names.items())
 
 
+class LossyStore(MemoryBlockStore):
+    """A view of another store that has lost the blocks in ``lost`` (puts go through to the real store)."""
+
+    def __init__(self, real: MemoryBlockStore, lost: set[str]) -> None:
+        super().__init__()
+        self.real = real
+        self.lost = lost
+
+    def put(self, data: bytes, codec: str = "raw") -> str:
+        return self.real.put(data, codec)
+
+    def get(self, cid: str) -> bytes | None:
+        return None if cid in self.lost else self.real.get(cid)
+
+
 class Denied(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -126,11 +143,19 @@ class FsMachine(RuleBasedStateMachine):
 
     @rule(path=PATHS, data=DATA, grant=GRANTS)
     def write(self, path: str, data: bytes, grant: frozenset[str]) -> None:
+        self._write_or_link("write", path, data, grant)
+
+    @rule(path=PATHS, data=DATA, grant=GRANTS)
+    def link(self, path: str, data: bytes, grant: frozenset[str]) -> None:
+        self._write_or_link("link", path, data, grant)
+
+    def _write_or_link(self, op: str, path: str, data: bytes, grant: frozenset[str]) -> None:
+        cid = write_file(self.store.put, data, chunk_size=4, width=2).cid if op == "link" else ""
         before = self.store.cids()
         trial = self.model.copy()
 
         def decide() -> None:
-            (p,) = gate("write", grant, path)
+            (p,) = gate(op, grant, path)
             if not p:
                 raise Denied("is-a-directory")
             trial.check_parents_for_write(p)
@@ -140,12 +165,13 @@ class FsMachine(RuleBasedStateMachine):
             trial.add_parents(p)
 
         expect = self.attempt(decide)
-        result = self.fs.with_grant(grant).write(path, data)
+        fs = self.fs.with_grant(grant)
+        result = fs.link(path, cid) if op == "link" else fs.write(path, data)
         if not isinstance(expect, Denied):
             self.model = trial
         else:
             assert self.store.cids() == before
-        self.apply(result, expect, "write", True)
+        self.apply(result, expect, op, True)
 
     @rule(path=PATHS, grant=GRANTS)
     def mkdir(self, path: str, grant: frozenset[str]) -> None:
@@ -184,10 +210,13 @@ class FsMachine(RuleBasedStateMachine):
             else:
                 del trial.files[p]
 
+        before = self.store.cids()
         expect = self.attempt(decide)
         result = self.fs.with_grant(grant).rm(path)
         if not isinstance(expect, Denied):
             self.model = trial
+        else:
+            assert self.store.cids() == before
         self.apply(result, expect, "rm", True)
 
     @rule(src=PATHS, dst=PATHS, grant=GRANTS)
@@ -220,10 +249,13 @@ class FsMachine(RuleBasedStateMachine):
             trial.dirs |= {d + q[len(s) :] for q in moved_dirs}
             trial.add_parents(d)
 
+        before = self.store.cids()
         expect = self.attempt(decide)
         result = self.fs.with_grant(grant).mv(src, dst)
         if not isinstance(expect, Denied):
             self.model = trial
+        else:
+            assert self.store.cids() == before
         self.apply(result, expect, "mv", True)
 
     @rule(path=PATHS, grant=GRANTS, offset=st.integers(0, 30), length=st.integers(0, 30))
@@ -256,6 +288,28 @@ class FsMachine(RuleBasedStateMachine):
         self.apply(result, expect, "ls", False)
         if not isinstance(expect, Denied):
             assert [(e["name"], e["kind"]) for e in result.value] == expect
+
+    @rule(which=st.integers(0, 1 << 16), data=DATA, lose_parent=st.booleans())
+    def lose_a_block(self, which: int, data: bytes, lose_parent: bool) -> None:
+        # Against a view of the store that lost one block — a file's root block, or the block of the
+        # directory holding it (the fs root for a top-level file) — every op that needs that block is
+        # denied block-missing, naming it, and a write through it stores nothing.
+        if not self.model.files:
+            return
+        p = sorted(self.model.files)[which % len(self.model.files)]
+        path, parent = join_path(p), join_path(p[:-1])
+        lost = self.fs.stat(parent if lose_parent else path).value["cid"]
+        damaged = Fs(LossyStore(self.store, {lost}), self.fs.root, chunk_size=4, width=2)
+        before = self.store.cids()
+        for result in [damaged.read(path), damaged.read_range(path, 0, 1)]:
+            assert result.receipt["kuro.fs/reason"] == "block-missing" and result.receipt["kuro.fs/cid"] == lost
+        if lose_parent:
+            for result in [damaged.ls(parent), damaged.write(path, data), damaged.rm(path), damaged.mkdir(path + "/x")]:
+                assert result.receipt["kuro.fs/reason"] == "block-missing" and result.receipt["kuro.fs/cid"] == lost
+                assert result.fs.root == self.fs.root
+            assert self.store.cids() == before
+        else:
+            assert damaged.stat(path).ok and damaged.ls(parent).ok  # listing reads no file block
 
     # ---- invariants
 

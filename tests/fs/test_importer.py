@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.cid import cid_for
 from kuro_fs.errors import KuroFsError
 from kuro_fs.fs import Fs
 from kuro_fs.importer import file_cid, import_bytes, import_file, import_path, import_stream
@@ -36,6 +38,15 @@ class RecordingStream(io.RawIOBase):
         self.pos += n
         self.left -= n
         return n
+
+
+class DiscardingStore(MemoryBlockStore):
+    """Mints CIDs and keeps only the non-leaf blocks: what is left in memory is the importer's own."""
+
+    def put(self, data: bytes, codec: str = "raw") -> str:
+        if codec == "raw":
+            return cid_for(data, codec)
+        return super().put(data, codec)
 
 
 def pattern(size: int) -> bytes:
@@ -144,3 +155,39 @@ def test_import_path_of_a_directory_is_a_kuro_fs_root(tmp_path: Path) -> None:
         built = built.write(path, data).fs
     built = built.mkdir("docs/empty").fs
     assert built.root == fs.root  # the same tree written through Fs gives the same root
+
+
+def test_import_path_streams_a_file_in_bounded_memory(tmp_path: Path) -> None:
+    size, batch = 48 << 20, 2 << 20
+    path = tmp_path / "big.bin"
+    with open(path, "wb") as f:
+        for i in range(size >> 20):
+            f.write(bytes([i]) * (1 << 20))
+    expected = import_path(DiscardingStore(), path, batch_bytes=batch)
+    tracemalloc.start()
+    try:
+        cid = import_path(DiscardingStore(), path, batch_bytes=batch)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert cid == expected == file_cid(path.read_bytes())
+    assert peak < 2 * batch + (1 << 20), f"peak {peak} bytes while importing {size}"  # far below the file size
+
+
+def test_import_bytes_keeps_a_one_chunk_bytes_object_without_copying_it() -> None:
+    store = MemoryBlockStore()
+    data = pattern(1000)
+    assert store.get(import_bytes(store, data)) is data
+    copied = bytearray(data)
+    assert store.get(import_bytes(MemoryBlockStore(), copied)) == data  # a mutable buffer is copied
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_import_bytes_on_several_threads_stores_every_leaf_in_order(workers: int) -> None:
+    data = pattern(40_000)
+    store = MemoryBlockStore()
+    root = import_file(store, data, chunk_size=100, width=7, workers=workers)
+    serial = MemoryBlockStore()
+    assert root == write_file(serial.put, data, chunk_size=100, width=7)
+    assert store.cids() == serial.cids()
+    assert read_file(store, root.cid) == data

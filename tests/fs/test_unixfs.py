@@ -16,6 +16,7 @@ from kuro_fs.cid import cid_for, raw_cid
 from kuro_fs.dagpb import PBLink, PBNode, decode, encode
 from kuro_fs.errors import DagPbError, ShardingNotSupported
 from kuro_fs.unixfs import (
+    MAX_FILE_DEPTH,
     BalancedLayout,
     MissingBlock,
     NodeType,
@@ -114,6 +115,27 @@ def test_a_leaf_shorter_than_its_blocksize_is_corrupt() -> None:
     bad = store.put(encode(PBNode((PBLink.to(leaf, "", 3),), data)), "dag-pb")
     with pytest.raises(DagPbError, match="parent says 4"):
         read_file(store, bad)
+
+
+def _chain(store: MemoryBlockStore, levels: int) -> str:
+    # A hostile file DAG: ``levels`` one-link File nodes stacked over one leaf.
+    cid = store.put(b"abc")
+    tsize = 3
+    for _ in range(levels):
+        block = encode(
+            PBNode((PBLink.to(cid, "", tsize),), encode_data(UnixFSData(NodeType.FILE, filesize=3, blocksizes=(3,))))
+        )
+        cid, tsize = store.put(block, "dag-pb"), tsize + len(block)
+    return cid
+
+
+def test_a_file_tree_deeper_than_the_limit_is_malformed_not_a_stack_overflow() -> None:
+    store = MemoryBlockStore()
+    assert read_file(store, _chain(store, MAX_FILE_DEPTH)) == b"abc"
+    with pytest.raises(DagPbError, match="deeper than"):
+        read_file(store, _chain(store, MAX_FILE_DEPTH + 1))
+    with pytest.raises(DagPbError, match="deeper than"):
+        read_range(store, _chain(store, 1500), 1, 1)  # far past Python's recursion limit
 
 
 def test_a_directory_is_not_read_as_a_file() -> None:

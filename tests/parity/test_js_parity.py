@@ -48,7 +48,9 @@ FILE_CASES: list[tuple[str, int, str, int, int]] = [
     ("chunk-minus-one", C - 1, "random", C, W),
     ("chunk", C, "random", C, W),
     ("chunk-plus-one", C + 1, "random", C, W),
+    ("width-times-chunk", W * C, "random", C, W),
     ("width-times-chunk-plus-one", W * C + 1, "zeros", C, W),
+    ("width-times-chunk-plus-one-random", W * C + 1, "random", C, W),
     ("three-mib-random", 3 * 1024 * 1024 + 12345, "random", C, W),
     ("1k-w4-empty", 0, "zeros", 1024, 4),
     ("1k-w4-chunk-minus-one", 1023, "random", 1024, 4),
@@ -61,6 +63,10 @@ FILE_CASES: list[tuple[str, int, str, int, int]] = [
     ("1000-w3", 30_001, "random", 1000, 3),
     ("4k-w2-deep", 200_000, "random", 4096, 2),
     ("default-chunk-w2", 5 * C + 1, "random", C, 2),
+    ("default-chunk-w3-three-levels", 10 * C + 3, "random", C, 3),
+    ("1k-default-width-plus-one", W * 1024 + 1, "random", 1024, W),
+    ("1k-default-width-squared-plus-one", W * W * 1024 + 1, "random", 1024, W),
+    ("100k-w10-two-mib", 2 * 1024 * 1024, "random", 100_000, 10),
 ]
 
 
