@@ -46,7 +46,10 @@ def test_a_program_that_ran_guests_exits_cleanly(tmp_path: Path) -> None:
     script.write_text(PROGRAM, encoding="utf-8")
     for _ in range(3):  # the crash depended on teardown order: try more than once
         done = subprocess.run(
-            [sys.executable, "-X", "faulthandler", str(script), str(GUESTS), str(tmp_path / "home")], capture_output=True, text=True, timeout=60
+            [sys.executable, "-X", "faulthandler", str(script), str(GUESTS), str(tmp_path / "home")],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert (done.returncode, done.stdout.strip()) == (0, "done"), done.stderr[-2000:]
 
