@@ -387,12 +387,7 @@ class Fs:
             if not isinstance(data, (bytes, bytearray, memoryview)):
                 raise Refusal("bytes-required")
             self._need("write")
-            if not parts:
-                raise Refusal("is-a-directory")
-            parent = tree.dir(parts[:-1], "path-blocked")
-            old = None if parent is None else parent.get(parts[-1])
-            if old is not None and old.kind == "dir":
-                raise Refusal("is-a-directory")
+            _check_file_slot(tree, parts)
             payload = data if isinstance(data, bytes) else bytes(data)
             froot = _write_file(self.store.put, payload, chunk_size=self.chunk_size, width=self.width)
             tree.set(parts, Entry(froot.cid, froot.size))
@@ -422,12 +417,7 @@ class Fs:
 
         def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
             self._need("link")
-            if not parts:
-                raise Refusal("is-a-directory")
-            parent = tree.dir(parts[:-1], "path-blocked")
-            old = None if parent is None else parent.get(parts[-1])
-            if old is not None and old.kind == "dir":
-                raise Refusal("is-a-directory")
+            _check_file_slot(tree, parts)
             entry = Entry(cid, _linked_size(self.store, cid, target.codec))
             tree.set(parts, entry)
             fs = self._advance(tree.commit())
@@ -518,6 +508,16 @@ class Fs:
 
 def _replace(fs: Fs, **changes: Any) -> Fs:
     return replace(fs, **changes)
+
+
+def _check_file_slot(tree: WorkingTree, parts: tuple[str, ...]) -> None:
+    """Refuse a file at ``parts`` where it cannot go: the root, a directory, or under a file."""
+    if not parts:
+        raise Refusal("is-a-directory")
+    parent = tree.dir(parts[:-1], "path-blocked")
+    old = None if parent is None else parent.get(parts[-1])
+    if old is not None and old.kind == "dir":
+        raise Refusal("is-a-directory")
 
 
 def _existing(tree: WorkingTree, parts: tuple[str, ...]) -> Entry:
