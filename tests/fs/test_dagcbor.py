@@ -8,8 +8,10 @@ Bad input first.
 from __future__ import annotations
 
 import base64
+import enum
 import json
 import math
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuro_fs.cid import cid_for, raw_cid
-from kuro_fs.dagcbor import Link, cid_of, decode, encode
+from kuro_fs.dagcbor import MAX_DEPTH, Link, cid_of, decode, encode
 from kuro_fs.errors import DagCborError, InvalidCID
 
 VECTORS: dict[str, Any] = json.loads(
@@ -119,6 +121,111 @@ def test_a_decoded_integral_float_cannot_be_re_encoded() -> None:
     assert value == 1.0 and isinstance(value, float)
     with pytest.raises(DagCborError, match="integral float"):
         encode(value)
+
+
+def _nested_lists(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\x81" * 100_000 + b"\x00", b"\xa1\x61a" * 100_000 + b"\x00", b"\x81" * (MAX_DEPTH + 1) + b"\x80"],
+    ids=["arrays-100k", "maps-100k", "one-past-the-cap"],
+)
+def test_hostile_deep_nesting_is_a_dag_cbor_error_not_a_recursion_error(data: bytes) -> None:
+    with pytest.raises(DagCborError, match="nesting deeper"):
+        decode(data)
+
+
+def test_encoding_a_value_nested_past_the_cap_is_refused() -> None:
+    with pytest.raises(DagCborError, match="nesting deeper"):
+        encode(_nested_lists(10_000))
+
+
+def test_encoding_a_self_containing_list_is_refused_not_a_recursion_error() -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(DagCborError, match="nesting deeper"):
+        encode(loop)
+
+
+def test_nesting_exactly_at_the_cap_round_trips() -> None:
+    value = _nested_lists(MAX_DEPTH)
+    assert decode(encode(value)) == value
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "5bffffffffffffffff",
+        "7bffffffffffffffff",
+        "9bffffffffffffffff",
+        "bbffffffffffffffff",
+        "5affffffff",
+        "9a7fffffff",
+    ],
+    ids=["bytes-2^64", "text-2^64", "array-2^64", "map-2^64", "bytes-4G", "array-2G"],
+)
+def test_a_huge_declared_length_is_refused_before_anything_is_allocated(head: str) -> None:
+    with pytest.raises(DagCborError, match=r"runs past the end|only 0 bytes follow"):
+        decode(bytes.fromhex(head))
+
+
+@pytest.mark.parametrize(
+    "hex_",
+    [
+        "1c",  # reserved additional info
+        "d9002a58250001551220e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",  # tag 42, 2 bytes
+        "d82a01",  # tag 42 over an int
+        "d82a40",  # tag 42 over empty bytes
+        "f820",  # simple value in the extension byte
+        "ff",  # a lone break
+        "fb3ff00000",  # truncated float
+        "a1616101616201",  # map declaring one entry, holding two: trailing bytes
+        "a20102",  # an int key
+        "a1 60 01 60 02".replace(" ", ""),  # duplicate empty key (declared 1, so trailing) …
+        "a2600160",  # … and with the second value missing
+        "a16261",  # key runs past the end
+        "a162c328f6",  # invalid UTF-8 in a key
+    ],
+)
+def test_more_malformed_bytes_are_dag_cbor_errors(hex_: str) -> None:
+    with pytest.raises(DagCborError):
+        decode(bytes.fromhex(hex_))
+
+
+def test_a_lone_surrogate_cannot_be_encoded() -> None:
+    with pytest.raises(DagCborError, match="/k"):
+        encode({"k": "\ud800"})
+    with pytest.raises(DagCborError):
+        encode({"\udfff": 1})
+
+
+def test_an_int_enum_a_str_subclass_and_bytes_likes_encode_as_their_base_values() -> None:
+    class Size(enum.IntEnum):
+        BIG = 300
+
+    class Name(str):
+        def __str__(self) -> str:
+            return "something else"
+
+    assert encode([Size.BIG, Name("n")]) == encode([300, "n"])
+    assert encode(bytearray(b"ab")) == encode(memoryview(b"ab")) == encode(b"ab") == b"\x42ab"
+    assert encode(OrderedDict([("b", 1), ("a", 2)])) == encode({"a": 2, "b": 1})
+
+
+def test_a_decoded_integral_float_of_any_sign_is_accepted_as_a_float() -> None:
+    for hex_, want in [("fb0000000000000000", 0.0), ("fb8000000000000000", -0.0), ("fbc008000000000000", -3.0)]:
+        value = decode(bytes.fromhex(hex_))
+        assert isinstance(value, float) and value == want and math.copysign(1, value) == math.copysign(1, want)
+
+
+def test_a_decode_error_names_the_rule_and_shows_the_bytes() -> None:
+    with pytest.raises(DagCborError, match=r"non-minimal head .* at offset 3 \(1801\)"):
+        decode(bytes.fromhex("a161611801"))
 
 
 # ---- vectors
