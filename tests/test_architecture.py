@@ -28,6 +28,7 @@ PURE_MODULES = [
     "kuro_wasm/checkpoint.py",
     "kuro_wasm/ansi.py",
     "kuro_wasm/abi.py",
+    "kuro_wasm/ledger_answer.py",
     "kuro_wasm/operation.py",
     "kuro_wasm/outcome.py",
     "kuro_wasm/redact.py",
