@@ -1,0 +1,95 @@
+"""The documents are written from the data tables: every entry of each table has its row in the docs.
+
+A name added to a table (an import, an error code, a kuro.fs reason, an outcome,
+a denial reason) fails here until README.md / docs/*.md say what it means.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kuro_fs.fs import DENIAL_REASONS as FS_DENIAL_REASONS
+from kuro_wasm.abi import IMPORTS, REASON_CODES, ErrorCode, ImportSpec
+from kuro_wasm.model import DENIAL_REASONS as MODEL_DENIAL_REASONS
+from kuro_wasm.receipt import OUTCOMES
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = {name: (ROOT / name).read_text(encoding="utf-8") for name in ("README.md", "docs/abi.md", "docs/cli.md")}
+
+
+def _rows(doc: str) -> list[list[str]]:
+    """The cells of every markdown table row in ``doc`` (separator rows left out)."""
+    rows = []
+    for line in DOCS[doc].splitlines():
+        line = line.strip()
+        if line.startswith("|") and line.endswith("|") and not set(line) <= set("|-: "):
+            rows.append([cell.strip() for cell in line[1:-1].split("|")])
+    return rows
+
+
+def _row(doc: str, first_cell: str) -> list[str]:
+    found = [row for row in _rows(doc) if row[0] == first_cell]
+    assert len(found) == 1, f"{doc}: expected one table row starting {first_cell!r}, found {len(found)}"
+    return found[0]
+
+
+def test_the_row_reader_sees_the_tables() -> None:
+    assert _row("docs/abi.md", "`write`")[2] == "—"
+    assert _rows("README.md") and _rows("docs/cli.md")
+
+
+@pytest.mark.parametrize("spec", IMPORTS, ids=[spec.name for spec in IMPORTS])
+def test_every_abi_import_has_a_row_with_its_signature_and_capability(spec: ImportSpec) -> None:
+    _, signature, needs, _meaning = _row("docs/abi.md", f"`{spec.name}`")
+    params, results = signature.split("→")
+    assert len(params.strip("() ").split(",")) == len(spec.params), signature
+    assert ("i64" in params) == ("i64" in spec.params), signature
+    assert results.strip() == " ".join(spec.results), signature
+    assert needs == (f"`{spec.capability}`" if spec.capability else "—")
+
+
+@pytest.mark.parametrize("code", list(ErrorCode), ids=[code.name for code in ErrorCode])
+def test_every_error_code_has_a_row_with_its_value_and_name(code: ErrorCode) -> None:
+    row = _row("docs/abi.md", str(int(code)))
+    assert row[1] == code.name
+
+
+@pytest.mark.parametrize("reason", sorted(REASON_CODES))
+def test_every_kuro_fs_reason_has_a_row_with_the_code_a_guest_sees(reason: str) -> None:
+    row = _row("docs/abi.md", f"`{reason}`")
+    assert row[1].split()[0] == str(int(REASON_CODES[reason]))
+
+
+@pytest.mark.parametrize("reason", sorted(FS_DENIAL_REASONS))
+def test_every_kuro_fs_denial_reason_is_mapped_to_an_error_code(reason: str) -> None:
+    assert reason in REASON_CODES
+    assert f"`{reason}`" in DOCS["docs/abi.md"]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/abi.md"])
+@pytest.mark.parametrize("outcome", sorted(OUTCOMES))
+def test_every_outcome_has_a_row_with_its_exit_code(doc: str, outcome: str) -> None:
+    found = [row for row in _rows(doc) if f"`{outcome}`" in row[0]]
+    assert len(found) == 1, f"{doc}: {len(found)} outcome rows name {outcome!r}"
+    code = OUTCOMES[outcome]
+    if code is not None:
+        assert found[0][1].split()[0] == str(code), found[0]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/cli.md"])
+@pytest.mark.parametrize("reason", sorted(MODEL_DENIAL_REASONS))
+def test_every_denial_reason_is_documented(doc: str, reason: str) -> None:
+    assert f"`{reason}`" in DOCS[doc]
+
+
+@pytest.mark.parametrize("doc", sorted(DOCS))
+def test_no_document_calls_anything_safe(doc: str) -> None:
+    assert "safe" not in DOCS[doc].lower()
+
+
+def test_the_readme_names_the_receipt_facts_that_must_never_be_implied() -> None:
+    text = DOCS["README.md"]
+    for fact in ("`kuro/isolation`", "`kuro/truncated?`", "`kuro/dropped-bytes`", "`unknown`"):
+        assert fact in text, fact
