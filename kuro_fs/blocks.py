@@ -29,8 +29,8 @@ match their CID — it is the check a block passes before it leaves this store;
 ``reasons`` says why each rejected CID was refused (``missing``, ``corrupt`` or
 ``invalid-cid``).
 
-## Pure
-:class:`MemoryBlockStore` is a dict behind a lock; the durable store is in
+## Effects
+None beyond memory: :class:`MemoryBlockStore` is a dict behind a ``threading`` lock; the durable store is in
 :mod:`kuro_fs.filestore`.
 
 ## Not done here

@@ -18,7 +18,7 @@ it is given), in batches of :data:`BATCH_BYTES`, so a 1 GiB file is never read
 into memory at once; :func:`import_stream` does the same for any binary stream
 through one reused buffer.
 
-``store.put`` must be safe to call from several threads; both in-tree stores
+``store.put`` must tolerate calls from several threads at once; both in-tree stores
 (:class:`~kuro_fs.blocks.MemoryBlockStore`, :class:`~kuro_fs.filestore.FileBlockStore`)
 are. Pass ``workers=1`` for a store that is not.
 

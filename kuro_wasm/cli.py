@@ -210,7 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     show = leaf(receipt, "show", "show a receipt by its CID or by the --op-id it ran under", cli_receipt.receipt_show)
     show.add_argument("ref", metavar="CID|OP_ID", help="a receipt CID, or an operation id from `kuro run --op-id`")
     show.add_argument("--json", action="store_true", help="the full receipt as JSON")
-    show.add_argument("--html", metavar="FILE", help="also write the output as an HTML page to FILE")
+    show.add_argument(
+        "--html", metavar="FILE", help="also write the guest's stdout, rendered, as an HTML <pre> fragment to FILE"
+    )
     show.add_argument(
         "--color",
         choices=("auto", "always", "never"),

@@ -99,7 +99,7 @@ _ENGINES_LOCK = threading.Lock()
 
 
 def engine_for(config: EngineConfig) -> wasmtime.Engine:
-    """The process-wide engine for ``config`` (created on first use; engines are thread-safe)."""
+    """The process-wide engine for ``config`` (created on first use; one engine serves every thread)."""
     with _ENGINES_LOCK:
         engine = _ENGINES.get(config)
         if engine is None:

@@ -12,7 +12,7 @@ ends in exactly one receipt (why it ended: :mod:`kuro_wasm.outcome`), with
 =================================  ==========================================================
 guarantee                          mechanism
 =================================  ==========================================================
-guest bytes are the CID's bytes    every block re-hashed before compiling (:mod:`.loader`)
+guest bytes are the CID's bytes    every block re-hashed before compiling (:mod:`.loader`); cache hits by tag
 only ABI v1 effects                imports checked at load; no WASI, no ambient imports
 capability per import call         checked at call time; refusals in ``kuro/denials``
 memory confined                    every (ptr, len) bounds-checked; wasm's own sandbox
@@ -128,7 +128,7 @@ class Handle:
         return self._job.receipt
 
     def close(self) -> None:
-        """Kill the guest if it still runs and wait for its receipt. Safe to call twice."""
+        """Kill the guest if it still runs and wait for its receipt. Calling it twice is harmless."""
         if not self._job.done.is_set():
             self.kill()
         if self._thread.is_alive() or self._thread.ident is not None:

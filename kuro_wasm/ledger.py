@@ -30,7 +30,7 @@ mistaken for the owner, and a zombie counts as gone.
 Persistence is reported, never assumed: ``kuro/persistence`` is ``saved`` (the
 SQLite transaction committed), ``pending`` (SQLite refused — locked past
 ``timeout``, read-only, full — and the receipt was appended and fsync-ed to the
-private journal ``<name>.journal``; the next ``result``/``run``/open moves it
+private journal ``ledger.journal`` beside it; the next ``result``/``run``/open moves it
 into SQLite without running anything) or ``failed`` (both refused: replay
 protection cannot be promised, and ``kuro/persistence-error`` says so). A
 journal entry is moved before every ``run``/``result`` answers.

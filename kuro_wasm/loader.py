@@ -4,7 +4,9 @@
 A guest is named by its CID and nothing else, and bytes that do not hash to
 that CID are never compiled: every block on the way (a raw block, or each
 block of a UnixFS file DAG for a large module) is re-hashed here, whatever the
-store promises. Then the module must be a wasm *binary* (text is compiled only
+store promises. A module already compiled (in memory, or on disk under a keyed
+BLAKE3 tag bound to the CID and engine, see :mod:`.cache`) is not fetched again:
+it was verified when it was compiled. Then the module must be a wasm *binary* (text is compiled only
 on the way in, by :func:`add_guest`), may import only what
 :data:`kuro_wasm.abi.IMPORTS` declares (the load error names the offending
 import), and must export the requested function with a signature the args fit.

@@ -6,8 +6,10 @@
 :func:`denial` decides, before anything is loaded or run, whether a command may
 run in a session, and its body *is* the decision order:
 
-1. a ``terminal-host`` session → ``unsupported-mode`` (there is no shell behind
-   a wasm guest; the mode exists so that asking for it is explicit and refused);
+1. a ``terminal-host`` session (which :func:`session` builds only with
+   ``signed_opt_in=True``, raising ``signed-opt-in-required`` otherwise) →
+   ``unsupported-mode`` (there is no shell behind a wasm guest; the mode exists
+   so that asking for it is explicit and refused);
 2. an argv vector (a non-empty list/tuple of strings) → ``argv-not-a-process``,
    even when every capability is granted: a wasm host has no processes, and a
    receipt that pretended otherwise would lie about what ran;

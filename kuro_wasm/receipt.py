@@ -101,7 +101,7 @@ KEYS: Final[Mapping[str, Key]] = {
     "started-at": Key("int", True, "host clock, ms since the epoch"),
     "finished-at": Key("int", True, "host clock, ms since the epoch"),
     "error": Key("str", True, "what went wrong, in words"),
-    "trap": Key("data", True, "the wasm trap (code, message)"),
+    "trap": Key("data", True, "the wasm trap: kind and message"),
     "fs-root-after": Key("cid", True, "the kuro.fs root after the guest's writes"),
     "reads": Key("cids", True, "CIDs the guest read"),
     "denials": Key("data", True, "import calls that were refused"),
