@@ -154,7 +154,7 @@ class FsResult(NamedTuple):
 
 
 def _shown(path: object) -> str:
-    # The path as the caller passed it, made safe for JSON/dag-cbor (lone surrogates escaped).
+    # The path as the caller passed it, made encodable in JSON/dag-cbor (lone surrogates escaped).
     if isinstance(path, str):
         return path.encode("utf-8", "backslashreplace").decode("utf-8")
     return repr(path)
@@ -280,12 +280,14 @@ class Fs:
         return FsResult(fs, value, _receipt("kuro.fs/receipt", op, path, **extra, **{"root-cid": fs.root}))
 
     def _file_bytes(self, entry: Entry, offset: int = 0, length: int | None = None) -> bytes:
+        # The directory entry's size and the file DAG must agree, or the answer could be wrong
+        # (e.g. bytes past the size the directory names): a disagreement is block-missing.
         try:
-            data = b"".join(iter_file(self.store.get, entry.cid, offset, length))
+            data = b"".join(iter_file(self.store.get, entry.cid, offset, length, size=entry.size))
+            if length == 0 and file_root_info(self.store.get, entry.cid).size != entry.size:
+                raise Refusal("block-missing", cid=entry.cid)  # an empty range fetched nothing: check the root
         except DagPbError as exc:
             raise Refusal("block-missing", cid=entry.cid) from exc
-        if length is None and offset == 0 and len(data) != entry.size:
-            raise Refusal("block-missing", cid=entry.cid)
         return data
 
     # ---- reads
@@ -386,9 +388,12 @@ class Fs:
         def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
             if not isinstance(data, (bytes, bytearray, memoryview)):
                 raise Refusal("bytes-required")
+            try:
+                payload = data if isinstance(data, bytes) else bytes(data)
+            except ValueError as exc:  # a released memoryview
+                raise Refusal("bytes-required") from exc
             self._need("write")
             _check_file_slot(tree, parts)
-            payload = data if isinstance(data, bytes) else bytes(data)
             froot = _write_file(self.store.put, payload, chunk_size=self.chunk_size, width=self.width)
             tree.set(parts, Entry(froot.cid, froot.size))
             fs = self._advance(tree.commit())

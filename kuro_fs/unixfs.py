@@ -313,6 +313,8 @@ def _get(get: Get, cid: str) -> bytes:
 
 
 def _file_node(block: bytes, cid: str) -> tuple[PBNode, UnixFSData]:
+    if not cid.startswith("bafybei"):  # only raw leaves and dag-pb nodes make a file (not dag-cbor that parses)
+        raise DagPbError(f"{cid} is neither a raw leaf nor a dag-pb node, so not part of a UnixFS file")
     node = decode_pb(block)
     if node.data is None:
         raise DagPbError(f"dag-pb node {cid} has no UnixFS Data")
@@ -327,18 +329,26 @@ def _file_node(block: bytes, cid: str) -> tuple[PBNode, UnixFSData]:
     return node, meta
 
 
-def iter_file(get: Get, cid: str, offset: int = 0, length: int | None = None) -> Iterator[bytes | memoryview]:
+def iter_file(
+    get: Get, cid: str, offset: int = 0, length: int | None = None, *, size: int | None = None
+) -> Iterator[bytes | memoryview]:
     """Yield the bytes of file ``cid`` in ``[offset, offset+length)``, fetching only overlapping blocks.
 
-    ``length=None`` reads to the end; a range past the end yields nothing.
+    ``length=None`` reads to the end; a range past the end yields nothing. ``size``, if given, is the
+    byte size the caller was told (e.g. by a directory entry): a root block that covers another size
+    raises DagPbError (an empty range reads no block, so it checks nothing).
     Raises MissingBlock: a needed block is absent. Raises DagPbError: the tree is
     malformed, its sizes do not add up, or it is deeper than :data:`MAX_FILE_DEPTH`.
-    Raises CorruptBlock: from the store.
+    Raises CorruptBlock: from the store. Raises ValueError: ``offset``/``length`` not a non-negative int.
     """
-    if offset < 0 or (length is not None and length < 0):
-        raise ValueError("offset and length must be non-negative")
+    if not _is_count(offset) or not (length is None or _is_count(length)):
+        raise ValueError(f"offset and length must be non-negative ints, got {offset!r} and {length!r}")
     end = None if length is None else offset + length
-    yield from _iter(get, cid, None, offset, end, 0)
+    yield from _iter(get, cid, size, offset, end, 0)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _iter(get: Get, cid: str, expect: int | None, lo: int, hi: int | None, depth: int) -> Iterator[bytes | memoryview]:
@@ -437,7 +447,9 @@ def read_file(store: _HasGet, cid: str) -> bytes:
 def read_range(store: _HasGet, cid: str, offset: int, length: int) -> bytes:
     """Bytes ``[offset, offset+length)`` of the file ``cid``, fetching only the blocks that overlap.
 
-    Raises ValueError: a negative offset or length; otherwise as :func:`read_file`.
+    Raises ValueError: an offset or length that is not a non-negative int; otherwise as :func:`read_file`.
     """
     parse(cid)
+    if not _is_count(length):  # iter_file reads None as "to the end"; a range has a length
+        raise ValueError(f"length must be a non-negative int, got {length!r}")
     return b"".join(iter_file(store.get, cid, offset, length))

@@ -63,8 +63,9 @@ DEFAULT_MAX_OUTPUT_BYTES: Final = 1048576
 def _check_limit(name: str, value: object, *, allow_none: bool, minimum: int = 0) -> None:
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ModelError(f"{name} must be an int >= {minimum}, got {value!r}", reason="invalid-limit")
+    # Below 2**64: every limit is written into the receipt (dag-cbor) and wasmtime takes u64s.
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < 2**64:
+        raise ModelError(f"{name} must be an int in {minimum}..2**64-1, got {value!r}", reason="invalid-limit")
 
 
 class Handle:
@@ -214,7 +215,7 @@ def start(
     the end. ``home`` selects the compiled-module cache directory
     (:func:`kuro_fs.home.resolve_home`; ``False`` keeps it in memory only).
 
-    Raises ModelError: a limit that is not a non-negative int (``invalid-limit``),
+    Raises ModelError: a limit that is not an int from its minimum to 2**64-1 (``invalid-limit``),
     stdin that is not bytes. Raises HostError: ``store`` is not a block store.
     """
     job = _job(

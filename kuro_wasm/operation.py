@@ -107,7 +107,7 @@ def run_limits(options: Mapping[str, Any]) -> dict[str, Any]:
     records anything (the host would refuse it only after the op id was claimed).
 
     Raises ModelError: ``invalid-limit`` for a value that is not an int (bools
-    are not) at least the limit's minimum, or ``None`` where the default is not.
+    are not) from the limit's minimum to 2**64-1, or ``None`` where the default is not.
     """
     limits: dict[str, Any] = {}
     for name, default in DEFAULT_LIMITS.items():
@@ -115,8 +115,8 @@ def run_limits(options: Mapping[str, Any]) -> dict[str, Any]:
         minimum = _LIMIT_MINIMUM[name]
         if value is None and default is None:
             limits[name] = None
-        elif isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ModelError(f"{name} must be an int >= {minimum}, got {value!r}", reason="invalid-limit")
+        elif isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < 2**64:
+            raise ModelError(f"{name} must be an int in {minimum}..2**64-1, got {value!r}", reason="invalid-limit")
         else:
             limits[name] = value
     return limits
