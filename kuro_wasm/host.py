@@ -41,6 +41,7 @@ No WASI, no argv/env, no string args. Unread stdin is not counted anywhere.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import threading
 from collections.abc import Mapping
@@ -66,6 +67,17 @@ def _check_limit(name: str, value: object, *, allow_none: bool, minimum: int = 0
     # Below 2**64: every limit is written into the receipt (dag-cbor) and wasmtime takes u64s.
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < 2**64:
         raise ModelError(f"{name} must be an int in {minimum}..2**64-1, got {value!r}", reason="invalid-limit")
+
+
+def _check_options(home: object, on_chunk: object, on_exit: object) -> None:
+    # Refused before anything runs: a bad home would otherwise surface mid-run as a "host error" trap.
+    if not (home is None or home is False or isinstance(home, (str, os.PathLike))):
+        raise ModelError(f"home must be a path, None or False, got {type(home).__name__}", reason="invalid-run-option")
+    if isinstance(home, (str, os.PathLike)) and "\0" in os.fsdecode(home):
+        raise ModelError("home must not contain a NUL character", reason="invalid-run-option")
+    for name, hook in (("on_chunk", on_chunk), ("on_exit", on_exit)):
+        if hook is not None and not callable(hook):
+            raise ModelError(f"{name} must be callable, got {type(hook).__name__}", reason="invalid-run-option")
 
 
 class Handle:
@@ -167,6 +179,7 @@ def _job(
     _check_limit("fuel", fuel, allow_none=True)
     if stdin is not None and not isinstance(stdin, (bytes, bytearray, memoryview)):
         raise ModelError(f"stdin must be bytes, got {type(stdin).__name__}", reason="invalid-stdin")
+    _check_options(home, on_chunk, on_exit)
     if not hasattr(store, "get") or not hasattr(store, "has") or not hasattr(store, "put"):
         raise HostError(f"store must be a BlockStore, got {type(store).__name__}")
     if fs is not None:
@@ -216,7 +229,8 @@ def start(
     (:func:`kuro_fs.home.resolve_home`; ``False`` keeps it in memory only).
 
     Raises ModelError: a limit that is not an int from its minimum to 2**64-1 (``invalid-limit``),
-    stdin that is not bytes. Raises HostError: ``store`` is not a block store.
+    stdin that is not bytes, a ``home`` that is not a path (or None/False) or ``on_chunk``/``on_exit``
+    not callable (``invalid-run-option``). Raises HostError: ``store`` is not a block store.
     """
     job = _job(
         session,

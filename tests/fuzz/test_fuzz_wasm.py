@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import wasmtime
 from hypothesis import HealthCheck, given, settings
@@ -18,7 +19,7 @@ from kuro_fs.fs import Fs
 from kuro_fs.unixfs import write_file
 from kuro_wasm.engine import EngineConfig, engine_for
 from kuro_wasm.errors import LoadError, ModelError
-from kuro_wasm.host import run
+from kuro_wasm.host import Handle, run, start
 from kuro_wasm.loader import add_guest
 from kuro_wasm.model import guest, session
 
@@ -138,3 +139,28 @@ def test_a_limit_out_of_range_is_refused_before_the_guest_runs(name: str, value:
         return
     assert in_range, f"{name}={value!r} was accepted"
     assert receipt["kuro/type"] == "kuro/receipt"
+
+
+_options: st.SearchStrategy[tuple[str, object]] = st.one_of(
+    st.tuples(st.just("home"), st.one_of(st.integers(), st.binary(max_size=4), st.just("bad\0home"), st.just(True))),
+    st.tuples(st.just("on_chunk"), st.one_of(st.integers(), st.text(max_size=3), st.just(b"x"))),
+    st.tuples(st.just("on_exit"), st.one_of(st.integers(), st.text(max_size=3), st.just([]))),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_options)
+def test_a_bad_run_option_is_refused_before_the_guest_runs(option: tuple[str, object]) -> None:
+    store = MemoryBlockStore()
+    cid = add_guest(store, HELLO)
+    fs = Fs.empty(store)
+    sess = session("s-fuzz", fs.root, "terminal-repo", grant=_CAPS)
+    kwargs: dict[str, Any] = {"home": _HOME, option[0]: option[1]}
+    try:
+        handle = start(sess, guest(cid, "run"), store=store, fs=fs, **kwargs)
+    except ModelError as exc:
+        assert exc.reason == "invalid-run-option"
+        return
+    assert isinstance(handle, Handle)
+    handle.close()
+    raise AssertionError(f"{option!r} started the guest")
