@@ -272,11 +272,20 @@ def add_guest(store: BlockStore, wasm_or_wat: bytes | str) -> str:
     is a UnixFS file DAG (dag-pb root). The module is validated first, so a
     stored guest at least compiles.
 
-    Raises LoadError: if the text is not WAT or the bytes are not a valid wasm module.
+    Raises LoadError: if the text is not WAT, the bytes are not a valid wasm module, or
+    ``wasm_or_wat`` is neither bytes-like nor text.
     """
     if isinstance(wasm_or_wat, str):
-        wasm_or_wat = wasm_or_wat.encode("utf-8")
-    data = bytes(wasm_or_wat)
+        try:
+            wasm_or_wat = wasm_or_wat.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: not text any compiler reads
+            raise LoadError(f"WAT text is not valid Unicode: {exc}") from exc
+    if not isinstance(wasm_or_wat, (bytes, bytearray, memoryview)):  # bytes(int) would be that many zero bytes
+        raise LoadError(f"a guest is wasm bytes or WAT text, got {type(wasm_or_wat).__name__}")
+    try:
+        data = bytes(wasm_or_wat)
+    except ValueError as exc:  # a released memoryview
+        raise LoadError(f"guest bytes are unreadable: {exc}") from exc
     if not data.startswith(_WASM_MAGIC):
         try:
             data = bytes(wasmtime.wat2wasm(data.decode("utf-8")))

@@ -164,3 +164,24 @@ def test_a_bad_run_option_is_refused_before_the_guest_runs(option: tuple[str, ob
     assert isinstance(handle, Handle)
     handle.close()
     raise AssertionError(f"{option!r} started the guest")
+
+
+def _released(data: bytes) -> memoryview:
+    view = memoryview(data)
+    view.release()
+    return view
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.one_of(
+        st.text(alphabet=st.characters(codec=None), max_size=20),
+        st.integers(min_value=-5, max_value=10**12),
+        st.none(),
+        st.floats(),
+        st.lists(st.integers(0, 255), max_size=8),
+        st.binary(max_size=8).map(_released),
+    )
+)
+def test_a_guest_that_is_not_bytes_or_text_is_a_load_error(value: object) -> None:
+    _add(MemoryBlockStore(), value)  # type: ignore[arg-type]
