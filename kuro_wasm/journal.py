@@ -36,6 +36,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from kuro_fs.atomic import fsync_dir
+
 __all__ = ["Journal", "decode_line", "encode_line"]
 
 
@@ -68,14 +70,6 @@ def decode_line(line: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Journal:
     """The append-only journal file at ``path`` (created on first append)."""
 
@@ -105,7 +99,7 @@ class Journal:
         finally:
             os.close(fd)  # closing releases the flock
         if created:
-            _fsync_dir(self._path.parent)
+            fsync_dir(self._path.parent)
 
     def read(self) -> list[dict[str, Any]]:
         """Every entry whose line checks out, in order; unverifiable lines are counted in ``skipped``."""
