@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any, Final
 
 from kuro_fs import dagcbor
+from kuro_fs.atomic import write_atomic
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import cid_bytes, cid_from_bytes, parse
 from kuro_fs.dagpb import decode as decode_pb
@@ -233,7 +234,7 @@ def export_car(source: BlockStore | HasStoreRoot, root_or_path: str | os.PathLik
     """Write the DAG under a root to a CARv1 file; return the number of blocks written.
 
     ``export_car(store, root_cid, path)`` or ``export_car(fs, path)`` (the fs root).
-    The file is written to a temporary name and renamed, so a failed export leaves no CAR.
+    The file is written with :func:`kuro_fs.atomic.write_atomic`, so a failed export leaves no CAR.
     Raises MissingBlock: a reachable block is absent.
     """
     if path is None:
@@ -247,7 +248,6 @@ def export_car(source: BlockStore | HasStoreRoot, root_or_path: str | os.PathLik
         store = source.store if hasattr(source, "store") else source
         root = str(root_or_path)
     parse(root)
-    tmp = f"{os.fspath(path)}.tmp-{os.getpid()}"
     count = 0
 
     def counted() -> Iterator[tuple[str, bytes]]:
@@ -256,15 +256,7 @@ def export_car(source: BlockStore | HasStoreRoot, root_or_path: str | os.PathLik
             count += 1
             yield item
 
-    try:
-        with open(tmp, "wb") as out:
-            for chunk in write_car([root], counted()):
-                out.write(chunk)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, write_car([root], counted()))
     return count
 
 
