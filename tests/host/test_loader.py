@@ -12,11 +12,11 @@ from hostkit import make_fs, make_session, wat
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import cid_for, raw_cid
 from kuro_fs.dagcbor import cid_of
-from kuro_wasm.cache import ModuleCache, cache_for
-from kuro_wasm.engine import EngineConfig
 from kuro_wasm.errors import LoadError
-from kuro_wasm.host import run
-from kuro_wasm.loader import (
+from kuro_wasm.host.api import run
+from kuro_wasm.host.cache import ModuleCache, cache_for
+from kuro_wasm.host.engine import EngineConfig
+from kuro_wasm.host.loader import (
     LoadFailure,
     Prepared,
     add_guest,
@@ -26,7 +26,7 @@ from kuro_wasm.loader import (
     prepare,
     resolve,
 )
-from kuro_wasm.model import guest
+from kuro_wasm.model.sessions import guest
 
 
 class LyingStore(MemoryBlockStore):
