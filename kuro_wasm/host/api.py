@@ -45,7 +45,7 @@ import os
 import signal
 import threading
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import HostError, ModelError
@@ -53,21 +53,10 @@ from kuro_wasm.host.fsgate import open_fs
 from kuro_wasm.host.job import ISOLATION, Job, OnChunk, OnExit
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.model import stream as _stream
+from kuro_wasm.model.limits import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS, Limits
 from kuro_wasm.model.sessions import Session, denial
 
 __all__ = ["ISOLATION", "Handle", "add_guest", "run", "run_async", "start"]
-
-DEFAULT_TIMEOUT_MS: Final = 120_000
-DEFAULT_MAX_OUTPUT_BYTES: Final = 1048576
-
-
-def _check_limit(name: str, value: object, *, allow_none: bool, minimum: int = 0) -> None:
-    if value is None and allow_none:
-        return
-    # Below 2**64: every limit is written into the receipt (dag-cbor) and wasmtime takes u64s.
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < 2**64:
-        raise ModelError(f"{name} must be an int in {minimum}..2**64-1, got {value!r}", reason="invalid-limit")
-
 
 def _check_options(home: object, on_chunk: object, on_exit: object) -> None:
     # Refused before anything runs: a bad home would otherwise surface mid-run as a "host error" trap.
@@ -173,10 +162,7 @@ def _job(
     refused = denial(session, command)
     if refused is not None:
         return refused
-    _check_limit("timeout_ms", timeout_ms, allow_none=False, minimum=1)
-    _check_limit("max_output_bytes", max_output_bytes, allow_none=False)
-    _check_limit("max_memory_bytes", max_memory_bytes, allow_none=True)
-    _check_limit("fuel", fuel, allow_none=True)
+    limits = Limits(timeout_ms, max_output_bytes, max_memory_bytes, fuel)
     if stdin is not None and not isinstance(stdin, (bytes, bytearray, memoryview)):
         raise ModelError(f"stdin must be bytes, got {type(stdin).__name__}", reason="invalid-stdin")
     _check_options(home, on_chunk, on_exit)
@@ -193,10 +179,7 @@ def _job(
         fs,
         on_chunk=on_chunk,
         on_exit=on_exit,
-        timeout_ms=timeout_ms,
-        max_output_bytes=max_output_bytes,
-        max_memory_bytes=max_memory_bytes,
-        fuel=fuel,
+        limits=limits,
         home=home,
         stdin_closed=stdin_closed,
         stdin=None if stdin is None else bytes(stdin),

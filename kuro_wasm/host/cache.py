@@ -63,6 +63,7 @@ _FORMAT: Final = b"\x02"
 _HEADER: Final = _MAGIC + _FORMAT
 _TAG_LEN: Final = 32
 _MAC_CONTEXT: Final = "kuro-wasm module cache 2026-11 artifact tag v2"
+_META_CONTEXT: Final = "kuro-wasm module cache 2026-12 metadata tag v1"
 _MEMORY_ENTRIES: Final = 256
 
 
@@ -88,7 +89,8 @@ _PROC_FD: Final = Path("/proc/self/fd")
 _HAS_PROC_FD: Final = _PROC_FD.is_dir()
 
 
-_MEMORY: OrderedDict[tuple[str, str], wasmtime.Module] = OrderedDict()
+# (cid, engine key) → (compiled module, its metadata or None when no caller has described it yet)
+_MEMORY: OrderedDict[tuple[str, str], tuple[wasmtime.Module, bytes | None]] = OrderedDict()
 _MEMORY_LOCK = threading.Lock()
 
 
@@ -104,6 +106,7 @@ class ModuleCache:
         self.stats = CacheStats()
         self._key: bytes | None = None
         self._mac_key: bytes | None = None
+        self._meta_key: bytes | None = None
         self._lock = threading.Lock()
 
     # ---- disk layer
@@ -166,7 +169,7 @@ class ModuleCache:
             os.close(fd)
         if module is None:
             self.stats.discarded += 1
-            for stale in (path, path.with_suffix(".tag")):
+            for stale in (path, path.with_suffix(".tag"), path.with_suffix(".meta")):
                 try:
                     stale.unlink()
                 except OSError:
@@ -219,6 +222,43 @@ class ModuleCache:
         except OSError:
             return  # a cache that cannot be written is only slower
 
+    # ---- metadata beside the artifact: what was read from the verified bytes (e.g. the module's shape)
+
+    def _meta_tag(self, cid: str, engine_key: str, meta: bytes) -> bytes:
+        if self._meta_key is None:
+            self._meta_key = blake3(self._hmac_key(), derive_key_context=_META_CONTEXT).digest()
+        return blake3(_cache_key(cid, engine_key) + b"\0" + meta, key=self._meta_key).digest()
+
+    def _load_meta(self, cid: str, engine_key: str) -> bytes | None:
+        path = self.path_for(cid, engine_key)
+        if path is None:
+            return None
+        try:
+            raw = path.with_suffix(".meta").read_bytes()
+        except OSError:
+            return None
+        head, tag, meta = (
+            raw[: len(_HEADER)],
+            raw[len(_HEADER) : len(_HEADER) + _TAG_LEN],
+            raw[len(_HEADER) + _TAG_LEN :],
+        )
+        if (
+            head != _HEADER
+            or len(tag) != _TAG_LEN
+            or not hmac.compare_digest(tag, self._meta_tag(cid, engine_key, meta))
+        ):
+            return None  # damaged, foreign or stale: described again from verified bytes
+        return meta
+
+    def _store_meta(self, cid: str, engine_key: str, meta: bytes) -> None:
+        path = self.path_for(cid, engine_key)
+        if path is None:
+            return
+        try:
+            write_atomic(path.with_suffix(".meta"), _HEADER + self._meta_tag(cid, engine_key, meta) + meta)
+        except OSError:
+            return
+
     # ---- both layers
 
     def get_or_compile(
@@ -230,32 +270,75 @@ class ModuleCache:
         verified against ``cid`` (the loader's job). Raises whatever ``wasm``
         raises, and ``wasmtime.WasmtimeError`` if the bytes do not compile.
         """
+        return self._get(engine, engine_key, cid, wasm, None)[0]
+
+    def load(
+        self,
+        engine: wasmtime.Engine,
+        engine_key: str,
+        cid: str,
+        wasm: Callable[[], bytes],
+        describe: Callable[[bytes], bytes],
+    ) -> tuple[wasmtime.Module, bytes]:
+        """:meth:`get_or_compile`, plus ``describe(bytes)`` of the verified bytes, kept beside the artifact.
+
+        The metadata (the module's shape, for the loader) is computed once from
+        the verified bytes and stored under its own keyed BLAKE3 tag, so a warm
+        load needs neither the bytes nor wasmtime's view of the module's types.
+        An entry whose metadata is missing or does not verify gets it again
+        from ``wasm()`` (the compiled artifact is still reused).
+        """
+        module, meta = self._get(engine, engine_key, cid, wasm, describe)
+        assert meta is not None
+        return module, meta
+
+    def _get(
+        self,
+        engine: wasmtime.Engine,
+        engine_key: str,
+        cid: str,
+        wasm: Callable[[], bytes],
+        describe: Callable[[bytes], bytes] | None,
+    ) -> tuple[wasmtime.Module, bytes | None]:
         key = (cid, engine_key)
+        module: wasmtime.Module | None = None
+        meta: bytes | None = None
         with _MEMORY_LOCK:
-            module = _MEMORY.get(key)
-            if module is not None:
+            found = _MEMORY.get(key)
+            if found is not None:
                 _MEMORY.move_to_end(key)
-                self.stats.memory_hits += 1
-                return module
-        if self.directory is not None:
+                module, meta = found
+        if module is not None:
+            self.stats.memory_hits += 1
+        elif self.directory is not None:
             with self._lock:
                 module = self._load_disk(engine, cid, engine_key)
+                if module is not None and describe is not None:
+                    meta = self._load_meta(cid, engine_key)
             if module is not None:
                 self.stats.disk_hits += 1
-                self._remember(key, module)
-                return module
-        module = wasmtime.Module(engine, wasm())
-        self.stats.compiles += 1
-        if self.directory is not None:
-            with self._lock:
-                self._store_disk(module, cid, engine_key)
-        self._remember(key, module)
-        return module
+        if module is None:
+            data = wasm()
+            module = wasmtime.Module(engine, data)
+            self.stats.compiles += 1
+            meta = describe(data) if describe is not None else None
+            if self.directory is not None:
+                with self._lock:
+                    self._store_disk(module, cid, engine_key)
+                    if meta is not None:
+                        self._store_meta(cid, engine_key, meta)
+        elif meta is None and describe is not None:
+            meta = describe(wasm())
+            if self.directory is not None:
+                with self._lock:
+                    self._store_meta(cid, engine_key, meta)
+        self._remember(key, module, meta)
+        return module, meta
 
     @staticmethod
-    def _remember(key: tuple[str, str], module: wasmtime.Module) -> None:
+    def _remember(key: tuple[str, str], module: wasmtime.Module, meta: bytes | None) -> None:
         with _MEMORY_LOCK:
-            _MEMORY[key] = module
+            _MEMORY[key] = (module, meta)
             _MEMORY.move_to_end(key)
             while len(_MEMORY) > _MEMORY_ENTRIES:
                 _MEMORY.popitem(last=False)

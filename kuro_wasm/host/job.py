@@ -7,7 +7,7 @@ caller's for :func:`kuro_wasm.host.api.run`, a worker's for
 stops, traps and host bugs are all turned into host result keys
 (:func:`kuro_wasm.model.outcome.decide`) and finished through the stream
 (:func:`kuro_wasm.model.stream.finish`). Other threads touch a job only through its
-:class:`~kuro_wasm.host.kinds.kuro_v1.RunContext` (``stop``, stdin) and by reading its
+:class:`~kuro_wasm.host.context.RunContext` (``stop``, stdin) and by reading its
 immutable stream value. If even the receipt cannot be built (a bug), waiters
 get a :class:`~kuro_wasm.errors.HostError` instead of hanging.
 
@@ -16,8 +16,10 @@ wasmtime stores (one per run, closed at the end), the block store, the module
 cache, the epoch ticker, the wall clock (``started-at``/``finished-at``).
 
 ## Not done here
-No argument checking or denial (:mod:`kuro_wasm.host.api`), no import semantics
-(:mod:`kuro_wasm.host.kinds.kuro_v1`).
+No argument checking or denial (:mod:`kuro_wasm.host.api`); nothing that differs
+between kinds of guest — which imports exist, how the entry point is called and
+what its result means — is decided here: the guest's kind does that
+(:mod:`kuro_wasm.host.kind`, :mod:`kuro_wasm.host.kinds`).
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ from kuro_wasm.errors import HostError
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import loader
 from kuro_wasm.host.cache import cache_for
+from kuro_wasm.host.calls import register_run, unregister_run
+from kuro_wasm.host.context import RunContext, StdinPipe
 from kuro_wasm.host.fsgate import open_fs
-from kuro_wasm.host.kinds.kuro_v1 import RunContext, StdinPipe, register_run, unregister_run
 from kuro_wasm.host.loader import LoadFailure
 from kuro_wasm.model import stream as _stream
+from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.outcome import decide
 from kuro_wasm.model.sessions import Session
 
@@ -66,10 +70,7 @@ class Job:
         *,
         on_chunk: OnChunk | None,
         on_exit: OnExit | None,
-        timeout_ms: int,
-        max_output_bytes: int,
-        max_memory_bytes: int | None,
-        fuel: int | None,
+        limits: Limits,
         home: Any,
         stdin_closed: bool,
         stdin: bytes | None,
@@ -80,17 +81,14 @@ class Job:
         self.fs_arg = fs
         self.on_chunk = on_chunk
         self.on_exit = on_exit
-        self.timeout_ms = timeout_ms
-        self.max_output_bytes = max_output_bytes
-        self.max_memory_bytes = max_memory_bytes
-        self.fuel = fuel
+        self.limits = limits
         self.home = home
         self.started_ms = int(time.time() * 1000)
         self.started = time.monotonic()
         self.lock = threading.Lock()
-        self.stream = _stream.new(max_output_bytes)
+        self.stream = _stream.new(limits.max_output_bytes)
         self.callback_error: str | None = None
-        self.ctx = RunContext(grant=session.grant, emit=self.emit, deadline=self.started + timeout_ms / 1000.0)
+        self.ctx = RunContext(grant=session.grant, emit=self.emit, deadline=self.started + limits.timeout_ms / 1000.0)
         self.ctx.stdin = StdinPipe(self.ctx.cond, stdin, closed=stdin_closed)
         self.receipt: dict[str, Any] | None = None
         self.failure: HostError | None = None
@@ -138,17 +136,9 @@ class Job:
             if self.on_settled is not None:
                 self.on_settled()
 
-    def _limits(self) -> dict[str, Any]:
-        limits: dict[str, Any] = {"timeout-ms": self.timeout_ms, "max-output-bytes": self.max_output_bytes}
-        if self.max_memory_bytes is not None:
-            limits["max-memory-bytes"] = self.max_memory_bytes
-        if self.fuel is not None:
-            limits["fuel"] = self.fuel
-        return limits
-
     def _run(self) -> tuple[dict[str, Any], Session]:
         ctx = self.ctx
-        config = _FUEL if self.fuel is not None else _PLAIN
+        config = _FUEL if self.limits.fuel is not None else _PLAIN
         session = self.session
         if ctx.stop_reason is not None:
             return self._stopped(), session
@@ -161,32 +151,28 @@ class Job:
         ready = loader.prepare(self.store, self.command["kuro/guest"], config, cache_for(self.home))
         if isinstance(ready, LoadFailure):
             return self._load_failed(ready), session
-        export = loader.resolve(ready, self.command["kuro/export"], self.command["kuro/args"])
-        if isinstance(export, LoadFailure):
-            return self._load_failed(export), session
+        entry = loader.resolve(ready, self.command["kuro/export"], self.command["kuro/args"])
+        if isinstance(entry, LoadFailure):
+            return self._load_failed(entry), session
         if ctx.should_stop() is not None:  # killed (or out of time) while loading: nothing runs
             return self._stopped(), session
         wstore = wasmtime.Store(_engine.engine_for(config))
         fuel_left: int | None = None
         interrupt_key: int | None = None
         try:
-            if self.max_memory_bytes is not None:
-                wstore.set_limits(memory_size=self.max_memory_bytes)
-            if self.fuel is not None:
-                wstore.set_fuel(self.fuel)
+            if self.limits.max_memory_bytes is not None:
+                wstore.set_limits(memory_size=self.limits.max_memory_bytes)
+            if self.limits.fuel is not None:
+                wstore.set_fuel(self.limits.fuel)
             interrupt_key = _engine.install_interrupt(wstore, ctx)
             register_run(wstore, ctx)
             with _engine.live_run():
                 instance, failed = _engine.instantiate(ready.pre, wstore)
                 if failed is None:
-                    ctx.memory = _engine.lookup_memory(wstore, instance)
-                    func = _engine.lookup_func(wstore, instance, self.command["kuro/export"])
-                    outcome = _engine.call_export(
-                        wstore, func, export.params, self.command["kuro/args"], export.results
-                    )
+                    outcome = ready.kind.call(wstore, instance, entry, ctx)
                 else:
                     outcome = failed
-            if self.fuel is not None:
+            if self.limits.fuel is not None:
                 try:
                     fuel_left = wstore.get_fuel()
                 except wasmtime.WasmtimeError:
@@ -197,8 +183,8 @@ class Job:
             unregister_run(wstore)
             wstore.close()
         result = self._classify(outcome, instantiating=failed is not None)
-        if fuel_left is not None and self.fuel is not None:
-            result["fuel-consumed"] = max(0, self.fuel - fuel_left)
+        if fuel_left is not None and self.limits.fuel is not None:
+            result["fuel-consumed"] = max(0, self.limits.fuel - fuel_left)
         return result, session
 
     def _stopped(self) -> dict[str, Any]:
@@ -230,8 +216,8 @@ class Job:
         result.update(
             {
                 "isolation": ISOLATION,
-                "limits": self._limits(),
-                "engine": _engine_data(self.fuel is not None),
+                "limits": self.limits.receipt_value(),
+                "engine": _engine_data(self.limits.fuel is not None),
                 "reads": list(ctx.reads),
                 "denials": [dict(d) for d in ctx.denials],
                 "started-at": self.started_ms,

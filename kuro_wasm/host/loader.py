@@ -7,20 +7,22 @@ block of a UnixFS file DAG for a large module) is re-hashed here, whatever the
 store promises. A module already compiled (in memory, or on disk under a keyed
 BLAKE3 tag bound to the CID and engine, see :mod:`.cache`) is not fetched again:
 it was verified when it was compiled. Then the module must be a wasm *binary* (text is compiled only
-on the way in, by :func:`add_guest`), may import only what
-:data:`kuro_wasm.model.abi.IMPORTS` declares (the load error names the offending
-import), and must export the requested function with a signature the args fit.
+on the way in, by :func:`add_guest`), and one guest kind must claim it
+(:func:`kuro_wasm.host.kinds.classify`, deciding from the module's shape as read
+from its verified bytes — :mod:`kuro_wasm.model.wasm_shape` — and kept beside the
+compiled artifact, so wasmtime-py is never asked for a type it cannot represent);
+the kind then checks the requested export and the args.
 Failures are values (:class:`LoadFailure`), with the receipt outcome they
 imply: ``guest-not-found`` (127) when the store lacks the CID, ``load-error``
 (126) for everything else.
 
 ## Effects
 Reads the block store; compiles through :mod:`kuro_wasm.host.cache`; pre-links with
-the engine's shared linker (:func:`kuro_wasm.host.kinds.kuro_v1.linker_for`) and keeps the
-``InstancePre`` per (CID, engine) in memory so a warm run only instantiates.
+the kind's shared linker for the engine and keeps the ``InstancePre`` per
+(CID, engine) in memory so a warm run only instantiates.
 
 ## Not done here
-No fetching from a network; no WASI; no string arguments.
+No fetching from a network.
 """
 
 from __future__ import annotations
@@ -41,11 +43,11 @@ from kuro_fs.unixfs import MissingBlock, iter_file, write_file
 from kuro_wasm.errors import LoadError
 from kuro_wasm.host.cache import ModuleCache
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
-from kuro_wasm.host.kinds.kuro_v1 import linker_for
-from kuro_wasm.model import abi
+from kuro_wasm.host.kind import Entry, GuestKind
+from kuro_wasm.host.kinds import classify
+from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, read_shape
 
 __all__ = [
-    "Export",
     "LoadFailure",
     "Prepared",
     "add_guest",
@@ -68,26 +70,15 @@ class LoadFailure:
     error: str
 
 
-@dataclass(frozen=True, slots=True)
-class Export:
-    """A function export's wasm signature."""
-
-    params: tuple[str, ...]
-    results: tuple[str, ...]
-
-
 @dataclass(frozen=True, eq=False)
 class Prepared:
-    """A verified, compiled, import-checked, pre-linked guest."""
+    """A verified, compiled, pre-linked guest, with its shape and the kind that runs it."""
 
     cid: str
     module: wasmtime.Module
     pre: wasmtime.InstancePre
-    exports: dict[str, Export]
-
-
-def _valtypes(types: Sequence[Any]) -> tuple[str, ...]:
-    return tuple(str(t) for t in types)
+    shape: WasmShape
+    kind: GuestKind
 
 
 # ---- bytes by CID
@@ -137,30 +128,28 @@ def fetch_guest(store: BlockStore, cid: str) -> bytes | LoadFailure:
         return LoadFailure("load-error", f"guest {cid} is not a UnixFS file: {exc}")
 
 
-# ---- checks
+# ---- the shape, kept beside the compiled artifact
 
 
-def check_imports(module: wasmtime.Module) -> str | None:
-    """None if every import of ``module`` is in the ABI; else a message naming the first offender."""
-    for imp in module.imports:
-        ty = imp.type
-        if isinstance(ty, wasmtime.FuncType):
-            kind, params, results = "func", _valtypes(ty.params), _valtypes(ty.results)
-        else:
-            kind = type(ty).__name__.removesuffix("Type").lower()
-            params, results = (), ()
-        reason = abi.check_import(imp.module, imp.name or "", params, results, kind)
-        if reason is not None:
-            return reason
-    return None
+def _describe(data: bytes) -> bytes:
+    try:
+        return read_shape(data).to_bytes()
+    except ShapeError as exc:
+        raise _Unreadable(str(exc)) from exc
 
 
-def _exports(module: wasmtime.Module) -> dict[str, Export]:
-    out: dict[str, Export] = {}
-    for exp in module.exports:
-        if isinstance(exp.type, wasmtime.FuncType):
-            out[exp.name] = Export(_valtypes(exp.type.params), _valtypes(exp.type.results))
-    return out
+class _Unreadable(Exception):
+    pass
+
+
+def check_imports(wasm: bytes) -> str | None:
+    """None if a guest kind of this host provides every import of the module ``wasm``; else why not.
+
+    The text names the first offending import (the ``load-error`` a run of it would get).
+    Raises ShapeError: ``wasm`` is not a readable wasm binary.
+    """
+    kind = classify(read_shape(wasm))
+    return kind if isinstance(kind, str) else None
 
 
 # ---- prepare (cached)
@@ -203,21 +192,24 @@ def prepare(store: BlockStore, cid: str, config: EngineConfig, cache: ModuleCach
     if not _present(store, cid):
         return LoadFailure("guest-not-found", f"guest {cid} is not in the block store")
     try:
-        module = cache.get_or_compile(engine, key[1], cid, wasm)
+        module, meta = cache.load(engine, key[1], cid, wasm, _describe)
+        shape = WasmShape.from_bytes(meta)
     except _Refused:
         failure = fetched[-1]
         assert isinstance(failure, LoadFailure)
         return failure
     except wasmtime.WasmtimeError as exc:
         return LoadFailure("load-error", f"guest {cid} does not compile: {_first_line(exc)}")
-    reason = check_imports(module)
-    if reason is not None:
-        return LoadFailure("load-error", reason)
+    except (_Unreadable, ShapeError) as exc:
+        return LoadFailure("load-error", f"guest {cid}: cannot read its imports and exports: {exc}")
+    kind = classify(shape)
+    if isinstance(kind, str):
+        return LoadFailure("load-error", kind)
     try:
-        pre = linker_for(engine).instantiate_pre(module)
-    except wasmtime.WasmtimeError as exc:  # pragma: no cover - imports were checked above
+        pre = kind.linker(engine).instantiate_pre(module)
+    except wasmtime.WasmtimeError as exc:  # pragma: no cover - the kind checked the imports
         return LoadFailure("load-error", f"guest {cid} cannot be linked: {_first_line(exc)}")
-    ready = Prepared(cid, module, pre, _exports(module))
+    ready = Prepared(cid, module, pre, shape, kind)
     with _PREPARED_LOCK:
         _PREPARED[key] = ready
         while len(_PREPARED) > _PREPARED_ENTRIES:
@@ -241,19 +233,12 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def resolve(ready: Prepared, export: str, args: Sequence[object]) -> Export | LoadFailure:
-    """The export ``export`` of ``ready`` if it is a function the ``args`` fit, else a load-error."""
-    found = ready.exports.get(export)
-    if found is None:
-        return LoadFailure("load-error", f"guest {ready.cid} has no function export {export!r}")
-    if len(found.results) > 1 or any(r != "i32" for r in found.results):
-        return LoadFailure(
-            "load-error", f"export {export!r} returns ({' '.join(found.results)}); an exit code is one i32 or nothing"
-        )
-    reason = abi.check_args(found.params, list(args))
-    if reason is not None:
-        return LoadFailure("load-error", f"export {export!r}: {reason}")
-    return found
+def resolve(ready: Prepared, export: str, args: Sequence[object]) -> Entry | LoadFailure:
+    """The entry point ``export`` of ``ready`` called with ``args``, as its kind resolves it, else a load-error."""
+    entry = ready.kind.entry(ready.shape, export, args)
+    if isinstance(entry, str):
+        return LoadFailure("load-error", f"guest {ready.cid}: {entry}")
+    return entry
 
 
 def forget_prepared() -> None:

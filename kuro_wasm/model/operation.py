@@ -25,19 +25,13 @@ from kuro_fs.cid import parse_cid, raw_cid
 from kuro_fs.dagcbor import cid_of
 from kuro_fs.errors import InvalidCID
 from kuro_wasm.errors import ModelError
+from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.sessions import Session
 
 __all__ = ["DEFAULT_LIMITS", "RUN_OPTIONS", "argument_digest", "plain", "run_limits", "stdin_text"]
 
 #: The limits a run gets when the caller does not say (the host's defaults); part of the digest.
-DEFAULT_LIMITS: Final[Mapping[str, int | None]] = {
-    "timeout_ms": 120_000,
-    "max_output_bytes": 1_048_576,
-    "max_memory_bytes": None,
-    "fuel": None,
-}
-#: The smallest value each limit takes (the host's rule); ``None`` is allowed where the default is ``None``.
-_LIMIT_MINIMUM: Final[Mapping[str, int]] = {"timeout_ms": 1, "max_output_bytes": 0, "max_memory_bytes": 0, "fuel": 0}
+DEFAULT_LIMITS: Final[Mapping[str, int | None]] = Limits().as_options()
 #: Every keyword :meth:`Ledger.run` accepts besides the limits (passed on to the starter).
 RUN_OPTIONS: Final = frozenset({"fs", "stdin", "home", "on_chunk", "on_exit", *DEFAULT_LIMITS})
 
@@ -89,23 +83,14 @@ def _stdin_cid(stdin: object) -> str | None:
 def run_limits(options: Mapping[str, Any]) -> dict[str, Any]:
     """The limits a run gets: each of :data:`DEFAULT_LIMITS`, from ``options`` or its default.
 
-    Checked here, by the host's rule, so a bad limit is refused before a ledger
-    records anything (the host would refuse it only after the op id was claimed).
+    Checked here, by the host's rule (:class:`~kuro_wasm.model.limits.Limits`), so a bad
+    limit is refused before a ledger records anything (the host would refuse it only
+    after the op id was claimed).
 
     Raises ModelError: ``invalid-limit`` for a value that is not an int (bools
     are not) from the limit's minimum to 2**64-1, or ``None`` where the default is not.
     """
-    limits: dict[str, Any] = {}
-    for name, default in DEFAULT_LIMITS.items():
-        value = options.get(name, default)
-        minimum = _LIMIT_MINIMUM[name]
-        if value is None and default is None:
-            limits[name] = None
-        elif isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < 2**64:
-            raise ModelError(f"{name} must be an int in {minimum}..2**64-1, got {value!r}", reason="invalid-limit")
-        else:
-            limits[name] = value
-    return limits
+    return Limits.from_options(options).as_options()
 
 
 def stdin_text(stdin: object) -> str:

@@ -12,6 +12,7 @@ from wasmtime import TrapCode
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.host.engine import CallOutcome
 from kuro_wasm.host.job import Job
+from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.outcome import STOPS, TRAP_OUTCOMES, cause, decide, trap_kind
 from kuro_wasm.model.receipt import OUTCOMES
 from kuro_wasm.model.sessions import guest
@@ -91,10 +92,7 @@ def test_a_kill_that_arrives_after_the_guest_returned_does_not_relabel_it() -> N
         None,
         on_chunk=None,
         on_exit=None,
-        timeout_ms=1000,
-        max_output_bytes=10,
-        max_memory_bytes=None,
-        fuel=None,
+        limits=Limits(1000, 10, None, None),
         home=False,
         stdin_closed=True,
         stdin=None,
