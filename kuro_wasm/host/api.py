@@ -58,6 +58,7 @@ from kuro_wasm.model.sessions import Session, denial
 
 __all__ = ["ISOLATION", "Handle", "add_guest", "run", "run_async", "start"]
 
+
 def _check_options(home: object, on_chunk: object, on_exit: object) -> None:
     # Refused before anything runs: a bad home would otherwise surface mid-run as a "host error" trap.
     if not (home is None or home is False or isinstance(home, (str, os.PathLike))):

@@ -167,7 +167,7 @@ class Job:
             interrupt_key = _engine.install_interrupt(wstore, ctx)
             register_run(wstore, ctx)
             with _engine.live_run():
-                instance, failed = _engine.instantiate(ready.pre, wstore)
+                instance, failed = ready.kind.instantiate(wstore, ready.pre)
                 if failed is None:
                     outcome = ready.kind.call(wstore, instance, entry, ctx)
                 else:

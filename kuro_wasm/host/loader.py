@@ -75,8 +75,8 @@ class Prepared:
     """A verified, compiled, pre-linked guest, with its shape and the kind that runs it."""
 
     cid: str
-    module: wasmtime.Module
-    pre: wasmtime.InstancePre
+    module: Any  # the compiled guest (a wasmtime.Module for core-module kinds)
+    pre: Any  # the kind's pre-linked form of it (a wasmtime.InstancePre for core-module kinds)
     shape: WasmShape
     kind: GuestKind
 
@@ -206,7 +206,7 @@ def prepare(store: BlockStore, cid: str, config: EngineConfig, cache: ModuleCach
     if isinstance(kind, str):
         return LoadFailure("load-error", kind)
     try:
-        pre = kind.linker(engine).instantiate_pre(module)
+        pre = kind.link(engine, module)
     except wasmtime.WasmtimeError as exc:  # pragma: no cover - the kind checked the imports
         return LoadFailure("load-error", f"guest {cid} cannot be linked: {_first_line(exc)}")
     ready = Prepared(cid, module, pre, shape, kind)

@@ -41,8 +41,10 @@ def by_name(name: str) -> GuestKind | None:
     return next((k for k in KINDS if k.name == name), None)
 
 
-def classify(shape: WasmShape, kinds: tuple[GuestKind, ...] = KINDS) -> GuestKind | str:
+def classify(shape: WasmShape, kinds: tuple[GuestKind, ...] | None = None) -> GuestKind | str:
     """The kind that runs a guest of ``shape``, or the load-error text saying why none does.
+
+    ``kinds`` defaults to :data:`KINDS` as it is at the time of the call.
 
     >>> from kuro_wasm.model.wasm_shape import Import
     >>> classify(WasmShape(imports=(Import("wasi_snapshot_preview1", "fd_write", "func"),)))
@@ -50,6 +52,8 @@ def classify(shape: WasmShape, kinds: tuple[GuestKind, ...] = KINDS) -> GuestKin
     >>> classify(WasmShape()).name
     'kuro-abi-v1'
     """
+    if kinds is None:
+        kinds = KINDS
     asked = [k for k in kinds if k.components == shape.component and shape.import_modules() <= k.import_modules]
     first_reason: str | None = None
     for kind in asked:

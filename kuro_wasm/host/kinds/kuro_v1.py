@@ -33,7 +33,6 @@ hands the whole range to the stream as one chunk or traps.
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any, Final
@@ -46,7 +45,7 @@ from kuro_wasm.host import fsgate as _fsgate
 from kuro_wasm.host.calls import Fault, Handler, Memory, define, guest_memory, load, span, store_bytes
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.engine import CallOutcome
-from kuro_wasm.host.kind import Entry
+from kuro_wasm.host.kind import CoreModuleKind, Entry
 from kuro_wasm.model import abi
 from kuro_wasm.model.abi import ErrorCode
 from kuro_wasm.model.wasm_shape import NUMBER_TYPES, WasmShape
@@ -226,16 +225,15 @@ HANDLERS: Final[dict[str, Handler]] = {
 # ---- the kind
 
 
-class KuroAbiV1:
+class KuroAbiV1(CoreModuleKind):
     """Modules whose imports are all in the kuro ABI v1 table (:data:`kuro_wasm.model.abi.IMPORTS`), or none."""
 
     name = "kuro-abi-v1"
     import_modules = frozenset({abi.IMPORT_MODULE})
-    components = False
 
-    def __init__(self) -> None:
-        self._linkers: dict[int, wasmtime.Linker] = {}
-        self._lock = threading.Lock()
+    def define_functions(self, linker: wasmtime.Linker) -> None:
+        for spec in abi.IMPORTS:
+            define(linker, abi.IMPORT_MODULE, spec.name, spec.params, spec.results, HANDLERS[spec.name], fault=FAULT)
 
     def claim(self, shape: WasmShape) -> str | None:
         if shape.component:
@@ -247,25 +245,6 @@ class KuroAbiV1:
             if reason is not None:
                 return reason
         return None
-
-    def linker(self, engine: wasmtime.Engine) -> wasmtime.Linker:
-        key = id(engine)
-        with self._lock:
-            linker = self._linkers.get(key)
-            if linker is None:
-                linker = wasmtime.Linker(engine)
-                for spec in abi.IMPORTS:
-                    define(
-                        linker,
-                        abi.IMPORT_MODULE,
-                        spec.name,
-                        spec.params,
-                        spec.results,
-                        HANDLERS[spec.name],
-                        fault=int(ErrorCode.FAULT),
-                    )
-                self._linkers[key] = linker
-            return linker
 
     def entry(self, shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
         found = shape.export(export)
@@ -288,6 +267,7 @@ class KuroAbiV1:
         return _engine.call_export(store, func, entry.sig.params, entry.args, entry.sig.results)
 
 
+FAULT: Final = int(ErrorCode.FAULT)
 KIND: Final = KuroAbiV1()
 
 
