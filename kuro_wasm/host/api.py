@@ -57,6 +57,7 @@ from kuro_wasm.model.limits import (
     DEFAULT_MAX_INSTANCES,
     DEFAULT_MAX_MEMORIES,
     DEFAULT_MAX_OUTPUT_BYTES,
+    DEFAULT_MAX_OUTPUT_CHUNKS,
     DEFAULT_MAX_TABLE_ELEMENTS,
     DEFAULT_MAX_TABLES,
     DEFAULT_TIMEOUT_MS,
@@ -214,6 +215,7 @@ def start(
     max_instances: int = DEFAULT_MAX_INSTANCES,
     max_tables: int = DEFAULT_MAX_TABLES,
     max_memories: int = DEFAULT_MAX_MEMORIES,
+    max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
 ) -> Handle | dict[str, Any]:
     """Start ``command`` (a :func:`kuro_wasm.model.sessions.guest` spec) on a worker thread.
 
@@ -246,6 +248,7 @@ def start(
             "max_instances": max_instances,
             "max_tables": max_tables,
             "max_memories": max_memories,
+            "max_output_chunks": max_output_chunks,
         },
         home,
         stdin_closed=False,
@@ -274,6 +277,7 @@ def run(
     max_instances: int = DEFAULT_MAX_INSTANCES,
     max_tables: int = DEFAULT_MAX_TABLES,
     max_memories: int = DEFAULT_MAX_MEMORIES,
+    max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
 ) -> dict[str, Any]:
     """Run ``command`` to the end on the calling thread; return its receipt, or the denial value.
 
@@ -298,6 +302,7 @@ def run(
             "max_instances": max_instances,
             "max_tables": max_tables,
             "max_memories": max_memories,
+            "max_output_chunks": max_output_chunks,
         },
         home,
         stdin_closed=True,
@@ -370,6 +375,7 @@ async def run_async(
     max_instances: int = DEFAULT_MAX_INSTANCES,
     max_tables: int = DEFAULT_MAX_TABLES,
     max_memories: int = DEFAULT_MAX_MEMORIES,
+    max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
 ) -> dict[str, Any]:
     """Await the receipt of ``command`` (or get the denial at once); the guest runs on a worker thread.
 
@@ -394,6 +400,7 @@ async def run_async(
             "max_instances": max_instances,
             "max_tables": max_tables,
             "max_memories": max_memories,
+            "max_output_chunks": max_output_chunks,
         },
         home,
         stdin_closed=True,

@@ -86,7 +86,7 @@ class Job:
         self.started_ms = int(time.time() * 1000)
         self.started = time.monotonic()
         self.lock = threading.Lock()
-        self.stream = _stream.new(limits.max_output_bytes)
+        self.stream = _stream.new(limits.max_output_bytes, max_chunks=limits.max_output_chunks)
         self.callback_error: str | None = None
         self.ctx = RunContext(grant=session.grant, emit=self.emit, deadline=self.started + limits.timeout_ms / 1000.0)
         self.ctx.stdin = StdinPipe(self.ctx.cond, stdin, closed=stdin_closed)

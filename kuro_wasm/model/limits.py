@@ -20,7 +20,8 @@ elements in any one table (a single ``table.grow`` by 2**28 elements otherwise
 takes seconds and gigabytes while no deadline can interrupt it — an
 instruction runs to its end), and at most ``max_instances``, ``max_tables``
 and ``max_memories`` per store (wasmtime's own defaults are 10,000 each; every
-memory reserves address space). The defaults are far above what real guests
+memory reserves address space), and at most ``max_output_chunks`` kept output
+chunks (each write costs host memory whatever its size, an empty one too). The defaults are far above what real guests
 use (a C or Rust program has one memory, one table of a few thousand
 functions); a caller may set them, and only values other than the defaults
 enter an operation's identity, so operations digested before these bounds
@@ -45,6 +46,7 @@ __all__ = [
     "DEFAULT_MAX_INSTANCES",
     "DEFAULT_MAX_MEMORIES",
     "DEFAULT_MAX_OUTPUT_BYTES",
+    "DEFAULT_MAX_OUTPUT_CHUNKS",
     "DEFAULT_MAX_TABLES",
     "DEFAULT_MAX_TABLE_ELEMENTS",
     "DEFAULT_TIMEOUT_MS",
@@ -65,12 +67,15 @@ _MINIMUM: Final[Mapping[str, int]] = {
     "max_instances": 1,
     "max_tables": 0,
     "max_memories": 0,
+    "max_output_chunks": 0,
 }
 #: Wasmtime's store limits take these as ``int`` counts; larger values mean "as wasmtime allows".
 DEFAULT_MAX_TABLE_ELEMENTS: Final = 1_000_000
 DEFAULT_MAX_INSTANCES: Final = 64
 DEFAULT_MAX_TABLES: Final = 64
 DEFAULT_MAX_MEMORIES: Final = 16
+#: Kept output chunks per run, whatever their size (each costs host memory; see kuro_wasm.model.stream).
+DEFAULT_MAX_OUTPUT_CHUNKS: Final = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +84,7 @@ class Limits:
 
     >>> Limits(timeout_ms=50).receipt_value()  # doctest: +NORMALIZE_WHITESPACE
     {'timeout-ms': 50, 'max-output-bytes': 1048576, 'max-table-elements': 1000000, 'max-instances': 64,
-     'max-tables': 64, 'max-memories': 16}
+     'max-tables': 64, 'max-memories': 16, 'max-output-chunks': 100000}
     >>> Limits(fuel=-1)
     Traceback (most recent call last):
     ...
@@ -94,6 +99,7 @@ class Limits:
     max_instances: int = DEFAULT_MAX_INSTANCES
     max_tables: int = DEFAULT_MAX_TABLES
     max_memories: int = DEFAULT_MAX_MEMORIES
+    max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -139,7 +145,13 @@ class Limits:
 #: The limits a caller chooses per run (always part of an operation's identity).
 CHOSEN_LIMITS: Final[tuple[str, ...]] = ("timeout_ms", "max_output_bytes", "max_memory_bytes", "fuel")
 #: The structural bounds every store gets (part of an operation's identity only when not the default).
-BOUNDS: Final[tuple[str, ...]] = ("max_table_elements", "max_instances", "max_tables", "max_memories")
+BOUNDS: Final[tuple[str, ...]] = (
+    "max_table_elements",
+    "max_instances",
+    "max_tables",
+    "max_memories",
+    "max_output_chunks",
+)
 #: The keyword names of every limit, in a fixed order.
 LIMIT_NAMES: Final[tuple[str, ...]] = CHOSEN_LIMITS + BOUNDS
 _DEFAULTS: Final[Mapping[str, object]] = {f.name: f.default for f in dataclasses.fields(Limits)}

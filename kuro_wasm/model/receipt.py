@@ -96,6 +96,7 @@ KEYS: Final[Mapping[str, Key]] = {
     "stderr-bytes": Key("count", True, "stderr bytes the stream kept"),
     "dropped-bytes": Key("count", True, "bytes dropped by the output cap (only when truncated)"),
     "truncated?": Key("bool", True, "the output cap dropped something (only when true)"),
+    "capped-by": Key("str", True, "which output bound dropped the first chunk: bytes or chunks (only when truncated)"),
     "timed-out?": Key("bool", True, "the deadline stopped the guest"),
     "duration-ms": Key("count", True, "finished-at minus started-at"),
     "started-at": Key("int", True, "host clock, ms since the epoch"),

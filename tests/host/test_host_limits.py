@@ -606,3 +606,19 @@ def test_a_store_holds_a_bounded_number_of_memories(store: MemoryBlockStore, hom
     assert (r["kuro/exit-code"], r["kuro/outcome"]) == (126, "load-error")
     assert r["kuro/limits"]["max-memories"] == 16
     assert "memor" in r["kuro/error"]
+
+
+EMPTY_WRITES = """(module (import "kuro" "write" (func $w (param i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "run") (result i32) (loop $l (drop (call $w (i32.const 1) (i32.const 0) (i32.const 0))) (br $l))
+    (i32.const 0)))"""
+
+
+def test_a_guest_looping_on_empty_writes_is_stopped_by_the_chunk_bound(store: MemoryBlockStore, home: Path) -> None:
+    # Empty writes used to be kept without bound (host memory grew until the deadline, per concurrent run).
+    fs = make_fs(store)
+    cid = add_guest(store, EMPTY_WRITES)
+    r = run(make_session(fs), guest(cid, "run"), store=store, home=home, max_output_bytes=0, max_output_chunks=500)
+    assert (r["kuro/exit-code"], r["kuro/outcome"]) == (125, "output-capped")
+    assert (r["kuro/truncated?"], r["kuro/capped-by"], r["kuro/dropped-bytes"]) == (True, "chunks", 0)
+    assert r["kuro/limits"]["max-output-chunks"] == 500
