@@ -8,7 +8,7 @@ turns an exception into that line and status — typed errors
 ``OSError``, an invalid WAT with its line and column) are rendered as
 ``kuro: error: … [reference]``; anything else is a bug and says so in one line
 (``KURO_DEBUG=1`` shows the traceback). The exit statuses are listed in
-:mod:`kuro_wasm.cli.main`.
+:mod:`kuro_wasm.cli.kuro`.
 
 This module imports no command module (each command module imports it), so the
 command groups never import one another.
