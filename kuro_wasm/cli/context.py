@@ -46,6 +46,7 @@ __all__ = [
     "error_line",
     "interrupted_status",
     "looks_like_cid",
+    "output_store",
     "silence",
     "wat_error",
 ]
@@ -112,6 +113,7 @@ class Context:
     out: TextIO
     err: TextIO
     _store: Any = field(default=None, repr=False)
+    _output: Any = field(default=None, repr=False)
 
     @property
     def store(self) -> Any:
@@ -123,9 +125,10 @@ class Context:
         return self._store
 
     def close(self) -> None:
-        """Close the store if it was opened."""
-        if self._store is not None and hasattr(self._store, "close"):
-            self._store.close()
+        """Close the stores that were opened."""
+        for store in (self._store, self._output):
+            if store is not None and hasattr(store, "close"):
+                store.close()
 
     def say(self, text: str) -> None:
         """A line on stdout."""
@@ -196,6 +199,15 @@ def _wasmtime_error() -> type[BaseException] | None:
     except ImportError:  # pragma: no cover - wasmtime is a dependency
         return None
     return WasmtimeError
+
+
+def output_store(ctx: Context) -> Any:
+    """The home's private output store (``<home>/output``): raw output kept with ``--keep-output``, never published."""
+    if ctx._output is None:
+        from kuro_fs.filestore import FileBlockStore
+
+        ctx._output = FileBlockStore(ctx.home / "output")
+    return ctx._output
 
 
 def looks_like_cid(token: str) -> bool:
