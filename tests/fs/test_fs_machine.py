@@ -16,15 +16,18 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import verify
 from kuro_fs.fs import CAPABILITIES, DENIAL_REASONS, OP_CAPABILITIES, RECEIPT_KEYS, Fs, FsResult
-from kuro_fs.paths import clean_path, join_path
+from kuro_fs.paths import clean_path, join_path, names_a_directory
 from kuro_fs.unixfs import write_file
 
 Path = tuple[str, ...]
 
 SEGMENTS = ["a", "b", "c"]
 GOOD_PATHS = st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=3).map("/".join)
-HOSTILE_PATHS = st.sampled_from(["..", "a/../b", "", " ", "a\x00", "/", ".", "/a//b/", "./c", "/../a"])
-PATHS = st.one_of(GOOD_PATHS, GOOD_PATHS, HOSTILE_PATHS)
+HOSTILE_PATHS = st.sampled_from(
+    ["..", "a/../b", "", " ", "a\x00", "/", ".", "/a//b/", "./c", "/../a", "a\nb", "b/\x1b]0;t", "c/\x85", "a/ /b"]
+)
+DIR_PATHS = GOOD_PATHS.map(lambda p: p + "/")  # a trailing '/': only a directory may be there
+PATHS = st.one_of(GOOD_PATHS, GOOD_PATHS, DIR_PATHS, HOSTILE_PATHS)
 DATA = st.binary(max_size=24)
 GRANTS = st.one_of(
     st.just(frozenset(CAPABILITIES)),
@@ -96,13 +99,15 @@ class Denied(Exception):
         self.reason = reason
 
 
-def gate(op: str, grant: frozenset[str], *paths: object) -> list[Path]:
+def gate(op: str, grant: frozenset[str], *paths: object) -> list[tuple[Path, bool]]:
+    """Each path's segments and whether it ends in '/' (names a directory); bad-path, then the grant."""
     out = []
     for path in paths:
         parts = clean_path(path)
         if parts is None:
             raise Denied("bad-path")
-        out.append(parts)
+        assert isinstance(path, str)
+        out.append((parts, names_a_directory(path)))
     for cap in OP_CAPABILITIES[op]:
         if cap not in grant:
             raise Denied("missing-capability")
@@ -155,12 +160,14 @@ class FsMachine(RuleBasedStateMachine):
         trial = self.model.copy()
 
         def decide() -> None:
-            (p,) = gate(op, grant, path)
+            ((p, wants_dir),) = gate(op, grant, path)
             if not p:
                 raise Denied("is-a-directory")
             trial.check_parents_for_write(p)
             if p in trial.dirs:
                 raise Denied("is-a-directory")
+            if wants_dir:
+                raise Denied("not-a-directory")
             trial.files[p] = data
             trial.add_parents(p)
 
@@ -179,7 +186,7 @@ class FsMachine(RuleBasedStateMachine):
         trial = self.model.copy()
 
         def decide() -> None:
-            (p,) = gate("mkdir", grant, path)
+            ((p, _),) = gate("mkdir", grant, path)
             trial.check_parents_for_write(p)
             if p in trial.files:
                 raise Denied("path-blocked")
@@ -199,10 +206,12 @@ class FsMachine(RuleBasedStateMachine):
         trial = self.model.copy()
 
         def decide() -> None:
-            (p,) = gate("rm", grant, path)
+            ((p, wants_dir),) = gate("rm", grant, path)
             if not p:
                 raise Denied("not-found")
             kind = trial.lookup(p)
+            if kind == "file" and wants_dir:
+                raise Denied("not-a-directory")
             if kind == "dir":
                 if trial.children(p):
                     raise Denied("directory-not-empty")
@@ -224,11 +233,15 @@ class FsMachine(RuleBasedStateMachine):
         trial = self.model.copy()
 
         def decide() -> None:
-            s, d = gate("mv", grant, src, dst)
+            (s, s_dir), (d, d_dir) = gate("mv", grant, src, dst)
             if not s:
                 raise Denied("not-found")
             kind = trial.lookup(s)
+            if kind == "file" and s_dir:
+                raise Denied("not-a-directory")
             if d == s:
+                if kind == "file" and d_dir:
+                    raise Denied("not-a-directory")
                 return
             if kind == "dir" and d[: len(s)] == s:
                 raise Denied("bad-path")
@@ -237,7 +250,7 @@ class FsMachine(RuleBasedStateMachine):
             trial.check_parents_for_write(d)
             if d in trial.dirs:
                 raise Denied("is-a-directory")
-            if d in trial.files and kind == "dir":
+            if (d in trial.files and kind == "dir") or (kind == "file" and d_dir):
                 raise Denied("not-a-directory")
             trial.files.pop(d, None)
             moved_files = {q: v for q, v in trial.files.items() if q[: len(s)] == s}
@@ -261,8 +274,11 @@ class FsMachine(RuleBasedStateMachine):
     @rule(path=PATHS, grant=GRANTS, offset=st.integers(0, 30), length=st.integers(0, 30))
     def read(self, path: str, grant: frozenset[str], offset: int, length: int) -> None:
         def decide() -> bytes:
-            (p,) = gate("read", grant, path)
-            if self.model.lookup(p) == "dir":
+            ((p, wants_dir),) = gate("read", grant, path)
+            kind = self.model.lookup(p)
+            if kind == "file" and wants_dir:
+                raise Denied("not-a-directory")
+            if kind == "dir":
                 raise Denied("not-a-file")
             return self.model.files[p]
 
@@ -278,7 +294,7 @@ class FsMachine(RuleBasedStateMachine):
     @rule(path=PATHS, grant=GRANTS)
     def ls(self, path: str, grant: frozenset[str]) -> None:
         def decide() -> list[tuple[str, str]]:
-            (p,) = gate("ls", grant, path)
+            ((p, _),) = gate("ls", grant, path)
             if self.model.lookup(p) == "file":
                 raise Denied("not-a-directory")
             return self.model.children(p)
