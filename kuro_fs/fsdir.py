@@ -55,13 +55,14 @@ from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import cid_for, parse
 from kuro_fs.dircache import SHARED, DirCache, load_verified
 from kuro_fs.errors import CorruptBlock, DagCborError, InvalidCID, MissingBlock
-from kuro_fs.hamt import HASH_ALG, Hamt, Node, Shape, Values, encode_node, link_bytes, node_from_data
+from kuro_fs.hamt import HASH_ALG, Hamt, Node, Shape, Values, encode_node, encode_root, link_bytes, node_from_data
 from kuro_fs.paths import stored_name_ok
 from kuro_fs.unixfs import file_root_info
 from kuro_fs.unixfs_hamt import unixfs_directory
 
 __all__ = [
     "DIR_TYPE",
+    "ENTRY_VALUES",
     "MAX_FLAT_ENTRIES",
     "DirLayout",
     "Entry",
@@ -190,9 +191,7 @@ def encode_dir(entries: Mapping[str, Entry]) -> bytes:
 
 
 def _encode_sharded(root: Node, shape: Shape) -> bytes:
-    shard = b"\xa3\x64hamt" + encode_node(root, shape) + b"\x67hashAlg" + _head(0, HASH_ALG)
-    shard += b"\x6abucketSize" + _head(0, shape.bucket_size)
-    return b"\xa3" + _TYPE + b"\x65shard" + shard + _VERSION
+    return b"\xa3" + _TYPE + b"\x65shard" + encode_root(root, shape) + _VERSION
 
 
 def _entry_from(item: Any, name: object) -> Entry:
@@ -213,7 +212,8 @@ def _key_ok(key: bytes) -> bool:
         return False
 
 
-_VALUES: Final = Values(encode=_entry_bytes, decode=lambda item: _entry_from(item, "(in a shard)"), key_ok=_key_ok)
+#: How a kuro.fs HashMap's keys (UTF-8 names) and values (entry maps) are checked and encoded.
+ENTRY_VALUES: Final = Values(encode=_entry_bytes, decode=lambda item: _entry_from(item, "(in a shard)"), key_ok=_key_ok)
 
 
 def decode_dir_block(block: bytes) -> FlatDir | ShardedDir:
@@ -239,12 +239,12 @@ def decode_dir_block(block: bytes) -> FlatDir | ShardedDir:
         raise DagCborError("a kuro.fs shard is a HashMapRoot: bucketSize, hamt, hashAlg")
     if shard["hashAlg"] != HASH_ALG:
         raise DagCborError(f"a kuro.fs shard hashes its keys with sha2-256 (0x12), not {shard['hashAlg']!r}")
-    root = node_from_data(shard["hamt"], _VALUES)
+    root = node_from_data(shard["hamt"], ENTRY_VALUES)
     try:
         shape = Shape(root.width, shard["bucketSize"])
     except ValueError as exc:
         raise DagCborError(f"a kuro.fs shard of unsupported shape: {exc}") from exc
-    Hamt(shape, _VALUES, _no_children).check(root, 0, 0)
+    Hamt(shape, ENTRY_VALUES, _no_children).check(root, 0, 0)
     if _encode_sharded(root, shape) != block:
         raise DagCborError("a kuro.fs shard that does not re-encode to its own bytes")
     return ShardedDir(root, shape)
@@ -278,7 +278,7 @@ class _Malformed(DagCborError):
 
 
 def _decode_node(block: bytes, shape: Shape) -> Node:
-    node = node_from_data(dagcbor.decode(block), _VALUES)
+    node = node_from_data(dagcbor.decode(block), ENTRY_VALUES)
     if node.width != shape.bit_width or encode_node(node, shape) != block:
         raise DagCborError("a HashMap node of another width, or not in canonical form")
     return node
@@ -308,7 +308,7 @@ class _Reader:
                 raise _Malformed(cid, str(exc)) from exc
             return node
 
-        hamt = Hamt(shape, _VALUES, load)
+        hamt = Hamt(shape, ENTRY_VALUES, load)
         return hamt
 
 
@@ -385,6 +385,8 @@ class WorkDir:
 
     def set(self, name: str, entry: Entry | None) -> None:
         """Bind (or, for None, remove) ``name``; the layout follows the entry count."""
+        if self.flat is None and self.shape != self.layout.shape:  # a map of other parameters: once, again
+            self._relayout(list(self.items()))
         if self.flat is not None:
             if not self.owned:
                 self.flat, self.owned = dict(self.flat), True
@@ -394,23 +396,25 @@ class WorkDir:
             else:
                 self.flat[name] = entry
             if len(self.flat) > self.layout.max_flat:
-                self._shard(self.flat.items())
+                self._relayout(list(self.flat.items()))
             return
-        if self.shape != self.layout.shape:  # a map of other parameters: lay it out again, once
-            self._shard(list(self.items()))
         assert self.root is not None
         key = name.encode("utf-8")
-        if entry is not None:
+        if entry is None:
+            self.root = self.hamt.delete(self.root, key)
+        else:
             self.root = self.hamt.set(self.root, key, entry)
-            return
-        self.root = self.hamt.delete(self.root, key)
         if self._may_be_small() and self.hamt.count_upto(self.root, self.layout.max_flat + 1) <= self.layout.max_flat:
-            self.flat, self.owned, self.root = dict(self.items()), True, None
+            self._relayout(list(self.items()))
 
-    def _shard(self, items: Any) -> None:
-        self.shape = self.layout.shape
-        self.root = self.hamt.build((name.encode("utf-8"), entry) for name, entry in items)
-        self.flat, self.owned = None, False
+    def _relayout(self, items: list[tuple[str, Entry]]) -> None:
+        # The canonical layout for ``items`` under this tree's layout: flat up to max_flat, else sharded.
+        if len(items) <= self.layout.max_flat:
+            self.flat, self.owned, self.root = dict(items), True, None
+        else:
+            self.shape = self.layout.shape
+            self.root = self.hamt.build((name.encode("utf-8"), entry) for name, entry in items)
+            self.flat, self.owned = None, False
 
     def _may_be_small(self) -> bool:
         # A lower bound on the count from the root alone: every child holds more than bucketSize entries.
@@ -424,16 +428,14 @@ class WorkDir:
 
     def encode(self) -> tuple[bytes, list[tuple[str, bytes, object]], FlatDir | ShardedDir]:
         """(this directory's block, [(cid, block, decoded)] of the HashMap nodes to store first, its decoding)."""
+        if self.flat is not None and len(self.flat) > self.layout.max_flat:  # a large flat block of an older root
+            self._relayout(list(self.flat.items()))
+        elif self.flat is None and self.shape != self.layout.shape:
+            self._relayout(list(self.items()))
         if self.flat is not None:
-            if len(self.flat) > self.layout.max_flat:  # a large flat block read from an older root
-                self._shard(list(self.flat.items()))
-            else:
-                self.owned = False  # the mapping now belongs to the decoding handed out
-                return encode_dir(self.flat), [], FlatDir(self.flat)
+            self.owned = False  # the mapping now belongs to the decoding handed out
+            return encode_dir(self.flat), [], FlatDir(self.flat)
         assert self.root is not None
-        if self.shape != self.layout.shape:
-            self._shard(list(self.items()))
-            assert self.root is not None
         root, children = self.hamt.flush(self.root)
         self.root = root
         return _encode_sharded(root, self.shape), [(c, b, n) for c, b, n in children], ShardedDir(root, self.shape)

@@ -61,6 +61,8 @@ __all__ = [
     "Shape",
     "Values",
     "encode_node",
+    "encode_root",
+    "link_bytes",
     "node_from_data",
 ]
 
@@ -178,6 +180,23 @@ def encode_node(node: Node, shape: Shape) -> bytes:
     m = shape.map_bytes
     raws: Any = node.raws
     return b"".join((b"\x82", _head(2, m), node.bitmap.to_bytes(m, "little"), _head(4, len(raws)), *raws))
+
+
+def encode_root(node: Node, shape: Shape) -> bytes:
+    """The canonical dag-cbor bytes of the spec's ``HashMapRoot`` whose ``hamt`` is ``node``::
+
+        {"hamt": [map, data], "hashAlg": 18, "bucketSize": shape.bucket_size}
+
+    Raises ValueError: a child is not stored.
+    """
+    return (
+        b"\xa3\x64hamt"
+        + encode_node(node, shape)
+        + b"\x67hashAlg"
+        + _head(0, HASH_ALG)
+        + b"\x6abucketSize"
+        + _head(0, shape.bucket_size)
+    )
 
 
 def node_from_data(item: Any, values: Values) -> Node:
@@ -427,7 +446,7 @@ class Hamt:
 
         Raises DagCborError: the keys' hashes are exhausted; ValueError: a duplicate key.
         """
-        hashed = sorted((_hash(key), key, value) for key, value in pairs)
+        hashed = sorted(((_hash(key), key, value) for key, value in pairs), key=lambda item: item[:2])
         for a, b in itertools.pairwise(hashed):
             if a[1] == b[1]:
                 raise ValueError(f"duplicate key {a[1]!r}")

@@ -93,7 +93,9 @@ class FlakyStore(MemoryBlockStore):
 # ---- bad input and denials first
 
 
-@pytest.mark.parametrize("path", [None, 3, b"a", "", "  ", "../etc/passwd", "a/../../b", "/../x", "a\x00b"])
+@pytest.mark.parametrize(
+    "path", [None, 3, b"a", "", "  ", "../etc/passwd", "a/../../b", "/../x", "a\x00b", "evil\nfake/", "a/\x1b[2J"]
+)
 @pytest.mark.parametrize("op", ["read", "ls", "stat", "rm", "mkdir", "walk"])
 def test_bad_paths_are_denied_by_every_op(fs: Fs, op: str, path: object) -> None:
     receipt = denied(getattr(fs, op)(path), "bad-path")
@@ -231,6 +233,15 @@ _REFUSED_MUTATIONS = [
     ("bad-path", lambda fs: fs.write("/../etc/passwd", b"new 5")),
     ("bad-path", lambda fs: fs.mkdir("d/../../up")),
     ("bad-path", lambda fs: fs.link("..", raw_cid(_IMPORTED))),
+    ("bad-path", lambda fs: fs.write("evil\nfake/x", b"new 10")),
+    ("bad-path", lambda fs: fs.mv("f", "\x1b]0;title")),
+    ("not-a-directory", lambda fs: fs.write("f/", b"new 11")),
+    ("not-a-directory", lambda fs: fs.write("g/", b"new 12")),
+    ("not-a-directory", lambda fs: fs.link("g/", raw_cid(_IMPORTED))),
+    ("not-a-directory", lambda fs: fs.rm("f/")),
+    ("not-a-directory", lambda fs: fs.mv("f/", "g")),
+    ("not-a-directory", lambda fs: fs.mv("f", "g/")),
+    ("not-a-directory", lambda fs: fs.mv("f", "f/")),
     ("bytes-required", lambda fs: fs.write("g", "a string")),
     ("missing-capability", lambda fs: fs.with_grant(["fs/read", "fs/ls", "fs/rm"]).write("g", b"new 6")),
     ("missing-capability", lambda fs: fs.with_grant(["fs/read"]).mkdir("newdir")),
@@ -320,6 +331,26 @@ def test_read_range_through_fs_fetches_only_the_blocks_on_its_way() -> None:
         leaves = [c for c in store.fetched if c.startswith("bafkrei")]
         nodes = [c for c in store.fetched if c.startswith("bafybei")]
         assert (len(dirs), len(nodes), len(leaves)) == (decoded_dirs, 3, 1)  # the file's 3 levels; one leaf
+
+
+def test_a_trailing_slash_on_a_file_is_not_a_directory_and_on_a_directory_is_the_directory(fs: Fs) -> None:
+    fs = tree(fs, {"greeting.txt": b"hello", "d/x": b"x"})
+    for result in [
+        fs.read("greeting.txt/"),
+        fs.read_range("greeting.txt/", 0, 1),
+        fs.stat("greeting.txt/."),
+        fs.ls("greeting.txt/"),
+        fs.walk("greeting.txt/"),
+    ]:
+        denied(result, "not-a-directory")
+    assert ok(fs.stat("d/")).value["kind"] == "dir"
+    assert [e["name"] for e in ok(fs.ls("d/")).value] == ["x"]
+    denied(fs.read("d/"), "not-a-file")
+    denied(fs.write("d/", b"x"), "is-a-directory")
+    moved = ok(fs.mv("d/", "e/")).fs
+    assert ok(moved.read("e/x")).value == b"x"
+    assert ok(fs.mkdir("new/")).fs.stat("new").value["kind"] == "dir"
+    assert ok(fs.link("mnt/", ok(fs.stat("d")).value["cid"])).fs.read("mnt/x").value == b"x"
 
 
 # ---- link: binding an imported DAG at a path

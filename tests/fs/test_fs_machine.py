@@ -1,8 +1,13 @@
 """kuro.fs against a plain dict model: random write/link/mkdir/rm/mv/read/ls sequences agree, denial reasons included.
 
+The filesystem runs with a tiny directory layout (flat up to 2 entries, then a HashMap of
+8 slots and buckets of 1), so directories cross the shard threshold both ways, and
+buckets overflow into child nodes and fold back, all the time.
+
 Also checked: every root ever produced still reads back its old content, a denied op
 stores no block, a lost block is denied as ``block-missing`` naming it (and a write through
-it stores nothing), and every block in the store re-hashes to its CID.
+it stores nothing), every directory's CID is the one its entries alone give (canonical
+layout, whatever the history), and every block in the store re-hashes to its CID.
 """
 
 from __future__ import annotations
@@ -16,12 +21,15 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import verify
 from kuro_fs.fs import CAPABILITIES, DENIAL_REASONS, OP_CAPABILITIES, RECEIPT_KEYS, Fs, FsResult
+from kuro_fs.fsdir import DirLayout, Entry, write_dir
+from kuro_fs.hamt import Shape
 from kuro_fs.paths import clean_path, join_path, names_a_directory
 from kuro_fs.unixfs import write_file
 
 Path = tuple[str, ...]
 
-SEGMENTS = ["a", "b", "c"]
+SEGMENTS = ["a", "b", "c", "d", "e"]
+LAYOUT = DirLayout(max_flat=2, shape=Shape(3, 1))
 GOOD_PATHS = st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=3).map("/".join)
 HOSTILE_PATHS = st.sampled_from(
     ["..", "a/../b", "", " ", "a\x00", "/", ".", "/a//b/", "./c", "/../a", "a\nb", "b/\x1b]0;t", "c/\x85", "a/ /b"]
@@ -118,7 +126,7 @@ class FsMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.store = MemoryBlockStore()
-        self.fs = Fs(self.store, Fs.empty(self.store).root, chunk_size=4, width=2)
+        self.fs = Fs(self.store, Fs.empty(self.store).root, chunk_size=4, width=2, layout=LAYOUT)
         self.model = Model()
         self.snapshots: list[tuple[Fs, Model]] = [(self.fs, self.model.copy())]
 
@@ -135,7 +143,7 @@ class FsMachine(RuleBasedStateMachine):
             return
         assert result.ok, (op, result.receipt)
         if mutate:
-            self.fs = Fs(self.store, result.fs.root, chunk_size=4, width=2)
+            self.fs = Fs(self.store, result.fs.root, chunk_size=4, width=2, layout=LAYOUT)
             self.snapshots.append((self.fs, self.model.copy()))
 
     def attempt(self, decide: Any) -> Any:
@@ -315,7 +323,7 @@ class FsMachine(RuleBasedStateMachine):
         p = sorted(self.model.files)[which % len(self.model.files)]
         path, parent = join_path(p), join_path(p[:-1])
         lost = self.fs.stat(parent if lose_parent else path).value["cid"]
-        damaged = Fs(LossyStore(self.store, {lost}), self.fs.root, chunk_size=4, width=2)
+        damaged = Fs(LossyStore(self.store, {lost}), self.fs.root, chunk_size=4, width=2, layout=LAYOUT)
         before = self.store.cids()
         for result in [damaged.read(path), damaged.read_range(path, 0, 1)]:
             assert result.receipt["kuro.fs/reason"] == "block-missing" and result.receipt["kuro.fs/cid"] == lost
@@ -336,6 +344,13 @@ class FsMachine(RuleBasedStateMachine):
         assert {tuple(e["path"].split("/")): e["size"] for e in listing if e["kind"] == "file"} == {
             p: len(v) for p, v in self.model.files.items()
         }
+
+    @invariant()
+    def every_directory_has_the_cid_of_its_entries_alone(self) -> None:
+        for d in self.model.dirs:
+            listing = self.fs.ls(join_path(d)).value
+            entries = {e["name"]: Entry(e["cid"], e["size"]) for e in listing}
+            assert self.fs.stat(join_path(d)).value["cid"] == write_dir(self.store, entries, LAYOUT)
 
     def teardown(self) -> None:
         for fs, model in self.snapshots:

@@ -8,14 +8,12 @@ same block order; this module compares. Needs ``node`` and ``tools/node_modules`
 
 from __future__ import annotations
 
-import json
 import random
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from noderef import run_node, why_skip
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.car import export_car, import_car
@@ -24,23 +22,12 @@ from kuro_fs.fs import Fs, to_unixfs_dir
 from kuro_fs.importer import import_path
 from kuro_fs.unixfs import NodeType, decode_data
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-TOOLS = ROOT / "tools"
-SCRIPT = TOOLS / "unixfs_ref.mjs"
 C = 262144
 W = 174
 EMPTY_FILE = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
 EMPTY_DIR = "bafybeiczsscdsbs7ffqz55asqdf3smv6klcw3gofszvwlyarci47bgf354"
 
 pytestmark = pytest.mark.parity
-
-
-def _why_skip() -> str | None:
-    if shutil.which("node") is None:
-        return "node is not on PATH"
-    if not (TOOLS / "node_modules" / "ipfs-unixfs-importer").is_dir():
-        return "tools/node_modules is missing: run `npm ci --prefix tools`"
-    return None
 
 
 # (name, size, fill, chunk, width): fill is "zeros" or "random" (seeded by name).
@@ -141,22 +128,9 @@ DIR_CASES: list[tuple[str, int, int, Any]] = [
 ]
 
 
-def _run_node(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    proc = subprocess.run(
-        ["node", str(SCRIPT)],
-        input=json.dumps({"cases": cases}).encode(),
-        capture_output=True,
-        timeout=180,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
-    results: list[dict[str, Any]] = json.loads(proc.stdout)["results"]
-    return results
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    why = _why_skip()
+    why = why_skip("ipfs-unixfs-importer")
     if why is not None:
         print(f"JS parity skipped: {why}")
         pytest.skip(why)
@@ -183,7 +157,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         cid = to_unixfs_dir(fs)
         export_car(store, cid, f"{car}.py.car")
         ours[name] = {"cid": cid, "car": f"{car}.py.car", "js_car": f"{car}.js.car"}
-    results = _run_node(cases)
+    results = run_node("unixfs_ref.mjs", cases)
     names = [c[0] for c in FILE_CASES] + [c[0] for c in DIR_CASES]
     return {name: {**ours[name], "js": result} for name, result in zip(names, results, strict=True)}
 
