@@ -55,7 +55,18 @@ from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import cid_for, parse
 from kuro_fs.dircache import SHARED, DirCache, load_verified
 from kuro_fs.errors import CorruptBlock, DagCborError, InvalidCID, MissingBlock
-from kuro_fs.hamt import HASH_ALG, Hamt, Node, Shape, Values, encode_node, encode_root, link_bytes, node_from_data
+from kuro_fs.hamt import (
+    HASH_ALG,
+    Hamt,
+    Node,
+    Shape,
+    Values,
+    cbor_head,
+    encode_node,
+    encode_root,
+    link_bytes,
+    node_from_data,
+)
 from kuro_fs.paths import stored_name_ok
 from kuro_fs.unixfs import file_root_info
 from kuro_fs.unixfs_hamt import unixfs_directory
@@ -135,19 +146,6 @@ DirBlock = FlatDir | ShardedDir
 # ---- canonical bytes (written out: a directory is re-encoded on every write through it)
 
 
-def _head(major: int, arg: int) -> bytes:
-    top = major << 5
-    if arg < 24:
-        return bytes((top | arg,))
-    if arg < 0x100:
-        return bytes((top | 24, arg))
-    if arg < 0x10000:
-        return bytes((top | 25,)) + arg.to_bytes(2, "big")
-    if arg < 0x100000000:
-        return bytes((top | 26,)) + arg.to_bytes(4, "big")
-    return bytes((top | 27,)) + arg.to_bytes(8, "big")
-
-
 _TYPE: Final = b"\x64type\x6bkuro.fs/dir"
 _VERSION: Final = b"\x67version\x01"
 
@@ -159,7 +157,7 @@ def _name(name: str) -> tuple[tuple[int, bytes], bytes]:
         data = name.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise DagCborError(f"cannot encode entry name {name!r}: not valid Unicode") from exc
-    return (len(data), data), _head(3, len(data)) + data
+    return (len(data), data), cbor_head(3, len(data)) + data
 
 
 def _entry_bytes(entry: Entry) -> bytes:
@@ -172,7 +170,7 @@ def _entry_bytes(entry: Entry) -> bytes:
 def _entry_raw(cid: str, size: int) -> bytes:
     # Memoised: a directory re-encoded after a one-entry edit meets its other entries again.
     try:
-        return b"\xa2\x63cid" + link_bytes(cid) + b"\x64size" + _head(0, size)
+        return b"\xa2\x63cid" + link_bytes(cid) + b"\x64size" + cbor_head(0, size)
     except InvalidCID as exc:
         raise DagCborError(f"entry cid {cid!r} is not a CID of kuro's profile") from exc
 
@@ -183,7 +181,7 @@ def encode_dir(entries: Mapping[str, Entry]) -> bytes:
     Raises DagCborError: a name that is not valid Unicode, a bad CID or size.
     """
     items = sorted(((*_name(name), entry) for name, entry in entries.items()), key=lambda item: item[0])
-    body = [_TYPE, b"\x67entries", _head(5, len(items))]
+    body = [_TYPE, b"\x67entries", cbor_head(5, len(items))]
     for _, raw, entry in items:
         body += (raw, _entry_bytes(entry))
     body.append(_VERSION)

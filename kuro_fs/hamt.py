@@ -60,6 +60,7 @@ __all__ = [
     "Node",
     "Shape",
     "Values",
+    "cbor_head",
     "encode_node",
     "encode_root",
     "link_bytes",
@@ -142,7 +143,12 @@ class Values:
 # ---- canonical bytes
 
 
-def _head(major: int, arg: int) -> bytes:
+def cbor_head(major: int, arg: int) -> bytes:
+    """The shortest CBOR head for ``major`` type with argument ``0 ≤ arg < 2^64`` (as :mod:`kuro_fs.dagcbor` writes).
+
+    >>> cbor_head(0, 23).hex(), cbor_head(4, 24).hex(), cbor_head(2, 300).hex()
+    ('17', '9818', '59012c')
+    """
     top = major << 5
     if arg < 24:
         return bytes((top | arg,))
@@ -163,13 +169,13 @@ _LINK_HEAD: Final = b"\xd8\x2a\x58\x25\x00\x01\x71\x12\x20"
 def link_bytes(cid: str) -> bytes:
     """The canonical dag-cbor bytes of a link to ``cid`` (tag 42 over ``0x00 ‖ binary CID``)."""
     binary = cid_bytes(cid)
-    return b"\xd8\x2a" + _head(2, len(binary) + 1) + b"\x00" + binary
+    return b"\xd8\x2a" + cbor_head(2, len(binary) + 1) + b"\x00" + binary
 
 
 def _bucket_raw(bucket: Bucket, values: Values) -> bytes:
-    parts = [_head(4, len(bucket))]
+    parts = [cbor_head(4, len(bucket))]
     for key, value in bucket:
-        parts += (b"\x82", _head(2, len(key)), key, values.encode(value))
+        parts += (b"\x82", cbor_head(2, len(key)), key, values.encode(value))
     return b"".join(parts)
 
 
@@ -179,7 +185,7 @@ def encode_node(node: Node, shape: Shape) -> bytes:
         raise ValueError("a node with children not yet stored has no encoding: flush it first")
     m = shape.map_bytes
     raws: Any = node.raws
-    return b"".join((b"\x82", _head(2, m), node.bitmap.to_bytes(m, "little"), _head(4, len(raws)), *raws))
+    return b"".join((b"\x82", cbor_head(2, m), node.bitmap.to_bytes(m, "little"), cbor_head(4, len(raws)), *raws))
 
 
 def encode_root(node: Node, shape: Shape) -> bytes:
@@ -193,9 +199,9 @@ def encode_root(node: Node, shape: Shape) -> bytes:
         b"\xa3\x64hamt"
         + encode_node(node, shape)
         + b"\x67hashAlg"
-        + _head(0, HASH_ALG)
+        + cbor_head(0, HASH_ALG)
         + b"\x6abucketSize"
-        + _head(0, shape.bucket_size)
+        + cbor_head(0, shape.bucket_size)
     )
 
 

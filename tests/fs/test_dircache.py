@@ -5,30 +5,14 @@ from __future__ import annotations
 import threading
 
 import pytest
+from fshelpers import CountingStore, ok
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import cid_for
 from kuro_fs.dircache import DirCache, load_verified
 from kuro_fs.errors import CorruptBlock, MissingBlock
-from kuro_fs.fs import Fs, FsResult
+from kuro_fs.fs import Fs
 from kuro_fs.fsdir import Entry, encode_dir
-
-
-def ok(result: FsResult) -> FsResult:
-    assert result.ok, result.receipt
-    return result
-
-
-class CountingStore(MemoryBlockStore):
-    """A memory store that counts fetches by CID."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fetched: dict[str, int] = {}
-
-    def get(self, cid: str) -> bytes | None:
-        self.fetched[cid] = self.fetched.get(cid, 0) + 1
-        return super().get(cid)
 
 
 class LyingStore(MemoryBlockStore):

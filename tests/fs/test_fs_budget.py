@@ -10,29 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fshelpers import CountingStore, ok
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.car import export_car, read_car
 from kuro_fs.dagpb import PBLink, PBNode
 from kuro_fs.dagpb import encode as encode_pb
-from kuro_fs.fs import Budget, Fs, FsResult
+from kuro_fs.fs import Budget, Fs
 from kuro_fs.fsdir import Entry, to_unixfs_dir, write_dir
 from kuro_fs.unixfs import NodeType, UnixFSData, encode_data
-
-
-def ok(result: FsResult) -> FsResult:
-    assert result.ok, result.receipt
-    return result
-
-
-class CountingStore(MemoryBlockStore):
-    def __init__(self) -> None:
-        super().__init__()
-        self.puts = 0
-
-    def put(self, data: bytes, codec: str = "raw") -> str:
-        self.puts += 1
-        return super().put(data, codec)
 
 
 def diamond_dir(store: MemoryBlockStore, depth: int) -> str:

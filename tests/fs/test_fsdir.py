@@ -6,6 +6,7 @@ import random
 from typing import Any
 
 import pytest
+from fshelpers import ok
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,7 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import cid_for, raw_cid
 from kuro_fs.dircache import DirCache
 from kuro_fs.errors import DagCborError
-from kuro_fs.fs import Fs, FsResult
+from kuro_fs.fs import Fs
 from kuro_fs.fsdir import (
     MAX_FLAT_ENTRIES,
     DirLayout,
@@ -31,11 +32,6 @@ from kuro_fs.hamt import Shape
 from kuro_fs.paths import escape_name, stored_name_ok
 
 SMALL = DirLayout(max_flat=3, shape=Shape(3, 1))  # shards at 4 entries, and a child per colliding slot
-
-
-def ok(result: FsResult) -> FsResult:
-    assert result.ok, result.receipt
-    return result
 
 
 def entries(n: int, prefix: str = "file-") -> dict[str, Entry]:
