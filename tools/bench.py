@@ -22,8 +22,9 @@ Figures and their anchors (what each ratio divides):
 * loading a cached ~1 MB guest from the on-disk module cache (goal ≤ 2 ms) ÷ compiling it;
 * invocations per second on all cores (one thread per core) ÷ 1 thread, for a trivial export and a CPU-bound
   one (with raw wasmtime-py's speedup on the same loop as a control for a busy machine);
-* kuro.fs directories: ``Fs.write`` / ``Fs.read`` of a small file in a 50,000-entry directory (goals ≤ 1 ms /
-  ≤ 100 µs) ÷ the same op in a 1-entry directory and ÷ the OS doing it in a real directory of as many files;
+* kuro.fs directories: ``Fs.write`` / ``Fs.read`` / a guest's gated ``fs_read`` of a small file in a 50,000-entry
+  directory (goals ≤ 1 ms / ≤ 100 µs) ÷ the same op in a 1-entry directory and ÷ the OS doing it in a real
+  directory of as many files;
   a write into a sharded 10,000-entry directory ÷ the same directory kept in one flat block; reads and
   writes at depth 1,000 ÷ depth 100, per level (linear: ≈ 1×). All interleaved, load average recorded.
 
@@ -423,6 +424,26 @@ def _fs_with_dir(entries: int) -> Fs:
     return linked.fs
 
 
+def _guest_read_in(entries: int, home: Path, n: int) -> float:
+    """Seconds one guest ``fs_read`` of a 100-byte file costs when its directory (the root) holds ``entries``.
+
+    fs-sum's ``read_big_twice`` minus ``read_big`` (runs interleaved): the second gated read alone.
+    """
+    store = MemoryBlockStore()
+    files = {f"file-{i:06d}.txt": Entry(store.put(b"%d" % i), len(b"%d" % i)) for i in range(entries - 1)}
+    files["big.bin"] = Entry(store.put(bytes(100)), 100)
+    sess = session("bench", write_dir(store, files), "terminal-repo", grant=bench_host.CAPS)
+    cid = add_guest(store, (ROOT / "guests" / "fs-sum.wat").read_text())
+    once, twice = guest(cid, "read_big", [100]), guest(cid, "read_big_twice", [100])
+    for command in (once, twice):
+        receipt = run(sess, command, store=store, home=home)
+        assert receipt["kuro/exit-code"] == 0, receipt
+    t_once, t_twice = _interleaved(
+        [lambda: run(sess, once, store=store, home=home), lambda: run(sess, twice, store=store, home=home)], n, 5
+    )
+    return t_twice - t_once
+
+
 def bench_dirs(tmp: Path, quick: bool) -> list[Row]:
     big_n, n = (5_000, 200) if quick else (50_000, 2000)
     big, one = _fs_with_dir(big_n), _fs_with_dir(1)
@@ -465,6 +486,7 @@ def bench_dirs(tmp: Path, quick: bool) -> list[Row]:
     d_write, s_write = _interleaved(
         [lambda: deep.write(deep_path, b"again"), lambda: shallow.write(shallow_path, b"again")], n // 20, 3
     )
+    g_big, g_one = _guest_read_in(big_n, tmp / "home-dirs", n // 4), _guest_read_in(1, tmp / "home-dirs", n // 4)
     load = os.getloadavg()[0]
     extra = {"entries": big_n, "loadavg_1m": load}
     label = f"{big_n:,}-entry directory"
@@ -477,6 +499,8 @@ def bench_dirs(tmp: Path, quick: bool) -> list[Row]:
              r_one * 1e6, goal="≤ 100 µs", extra=extra),
         _row(f"Fs.read of a small file in a {label}", r_big * 1e6, "µs", f"OS: open+read a file in a {label}",
              orr * 1e6, extra=extra),
+        _row(f"guest fs_read of a small file in a {label} (one gated call)", g_big * 1e6, "µs",
+             "the same call in a 1-entry directory", g_one * 1e6, goal="≤ 100 µs", extra=extra),
         _row(f"Fs.write into a {flat_n:,}-entry directory, sharded", w_sharded * 1e6, "µs",
              "the same directory in one flat block (no sharding)", w_flat * 1e6, extra={**extra, "entries": flat_n}),
         _row("Fs.read at depth 1,000, per level", d_read / 1000 * 1e6, "µs", "Fs.read at depth 100, per level",
