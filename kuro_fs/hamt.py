@@ -28,9 +28,12 @@ that lists a name where a lookup can never find it — or that is linked from
 two slots to list its names twice — is refused (:class:`~kuro_fs.errors.DagCborError`)
 instead of answered.
 
-Written here because no maintained Python IPLD HashMap exists; the JavaScript
-reference implementation (``iamap``, by the spec's author) is the differential
-test (``tests/parity/test_hamt_parity.py``).
+Written here because no maintained Python IPLD HashMap exists. The JavaScript
+implementation by the spec's author (``iamap``) is the differential test
+(``tests/parity/test_hamt_parity.py``): the same root CIDs for the same sets;
+deletes are checked through the canonical form (a map after deletes is the map
+of what remains), because iamap 3.0.6 leaves an empty bucket behind where the
+spec removes it.
 
 ## Pure
 Blocks are read through the injected ``load`` callable; nothing is stored here.
