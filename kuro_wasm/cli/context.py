@@ -8,7 +8,7 @@ turns an exception into that line and status — typed errors
 ``OSError``, an invalid WAT with its line and column) are rendered as
 ``kuro: error: … [reference]``; anything else is a bug and says so in one line
 (``KURO_DEBUG=1`` shows the traceback). The exit statuses are listed in
-:mod:`kuro_wasm.cli.main`.
+:mod:`kuro_wasm.cli.kuro`.
 
 This module imports no command module (each command module imports it), so the
 command groups never import one another.
@@ -39,10 +39,12 @@ __all__ = [
     "Context",
     "Failed",
     "Handler",
+    "Interrupted",
     "NotFound",
     "SourcedError",
     "UsageError",
     "error_line",
+    "interrupted_status",
     "looks_like_cid",
     "silence",
     "wat_error",
@@ -55,6 +57,33 @@ EXIT_INTERRUPTED = 130
 #: The reader of stdout left (a closed pipe): what a shell reports for ``cat`` killed by SIGPIPE.
 EXIT_BROKEN_PIPE = 141
 _WAT_POSITION = re.compile(r"-->\s*(?P<file>[^\n:]*):(?P<line>\d+):(?P<col>\d+)")
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal (SIGINT, SIGTERM, SIGHUP) asked the command to stop; the status is 128 + ``signum``.
+
+    A ``KeyboardInterrupt``, so everything that already stops a guest on Ctrl-C
+    (``kuro run``, the ledger) does the same for the other two.
+    """
+
+    def __init__(self, signum: int = 2) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        RECEIVED.append(signum)
+
+    @property
+    def status(self) -> int:
+        return 128 + self.signum
+
+
+#: Signals received while a command ran (newest last): a command that finished its work after one
+#: (``kuro run`` storing the cancelled receipt) still exits 128 + that signal.
+RECEIVED: list[int] = []
+
+
+def interrupted_status(exc: BaseException) -> int:
+    """128 + the signal behind ``exc`` (130 for a plain ``KeyboardInterrupt``)."""
+    return exc.status if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
 
 
 class UsageError(Exception):

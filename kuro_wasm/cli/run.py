@@ -49,7 +49,7 @@ from kuro_fs.dagcbor import encode
 from kuro_fs.errors import InvalidCID
 from kuro_fs.fs import Fs
 from kuro_fs.home import ledger_path, refs_dir
-from kuro_wasm.cli.context import Context, UsageError, looks_like_cid, silence
+from kuro_wasm.cli.context import RECEIVED, Context, UsageError, looks_like_cid, silence
 from kuro_wasm.cli.refs import DEFAULT_NAME, RefConflict, Refs
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.receipt import to_json
@@ -198,11 +198,29 @@ def _refs_dir(ctx: Context) -> Path:
     return refs_dir(ctx.home)
 
 
+def _stdin_fd() -> int:
+    """Our standard input's file descriptor. Raises UsageError if there is none (fd 0 closed)."""
+    try:
+        fd = sys.stdin.fileno()
+        os.fstat(fd)
+    except (AttributeError, OSError, ValueError):
+        raise _StdinClosed("--stdin -: standard input is closed, there is nothing to read") from None
+    return fd
+
+
+class _StdinClosed(UsageError):
+    reference = "stdin-closed"
+
+
 def _stdin_bytes(spec: str | None) -> bytes | None:
     if spec is None:
         return None
     if spec == "-":
-        return sys.stdin.buffer.read()
+        chunks = []
+        fd = _stdin_fd()
+        while data := os.read(fd, 1 << 20):
+            chunks.append(data)
+        return b"".join(chunks)
     return Path(spec).read_bytes()
 
 
@@ -325,6 +343,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ctx.note(receipt_text(result, cid))
     code = result.get("kuro/exit-code")
     status = code if isinstance(code, int) and 0 <= code <= 255 else 1
+    if RECEIVED:  # a signal cancelled the guest: its receipt is stored and shown; exit as the signal says
+        status = 128 + RECEIVED[-1]
     after = result.get("kuro/fs-root-after")
     if fs_name is not None and isinstance(after, str) and after != root:
         note = f"run {cid_text[:16]}… {args.export} (receipt {cid})"
@@ -359,13 +379,14 @@ def _run_live(
     """Run on a worker thread: stdin streamed as it arrives (``--stdin -``), Ctrl-C kills the guest (130)."""
     from kuro_wasm.host.api import start
 
+    stdin_fd = _stdin_fd() if pump_stdin else -1  # refused before anything starts
     handle = start(sess, command, **options)
     if isinstance(handle, Mapping):
         return handle  # a denial: nothing was loaded or run
     if live is not None:
         live.attach(handle.kill)
     if pump_stdin:
-        threading.Thread(target=_pump, args=(handle,), name="kuro-stdin", daemon=True).start()
+        threading.Thread(target=_pump, args=(handle, stdin_fd), name="kuro-stdin", daemon=True).start()
     else:
         handle.close_stdin()
     try:
@@ -374,15 +395,15 @@ def _run_live(
                 return handle.wait(0.2)
             except TimeoutError:
                 continue
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (kuro_wasm.cli.launch): a cancel, with a receipt
         handle.kill()
         return handle.wait()
 
 
-def _pump(handle: Any) -> None:
+def _pump(handle: Any, fd: int) -> None:
     """Copy this process's stdin to the guest as it arrives; end of input closes the guest's stdin."""
     try:
-        while data := os.read(sys.stdin.fileno(), 65536):
+        while data := os.read(fd, 65536):
             handle.write(data)
     except (OSError, ValueError):
         pass

@@ -366,13 +366,22 @@ class Ledger:
         return value
 
     def _wait(self, op_id: str, handle: RunHandle, live: Live) -> Mapping[str, Any]:
-        """The run's result; meanwhile, every :data:`CANCEL_POLL_S` s, honour a cancel request from another process."""
+        """The run's result; meanwhile, every :data:`CANCEL_POLL_S` s, honour a cancel request from another process.
+
+        A ``KeyboardInterrupt`` (Ctrl-C; the CLI turns SIGTERM and SIGHUP into one too) while waiting
+        is a cancel, not a crash: the guest is killed and its ``cancelled`` receipt is recorded and
+        returned, so the operation is not left ``unknown``. A second one while the receipt is being
+        built propagates (and the operation is then ``unknown``, as after a crash).
+        """
         while True:
             try:
                 return handle.wait(CANCEL_POLL_S)
             except TimeoutError:
                 if not live.cancel_requested and self._db.cancel_requested(op_id):
                     live.cancel()
+            except KeyboardInterrupt:
+                live.cancel()
+                return handle.wait()
 
     def _save(self, op_id: str, digest: str, started_at: int, stored: dict[str, Any]) -> dict[str, Any]:
         pid, token = own_token()

@@ -21,7 +21,21 @@ from kuro_wasm.model.sessions import denial, session
 # ---- bad input first
 
 
-@pytest.mark.parametrize("op_id", ["", "   ", None, 7, "x" * 1025])
+@pytest.mark.parametrize(
+    "op_id",
+    [
+        "",
+        "   ",
+        None,
+        7,
+        "x" * 1025,
+        "op\nkuro ledger: forged row",
+        "op\x1b]0;title\x07",
+        "op\x7f",
+        "op\x85",
+        "op\ud800",
+    ],
+)
 def test_a_bad_operation_id_is_refused_before_anything_runs(ledger: Ledger, starter: FakeStarter, op_id: Any) -> None:
     with pytest.raises(ModelError) as info:
         ledger.run(op_id, make_session(), command())
