@@ -23,6 +23,10 @@ process-wide instance an :class:`~kuro_fs.fs.Fs` uses unless it is given its own
 
 ## Not done here
 No caching of file bytes (file blocks are read, not decoded), no persistence.
+A directory block whose stored copy rots *after* it was decoded is not noticed
+by later directory reads: they are answered from the decoding of the verified
+bytes, which is the right answer for that CID; ``publish``, CAR export and a
+cold read (another process, :meth:`DirCache.clear`) still find the damage.
 """
 
 from __future__ import annotations
