@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import MANIFEST, TOOLS, node_or_skip
+from gateway_helpers import MANIFEST, TOOLS, node_or_skip
 
 from kuro_fs.car import read_car
 from kuro_fs.cid import parse
