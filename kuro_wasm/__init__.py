@@ -2,13 +2,13 @@
 
 ``kuro = session + command intent + effective grant + receipt``. This module only
 re-exports; each concept lives in the module named after it: the pure terminal model
-(:mod:`~kuro_wasm.model`, :mod:`~kuro_wasm.receipt`, :mod:`~kuro_wasm.stream`,
-:mod:`~kuro_wasm.checkpoint`, :mod:`~kuro_wasm.ansi`), the wasmtime host
-(:mod:`~kuro_wasm.host` and the modules it drives) and the receipt ledger
-(:mod:`~kuro_wasm.ledger`).
+(:mod:`~kuro_wasm.model.sessions`, :mod:`~kuro_wasm.model.receipt`, :mod:`~kuro_wasm.model.stream`,
+:mod:`~kuro_wasm.model.checkpoint`, :mod:`~kuro_wasm.model.ansi`), the wasmtime host
+(:mod:`~kuro_wasm.host.api` and the modules it drives) and the receipt ledger
+(:mod:`~kuro_wasm.ledger.ledger`).
 """
 
-from kuro_wasm import ansi, checkpoint, errors, stream
+from kuro_wasm import errors
 from kuro_wasm.errors import (
     CheckpointError,
     CheckpointVersionError,
@@ -21,10 +21,11 @@ from kuro_wasm.errors import (
     OperationConflict,
     StreamClosed,
 )
-from kuro_wasm.host import Handle, add_guest, run, run_async, start
-from kuro_wasm.ledger import Ledger
-from kuro_wasm.model import Session, denial, guest, session
-from kuro_wasm.receipt import receipt, receipt_cid
+from kuro_wasm.host.api import Handle, add_guest, run, run_async, start
+from kuro_wasm.ledger.ledger import Ledger
+from kuro_wasm.model import ansi, checkpoint, stream
+from kuro_wasm.model.receipt import receipt, receipt_cid
+from kuro_wasm.model.sessions import Session, denial, guest, session
 
 __all__ = [
     "CheckpointError",

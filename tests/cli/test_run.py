@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cli_helpers import GUESTS, ROOT, Kuro, add_guest, kuro_runner
 
-from kuro_wasm.receipt import from_json
+from kuro_wasm.model.receipt import from_json
 
 
 def test_guest_add_prints_the_cid_and_the_file_for_each_guest(kuro: Kuro) -> None:

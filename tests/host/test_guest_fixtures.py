@@ -31,10 +31,10 @@ from hostkit import ALL_CAPS, GUESTS, make_fs, wat
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_fs.fs import Fs
-from kuro_wasm.host import run
-from kuro_wasm.loader import add_guest
-from kuro_wasm.model import guest, session
-from kuro_wasm.receipt import KEYS
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.receipt import KEYS
+from kuro_wasm.model.sessions import guest, session
 
 FIXTURES = sorted((GUESTS / "fixtures").glob("*.toml"))
 _CASE_KEYS = {"description", "guest", "export", "args", "mode", "grant", "stdin", "fs", "limits", "expect"}

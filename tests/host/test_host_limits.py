@@ -16,11 +16,11 @@ from hostkit import make_fs, make_session
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_fs.fs import Fs, FsResult
-from kuro_wasm.engine import wasmtime_version
 from kuro_wasm.errors import ModelError
-from kuro_wasm.host import Handle, run, run_async, start
-from kuro_wasm.model import guest, session
-from kuro_wasm.stream import Chunk, Stream
+from kuro_wasm.host.api import Handle, run, run_async, start
+from kuro_wasm.host.engine import wasmtime_version
+from kuro_wasm.model.sessions import guest, session
+from kuro_wasm.model.stream import Chunk, Stream
 
 HANG_GUARD = 10.0  # seconds: only so a broken host fails instead of hanging the suite
 
@@ -372,7 +372,7 @@ def test_fs_accepts_a_root_cid_and_the_receipt_names_the_root_the_guest_saw(
 def test_concurrent_runs_keep_their_own_outcomes_and_denials(store: MemoryBlockStore, home: Path) -> None:
     from hostkit import wat
 
-    from kuro_wasm.loader import add_guest
+    from kuro_wasm.host.loader import add_guest
 
     fs = make_fs(store, {"greeting.txt": "hi there"})
     allowed = make_session(fs)
@@ -509,7 +509,7 @@ def test_after_kill_no_further_import_call_takes_effect(
 def test_concurrent_runs_each_stop_for_their_own_reason(store: MemoryBlockStore, home: Path) -> None:
     from hostkit import wat
 
-    from kuro_wasm.loader import add_guest
+    from kuro_wasm.host.loader import add_guest
 
     sess = make_session(make_fs(store))
     spin, cat, flood = (add_guest(store, wat(name)) for name in ("spin", "cat", "flood"))

@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
-from kuro_wasm import abi
-from kuro_wasm.engine import EngineConfig, engine_for, install_interrupt, live_run, remove_interrupt
-from kuro_wasm.host import run
-from kuro_wasm.imports import RunContext, StdinPipe, linker_for, register_run, unregister_run
-from kuro_wasm.loader import add_guest
-from kuro_wasm.model import guest
+from kuro_wasm.host.api import run
+from kuro_wasm.host.calls import register_run, unregister_run
+from kuro_wasm.host.context import RunContext, StdinPipe
+from kuro_wasm.host.engine import EngineConfig, engine_for, install_interrupt, live_run, remove_interrupt
+from kuro_wasm.host.kinds.kuro_v1 import linker_for
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model import abi
+from kuro_wasm.model.sessions import guest
 
 
 def _emit(_name: str, _data: bytes) -> bool:
@@ -377,7 +379,7 @@ def test_a_corrupt_block_on_disk_is_io_for_the_guest_never_its_bytes(tmp_path: P
 
 
 def test_refused_calls_with_ever_new_paths_keep_the_denial_record_bounded(tmp_path: Path) -> None:
-    from kuro_wasm.imports import MAX_DENIAL_ENTRIES
+    from kuro_wasm.host.context import MAX_DENIAL_ENTRIES
 
     store = MemoryBlockStore()
     sess = make_session(make_fs(store), grant=["guest/invoke"])

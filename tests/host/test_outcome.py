@@ -10,11 +10,12 @@ from hostkit import make_fs, make_session
 from wasmtime import TrapCode
 
 from kuro_fs.blocks import MemoryBlockStore
-from kuro_wasm.engine import CallOutcome
-from kuro_wasm.model import guest
-from kuro_wasm.outcome import STOPS, TRAP_OUTCOMES, cause, decide, trap_kind
-from kuro_wasm.receipt import OUTCOMES
-from kuro_wasm.runner import Job
+from kuro_wasm.host.engine import CallOutcome
+from kuro_wasm.host.job import Job
+from kuro_wasm.model.limits import Limits
+from kuro_wasm.model.outcome import STOPS, TRAP_OUTCOMES, cause, decide, trap_kind
+from kuro_wasm.model.receipt import OUTCOMES
+from kuro_wasm.model.sessions import guest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,7 +76,7 @@ def test_special_trap_kinds_are_real_wasmtime_codes() -> None:
 
 
 def test_the_outcome_module_is_pure() -> None:
-    tree = ast.parse((ROOT / "kuro_wasm" / "outcome.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "kuro_wasm" / "model" / "outcome.py").read_text(encoding="utf-8"))
     roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     roots |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert roots & {"wasmtime", "threading", "os", "time", "sqlite3"} == set()
@@ -91,10 +92,7 @@ def test_a_kill_that_arrives_after_the_guest_returned_does_not_relabel_it() -> N
         None,
         on_chunk=None,
         on_exit=None,
-        timeout_ms=1000,
-        max_output_bytes=10,
-        max_memory_bytes=None,
-        fuel=None,
+        limits=Limits(1000, 10, None, None),
         home=False,
         stdin_closed=True,
         stdin=None,

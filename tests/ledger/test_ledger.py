@@ -14,9 +14,9 @@ from ledger_fakes import ROOT, FakeStarter, RunThread, command, make_session
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict
-from kuro_wasm.ledger import Ledger
-from kuro_wasm.model import denial, session
-from kuro_wasm.operation import argument_digest
+from kuro_wasm.ledger.ledger import Ledger
+from kuro_wasm.model.operation import argument_digest
+from kuro_wasm.model.sessions import denial, session
 
 # ---- bad input first
 
@@ -443,7 +443,7 @@ def test_a_cancel_that_arrives_before_the_run_has_a_handle_stops_it_as_soon_as_i
 
 
 def ledger_live_cancel_requested(ledger: Ledger, op_id: str) -> bool:
-    from kuro_wasm import ledger as ledger_module
+    from kuro_wasm.ledger import ledger as ledger_module
 
     with ledger_module._LIVE_LOCK:
         live = ledger_module._LIVE.get(ledger._live_key(op_id))

@@ -11,9 +11,9 @@ import pytest
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.fs import Fs
 from kuro_wasm.errors import OperationConflict
-from kuro_wasm.host import add_guest, start
-from kuro_wasm.ledger import Ledger
-from kuro_wasm.model import guest, session
+from kuro_wasm.host.api import add_guest, start
+from kuro_wasm.ledger.ledger import Ledger
+from kuro_wasm.model.sessions import guest, session
 
 GUESTS = Path(__file__).resolve().parents[2] / "guests"
 

@@ -13,8 +13,8 @@ from model_strategies import EMPTY_CID, GUEST_CID, host_results
 from kuro_fs.cid import raw_cid
 from kuro_fs.dagcbor import cid_of, decode, encode
 from kuro_wasm.errors import ModelError
-from kuro_wasm.model import Session, guest, session
-from kuro_wasm.receipt import HOST_KEYS, KEYS, OUTCOMES, exit_code_for, from_json, receipt, receipt_cid, to_json
+from kuro_wasm.model.receipt import HOST_KEYS, KEYS, OUTCOMES, exit_code_for, from_json, receipt, receipt_cid, to_json
+from kuro_wasm.model.sessions import Session, guest, session
 
 DECLARED = {"kuro/" + k for k in KEYS}
 

@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from model_strategies import EMPTY_CID, GUEST_CID, caps, write_lists
 
 from kuro_fs.cid import raw_cid
-from kuro_wasm import stream
 from kuro_wasm.errors import ModelError, StreamClosed
-from kuro_wasm.model import Session, guest, session
-from kuro_wasm.receipt import KEYS
-from kuro_wasm.stream import Stream, append, chunks, finish, kept_bytes, mark_exited, new, total_bytes
+from kuro_wasm.model import stream
+from kuro_wasm.model.receipt import KEYS
+from kuro_wasm.model.sessions import Session, guest, session
+from kuro_wasm.model.stream import Stream, append, chunks, finish, kept_bytes, mark_exited, new, total_bytes
 
 
 def _feed(s: Stream, writes: list[tuple[str, bytes]]) -> Stream:
