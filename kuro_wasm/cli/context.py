@@ -82,21 +82,36 @@ class Context:
     home: Path
     out: TextIO
     err: TextIO
+    gateway: str | None = None
     _store: Any = field(default=None, repr=False)
 
     @property
     def store(self) -> Any:
-        """The home's durable block store, opened on first use."""
+        """The home's durable block store, opened on first use.
+
+        With a ``gateway`` URL it is a :class:`kuro_fs.gateway.client.GatewayBlockStore` that keeps
+        what it fetches (verified) in the home's store, and publishes with ``$KURO_GATEWAY_TOKEN``.
+        """
         if self._store is None:
             from kuro_fs.filestore import default_store
 
-            self._store = default_store(self.home)
+            local = default_store(self.home)
+            if self.gateway is None:
+                self._store = local
+            else:
+                from kuro_fs.gateway.client import GatewayBlockStore
+
+                token = os.environ.get("KURO_GATEWAY_TOKEN") or None
+                self._store = GatewayBlockStore(self.gateway, cache=local, token=token)
         return self._store
 
     def close(self) -> None:
-        """Close the store if it was opened."""
+        """Close the store if it was opened (and the home's store behind a gateway store)."""
         if self._store is not None and hasattr(self._store, "close"):
             self._store.close()
+            cache = getattr(self._store, "cache", None)
+            if cache is not None and hasattr(cache, "close"):
+                cache.close()
 
     def say(self, text: str) -> None:
         """A line on stdout."""
