@@ -71,6 +71,7 @@ class Resolved:
     path_blocks: tuple[tuple[str, bytes], ...]
     terminal: str
     roots: tuple[str, ...]  # every CID on the way, root first, terminal last (X-Ipfs-Roots)
+    block: bytes  # the terminal block, read once
 
 
 # ---- node reading
@@ -176,29 +177,30 @@ def resolve(get: Get, root: str, segments: tuple[str, ...]) -> Resolved:
             while pending and not isinstance(value, dagcbor.Link):
                 value = _cbor_step(value, pending.pop(0))
             if not isinstance(value, dagcbor.Link):
-                return Resolved(tuple(blocks[:-1]), cid, tuple(roots))  # a value inside this block
+                return Resolved(tuple(blocks[:-1]), cid, tuple(roots), block)  # a value inside this block
             cid = value.cid
         else:
             raise NoSuchPath(f"{cid} is a raw block; cannot look up {pending[0]!r}")
         roots.append(cid)
         block = _fetch(get, cid, True)
-    return Resolved(tuple(blocks), cid, tuple(roots))
+    return Resolved(tuple(blocks), cid, tuple(roots), block)
 
 
 # ---- the walk
 
 
 class _Emitter:
-    def __init__(self, get: Get, dups: bool) -> None:
+    def __init__(self, get: Get, dups: bool, known: tuple[str, bytes]) -> None:
         self.get = get
         self.dups = dups
         self.seen: set[str] = set()
+        self.known = known  # the terminal block, already read by resolve
 
     def block(self, cid: str) -> tuple[ParsedCID, bytes]:
         parsed = parse(cid)
         if parsed.hash == "identity":
             return parsed, parsed.digest
-        data = self.get(cid)
+        data = self.known[1] if cid == self.known[0] else self.get(cid)
         if data is None:
             raise MissingBlock(cid)
         return parsed, data
@@ -305,7 +307,7 @@ def walk(get: Get, resolved: Resolved, car: CarParams) -> Iterator[tuple[str, by
     Raises MissingBlock: a block of the entity is not held (the stream ends there).
     Raises DagPbError / DagCborError / InvalidCID: a malformed block on the way.
     """
-    em = _Emitter(get, car.dups)
+    em = _Emitter(get, car.dups, (resolved.terminal, resolved.block))
     for cid, data in resolved.path_blocks:
         yield from em.emit(parse(cid), cid, data)
     if car.scope == "block":

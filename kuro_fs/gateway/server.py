@@ -105,7 +105,7 @@ class _CarStream(StreamingResponse):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         try:
-            for chunk in self._chunks:  # each step reads one block from the local store
+            for chunk in _coalesced(self._chunks):  # each step reads and re-hashes blocks from the store
                 with anyio.fail_after(self._send_timeout):
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except TimeoutError:
@@ -117,6 +117,20 @@ class _CarStream(StreamingResponse):
         except OSError:  # the client went away
             return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _coalesced(chunks: Iterator[bytes], at_least: int = 64 * 1024) -> Iterator[bytes]:
+    # A CAR section's small varint+CID prefix rides with the block after it: one send per block or so.
+    pending: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        pending.append(chunk)
+        size += len(chunk)
+        if size >= at_least:
+            yield pending[0] if len(pending) == 1 else b"".join(pending)
+            pending, size = [], 0
+    if pending:
+        yield b"".join(pending)
 
 
 class _StreamCut(Exception):
@@ -192,21 +206,12 @@ def _serve_ipfs(
         return _text(503, f"block store failed: {exc}")
     common["X-Ipfs-Roots"] = ",".join(resolved.roots)
     if want.kind == "raw":
-        return _raw(request, store, resolved, common, query.get("filename"))
+        return _raw(request, resolved, common, query.get("filename"))
     return _car(request, store, cfg, cid, resolved, want, common, query.get("filename"))
 
 
-def _raw(
-    request: Request, store: BlockStore, resolved: Resolved, headers: dict[str, str], filename: str | None
-) -> Response:
-    try:
-        block = store.get(resolved.terminal)
-    except CorruptBlock as exc:
-        return _text(500, f"stored block is corrupt: {exc}")
-    except KuroFsError as exc:
-        return _text(503, f"block store failed: {exc}")
-    if block is None:
-        return _text(404, f"block {resolved.terminal} is not held by this gateway")
+def _raw(request: Request, resolved: Resolved, headers: dict[str, str], filename: str | None) -> Response:
+    block = resolved.block  # read (and re-hashed by the store) once, by resolve
     headers = headers | {
         "Content-Type": RAW_TYPE,
         "Accept-Ranges": "bytes",
