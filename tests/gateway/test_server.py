@@ -12,10 +12,13 @@ import io
 import re
 import socket
 import time
+from urllib.parse import quote
 
 import httpx
 import pytest
 from gateway_helpers import KURO_FS_FILE, MANIFEST, TOKEN
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kuro_fs.cid import cid_for, parse, raw_cid
 from kuro_fs.filestore import FileBlockStore
@@ -342,3 +345,36 @@ def test_a_client_that_stops_reading_a_car_is_dropped_after_the_send_deadline() 
             while chunk := sock.recv(1 << 16):  # what was buffered, then the server's close
                 received += len(chunk)
         assert 0 < received < 16 * 1024 * 1024
+
+
+# ---- hostile input, generated
+
+
+_SEGMENT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+_PARAM = st.sampled_from(["format", "dag-scope", "entity-bytes", "car-dups", "car-order", "car-version", "filename"])
+
+
+@given(
+    st.sampled_from([TWO["root"], MIXED["subdir/multiblock.txt"], "bafkqaaa", ABSENT]) | st.text(max_size=70),
+    st.lists(_SEGMENT, max_size=3),
+    st.dictionaries(_PARAM, st.text(max_size=20), max_size=4),
+    st.none() | st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=80),
+    st.none() | st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30),
+)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_no_request_makes_the_gateway_answer_5xx(
+    http: httpx.Client, cid: str, segments: list[str], query: dict[str, str], accept: str | None, range_: str | None
+) -> None:
+    path = "/".join(quote(s, safe="") for s in [cid, *segments])
+    headers = {k: v.strip() for k, v in (("Accept", accept), ("Range", range_)) if v and v.strip()}
+    r = http.get(f"/ipfs/{path}", params=query, headers=headers)
+    assert 200 <= r.status_code < 500, (r.status_code, r.text[:200])
+    if r.status_code >= 400:
+        assert r.text.strip()  # a refusal always says why
+
+
+@given(st.text(max_size=70), st.binary(max_size=300))
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_no_custody_write_makes_the_gateway_answer_5xx(http: httpx.Client, cid: str, body: bytes) -> None:
+    r = http.put(f"/ipld/{quote(cid, safe='')}", content=body, headers=AUTH)
+    assert r.status_code in (200, 201, 400, 404, 405, 413), (r.status_code, r.text[:200])
