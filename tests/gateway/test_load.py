@@ -1,9 +1,11 @@
 """The gateway under load and abuse: 64 connections of mixed good and hostile requests, bounded in
 count and time, on 127.0.0.1 only, against a ``kuro gateway serve`` subprocess.
 
-It must end with zero 5xx, every status the one that request deserves, every byte served hashing
-to its CID (raw bodies re-hashed, CAR bodies parsed and verified block by block) and flat memory
-(the server's resident set at the end within a fixed allowance of what it was after warm-up).
+Each of the 64 connections makes at least a few requests and stops at the deadline (or a request
+cap), so a slow machine makes the test longer, not red. It must end with zero 5xx, every status
+the one that request deserves, every byte served hashing to its CID (raw bodies re-hashed, CAR
+bodies parsed and verified block by block) and flat memory (the server's resident set at the end
+within a fixed allowance of what it was after warm-up).
 
 The 30-second soak runs in CI (``CI`` set) or with ``KURO_SOAK=1``; otherwise a 4-second variant
 runs the same mix, so a developer's suite stays fast and CI pays the 30 s once.
@@ -34,6 +36,7 @@ from kuro_fs.filestore import default_store
 from kuro_fs.importer import import_bytes
 
 CONNECTIONS = 64
+MIN_REQUESTS_PER_CONNECTION = 5  # every connection does at least this much, however slow the machine
 MAX_REQUESTS_PER_CONNECTION = 20_000
 RSS_ALLOWANCE = 48 * 1024 * 1024
 TOKEN = "load-test-token"
@@ -159,14 +162,14 @@ async def _one(client: httpx.AsyncClient, rng: random.Random, held: dict[str, li
         tally.wrong.append(f"{kind}: {r.status_code} {r.text[:80]!r}")
 
 
-async def _connection(url: str, seed: int, deadline: float, held: dict[str, list[str]], tally: Tally) -> None:
+async def _connection(
+    client: httpx.AsyncClient, seed: int, deadline: float, held: dict[str, list[str]], tally: Tally
+) -> None:
     rng = random.Random(seed)
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
-        for _ in range(MAX_REQUESTS_PER_CONNECTION):
-            if time.monotonic() >= deadline:
-                return
-            await _one(client, rng, held, tally)
+    for n in range(MAX_REQUESTS_PER_CONNECTION):
+        if n >= MIN_REQUESTS_PER_CONNECTION and time.monotonic() >= deadline:
+            return
+        await _one(client, rng, held, tally)
 
 
 def _slowloris(url: str, until: float, closed: list[bool]) -> None:
@@ -214,12 +217,16 @@ def test_the_gateway_under_64_connections_of_mixed_load_and_abuse(
     served_5xx = {k: n for k, n in tally.statuses.items() if k[1] >= 500}
     assert served_5xx == {}
     assert tally.wrong == []
-    assert sum(tally.statuses.values()) > 10 * CONNECTIONS and tally.bytes_verified > 0
+    assert sum(tally.statuses.values()) >= 2 * MIN_REQUESTS_PER_CONNECTION * CONNECTIONS  # warm-up + run
+    assert tally.bytes_verified > 0
     assert end - baseline < RSS_ALLOWANCE, f"resident set grew {(end - baseline) >> 20} MiB"
     if seconds > 10:  # a dripping client must be cut off by the 10 s head deadline
         assert len(closed) == 4
 
 
 async def _run(url: str, held: dict[str, list[str]], tally: Tally, seconds: float, seed: int) -> None:
-    deadline = time.monotonic() + seconds
-    await asyncio.gather(*(_connection(url, seed + i, deadline, held, tally) for i in range(CONNECTIONS)))
+    # One pool of 64 keep-alive connections, one request loop per connection.
+    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120, verify=False) as client:
+        deadline = time.monotonic() + seconds
+        await asyncio.gather(*(_connection(client, seed + i, deadline, held, tally) for i in range(CONNECTIONS)))
