@@ -13,6 +13,11 @@ from kuro_fs.errors import (
     CorruptBlock,
     DagCborError,
     DagPbError,
+    GatewayError,
+    GatewayLied,
+    GatewayRefused,
+    GatewayTimeout,
+    GatewayUnreachable,
     InvalidCID,
     KuroFsError,
     MissingBlock,
@@ -20,6 +25,7 @@ from kuro_fs.errors import (
 )
 from kuro_fs.filestore import FileBlockStore, default_store
 from kuro_fs.fs import DENIAL_REASONS, Fs, FsLog, FsResult, to_unixfs_dir
+from kuro_fs.gateway.client import GatewayBlockStore
 from kuro_fs.importer import file_cid, import_bytes, import_path
 from kuro_fs.unixfs import read_file, read_range
 
@@ -35,6 +41,12 @@ __all__ = [
     "Fs",
     "FsLog",
     "FsResult",
+    "GatewayBlockStore",
+    "GatewayError",
+    "GatewayLied",
+    "GatewayRefused",
+    "GatewayTimeout",
+    "GatewayUnreachable",
     "InvalidCID",
     "KuroFsError",
     "MemoryBlockStore",

@@ -5,3 +5,7 @@ Re-exports only. The server (:mod:`kuro_fs.gateway.server`, Starlette) and its r
 neither; the client (:class:`GatewayBlockStore`) imports httpx when it is first constructed.
 These need the ``gateway`` extra: ``pip install 'kuro-wasm[gateway]'``.
 """
+
+from kuro_fs.gateway.client import GatewayBlockStore
+
+__all__ = ["GatewayBlockStore"]
