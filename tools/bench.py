@@ -545,7 +545,7 @@ def bench_gateway(tmp: Path, quick: bool) -> list[Row]:
         cid = store.put(data)
         (files / cid).write_bytes(data)
         cids.append(cid)
-    payload = rng.randbytes(big)
+    payload = b"".join(rng.randbytes(MiB) for _ in range(big // MiB))
     root = import_bytes(store, payload)
     (files / "big.bin").write_bytes(payload)
     del payload
