@@ -378,3 +378,23 @@ def test_no_request_makes_the_gateway_answer_5xx(
 def test_no_custody_write_makes_the_gateway_answer_5xx(http: httpx.Client, cid: str, body: bytes) -> None:
     r = http.put(f"/ipld/{quote(cid, safe='')}", content=body, headers=AUTH)
     assert r.status_code in (200, 201, 400, 404, 405, 413), (r.status_code, r.text[:200])
+
+
+def test_the_app_is_plain_asgi_and_runs_without_uvicorn(fixture_store: FileBlockStore) -> None:
+    import asyncio
+
+    from kuro_fs.gateway.server import create_app
+
+    async def fetch() -> tuple[httpx.Response, httpx.Response]:
+        transport = httpx.ASGITransport(app=create_app(fixture_store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://asgi") as client:
+            raw = await client.get(f"/ipfs/{TWO['subdir']}?format=raw")
+            car = await client.get(f"/ipfs/{TWO['root']}?format=car")
+            return raw, car
+
+    raw, car = asyncio.run(fetch())
+    assert raw.status_code == 200 and raw.content == fixture_store.get(TWO["subdir"])
+    from kuro_fs.car import read_car
+
+    _roots, sections = read_car(io.BytesIO(car.content))
+    assert len(list(sections)) == 4
