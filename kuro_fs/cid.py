@@ -40,9 +40,6 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-import blake3 as _blake3
-from multiformats import multibase as _multibase
-
 from kuro_fs.errors import InvalidCID
 from kuro_fs.varint import decode_uvarint, encode_uvarint
 
@@ -136,7 +133,9 @@ class ParsedCID:
 
     def __str__(self) -> str:
         if self.version == 0:
-            return _multibase.encode(self.multihash, "base58btc")[1:]
+            from multiformats import multibase  # off the fast path: the package costs ~30 ms to import
+
+            return str(multibase.encode(self.multihash, "base58btc"))[1:]
         return _encode(self.bytes)
 
     def to_data(self) -> str:
@@ -271,7 +270,9 @@ def _parse_str(cid: str) -> ParsedCID:
     if cid.startswith("Qm"):
         if not _V0.fullmatch(cid):
             raise InvalidCID(f"malformed CIDv0 {shown}: a CIDv0 is 'Qm' and 44 base58btc characters")
-        multihash = _multibase.decode("z" + cid)
+        from multiformats import multibase  # off the fast path: the package costs ~30 ms to import
+
+        multihash = bytes(multibase.decode("z" + cid))
         if multihash[:2] != b"\x12\x20" or len(multihash) != 34:
             raise InvalidCID(f"malformed CIDv0 {shown}: not a sha2-256 multihash")
         return ParsedCID("dag-pb", multihash[2:], version=0)
@@ -333,7 +334,9 @@ def matches(parsed: ParsedCID, data: bytes | bytearray | memoryview) -> bool:
         return bytes(data) == parsed.digest
     if name == "sha2-512":
         return hashlib.sha512(data).digest() == parsed.digest
-    return _blake3.blake3(bytes(data)).digest(len(parsed.digest)) == parsed.digest
+    import blake3  # only blake3 names need it
+
+    return bool(blake3.blake3(bytes(data)).digest(len(parsed.digest)) == parsed.digest)
 
 
 def verify(cid: str, data: bytes) -> bool:
