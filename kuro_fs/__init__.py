@@ -21,6 +21,7 @@ from kuro_fs.errors import (
 from kuro_fs.filestore import FileBlockStore, default_store
 from kuro_fs.fs import DENIAL_REASONS, Fs, FsLog, FsResult, to_unixfs_dir
 from kuro_fs.importer import file_cid, import_bytes, import_path
+from kuro_fs.overlay import Overlay
 from kuro_fs.unixfs import read_file, read_range
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "KuroFsError",
     "MemoryBlockStore",
     "MissingBlock",
+    "Overlay",
     "ParsedCID",
     "ShardingNotSupported",
     "cid_for",
