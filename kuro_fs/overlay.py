@@ -13,7 +13,9 @@ handle of another overlay) raises ``TypeError``/``ValueError``.
 Semantics, chosen to match wasmtime's built-in WASI (cap-std on Linux) where POSIX leaves room:
 paths are relative to a directory handle (``at``, default the root); ``.``/``..`` resolve lexically
 and ``..`` above ``at`` or a leading ``/`` is ``PERM``; a trailing ``/`` requires a directory;
-``unlink`` of a directory is ``ISDIR``; ``rmdir`` of ``.`` is ``INVAL``; ``rename`` of ``.`` is
+``unlink`` of a directory is ``ISDIR``; ``rmdir`` of a path ending in ``.`` or ``..``, or of a
+directory named with a trailing ``/``, is ``INVAL`` (wasmtime's choice; Linux would remove ``d/``
+and say ``NOTEMPTY`` for ``..``); ``rename`` of ``.`` is
 ``BUSY``, into its own subtree ``INVAL``, a file over a directory ``ISDIR``, a directory over a file
 ``NOTDIR``, over a non-empty directory ``NOTEMPTY``. Offsets and cursors belong to the caller's
 file descriptors (``O_APPEND`` = write at :attr:`Stat.size`): the overlay is positional only.
@@ -354,17 +356,23 @@ class Overlay:
         return self._attempt(body)
 
     def rmdir(self, path: str, at: Handle | None = None) -> Errno | None:
-        """Remove the empty directory ``path``. Errnos: NOENT, NOTDIR, NOTEMPTY, INVAL (``.``), PERM, IO."""
+        """Remove the empty directory ``path``. Errnos: NOENT, NOTDIR, NOTEMPTY, INVAL, PERM, IO.
+
+        As wasmtime's WASI (not Linux): a path ending in ``.`` or ``..``, or a directory named with a
+        trailing ``/``, is INVAL.
+        """
 
         def body() -> None:
-            parent, name, _ = self._walk(at, path)
+            parent, name, slash = self._walk(at, path)
             if name in (".", ".."):
-                raise _Refused(Errno.INVAL if name == "." else Errno.NOTEMPTY)
+                raise _Refused(Errno.INVAL)
             node = self._child(parent, name)
             if node is None:
                 raise _Refused(Errno.NOENT)
             if not isinstance(node, DirNode):
                 raise _Refused(Errno.NOTDIR)
+            if slash:
+                raise _Refused(Errno.INVAL)
             if self._list(node):
                 raise _Refused(Errno.NOTEMPTY)
             self._unplace(node)
@@ -407,14 +415,12 @@ class Overlay:
             if (sslash or dslash) and isinstance(node, FileNode):
                 raise _Refused(Errno.NOTDIR)
             target = self._child(dparent, dname)
+            if isinstance(node, DirNode) and _within(dparent, node):
+                raise _Refused(Errno.INVAL)  # into its own subtree
+            if isinstance(target, DirNode) and node.parent is not None and _within(node.parent, target):
+                raise _Refused(Errno.NOTEMPTY)  # onto a directory that holds it (Linux checks this first)
             if target is node:
                 return
-            if isinstance(node, DirNode):
-                here: Node | None = dparent
-                while here is not None:
-                    if here is node:
-                        raise _Refused(Errno.INVAL)
-                    here = here.parent
             if isinstance(target, DirNode):
                 if isinstance(node, FileNode):
                     raise _Refused(Errno.ISDIR)
@@ -669,6 +675,15 @@ class Overlay:
             n += 1
             name = f"{STAGING}-{n}"
         return name
+
+
+def _within(here: Node | None, ancestor: DirNode) -> bool:
+    """True if ``ancestor`` is ``here`` or above it."""
+    while here is not None:
+        if here is ancestor:
+            return True
+        here = here.parent
+    return False
 
 
 def _kind(node: Node) -> str:
