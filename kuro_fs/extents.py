@@ -9,9 +9,11 @@ Writes never copy the file. A :class:`SparseFile` is three layers, read top down
 2. **leaves** — chunk-aligned runs already folded into raw leaf blocks (``store.put``): a run that
    covers a whole chunk (``chunk_size`` bytes at a multiple of ``chunk_size``) is folded as soon as
    it does, so a sequential writer holds at most about one chunk in memory whatever the file's size;
-3. **the base** — the stored file, read through :func:`~kuro_fs.unixfs.iter_file`, which fetches only
-   the blocks a range overlaps; bytes past ``base_valid`` (the smallest size the file was cut to)
-   and holes past the end read as zeros.
+3. **the base** — the stored file: its leaf list is decoded once (:func:`~kuro_fs.unixfs.iter_leaves`,
+   up to :data:`MAX_LEAF_TABLE` leaves) and a read fetches only the leaves it overlaps, instead of
+   decoding the tree's nodes on every call as :func:`~kuro_fs.unixfs.iter_file` does (a 64 KiB read
+   of a 64 MiB file costs ~6 ms that way, ~30 µs this way); bytes past ``base_valid`` (the smallest
+   size the file was cut to) and holes past the end read as zeros.
 
 :meth:`SparseFile.build` then makes the new file DAG with :class:`~kuro_fs.unixfs.BalancedLayout`
 chunk by chunk, reusing every leaf it can (an untouched raw leaf of the base at the same aligned
@@ -36,11 +38,40 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterator
+from typing import Final
 
 from kuro_fs.blocks import BlockStore
+from kuro_fs.errors import DagPbError, MissingBlock
 from kuro_fs.unixfs import BalancedLayout, FileRoot, iter_file, iter_leaves
 
-__all__ = ["SparseFile"]
+__all__ = ["MAX_LEAF_TABLE", "SparseFile"]
+
+#: Files of at most this many leaves (16 GiB at 256 KiB chunks) keep their leaf list once read, so a
+#: read fetches its leaves directly instead of decoding the tree's nodes again (~90 µs per link).
+MAX_LEAF_TABLE: Final = 65536
+
+#: (leaf start offsets, leaf CIDs, file size) of a base whose bytes are all in raw leaves.
+_LeafTable = tuple[list[int], list[str], int]
+
+
+def _read_leaves(store: BlockStore, table: _LeafTable, start: int, end: int) -> bytes:
+    """Bytes [start, end) from the leaves in ``table``. Raises MissingBlock / DagPbError."""
+    starts, cids, size = table
+    i = bisect_right(starts, start) - 1
+    parts: list[bytes | memoryview] = []
+    pos = start
+    while pos < end:
+        leaf_end = starts[i + 1] if i + 1 < len(starts) else size
+        block = store.get(cids[i])
+        if block is None:
+            raise MissingBlock(cids[i])
+        if len(block) != leaf_end - starts[i]:
+            raise DagPbError(f"raw leaf {cids[i]} is {len(block)} bytes, its parent says {leaf_end - starts[i]}")
+        stop = min(end, leaf_end)
+        parts.append(memoryview(block)[pos - starts[i] : stop - starts[i]])
+        pos = stop
+        i += 1
+    return b"".join(parts)
 
 
 class SparseFile:
@@ -51,6 +82,7 @@ class SparseFile:
 
     __slots__ = (
         "_bufs",
+        "_leaf_table",
         "_leaves",
         "_starts",
         "base_cid",
@@ -75,6 +107,7 @@ class SparseFile:
         self._starts: list[int] = []
         self._bufs: list[bytearray] = []
         self._leaves: dict[int, str] = {}
+        self._leaf_table: _LeafTable | bool | None = None
 
     @property
     def dirty(self) -> bool:
@@ -146,10 +179,31 @@ class SparseFile:
         valid = min(end, self.base_valid)
         if self.base_cid is None or start >= valid:
             return bytes(end - start), False
-        data = b"".join(iter_file(self.store.get, self.base_cid, start, valid - start, size=self.base_size))
+        table = self._table()
+        if table is None:
+            data = b"".join(iter_file(self.store.get, self.base_cid, start, valid - start, size=self.base_size))
+        else:
+            data = _read_leaves(self.store, table, start, valid)
         if valid < end:
             data += bytes(end - valid)
         return data, True
+
+    def _table(self) -> _LeafTable | None:
+        # The base's leaves, decoded once; None if it has more than MAX_LEAF_TABLE or is not all raw leaves.
+        if self._leaf_table is None and self.base_cid is not None:
+            self._leaf_table = False
+            starts: list[int] = []
+            cids: list[str] = []
+            end = 0
+            for offset, cid, size in iter_leaves(self.store.get, self.base_cid):
+                if offset != end or len(starts) == MAX_LEAF_TABLE:
+                    return None  # bytes inside dag-pb nodes, or too many leaves: read through the tree
+                starts.append(offset)
+                cids.append(cid)
+                end = offset + size
+            if end == self.base_size:
+                self._leaf_table = (starts, cids, end)
+        return self._leaf_table if isinstance(self._leaf_table, tuple) else None
 
     # ---- writing
 
@@ -226,6 +280,7 @@ class SparseFile:
         self.base_cid, self.base_size = root.cid, root.size
         self.base_valid = self.size = root.size
         self._starts, self._bufs, self._leaves = [], [], {}
+        self._leaf_table = None
         self.pending_bytes = 0
 
     def _base_leaves(self) -> dict[int, tuple[str, int]]:

@@ -448,7 +448,10 @@ class Overlay:
         """
         if not self._root.changed:
             return Commit(self._fs, 0)
-        ops, visited, left = plan_commit(self._root, (self._staging_name(),))
+        staging = self._staging_name()
+        if not isinstance(staging, str):  # the root itself cannot be read
+            return Commit(self._fs, 0, staging)
+        ops, visited, left = plan_commit(self._root, (staging,))
         fs = self._fs
         built: list[tuple[FileNode, FileRoot]] = []
         for count, op in enumerate(ops):
@@ -669,12 +672,18 @@ class Overlay:
             self._pending -= node.content.pending_bytes
             self._holding.pop(node, None)
 
-    def _staging_name(self) -> str:
+    def _staging_name(self) -> str | dict[str, Any]:
+        # A root-level name free in the base and now; or the Fs denial that kept us from knowing.
         name, n = STAGING, 0
-        while self._child(self._root, name) is not None or self._root.base.get(name) is not None:
+        while True:
+            if self._root.known.get(name) is None and self._root.base.get(name) is None:
+                found = self._fs.stat(name)
+                if not found.ok and found.receipt["kuro.fs/reason"] != "not-found":
+                    return found.receipt
+                if not found.ok:
+                    return name
             n += 1
             name = f"{STAGING}-{n}"
-        return name
 
 
 def _within(here: Node | None, ancestor: DirNode) -> bool:

@@ -39,7 +39,18 @@ from typing import Final
 
 from kuro_fs.extents import SparseFile
 
-__all__ = ["STAGING", "DirNode", "FileNode", "Node", "Op", "inode_number", "plan_commit", "touch"]
+__all__ = [
+    "STAGING",
+    "DirNode",
+    "FileNode",
+    "Node",
+    "Op",
+    "inode_number",
+    "origin_path",
+    "path_of",
+    "plan_commit",
+    "touch",
+]
 
 #: The root-level name a commit stages moved directories under (a suffix is added if it is taken).
 STAGING: Final = ".kuro-overlay-staging"
@@ -222,19 +233,21 @@ def plan_commit(root: DirNode, staging: tuple[str, ...]) -> tuple[list[Op], list
 
 def path_of(node: Node) -> tuple[str, ...]:
     """The names from the root down to ``node`` in the current tree (``()`` for the root)."""
-    names: list[str] = []
-    here: Node | None = node
-    while here is not None and here.parent is not None:
-        names.append(here.name)
-        here = here.parent
-    return tuple(reversed(names))
+    return _chain(node, origin=False)
 
 
 def origin_path(node: Node) -> tuple[str, ...]:
     """The names from the root down to ``node`` in the base tree (its origin chain)."""
+    return _chain(node, origin=True)
+
+
+def _chain(node: Node, *, origin: bool) -> tuple[str, ...]:
     names: list[str] = []
     here: Node | None = node
-    while here is not None and here.origin_parent is not None:
-        names.append(here.origin_name)
-        here = here.origin_parent
+    while here is not None:
+        parent = here.origin_parent if origin else here.parent
+        if parent is None:
+            break
+        names.append(here.origin_name if origin else here.name)
+        here = parent
     return tuple(reversed(names))

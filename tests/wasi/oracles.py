@@ -363,6 +363,12 @@ def fsops(g: Guest, args: list[str]) -> int:
             return None
         return handle
 
+    def shown(data: bytes | Errno, text: Callable[[bytes], str]) -> None:
+        if isinstance(data, Errno):
+            fail(data)
+        else:
+            g.print(f": ok {text(data)}\n")
+
     def simple(result: Errno | None) -> None:
         if result is None:
             g.print(": ok\n")
@@ -434,19 +440,12 @@ def fsops(g: Guest, args: list[str]) -> int:
                     data = Errno.INVAL
                 else:
                     data = Errno.BADF if g.is_dir(h) else ov.read(h, offset, length)
-                if isinstance(data, Errno):
-                    fail(data)
-                else:
-                    g.print(f": ok {len(data)} {c_escaped(data)}\n")
+                shown(data, lambda d: f"{len(d)} {c_escaped(d)}")
                 ov.close(h)
         elif op == "sum":
             h = opened(a[0])
             if h is not None:
-                data = g.read_all(h)
-                if isinstance(data, Errno):
-                    fail(data)
-                else:
-                    g.print(f": ok {len(data)} {fnv64(data):016x}\n")
+                shown(g.read_all(h), lambda d: f"{len(d)} {fnv64(d):016x}")
                 ov.close(h)
         elif op == "stat":
             stat = ov.stat_path(g.rel(a[0])) if a[0] else Errno.NOENT
