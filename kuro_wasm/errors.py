@@ -3,7 +3,7 @@
 ## The one decision
 Bad input and misuse are typed exceptions; refused work is not. A denial
 (argv instead of a guest spec, a missing capability, a host-mode session) is a
-value returned by :func:`kuro_wasm.model.denial`, and a refused import call is
+value returned by :func:`kuro_wasm.model.sessions.denial`, and a refused import call is
 recorded in the receipt's ``kuro/denials``: neither is raised. What *is* raised
 here is for constructor input that cannot describe a run (unknown mode or
 capability, a malformed guest spec, a non-int exit code), for appending to a
@@ -76,7 +76,7 @@ class StreamClosed(KuroError):
 
     The stream's guest has already ended (``exited``) or did not survive its
     host (``orphaned``); an orphan is closed with
-    :func:`kuro_wasm.checkpoint.abandon`.
+    :func:`kuro_wasm.model.checkpoint.abandon`.
     """
 
     reference = "stream-closed"
@@ -87,7 +87,7 @@ class StreamClosed(KuroError):
 
 
 class CheckpointError(KuroError, ValueError):
-    """Checkpoint data that is not the shape :mod:`kuro_wasm.checkpoint` writes."""
+    """Checkpoint data that is not the shape :mod:`kuro_wasm.model.checkpoint` writes."""
 
     reference = "invalid-checkpoint"
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kuro_fs.fs import DENIAL_REASONS as FS_DENIAL_REASONS
-from kuro_wasm.abi import IMPORTS, REASON_CODES, ErrorCode, ImportSpec
-from kuro_wasm.model import DENIAL_REASONS as MODEL_DENIAL_REASONS
-from kuro_wasm.receipt import OUTCOMES
+from kuro_wasm.model.abi import IMPORTS, REASON_CODES, ErrorCode, ImportSpec
+from kuro_wasm.model.receipt import OUTCOMES
+from kuro_wasm.model.sessions import DENIAL_REASONS as MODEL_DENIAL_REASONS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = {name: (ROOT / name).read_text(encoding="utf-8") for name in ("README.md", "docs/abi.md", "docs/cli.md")}

@@ -66,5 +66,8 @@ def test_the_names_callers_rely_on_are_exported(package: str) -> None:
 
 
 def test_the_concept_modules_of_kuro_wasm_are_public() -> None:
+    kuro_wasm = importlib.import_module("kuro_wasm")
     for name in ("stream", "checkpoint", "ansi"):
-        assert importlib.import_module(f"kuro_wasm.{name}").__doc__
+        module = importlib.import_module(f"kuro_wasm.model.{name}")
+        assert module.__doc__
+        assert getattr(kuro_wasm, name) is module  # `from kuro_wasm import stream` keeps working

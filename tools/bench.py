@@ -64,9 +64,9 @@ from kuro_fs.fs import Fs  # noqa: E402
 from kuro_fs.importer import import_path  # noqa: E402
 from kuro_fs.overlay import Handle, Overlay  # noqa: E402
 from kuro_fs.unixfs import iter_file  # noqa: E402
-from kuro_wasm.host import run  # noqa: E402
-from kuro_wasm.loader import add_guest  # noqa: E402
-from kuro_wasm.model import guest, session  # noqa: E402
+from kuro_wasm.host.api import run  # noqa: E402
+from kuro_wasm.host.loader import add_guest  # noqa: E402
+from kuro_wasm.model.sessions import guest, session  # noqa: E402
 
 MiB = 1 << 20
 NOOP_PLUGIN_WAT = '(module (memory (export "memory") 1) (func (export "noop") (result i32) (i32.const 0)))'

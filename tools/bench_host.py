@@ -4,7 +4,7 @@ Run: ``.venv/bin/python tools/bench_host.py [--quick] [--json out.json]``
 
 Measured side by side in one process:
 
-(a) a warm invocation of a trivial export with a full receipt (``kuro_wasm.host.run``)
+(a) a warm invocation of a trivial export with a full receipt (``kuro_wasm.host.api.run``)
     vs raw wasmtime-py doing Store + instantiate + call (no receipt), vs Extism's
     Python SDK creating a plugin and calling it (if ``extism`` is installed);
 (b) guest ``fs_read`` of a 64 MiB file through the gate (GB/s);
@@ -35,11 +35,11 @@ sys.path.insert(0, str(ROOT))
 
 from kuro_fs.blocks import MemoryBlockStore  # noqa: E402
 from kuro_fs.fs import Fs  # noqa: E402
-from kuro_wasm.cache import ModuleCache  # noqa: E402
-from kuro_wasm.engine import EngineConfig, engine_for, engine_key  # noqa: E402
-from kuro_wasm.host import run  # noqa: E402
-from kuro_wasm.loader import add_guest, forget_prepared  # noqa: E402
-from kuro_wasm.model import guest, session  # noqa: E402
+from kuro_wasm.host.api import run  # noqa: E402
+from kuro_wasm.host.cache import ModuleCache  # noqa: E402
+from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key  # noqa: E402
+from kuro_wasm.host.loader import add_guest, forget_prepared  # noqa: E402
+from kuro_wasm.model.sessions import guest, session  # noqa: E402
 
 GUESTS = ROOT / "guests"
 CAPS = ["guest/invoke", "fs/read", "fs/ls", "fs/write", "fs/rm", "stdin/read"]
@@ -199,7 +199,7 @@ def bench_cache(functions: int, tmp: Path) -> dict[str, Any]:
 
 def bench_kill(repeats: int, home: Path) -> dict[str, Any]:
     """Latency from ``kill()`` to the receipt: a guest in a pure wasm loop, and one blocked in ``read``."""
-    from kuro_wasm.host import Handle, start
+    from kuro_wasm.host.api import Handle, start
 
     store = MemoryBlockStore()
     fs = Fs.empty(store)

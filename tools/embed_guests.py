@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write ``kuro_wasm/demo_guests.py``: the WAT sources ``kuro demo`` runs, embedded verbatim.
+"""Write ``kuro_wasm/cli/demo_guests.py``: the WAT sources ``kuro demo`` runs, embedded verbatim.
 
     python tools/embed_guests.py          # rewrite the module from guests/*.wat
     python tools/embed_guests.py --check  # exit 1 if the module is stale (tests/cli/test_demo.py does the same)
@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET = ROOT / "kuro_wasm" / "demo_guests.py"
-#: The guests the demo runs (see kuro_wasm/demo.py ``steps``).
+TARGET = ROOT / "kuro_wasm" / "cli" / "demo_guests.py"
+#: The guests the demo runs (see kuro_wasm/cli/demo.py ``steps``).
 NAMES = ("hello.wat", "fs-cat.wat", "fs-write.wat", "spin.wat")
 
 HEADER = '''"""The WAT sources ``kuro demo`` runs, embedded verbatim from ``guests/*.wat``.

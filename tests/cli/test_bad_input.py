@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cli_helpers import GUESTS, Kuro, add_guest, one_error_line
 
-from kuro_wasm.cli import error_line
+from kuro_wasm.cli.context import error_line
 
 EMPTY_CID = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"  # a valid CID no store here holds
 

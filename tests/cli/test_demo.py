@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from cli_helpers import GUESTS, ROOT, Kuro
 
-from kuro_wasm.demo import steps
-from kuro_wasm.demo_guests import GUESTS as EMBEDDED
+from kuro_wasm.cli.demo import steps
+from kuro_wasm.cli.demo_guests import GUESTS as EMBEDDED
 
 
 @pytest.mark.parametrize("name", sorted(EMBEDDED))
 def test_each_embedded_guest_is_identical_to_its_source_in_guests(name: str) -> None:
-    stale = "kuro_wasm/demo_guests.py is stale: run python tools/embed_guests.py"
+    stale = "kuro_wasm/cli/demo_guests.py is stale: run python tools/embed_guests.py"
     assert EMBEDDED[name] == (GUESTS / name).read_text(encoding="utf-8"), stale
 
 
@@ -93,10 +93,10 @@ def test_the_demo_needs_nothing_but_the_installed_packages(tmp_path: Path, home:
     elsewhere.mkdir()
     env = {"KURO_HOME": str(home), "PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
     where = subprocess.run(
-        [sys.executable, "-c", "import kuro_wasm.demo as d; print(d.__file__)"],
+        [sys.executable, "-c", "import kuro_wasm.cli.demo as d; print(d.__file__)"],
         capture_output=True, text=True, env=env, cwd=elsewhere, check=True,
     )  # fmt: skip
-    assert where.stdout.strip() == str(site / "kuro_wasm" / "demo.py")
+    assert where.stdout.strip() == str(site / "kuro_wasm" / "cli" / "demo.py")
     result = subprocess.run(
         [sys.executable, "-m", "kuro_wasm", "demo"], capture_output=True, text=True, env=env, cwd=elsewhere
     )

@@ -1,11 +1,11 @@
-"""The progress bar: drawn only on a terminal, counted from block traffic (kuro_wasm.progress)."""
+"""The progress bar: drawn only on a terminal, counted from block traffic (kuro_wasm.cli.progress)."""
 
 from __future__ import annotations
 
 import io
 
 from kuro_fs.blocks import MemoryBlockStore
-from kuro_wasm.progress import Progress, ProgressStore, render
+from kuro_wasm.cli.progress import Progress, ProgressStore, render
 
 
 class _Tty(io.StringIO):

@@ -1,4 +1,4 @@
-"""Named fs roots: a ref file per name plus an append-only history (kuro_wasm.refs)."""
+"""Named fs roots: a ref file per name plus an append-only history (kuro_wasm.cli.refs)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kuro_fs.cid import cid_for
 from kuro_fs.errors import InvalidCID
-from kuro_wasm.refs import RefConflict, RefEntry, RefError, Refs, check_name, parse_log, resolve_target
+from kuro_wasm.cli.refs import RefConflict, RefEntry, RefError, Refs, check_name, parse_log, resolve_target
 
 
 def _root(n: int) -> str:

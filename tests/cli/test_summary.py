@@ -1,4 +1,4 @@
-"""How a receipt is shown to a person (kuro_wasm.summary): pure, so tested without a CLI."""
+"""How a receipt is shown to a person (kuro_wasm.model.summary): pure, so tested without a CLI."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuro_wasm import ansi
-from kuro_wasm.summary import coloured, denial_text, is_denial, receipt_text, sgr, size
+from kuro_wasm.model import ansi
+from kuro_wasm.model.summary import coloured, denial_text, is_denial, receipt_text, sgr, size
 
 CID = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
 ONLY_SGR = re.compile(r"\x1b\[[0-9;]*m")

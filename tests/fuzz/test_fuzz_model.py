@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from kuro_fs.cid import raw_cid
 from kuro_wasm.errors import ModelError
-from kuro_wasm.model import CAPABILITIES, MODES, guest, session
-from kuro_wasm.operation import DEFAULT_LIMITS, run_limits
-from kuro_wasm.receipt import HOST_KEYS, KEYS, OUTCOMES, receipt, receipt_cid, to_json
+from kuro_wasm.model.operation import DEFAULT_LIMITS, run_limits
+from kuro_wasm.model.receipt import HOST_KEYS, KEYS, OUTCOMES, receipt, receipt_cid, to_json
+from kuro_wasm.model.sessions import CAPABILITIES, MODES, guest, session
 
 CID = raw_cid(b"guest")
 ROOT = "bafyreigbtj4x7ip5legnfznufuopl4sg4knzc2cof6duas4b3q2fy6swua"

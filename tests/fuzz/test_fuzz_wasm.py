@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.fs import Fs
 from kuro_fs.unixfs import write_file
-from kuro_wasm.engine import EngineConfig, engine_for
 from kuro_wasm.errors import LoadError, ModelError
-from kuro_wasm.host import Handle, run, start
-from kuro_wasm.loader import add_guest
-from kuro_wasm.model import guest, session
+from kuro_wasm.host.api import Handle, run, start
+from kuro_wasm.host.engine import EngineConfig, engine_for
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.sessions import guest, session
 
 _ROOT = Path(__file__).resolve().parents[2]
 HELLO_WAT = (_ROOT / "guests" / "hello.wat").read_text(encoding="utf-8")

@@ -9,7 +9,7 @@ import pytest
 from hostkit import wat
 
 from kuro_fs.blocks import MemoryBlockStore
-from kuro_wasm.loader import add_guest
+from kuro_wasm.host.loader import add_guest
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.fs import Fs
-from kuro_wasm.model import Session, session
+from kuro_wasm.model.sessions import Session, session
 
 ROOT = Path(__file__).resolve().parents[2]
 GUESTS = ROOT / "guests"

@@ -13,11 +13,11 @@ from hostkit import make_fs, make_session, wat
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.home import module_cache_dir
-from kuro_wasm.cache import ModuleCache, cache_for
-from kuro_wasm.engine import EngineConfig, engine_for, engine_key
-from kuro_wasm.host import run
-from kuro_wasm.loader import add_guest, forget_prepared
-from kuro_wasm.model import guest
+from kuro_wasm.host.api import run
+from kuro_wasm.host.cache import ModuleCache, cache_for
+from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
+from kuro_wasm.host.loader import add_guest, forget_prepared
+from kuro_wasm.model.sessions import guest
 
 CFG = EngineConfig()
 

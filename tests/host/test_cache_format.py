@@ -11,11 +11,11 @@ import wasmtime
 from blake3 import blake3
 from hostkit import wat
 
-from kuro_wasm.cache import ModuleCache
-from kuro_wasm.engine import EngineConfig, engine_for, engine_key
+from kuro_wasm.host.cache import ModuleCache
+from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
 
 CFG = EngineConfig()
-# The format, written out independently of kuro_wasm.cache: MAGIC, format byte 2, keyed BLAKE3.
+# The format, written out independently of kuro_wasm.host.cache: MAGIC, format byte 2, keyed BLAKE3.
 HEADER = b"KUROMOD1\x02"
 CONTEXT = "kuro-wasm module cache 2026-11 artifact tag v2"
 

@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from kuro_wasm import engine
+from kuro_wasm.host import engine
 
 GUESTS = Path(__file__).resolve().parents[2] / "guests"
 

@@ -31,10 +31,10 @@ from hostkit import ALL_CAPS, GUESTS, make_fs, wat
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_fs.fs import Fs
-from kuro_wasm.host import run
-from kuro_wasm.loader import add_guest
-from kuro_wasm.model import guest, session
-from kuro_wasm.receipt import KEYS
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.receipt import KEYS
+from kuro_wasm.model.sessions import guest, session
 
 FIXTURES = sorted((GUESTS / "fixtures").glob("*.toml"))
 _CASE_KEYS = {"description", "guest", "export", "args", "mode", "grant", "stdin", "fs", "limits", "expect"}
@@ -106,7 +106,9 @@ def test_guest_fixture(path: Path, home: Path) -> None:
     assert receipt["kuro/outcome"] == expect["outcome"], receipt
     assert receipt["kuro/engine"]["name"] == "wasmtime"
     assert receipt["kuro/engine"]["version"].split(".")[0] == "50"
-    limits = {"timeout_ms": 120_000, "max_output_bytes": 1_048_576} | case.get("limits", {})
+    bounds = {"max_table_elements": 1_000_000, "max_instances": 64, "max_tables": 64, "max_memories": 16}
+    bounds["max_output_chunks"] = 100_000
+    limits = {"timeout_ms": 120_000, "max_output_bytes": 1_048_576} | bounds | case.get("limits", {})
     assert receipt["kuro/limits"] == {k.replace("_", "-"): v for k, v in limits.items()}  # the limits applied
     assert isinstance(receipt["kuro/reads"], list) and isinstance(receipt["kuro/denials"], list)
     if "stdout" in expect:

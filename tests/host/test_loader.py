@@ -12,11 +12,12 @@ from hostkit import make_fs, make_session, wat
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import cid_for, raw_cid
 from kuro_fs.dagcbor import cid_of
-from kuro_wasm.cache import ModuleCache, cache_for
-from kuro_wasm.engine import EngineConfig
 from kuro_wasm.errors import LoadError
-from kuro_wasm.host import run
-from kuro_wasm.loader import (
+from kuro_wasm.host.api import run
+from kuro_wasm.host.cache import ModuleCache, cache_for
+from kuro_wasm.host.engine import EngineConfig
+from kuro_wasm.host.kind import Entry
+from kuro_wasm.host.loader import (
     LoadFailure,
     Prepared,
     add_guest,
@@ -26,7 +27,7 @@ from kuro_wasm.loader import (
     prepare,
     resolve,
 )
-from kuro_wasm.model import guest
+from kuro_wasm.model.sessions import guest
 
 
 class LyingStore(MemoryBlockStore):
@@ -116,10 +117,10 @@ def test_add_guest_refuses_what_is_not_wasm(store: MemoryBlockStore) -> None:
 
 
 def test_check_imports_names_the_first_offender() -> None:
-    module = wasmtime.Module(wasmtime.Engine(), wat("wasi"))
+    module = wasmtime.wat2wasm(wat("wasi"))
     assert "wasi_snapshot_preview1.fd_write" in (check_imports(module) or "")
-    assert check_imports(wasmtime.Module(wasmtime.Engine(), wat("bad-pointer"))) is None
-    memory_import = wasmtime.Module(wasmtime.Engine(), '(module (import "kuro" "memory" (memory 1)))')
+    assert check_imports(wasmtime.wat2wasm(wat("bad-pointer"))) is None
+    memory_import = wasmtime.wat2wasm('(module (import "kuro" "memory" (memory 1)))')
     assert "kuro.memory" in (check_imports(memory_import) or "")
 
 
@@ -132,7 +133,7 @@ def _prepared(store: MemoryBlockStore, name: str) -> Prepared:
 def test_an_export_must_be_a_function_returning_one_i32_or_nothing(store: MemoryBlockStore) -> None:
     ready = _prepared(store, "hello")
     assert isinstance(resolve(ready, "memory", []), LoadFailure)  # a memory, not a function
-    assert isinstance(resolve(ready, "add", [1, 2]), type(ready.exports["add"]))
+    assert isinstance(resolve(ready, "add", [1, 2]), Entry)
     f64 = add_guest(store, '(module (func (export "half") (param f64) (result f64) (local.get 0)))')
     ready_f = prepare(store, f64, EngineConfig(), ModuleCache(None))
     assert isinstance(ready_f, Prepared)

@@ -10,11 +10,12 @@ from hostkit import make_fs, make_session
 from wasmtime import TrapCode
 
 from kuro_fs.blocks import MemoryBlockStore
-from kuro_wasm.engine import CallOutcome
-from kuro_wasm.model import guest
-from kuro_wasm.outcome import STOPS, TRAP_OUTCOMES, cause, decide, trap_kind
-from kuro_wasm.receipt import OUTCOMES
-from kuro_wasm.runner import Job
+from kuro_wasm.host.engine import CallOutcome
+from kuro_wasm.host.job import Job
+from kuro_wasm.model.limits import Limits
+from kuro_wasm.model.outcome import STOPS, TRAP_OUTCOMES, cause, decide, trap_kind
+from kuro_wasm.model.receipt import OUTCOMES
+from kuro_wasm.model.sessions import guest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,10 +45,17 @@ def test_a_stop_wins_over_what_the_guest_returned() -> None:
     assert decide(stop="cancelled", values=(0,))["exit-code"] == 130
 
 
-def test_a_host_error_names_its_cause() -> None:
+def test_a_host_error_names_its_cause_and_is_not_a_guest_trap() -> None:
     result = decide(stop="host-error", host_error="fs_ls: RuntimeError: boom")
-    assert result["trap"] == {"kind": "host-error", "message": "fs_ls: RuntimeError: boom"}
-    assert "boom" in result["error"]
+    assert (result["exit-code"], result["outcome"]) == (70, "host-error")
+    assert "trap" not in result
+    assert result["error"] == "host error: fs_ls: RuntimeError: boom"
+
+
+@pytest.mark.parametrize("instantiating", [True, False])
+def test_the_host_out_of_memory_is_a_host_error_not_the_guests_fault(instantiating: bool) -> None:
+    result = decide(stop=None, error="Cannot allocate memory (os error 12)", instantiating=instantiating)
+    assert (result["exit-code"], result["outcome"]) == (70, "host-error")
 
 
 def test_an_instantiation_error_is_a_load_error_and_a_call_error_is_a_trap() -> None:
@@ -75,7 +83,7 @@ def test_special_trap_kinds_are_real_wasmtime_codes() -> None:
 
 
 def test_the_outcome_module_is_pure() -> None:
-    tree = ast.parse((ROOT / "kuro_wasm" / "outcome.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "kuro_wasm" / "model" / "outcome.py").read_text(encoding="utf-8"))
     roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     roots |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert roots & {"wasmtime", "threading", "os", "time", "sqlite3"} == set()
@@ -91,10 +99,7 @@ def test_a_kill_that_arrives_after_the_guest_returned_does_not_relabel_it() -> N
         None,
         on_chunk=None,
         on_exit=None,
-        timeout_ms=1000,
-        max_output_bytes=10,
-        max_memory_bytes=None,
-        fuel=None,
+        limits=Limits(1000, 10, None, None),
         home=False,
         stdin_closed=True,
         stdin=None,

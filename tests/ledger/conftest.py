@@ -9,7 +9,7 @@ import pytest
 from ledger_fakes import FakeStarter
 
 from kuro_fs.blocks import MemoryBlockStore
-from kuro_wasm.ledger import Ledger
+from kuro_wasm.ledger.ledger import Ledger
 
 
 @pytest.fixture

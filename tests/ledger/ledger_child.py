@@ -24,8 +24,8 @@ from typing import Any
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
-from kuro_wasm.ledger import Ledger
-from kuro_wasm.model import guest, session
+from kuro_wasm.ledger.ledger import Ledger
+from kuro_wasm.model.sessions import guest, session
 
 ROOT = raw_cid(b"an empty fs root stand-in")
 GUEST = raw_cid(b"a guest stand-in")

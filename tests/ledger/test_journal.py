@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuro_wasm.journal import Journal, decode_line, encode_line
+from kuro_wasm.ledger.journal import Journal, decode_line, encode_line
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),

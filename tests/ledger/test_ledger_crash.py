@@ -17,9 +17,9 @@ from ledger_fakes import FakeStarter, command, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.errors import OperationConflict
-from kuro_wasm.journal import encode_line
-from kuro_wasm.ledger import Ledger
-from kuro_wasm.operation import argument_digest
+from kuro_wasm.ledger.journal import encode_line
+from kuro_wasm.ledger.ledger import Ledger
+from kuro_wasm.model.operation import argument_digest
 
 CHILD = Path(__file__).with_name("ledger_child.py")
 

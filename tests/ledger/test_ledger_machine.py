@@ -20,8 +20,8 @@ from ledger_fakes import FakeStarter, RunThread, command, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.errors import OperationConflict
-from kuro_wasm.ledger import Ledger
-from kuro_wasm.operation import argument_digest
+from kuro_wasm.ledger.ledger import Ledger
+from kuro_wasm.model.operation import argument_digest
 
 OPS = st.sampled_from(["a", "b", "c", "d"])
 VARIANTS = st.integers(0, 1)

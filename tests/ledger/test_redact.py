@@ -1,4 +1,4 @@
-"""Secret redaction and bounded previews (kuro_wasm.redact)."""
+"""Secret redaction and bounded previews (kuro_wasm.model.redact)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuro_wasm.redact import CONCEAL_MAX_FRAGMENTS, CONCEAL_MIN_CHARS, REDACTED, conceal_fragments, preview, redact
+from kuro_wasm.model.redact import (
+    CONCEAL_MAX_FRAGMENTS,
+    CONCEAL_MIN_CHARS,
+    REDACTED,
+    conceal_fragments,
+    preview,
+    redact,
+)
 
 JWT = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from model_strategies import EMPTY_CID, GUEST_CID
 
-from kuro_wasm.model import Session, guest, session
+from kuro_wasm.model.sessions import Session, guest, session
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from kuro_fs.cid import raw_cid
-from kuro_wasm.model import CAPABILITIES, I64_MAX, I64_MIN
-from kuro_wasm.receipt import KEYS
+from kuro_wasm.model.receipt import KEYS
+from kuro_wasm.model.sessions import CAPABILITIES, I64_MAX, I64_MIN
 
 EMPTY_CID = raw_cid(b"")
 GUEST_CID = raw_cid(b"\x00asm\x01\x00\x00\x00")

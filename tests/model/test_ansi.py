@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from model_strategies import ansi_text
 
-from kuro_wasm.ansi import NAMED_COLOURS, lines, plain, split_tail, to_html
+from kuro_wasm.model.ansi import NAMED_COLOURS, lines, plain, split_tail, to_html
 
 E = "\x1b"
 

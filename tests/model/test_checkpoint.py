@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from model_strategies import EMPTY_CID, GUEST_CID, caps, write_lists
 
 from kuro_fs.dagcbor import decode, encode
-from kuro_wasm.checkpoint import ABANDONED_ERROR, VERSION, abandon, restore, summary, to_data
 from kuro_wasm.errors import CheckpointError, CheckpointVersionError, ModelError, StreamClosed
-from kuro_wasm.model import Session, guest, session
-from kuro_wasm.receipt import from_json, to_json
-from kuro_wasm.stream import Stream, append, chunks, finish, kept_bytes, mark_exited, new
+from kuro_wasm.model.checkpoint import ABANDONED_ERROR, VERSION, abandon, restore, summary, to_data
+from kuro_wasm.model.receipt import from_json, to_json
+from kuro_wasm.model.sessions import Session, guest, session
+from kuro_wasm.model.stream import Stream, append, chunks, finish, kept_bytes, mark_exited, new
 
 
 def _run(sess: Session, spec: dict[str, Any], writes: list[tuple[str, bytes]], cap: int = 1 << 20) -> Stream:

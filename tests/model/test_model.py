@@ -12,7 +12,7 @@ from model_strategies import EMPTY_CID, GUEST_CID, grants, guest_args
 
 from kuro_fs.dagcbor import decode, encode
 from kuro_wasm.errors import ModelError
-from kuro_wasm.model import (
+from kuro_wasm.model.sessions import (
     CAPABILITIES,
     DENIAL_KEYS,
     DENIAL_REASONS,

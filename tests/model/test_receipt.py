@@ -13,8 +13,8 @@ from model_strategies import EMPTY_CID, GUEST_CID, host_results
 from kuro_fs.cid import raw_cid
 from kuro_fs.dagcbor import cid_of, decode, encode
 from kuro_wasm.errors import ModelError
-from kuro_wasm.model import Session, guest, session
-from kuro_wasm.receipt import HOST_KEYS, KEYS, OUTCOMES, exit_code_for, from_json, receipt, receipt_cid, to_json
+from kuro_wasm.model.receipt import HOST_KEYS, KEYS, OUTCOMES, exit_code_for, from_json, receipt, receipt_cid, to_json
+from kuro_wasm.model.sessions import Session, guest, session
 
 DECLARED = {"kuro/" + k for k in KEYS}
 
@@ -73,7 +73,7 @@ def test_receipt_needs_a_session_and_a_mapping_result(sess: Session, spec: dict[
 def test_the_outcome_table_is_the_documented_one() -> None:
     assert dict(OUTCOMES) == {
         "ok": 0, "exit": None, "trap": 134, "timeout": 124, "fuel-exhausted": 124, "output-capped": 125,
-        "cancelled": 130, "abandoned": 129, "load-error": 126, "guest-not-found": 127,
+        "cancelled": 130, "abandoned": 129, "load-error": 126, "guest-not-found": 127, "host-error": 70,
     }  # fmt: skip
     assert exit_code_for("output-capped") == 125
     with pytest.raises(ModelError):

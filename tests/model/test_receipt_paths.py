@@ -1,10 +1,10 @@
 """The stream's receipt path (measured values taken as given) builds exactly what the strict path builds.
 
-:func:`kuro_wasm.stream.finish` hands its own measurements (kept bytes, their
-raw CIDs, byte counts, truncation) to :func:`kuro_wasm.receipt.receipt_measured`
+:func:`kuro_wasm.model.stream.finish` hands its own measurements (kept bytes, their
+raw CIDs, byte counts, truncation) to :func:`kuro_wasm.model.receipt.receipt_measured`
 without re-checking them; everything else still goes through the strict checks.
 These properties compare that path with the public, strict
-:func:`kuro_wasm.receipt.receipt` fed the same merged result.
+:func:`kuro_wasm.model.receipt.receipt` fed the same merged result.
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ from hypothesis import strategies as st
 from model_strategies import EMPTY_CID, GUEST_CID, caps, cids, host_results, plain_values, write_lists
 
 from kuro_fs.cid import raw_cid
-from kuro_wasm import stream
 from kuro_wasm.errors import ModelError
-from kuro_wasm.model import Session, guest, session
-from kuro_wasm.outcome import STOPS, decide
-from kuro_wasm.receipt import (  # _plain/_typed: the fast paths, _general: the rules they must match
+from kuro_wasm.model import stream
+from kuro_wasm.model.outcome import STOPS, decide
+from kuro_wasm.model.receipt import (  # _plain/_typed: the fast paths, _general: the rules they must match
     HOST_KEYS,
     KEYS,
     _plain,
@@ -32,6 +31,7 @@ from kuro_wasm.receipt import (  # _plain/_typed: the fast paths, _general: the 
     receipt,
     receipt_measured,
 )
+from kuro_wasm.model.sessions import Session, guest, session
 
 _SESS = session("s1", EMPTY_CID, grant=["guest/invoke", "fs/read"])
 _SPEC = guest(GUEST_CID, "run", [40, 2])
@@ -42,6 +42,7 @@ def _strict(s: stream.Stream, sess: Session, spec: dict[str, Any], result: dict[
     merged = namespace(result)
     merged.pop("kuro/truncated?", None)
     merged.pop("kuro/dropped-bytes", None)
+    merged.pop("kuro/capped-by", None)
     out, err = stream.kept_bytes(s, "stdout"), stream.kept_bytes(s, "stderr")
     merged.update(
         {
@@ -56,6 +57,7 @@ def _strict(s: stream.Stream, sess: Session, spec: dict[str, Any], result: dict[
     if s.truncated:
         merged["kuro/truncated?"] = True
         merged["kuro/dropped-bytes"] = s.dropped_bytes
+        merged["kuro/capped-by"] = s.capped_by
     return receipt(sess, spec, merged)
 
 
@@ -75,7 +77,7 @@ def _fed(cap: int, writes: list[tuple[str, bytes]]) -> stream.Stream:
     return s
 
 
-# The results the host itself builds (kuro_wasm.runner): decide() plus its extras.
+# The results the host itself builds (kuro_wasm.host.job): decide() plus its extras.
 _trap_codes = st.sampled_from([None, "UNREACHABLE_CODE_REACHED", "STACK_OVERFLOW", "OUT_OF_FUEL", "INTERRUPT"])
 _decided = st.one_of(
     st.builds(

@@ -1,0 +1,237 @@
+"""What every ``kuro`` command shares: the context it runs in, its exit statuses, and its one error line.
+
+## The one decision
+A person sees the exit status plus **one clear line on stderr** for anything
+that went wrong: never a traceback. :func:`error_line` is the one place that
+turns an exception into that line and status — typed errors
+(:class:`kuro_fs.errors.KuroFsError`, :class:`kuro_wasm.errors.KuroError`,
+``OSError``, an invalid WAT with its line and column) are rendered as
+``kuro: error: … [reference]``; anything else is a bug and says so in one line
+(``KURO_DEBUG=1`` shows the traceback). The exit statuses are listed in
+:mod:`kuro_wasm.cli.kuro`.
+
+This module imports no command module (each command module imports it), so the
+command groups never import one another.
+
+## Effects
+Opens the home's block store on first use; writes stdout/stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from kuro_fs.errors import KuroFsError
+from kuro_wasm.errors import KuroError
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_BROKEN_PIPE",
+    "EXIT_FAILED",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "Context",
+    "Failed",
+    "Handler",
+    "Interrupted",
+    "NotFound",
+    "SourcedError",
+    "UsageError",
+    "error_line",
+    "interrupted_status",
+    "looks_like_cid",
+    "output_store",
+    "silence",
+    "wat_error",
+]
+
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+#: The reader of stdout left (a closed pipe): what a shell reports for ``cat`` killed by SIGPIPE.
+EXIT_BROKEN_PIPE = 141
+_WAT_POSITION = re.compile(r"-->\s*(?P<file>[^\n:]*):(?P<line>\d+):(?P<col>\d+)")
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal (SIGINT, SIGTERM, SIGHUP) asked the command to stop; the status is 128 + ``signum``.
+
+    A ``KeyboardInterrupt``, so everything that already stops a guest on Ctrl-C
+    (``kuro run``, the ledger) does the same for the other two.
+    """
+
+    def __init__(self, signum: int = 2) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        RECEIVED.append(signum)
+
+    @property
+    def status(self) -> int:
+        return 128 + self.signum
+
+
+#: Signals received while a command ran (newest last): a command that finished its work after one
+#: (``kuro run`` storing the cancelled receipt) still exits 128 + that signal.
+RECEIVED: list[int] = []
+
+
+def interrupted_status(exc: BaseException) -> int:
+    """128 + the signal behind ``exc`` (130 for a plain ``KeyboardInterrupt``)."""
+    return exc.status if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
+
+
+class UsageError(Exception):
+    """Bad command-line input found after parsing (exit 2, one line)."""
+
+    reference = "usage"
+
+
+class Failed(Exception):
+    """The operation could not be done, through no fault of the input's shape (exit 1, one line)."""
+
+    reference = "failed"
+
+
+class NotFound(Failed):
+    """The thing named (a receipt, an operation, an fs name) is not in the home."""
+
+    reference = "not-found"
+
+
+@dataclass
+class Context:
+    """What every command handler gets: the resolved home and the two output streams."""
+
+    home: Path
+    out: TextIO
+    err: TextIO
+    _store: Any = field(default=None, repr=False)
+    _output: Any = field(default=None, repr=False)
+
+    @property
+    def store(self) -> Any:
+        """The home's durable block store, opened on first use."""
+        if self._store is None:
+            from kuro_fs.filestore import default_store
+
+            self._store = default_store(self.home)
+        return self._store
+
+    def close(self) -> None:
+        """Close the stores that were opened."""
+        for store in (self._store, self._output):
+            if store is not None and hasattr(store, "close"):
+                store.close()
+
+    def say(self, text: str) -> None:
+        """A line on stdout."""
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def note(self, text: str) -> None:
+        """A line on stderr (for people: summaries, progress, notes)."""
+        self.err.write(text + "\n")
+        self.err.flush()
+
+
+Handler = Callable[[argparse.Namespace, Context], int]
+
+
+class SourcedError(Exception):
+    """An error whose line:column belongs to a named file."""
+
+    def __init__(self, exc: BaseException, source: str) -> None:
+        super().__init__(str(exc))
+        self.exc = exc
+        self.source = source
+
+
+def error_line(exc: BaseException, *, source: str | None = None) -> tuple[str, int]:
+    """The one line a person sees for ``exc``, and the exit status.
+
+    A WAT parse error is shown as ``FILE:LINE:COL: invalid WAT: message``.
+    """
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    parser_error = wat_error(exc)
+    if parser_error is not None:
+        position = _WAT_POSITION.search(str(parser_error))
+        assert position is not None
+        first = str(parser_error).split("\n", 1)[0].strip()
+        where = source or position["file"] or "<wat>"
+        return f"{where}:{position['line']}:{position['col']}: invalid WAT: {first}", EXIT_BAD_INPUT
+    wasmtime_error = _wasmtime_error()
+    if wasmtime_error is not None and isinstance(exc, wasmtime_error):
+        return f"invalid wasm: {text}", EXIT_BAD_INPUT
+    if isinstance(exc, Failed):
+        return f"{text} [{exc.reference}]", EXIT_FAILED
+    if isinstance(exc, (KuroFsError, KuroError, UsageError)):
+        reference = getattr(exc, "reference", "error")
+        code = EXIT_BAD_INPUT if isinstance(exc, (ValueError, UsageError)) else EXIT_FAILED
+        return f"{text} [{reference}]", code
+    if isinstance(exc, OSError):
+        name = exc.filename if exc.filename is not None else ""
+        detail = exc.strerror or text
+        code = EXIT_BAD_INPUT if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError)) else 1
+        return (f"{name}: {detail}" if name else detail), code
+    return f"internal error: {type(exc).__name__}: {text} (set KURO_DEBUG=1 for the traceback)", EXIT_INTERNAL
+
+
+def wat_error(exc: BaseException) -> BaseException | None:
+    """The WAT parser's error behind ``exc`` (itself or a cause), if it names a line and column."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if _WAT_POSITION.search(str(seen)) is not None:
+            return seen
+        seen = seen.__cause__
+    return None
+
+
+def _wasmtime_error() -> type[BaseException] | None:
+    try:
+        from wasmtime import WasmtimeError
+    except ImportError:  # pragma: no cover - wasmtime is a dependency
+        return None
+    return WasmtimeError
+
+
+def output_store(ctx: Context) -> Any:
+    """The home's private output store (``<home>/output``): raw output kept with ``--keep-output``, never published."""
+    if ctx._output is None:
+        from kuro_fs.filestore import FileBlockStore
+
+        ctx._output = FileBlockStore(ctx.home / "output")
+    return ctx._output
+
+
+def looks_like_cid(token: str) -> bool:
+    """True for a token that is a CID or a damaged attempt at one (not a program name).
+
+    >>> looks_like_cid("ls"), looks_like_cid("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyk")
+    (False, True)
+    """
+    if token.startswith(("baf", "Qm")) and len(token) >= 20:
+        return True
+    return len(token) >= 32 and token.isalnum()
+
+
+def silence(stream: TextIO) -> None:
+    """Point ``stream``'s file descriptor at /dev/null (its reader left), so no later flush fails.
+
+    Python flushes ``sys.stdout`` at exit; on a closed pipe that would print
+    ``Exception ignored … BrokenPipeError`` after we chose to exit quietly.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass

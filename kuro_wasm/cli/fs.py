@@ -1,0 +1,371 @@
+"""``kuro fs …``, ``kuro car …`` and ``kuro cid``: a named kuro.fs root from the shell.
+
+## The one decision
+Every ``kuro fs`` command works on a *named* root (``--name``, default
+``main``) kept by :mod:`kuro_wasm.cli.refs`: read commands resolve the name to its
+root CID, write commands compute the new :class:`kuro_fs.fs.Fs` value and then
+move the name with a compare-and-swap (``expected`` = the root they started
+from) and a history line naming the op. An op kuro.fs refuses (``not-found``,
+``directory-not-empty`` …) is a denial value: printed as one line, exit 1, and
+the name does not move.
+
+Long work (``fs put`` of a big tree, ``car export``/``import``) shows a progress
+bar on stderr when it is a terminal (:mod:`kuro_wasm.cli.progress`), counted from
+the block traffic.
+
+## Effects
+The home's block store and refs; local files; stdout.
+
+## Not done here
+No recursive ``rm`` (kuro.fs refuses non-empty directories on purpose), no
+symlinks, no file modes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kuro_fs.car import export_car, import_car
+from kuro_fs.cid import cid_for, cid_from_digest, parse
+from kuro_fs.errors import InvalidCID
+from kuro_fs.fs import Fs
+from kuro_fs.fsdir import decode_dir
+from kuro_fs.home import refs_dir
+from kuro_fs.importer import import_path
+from kuro_fs.unixfs import iter_file
+from kuro_wasm.cli.context import Context, Failed, NotFound, UsageError
+from kuro_wasm.cli.progress import Progress, ProgressStore
+from kuro_wasm.cli.refs import DEFAULT_NAME, Refs, resolve_target
+from kuro_wasm.model.summary import printable
+
+__all__ = ["add_car_parsers", "add_fs_parsers", "cid_files"]
+
+Leaf = Callable[..., argparse.ArgumentParser]
+
+
+def add_fs_parsers(group: Any, leaf: Leaf) -> None:
+    """The ``kuro fs`` subcommands."""
+
+    def fs_leaf(name: str, help_text: str, handler: Callable[[argparse.Namespace, Context], int]) -> Any:
+        p = leaf(group, name, help_text, handler)
+        p.add_argument(
+            "--name", "-n", default=DEFAULT_NAME, metavar="NAME", help=f"which named fs root (default {DEFAULT_NAME!r})"
+        )
+        return p
+
+    p = fs_leaf("put", "import a local file or directory tree into the fs at DEST", _put)
+    p.add_argument("local", metavar="LOCAL", help="a local file or directory")
+    p.add_argument("dest", metavar="DEST", nargs="?", help="the fs path (default: LOCAL's name)")
+    p = fs_leaf("get", "copy a file or directory out of the fs", _get)
+    p.add_argument("path", metavar="PATH", help="the fs path")
+    p.add_argument("local", metavar="LOCAL", nargs="?", help="where to write (default: PATH's name; `-` = stdout)")
+    p = fs_leaf("ls", "list a directory (directories end in /)", _ls)
+    p.add_argument("path", metavar="PATH", nargs="?", default=".", help="the fs path (default: the root)")
+    p.add_argument("--long", "-l", action="store_true", help="also show each entry's size and CID")
+    p = fs_leaf("cat", "write a file's bytes to stdout", _cat)
+    p.add_argument("path", metavar="PATH", help="the fs path")
+    p = fs_leaf("rm", "remove a file or an empty directory", _rm)
+    p.add_argument("path", metavar="PATH", help="the fs path")
+    p = fs_leaf("mkdir", "create a directory and its missing parents (an existing one is kept as is)", _mkdir)
+    p.add_argument("path", metavar="PATH", help="the fs path")
+    p = fs_leaf("mv", "move or rename a file or directory", _mv)
+    p.add_argument("src", metavar="SRC", help="the fs path to move")
+    p.add_argument("dst", metavar="DST", help="the new fs path")
+    fs_leaf("log", "the history of the named root: every root it held, newest last (* = current)", _log)
+    p = fs_leaf("checkout", "move the named root back to an earlier root (by history number or CID)", _checkout)
+    p.add_argument("target", metavar="CID|N", help="a root CID, or a history number from `kuro fs log`")
+
+
+def add_car_parsers(group: Any, leaf: Leaf) -> None:
+    """The ``kuro car`` subcommands."""
+    p = leaf(group, "export", "write a DAG as a CARv1 file (blocks depth-first from the root)", _car_export)
+    p.add_argument("file", metavar="FILE", help="the .car file to write")
+    p.add_argument(
+        "root",
+        metavar="ROOT",
+        nargs="?",
+        default=DEFAULT_NAME,
+        help=f"a root CID or a named fs (default {DEFAULT_NAME!r})",
+    )
+    p = leaf(group, "import", "verify and store every block of a CARv1 file; prints its roots", _car_import)
+    p.add_argument("file", metavar="FILE", help="the .car file to read")
+    p.add_argument("--name", "-n", metavar="NAME", help="also point this named fs at the CAR's root")
+
+
+# ---- helpers
+
+
+def _refs(ctx: Context) -> Refs:
+    return Refs(refs_dir(ctx.home))
+
+
+def _open(ctx: Context, name: str) -> tuple[Any, str | None]:
+    """(the Fs value for ``name``, the root it had or None if the name is new)."""
+    root = _refs(ctx).get(name)
+    if root is None:
+        return Fs.empty(ctx.store), None
+    return Fs(ctx.store, root), root
+
+
+def _check(result: Any, what: str) -> Any:
+    """The op's value, or a one-line refusal (exit 1) if kuro.fs denied it."""
+    if result.ok:
+        return result.value
+    receipt = result.receipt
+    reason = receipt.get("kuro.fs/reason", "denied")
+    extra = receipt.get("kuro.fs/missing") or receipt.get("kuro.fs/cid")
+    raise _Refused(f"{what}: {reason}" + (f" ({extra})" if extra else ""))
+
+
+class _Refused(Failed):
+    """kuro.fs refused an op (a denial value, shown as one line, exit 1)."""
+
+    reference = "fs-denied"
+
+
+def _commit(ctx: Context, name: str, before: str | None, after: Any, note: str) -> None:
+    root = str(after.root)
+    if root == before:
+        return
+    _refs(ctx).set(name, root, note, expected=before)
+    ctx.note(f"fs {name} → {root}")
+
+
+def _progress(ctx: Context, label: str, total: int | None) -> Progress:
+    return Progress(label, total, stream=ctx.err)
+
+
+def _tree_size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for folder, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += (Path(folder) / f).stat().st_size
+            except OSError:
+                pass
+    return total
+
+
+# ---- fs commands
+
+
+def _put(args: argparse.Namespace, ctx: Context) -> int:
+    local = Path(args.local)
+    if not local.exists():
+        raise FileNotFoundError(2, "No such file or directory", str(local))
+    dest = args.dest or local.resolve().name
+    fs, before = _open(ctx, args.name)
+    # Validate the destination first (bad path, a file in the way, a directory there):
+    # kuro.fs decides, and a refused put imports nothing. Fs.link refuses exactly what
+    # Fs.write refuses about the path, so a write of nothing answers for it.
+    _check(fs.write(dest, b""), f"put {dest}")
+    with _progress(ctx, f"import {local.name}", _tree_size(local)) as bar:
+        cid = import_path(ProgressStore(ctx.store, bar), local)
+    linked = _new(fs.link(dest, cid), f"put {dest}")
+    _commit(ctx, args.name, before, linked, f"put {local.name} → {dest} ({cid})")
+    ctx.say(f"{cid}  {dest}")
+    return 0
+
+
+def _new(result: Any, what: str) -> Any:
+    _check(result, what)
+    return result.fs
+
+
+def _get(args: argparse.Namespace, ctx: Context) -> int:
+    fs, _ = _open(ctx, args.name)
+    stat = _check(fs.stat(args.path), f"get {args.path}")
+    target = args.local or Path(args.path).name or args.name
+    if stat["kind"] != "dir":
+        if target == "-":
+            _stream(ctx, fs, stat["cid"], None)
+        else:
+            with open(target, "wb") as handle:
+                _stream(ctx, fs, stat["cid"], handle)
+            ctx.note(f"wrote {target}")
+        return 0
+    if target == "-":
+        raise UsageError(f"{args.path} is a directory; give a local directory to copy it into")
+    base = Path(target)
+    base.mkdir(parents=True, exist_ok=True)
+    prefix = len([p for p in args.path.split("/") if p not in ("", ".")])
+    for item in _check(fs.walk(args.path), f"get {args.path}"):
+        local = base.joinpath(*item["path"].split("/")[prefix:])
+        if item["kind"] == "dir":
+            local.mkdir(parents=True, exist_ok=True)
+        else:
+            with open(local, "wb") as handle:
+                _stream(ctx, fs, item["cid"], handle)
+    ctx.note(f"wrote {base}/")
+    return 0
+
+
+def _stream(ctx: Context, fs: Any, cid: str, handle: Any) -> None:
+    """Write file ``cid`` block by block (a large file never sits in memory whole)."""
+    if handle is None:
+        ctx.out.flush()
+        handle = getattr(ctx.out, "buffer", None)
+    for piece in iter_file(fs.store.get, cid):
+        if handle is None:
+            ctx.out.write(bytes(piece).decode("utf-8", "replace"))
+        else:
+            handle.write(piece)
+    if handle is not None:
+        handle.flush()
+
+
+def _ls(args: argparse.Namespace, ctx: Context) -> int:
+    fs, _ = _open(ctx, args.name)
+    for entry in _check(fs.ls(args.path), f"ls {args.path}"):
+        shown = printable(entry["name"]) + ("/" if entry["kind"] == "dir" else "")
+        ctx.say(f"{entry['size']:>12}  {entry['cid']}  {shown}" if args.long else shown)
+    return 0
+
+
+def _cat(args: argparse.Namespace, ctx: Context) -> int:
+    fs, _ = _open(ctx, args.name)
+    stat = _check(fs.stat(args.path), f"cat {args.path}")
+    if stat["kind"] == "dir":
+        raise _Refused(f"cat {args.path}: not-a-file")
+    _stream(ctx, fs, stat["cid"], None)
+    return 0
+
+
+def _rm(args: argparse.Namespace, ctx: Context) -> int:
+    fs, before = _open(ctx, args.name)
+    _commit(ctx, args.name, before, _new(fs.rm(args.path), f"rm {args.path}"), f"rm {args.path}")
+    return 0
+
+
+def _mkdir(args: argparse.Namespace, ctx: Context) -> int:
+    fs, before = _open(ctx, args.name)
+    _commit(ctx, args.name, before, _new(fs.mkdir(args.path), f"mkdir {args.path}"), f"mkdir {args.path}")
+    return 0
+
+
+def _mv(args: argparse.Namespace, ctx: Context) -> int:
+    fs, before = _open(ctx, args.name)
+    _commit(ctx, args.name, before, _new(fs.mv(args.src, args.dst), f"mv {args.src}"), f"mv {args.src} {args.dst}")
+    return 0
+
+
+def _log(args: argparse.Namespace, ctx: Context) -> int:
+    refs = _refs(ctx)
+    entries = refs.log(args.name)
+    if not entries:
+        raise NotFound(f"fs {args.name!r} has no history yet (write to it first, e.g. `kuro fs put FILE`)")
+    current = refs.get(args.name)
+    for entry in entries:
+        mark = "*" if entry.root == current and entry is entries[-1] else " "
+        ctx.say(f"{mark} {entry.seq:>4}  {entry.root}  {entry.at}  {entry.note}")
+    return 0
+
+
+def _checkout(args: argparse.Namespace, ctx: Context) -> int:
+    refs = _refs(ctx)
+    entries = refs.log(args.name)
+    root = resolve_target(entries, args.target)
+    block = ctx.store.get(root)
+    if block is None:
+        raise NotFound(f"root {root} is not in the block store of {ctx.home}")
+    decode_dir(block)  # raises if it is not a kuro.fs directory
+    refs.set(args.name, root, f"checkout {args.target}", expected=refs.get(args.name))
+    ctx.note(f"fs {args.name} → {root}")
+    return 0
+
+
+# ---- car and cid
+
+
+def _root_for(ctx: Context, spec: str) -> str:
+    try:
+        return str(parse(spec))
+    except InvalidCID:
+        root = _refs(ctx).get(spec)
+        if root is None:
+            raise NotFound(f"{spec!r} is neither a CID nor a named fs") from None
+        return root
+
+
+def _car_export(args: argparse.Namespace, ctx: Context) -> int:
+    root = _root_for(ctx, args.root)
+    folder = Path(args.file).absolute().parent
+    if not folder.is_dir():  # name the user's path, not the temporary file the export writes first
+        raise FileNotFoundError(2, "No such directory", str(folder))
+    with _progress(ctx, f"export {Path(args.file).name}", None) as bar:
+        export_car(ProgressStore(ctx.store, bar, count_put=False, count_get=True), root, args.file)
+    ctx.say(f"{root}  {args.file}")
+    return 0
+
+
+def _car_import(args: argparse.Namespace, ctx: Context) -> int:
+    path = Path(args.file)
+    with _progress(ctx, f"import {path.name}", path.stat().st_size) as bar:
+        roots = import_car(ProgressStore(ctx.store, bar), path)
+    for root in roots:
+        ctx.say(root)
+    if args.name is not None:
+        if len(roots) != 1:
+            raise UsageError(f"--name needs a CAR with one root; this one has {len(roots)}")
+        if not _is_fs_dir(ctx.store, roots[0]):
+            raise UsageError(
+                f"--name needs a CAR whose root is a kuro.fs directory; {roots[0]} is not one "
+                "(its blocks are imported; `kuro car export FILE NAME` of a named fs makes such a CAR)"
+            )
+        refs = _refs(ctx)
+        refs.set(args.name, roots[0], f"car import {path.name}", expected=refs.get(args.name))
+        ctx.note(f"fs {args.name} → {roots[0]}")
+    return 0
+
+
+def _is_fs_dir(store: Any, root: str) -> bool:
+    """True if ``root`` names a kuro.fs directory block held by ``store`` (what an fs name may point at)."""
+    if parse(root).codec != "dag-cbor":
+        return False
+    block = store.get(root)
+    if block is None:
+        return False
+    try:
+        decode_dir(block)
+    except ValueError:
+        return False
+    return True
+
+
+class _NullStore:
+    """A BlockStore that keeps nothing: enough to *name* a file without storing it."""
+
+    def put(self, data: bytes, codec: str = "raw") -> str:
+        return cid_for(bytes(data), codec)
+
+    def get(self, cid: str) -> bytes | None:
+        return None
+
+    def has(self, cid: str) -> bool:
+        return False
+
+
+def cid_files(args: argparse.Namespace, ctx: Context) -> int:
+    """``kuro cid FILE...``: the UnixFS CID (as ``fs put``/IPFS name it), or ``--raw``."""
+    for name in args.files:
+        path = Path(name)
+        if args.raw:
+            digest = hashlib.sha256()
+            with open(path, "rb") as handle:
+                while block := handle.read(1 << 20):
+                    digest.update(block)
+            cid = cid_from_digest(digest.digest(), "raw")
+        else:
+            if not path.exists():
+                raise FileNotFoundError(2, "No such file or directory", name)
+            with _progress(ctx, f"cid {path.name}", _tree_size(path)) as bar:
+                cid = import_path(ProgressStore(_NullStore(), bar), path)
+        ctx.say(f"{cid}  {name}")
+    return 0

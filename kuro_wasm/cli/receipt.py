@@ -1,0 +1,157 @@
+"""``kuro receipt show`` and ``kuro ledger list``: reading back what runs left in the home.
+
+## The one decision
+A receipt is found by what a person has in hand: its CID (every receipt and denial
+the CLI produces is stored as a dag-cbor block, in its persisted form — output as
+CIDs and redacted previews, :mod:`kuro_wasm.ledger.record`) or the ``--op-id`` it
+ran under. Output is shown as kept: the bytes when the run asked to keep them
+(``--keep-output``: the full receipt in the private output store), else the
+redacted preview, labelled as such. Guest
+output is rendered through :func:`kuro_wasm.model.ansi.lines` and re-coloured with only
+the SGR escapes :func:`kuro_wasm.model.summary.coloured` builds: a receipt cannot move the
+reader's cursor or retitle the window. Colour is used when stdout is a terminal
+(``--color auto``), or when asked.
+
+A CID that names a block which is not a receipt (a guest's bytes, an fs directory)
+is bad input, said in one line; an unknown CID or operation is ``not-found``.
+
+## Effects
+Block store, ledger, stdout, an HTML file when asked.
+
+## Not done here
+Running guests (:mod:`kuro_wasm.cli.run`); no pager, no filtering of the ledger.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kuro_fs.cid import parse
+from kuro_fs.dagcbor import decode
+from kuro_fs.errors import InvalidCID
+from kuro_fs.home import ledger_path
+from kuro_wasm.cli.context import Context, NotFound, UsageError, looks_like_cid, output_store
+from kuro_wasm.model import ansi
+from kuro_wasm.model.receipt import to_json
+from kuro_wasm.model.summary import coloured, denial_text, is_denial, receipt_text
+
+__all__ = ["ledger_list", "receipt_show"]
+
+
+def receipt_show(args: argparse.Namespace, ctx: Context) -> int:
+    """``kuro receipt show CID|OP_ID``."""
+    value, cid = _find_receipt(ctx, args.ref)
+    if args.json:
+        ctx.say(to_json(value))
+        return 0
+    ctx.say(denial_text(value, None, cid) if is_denial(value) else receipt_text(value, cid))
+    colour = args.color == "always" or (args.color == "auto" and _isatty(ctx.out))
+    for name in ("stdout", "stderr"):
+        data = _output(value, name)
+        if data:
+            preview = f"kuro/{name}" not in value
+            cut = preview and value.get(f"kuro/{name}-preview-truncated?") is True
+            label = " (redacted preview" + (", cut" if cut else "") + ")" if preview else ""
+            ctx.say(f"── {name}{label} ──")
+            ctx.out.write(_terminal_text(data, colour))
+            ctx.out.flush()
+    if args.html:
+        _write_html(value, Path(args.html))
+        ctx.note(f"wrote {args.html}")
+    return 0
+
+
+def _find_receipt(ctx: Context, ref: str) -> tuple[Mapping[str, Any], str | None]:
+    try:
+        parsed = parse(ref)
+    except InvalidCID:
+        if looks_like_cid(ref):
+            raise
+        parsed = None
+    if parsed is not None:
+        data = ctx.store.get(ref)
+        if data is None:
+            data = output_store(ctx).get(ref)  # a receipt kept with --keep-output
+        if data is None:
+            raise NotFound(f"no receipt {ref} in {ctx.home}")
+        not_a_receipt = UsageError(f"{ref} is a {parsed.codec} block in the store, but not a receipt")
+        if parsed.codec != "dag-cbor":
+            raise not_a_receipt
+        try:
+            value = decode(data)
+        except ValueError:
+            raise not_a_receipt from None
+        if not isinstance(value, Mapping) or not str(value.get("kuro/type", "")).startswith("kuro/"):
+            raise not_a_receipt
+        return value, ref
+    from kuro_wasm.ledger.ledger import Ledger
+
+    if not ledger_path(ctx.home).exists():
+        raise NotFound(f"no receipt or operation {ref!r}: the ledger in {ctx.home} is empty")
+    with Ledger(home=ctx.home, store=ctx.store) as ledger:
+        found = ledger.result(ref)
+    if found.get("kuro/status") == "not-found":
+        raise NotFound(f"no operation {ref!r} in the ledger")
+    full = found.get("kuro/receipt-cid")
+    kept = output_store(ctx).get(full) if isinstance(full, str) and found.get("kuro/output-kept") is True else None
+    if kept is not None:
+        # The host's whole receipt (with its output bytes, kept on request), plus the ledger's facts.
+        whole = dict(decode(kept))
+        for key in ("kuro/op-id", "kuro/status", "kuro/persistence", "kuro/replayed"):
+            if key in found:
+                whole[key] = found[key]
+        return whole, full
+    return found, None
+
+
+def _terminal_text(data: bytes, colour: bool) -> str:
+    styled = ansi.lines(data)
+    if styled and not styled[-1]:
+        styled = styled[:-1]  # the output's own final newline
+    if colour:
+        return coloured(styled)
+    return "".join("".join(str(span["text"]) for span in line) + "\n" for line in styled)
+
+
+def _output(value: Mapping[str, Any], name: str) -> bytes:
+    """The output a receipt shows: its bytes when kept, else its redacted preview (a persisted receipt)."""
+    data = value.get(f"kuro/{name}")
+    if isinstance(data, (bytes, bytearray)):
+        return bytes(data)
+    shown = value.get(f"kuro/{name}-preview")
+    return shown.encode("utf-8") if isinstance(shown, str) else b""
+
+
+def _write_html(value: Mapping[str, Any], path: Path) -> None:
+    text = _output(value, "stdout").decode("utf-8", "replace")
+    path.write_text(ansi.to_html(ansi.lines(text)), encoding="utf-8")
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def ledger_list(args: argparse.Namespace, ctx: Context) -> int:
+    """``kuro ledger list``: every operation, oldest first."""
+    from kuro_wasm.ledger.ledger import Ledger
+
+    if not ledger_path(ctx.home).exists():
+        ctx.note(f"no operations yet ({ledger_path(ctx.home)} does not exist)")
+        return 0
+    with Ledger(home=ctx.home, store=ctx.store) as ledger:
+        rows = ledger.operations()
+    for row in rows:
+        if args.json:
+            ctx.say(to_json(row))
+        else:
+            fields = [str(row.get(f"kuro/{k}", "-")) for k in ("op-id", "status", "exit-code", "outcome")]
+            ctx.say("  ".join(fields))
+    if not rows and not args.json:
+        ctx.note("no operations yet")
+    return 0

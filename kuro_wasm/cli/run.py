@@ -1,0 +1,460 @@
+"""``kuro run``: running guests from a shell (reading receipts back: :mod:`kuro_wasm.cli.receipt`).
+
+## The one decision
+``kuro run CID EXPORT [ARGS...]`` streams the guest's stdout/stderr to the
+terminal *as it writes* (``on_chunk``), then prints the receipt summary on
+stderr, so ``kuro run … > out.txt`` captures exactly what the guest wrote. With
+``--json`` nothing is streamed and stdout is the receipt as JSON (its output is
+inside). The exit status is the receipt's exit code; a denial exits 77.
+
+Something that is not a CID in the CID position and does not look like one
+(``kuro run ls -la``) is handed to the model as the argv vector it is, and the
+model's ``argv-not-a-process`` denial is printed with what to do instead: the
+CLI does not second-guess the gate, it lets the gate explain itself.
+
+Every receipt and denial is stored in the home's block store as a dag-cbor
+block in its *persisted form* (:func:`kuro_wasm.ledger.record.persisted_receipt`:
+output as CIDs, byte counts and redacted previews — a secret the guest prints is
+not written to disk); ``--keep-output`` also keeps the raw output and the full
+receipt, in the home's private output store. With ``--op-id`` the
+run goes through the ledger, which replays instead of running twice. A named fs
+is resolved when the operation first runs (the root it saw is in the ledger), so
+retrying the same command replays instead of conflicting with the name it moved.
+
+## Effects
+Block store, ledger, refs, stdin, stdout/stderr.
+
+``--stdin -`` streams this process's stdin to the guest as it arrives (with
+``--op-id`` it is read whole first: its CID is part of the operation's digest).
+Ctrl-C kills the guest and still prints its receipt (``cancelled``, 130). So
+does the reader of our output leaving (``kuro run … | head``), as SIGPIPE would
+end a process; the exit status is still the receipt's. With ``--op-id`` a
+reader leaving only stops the streaming: the operation runs to its end, since
+its outcome is recorded once and for good.
+
+## Not done here
+No pager; no terminal line discipline for the guest (it reads bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kuro_fs.cid import parse
+from kuro_fs.errors import InvalidCID
+from kuro_fs.fs import Fs
+from kuro_fs.home import ledger_path, refs_dir
+from kuro_wasm.cli.context import RECEIVED, Context, Failed, UsageError, looks_like_cid, output_store, silence
+from kuro_wasm.cli.refs import DEFAULT_NAME, RefConflict, Refs
+from kuro_wasm.errors import ModelError
+from kuro_wasm.model.receipt import to_json
+from kuro_wasm.model.sessions import CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
+from kuro_wasm.model.summary import DENIAL_EXIT, denial_text, is_denial, receipt_text
+
+__all__ = ["add_run_parser", "argv_tokens", "run", "store_receipt"]
+
+_VALUE_OPTIONS = (
+    "--grant",
+    "--mode",
+    "--fs",
+    "--stdin",
+    "--timeout-ms",
+    "--max-output",
+    "--max-memory",
+    "--fuel",
+    "--op-id",
+    "--home",
+)
+
+
+def add_run_parser(p: argparse.ArgumentParser) -> None:
+    """The options of ``kuro run``."""
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = (
+        "Guest stdout/stderr stream live; the receipt summary follows on stderr.\n"
+        "exit status: the receipt's exit code (0 ok, 124 timeout or fuel, 125 output capped,\n"
+        "126 load error, 127 guest not found, 130 cancelled, 134 trap; outside 0..255: 1),\n"
+        "77 denied before anything loaded (argv-not-a-process, missing-capabilities …), 2 bad input.\n"
+        "example: kuro run bafkrei… run --grant guest/invoke --grant fs/read --timeout-ms 500"
+    )
+    p.add_argument("cid", metavar="CID", help="the guest's CID (from `kuro guest add`)")
+    p.add_argument("export", metavar="EXPORT", nargs="?", help="the export to call")
+    p.add_argument("args", metavar="ARGS", nargs="*", help="numeric arguments for the export (ints or floats)")
+    p.add_argument(
+        "--grant",
+        metavar="CAP",
+        action="append",
+        help=f"a capability to grant; repeatable; replaces the mode's default grant "
+        f"(one of: {', '.join(sorted(CAPABILITIES))})",
+    )
+    p.add_argument(
+        "--mode",
+        metavar="MODE",
+        default=DEFAULT_MODE,
+        help=f"the session mode, a grant scope (default {DEFAULT_MODE}; one of {', '.join(MODES)})",
+    )
+    p.add_argument(
+        "--fs",
+        metavar="ROOT",
+        help=f"the fs root the guest sees: a root CID or a named fs (default: the fs {DEFAULT_NAME!r}, "
+        "advanced if the guest writes)",
+    )
+    p.add_argument("--stdin", metavar="FILE|-", help="bytes for the guest's stdin (`-` reads this process's stdin)")
+    p.add_argument("--timeout-ms", metavar="N", type=int, default=120_000, help="deadline in ms (default 120000)")
+    p.add_argument(
+        "--max-output",
+        metavar="N",
+        type=int,
+        default=1_048_576,
+        help="output cap in bytes, stdout and stderr together (default 1048576)",
+    )
+    p.add_argument("--max-memory", metavar="N", type=int, help="linear memory limit in bytes")
+    p.add_argument("--fuel", metavar="N", type=int, help="wasmtime fuel budget (off by default)")
+    p.add_argument("--op-id", metavar="ID", help="run through the ledger under this operation id (replays if done)")
+    p.add_argument("--json", action="store_true", help="print the full receipt as JSON on stdout (no live output)")
+    p.add_argument(
+        "--keep-output",
+        action="store_true",
+        help="also keep the raw output and the full receipt (in the home's private output store; off by default, "
+        "so nothing the guest prints is written to disk beyond a redacted preview)",
+    )
+
+
+# ---- pure helpers
+
+
+def argv_tokens(tokens: Sequence[str]) -> list[str]:
+    """The argv a user typed after ``run``, minus kuro's own options (for the denial message).
+
+    >>> argv_tokens(["run", "ls", "-la", "--mode", "terminal-repo", "/tmp"])
+    ['ls', '-la', '/tmp']
+    """
+    rest = list(tokens[list(tokens).index("run") + 1 :]) if "run" in tokens else list(tokens)
+    out: list[str] = []
+    skip = False
+    for token in rest:
+        if skip:
+            skip = False
+        elif token in _VALUE_OPTIONS:
+            skip = True
+        elif token in ("--json", "--keep-output") or token.split("=", 1)[0] in _VALUE_OPTIONS:
+            continue
+        else:
+            out.append(token)
+    return out
+
+
+def _number(text: str, index: int) -> int | float:
+    try:
+        return int(text, 0) if text.lower().startswith(("0x", "-0x")) else int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(f"argument {index} {text!r} is not a number (guest args are ints or floats)") from None
+
+
+# ---- effects
+
+
+def store_receipt(ctx: Context, value: Mapping[str, Any], *, stdin: bytes | None = None, keep: bool = False) -> str:
+    """Persist a receipt (or denial) as :func:`kuro_wasm.ledger.record.persisted_receipt` does; returns its CID.
+
+    The run's stdin lines are concealed in the previews. ``keep``: the raw output and
+    the full receipt go to the home's private output store too (its CID is then the full receipt's).
+    """
+    from kuro_wasm.ledger.record import persisted_receipt
+
+    conceal = [stdin.decode("utf-8", "replace")] if stdin else []
+    kept = persisted_receipt(value, ctx.store, conceal=conceal, output_store=output_store(ctx) if keep else None)
+    cid = kept.get("kuro/receipt-cid")
+    if not isinstance(cid, str):
+        raise Failed(f"the receipt could not be stored in {ctx.home}")
+    return cid
+
+
+def _fs_root(ctx: Context, spec: str | None) -> tuple[str, str | None, str | None]:
+    """(root CID the guest sees, the fs name to advance or None, that name's root before the run)."""
+    refs = Refs(_refs_dir(ctx))
+    if spec is not None:
+        try:
+            return str(parse(spec)), None, None
+        except InvalidCID:
+            if looks_like_cid(spec):
+                raise
+        root = refs.get(spec)
+        if root is None:
+            raise UsageError(f"no fs named {spec!r} (nor a CID); create it: `kuro fs mkdir DIR -n {spec}`")
+        return root, spec, root
+    before = refs.get(DEFAULT_NAME)
+    if before is None:
+        return str(Fs.empty(ctx.store).root), DEFAULT_NAME, None
+    return before, DEFAULT_NAME, before
+
+
+def _recorded_root(ctx: Context, op_id: str) -> str | None:
+    """The fs root operation ``op_id`` ran against, if the ledger has it."""
+    if not ledger_path(ctx.home).exists():
+        return None
+    from kuro_wasm.ledger.ledger import Ledger
+
+    with Ledger(home=ctx.home, store=ctx.store) as ledger:
+        found = ledger.result(op_id)
+    root = found.get("kuro/fs-root-cid")
+    return root if isinstance(root, str) else None
+
+
+def _refs_dir(ctx: Context) -> Path:
+    return refs_dir(ctx.home)
+
+
+def _stdin_fd() -> int:
+    """Our standard input's file descriptor. Raises UsageError if there is none (fd 0 closed)."""
+    try:
+        fd = sys.stdin.fileno()
+        os.fstat(fd)
+    except (AttributeError, OSError, ValueError):
+        raise _StdinClosed("--stdin -: standard input is closed, there is nothing to read") from None
+    return fd
+
+
+class _StdinClosed(UsageError):
+    reference = "stdin-closed"
+
+
+def _stdin_bytes(spec: str | None) -> bytes | None:
+    if spec is None:
+        return None
+    if spec == "-":
+        chunks = []
+        fd = _stdin_fd()
+        while data := os.read(fd, 1 << 20):
+            chunks.append(data)
+        return b"".join(chunks)
+    return Path(spec).read_bytes()
+
+
+class _Live:
+    """Writes guest chunks to our stdout/stderr as they happen; remembers whether a line is open.
+
+    If the reader of one of our streams leaves (``kuro run … | head``), that stream
+    is pointed at /dev/null, nothing more is streamed to it, and ``on_gone`` (the
+    handle's ``kill``, when there is a handle) stops the guest as SIGPIPE would stop
+    a process: the run ends ``cancelled`` and its receipt is still stored.
+    """
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.open_line = False
+        self.gone: set[str] = set()
+        self._lock = threading.Lock()
+        self._on_gone: Callable[[], None] | None = None
+
+    def attach(self, on_gone: Callable[[], None]) -> None:
+        """Call ``on_gone`` when a reader leaves (at once if one already has)."""
+        with self._lock:
+            self._on_gone = on_gone
+            already = bool(self.gone)
+        if already:
+            on_gone()
+
+    def __call__(self, _stream: Any, chunk: Any) -> None:
+        name, data = getattr(chunk, "stream", None), getattr(chunk, "data", None)
+        if not isinstance(data, (bytes, bytearray)) or not data:
+            return
+        which = "stderr" if name == "stderr" else "stdout"
+        if which in self.gone:
+            return
+        target = self.ctx.err if which == "stderr" else self.ctx.out
+        try:
+            buffer = getattr(target, "buffer", None)
+            if buffer is not None:
+                target.flush()
+                buffer.write(data)
+                buffer.flush()
+            else:
+                target.write(bytes(data).decode("utf-8", "replace"))
+                target.flush()
+        except BrokenPipeError:
+            silence(target)
+            with self._lock:
+                self.gone.add(which)
+                on_gone = self._on_gone
+            if on_gone is not None:
+                on_gone()
+            return
+        self.open_line = not bytes(data).endswith(b"\n")
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """``kuro run``: see the module docstring."""
+    cid_text: str = args.cid
+    try:
+        parse(cid_text)
+        is_cid = True
+    except InvalidCID:
+        if looks_like_cid(cid_text):
+            raise
+        is_cid = False
+    if not is_cid and cid_text.endswith((".wat", ".wasm")) and Path(cid_text).is_file():
+        raise UsageError(f"kuro run takes a guest CID, not a file: add it first with `kuro guest add {cid_text}`")
+    extras: list[str] = getattr(args, "extras", [])
+    if is_cid and extras:
+        raise UsageError(f"unrecognized arguments: {' '.join(extras)}")
+    root, fs_name, before = _fs_root(ctx, args.fs)
+    replaying = False
+    if is_cid and args.op_id is not None and fs_name is not None:
+        # A named fs is resolved when the operation first runs: a retry of the same command
+        # sees the root that run saw (the name has since moved, often by the run itself), so
+        # it replays instead of conflicting with itself.
+        recorded = _recorded_root(ctx, args.op_id)
+        if recorded is not None:
+            root, before, replaying = recorded, recorded, True
+    sess = _session(root, args.mode, args.grant)
+    if not is_cid:
+        return _deny(ctx, sess, argv_tokens(getattr(args, "tokens", [cid_text])), args.json)
+    if args.export is None:
+        raise UsageError("missing EXPORT: kuro run CID EXPORT [ARGS...]")
+    command = guest(cid_text, args.export, [_number(a, i) for i, a in enumerate(args.args)])
+    live = _Live(ctx)
+    options: dict[str, Any] = {
+        "store": ctx.store,
+        "fs": root,
+        "stdin": _stdin_bytes(args.stdin) if args.op_id is not None or args.stdin != "-" else None,
+        "timeout_ms": args.timeout_ms,
+        "max_output_bytes": args.max_output,
+        "max_memory_bytes": args.max_memory,
+        "fuel": args.fuel,
+        "home": ctx.home,
+    }
+    if not args.json:
+        options["on_chunk"] = live
+    if args.op_id is not None:
+        from kuro_wasm.ledger.ledger import Ledger
+
+        with Ledger(home=ctx.home, store=ctx.store, output_store=output_store(ctx)) as ledger:
+            result = ledger.run(args.op_id, sess, command, keep_output=args.keep_output, **options)
+        # The ledger stored the persisted receipt as a block and names it; its answer
+        # is the stored shape (output as CIDs + a redacted preview).
+        known = result.get("kuro/receipt-cid")
+        cid = known if isinstance(known, str) else store_receipt(ctx, result)
+        if result.get("kuro/replayed") is True and not args.json:
+            _replay_output(ctx, result)
+    else:
+        result = _run_live(sess, command, options, pump_stdin=args.stdin == "-", live=None if args.json else live)
+        cid = store_receipt(ctx, result, stdin=options["stdin"], keep=args.keep_output)
+    if is_denial(result):
+        return _show_denial(ctx, result, None, cid, args.json)
+    if args.json:
+        ctx.say(to_json(result))
+    else:
+        if live.open_line:
+            ctx.note("")
+        ctx.note(receipt_text(result, cid))
+    code = result.get("kuro/exit-code")
+    status = code if isinstance(code, int) and 0 <= code <= 255 else 1
+    if RECEIVED:  # a signal cancelled the guest: its receipt is stored and shown; exit as the signal says
+        status = 128 + RECEIVED[-1]
+    after = result.get("kuro/fs-root-after")
+    if fs_name is not None and isinstance(after, str) and after != root:
+        note = f"run {cid_text[:16]}… {args.export} (receipt {cid})"
+        try:
+            Refs(_refs_dir(ctx)).set(fs_name, after, note, expected=before)
+        except RefConflict:
+            if replaying:  # the first run already moved the name (and maybe others since): leave it
+                return status
+            ctx.note(f"kuro: error: fs {fs_name} moved while the guest ran; not advanced to {after} [ref-conflict]")
+            return 1
+        if not args.json:
+            ctx.note(f"  fs {fs_name} → {after}")
+    return status
+
+
+def _session(root: str, mode: str, grant: list[str] | None) -> Any:
+    try:
+        return session(f"cli-{uuid.uuid4().hex[:12]}", root, mode, grant=grant)
+    except ModelError as exc:
+        if getattr(exc, "reason", None) == "signed-opt-in-required":  # the library's hint names a Python keyword
+            others = ", ".join(name for name, spec in MODES.items() if not spec.host)
+            raise UsageError(
+                f"--mode {mode} needs a signed opt-in, which the command line does not give (and it runs "
+                f"no wasm guest); use one of {others}"
+            ) from None
+        raise
+
+
+def _run_live(
+    sess: Any, command: Mapping[str, Any], options: dict[str, Any], *, pump_stdin: bool, live: _Live | None
+) -> Any:
+    """Run on a worker thread: stdin streamed as it arrives (``--stdin -``), Ctrl-C kills the guest (130)."""
+    from kuro_wasm.host.api import start
+
+    stdin_fd = _stdin_fd() if pump_stdin else -1  # refused before anything starts
+    handle = start(sess, command, **options)
+    if isinstance(handle, Mapping):
+        return handle  # a denial: nothing was loaded or run
+    if live is not None:
+        live.attach(handle.kill)
+    if pump_stdin:
+        threading.Thread(target=_pump, args=(handle, stdin_fd), name="kuro-stdin", daemon=True).start()
+    else:
+        handle.close_stdin()
+    try:
+        while True:
+            try:
+                return handle.wait(0.2)
+            except TimeoutError:
+                continue
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (kuro_wasm.cli.launch): a cancel, with a receipt
+        handle.kill()
+        return handle.wait()
+
+
+def _pump(handle: Any, fd: int) -> None:
+    """Copy this process's stdin to the guest as it arrives; end of input closes the guest's stdin."""
+    try:
+        while data := os.read(fd, 65536):
+            handle.write(data)
+    except (OSError, ValueError):
+        pass
+    finally:
+        handle.close_stdin()
+
+
+def _deny(ctx: Context, sess: Any, argv: list[str], json_output: bool) -> int:
+    value = denial(sess, argv)
+    assert value is not None, "an argv vector is always denied"
+    return _show_denial(ctx, value, argv, store_receipt(ctx, value), json_output)
+
+
+def _show_denial(ctx: Context, value: Mapping[str, Any], argv: list[str] | None, cid: str, json_output: bool) -> int:
+    if json_output:
+        ctx.say(to_json(value))
+    ctx.note("kuro: " + denial_text(value, argv, cid))
+    return DENIAL_EXIT
+
+
+def _replay_output(ctx: Context, result: Mapping[str, Any]) -> None:
+    """A replayed run does not run again: show its output as kept (the bytes if kept, else the redacted preview)."""
+    for name, target in (("stdout", ctx.out), ("stderr", ctx.err)):
+        cid = result.get(f"kuro/{name}-cid")
+        data = output_store(ctx).get(cid) if isinstance(cid, str) and result.get("kuro/output-kept") else None
+        if data is None:
+            shown = result.get(f"kuro/{name}-preview")
+            data = shown.encode("utf-8") if isinstance(shown, str) else None
+        if data:
+            target.flush()
+            buffer = getattr(target, "buffer", None)
+            if buffer is not None:
+                buffer.write(data)
+                buffer.flush()
+            else:
+                target.write(bytes(data).decode("utf-8", "replace"))

@@ -1,0 +1,432 @@
+"""The wasmtime host: run a guest invocation spec by CID and finish with a receipt.
+
+## The one decision
+The public entry points decide only *whether* a command may run, and they
+decide it before anything is loaded: :func:`kuro_wasm.model.sessions.denial` first,
+then the limits; a denial is returned as the value (from :func:`run`,
+:func:`start` and :func:`run_async` alike) and nothing is fetched, compiled or
+run. Everything after that is one :class:`kuro_wasm.host.job.Job`, which always
+ends in exactly one receipt (why it ended: :mod:`kuro_wasm.model.outcome`), with
+``kuro/isolation: "wasmtime"`` meaning exactly this table:
+
+=================================  ==========================================================
+guarantee                          mechanism
+=================================  ==========================================================
+guest bytes are the CID's bytes    every block re-hashed before compiling (:mod:`.loader`); cache hits by tag
+only ABI v1 effects                imports checked at load; no WASI, no ambient imports
+capability per import call         checked at call time; refusals in ``kuro/denials``
+memory confined                    every (ptr, len) bounds-checked; wasm's own sandbox
+prompt stop (loop)                 epoch callback each ~1 ms tick (:mod:`.engine`)
+prompt stop (blocked in ``read``)  condition variable woken by stdin/kill/deadline
+memory limit                       ``Store.set_limits``: ``memory.grow`` returns -1
+stack overflow                     wasmtime's guard: a ``stack-overflow`` trap
+one run cannot disturb another     one ``Store`` per run; run state in its own context
+=================================  ==========================================================
+
+``kuro/isolation: "wasmtime"`` means exactly the table above. It does **not**
+mean: protection from wasmtime or Cranelift bugs; constant-time execution or
+freedom from side channels (timing, cache); a bound on host CPU other than
+the deadline/fuel; a bound on host memory beyond the guest's linear memory;
+confidentiality of anything the grant lets the guest read; or process/OS
+isolation (the guest runs in the host's process).
+
+## Effects
+Threads: one worker per :func:`start`/:func:`run_async`; :func:`run` executes
+on the caller's thread (no thread hop on the warm path).
+
+## Not done here
+No WASI, no argv/env, no string args. Unread stdin is not counted anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from kuro_fs.blocks import BlockStore
+from kuro_wasm.errors import HostError, ModelError
+from kuro_wasm.host.fsgate import open_fs
+from kuro_wasm.host.job import ISOLATION, Job, OnChunk, OnExit
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model import stream as _stream
+from kuro_wasm.model.limits import (
+    DEFAULT_MAX_INSTANCES,
+    DEFAULT_MAX_MEMORIES,
+    DEFAULT_MAX_OUTPUT_BYTES,
+    DEFAULT_MAX_OUTPUT_CHUNKS,
+    DEFAULT_MAX_TABLE_ELEMENTS,
+    DEFAULT_MAX_TABLES,
+    DEFAULT_TIMEOUT_MS,
+    Limits,
+)
+from kuro_wasm.model.sessions import Session, denial
+
+__all__ = ["ISOLATION", "Handle", "add_guest", "run", "run_async", "start"]
+
+
+def _check_options(home: object, on_chunk: object, on_exit: object) -> None:
+    # Refused before anything runs: a bad home would otherwise surface mid-run as a "host error" trap.
+    if not (home is None or home is False or isinstance(home, (str, os.PathLike))):
+        raise ModelError(f"home must be a path, None or False, got {type(home).__name__}", reason="invalid-run-option")
+    if isinstance(home, (str, os.PathLike)) and "\0" in os.fsdecode(home):
+        raise ModelError("home must not contain a NUL character", reason="invalid-run-option")
+    for name, hook in (("on_chunk", on_chunk), ("on_exit", on_exit)):
+        if hook is not None and not callable(hook):
+            raise ModelError(f"{name} must be callable, got {type(hook).__name__}", reason="invalid-run-option")
+
+
+class Handle:
+    """A running guest: feed stdin, stop it, watch its stream, wait for its receipt.
+
+    ``close()`` kills a run that is still going and waits for its receipt; it is
+    idempotent, and ``with start(...) as h:`` closes on exit. A handle dropped
+    without ``close()`` leaves its guest running until it ends or its deadline
+    passes (the worker thread is a daemon; nothing else stops it).
+    """
+
+    def __init__(self, job: Job) -> None:
+        self._job = job
+        self._thread = threading.Thread(target=job.execute_quietly, name="kuro-guest", daemon=True)
+
+    def _start(self) -> None:
+        self._thread.start()
+
+    @property
+    def stream(self) -> _stream.Stream:
+        """The live stream value (``running`` until the receipt exists, then ``exited``)."""
+        return self._job.stream
+
+    @property
+    def done(self) -> bool:
+        """True once the receipt exists."""
+        return self._job.done.is_set()
+
+    @property
+    def receipt(self) -> dict[str, Any] | None:
+        """The receipt, or None while the guest runs."""
+        return self._job.receipt
+
+    def write(self, data: bytes) -> None:
+        """Give the guest stdin bytes (ignored after :meth:`close_stdin`)."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"stdin data must be bytes, got {type(data).__name__}")
+        assert self._job.ctx.stdin is not None
+        self._job.ctx.stdin.write(bytes(data))
+
+    def close_stdin(self) -> None:
+        """End of input: the guest's next ``read`` returns what is left, then 0."""
+        assert self._job.ctx.stdin is not None
+        self._job.ctx.stdin.close()
+
+    def kill(self) -> None:
+        """Stop the guest (receipt outcome ``cancelled``, 130) unless it has already ended."""
+        self._job.ctx.stop("cancelled")
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the receipt exists and return it.
+
+        Raises TimeoutError: if ``timeout`` seconds pass first (the guest keeps running).
+        Raises HostError: if the run ended but no receipt could be built (a host bug).
+        """
+        if not self._job.done.wait(timeout):
+            raise TimeoutError(f"the guest is still running after {timeout} s")
+        if self._job.failure is not None:
+            raise self._job.failure
+        assert self._job.receipt is not None
+        return self._job.receipt
+
+    def close(self) -> None:
+        """Kill the guest if it still runs and wait for its receipt. Calling it twice is harmless."""
+        if not self._job.done.is_set():
+            self.kill()
+        if self._thread.is_alive() or self._thread.ident is not None:
+            self._job.done.wait()
+
+    def __enter__(self) -> Handle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _job(
+    session: Session,
+    command: Any,
+    store: BlockStore,
+    fs: Any,
+    stdin: bytes | None,
+    on_chunk: OnChunk | None,
+    on_exit: OnExit | None,
+    timeout_ms: int,
+    max_output_bytes: int,
+    max_memory_bytes: int | None,
+    fuel: int | None,
+    bounds: Mapping[str, int],
+    home: Any,
+    *,
+    stdin_closed: bool,
+) -> Job | dict[str, Any]:
+    refused = denial(session, command)
+    if refused is not None:
+        return refused
+    limits = Limits(timeout_ms, max_output_bytes, max_memory_bytes, fuel, **bounds)
+    if stdin is not None and not isinstance(stdin, (bytes, bytearray, memoryview)):
+        raise ModelError(f"stdin must be bytes, got {type(stdin).__name__}", reason="invalid-stdin")
+    _check_options(home, on_chunk, on_exit)
+    if not hasattr(store, "get") or not hasattr(store, "has") or not hasattr(store, "put"):
+        raise HostError(f"store must be a BlockStore, got {type(store).__name__}")
+    if fs is not None:
+        problem = open_fs(store, fs, session.fs_root_cid)
+        if isinstance(problem, str):
+            raise ModelError(problem, reason="invalid-fs-root")
+    return Job(
+        session,
+        command,
+        store,
+        fs,
+        on_chunk=on_chunk,
+        on_exit=on_exit,
+        limits=limits,
+        home=home,
+        stdin_closed=stdin_closed,
+        stdin=None if stdin is None else bytes(stdin),
+    )
+
+
+def start(
+    session: Session,
+    command: Mapping[str, Any],
+    *,
+    store: BlockStore,
+    fs: Any = None,
+    stdin: bytes | None = None,
+    on_chunk: OnChunk | None = None,
+    on_exit: OnExit | None = None,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    max_memory_bytes: int | None = None,
+    fuel: int | None = None,
+    home: Any = None,
+    max_table_elements: int = DEFAULT_MAX_TABLE_ELEMENTS,
+    max_instances: int = DEFAULT_MAX_INSTANCES,
+    max_tables: int = DEFAULT_MAX_TABLES,
+    max_memories: int = DEFAULT_MAX_MEMORIES,
+    max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
+) -> Handle | dict[str, Any]:
+    """Start ``command`` (a :func:`kuro_wasm.model.sessions.guest` spec) on a worker thread.
+
+    Returns a :class:`Handle`, or the denial value (and then nothing was loaded
+    or run). ``fs`` is a ``kuro_fs.Fs`` or a root CID (default: the session's
+    root). ``stdin`` bytes are available at once and input stays open until
+    :meth:`Handle.close_stdin`. ``on_chunk(stream, chunk)`` fires on the
+    worker thread as each kept chunk is written; ``on_exit(receipt)`` once at
+    the end. ``home`` selects the compiled-module cache directory
+    (:func:`kuro_fs.home.resolve_home`; ``False`` keeps it in memory only).
+
+    Raises ModelError: a limit that is not an int from its minimum to 2**64-1 (``invalid-limit``),
+    stdin that is not bytes, a ``home`` that is not a path (or None/False) or ``on_chunk``/``on_exit``
+    not callable (``invalid-run-option``). Raises HostError: ``store`` is not a block store.
+    """
+    job = _job(
+        session,
+        command,
+        store,
+        fs,
+        stdin,
+        on_chunk,
+        on_exit,
+        timeout_ms,
+        max_output_bytes,
+        max_memory_bytes,
+        fuel,
+        {
+            "max_table_elements": max_table_elements,
+            "max_instances": max_instances,
+            "max_tables": max_tables,
+            "max_memories": max_memories,
+            "max_output_chunks": max_output_chunks,
+        },
+        home,
+        stdin_closed=False,
+    )
+    if isinstance(job, dict):
+        return job
+    handle = Handle(job)
+    handle._start()
+    return handle
+
+
+def run(
+    session: Session,
+    command: Mapping[str, Any],
+    *,
+    store: BlockStore,
+    fs: Any = None,
+    stdin: bytes | None = None,
+    on_chunk: OnChunk | None = None,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    max_memory_bytes: int | None = None,
+    fuel: int | None = None,
+    home: Any = None,
+    max_table_elements: int = DEFAULT_MAX_TABLE_ELEMENTS,
+    max_instances: int = DEFAULT_MAX_INSTANCES,
+    max_tables: int = DEFAULT_MAX_TABLES,
+    max_memories: int = DEFAULT_MAX_MEMORIES,
+    max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
+) -> dict[str, Any]:
+    """Run ``command`` to the end on the calling thread; return its receipt, or the denial value.
+
+    ``stdin`` is all the input there is (end of input follows it). On the main
+    thread, Ctrl-C cancels the guest and this returns its ``cancelled`` receipt
+    (130). Limits and errors as :func:`start`.
+    """
+    job = _job(
+        session,
+        command,
+        store,
+        fs,
+        stdin,
+        on_chunk,
+        None,
+        timeout_ms,
+        max_output_bytes,
+        max_memory_bytes,
+        fuel,
+        {
+            "max_table_elements": max_table_elements,
+            "max_instances": max_instances,
+            "max_tables": max_tables,
+            "max_memories": max_memories,
+            "max_output_chunks": max_output_chunks,
+        },
+        home,
+        stdin_closed=True,
+    )
+    if isinstance(job, dict):
+        return job
+    if not _claim_ctrl_c(job):
+        return job.execute()
+    try:
+        return job.execute()
+    finally:
+        _MAIN_RUN[0] = None
+
+
+# ---- Ctrl-C during run() on the main thread
+#
+# Python raises KeyboardInterrupt at the next bytecode, which during a run is
+# inside a wasmtime callback, where ctypes swallows it ("Exception ignored on
+# calling ctypes callback"): the guest would run on to its deadline. So the
+# first run() on the main thread, if SIGINT still has Python's default handler,
+# installs _on_sigint once per process: while a main-thread run() is live, SIGINT records
+# ``cancelled`` in that run's context (the next epoch tick or a blocked ``read``
+# acts on it); otherwise it raises KeyboardInterrupt exactly as the default
+# handler does. A program that installs its own SIGINT handler keeps it.
+
+_MAIN_RUN: list[Job | None] = [None]
+_SIGINT_ROUTED: list[bool | None] = [None]  # None: not decided yet; then fixed for the process
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    job = _MAIN_RUN[0]
+    if job is None:
+        signal.default_int_handler(signum, frame)
+    else:
+        job.ctx.stop("cancelled")
+
+
+def _claim_ctrl_c(job: Job) -> bool:
+    """Route Ctrl-C to ``job`` while it runs; False (nothing changed) off the main thread or under a custom handler.
+
+    ``signal.getsignal`` costs microseconds, so the handler is checked and
+    installed once per process, not per run.
+    """
+    if _MAIN_RUN[0] is not None or threading.current_thread() is not threading.main_thread():
+        return False
+    if _SIGINT_ROUTED[0] is None:
+        _SIGINT_ROUTED[0] = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        if _SIGINT_ROUTED[0]:
+            signal.signal(signal.SIGINT, _on_sigint)
+    if not _SIGINT_ROUTED[0]:
+        return False
+    _MAIN_RUN[0] = job
+    return True
+
+
+async def run_async(
+    session: Session,
+    command: Mapping[str, Any],
+    *,
+    store: BlockStore,
+    fs: Any = None,
+    stdin: bytes | None = None,
+    on_chunk: OnChunk | None = None,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    max_memory_bytes: int | None = None,
+    fuel: int | None = None,
+    home: Any = None,
+    max_table_elements: int = DEFAULT_MAX_TABLE_ELEMENTS,
+    max_instances: int = DEFAULT_MAX_INSTANCES,
+    max_tables: int = DEFAULT_MAX_TABLES,
+    max_memories: int = DEFAULT_MAX_MEMORIES,
+    max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
+) -> dict[str, Any]:
+    """Await the receipt of ``command`` (or get the denial at once); the guest runs on a worker thread.
+
+    Cancelling the awaiting task kills the guest. Limits and errors as :func:`start`.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[dict[str, Any]] = loop.create_future()
+    job = _job(
+        session,
+        command,
+        store,
+        fs,
+        stdin,
+        on_chunk,
+        None,
+        timeout_ms,
+        max_output_bytes,
+        max_memory_bytes,
+        fuel,
+        {
+            "max_table_elements": max_table_elements,
+            "max_instances": max_instances,
+            "max_tables": max_tables,
+            "max_memories": max_memories,
+            "max_output_chunks": max_output_chunks,
+        },
+        home,
+        stdin_closed=True,
+    )
+    if isinstance(job, dict):
+        return job
+    handle = Handle(job)
+
+    def settle() -> None:
+        if future.done():
+            return
+        if job.failure is not None:
+            future.set_exception(job.failure)
+        elif job.receipt is not None:
+            future.set_result(job.receipt)
+
+    def on_settled() -> None:
+        try:
+            loop.call_soon_threadsafe(settle)
+        except RuntimeError:  # the loop is gone; nobody is awaiting
+            pass
+
+    job.on_settled = on_settled
+    handle._start()
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        handle.kill()
+        raise

@@ -1,0 +1,135 @@
+"""One run's context: everything a guest's imports may touch, and everything they report back.
+
+## The one decision
+Nothing about a run lives outside its :class:`RunContext`. Whatever the guest
+kind, its import handlers read the grant, the stream, stdin and the run's
+kuro.fs value from here, and write back reads, denials, writes and the first
+reason to stop; the run (:mod:`kuro_wasm.host.job`) builds the receipt from it,
+never from trap text. Other threads touch a run only through :meth:`RunContext.stop`
+and :class:`StdinPipe`. The denial record is bounded whatever the guest does.
+
+## Effects
+A condition variable (stdin, kill and the deadline wake a blocked reader); the
+monotonic clock for the deadline.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kuro_wasm.model.abi import ErrorCode
+
+__all__ = ["MAX_DENIAL_ENTRIES", "Emit", "RunContext", "StdinPipe"]
+
+#: At most this many distinct (import, capability, path) entries in ``kuro/denials`` (plus one per import).
+MAX_DENIAL_ENTRIES: Final = 256
+
+#: Emit one output chunk: (stream name, bytes) → False when the output cap is reached.
+Emit = Callable[[str, bytes], bool]
+
+
+class StdinPipe:
+    """Bytes written by the caller, read by the guest; closing ends input (``read`` then returns 0)."""
+
+    def __init__(self, cond: threading.Condition, data: bytes | None = None, *, closed: bool = False) -> None:
+        self._cond = cond
+        self._buf = bytearray(data or b"")
+        self._closed = closed
+
+    def write(self, data: bytes) -> None:
+        """Append ``data``; ignored after :meth:`close` (the reader has seen end of input)."""
+        with self._cond:
+            if not self._closed and data:
+                self._buf += data
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """End of input: a blocked ``read`` wakes and returns what is left, then 0."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def take(self, cap: int) -> bytes | None:
+        """Up to ``cap`` buffered bytes; ``b""`` at end of input; None if nothing yet (caller waits)."""
+        if self._buf:
+            out = bytes(self._buf[:cap])
+            del self._buf[:cap]
+            return out
+        return b"" if self._closed else None
+
+
+@dataclass
+class RunContext:
+    """Everything one run's imports may touch, and everything they report back.
+
+    ``fs`` is the run's current kuro.fs value (replaced on every write; opened
+    by ``open_fs`` on the first fs import);
+    ``stop_reason`` is the first reason the run had to stop (``cancelled``,
+    ``timeout``, ``output-capped``, ``host-error``) and is never overwritten.
+    """
+
+    grant: frozenset[str]
+    emit: Emit
+    fs: Any = None
+    open_fs: Callable[[], Any] | None = None
+    deadline: float = float("inf")
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    stdin: StdinPipe | None = None
+    reads: list[str] = field(default_factory=list)
+    denials: list[dict[str, Any]] = field(default_factory=list)
+    wrote: bool = False
+    stop_reason: str | None = None
+    host_error: str | None = None
+    memory: Any = None
+    calls: int = 0
+    _denial_index: dict[tuple[str, str, str | None], int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.stdin is None:
+            self.stdin = StdinPipe(self.cond, closed=True)
+
+    def stop(self, reason: str, detail: str | None = None) -> None:
+        """Record the first reason to stop (later ones are ignored) and wake a blocked ``read``."""
+        with self.cond:
+            if self.stop_reason is None:
+                self.stop_reason = reason
+                if detail is not None:
+                    self.host_error = detail
+            self.cond.notify_all()
+
+    def should_stop(self) -> str | None:
+        """The epoch-tick check: the stop reason, with the deadline turned into ``timeout`` when due."""
+        if self.stop_reason is None and time.monotonic() >= self.deadline:
+            self.stop("timeout")
+        return self.stop_reason
+
+    def deny(self, name: str, capability: str, path: str | None) -> int:
+        """Record one refused call and return ``DENIED``; the record stays bounded whatever the guest does.
+
+        Each distinct (import, capability, path) is one entry, in first-seen
+        order; a repeat adds to its ``kuro/count`` (present when above 1), so
+        the counts add up to the refused calls. After :data:`MAX_DENIAL_ENTRIES`
+        distinct entries, a new one is folded into a path-less entry for its
+        import. Without the bound, a guest looping on a refused call with a long
+        path grows the host's memory and the receipt without limit (measured:
+        ~85 000 entries and +360 MB in one second).
+        """
+        key = (name, capability, path)
+        index = self._denial_index.get(key)
+        if index is None and len(self.denials) >= MAX_DENIAL_ENTRIES:
+            key = (name, capability, None)
+            index = self._denial_index.get(key)
+        if index is None:
+            entry: dict[str, Any] = {"kuro/import": name, "kuro/capability": capability}
+            if key[2] is not None:
+                entry["kuro/path"] = key[2]
+            self._denial_index[key] = len(self.denials)
+            self.denials.append(entry)
+        else:
+            entry = self.denials[index]
+            entry["kuro/count"] = entry.get("kuro/count", 1) + 1
+        return int(ErrorCode.DENIED)

@@ -1,0 +1,347 @@
+"""The wasmtime engine: configuration, identity, the epoch ticker, and the thin call path.
+
+## The one decision
+Every engine kuro uses has epoch interruption on, and a run is stopped by the
+*epoch deadline callback*, not by a deadline counted in ticks: the store's
+deadline is one tick ahead, a shared ticker thread advances the epoch about
+every millisecond while any run is live, and at each tick the callback asks
+the run "should you stop?" (killed, deadline passed, output capped). A tick
+count would drift with the ticker's sleep accuracy; a wall-clock check at each
+tick stops a 50 ms deadline within about a millisecond of it, and the same
+check serves ``kill()``. Fuel needs ``consume_fuel`` in the engine config, so
+there are two engines (fuel off / on), each with its own :func:`engine_key`,
+and the compiled-module cache is keyed by it.
+
+## Effects
+Creates wasmtime engines (one per config, for the process), runs one daemon
+ticker thread that exits after a second with no live run, and calls wasmtime's
+C API directly (``wasmtime._ffi``) for the epoch callback, instantiation and
+export calls. The public wasmtime-py call path re-raises a process-global
+"last Python exception" (it can surface on the wrong thread); this path never
+touches it. It is pinned to wasmtime-py 50 (``pyproject.toml``) and tested in
+``tests/host/test_host_limits.py``.
+
+## Not done here
+No stack-size tuning: ``max_wasm_stack`` above 2 MiB aborts the process, so the
+default is kept and a stack overflow is a ``STACK_OVERFLOW`` trap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Final, Protocol
+
+import wasmtime
+from wasmtime import _ffi as ffi
+
+__all__ = [
+    "CallOutcome",
+    "EngineConfig",
+    "Interruptible",
+    "call_export",
+    "engine_for",
+    "engine_identity",
+    "engine_key",
+    "install_interrupt",
+    "remove_interrupt",
+    "instantiate",
+    "live_run",
+    "lookup_func",
+    "lookup_memory",
+    "wasmtime_version",
+]
+
+_TICK_SECONDS: Final = 0.001
+_IDLE_EXIT_SECONDS: Final = 1.0
+
+
+@functools.cache
+def wasmtime_version() -> str:
+    """The installed wasmtime-py version, e.g. ``"50.0.1"`` (read once: package metadata is slow)."""
+    try:
+        return metadata.version("wasmtime")
+    except metadata.PackageNotFoundError:  # pragma: no cover - an unpackaged checkout
+        return "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """The engine settings that change compiled code. ``fuel`` adds fuel metering."""
+
+    fuel: bool = False
+
+
+@functools.cache
+def engine_key(config: EngineConfig) -> str:
+    """A stable string naming ``config`` and the wasmtime version: part of every cache key.
+
+    >>> engine_key(EngineConfig(fuel=True)).endswith("epoch+fuel")
+    True
+    """
+    return f"wasmtime-{wasmtime_version()};epoch{'+fuel' if config.fuel else ''}"
+
+
+@functools.cache
+def engine_identity(config: EngineConfig) -> str:
+    """The ``kuro/engine`` value of a receipt, e.g. ``"wasmtime 50.0.1 (epoch-interruption)"``."""
+    extras = "epoch-interruption, fuel" if config.fuel else "epoch-interruption"
+    return f"wasmtime {wasmtime_version()} ({extras})"
+
+
+_ENGINES: dict[EngineConfig, wasmtime.Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def engine_for(config: EngineConfig) -> wasmtime.Engine:
+    """The process-wide engine for ``config`` (created on first use; one engine serves every thread)."""
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(config)
+        if engine is None:
+            cfg = wasmtime.Config()
+            cfg.epoch_interruption = True
+            cfg.consume_fuel = config.fuel
+            engine = wasmtime.Engine(cfg)
+            _ENGINES[config] = engine
+        return engine
+
+
+# ---- ticker
+
+
+class _Ticker:
+    """One daemon thread advancing every engine's epoch while at least one run is live."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live = 0
+        self._thread: threading.Thread | None = None
+        self._idle_since = 0.0
+
+    def acquire(self) -> None:
+        with self._lock:
+            self._live += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="kuro-epoch-ticker", daemon=True)
+                self._thread.start()
+
+    def release(self) -> None:
+        with self._lock:
+            self._live -= 1
+            if self._live == 0:
+                self._idle_since = time.monotonic()
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(_TICK_SECONDS)
+            with self._lock:
+                if self._live == 0 and time.monotonic() - self._idle_since > _IDLE_EXIT_SECONDS:
+                    self._thread = None
+                    return
+                engines = list(_ENGINES.values()) if self._live else []
+            for engine in engines:
+                engine.increment_epoch()
+
+
+_TICKER = _Ticker()
+
+
+class live_run:
+    """Context manager: keeps the ticker running for the duration of one run."""
+
+    def __enter__(self) -> None:
+        _TICKER.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        _TICKER.release()
+
+
+# ---- epoch callback
+
+_EpochCallback = ctypes.CFUNCTYPE(
+    ctypes.c_size_t,
+    ctypes.POINTER(ffi.wasmtime_context_t),
+    ctypes.c_void_p,
+    ctypes.POINTER(ctypes.c_uint64),
+    ctypes.POINTER(ffi.wasmtime_update_deadline_kind_t),
+)
+_Finalizer = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class Interruptible(Protocol):
+    """What the epoch callback asks at each tick (a run's context)."""
+
+    def should_stop(self) -> str | None:
+        """The reason to stop now, or None to continue."""
+        ...
+
+    def stop(self, reason: str, detail: str | None = None) -> None:
+        """Record a reason to stop."""
+        ...
+
+
+_CHECKS: dict[int, Interruptible] = {}
+_CHECKS_LOCK = threading.Lock()
+_NEXT_ID = [0]
+
+
+def _error_ptr(message: str) -> int:
+    err = ffi.wasmtime_error_new(message.encode("utf-8", "replace"))
+    return int(ctypes.cast(err, ctypes.c_void_p).value or 0)
+
+
+@_EpochCallback  # type: ignore[untyped-decorator]
+def _on_epoch(_ctx: Any, data: Any, delta: Any, kind: Any) -> int:
+    run: Interruptible | None = None
+    try:
+        run = _CHECKS.get(int(data or 0))
+        reason = run.should_stop() if run is not None else "no run"
+        if reason is not None:
+            return _error_ptr(f"kuro: stopped ({reason})")
+        delta[0] = 1
+        kind[0] = 0  # WASMTIME_UPDATE_DEADLINE_CONTINUE
+        return 0
+    except KeyboardInterrupt:  # rarely reached: ctypes swallows one raised on entry (host.run handles SIGINT)
+        if run is not None:
+            run.stop("cancelled")
+        return _error_ptr("kuro: stopped (interrupted)")
+    except BaseException as exc:
+        if run is not None:
+            run.stop("host-error", f"epoch check: {type(exc).__name__}: {exc}")
+        return _error_ptr("kuro: stopped (host error in epoch check)")
+
+
+# NULL, not a Python finalizer: a store that dies at interpreter exit could otherwise call a
+# ctypes thunk that was already freed. The registration is removed by remove_interrupt instead.
+_NULL_FINALIZER: Final = _Finalizer()
+
+
+def remove_interrupt(key: int) -> None:
+    """Forget the run registered by :func:`install_interrupt` under ``key`` (idempotent)."""
+    with _CHECKS_LOCK:
+        _CHECKS.pop(key, None)
+
+
+def install_interrupt(store: wasmtime.Store, run: Interruptible) -> int:
+    """Arm ``store``: at every epoch tick ``run.should_stop()`` is asked; a non-None answer stops the guest.
+
+    Sets the deadline one tick ahead (a new store's deadline is 0, which would
+    interrupt a healthy guest at the first tick). ``should_stop`` must be cheap;
+    if it raises, the run is stopped with reason ``host-error``. Returns the key to
+    pass to :func:`remove_interrupt` when the run is over.
+    """
+    with _CHECKS_LOCK:
+        _NEXT_ID[0] += 1
+        key = _NEXT_ID[0]
+        _CHECKS[key] = run
+    ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), _on_epoch, ctypes.c_void_p(key), _NULL_FINALIZER)
+    store.set_epoch_deadline(1)
+    return key
+
+
+# ---- instantiate and call, below the public API
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """What a wasm entry returned: ``values`` on success, else a ``trap`` or an ``error``."""
+
+    values: tuple[int | float, ...] = ()
+    trap: wasmtime.Trap | None = None
+    error: str | None = None
+
+
+def instantiate(pre: wasmtime.InstancePre, store: wasmtime.Store) -> tuple[Any, CallOutcome | None]:
+    """Instantiate ``pre`` in ``store``: ``(raw instance, None)``, or ``(None, failure)``."""
+    instance = ffi.wasmtime_instance_t()
+    trap = ctypes.POINTER(ffi.wasm_trap_t)()
+    error = ffi.wasmtime_instance_pre_instantiate(
+        pre.ptr(), store._context(), ctypes.byref(instance), ctypes.byref(trap)
+    )
+    if error:
+        return None, CallOutcome(error=_take_error(error))
+    if trap:
+        return None, CallOutcome(trap=wasmtime.Trap._from_ptr(trap))
+    return instance, None
+
+
+def _kind(item: Any) -> int:
+    """The kind tag of a ``wasmtime_extern_t`` (a ctypes field reads back as an int)."""
+    return int(item.kind)
+
+
+def lookup_func(store: wasmtime.Store, instance: Any, name: str) -> Any:
+    """The raw ``wasmtime_func_t`` exported as ``name``, or None (never lists all exports)."""
+    item = ffi.wasmtime_extern_t()
+    raw = name.encode("utf-8")
+    if not ffi.wasmtime_instance_export_get(
+        store._context(), ctypes.byref(instance), raw, len(raw), ctypes.byref(item)
+    ):
+        return None
+    if _kind(item) != ffi.WASMTIME_EXTERN_FUNC.value:
+        return None
+    return item.of.func
+
+
+def lookup_memory(store: wasmtime.Store, instance: Any, name: str = "memory") -> Any:
+    """The raw ``wasmtime_memory_t`` exported as ``name``, or None."""
+    item = ffi.wasmtime_extern_t()
+    raw = name.encode("utf-8")
+    if not ffi.wasmtime_instance_export_get(
+        store._context(), ctypes.byref(instance), raw, len(raw), ctypes.byref(item)
+    ):
+        return None
+    if _kind(item) != ffi.WASMTIME_EXTERN_MEMORY.value:
+        return None
+    return item.of.memory
+
+
+_KIND_CODES: Final[dict[str, int]] = {
+    "i32": ffi.WASMTIME_I32.value,
+    "i64": ffi.WASMTIME_I64.value,
+    "f32": ffi.WASMTIME_F32.value,
+    "f64": ffi.WASMTIME_F64.value,
+}
+
+
+def call_export(
+    store: wasmtime.Store, func: Any, params: Sequence[str], args: Sequence[int | float], results: Sequence[str]
+) -> CallOutcome:
+    """Call the raw ``func`` with numeric ``args`` typed by ``params``; results typed by ``results``.
+
+    The caller has checked ``args`` against ``params`` (:func:`kuro_wasm.model.abi.check_args`).
+    """
+    raw_args: Any = (ffi.wasmtime_val_t * max(1, len(params)))()
+    for i, (kind, arg) in enumerate(zip(params, args, strict=True)):
+        raw_args[i].kind = _KIND_CODES[kind]
+        if kind == "i32":
+            raw_args[i].of.i32 = int(arg)
+        elif kind == "i64":
+            raw_args[i].of.i64 = int(arg)
+        elif kind == "f32":
+            raw_args[i].of.f32 = float(arg)
+        else:
+            raw_args[i].of.f64 = float(arg)
+    raw_results = (ffi.wasmtime_val_t * max(1, len(results)))()
+    trap = ctypes.POINTER(ffi.wasm_trap_t)()
+    error = ffi.wasmtime_func_call(
+        store._context(), ctypes.byref(func), raw_args, len(params), raw_results, len(results), ctypes.byref(trap)
+    )
+    if error:
+        return CallOutcome(error=_take_error(error))
+    if trap:
+        return CallOutcome(trap=wasmtime.Trap._from_ptr(trap))
+    values: list[int | float] = []
+    for i, kind in enumerate(results):
+        value = raw_results[i].of
+        values.append(getattr(value, kind) if kind in _KIND_CODES else 0)
+    return CallOutcome(values=tuple(values))
+
+
+def _take_error(error: Any) -> str:
+    return str(wasmtime.WasmtimeError._from_ptr(error))

@@ -1,0 +1,265 @@
+"""One guest run, start to receipt: load, arm the limits, call, classify, finish.
+
+## The one decision
+A run's whole life is one :class:`Job`, executed by exactly one thread (the
+caller's for :func:`kuro_wasm.host.api.run`, a worker's for
+:func:`~kuro_wasm.host.api.start`), and it always ends in a receipt: load failures,
+stops, traps and host bugs are all turned into host result keys
+(:func:`kuro_wasm.model.outcome.decide`) and finished through the stream
+(:func:`kuro_wasm.model.stream.finish`). Other threads touch a job only through its
+:class:`~kuro_wasm.host.context.RunContext` (``stop``, stdin) and by reading its
+immutable stream value. If even the receipt cannot be built (a bug), waiters
+get a :class:`~kuro_wasm.errors.HostError` instead of hanging.
+
+## Effects
+wasmtime stores (one per run, closed at the end), the block store, the module
+cache, the epoch ticker, the wall clock (``started-at``/``finished-at``).
+
+## Not done here
+No argument checking or denial (:mod:`kuro_wasm.host.api`); nothing that differs
+between kinds of guest — which imports exist, how the entry point is called and
+what its result means — is decided here: the guest's kind does that
+(:mod:`kuro_wasm.host.kind`, :mod:`kuro_wasm.host.kinds`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import wasmtime
+
+from kuro_fs.blocks import BlockStore
+from kuro_wasm.errors import HostError
+from kuro_wasm.host import engine as _engine
+from kuro_wasm.host import loader
+from kuro_wasm.host.cache import cache_for
+from kuro_wasm.host.calls import register_run, unregister_run
+from kuro_wasm.host.context import RunContext, StdinPipe
+from kuro_wasm.host.fsgate import open_fs
+from kuro_wasm.host.loader import LoadFailure
+from kuro_wasm.model import stream as _stream
+from kuro_wasm.model.limits import Limits
+from kuro_wasm.model.outcome import decide
+from kuro_wasm.model.sessions import Session
+
+__all__ = ["ISOLATION", "Job", "OnChunk", "OnExit"]
+
+ISOLATION = "wasmtime"
+
+_PLAIN = _engine.EngineConfig(fuel=False)
+_FUEL = _engine.EngineConfig(fuel=True)
+
+OnChunk = Callable[[_stream.Stream, _stream.Chunk], None]
+OnExit = Callable[[dict[str, Any]], None]
+
+
+class Job:
+    """One run's inputs and its mutable progress (owned by the thread that executes it)."""
+
+    def __init__(
+        self,
+        session: Session,
+        command: Mapping[str, Any],
+        store: BlockStore,
+        fs: Any,
+        *,
+        on_chunk: OnChunk | None,
+        on_exit: OnExit | None,
+        limits: Limits,
+        home: Any,
+        stdin_closed: bool,
+        stdin: bytes | None,
+    ) -> None:
+        self.session = session
+        self.command = dict(command)
+        self.store = store
+        self.fs_arg = fs
+        self.on_chunk = on_chunk
+        self.on_exit = on_exit
+        self.limits = limits
+        self.home = home
+        self.started_ms = int(time.time() * 1000)
+        self.started = time.monotonic()
+        self.lock = threading.Lock()
+        self.stream = _stream.new(limits.max_output_bytes, max_chunks=limits.max_output_chunks)
+        self.callback_error: str | None = None
+        self.ctx = RunContext(grant=session.grant, emit=self.emit, deadline=self.started + limits.timeout_ms / 1000.0)
+        self.ctx.stdin = StdinPipe(self.ctx.cond, stdin, closed=stdin_closed)
+        self.receipt: dict[str, Any] | None = None
+        self.failure: HostError | None = None
+        self.on_settled: Callable[[], None] | None = None
+        self.done = threading.Event()
+
+    # -- output
+
+    def emit(self, name: str, data: bytes) -> bool:
+        with self.lock:
+            self.stream, chunk = _stream.append(self.stream, name, data)
+            current = self.stream
+        if chunk is not None and self.on_chunk is not None:
+            try:
+                self.on_chunk(current, chunk)
+            except Exception as exc:
+                if self.callback_error is None:
+                    self.callback_error = f"on_chunk raised {type(exc).__name__}: {exc}"
+        return chunk is not None
+
+    # -- the run
+
+    def execute(self) -> dict[str, Any]:
+        """Run to the end and return the receipt. Raises HostError only if no receipt can be built."""
+        try:
+            result, session = self._run()
+        except Exception as exc:
+            result = {"exit-code": 70, "outcome": "host-error", "error": f"host error: {type(exc).__name__}: {exc}"}
+            session = self.session
+        try:
+            return self._finish(result, session)
+        except Exception as exc:  # a receipt the model refuses: say so instead of leaving waiters hanging
+            self.failure = HostError(f"no receipt could be built: {type(exc).__name__}: {exc}")
+            self.done.set()
+            raise self.failure from exc
+
+    def execute_quietly(self) -> None:
+        """:meth:`execute` for the worker thread: a failure is kept for ``Handle.wait``, not raised."""
+        try:
+            self.execute()
+        except HostError:
+            pass
+        finally:
+            if self.on_settled is not None:
+                self.on_settled()
+
+    def _run(self) -> tuple[dict[str, Any], Session]:
+        ctx = self.ctx
+        config = _FUEL if self.limits.fuel is not None else _PLAIN
+        session = self.session
+        if ctx.stop_reason is not None:
+            return self._stopped(), session
+        # The Fs value is opened on the first fs import (most guests never touch it).
+        store, fs_arg, session_root = self.store, self.fs_arg, session.fs_root_cid
+        ctx.open_fs = lambda: open_fs(store, fs_arg, session_root)
+        root = fs_arg if isinstance(fs_arg, str) else _root_of(fs_arg)
+        if root is not None and root != session.fs_root_cid:
+            session = dataclasses.replace(session, fs_root_cid=root)
+        ready = loader.prepare(self.store, self.command["kuro/guest"], config, cache_for(self.home))
+        if isinstance(ready, LoadFailure):
+            return self._load_failed(ready), session
+        entry = loader.resolve(ready, self.command["kuro/export"], self.command["kuro/args"])
+        if isinstance(entry, LoadFailure):
+            return self._load_failed(entry), session
+        if ctx.should_stop() is not None:  # killed (or out of time) while loading: nothing runs
+            return self._stopped(), session
+        wstore = wasmtime.Store(_engine.engine_for(config))
+        fuel_left: int | None = None
+        interrupt_key: int | None = None
+        try:
+            limits = self.limits
+            wstore.set_limits(
+                memory_size=-1 if limits.max_memory_bytes is None else limits.max_memory_bytes,
+                table_elements=limits.max_table_elements,
+                instances=limits.max_instances,
+                tables=limits.max_tables,
+                memories=limits.max_memories,
+            )
+            if self.limits.fuel is not None:
+                wstore.set_fuel(self.limits.fuel)
+            interrupt_key = _engine.install_interrupt(wstore, ctx)
+            register_run(wstore, ctx)
+            with _engine.live_run():
+                instance, failed = ready.kind.instantiate(wstore, ready.pre)
+                if failed is None:
+                    outcome = ready.kind.call(wstore, instance, entry, ctx)
+                else:
+                    outcome = failed
+            if self.limits.fuel is not None:
+                try:
+                    fuel_left = wstore.get_fuel()
+                except wasmtime.WasmtimeError:
+                    fuel_left = 0
+        finally:
+            if interrupt_key is not None:
+                _engine.remove_interrupt(interrupt_key)
+            unregister_run(wstore)
+            wstore.close()
+        result = self._classify(outcome, instantiating=failed is not None)
+        if fuel_left is not None and self.limits.fuel is not None:
+            result["fuel-consumed"] = max(0, self.limits.fuel - fuel_left)
+        return result, session
+
+    def _stopped(self) -> dict[str, Any]:
+        return decide(stop=self.ctx.stop_reason or "host-error", host_error=self.ctx.host_error)
+
+    @staticmethod
+    def _load_failed(failure: LoadFailure) -> dict[str, Any]:
+        code = 127 if failure.outcome == "guest-not-found" else 126
+        return {"exit-code": code, "outcome": failure.outcome, "error": failure.error}
+
+    def _classify(self, called: _engine.CallOutcome, *, instantiating: bool) -> dict[str, Any]:
+        """The result keys for what the call returned; a stop counts only if the guest did not finish first."""
+        trap = called.trap
+        finished = trap is None and called.error is None
+        return decide(
+            stop=None if finished else self.ctx.stop_reason,
+            host_error=self.ctx.host_error,
+            trap_code=None if trap is None or trap.trap_code is None else trap.trap_code.name,
+            trap_message=None if trap is None else trap.message,
+            error=called.error,
+            instantiating=instantiating,
+            values=called.values,
+        )
+
+    def _finish(self, result: dict[str, Any], session: Session) -> dict[str, Any]:
+        ctx = self.ctx
+        finished_ms = int(time.time() * 1000)
+        result = dict(result)
+        result.update(
+            {
+                "isolation": ISOLATION,
+                "limits": self.limits.receipt_value(),
+                "engine": _engine_data(self.limits.fuel is not None),
+                "reads": list(ctx.reads),
+                "denials": [dict(d) for d in ctx.denials],
+                "started-at": self.started_ms,
+                "finished-at": finished_ms,
+                "duration-ms": max(0, int((time.monotonic() - self.started) * 1000)),
+            }
+        )
+        if ctx.wrote and ctx.fs is not None:
+            after = _root_of(ctx.fs)
+            if after is not None:
+                result["fs-root-after"] = after
+        if self.callback_error is not None and "error" not in result:
+            result["error"] = self.callback_error
+        with self.lock:
+            receipt = _stream.finish(self.stream, session, self.command, result)
+            self.stream = _stream.mark_exited(self.stream)
+        self.receipt = receipt
+        self.done.set()
+        if self.on_exit is not None:
+            try:
+                self.on_exit(receipt)
+            except Exception:
+                pass
+        return receipt
+
+
+@functools.cache
+def _engine_data(fuel: bool) -> dict[str, str]:
+    config = _engine.EngineConfig(fuel=fuel)
+    return {
+        "name": "wasmtime",
+        "version": _engine.wasmtime_version(),
+        "config": _engine.engine_key(config),
+        "identity": _engine.engine_identity(config),
+    }
+
+
+def _root_of(fs: Any) -> str | None:
+    root = getattr(fs, "root", None)
+    return root if isinstance(root, str) else None

@@ -1,0 +1,280 @@
+"""Guest kind ``kuro-abi-v1``: modules on the seven ``kuro`` imports — decode arguments → kuro.fs → encode results.
+
+## The one decision
+No Python exception ever crosses the wasm boundary, and nothing about a run
+lives outside that run's :class:`RunContext`. Each import is a raw C callback
+(not wasmtime-py's public ``Func`` trampoline, which parks a raised exception
+in a process-global slot that another thread can pick up): it finds its run by
+the calling store's context address, answers with an ``i32`` — a value or an
+:class:`~kuro_wasm.model.abi.ErrorCode` — or, when the run must stop (killed,
+deadline, output cap, a host bug), records *why* in the context and returns a
+trap. The host builds the receipt from the context, never from the trap text.
+
+Capability checks happen here, at call time: a call outside the grant returns
+``DENIED`` (-1), is recorded in ``kuro/denials`` (one counted entry per distinct
+call, bounded: :meth:`RunContext.deny`), and the guest keeps running. Once a
+run has a stop reason, every further import call traps before doing anything,
+so nothing takes effect after ``kill()`` or the output cap.
+Every pointer/length pair is bounds-checked against the memory's current size
+(:func:`kuro_wasm.model.abi.checked_range`) before a byte is read or written.
+
+## Effects
+Reads and writes guest memory through ``ctypes``; blocks in ``read`` on the
+run's condition variable (woken by stdin, ``close_stdin``, ``kill`` and the
+deadline); calls the kuro.fs operations of the run's ``Fs`` value. One linker
+per engine is shared by all runs (the imports are store-independent), which
+lets the loader pre-link each module once (``InstancePre``).
+
+## Not done here
+No WASI, no clock, no randomness, no network. No partial writes: ``write``
+hands the whole range to the stream as one chunk or traps.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections.abc import Sequence
+from typing import Any, Final
+
+import wasmtime
+
+from kuro_fs.paths import MAX_PATH_BYTES
+from kuro_wasm.host import engine as _engine
+from kuro_wasm.host import fsgate as _fsgate
+from kuro_wasm.host.calls import Fault, Handler, Memory, define, guest_memory, load, span, store_bytes
+from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.engine import CallOutcome
+from kuro_wasm.host.kind import CoreModuleKind, Entry
+from kuro_wasm.model import abi
+from kuro_wasm.model.abi import ErrorCode
+from kuro_wasm.model.wasm_shape import NUMBER_TYPES, WasmShape
+
+__all__ = ["HANDLERS", "KIND", "KuroAbiV1", "linker_for"]
+
+
+def _path(mem: Memory, ptr: int, length: int) -> str | None:
+    """The UTF-8 path at (ptr, len), or None if it is not UTF-8. Raises Fault."""
+    try:
+        return load(mem, ptr, length).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _path_for_record(mem: Memory, ptr: int, length: int) -> str | None:
+    """The path of a refused call for its denial record; None if unreadable or too long to name anything."""
+    if length % 2**32 > MAX_PATH_BYTES:  # kuro.fs refuses it as a bad path anyway; never copy it
+        return None
+    try:
+        return _path(mem, ptr, length)
+    except Fault:
+        return None
+
+
+# ---- handlers: (run, caller, context, params) → i32, or None to trap (run.stop_reason says why)
+
+
+def _write(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
+    fd, ptr, length = p[0].of.i32, p[1].of.i32, p[2].of.i32
+    if fd not in (abi.FD_STDOUT, abi.FD_STDERR):
+        return int(ErrorCode.BAD_FD)
+    mem = guest_memory(run, caller, cctx)
+    data = load(mem, ptr, length)
+    if not run.emit("stdout" if fd == abi.FD_STDOUT else "stderr", data):
+        run.stop("output-capped")
+        return None
+    return len(data)
+
+
+def _read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
+    ptr, cap = p[0].of.i32, p[1].of.i32
+    if "stdin/read" not in run.grant:
+        return run.deny("read", "stdin/read", None)
+    mem = guest_memory(run, caller, cctx)
+    span(mem, ptr, cap)
+    if cap == 0:
+        return 0  # as POSIX read(fd, buf, 0): nothing asked, nothing consumed, no waiting
+    assert run.stdin is not None
+    with run.cond:
+        while True:
+            if run.should_stop() is not None:
+                return None
+            chunk = run.stdin.take(cap % 2**32)
+            if chunk is not None:
+                break
+            run.cond.wait(timeout=max(0.0, min(run.deadline - time.monotonic(), 0.05)))
+    mem = guest_memory(run, caller, cctx)  # memory cannot move while we wait, but re-reading is cheap
+    address, _ = span(mem, ptr, len(chunk))
+    ctypes.memmove(address, chunk, len(chunk))
+    return len(chunk)
+
+
+def _fs_call(run: RunContext, name: str, op: str, *args: Any) -> _fsgate.Answer:
+    """Call ``op`` on the run's Fs; a denial reason becomes an error code (``missing-capability`` recorded)."""
+    if run.fs is None and run.open_fs is not None:
+        run.fs, run.open_fs = run.open_fs(), None
+    answer = _fsgate.call(run.fs, op, *args)
+    if answer.reason is not None and abi.error_for_reason(answer.reason) == ErrorCode.DENIED:
+        run.deny(name, _CAPABILITY[name], args[0] if args and isinstance(args[0], str) else None)
+    return answer
+
+
+_CAPABILITY: Final[dict[str, str]] = {s.name: s.capability for s in abi.IMPORTS if s.capability is not None}
+
+
+def _gate(run: RunContext, name: str, mem: Memory, ptr: int, length: int) -> tuple[str | None, int | None]:
+    """Capability, then path: (path, None) to go on, or (None, code) to answer now."""
+    if _CAPABILITY[name] not in run.grant:
+        return None, run.deny(name, _CAPABILITY[name], _path_for_record(mem, ptr, length))
+    path = _path(mem, ptr, length)
+    if path is None or path == "":
+        return None, int(ErrorCode.BAD_PATH)
+    return path, None
+
+
+def _record_read(run: RunContext, answer: _fsgate.Answer) -> None:
+    """Name in ``kuro/reads`` the file whose bytes reached guest memory (even if the call then failed)."""
+    if answer.read is not None and answer.read not in run.reads:
+        run.reads.append(answer.read)
+
+
+def _fs_read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
+    mem = guest_memory(run, caller, cctx)
+    path, code = _gate(run, "fs_read", mem, p[0].of.i32, p[1].of.i32)
+    if path is None:
+        return code
+    buf_ptr, cap = p[2].of.i32, p[3].of.i32
+    span(mem, buf_ptr, cap)
+    answer = _fs_call(
+        run, "fs_read", "read_into", path, cap % 2**32, lambda at, data: store_bytes(mem, buf_ptr + at, data)
+    )
+    _record_read(run, answer)
+    if answer.reason is not None:
+        return int(abi.error_for_reason(answer.reason))
+    size, _ = answer.value
+    return abi.clamp_i32(size)
+
+
+def _fs_read_at(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
+    mem = guest_memory(run, caller, cctx)
+    path, code = _gate(run, "fs_read_at", mem, p[0].of.i32, p[1].of.i32)
+    if path is None:
+        return code
+    offset, buf_ptr, cap = p[2].of.i64, p[3].of.i32, p[4].of.i32
+    span(mem, buf_ptr, cap)
+    if offset < 0:
+        return int(ErrorCode.FAULT)
+    answer = _fs_call(run, "fs_read_at", "read_at", path, offset, cap % 2**32)
+    if answer.reason is not None:
+        return int(abi.error_for_reason(answer.reason))
+    data, _ = answer.value
+    store_bytes(mem, buf_ptr, data)
+    _record_read(run, answer)
+    return len(data)
+
+
+def _fs_write(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
+    mem = guest_memory(run, caller, cctx)
+    path, code = _gate(run, "fs_write", mem, p[0].of.i32, p[1].of.i32)
+    if path is None:
+        return code
+    data = load(mem, p[2].of.i32, p[3].of.i32)
+    answer = _fs_call(run, "fs_write", "write", path, data)
+    if answer.reason is not None:
+        return int(abi.error_for_reason(answer.reason))
+    run.fs = answer.fs
+    run.wrote = True
+    return 0
+
+
+def _fs_ls(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
+    mem = guest_memory(run, caller, cctx)
+    path, code = _gate(run, "fs_ls", mem, p[0].of.i32, p[1].of.i32)
+    if path is None:
+        return code
+    buf_ptr, cap = p[2].of.i32, p[3].of.i32
+    span(mem, buf_ptr, cap)
+    answer = _fs_call(run, "fs_ls", "ls", path)
+    if answer.reason is not None:
+        return int(abi.error_for_reason(answer.reason))
+    listing: bytes = answer.value
+    store_bytes(mem, buf_ptr, listing[: cap % 2**32])
+    return abi.clamp_i32(len(listing))
+
+
+def _fs_rm(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
+    mem = guest_memory(run, caller, cctx)
+    path, code = _gate(run, "fs_rm", mem, p[0].of.i32, p[1].of.i32)
+    if path is None:
+        return code
+    answer = _fs_call(run, "fs_rm", "rm", path)
+    if answer.reason is not None:
+        return int(abi.error_for_reason(answer.reason))
+    run.fs = answer.fs
+    run.wrote = True
+    return 0
+
+
+HANDLERS: Final[dict[str, Handler]] = {
+    "write": _write,
+    "read": _read,
+    "fs_read": _fs_read,
+    "fs_read_at": _fs_read_at,
+    "fs_write": _fs_write,
+    "fs_ls": _fs_ls,
+    "fs_rm": _fs_rm,
+}
+
+
+# ---- the kind
+
+
+class KuroAbiV1(CoreModuleKind):
+    """Modules whose imports are all in the kuro ABI v1 table (:data:`kuro_wasm.model.abi.IMPORTS`), or none."""
+
+    name = "kuro-abi-v1"
+    import_modules = frozenset({abi.IMPORT_MODULE})
+
+    def define_functions(self, linker: wasmtime.Linker) -> None:
+        for spec in abi.IMPORTS:
+            define(linker, abi.IMPORT_MODULE, spec.name, spec.params, spec.results, HANDLERS[spec.name], fault=FAULT)
+
+    def claim(self, shape: WasmShape) -> str | None:
+        if shape.component:
+            return "the guest is a component, not a core module"
+        for imp in shape.imports:
+            sig = imp.sig
+            params, results = (sig.params, sig.results) if sig is not None else ((), ())
+            reason = abi.check_import(imp.module, imp.name, params, results, imp.kind)
+            if reason is not None:
+                return reason
+        return None
+
+    def entry(self, shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
+        found = shape.export(export)
+        if found is None or found.kind != "func" or found.sig is None:
+            return f"guest has no function export {export!r}"
+        sig = found.sig
+        if len(sig.results) > 1 or any(r != "i32" for r in sig.results):
+            return f"export {export!r} returns ({' '.join(sig.results)}); an exit code is one i32 or nothing"
+        odd = next((p for p in sig.params if p not in NUMBER_TYPES), None)
+        if odd is not None:
+            return f"export {export!r} takes a parameter of type {odd}; only i32, i64, f32 and f64 can be passed"
+        reason = abi.check_args(sig.params, list(args))
+        if reason is not None:
+            return f"export {export!r}: {reason}"
+        return Entry(export, sig, tuple(args))
+
+    def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
+        run.memory = _engine.lookup_memory(store, instance)
+        func = _engine.lookup_func(store, instance, entry.export)
+        return _engine.call_export(store, func, entry.sig.params, entry.args, entry.sig.results)
+
+
+FAULT: Final = int(ErrorCode.FAULT)
+KIND: Final = KuroAbiV1()
+
+
+def linker_for(engine: wasmtime.Engine) -> wasmtime.Linker:
+    """The shared linker of ``engine`` with every ABI v1 import defined (created once per engine)."""
+    return KIND.linker(engine)

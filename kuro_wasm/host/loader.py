@@ -1,0 +1,283 @@
+"""Guest loading: bytes by CID, verified, compiled (cached), checked against the ABI, pre-linked.
+
+## The one decision
+A guest is named by its CID and nothing else, and bytes that do not hash to
+that CID are never compiled: every block on the way (a raw block, or each
+block of a UnixFS file DAG for a large module) is re-hashed here, whatever the
+store promises. A module already compiled (in memory, or on disk under a keyed
+BLAKE3 tag bound to the CID and engine, see :mod:`.cache`) is not fetched again:
+it was verified when it was compiled. Then the module must be a wasm *binary* (text is compiled only
+on the way in, by :func:`add_guest`), and one guest kind must claim it
+(:func:`kuro_wasm.host.kinds.classify`, deciding from the module's shape as read
+from its verified bytes — :mod:`kuro_wasm.model.wasm_shape` — and kept beside the
+compiled artifact, so wasmtime-py is never asked for a type it cannot represent);
+the kind then checks the requested export and the args.
+Failures are values (:class:`LoadFailure`), with the receipt outcome they
+imply: ``guest-not-found`` (127) when the store lacks the CID, ``load-error``
+(126) for everything else.
+
+## Effects
+Reads the block store; compiles through :mod:`kuro_wasm.host.cache`; pre-links with
+the kind's shared linker for the engine and keeps the ``InstancePre`` per
+(CID, engine) in memory so a warm run only instantiates.
+
+## Not done here
+No fetching from a network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import wasmtime
+
+from kuro_fs.blocks import BlockStore
+from kuro_fs.cid import parse as parse_cid
+from kuro_fs.errors import CorruptBlock, DagPbError, InvalidCID, KuroFsError
+from kuro_fs.unixfs import MissingBlock, iter_file, write_file
+from kuro_wasm.errors import LoadError
+from kuro_wasm.host.cache import ModuleCache
+from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
+from kuro_wasm.host.kind import Entry, GuestKind
+from kuro_wasm.host.kinds import classify
+from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, read_shape
+
+__all__ = [
+    "LoadFailure",
+    "Prepared",
+    "add_guest",
+    "check_imports",
+    "fetch_guest",
+    "forget_prepared",
+    "prepare",
+    "resolve",
+]
+
+_WASM_MAGIC: Final = b"\0asm"
+_PREPARED_ENTRIES: Final = 256
+
+
+@dataclass(frozen=True, slots=True)
+class LoadFailure:
+    """Why a guest could not be loaded, and the receipt outcome that implies."""
+
+    outcome: str  # "load-error" | "guest-not-found"
+    error: str
+
+
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """A verified, compiled, pre-linked guest, with its shape and the kind that runs it."""
+
+    cid: str
+    module: Any  # the compiled guest (a wasmtime.Module for core-module kinds)
+    pre: Any  # the kind's pre-linked form of it (a wasmtime.InstancePre for core-module kinds)
+    shape: WasmShape
+    kind: GuestKind
+
+
+# ---- bytes by CID
+
+
+class _Corrupt(Exception):
+    pass
+
+
+def _verified_get(store: BlockStore) -> Any:
+    def get(cid: str) -> bytes | None:
+        block = store.get(cid)
+        if block is not None and hashlib.sha256(block).digest() != parse_cid(cid).digest:
+            raise _Corrupt(cid)
+        return block
+
+    return get
+
+
+def fetch_guest(store: BlockStore, cid: str) -> bytes | LoadFailure:
+    """The guest bytes named by ``cid``, each block re-hashed, or the failure.
+
+    A raw CID is one block; a dag-pb CID is a UnixFS file DAG. The root block
+    missing → ``guest-not-found``; any other problem (a bad CID, a dag-cbor CID,
+    an inner block missing, a block that does not hash to its CID) → ``load-error``.
+    """
+    try:
+        parsed = parse_cid(cid)
+    except InvalidCID as exc:
+        return LoadFailure("load-error", f"guest is not a CID: {exc}")
+    get = _verified_get(store)
+    try:
+        if get(cid) is None:
+            return LoadFailure("guest-not-found", f"guest {cid} is not in the block store")
+        if parsed.codec == "raw":
+            block = get(cid)
+            assert block is not None
+            return bytes(block)
+        if parsed.codec != "dag-pb":
+            return LoadFailure("load-error", f"guest {cid} is {parsed.codec}, not a raw block or a UnixFS file")
+        return b"".join(bytes(piece) for piece in iter_file(get, cid))
+    except (_Corrupt, CorruptBlock) as exc:
+        return LoadFailure("load-error", f"guest block {exc} does not hash to its CID; not compiled")
+    except MissingBlock as exc:
+        return LoadFailure("load-error", f"guest {cid} is incomplete: {exc}")
+    except (DagPbError, KuroFsError, ValueError) as exc:
+        return LoadFailure("load-error", f"guest {cid} is not a UnixFS file: {exc}")
+
+
+# ---- the shape, kept beside the compiled artifact
+
+
+def _describe(data: bytes) -> bytes:
+    try:
+        return read_shape(data).to_bytes()
+    except ShapeError as exc:
+        raise _Unreadable(str(exc)) from exc
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def check_imports(wasm: bytes) -> str | None:
+    """None if a guest kind of this host provides every import of the module ``wasm``; else why not.
+
+    The text names the first offending import (the ``load-error`` a run of it would get).
+    Raises ShapeError: ``wasm`` is not a readable wasm binary.
+    """
+    kind = classify(read_shape(wasm))
+    return kind if isinstance(kind, str) else None
+
+
+# ---- prepare (cached)
+
+_PREPARED: OrderedDict[tuple[str, str], Prepared] = OrderedDict()
+_PREPARED_LOCK = threading.Lock()
+
+
+def prepare(store: BlockStore, cid: str, config: EngineConfig, cache: ModuleCache) -> Prepared | LoadFailure:
+    """The guest ``cid`` ready to instantiate in an engine of ``config``, or why not.
+
+    A warm call (same CID and engine) only checks that the store still holds
+    the guest; the compiled, checked, pre-linked module is reused.
+    """
+    key = (cid, engine_key(config))
+    with _PREPARED_LOCK:
+        ready = _PREPARED.get(key)
+    if ready is not None:
+        try:
+            present = store.has(cid)
+        except KuroFsError as exc:
+            return LoadFailure("load-error", f"guest {cid}: {exc}")
+        if not present:
+            return LoadFailure("guest-not-found", f"guest {cid} is not in the block store")
+        return ready
+    engine = engine_for(config)
+    fetched: list[bytes | LoadFailure] = []
+
+    def wasm() -> bytes:
+        got = fetch_guest(store, cid)
+        fetched.append(got)
+        if isinstance(got, LoadFailure):
+            raise _Refused
+        if not got.startswith(_WASM_MAGIC):
+            fetched[-1] = LoadFailure("load-error", f"guest {cid} is not a wasm binary (no \\0asm header)")
+            raise _Refused
+        return got
+
+    # A disk or memory hit skips the fetch, but the guest must still be in the store.
+    if not _present(store, cid):
+        return LoadFailure("guest-not-found", f"guest {cid} is not in the block store")
+    try:
+        module, meta = cache.load(engine, key[1], cid, wasm, _describe)
+        shape = WasmShape.from_bytes(meta)
+    except _Refused:
+        failure = fetched[-1]
+        assert isinstance(failure, LoadFailure)
+        return failure
+    except wasmtime.WasmtimeError as exc:
+        return LoadFailure("load-error", f"guest {cid} does not compile: {_first_line(exc)}")
+    except (_Unreadable, ShapeError) as exc:
+        return LoadFailure("load-error", f"guest {cid}: cannot read its imports and exports: {exc}")
+    kind = classify(shape)
+    if isinstance(kind, str):
+        return LoadFailure("load-error", kind)
+    try:
+        pre = kind.link(engine, module)
+    except wasmtime.WasmtimeError as exc:  # pragma: no cover - the kind checked the imports
+        return LoadFailure("load-error", f"guest {cid} cannot be linked: {_first_line(exc)}")
+    ready = Prepared(cid, module, pre, shape, kind)
+    with _PREPARED_LOCK:
+        _PREPARED[key] = ready
+        while len(_PREPARED) > _PREPARED_ENTRIES:
+            _PREPARED.popitem(last=False)
+    return ready
+
+
+class _Refused(Exception):
+    pass
+
+
+def _present(store: BlockStore, cid: str) -> bool:
+    try:
+        return store.has(cid)
+    except KuroFsError:
+        return False
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def resolve(ready: Prepared, export: str, args: Sequence[object]) -> Entry | LoadFailure:
+    """The entry point ``export`` of ``ready`` called with ``args``, as its kind resolves it, else a load-error."""
+    entry = ready.kind.entry(ready.shape, export, args)
+    if isinstance(entry, str):
+        return LoadFailure("load-error", f"guest {ready.cid}: {entry}")
+    return entry
+
+
+def forget_prepared() -> None:
+    """Drop every pre-linked guest (tests use this to exercise the cache layers)."""
+    with _PREPARED_LOCK:
+        _PREPARED.clear()
+
+
+# ---- adding guests
+
+
+def add_guest(store: BlockStore, wasm_or_wat: bytes | str) -> str:
+    """Store a guest module and return its CID (WAT text is compiled to a binary first).
+
+    A module of up to one chunk (262144 bytes) is one raw block; a larger one
+    is a UnixFS file DAG (dag-pb root). The module is validated first, so a
+    stored guest at least compiles.
+
+    Raises LoadError: if the text is not WAT, the bytes are not a valid wasm module, or
+    ``wasm_or_wat`` is neither bytes-like nor text.
+    """
+    if isinstance(wasm_or_wat, str):
+        try:
+            wasm_or_wat = wasm_or_wat.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: not text any compiler reads
+            raise LoadError(f"WAT text is not valid Unicode: {exc}") from exc
+    if not isinstance(wasm_or_wat, (bytes, bytearray, memoryview)):  # bytes(int) would be that many zero bytes
+        raise LoadError(f"a guest is wasm bytes or WAT text, got {type(wasm_or_wat).__name__}")
+    try:
+        data = bytes(wasm_or_wat)
+    except ValueError as exc:  # a released memoryview
+        raise LoadError(f"guest bytes are unreadable: {exc}") from exc
+    if not data.startswith(_WASM_MAGIC):
+        try:
+            data = bytes(wasmtime.wat2wasm(data.decode("utf-8")))
+        except (UnicodeDecodeError, wasmtime.WasmtimeError) as exc:
+            raise LoadError(f"not a wasm binary and not WAT text: {_first_line(exc)}") from exc
+    try:
+        wasmtime.Module.validate(engine_for(EngineConfig()), data)
+    except wasmtime.WasmtimeError as exc:
+        raise LoadError(f"not a valid wasm module: {_first_line(exc)}") from exc
+    return write_file(store.put, data).cid

@@ -1,0 +1,305 @@
+"""The ledger's SQLite database: schema, pooled connections, and row writes in one transaction each.
+
+## The one decision
+One row per operation id (``operations.op_id`` is the primary key), and every
+write is one ``BEGIN IMMEDIATE`` transaction: the claim is an
+``INSERT … ON CONFLICT DO NOTHING`` of a ``started`` row, so of any number of
+racing threads or processes exactly one inserts; a terminal receipt is written
+with its status, exit code, outcome and checksum in the same statement, and only
+over a row that is not ``done`` and has the same digest, so a receipt once saved
+is never replaced. Connections run in autocommit mode (``isolation_level=None``)
+so the only transactions are the ones written here, with WAL and
+``synchronous=FULL`` so a committed row survives a power cut.
+
+## Effects
+SQLite (stdlib ``sqlite3``) at one path. Connections are pooled per ledger (a
+connection serves one thread at a time; one that saw an error is closed, not
+reused; a forked child opens its own and never closes its parent's). Injected:
+``connect`` (how a connection is opened; it must be usable from any thread,
+``check_same_thread=False``) and ``timeout`` (seconds a write waits for the lock).
+
+## Not done here
+What to do when SQLite refuses (the journal, ``pending``/``failed``), who owns a
+row and whether it is alive, and what a row answers are decided in
+:mod:`kuro_wasm.ledger.ledger`, :mod:`kuro_wasm.ledger.liveness` and :mod:`kuro_wasm.ledger.answer`.
+No migrations beyond adding the index and the cancel table to older ledgers;
+no retention, no vacuum.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Final
+
+from kuro_wasm.errors import LedgerCorrupt, LedgerError
+from kuro_wasm.ledger.answer import Row, stored_text
+
+__all__ = ["SCHEMA_VERSION", "Connect", "LedgerDB", "default_connect"]
+
+SCHEMA_VERSION: Final = "1"
+_POOL_IDLE_MAX: Final = 4
+
+Connect = Callable[[Path, float], sqlite3.Connection]
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS operations (
+    op_id          TEXT PRIMARY KEY,
+    digest         TEXT NOT NULL,
+    status         TEXT NOT NULL CHECK (status IN ('started', 'done', 'unknown')),
+    owner_pid      INTEGER NOT NULL,
+    owner_token    TEXT NOT NULL,
+    started_at     INTEGER NOT NULL,
+    finished_at    INTEGER,
+    reason         TEXT,
+    exit_code      INTEGER,
+    outcome        TEXT,
+    receipt        TEXT,
+    receipt_sha256 TEXT
+);
+INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('schema-version', '1');
+"""
+#: Added to ledgers made before them (schema version unchanged: older code ignores both).
+#: The crash sweep reads only ``started`` rows; without the index it would scan the whole ledger.
+_ADDITIONS: Final = (
+    "CREATE INDEX IF NOT EXISTS operations_started ON operations (op_id) WHERE status = 'started'",
+    "CREATE TABLE IF NOT EXISTS cancel_requests (op_id TEXT PRIMARY KEY, requested_at INTEGER NOT NULL)",
+)
+_ADDED_NAMES: Final = ("operations_started", "cancel_requests")
+_COLUMNS: Final = (
+    "op_id, digest, status, owner_pid, owner_token, started_at, finished_at, reason, receipt, receipt_sha256"
+)
+
+
+def default_connect(path: Path, timeout: float) -> sqlite3.Connection:
+    """A connection usable from any thread (the pool hands it to one thread at a time), in autocommit mode."""
+    return sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+
+
+class _Pool:
+    """Idle SQLite connections of one ledger: each serves one caller at a time, and only in this process."""
+
+    def __init__(self, opener: Callable[[], sqlite3.Connection]) -> None:
+        self._opener = opener
+        self._idle: list[sqlite3.Connection] = []
+        self._forked_away: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._closed = False
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._pid != os.getpid():
+                # A forked child must not use (nor close: closing may checkpoint) its parent's connections.
+                self._forked_away.extend(self._idle)
+                self._idle, self._pid = [], os.getpid()
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._opener()
+        clean = False
+        try:
+            yield conn
+            clean = not conn.in_transaction
+        finally:
+            self._give_back(conn, clean)
+
+    def _give_back(self, conn: sqlite3.Connection, clean: bool) -> None:
+        if clean:
+            with self._lock:
+                if not self._closed and self._pid == os.getpid() and len(self._idle) < _POOL_IDLE_MAX:
+                    self._idle.append(conn)
+                    return
+        conn.close()
+
+    def close(self) -> None:
+        """Close the idle connections; connections in use are closed when given back."""
+        with self._lock:
+            idle, self._idle, self._closed = self._idle, [], True
+        for conn in idle:
+            conn.close()
+
+
+class LedgerDB:
+    """The ``operations``/``cancel_requests`` tables of one ledger file.
+
+    Opening prepares the schema (creating it in an empty file). Methods raise
+    :class:`sqlite3.Error` when SQLite refuses, unless they say otherwise: what a
+    refusal means is the caller's decision.
+
+    Raises LedgerCorrupt: ``path`` is not a kuro ledger (or has another schema
+    version). LedgerError: it cannot be opened or prepared.
+    """
+
+    def __init__(self, path: Path, connect: Connect, timeout: float) -> None:
+        self._path = path
+        self._connect_fn = connect
+        self._timeout = timeout
+        self._pool = _Pool(self._connect)
+        self._init_schema()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = self._connect_fn(self._path, self._timeout)
+        conn.isolation_level = None
+        conn.execute("PRAGMA synchronous=FULL")
+        return conn
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """A ``BEGIN IMMEDIATE`` transaction: committed if the block ends, rolled back if it raises."""
+        with self._pool.connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _init_schema(self) -> None:
+        try:
+            with self._pool.connection() as conn:
+                conn.execute("PRAGMA journal_mode=WAL")
+                present = conn.execute("SELECT name FROM sqlite_master WHERE name = 'operations'").fetchall()
+                if not present:
+                    conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} {'; '.join(_ADDITIONS)}; COMMIT;")
+                version = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema-version'").fetchone()
+                names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master").fetchall()}
+            if not names.issuperset(_ADDED_NAMES):
+                self._add_missing()
+        except sqlite3.DatabaseError as exc:
+            if any(word in str(exc) for word in ("not a database", "malformed", "no such table")):
+                raise LedgerCorrupt(f"{self._path} is not a kuro ledger: {exc}") from exc
+            raise LedgerError(f"cannot open or prepare the ledger {self._path}: {exc}") from exc
+        if version is None or version[0] != SCHEMA_VERSION:
+            raise LedgerCorrupt(f"{self._path}: ledger schema version {version!r}, this code reads {SCHEMA_VERSION}")
+
+    def _add_missing(self) -> None:
+        """Add the index and the cancel table to an older ledger; a locked or read-only file stays without."""
+        try:
+            with self.tx() as conn:
+                for statement in _ADDITIONS:
+                    conn.execute(statement)
+        except sqlite3.OperationalError:
+            pass
+
+    # -- rows
+
+    def row(self, conn: sqlite3.Connection, op_id: str) -> Row | None:
+        """The row of ``op_id`` read on ``conn``, or ``None``."""
+        found = conn.execute(f"SELECT {_COLUMNS} FROM operations WHERE op_id = ?", (op_id,)).fetchall()
+        return Row(*found[0]) if found else None
+
+    def read_row(self, op_id: str) -> Row | None:
+        """The row of ``op_id`` (a plain read: no write lock), or ``None``."""
+        with self._pool.connection() as conn:
+            return self.row(conn, op_id)
+
+    def started_rows(self) -> list[Row]:
+        """Every ``started`` row (through the partial index, when the ledger has it)."""
+        with self._pool.connection() as conn:
+            found = conn.execute(f"SELECT {_COLUMNS} FROM operations WHERE status = 'started'").fetchall()
+        return [Row(*r) for r in found]
+
+    def insert_started(self, op_id: str, digest: str, pid: int, token: str, started_at: int) -> Row | None:
+        """Claim ``op_id``: ``None`` if this call inserted its ``started`` row, else the row already there."""
+        with self.tx() as conn:
+            inserted = conn.execute(
+                "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at) "
+                "VALUES (?, ?, 'started', ?, ?, ?) ON CONFLICT(op_id) DO NOTHING",
+                (op_id, digest, pid, token, started_at),
+            ).rowcount
+            return None if inserted == 1 else self.row(conn, op_id)
+
+    def mark_unknown(self, row: Row, reason: str) -> Row:
+        """Turn ``row`` (``started``, same owner) into ``unknown``; return the row as it now stands.
+
+        Never raises for SQLite: if it cannot write, the ``unknown`` found is still
+        returned (the truth, unsaved). If another writer finished the row first,
+        the fresh ``done`` row is returned.
+        """
+        try:
+            with self.tx() as conn:
+                conn.execute(
+                    "UPDATE operations SET status = 'unknown', reason = ? "
+                    "WHERE op_id = ? AND status = 'started' AND owner_pid = ? AND owner_token = ?",
+                    (reason, row.op_id, row.owner_pid, row.owner_token),
+                )
+                fresh = self.row(conn, row.op_id)
+        except sqlite3.Error:
+            fresh = None  # cannot write: still report the truth we found
+        if fresh is None or fresh.status == "started":
+            return replace(row, status="unknown", reason=reason)
+        return fresh
+
+    def save_terminal(self, entries: list[dict[str, Any]]) -> None:
+        """Write terminal receipts (journal-entry shaped maps) in one transaction: all or none."""
+        with self.tx() as conn:
+            _apply_terminal(conn, entries)
+
+    # -- cancel requests from other processes
+
+    def cancel_requested(self, op_id: str) -> bool:
+        """Whether a cancel of ``op_id`` was requested; ``False`` if SQLite cannot be read now (ask again later)."""
+        try:
+            with self._pool.connection() as conn:
+                return bool(conn.execute("SELECT 1 FROM cancel_requests WHERE op_id = ?", (op_id,)).fetchall())
+        except sqlite3.Error:
+            return False  # cannot read the request now: the next poll tries again
+
+    def request_cancel(self, op_id: str, now: int) -> str:
+        """Record a cancel request: ``"requested"``, or ``"not-recorded"`` if SQLite refused it."""
+        try:
+            with self.tx() as conn:
+                conn.execute("INSERT OR IGNORE INTO cancel_requests (op_id, requested_at) VALUES (?, ?)", (op_id, now))
+        except sqlite3.Error:
+            return "not-recorded"
+        return "requested"
+
+    def operations(self) -> list[dict[str, Any]]:
+        """Every row as ``kuro/…`` keys (op id, status, digest, times, exit code, outcome, reason), oldest first."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT op_id, status, digest, started_at, finished_at, exit_code, outcome, reason "
+                "FROM operations ORDER BY started_at, op_id"
+            ).fetchall()
+        keys = ("op-id", "status", "argument-digest", "started-at", "finished-at", "exit-code", "outcome", "reason")
+        return [{f"kuro/{k}": v for k, v in zip(keys, r, strict=True) if v is not None} for r in rows]
+
+    def close(self) -> None:
+        """Close the idle connections; connections in use are closed when given back."""
+        self._pool.close()
+
+
+def _apply_terminal(conn: sqlite3.Connection, entries: list[dict[str, Any]]) -> None:
+    for entry in entries:
+        text, sha = stored_text(entry["receipt"])
+        receipt = entry["receipt"]
+        code = receipt.get("kuro/exit-code")
+        conn.execute(
+            "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at, finished_at, "
+            "exit_code, outcome, receipt, receipt_sha256) VALUES (?, ?, 'done', ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(op_id) DO UPDATE SET status = 'done', finished_at = excluded.finished_at, "
+            "exit_code = excluded.exit_code, outcome = excluded.outcome, receipt = excluded.receipt, "
+            "receipt_sha256 = excluded.receipt_sha256, reason = NULL "
+            "WHERE operations.status != 'done' AND operations.digest = excluded.digest",
+            (
+                entry["op-id"],
+                entry["digest"],
+                entry["owner-pid"],
+                entry["owner-token"],
+                entry["started-at"],
+                entry["finished-at"],
+                code if isinstance(code, int) else None,
+                receipt.get("kuro/outcome", receipt.get("kuro/reason")),
+                text,
+                sha,
+            ),
+        )

@@ -1,0 +1,504 @@
+"""The receipt ledger: durable receipts keyed by operation id, replay without re-running, crash honesty.
+
+## The one decision
+An operation id runs **at most once**. :meth:`Ledger.run` first *claims* the id:
+an ``INSERT … ON CONFLICT DO NOTHING`` of a ``started`` row (argument digest,
+owner pid, owner process-start token) inside one ``BEGIN IMMEDIATE``
+transaction, so of any number of racing threads or processes exactly one
+inserts, and within one process a registry of live runs answers first. Only the
+claimant runs; it then saves the terminal receipt in one transaction. Everyone
+else gets an answer from the row, never a second run:
+
+============================== ===================================================
+row for the op id              ``run`` returns
+============================== ===================================================
+none                           claims, runs, saves: ``kuro/replayed`` False
+``done``, same digest          the stored receipt, ``kuro/replayed`` True
+``done``/any, other digest     raises :class:`OperationConflict` (nothing runs)
+``unknown``                    the ``unknown`` value as is (never retried; use a new op id)
+``started``, owner alive       ``{"kuro/status": "running", …}`` (nothing runs)
+``started``, owner gone        becomes ``unknown``, returned as such
+============================== ===================================================
+
+A ``started`` row whose owner process is gone (crash, ``kill -9``, a run that
+ended without its receipt being saved) becomes ``unknown`` on open (a sweep
+over the ``started`` rows, indexed) and whenever ``run``/``result`` meet it:
+``unknown`` is not success, and is never retried automatically. Owners
+are (pid, boot id + kernel start time of that pid), so a reused pid is not
+mistaken for the owner, and a zombie counts as gone.
+
+Persistence is reported, never assumed: ``kuro/persistence`` is ``saved`` (the
+SQLite transaction committed), ``pending`` (SQLite refused — locked past
+``timeout``, read-only, full — and the receipt was appended and fsync-ed to the
+private journal ``ledger.journal`` beside it; the next ``result``/``run``/open moves it
+into SQLite without running anything) or ``failed`` (both refused: replay
+protection cannot be promised, and ``kuro/persistence-error`` says so). A
+journal entry is moved before every ``run``/``result`` answers.
+
+What a row keeps is the receipt's *stored form* (:func:`kuro_wasm.ledger.record.stored_form`:
+never the raw output — its CIDs, byte counts and redacted previews, in which the
+run's stdin lines and the values of secret-named environment variables are
+concealed too; no stdin, no environment; raw output blocks and the full receipt
+only with ``keep_output=True``, and then in the private output store
+``<ledger dir>/output``, never the shared block store).
+Every receipt the ledger hands out — fresh or replayed — has that one shape,
+plus ``kuro/status`` (``done``), ``kuro/op-id``, ``kuro/argument-digest``,
+``kuro/receipt-cid``, ``kuro/redactions``, ``kuro/replayed`` and
+``kuro/persistence``. Other answers are values too: ``running``, ``unknown``
+(with ``kuro/unknown-reason`` and a hint) and ``not-found``. A historical
+result does not complete new work: ``result(op_id, for_new_task=True)`` marks
+its answer ``kuro/current: False``.
+
+This module is the story of those decisions; the parts live beside it:
+:mod:`~kuro_wasm.ledger.db` (schema, connection pool, one transaction per row
+write), :mod:`~kuro_wasm.ledger.liveness` (is an owner process alive?),
+:mod:`~kuro_wasm.ledger.live` (this process's runs),
+:mod:`~kuro_wasm.ledger.persistence` (saved / pending / failed),
+:mod:`~kuro_wasm.ledger.journal` (the fallback file) and
+:mod:`~kuro_wasm.ledger.answer` (the answer values, pure).
+
+## Effects
+SQLite at ``path`` (default :func:`kuro_fs.home.ledger_path`), a journal file
+beside it, the block store, ``/proc`` for owner liveness, ``os.environ``
+(secret-named values, to conceal), all but the last through the modules above;
+a starter's run. Injected: ``starter`` (default :func:`kuro_wasm.host.api.start`,
+imported on first use), ``store``, ``now`` (ms) and ``connect`` (how a SQLite
+connection is opened; it must be usable from any thread, ``check_same_thread=False``).
+
+## Not done here
+Cancel across processes is a request: ``cancel=True`` on another process's
+run records it (``kuro/cancel: "requested"``) and returns at once; the owner
+polls for requests every :data:`CANCEL_POLL_S` seconds while it waits and then
+kills its run, whose receipt a later ``result`` returns. No
+waiting for another process's run, no retention policy, no signing of rows.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+from kuro_fs.blocks import BlockStore
+from kuro_fs.home import ledger_path
+from kuro_wasm.errors import LedgerError, ModelError, OperationConflict
+from kuro_wasm.ledger.answer import Row, answer, check_op_id, not_found, receipt_of, running_value, status_value
+from kuro_wasm.ledger.db import Connect, LedgerDB, default_connect
+from kuro_wasm.ledger.journal import Journal
+from kuro_wasm.ledger.live import LIVE as _LIVE
+from kuro_wasm.ledger.live import LIVE_LOCK as _LIVE_LOCK
+from kuro_wasm.ledger.live import Live, RunHandle
+from kuro_wasm.ledger.liveness import own_token, owner_gone
+from kuro_wasm.ledger.persistence import Persistence
+from kuro_wasm.ledger.record import stored_form
+from kuro_wasm.model.operation import argument_digest, run_limits, stdin_text
+from kuro_wasm.model.sessions import Session
+
+__all__ = ["CANCEL_POLL_S", "Ledger", "RunHandle", "Starter"]
+
+#: How often (seconds) a running ledgered run looks for a cancel request from another process.
+CANCEL_POLL_S: Final = 0.25
+#: Environment variables whose values are concealed in previews (a guest has no env, but stdin or fs may carry one).
+_SECRET_ENV_NAME: Final = re.compile(r"token|secret|passw|api_?key|private_?key|credential", re.IGNORECASE)
+_SECRET_ENV_MIN: Final = 8
+
+#: ``starter(session, command, *, store, **options) -> RunHandle | denial mapping``.
+Starter = Callable[..., "RunHandle | Mapping[str, Any]"]
+
+
+def _default_starter() -> Starter:
+    from kuro_wasm.host.api import start  # lazily: the ledger is usable (and testable) without wasmtime
+
+    return start
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _secret_env_values() -> list[str]:
+    """Values of this process's secret-named environment variables (long enough to conceal)."""
+    return [v for k, v in os.environ.items() if _SECRET_ENV_NAME.search(k) and len(v) >= _SECRET_ENV_MIN]
+
+
+def _live_value(op_id: str, live: Live) -> dict[str, Any]:
+    """The answer for a run of this process still going."""
+    return running_value(op_id, live.digest, live.started_at, os.getpid(), live.handle)
+
+
+class Ledger:
+    """Durable receipts by operation id. See the module docstring for the rules.
+
+    ``Ledger(path=None, *, home=None, store=None, starter=None, now=None, connect=None, timeout=2.0)``:
+    ``path`` defaults to ``<home>/ledger.sqlite``; ``store`` (where output bytes
+    and full receipts go) defaults to a ``FileBlockStore`` in ``blocks/`` beside
+    the ledger; ``timeout`` is how long (seconds) a write waits for a SQLite lock
+    before the receipt goes to the journal.
+
+    Raises LedgerCorrupt: if ``path`` is not a ledger database. LedgerError: if it
+    cannot be opened or created.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        home: str | os.PathLike[str] | None = None,
+        store: BlockStore | None = None,
+        starter: Starter | None = None,
+        output_store: BlockStore | None = None,
+        now: Callable[[], int] | None = None,
+        connect: Connect | None = None,
+        timeout: float = 2.0,
+    ) -> None:
+        self._path = Path(path) if path is not None else ledger_path(home)
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._key = str(self._path.resolve())
+        self._journal = Journal(self._path.with_suffix(".journal"))
+        self._store = store
+        self._output_store = output_store
+        self._starter = starter
+        self._now = now or _now_ms
+        self._closed = False
+        self._db = LedgerDB(self._path, connect or default_connect, timeout)
+        self._persistence = Persistence(self._db, self._journal)
+        self.recover()
+
+    # -- plumbing
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def journal_path(self) -> Path:
+        return self._journal.path
+
+    def _live_key(self, op_id: str) -> tuple[int, str, str]:
+        return (os.getpid(), self._key, op_id)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LedgerError(f"ledger {self._path} is closed")
+
+    def _store_for(self, store: BlockStore | None) -> BlockStore:
+        if store is not None:
+            return store
+        if self._store is None:
+            from kuro_fs.filestore import FileBlockStore
+
+            self._store = FileBlockStore(self._path.parent / "blocks")
+        return self._store
+
+    def _private_output(self) -> BlockStore:
+        """Where kept raw output goes: the private output store (never the shared block store)."""
+        if self._output_store is None:
+            from kuro_fs.filestore import FileBlockStore
+
+            self._output_store = FileBlockStore(self._path.parent / "output")
+        return self._output_store
+
+    def _start(self, session: Session, command: object, store: BlockStore, options: dict[str, Any]) -> Any:
+        if self._starter is None:
+            self._starter = _default_starter()
+        return self._starter(session, command, store=store, **options)
+
+    # -- owners
+
+    def _owner_gone(self, row: Row) -> str | None:
+        """Why the owner of a started row is gone, or ``None`` if it may still be running."""
+        pid, token = own_token()
+        if row.owner_pid == pid and row.owner_token == token:
+            with _LIVE_LOCK:
+                live = self._live_key(row.op_id) in _LIVE
+            return None if live else "run-ended-without-saved-receipt"
+        return owner_gone(row.owner_pid, row.owner_token)
+
+    # -- public
+
+    def recover(self) -> int:
+        """Move journal entries into SQLite, then turn ``started`` rows of gone owners into ``unknown``.
+
+        Runs on open (and from :meth:`operations`); runs nothing. ``run`` and
+        ``result`` move journal entries before they answer and judge the one row
+        they read, so they need no sweep. Returns the number of journal entries
+        moved (0 if SQLite still refuses them: they stay).
+        """
+        moved = self._persistence.drain()
+        try:
+            started = self._db.started_rows()
+        except sqlite3.Error:
+            return moved
+        for row in started:
+            reason = self._owner_gone(row)
+            if reason is not None:
+                self._db.mark_unknown(row, reason)
+        return moved
+
+    def run(self, op_id: str, session: Session, command: object, **run_options: Any) -> dict[str, Any]:
+        """Run ``command`` under operation ``op_id`` at most once; return its receipt (see the module table).
+
+        ``run_options``: ``store`` (this run's block store, else the ledger's),
+        ``keep_output`` (default False: no raw output is persisted anywhere; True:
+        the raw output blocks and the full receipt go to the private output store,
+        see :mod:`kuro_wasm.ledger.record` — not part of the operation's identity), and
+        what the starter takes — ``fs``, ``stdin`` (bytes), ``timeout_ms``,
+        ``max_output_bytes``, ``max_memory_bytes``, ``fuel``, the structural bounds,
+        ``home``, ``on_chunk``, ``on_exit``. A denial from the starter is stored and
+        replayed like a receipt.
+
+        Raises OperationConflict: ``op_id`` is known with a different argument digest.
+        ModelError: a bad op id, option or argument (before anything is recorded).
+        LedgerError: the start could not be recorded (nothing ran), or the ledger is closed.
+        Whatever the starter raises propagates, after the row is marked ``unknown``.
+        """
+        self._check_open()
+        check_op_id(op_id)
+        store = self._store_for(run_options.pop("store", None))
+        keep_output = run_options.pop("keep_output", False)
+        if not isinstance(keep_output, bool):
+            raise ModelError(f"keep_output must be a bool, got {keep_output!r}", reason="invalid-run-option")
+        digest = argument_digest(session, command, **run_options)
+        options = {**run_options, **run_limits(run_options)}
+        self._persistence.drain()
+        live = Live(digest, self._now())
+        while True:
+            with _LIVE_LOCK:
+                other = _LIVE.setdefault(self._live_key(op_id), live)
+            if other is live:
+                break
+            other.decided.wait()  # another thread of this process is claiming this op id: wait for its verdict
+            if not other.owner:
+                continue  # it found the op id already recorded and left: ask SQLite ourselves
+            if other.digest != digest:
+                raise OperationConflict(f"operation {op_id!r} is running with different arguments")
+            return _live_value(op_id, other)
+        try:
+            existing = self._claim(op_id, digest, live.started_at)
+        except BaseException:
+            self._unregister(op_id, live)
+            live.decide(False)
+            raise
+        if existing is not None:
+            self._unregister(op_id, live)
+            live.decide(False)
+            return existing
+        live.decide(True)
+        output_store = self._private_output() if keep_output else None
+        return self._run_claimed(op_id, digest, live, session, command, store, options, output_store)
+
+    def _unregister(self, op_id: str, live: Live) -> None:
+        with _LIVE_LOCK:
+            if _LIVE.get(self._live_key(op_id)) is live:
+                del _LIVE[self._live_key(op_id)]
+
+    def _claim(self, op_id: str, digest: str, started_at: int) -> dict[str, Any] | None:
+        """``None`` if this call now owns ``op_id``; else the answer for the existing record.
+
+        A row, once written, keeps its op id and digest, so a row found by a plain
+        read is answered without taking the write lock: a replay is answered even
+        while another writer holds SQLite.
+        """
+        try:
+            row = self._db.read_row(op_id)
+        except sqlite3.Error:
+            row = None  # the claim below meets the same trouble and says what it is
+        if row is not None:
+            return self._existing(row, digest)
+        pid, token = own_token()
+        try:
+            row = self._db.insert_started(op_id, digest, pid, token, started_at)
+        except sqlite3.Error as exc:
+            pending = self._persistence.pending(op_id)
+            if pending is None:
+                raise LedgerError(f"could not record the start of operation {op_id!r} ({exc}); nothing ran") from exc
+            if pending["digest"] != digest:
+                raise OperationConflict(f"operation {op_id!r} already ran with different arguments") from exc
+            return answer(pending["receipt"], replayed=True, persistence="pending")
+        return None if row is None else self._existing(row, digest)
+
+    def _existing(self, row: Row, digest: str) -> dict[str, Any]:
+        """The answer ``run`` gives for an op id already recorded (a receipt still in the journal wins)."""
+        if row.digest != digest:
+            raise OperationConflict(
+                f"operation {row.op_id!r} is recorded with argument digest {row.digest}, not {digest}; "
+                "use a new operation id for different work"
+            )
+        if row.status != "done":
+            pending = self._persistence.pending(row.op_id)
+            if pending is not None and pending["digest"] == row.digest:
+                return answer(pending["receipt"], replayed=True, persistence="pending")
+        return self._answer_for(row)
+
+    def _answer_for(self, row: Row) -> dict[str, Any]:
+        if row.status == "done":
+            return answer(receipt_of(row), replayed=True, persistence="saved")
+        if row.status == "started":
+            reason = self._owner_gone(row)
+            if reason is not None:
+                row = self._db.mark_unknown(row, reason)
+                if row.status == "done":
+                    return self._answer_for(row)
+        return status_value(row)
+
+    def _run_claimed(
+        self,
+        op_id: str,
+        digest: str,
+        live: Live,
+        session: Session,
+        command: object,
+        store: BlockStore,
+        options: dict[str, Any],
+        output_store: BlockStore | None,
+    ) -> dict[str, Any]:
+        phase = "host-raised"
+        try:
+            started = self._start(session, command, store, options)
+            if isinstance(started, Mapping):
+                result: Mapping[str, Any] = started
+            else:
+                live.attach(started)
+                close_stdin = getattr(started, "close_stdin", None)
+                if callable(close_stdin):
+                    close_stdin()  # the stdin bytes given are all the input there is
+                result = self._wait(op_id, started, live)
+            phase = "ledger-raised"
+            conceal = [stdin_text(options.get("stdin")), *_secret_env_values()]
+            stored = stored_form(op_id, digest, result, store, conceal=conceal, output_store=output_store)
+            value = self._save(op_id, digest, live.started_at, stored)
+        except BaseException as exc:
+            if live.handle is not None:
+                live.handle.kill()
+            pid, token = own_token()
+            row = Row(op_id, digest, "started", pid, token, live.started_at, None, None, None, None)
+            unknown = status_value(self._db.mark_unknown(row, f"{phase}: {type(exc).__name__}"))
+            self._unregister(op_id, live)
+            live.finish(unknown)
+            raise
+        self._unregister(op_id, live)
+        live.finish({**value, "kuro/replayed": True})
+        return value
+
+    def _wait(self, op_id: str, handle: RunHandle, live: Live) -> Mapping[str, Any]:
+        """The run's result; meanwhile, every :data:`CANCEL_POLL_S` s, honour a cancel request from another process.
+
+        A ``KeyboardInterrupt`` (Ctrl-C; the CLI turns SIGTERM and SIGHUP into one too) while waiting
+        is a cancel, not a crash: the guest is killed and its ``cancelled`` receipt is recorded and
+        returned, so the operation is not left ``unknown``. A second one while the receipt is being
+        built propagates (and the operation is then ``unknown``, as after a crash).
+        """
+        while True:
+            try:
+                return handle.wait(CANCEL_POLL_S)
+            except TimeoutError:
+                if not live.cancel_requested and self._db.cancel_requested(op_id):
+                    live.cancel()
+            except KeyboardInterrupt:
+                live.cancel()
+                return handle.wait()
+
+    def _save(self, op_id: str, digest: str, started_at: int, stored: dict[str, Any]) -> dict[str, Any]:
+        pid, token = own_token()
+        entry = {
+            "op-id": op_id,
+            "digest": digest,
+            "owner-pid": pid,
+            "owner-token": token,
+            "started-at": started_at,
+            "finished-at": self._now(),
+            "receipt": stored,
+        }
+        return self._persistence.save(entry)
+
+    def result(self, op_id: str, *, cancel: bool = False, for_new_task: bool = False) -> dict[str, Any]:
+        """What is known about ``op_id``; never starts anything.
+
+        Returns the stored receipt (``kuro/status`` ``done``, ``kuro/replayed``
+        True, ``kuro/persistence`` ``saved``, or ``pending`` while it waits in the
+        journal); for a run in progress ``{"kuro/status": "running", …}``; for a
+        run whose owner is gone ``{"kuro/status": "unknown", …}``; for an id never
+        seen ``{"kuro/status": "not-found", "kuro/op-id": op_id}``.
+
+        ``cancel=True`` kills a run of this process and returns its terminal
+        receipt once saved; for a run of another process it records a cancel
+        request and returns the running status at once with ``kuro/cancel``
+        ``requested`` (``not-recorded`` if SQLite refused it): the owner kills
+        its run within :data:`CANCEL_POLL_S` s. On anything else it is a no-op.
+        ``for_new_task=True`` marks the answer ``kuro/current: False``: a
+        historical result does not complete new work.
+
+        Raises LedgerCorrupt: a stored row fails its checksum. LedgerError: closed, or SQLite unreadable.
+        """
+        self._check_open()
+        check_op_id(op_id)
+        self._persistence.drain()
+        value = self._lookup(op_id, cancel)
+        if for_new_task:
+            value["kuro/current"] = False
+        return value
+
+    def _lookup(self, op_id: str, cancel: bool) -> dict[str, Any]:
+        with _LIVE_LOCK:
+            live = _LIVE.get(self._live_key(op_id))
+        if live is not None:
+            live.decided.wait()
+        if live is not None and live.owner:
+            if not cancel:
+                return _live_value(op_id, live)
+            live.cancel()
+            live.done.wait()
+            assert live.final is not None
+            return dict(live.final)
+        try:
+            row = self._db.read_row(op_id)
+        except sqlite3.Error as exc:
+            pending = self._persistence.pending(op_id)
+            if pending is None:
+                raise LedgerError(f"cannot read the ledger {self._path}: {exc}") from exc
+            return answer(pending["receipt"], replayed=True, persistence="pending")
+        if row is None or row.status != "done":
+            pending = self._persistence.pending(op_id)
+            if pending is not None and (row is None or pending["digest"] == row.digest):
+                return answer(pending["receipt"], replayed=True, persistence="pending")
+        if row is None:
+            return not_found(op_id)
+        value = self._answer_for(row)
+        if cancel and value["kuro/status"] == "running":
+            value["kuro/cancel"] = self._db.request_cancel(op_id, self._now())
+        return value
+
+    def operations(self) -> list[dict[str, Any]]:
+        """Every recorded operation, oldest first: op id, status, digest, times, exit code, outcome.
+
+        Sweeps first (:meth:`recover`), so a run whose owner is gone is listed ``unknown``, not ``started``.
+        """
+        self._check_open()
+        self.recover()
+        return self._db.operations()
+
+    def close(self) -> None:
+        """Stop accepting calls (idempotent). Runs already in progress still save their receipts."""
+        self._closed = True
+        self._db.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Ledger:
+        self._check_open()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self._path)!r}{', closed' if self._closed else ''})"

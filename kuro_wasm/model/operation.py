@@ -1,0 +1,135 @@
+"""An operation's identity: the argument digest, and the run limits it is computed over.
+
+## The one decision
+Two requests are "the same operation" exactly when their **argument digest**
+is equal: the dag-cbor CID of the session's mode and sorted grant, the command,
+the raw CID of stdin (never its bytes), the limits with defaults filled in (so
+omitting a limit equals passing its default) and the fs root the guest will
+see. The session id, cwd, callbacks and the module-cache ``home`` are left
+out: they do not change what runs.
+
+## Pure
+Values in, values out.
+
+## Not done here
+What a ledger row keeps of a receipt: :mod:`kuro_wasm.ledger.record`. No SQLite,
+no journal, no owners: see :mod:`kuro_wasm.ledger.ledger`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kuro_fs.cid import parse_cid, raw_cid
+from kuro_fs.dagcbor import cid_of
+from kuro_fs.errors import InvalidCID
+from kuro_wasm.errors import ModelError
+from kuro_wasm.model.limits import Limits
+from kuro_wasm.model.sessions import Session
+
+__all__ = ["DEFAULT_LIMITS", "RUN_OPTIONS", "argument_digest", "plain", "run_limits", "stdin_text"]
+
+#: The limits a run gets when the caller does not say (the host's defaults).
+DEFAULT_LIMITS: Final[Mapping[str, int | None]] = Limits().as_options()
+#: Every keyword :meth:`Ledger.run` accepts besides the limits (passed on to the starter).
+RUN_OPTIONS: Final = frozenset({"fs", "stdin", "home", "on_chunk", "on_exit", *DEFAULT_LIMITS})
+
+# ---- argument digest
+
+
+def plain(value: Any, where: str) -> Any:
+    """``value`` as plain dag-cbor data (integral floats as ints); raises ModelError ``unencodable-value``."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ModelError(f"{where}: {value!r} cannot be digested", reason="unencodable-value")
+        return int(value) if value.is_integer() else value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, Mapping):
+        if not all(isinstance(k, str) for k in value):
+            raise ModelError(f"{where}: map keys must be strings", reason="unencodable-value")
+        return {k: plain(v, f"{where}/{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v, f"{where}/{i}") for i, v in enumerate(value)]
+    raise ModelError(f"{where}: {type(value).__name__} cannot be digested", reason="unencodable-value")
+
+
+def _fs_root(session: Session, fs: object) -> str:
+    if fs is None:
+        return session.fs_root_cid
+    root = fs if isinstance(fs, str) else getattr(fs, "root", None)
+    if not isinstance(root, str):
+        raise ModelError(f"fs must be a kuro_fs.Fs or a root CID string, got {type(fs).__name__}", reason="invalid-fs")
+    try:
+        parse_cid(root)
+    except InvalidCID as exc:
+        raise ModelError(f"fs root {root!r} is not a CID: {exc}", reason="invalid-fs-root") from exc
+    return root
+
+
+def _stdin_cid(stdin: object) -> str | None:
+    if stdin is None:
+        return None
+    if isinstance(stdin, str):
+        stdin = stdin.encode()
+    if not isinstance(stdin, (bytes, bytearray, memoryview)):
+        raise ModelError(f"a ledgered run takes stdin as bytes, got {type(stdin).__name__}", reason="invalid-stdin")
+    return raw_cid(bytes(stdin))
+
+
+def run_limits(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The limits a run gets: each of :data:`DEFAULT_LIMITS`, from ``options`` or its default.
+
+    Checked here, by the host's rule (:class:`~kuro_wasm.model.limits.Limits`), so a bad
+    limit is refused before a ledger records anything (the host would refuse it only
+    after the op id was claimed).
+
+    Raises ModelError: ``invalid-limit`` for a value that is not an int (bools
+    are not) from the limit's minimum to 2**64-1, or ``None`` where the default is not.
+    """
+    return Limits.from_options(options).as_options()
+
+
+def stdin_text(stdin: object) -> str:
+    """``stdin`` (bytes or str, as :meth:`Ledger.run` takes it) as text, for concealing; ``""`` for ``None``."""
+    if isinstance(stdin, str):
+        return stdin
+    if isinstance(stdin, (bytes, bytearray, memoryview)):
+        return bytes(stdin).decode("utf-8", "replace")
+    return ""
+
+
+def argument_digest(session: Session, command: object, **run_options: Any) -> str:
+    """The dag-cbor CID naming *what* a run is asked to do.
+
+    Covers the session's mode and sorted grant, the command, the raw CID of stdin
+    (never its bytes), the limits (defaults filled in, so omitting a limit equals
+    passing its default) and the fs root (``fs`` if given, else the session's).
+    Not covered: the session id, cwd, callbacks and ``home``.
+
+    Raises ModelError: for a non-Session, an unknown option, a bad limit
+    (``invalid-limit``), an fs root that is not a CID, or a value that cannot be digested.
+    """
+    if not isinstance(session, Session):
+        raise ModelError(f"a ledgered run needs a Session, got {type(session).__name__}", reason="invalid-session")
+    unknown = sorted(set(run_options) - RUN_OPTIONS)
+    if unknown:
+        raise ModelError(
+            f"unknown run option(s) {', '.join(unknown)}",
+            reason="unknown-run-option",
+            hint=f"one of {', '.join(sorted(RUN_OPTIONS))}, store",
+        )
+    return cid_of(
+        {
+            "kuro.ledger/version": 1,
+            "mode": session.mode,
+            "grant": sorted(session.grant),
+            "command": plain(command, "command"),
+            "stdin": _stdin_cid(run_options.get("stdin")),
+            "limits": {k.replace("_", "-"): v for k, v in Limits.from_options(run_options).identity().items()},
+            "fs-root": _fs_root(session, run_options.get("fs")),
+        }
+    )

@@ -1,0 +1,347 @@
+"""The terminal model: modes, grants, sessions, guest specs and the denial gate.
+
+``kuro = terminal session + command intent + effective grant + receipt``.
+
+## The one decision
+:func:`denial` decides, before anything is loaded or run, whether a command may
+run in a session, and its body *is* the decision order:
+
+1. a ``terminal-host`` session (which :func:`session` builds only with
+   ``signed_opt_in=True``, raising ``signed-opt-in-required`` otherwise) →
+   ``unsupported-mode`` (there is no shell behind a wasm guest; the mode exists
+   so that asking for it is explicit and refused);
+2. an argv vector (a non-empty list/tuple of strings) → ``argv-not-a-process``,
+   even when every capability is granted: a wasm host has no processes, and a
+   receipt that pretended otherwise would lie about what ran;
+3. anything that is not exactly a :func:`guest` spec → ``guest-spec-required``;
+4. a grant without ``guest/invoke`` → ``missing-capabilities`` with a sorted
+   ``kuro/missing``.
+
+A denial is a value of one fixed shape (:data:`DENIAL_KEYS`), never an
+exception. A mode is a *grant scope*, not an isolation level: nothing here is
+called "safe".
+
+## Pure
+No I/O, no clock. Values in, values out; tables (:data:`MODES`,
+:data:`CAPABILITIES`, :data:`DENIAL_REASONS`) are data.
+
+## Not done here
+Per-import capability checks (``fs/read`` …) happen at call time in the host and
+land in the receipt's ``kuro/denials``; string arguments to exports are refused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kuro_fs.cid import parse as _parse_cid
+from kuro_fs.errors import InvalidCID
+from kuro_wasm.errors import ModelError
+
+__all__ = [
+    "CAPABILITIES",
+    "DEFAULT_MODE",
+    "DENIAL_KEYS",
+    "DENIAL_REASONS",
+    "GUEST_REQUIRES",
+    "I64_MAX",
+    "I64_MIN",
+    "MODES",
+    "Mode",
+    "Session",
+    "denial",
+    "guest",
+    "is_argv",
+    "is_guest_spec",
+    "session",
+]
+
+#: The capability vocabulary of this host: name → what it lets a guest do.
+CAPABILITIES: Final[Mapping[str, str]] = {
+    "guest/invoke": "run a guest export at all",
+    "fs/read": "read file bytes from the session's kuro.fs root",
+    "fs/ls": "list a directory of the session's kuro.fs root",
+    "fs/write": "write a file, producing a new fs root",
+    "fs/rm": "remove a path, producing a new fs root",
+    "stdin/read": "read the bytes the caller supplied as stdin",
+    "agent/checkpoint": "let an agent checkpoint and restore the run's stream",
+    "host/shell": "a host shell; named so terminal-host can be spelled, never backed here",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    """One terminal mode: its label, its default grant, whether it asks for the host."""
+
+    name: str
+    label: str
+    default_grant: frozenset[str]
+    host: bool
+
+
+_REPO: Final = frozenset({"guest/invoke", "fs/read", "fs/ls", "stdin/read"})
+
+#: The modes, each a grant scope with a default grant. ``terminal-safe`` does not exist.
+MODES: Final[Mapping[str, Mode]] = {
+    "terminal-repo": Mode("terminal-repo", "repo", _REPO, host=False),
+    "terminal-build": Mode("terminal-build", "build", _REPO | {"fs/write", "fs/rm"}, host=False),
+    "terminal-agent": Mode("terminal-agent", "agent", _REPO | {"agent/checkpoint"}, host=False),
+    "terminal-host": Mode("terminal-host", "host", frozenset({"host/shell"}), host=True),
+}
+DEFAULT_MODE: Final = "terminal-repo"
+
+#: Denial reasons, in decision order: reason → why.
+DENIAL_REASONS: Final[Mapping[str, str]] = {
+    "unsupported-mode": "terminal-host has no shell behind a wasm guest; this host refuses it",
+    "argv-not-a-process": "an argv vector names a process; a wasm host runs guest exports, not processes",
+    "guest-spec-required": "the command is not a kuro/guest spec (see kuro_wasm.model.sessions.guest)",
+    "missing-capabilities": "the session's grant lacks capabilities the command needs (kuro/missing)",
+}
+#: Every denial has exactly these keys.
+DENIAL_KEYS: Final = (
+    "kuro/allowed?",
+    "kuro/isolation",
+    "kuro/missing",
+    "kuro/mode",
+    "kuro/reason",
+    "kuro/session-id",
+    "kuro/type",
+)
+#: What running a guest spec requires of the grant.
+GUEST_REQUIRES: Final = frozenset({"guest/invoke"})
+I64_MIN: Final = -(2**63)
+I64_MAX: Final = 2**63 - 1
+_GUEST_KEYS: Final = frozenset({"kuro/type", "kuro/guest", "kuro/export", "kuro/args"})
+
+
+# ---- sessions
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A terminal session: who runs, over which fs root, with which grant.
+
+    ``grant`` is the effective capability set (the mode's default unless a grant
+    replaced it). Build with :func:`session`, which validates.
+    """
+
+    id: str
+    fs_root_cid: str
+    mode: str
+    grant: frozenset[str]
+    cwd: str = "."
+    signed_opt_in: bool = False
+
+    @property
+    def effective_capabilities(self) -> list[str]:
+        """The grant as a sorted list (the form receipts carry)."""
+        return sorted(self.grant)
+
+    def allows(self, required: Iterable[str]) -> bool:
+        """True when every capability in ``required`` is granted."""
+        return set(required) <= self.grant
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data with ``kuro/`` keys (encodable as dag-cbor and JSON)."""
+        return {
+            "kuro/type": "kuro/session",
+            "kuro/session-id": self.id,
+            "kuro/fs-root-cid": self.fs_root_cid,
+            "kuro/mode": self.mode,
+            "kuro/cwd": self.cwd,
+            "kuro/grant": sorted(self.grant),
+            "kuro/signed-opt-in?": self.signed_opt_in,
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Session:
+        """Rebuild a session from :meth:`to_data` output, validating as :func:`session` does.
+
+        Raises ModelError: if the data is not a session's data.
+        """
+        if not isinstance(data, Mapping) or data.get("kuro/type") != "kuro/session":
+            raise ModelError("not session data (kuro/type must be kuro/session)", reason="invalid-session")
+        grant = data.get("kuro/grant")
+        if not isinstance(grant, (list, tuple)):
+            raise ModelError("session data needs a kuro/grant list", reason="invalid-session")
+        return session(
+            data.get("kuro/session-id"),  # type: ignore[arg-type]
+            data.get("kuro/fs-root-cid"),  # type: ignore[arg-type]
+            data.get("kuro/mode"),  # type: ignore[arg-type]
+            grant=grant,
+            cwd=data.get("kuro/cwd", "."),
+            signed_opt_in=data.get("kuro/signed-opt-in?", False) is True,
+        )
+
+
+def session(
+    id: str,
+    fs_root_cid: str,
+    mode: str = DEFAULT_MODE,
+    grant: Iterable[str] | None = None,
+    cwd: str = ".",
+    *,
+    signed_opt_in: bool = False,
+) -> Session:
+    """A validated :class:`Session`.
+
+    ``grant`` (an iterable of capability names) *replaces* the mode's default
+    grant; ``None`` keeps the default.
+
+    >>> s = session("s1", "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku")
+    >>> s.effective_capabilities
+    ['fs/ls', 'fs/read', 'guest/invoke', 'stdin/read']
+
+    Raises ModelError: ``invalid-session`` if ``id`` is not a non-empty string or
+    ``cwd`` not a string; ``invalid-fs-root`` if ``fs_root_cid`` is not a CID;
+    ``unknown-mode``; ``unknown-capability`` (or a grant that is a bare string);
+    ``signed-opt-in-required`` for ``terminal-host`` without ``signed_opt_in=True``.
+    """
+    if not isinstance(id, str) or not id.strip():
+        raise ModelError(f"session id must be a non-blank string, got {id!r}", reason="invalid-session")
+    try:
+        _parse_cid(fs_root_cid)
+    except InvalidCID as exc:
+        raise ModelError(f"fs_root_cid is not a CID: {exc}", reason="invalid-fs-root") from exc
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ModelError(
+            f"unknown terminal mode {mode!r}", reason="unknown-mode", hint=f"one of {', '.join(sorted(MODES))}"
+        )
+    if not isinstance(cwd, str):
+        raise ModelError(f"cwd must be a string, got {type(cwd).__name__}", reason="invalid-session")
+    spec = MODES[mode]
+    if spec.host and signed_opt_in is not True:
+        raise ModelError(
+            "terminal-host requires signed opt-in", reason="signed-opt-in-required", hint="pass signed_opt_in=True"
+        )
+    return Session(id, fs_root_cid, mode, _grant(grant, spec), cwd, signed_opt_in is True)
+
+
+def _grant(grant: Iterable[str] | None, spec: Mode) -> frozenset[str]:
+    if grant is None:
+        return spec.default_grant
+    if isinstance(grant, (str, bytes)) or not isinstance(grant, Iterable):
+        raise ModelError(
+            f"grant must be an iterable of capability names, got {type(grant).__name__}",
+            reason="unknown-capability",
+        )
+    names = list(grant)
+    unknown = sorted(repr(n) for n in names if not isinstance(n, str) or n not in CAPABILITIES)
+    if unknown:
+        raise ModelError(
+            f"unknown capability {', '.join(unknown)}",
+            reason="unknown-capability",
+            hint=f"one of {', '.join(sorted(CAPABILITIES))}",
+        )
+    return frozenset(names)
+
+
+# ---- guest specs
+
+
+def _arg(value: object, index: int) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ModelError(
+            f"guest arg {index} must be an int or float, got {type(value).__name__}", reason="invalid-guest-spec"
+        )
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ModelError(f"guest arg {index} is {value!r}: not a finite number", reason="invalid-guest-spec")
+        if not value.is_integer():
+            return value
+        value = int(value)  # JS-number semantics: 2.0 is 2 (and dag-cbor must not see an integral float)
+    if not I64_MIN <= value <= I64_MAX:
+        raise ModelError(f"guest arg {index} = {value} does not fit in i64", reason="invalid-guest-spec")
+    return value
+
+
+def guest(cid: str, export: str, args: Iterable[int | float] = ()) -> dict[str, Any]:
+    """The guest invocation spec: run ``export`` of the module named by ``cid`` with ``args``.
+
+    Integral floats in ``args`` become ints (JavaScript number semantics; the
+    host converts per the export's wasm signature anyway), so a spec and every
+    receipt built from it are dag-cbor-canonical.
+
+    >>> guest("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku", "run", [40, 2.0])["kuro/args"]
+    [40, 2]
+
+    Raises ModelError (reason ``invalid-guest-spec``): if ``cid`` is not a CID in
+    kuro's profile, ``export`` is not a non-empty string, ``args`` is not a
+    list/tuple, or an arg is not an int/float (bool and str are refused), is NaN
+    or infinite, or is an integer outside i64.
+    """
+    try:
+        _parse_cid(cid)
+    except InvalidCID as exc:
+        raise ModelError(f"guest is not a CID: {exc}", reason="invalid-guest-spec") from exc
+    if not isinstance(export, str) or not export:
+        raise ModelError(f"export must be a non-empty string, got {export!r}", reason="invalid-guest-spec")
+    if not isinstance(args, (list, tuple)):
+        raise ModelError(f"args must be a list, got {type(args).__name__}", reason="invalid-guest-spec")
+    return {
+        "kuro/type": "kuro/guest",
+        "kuro/guest": cid,
+        "kuro/export": export,
+        "kuro/args": [_arg(a, i) for i, a in enumerate(args)],
+    }
+
+
+def is_guest_spec(command: object) -> bool:
+    """True only for a mapping that equals :func:`guest` of its own fields (closed shape)."""
+    if not isinstance(command, Mapping) or set(command) != _GUEST_KEYS or command["kuro/type"] != "kuro/guest":
+        return False
+    try:
+        rebuilt = guest(command["kuro/guest"], command["kuro/export"], command["kuro/args"])
+    except ModelError:
+        return False
+    return rebuilt == dict(command) and all(
+        type(a) is type(b) for a, b in zip(rebuilt["kuro/args"], command["kuro/args"], strict=True)
+    )
+
+
+def is_argv(command: object) -> bool:
+    """True for an argv vector: a non-empty list or tuple whose every item is a string."""
+    return isinstance(command, (list, tuple)) and len(command) > 0 and all(isinstance(a, str) for a in command)
+
+
+# ---- the gate
+
+
+def _denied(sess: Session, reason: str, missing: Iterable[str] = ()) -> dict[str, Any]:
+    return {
+        "kuro/type": "kuro/denial",
+        "kuro/allowed?": False,
+        "kuro/reason": reason,
+        "kuro/session-id": sess.id,
+        "kuro/mode": sess.mode,
+        "kuro/isolation": "none",
+        "kuro/missing": sorted(missing),
+    }
+
+
+def denial(sess: Session, command: object) -> dict[str, Any] | None:
+    """``None`` when ``command`` may run in ``sess``, else the denial value.
+
+    The denial has exactly :data:`DENIAL_KEYS`: ``kuro/allowed?`` False,
+    ``kuro/reason`` (one of :data:`DENIAL_REASONS`, checked in that order),
+    ``kuro/session-id``, ``kuro/mode``, ``kuro/isolation`` ``"none"`` (nothing
+    ran), ``kuro/missing`` (sorted; empty unless the reason is
+    ``missing-capabilities``) and ``kuro/type`` ``"kuro/denial"``.
+
+    Raises ModelError: if ``sess`` is not a :class:`Session`.
+    """
+    if not isinstance(sess, Session):
+        raise ModelError(f"denial needs a Session, got {type(sess).__name__}", reason="invalid-session")
+    if MODES[sess.mode].host:
+        return _denied(sess, "unsupported-mode")
+    if is_argv(command):
+        return _denied(sess, "argv-not-a-process")
+    if not is_guest_spec(command):
+        return _denied(sess, "guest-spec-required")
+    missing = GUEST_REQUIRES - sess.grant
+    if missing:
+        return _denied(sess, "missing-capabilities", missing)
+    return None

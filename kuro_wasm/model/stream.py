@@ -1,0 +1,391 @@
+"""The output stream of one guest run: state + event → next state.
+
+## The one decision
+One output cap (default 1 MiB) counts stdout and stderr **together**; a chunk
+that does not fit is dropped **whole**, and truncation is **sticky**: once a
+chunk has been dropped every later chunk is dropped too, even one that would
+fit. Every kept chunk also counts against a **chunk bound** (``max_chunks``,
+default 100,000): a write — even an empty one — costs host memory for its
+bookkeeping, so a guest looping on tiny or zero-length writes is stopped like
+one that writes too many bytes, and ``kuro/capped-by`` says which bound
+(``bytes`` or ``chunks``) stopped it. So the kept output is always an exact prefix of what the guest emitted
+(per stream and interleaved), and ``kept + dropped-bytes = emitted``. ``seq``
+advances for dropped chunks too, so a reader can see where the gap is.
+:func:`finish` builds the receipt with the stream's own measurements winning
+over the host's (handed to :func:`kuro_wasm.model.receipt.receipt_measured`, which
+does not check a second time what the stream itself computed); an untruncated
+stream's receipt has no ``kuro/truncated?`` and no ``kuro/dropped-bytes`` at all.
+
+The value is immutable, yet :func:`append` is O(1): kept chunks live in a
+reversed cons list (``(chunk, rest)`` tuples) with running counters beside it,
+and are put in order only on demand (:func:`chunks`, :func:`kept_bytes`). A
+guest may write 100k tiny chunks; copying a tuple per append would be quadratic.
+
+## Pure
+No I/O, no clock, no threads: the host owns the single writer.
+
+## Not done here
+No decoding: chunks are bytes. No persistence (see :mod:`kuro_wasm.model.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeAlias, overload
+
+from kuro_fs.cid import raw_cid
+from kuro_wasm.errors import ModelError, StreamClosed
+from kuro_wasm.model.receipt import namespace, receipt_measured
+from kuro_wasm.model.sessions import Session
+
+__all__ = [
+    "DEFAULT_MAX_CHUNKS",
+    "DEFAULT_MAX_OUTPUT_BYTES",
+    "STATES",
+    "STREAMS",
+    "Chunk",
+    "Stream",
+    "append",
+    "chunks",
+    "finish",
+    "kept_bytes",
+    "mark_exited",
+    "new",
+    "total_bytes",
+]
+
+DEFAULT_MAX_OUTPUT_BYTES: Final = 1048576
+#: Kept chunks per run (stdout and stderr together), whatever their size.
+DEFAULT_MAX_CHUNKS: Final = 100_000
+STREAMS: Final = ("stdout", "stderr")
+#: ``orphaned`` only ever comes from :func:`kuro_wasm.model.checkpoint.restore`.
+STATES: Final = ("running", "exited", "orphaned")
+
+_Cons: TypeAlias = "tuple[Chunk, _Cons] | None"
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One kept write: which stream, the bytes, and its sequence number."""
+
+    stream: str
+    data: bytes
+    seq: int
+
+    def to_data(self) -> dict[str, Any]:
+        """``{"kuro/stream", "kuro/bytes", "kuro/seq"}`` (a closed shape)."""
+        return {"kuro/stream": self.stream, "kuro/bytes": self.data, "kuro/seq": self.seq}
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Stream:
+    """An output stream value. Build with :func:`new`; change with :func:`append`/:func:`mark_exited`.
+
+    ``stdout_bytes``/``stderr_bytes`` count kept bytes; ``dropped_bytes`` what
+    the cap dropped; ``seq`` the number of appends seen (kept or not);
+    ``kept_chunks`` the chunks kept, at most ``max_chunks``; ``capped_by`` which
+    bound dropped the first chunk (``"bytes"`` or ``"chunks"``), None until one did.
+    ``session``/``command`` are optional: :func:`finish` and the checkpoint use
+    them when the caller does not pass its own.
+    """
+
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    state: str = "running"
+    seq: int = 0
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    dropped_bytes: int = 0
+    truncated: bool = False
+    restored_from: str | None = None
+    session: Session | None = None
+    command: Mapping[str, Any] | None = None
+    max_chunks: int = DEFAULT_MAX_CHUNKS
+    kept_chunks: int = 0
+    capped_by: str | None = None
+    _rev: _Cons = field(default=None, compare=False)
+
+    @property
+    def running(self) -> bool:
+        """True while the guest may still write."""
+        return self.state == "running"
+
+    def _key(self) -> tuple[Any, ...]:
+        return (
+            self.max_output_bytes,
+            self.state,
+            self.seq,
+            self.stdout_bytes,
+            self.stderr_bytes,
+            self.dropped_bytes,
+            self.truncated,
+            self.restored_from,
+            self.session,
+            None if self.command is None else dict(self.command),
+            self.max_chunks,
+            self.capped_by,
+            chunks(self),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        # Defined by hand: comparing two 100k-deep cons lists would recurse.
+        return isinstance(other, Stream) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"Stream(state={self.state!r}, seq={self.seq}, stdout_bytes={self.stdout_bytes}, "
+            f"stderr_bytes={self.stderr_bytes}, dropped_bytes={self.dropped_bytes}, "
+            f"truncated={self.truncated}, max_output_bytes={self.max_output_bytes})"
+        )
+
+
+def new(
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    *,
+    session: Session | None = None,
+    command: Mapping[str, Any] | None = None,
+    max_chunks: int = DEFAULT_MAX_CHUNKS,
+) -> Stream:
+    """A fresh ``running`` stream with the cap ``max_output_bytes`` across both streams.
+
+    Raises ModelError: if the cap or the chunk bound is not a non-negative int.
+    """
+    for name, value in (("max_output_bytes", max_output_bytes), ("max_chunks", max_chunks)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ModelError(f"{name} must be an int >= 0, got {value!r}", reason="invalid-limit")
+    return Stream(max_output_bytes=max_output_bytes, session=session, command=command, max_chunks=max_chunks)
+
+
+def _check_name(stream: object) -> str:
+    if not isinstance(stream, str) or stream not in STREAMS:
+        raise ModelError(f"chunk stream must be stdout or stderr, got {stream!r}", reason="invalid-stream-name")
+    return stream
+
+
+def append(s: Stream, stream: str, data: bytes | bytearray | memoryview) -> tuple[Stream, Chunk | None]:
+    """Record that the guest wrote ``data`` to ``stream``: ``(stream', chunk)``.
+
+    ``chunk`` is the kept :class:`Chunk`, or ``None`` when a bound dropped the
+    write — then ``stream'.truncated`` is True and the host should stop the guest
+    with outcome ``output-capped`` (exit 125). An empty write is kept (and counts
+    against the chunk bound) while the stream is not truncated.
+
+    Raises ModelError: if ``stream`` is not stdout/stderr (checked first) or
+    ``data`` is not bytes-like. Raises StreamClosed: if ``s`` is not running.
+    """
+    _check_name(stream)
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ModelError(f"chunk data must be bytes, got {type(data).__name__}", reason="invalid-chunk")
+    if s.state != "running":
+        raise StreamClosed(f"cannot append to a finished stream (state {s.state})", state=s.state)
+    data = bytes(data)
+    n = len(data)
+    capped = (
+        s.capped_by
+        if s.truncated
+        else _bound_hit(s.max_output_bytes, s.stdout_bytes + s.stderr_bytes, n, s.max_chunks, s.kept_chunks)
+    )
+    if capped is not None:
+        return _next(s, s.stdout_bytes, s.stderr_bytes, s.dropped_bytes + n, True, s.kept_chunks, capped, s._rev), None
+    chunk = Chunk(stream, data, s.seq)
+    out, err = (s.stdout_bytes + n, s.stderr_bytes) if stream == "stdout" else (s.stdout_bytes, s.stderr_bytes + n)
+    return _next(s, out, err, s.dropped_bytes, s.truncated, s.kept_chunks + 1, None, (chunk, s._rev)), chunk
+
+
+def _bound_hit(max_bytes: int, kept: int, n: int, max_chunks: int, chunks_kept: int) -> str | None:
+    """Which bound a write of ``n`` bytes would exceed (``"bytes"`` first), or None if it fits both."""
+    if n > max_bytes - kept:
+        return "bytes"
+    if chunks_kept >= max_chunks:
+        return "chunks"
+    return None
+
+
+def _next(
+    s: Stream, out: int, err: int, dropped: int, truncated: bool, kept: int, capped: str | None, rev: _Cons
+) -> Stream:
+    # The hot path: a positional constructor call, not dataclasses.replace (several times faster).
+    return Stream(
+        s.max_output_bytes,
+        s.state,
+        s.seq + 1,
+        out,
+        err,
+        dropped,
+        truncated,
+        s.restored_from,
+        s.session,
+        s.command,
+        s.max_chunks,
+        kept,
+        capped if capped is not None else s.capped_by,
+        rev,
+    )
+
+
+def _walk(s: Stream) -> Iterator[Chunk]:
+    node = s._rev
+    while node is not None:
+        yield node[0]
+        node = node[1]
+
+
+def chunks(s: Stream) -> tuple[Chunk, ...]:
+    """The kept chunks in write order (O(n): materialised on demand)."""
+    out = list(_walk(s))
+    out.reverse()
+    return tuple(out)
+
+
+def kept_bytes(s: Stream, stream: str) -> bytes:
+    """The kept bytes of one stream, concatenated in order.
+
+    Raises ModelError: if ``stream`` is not stdout/stderr.
+    """
+    _check_name(stream)
+    parts = [c.data for c in _walk(s) if c.stream == stream]
+    parts.reverse()
+    return b"".join(parts)
+
+
+def total_bytes(s: Stream) -> int:
+    """Kept bytes across both streams (dropped bytes excluded)."""
+    return s.stdout_bytes + s.stderr_bytes
+
+
+def mark_exited(s: Stream) -> Stream:
+    """The stream with state ``exited``; idempotent on an exited stream.
+
+    Raises StreamClosed: on an ``orphaned`` stream (close it with checkpoint.abandon).
+    """
+    if s.state == "exited":
+        return s
+    if s.state != "running":
+        raise StreamClosed(f"only a running stream exits (state {s.state}); abandon an orphan", state=s.state)
+    return Stream(
+        s.max_output_bytes,
+        "exited",
+        s.seq,
+        s.stdout_bytes,
+        s.stderr_bytes,
+        s.dropped_bytes,
+        s.truncated,
+        s.restored_from,
+        s.session,
+        s.command,
+        s.max_chunks,
+        s.kept_chunks,
+        s.capped_by,
+        s._rev,
+    )
+
+
+_EMPTY_CID: Final = raw_cid(b"")
+_SMALL: Final = 1024
+
+
+@functools.lru_cache(maxsize=256)
+def _small_raw_cid(data: bytes) -> str:
+    return raw_cid(data)
+
+
+def _cid_of_kept(data: bytes) -> str:
+    """``raw_cid(data)``; a run's output is often empty or the same few bytes again, so those are remembered."""
+    if not data:
+        return _EMPTY_CID
+    return _small_raw_cid(data) if len(data) <= _SMALL else raw_cid(data)
+
+
+def _kept_both(s: Stream) -> tuple[bytes, bytes]:
+    """(stdout, stderr) kept bytes in one walk of the chunk list."""
+    if s._rev is None:
+        return b"", b""
+    out: list[bytes] = []
+    err: list[bytes] = []
+    for c in _walk(s):
+        if c.stream == "stdout":
+            out.append(c.data)
+        elif c.stream == "stderr":
+            err.append(c.data)
+    out.reverse()
+    err.reverse()
+    return b"".join(out), b"".join(err)
+
+
+def _measured(s: Stream) -> dict[str, Any]:
+    """The receipt keys the stream measures itself (they win over the host's)."""
+    out, err = _kept_both(s)
+    measured: dict[str, Any] = {
+        "kuro/stdout": out,
+        "kuro/stderr": err,
+        "kuro/stdout-cid": _cid_of_kept(out),
+        "kuro/stderr-cid": _cid_of_kept(err),
+        "kuro/stdout-bytes": s.stdout_bytes,
+        "kuro/stderr-bytes": s.stderr_bytes,
+    }
+    if s.truncated:
+        measured["kuro/truncated?"] = True
+        measured["kuro/dropped-bytes"] = s.dropped_bytes
+        if s.capped_by is not None:
+            measured["kuro/capped-by"] = s.capped_by
+    return measured
+
+
+def _finish(
+    s: Stream, sess: Session | None, command: Mapping[str, Any] | None, result: Mapping[str, Any]
+) -> dict[str, Any]:
+    """finish without the state check; shared with :func:`kuro_wasm.model.checkpoint.abandon` (orphans)."""
+    sess = sess if sess is not None else s.session
+    command = command if command is not None else s.command
+    if sess is None or command is None:
+        raise ModelError(
+            "finish needs the run's session and command (pass them or give them to new())", reason="invalid-stream"
+        )
+    host = namespace(result)
+    host.pop("kuro/truncated?", None)
+    host.pop("kuro/dropped-bytes", None)
+    host.pop("kuro/capped-by", None)
+    # The stream's own measurements are handed over as measured (not re-checked); the host's keys are checked.
+    return receipt_measured(sess, command, host, _measured(s))
+
+
+@overload
+def finish(s: Stream, result: Mapping[str, Any], /) -> dict[str, Any]: ...
+
+
+@overload
+def finish(
+    s: Stream, session: Session | None, command: Mapping[str, Any] | None, result: Mapping[str, Any], /
+) -> dict[str, Any]: ...
+
+
+def finish(s: Stream, *args: Any) -> dict[str, Any]:
+    """The receipt of the run, built with :func:`kuro_wasm.model.receipt.receipt`.
+
+    Called as ``finish(stream, result)`` (the session and command given to
+    :func:`new`) or ``finish(stream, session, command, result)`` (``None`` for
+    either falls back to the stream's own).
+
+    The stream's measurements win over ``result``: ``kuro/stdout``/``stderr``
+    (kept bytes), ``stdout-cid``/``stderr-cid`` (raw CIDs of the kept bytes),
+    ``stdout-bytes``/``stderr-bytes``, and — only when truncated —
+    ``truncated?`` True and ``dropped-bytes``; an untruncated stream's receipt
+    has neither key, whatever the host says. The state is unchanged: call
+    :func:`mark_exited` after.
+
+    Raises StreamClosed: if ``s`` is not running. Raises ModelError: as
+    :func:`~kuro_wasm.model.receipt.receipt` does, or when no session/command is known.
+    Raises TypeError: for any other number of arguments.
+    """
+    if len(args) == 1:
+        session, command, result = None, None, args[0]
+    elif len(args) == 3:
+        session, command, result = args
+    else:
+        raise TypeError(f"finish takes (stream, result) or (stream, session, command, result); got {1 + len(args)}")
+    if s.state != "running":
+        raise StreamClosed(f"stream already finished (state {s.state})", state=s.state)
+    return _finish(s, session, command, result)

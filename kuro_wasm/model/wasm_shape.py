@@ -1,0 +1,435 @@
+"""The shape of a wasm binary — its imports, exports and their signatures — read from the bytes.
+
+## The one decision
+What a guest imports and exports is read from the module's **bytes**, never
+asked of wasmtime-py: its ``FuncType.params``/``results`` cannot represent
+``v128`` or the GC proposal's reference types (``(ref null $struct)``, ``anyref``,
+``i31ref`` …), and asking for one aborts the whole process inside wasmtime's
+C API. This reader knows every value type of wasm 3.0 (numbers, ``v128``, the
+abstract and concrete reference types, shared heap types), so a module that
+validates always yields a shape, and the guest kinds decide from it —
+a signature with a type they cannot pass is then a ``load-error`` naming that
+type, not a host crash.
+
+It reads only the sections that decide a kind (type, import, function, table,
+memory, export) and skips the others by their size. It is run on bytes that
+wasmtime has already validated; a shape it still cannot read (a proposal newer
+than this reader) is :class:`ShapeError`, which the loader turns into a
+``load-error``.
+
+A **component** (component-model binary: the same ``\\0asm`` magic with layer 1
+in the version field) is recognised by its header; its shape is only that.
+
+## Pure
+Bytes in, a frozen value out. No wasmtime.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "NUMBER_TYPES",
+    "Export",
+    "FuncSig",
+    "Import",
+    "ShapeError",
+    "WasmShape",
+    "is_component",
+    "read_shape",
+]
+
+MAGIC: Final = b"\0asm"
+#: The value types every guest kind can pass as scalars.
+NUMBER_TYPES: Final = frozenset({"i32", "i64", "f32", "f64"})
+
+_NUMERIC: Final[dict[int, str]] = {0x7F: "i32", 0x7E: "i64", 0x7D: "f32", 0x7C: "f64", 0x7B: "v128"}
+# Abstract heap types (one byte each; as s33 they are the negative one-byte values).
+_HEAP: Final[dict[int, str]] = {
+    0x73: "nofunc",
+    0x72: "noextern",
+    0x71: "none",
+    0x70: "func",
+    0x6F: "extern",
+    0x6E: "any",
+    0x6D: "eq",
+    0x6C: "i31",
+    0x6B: "struct",
+    0x6A: "array",
+    0x69: "exn",
+    0x74: "noexn",
+    0x68: "cont",
+    0x75: "nocont",
+}
+_SHORTHAND: Final[dict[int, str]] = {
+    0x70: "funcref",
+    0x6F: "externref",
+    0x6E: "anyref",
+    0x6D: "eqref",
+    0x6C: "i31ref",
+    0x6B: "structref",
+    0x6A: "arrayref",
+    0x71: "nullref",
+    0x72: "nullexternref",
+    0x73: "nullfuncref",
+    0x69: "exnref",
+    0x74: "nullexnref",
+    0x68: "contref",
+    0x75: "nullcontref",
+}
+_SHARED: Final = 0x65
+_EXTERN_KINDS: Final[dict[int, str]] = {0x00: "func", 0x01: "table", 0x02: "memory", 0x03: "global", 0x04: "tag"}
+
+
+class ShapeError(ValueError):
+    """The bytes are not a module whose shape this reader can read (truncated, or a newer proposal)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FuncSig:
+    """A function signature as type names (``"i32"``, ``"v128"``, ``"(ref null $2)"`` …)."""
+
+    params: tuple[str, ...]
+    results: tuple[str, ...]
+
+    def text(self) -> str:
+        """``(i32 i32) -> (i32)``."""
+        return f"({' '.join(self.params)}) -> ({' '.join(self.results)})"
+
+    def unpassable(self) -> str | None:
+        """The first parameter or result type that is not a plain number (i32/i64/f32/f64), or None."""
+        return next((t for t in (*self.params, *self.results) if t not in NUMBER_TYPES), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """One import: ``module.name``, its extern kind, and (for a function) its signature."""
+
+    module: str
+    name: str
+    kind: str  # func | table | memory | global | tag
+    sig: FuncSig | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """One export: its name, extern kind and (for a function) signature."""
+
+    name: str
+    kind: str
+    sig: FuncSig | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WasmShape:
+    """What a guest kind decides from: is it a component; its imports and exports; memory and table counts."""
+
+    component: bool = False
+    imports: tuple[Import, ...] = ()
+    exports: tuple[Export, ...] = ()
+    memories: int = 0
+    tables: int = 0
+
+    def export(self, name: str) -> Export | None:
+        """The export called ``name``, or None."""
+        return next((e for e in self.exports if e.name == name), None)
+
+    def functions(self) -> dict[str, FuncSig]:
+        """Every function export's signature by name."""
+        return {e.name: e.sig for e in self.exports if e.kind == "func" and e.sig is not None}
+
+    def import_modules(self) -> frozenset[str]:
+        """The module names imported from."""
+        return frozenset(i.module for i in self.imports)
+
+    # ---- a stable byte form (kept beside the compiled artifact in the module cache)
+
+    def to_bytes(self) -> bytes:
+        """A compact JSON form; :meth:`from_bytes` reads it back."""
+
+        def sig(s: FuncSig | None) -> list[list[str]] | None:
+            return None if s is None else [list(s.params), list(s.results)]
+
+        data = {
+            "component": self.component,
+            "imports": [[i.module, i.name, i.kind, sig(i.sig)] for i in self.imports],
+            "exports": [[e.name, e.kind, sig(e.sig)] for e in self.exports],
+            "memories": self.memories,
+            "tables": self.tables,
+        }
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> WasmShape:
+        """The shape :meth:`to_bytes` wrote. Raises ShapeError for anything else."""
+        try:
+            data = json.loads(raw.decode("utf-8"))
+
+            def sig(s: list[list[str]] | None) -> FuncSig | None:
+                return None if s is None else FuncSig(tuple(map(str, s[0])), tuple(map(str, s[1])))
+
+            return cls(
+                component=bool(data["component"]),
+                imports=tuple(Import(str(m), str(n), str(k), sig(s)) for m, n, k, s in data["imports"]),
+                exports=tuple(Export(str(n), str(k), sig(s)) for n, k, s in data["exports"]),
+                memories=int(data["memories"]),
+                tables=int(data["tables"]),
+            )
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, IndexError) as exc:
+            raise ShapeError(f"not a stored module shape: {exc}") from exc
+
+
+def is_component(data: bytes | bytearray | memoryview) -> bool:
+    """True for a component-model binary (``\\0asm``, version field with layer 1).
+
+    >>> is_component(b"\\0asm\\x0d\\x00\\x01\\x00"), is_component(b"\\0asm\\x01\\x00\\x00\\x00")
+    (True, False)
+    """
+    head = bytes(data[:8])
+    return len(head) == 8 and head[:4] == MAGIC and head[6:8] == b"\x01\x00"
+
+
+class _Reader:
+    __slots__ = ("data", "end", "pos")
+
+    def __init__(self, data: memoryview, pos: int, end: int) -> None:
+        self.data, self.pos, self.end = data, pos, end
+
+    def byte(self) -> int:
+        if self.pos >= self.end:
+            raise ShapeError("unexpected end of section")
+        b = self.data[self.pos]
+        self.pos += 1
+        return int(b)
+
+    def peek(self) -> int:
+        if self.pos >= self.end:
+            raise ShapeError("unexpected end of section")
+        return int(self.data[self.pos])
+
+    def uleb(self, bits: int = 32) -> int:
+        result = shift = 0
+        while True:
+            b = self.byte()
+            result |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return result
+            if shift >= bits + 7:
+                raise ShapeError("integer too long")
+
+    def sleb(self, bits: int = 33) -> int:
+        result = shift = 0
+        while True:
+            b = self.byte()
+            result |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                if b & 0x40:
+                    result -= 1 << shift
+                return result
+            if shift >= bits + 7:
+                raise ShapeError("integer too long")
+
+    def name(self) -> str:
+        n = self.uleb()
+        if self.pos + n > self.end:
+            raise ShapeError("name runs past its section")
+        raw = bytes(self.data[self.pos : self.pos + n])
+        self.pos += n
+        return raw.decode("utf-8", "replace")
+
+    # ---- types
+
+    def heap_type(self) -> str:
+        b = self.peek()
+        if b == _SHARED:
+            self.pos += 1
+            return "shared " + self.heap_type()
+        if 0x40 <= b < 0x80:  # a negative one-byte s33: an abstract heap type
+            self.pos += 1
+            if b not in _HEAP:
+                raise ShapeError(f"unknown heap type 0x{b:02x}")
+            return _HEAP[b]
+        index = self.sleb()
+        if index < 0:
+            raise ShapeError(f"unknown heap type {index}")
+        return f"${index}"
+
+    def value_type(self) -> str:
+        b = self.byte()
+        if b in _NUMERIC:
+            return _NUMERIC[b]
+        if b in _SHORTHAND:
+            return _SHORTHAND[b]
+        if b in (0x63, 0x64):
+            heap = self.heap_type()
+            return f"(ref {'null ' if b == 0x63 else ''}{heap})"
+        if b == _SHARED:
+            inner = self.byte()
+            if inner not in _SHORTHAND:
+                raise ShapeError(f"unknown shared value type 0x{inner:02x}")
+            return f"(shared {_SHORTHAND[inner]})"
+        raise ShapeError(f"unknown value type 0x{b:02x}")
+
+    def storage_type(self) -> str:
+        b = self.peek()
+        if b in (0x78, 0x77):
+            self.pos += 1
+            return "i8" if b == 0x78 else "i16"
+        return self.value_type()
+
+    def limits(self) -> None:
+        flags = self.byte()
+        if flags & ~0x0F:
+            raise ShapeError(f"unknown limits flags 0x{flags:02x}")
+        self.uleb(64)
+        if flags & 0x01:
+            self.uleb(64)
+        if flags & 0x08:  # custom page sizes: log2 of the page size
+            self.uleb()
+
+
+def _comp_type(r: _Reader) -> FuncSig | str:
+    form = r.byte()
+    if form == 0x60:
+        params = tuple(r.value_type() for _ in range(r.uleb()))
+        results = tuple(r.value_type() for _ in range(r.uleb()))
+        return FuncSig(params, results)
+    if form == 0x5F:
+        for _ in range(r.uleb()):
+            r.storage_type()
+            r.byte()  # mutability
+        return "struct"
+    if form == 0x5E:
+        r.storage_type()
+        r.byte()
+        return "array"
+    if form == 0x5D:  # stack switching: cont $f
+        r.sleb()
+        return "cont"
+    raise ShapeError(f"unknown composite type 0x{form:02x}")
+
+
+def _sub_type(r: _Reader) -> FuncSig | str:
+    b = r.peek()
+    if b in (0x50, 0x4F):
+        r.pos += 1
+        for _ in range(r.uleb()):
+            r.uleb()
+        return _comp_type(r)
+    if b == 0x65:  # shared composite type
+        r.pos += 1
+        return _comp_type(r)
+    return _comp_type(r)
+
+
+def _type_section(r: _Reader) -> list[FuncSig | str]:
+    types: list[FuncSig | str] = []
+    for _ in range(r.uleb()):
+        if r.peek() == 0x4E:  # a recursion group: every member takes a type index
+            r.pos += 1
+            types.extend(_sub_type(r) for _ in range(r.uleb()))
+        else:
+            types.append(_sub_type(r))
+    return types
+
+
+def _func_type(types: list[FuncSig | str], index: int) -> FuncSig:
+    if not 0 <= index < len(types):
+        raise ShapeError(f"type index {index} out of range")
+    found = types[index]
+    if not isinstance(found, FuncSig):
+        raise ShapeError(f"type {index} is a {found} type, not a function type")
+    return found
+
+
+def read_shape(data: bytes | bytearray | memoryview) -> WasmShape:
+    """The shape of the wasm binary ``data`` (a core module or a component).
+
+    Raises ShapeError: not a wasm binary, or a section this reader cannot read.
+
+    >>> shape = read_shape(bytes.fromhex("0061736d01000000010501600001"
+    ...     "7f03020100070701037275" "6e00000a06010400412a0b"))
+    >>> shape.functions()["run"].text()
+    '() -> (i32)'
+    """
+    view = memoryview(bytes(data) if not isinstance(data, bytes) else data)
+    if len(view) < 8 or bytes(view[:4]) != MAGIC:
+        raise ShapeError("not a wasm binary (no \\0asm header)")
+    if is_component(view):
+        return WasmShape(component=True)
+    if bytes(view[4:8]) != b"\x01\x00\x00\x00":
+        raise ShapeError(f"unknown wasm binary version {bytes(view[4:8]).hex()}")
+    types: list[FuncSig | str] = []
+    imports: list[Import] = []
+    func_types: list[int] = []  # type index of every function, imported ones first
+    exports_raw: list[tuple[str, int, int]] = []
+    memories = tables = 0
+    pos, total = 8, len(view)
+    while pos < total:
+        header = _Reader(view, pos, total)
+        section_id = header.byte()
+        size = header.uleb()
+        start, end = header.pos, header.pos + size
+        if end > total:
+            raise ShapeError(f"section {section_id} runs past the end of the module")
+        r = _Reader(view, start, end)
+        if section_id == 1:
+            types = _type_section(r)
+        elif section_id == 2:
+            for _ in range(r.uleb()):
+                module, name = r.name(), r.name()
+                kind_byte = r.byte()
+                kind = _EXTERN_KINDS.get(kind_byte)
+                if kind is None:
+                    raise ShapeError(f"import {module}.{name}: unknown kind 0x{kind_byte:02x}")
+                sig = None
+                if kind == "func":
+                    index = r.uleb()
+                    sig = _func_type(types, index)
+                    func_types.append(index)
+                elif kind == "table":
+                    r.value_type()
+                    r.limits()
+                    tables += 1
+                elif kind == "memory":
+                    r.limits()
+                    memories += 1
+                elif kind == "global":
+                    r.value_type()
+                    r.byte()
+                else:  # tag: attribute, type index
+                    r.byte()
+                    r.uleb()
+                imports.append(Import(module, name, kind, sig))
+        elif section_id == 3:
+            func_types.extend(r.uleb() for _ in range(r.uleb()))
+        elif section_id == 4:
+            tables += r.uleb()
+        elif section_id == 5:
+            memories += r.uleb()
+        elif section_id == 7:
+            for _ in range(r.uleb()):
+                name = r.name()
+                kind_byte = r.byte()
+                exports_raw.append((name, kind_byte, r.uleb()))
+        pos = end
+    exports: list[Export] = []
+    for name, kind_byte, index in exports_raw:
+        kind = _EXTERN_KINDS.get(kind_byte)
+        if kind is None:
+            raise ShapeError(f"export {name!r}: unknown kind 0x{kind_byte:02x}")
+        sig = None
+        if kind == "func":
+            if not 0 <= index < len(func_types):
+                raise ShapeError(f"export {name!r}: function index {index} out of range")
+            sig = _func_type(types, func_types[index])
+        exports.append(Export(name, kind, sig))
+    return WasmShape(False, tuple(imports), tuple(exports), memories, tables)
