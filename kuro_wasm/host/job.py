@@ -199,7 +199,7 @@ class Job:
         """The result keys for what the call returned; a stop counts only if the guest did not finish first."""
         trap = called.trap
         finished = trap is None and called.error is None
-        return decide(
+        result = decide(
             stop=None if finished else self.ctx.stop_reason,
             host_error=self.ctx.host_error,
             trap_code=None if trap is None or trap.trap_code is None else trap.trap_code.name,
@@ -208,6 +208,9 @@ class Job:
             instantiating=instantiating,
             values=called.values,
         )
+        if called.result is not None and result["outcome"] in ("ok", "exit"):
+            result["result"] = called.result[0]
+        return result
 
     def _finish(self, result: dict[str, Any], session: Session) -> dict[str, Any]:
         ctx = self.ctx

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import wasmtime
+import wasmtime.component
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import parse as parse_cid
@@ -42,10 +43,11 @@ from kuro_fs.errors import CorruptBlock, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.unixfs import MissingBlock, iter_file, write_file
 from kuro_wasm.errors import LoadError
 from kuro_wasm.host.cache import ModuleCache
+from kuro_wasm.host.component_types import component_shape
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
 from kuro_wasm.host.kind import Entry, GuestKind
 from kuro_wasm.host.kinds import classify
-from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, read_shape
+from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, is_component, read_shape
 
 __all__ = [
     "LoadFailure",
@@ -131,11 +133,16 @@ def fetch_guest(store: BlockStore, cid: str) -> bytes | LoadFailure:
 # ---- the shape, kept beside the compiled artifact
 
 
-def _describe(data: bytes) -> bytes:
-    try:
-        return read_shape(data).to_bytes()
-    except ShapeError as exc:
-        raise _Unreadable(str(exc)) from exc
+def _describe_with(engine: wasmtime.Engine) -> Any:
+    def describe(data: bytes, compiled: Any) -> bytes:
+        try:
+            if is_component(data):
+                return component_shape(engine, compiled).to_bytes()
+            return read_shape(data).to_bytes()
+        except (ShapeError, ValueError) as exc:
+            raise _Unreadable(str(exc)) from exc
+
+    return describe
 
 
 class _Unreadable(Exception):
@@ -146,8 +153,14 @@ def check_imports(wasm: bytes) -> str | None:
     """None if a guest kind of this host provides every import of the module ``wasm``; else why not.
 
     The text names the first offending import (the ``load-error`` a run of it would get).
-    Raises ShapeError: ``wasm`` is not a readable wasm binary.
+    A component is compiled to read its imports (wasmtime knows their types).
+    Raises ShapeError: ``wasm`` is not a readable wasm binary; wasmtime.WasmtimeError:
+    a component that does not compile.
     """
+    if is_component(wasm):
+        engine = engine_for(EngineConfig())
+        kind = classify(component_shape(engine, wasmtime.component.Component(engine, wasm)))
+        return kind if isinstance(kind, str) else None
     kind = classify(read_shape(wasm))
     return kind if isinstance(kind, str) else None
 
@@ -192,7 +205,7 @@ def prepare(store: BlockStore, cid: str, config: EngineConfig, cache: ModuleCach
     if not _present(store, cid):
         return LoadFailure("guest-not-found", f"guest {cid} is not in the block store")
     try:
-        module, meta = cache.load(engine, key[1], cid, wasm, _describe)
+        module, meta = cache.load(engine, key[1], cid, wasm, _describe_with(engine))
         shape = WasmShape.from_bytes(meta)
     except _Refused:
         failure = fetched[-1]
@@ -255,7 +268,9 @@ def add_guest(store: BlockStore, wasm_or_wat: bytes | str) -> str:
 
     A module of up to one chunk (262144 bytes) is one raw block; a larger one
     is a UnixFS file DAG (dag-pb root). The module is validated first, so a
-    stored guest at least compiles.
+    stored guest at least compiles; a component (which wasmtime can only
+    validate by compiling it) is compiled, and the compiled form is kept in the
+    process's memory cache for its first run.
 
     Raises LoadError: if the text is not WAT, the bytes are not a valid wasm module, or
     ``wasm_or_wat`` is neither bytes-like nor text.
@@ -276,6 +291,18 @@ def add_guest(store: BlockStore, wasm_or_wat: bytes | str) -> str:
             data = bytes(wasmtime.wat2wasm(data.decode("utf-8")))
         except (UnicodeDecodeError, wasmtime.WasmtimeError) as exc:
             raise LoadError(f"not a wasm binary and not WAT text: {_first_line(exc)}") from exc
+    if is_component(data):
+        engine = engine_for(EngineConfig())
+        try:
+            compiled = wasmtime.component.Component(engine, data)
+            meta = _describe_with(engine)(data, compiled)
+        except wasmtime.WasmtimeError as exc:
+            raise LoadError(f"not a valid component: {_first_line(exc)}") from exc
+        except _Unreadable as exc:
+            raise LoadError(f"component types cannot be read: {exc}") from exc
+        cid = write_file(store.put, data).cid
+        ModuleCache.seed(cid, engine_key(EngineConfig()), compiled, meta)
+        return cid
     try:
         wasmtime.Module.validate(engine_for(EngineConfig()), data)
     except wasmtime.WasmtimeError as exc:

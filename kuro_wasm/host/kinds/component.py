@@ -1,0 +1,480 @@
+"""Guest kind ``kuro-component``: components of the ``kuro:host@1.0.0`` world — typed calls, the same gate.
+
+## The one decision
+A component gets exactly what a kuro ABI v1 module gets, in the component
+model's types: the imports of ``wit/host.wit`` (output, stdin, kuro.fs) and
+nothing else, each checked against the session's grant at every call,
+answering ``result<_, error-code>`` where ABI v1 answers a negative ``i32``
+(the same :class:`~kuro_wasm.model.abi.ErrorCode` table, by name), recording
+refusals in ``kuro/denials`` and reads in ``kuro/reads`` through the same
+:class:`~kuro_wasm.host.context.RunContext` and :mod:`~kuro_wasm.host.fsgate`.
+A component importing anything else (``wasi:…``) is not claimed — the
+``load-error`` names every such import.
+
+Host functions are raw C callbacks (``wasmtime_component_func_callback_t``),
+for the reasons :mod:`kuro_wasm.host.calls` gives for core modules: no
+process-global exception slot, no per-call type reflection. A callback finds
+its run by the store context it is called with; once the run has a stop
+reason every call traps before doing anything. Values cross in bulk
+(:mod:`kuro_wasm.host.component_values`).
+
+The entry is any exported function (``run`` or ``interface#func``); the spec's
+args are converted by its WIT type (:func:`kuro_wasm.model.wit.lower`) before
+anything runs — a function whose only parameter is ``list<string>`` (the
+world's ``run``) takes the spec's args as that list. The exit code is
+``run``'s ``u32``; for any other export it is 0, or 1 when its result is a
+``result`` whose case is ``err``; the typed result goes to ``kuro/result``.
+
+## Effects
+wasmtime's component C API: one linker per engine (instantiated per run —
+the C API has no component ``InstancePre``), calls and value vectors; blocks
+in ``stdin.read`` as ABI v1's ``read`` does.
+
+## Not done here
+No WASI (not even a virtual subset), no resources, no async component
+functions. No bound on the size of a typed result other than the guest's memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import wasmtime
+import wasmtime.component as wc
+from wasmtime import _ffi as ffi
+
+from kuro_fs.paths import MAX_PATH_BYTES
+from kuro_wasm.host import fsgate as _fsgate
+from kuro_wasm.host.calls import run_of
+from kuro_wasm.host.component_values import bytes_of, delete, name_of, read, write
+from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.engine import CallOutcome, TrapInfo
+from kuro_wasm.host.kind import Entry
+from kuro_wasm.model import abi, wit
+from kuro_wasm.model.abi import ErrorCode
+from kuro_wasm.model.wasm_shape import FuncSig, WasmShape
+from kuro_wasm.model.wit import WitType
+
+__all__ = ["HOST_FUNCTIONS", "KIND", "WORLD_PACKAGE", "ComponentKind", "error_name", "trap_code_of"]
+
+#: The WIT package (``wit/host.wit``) this kind implements.
+WORLD_PACKAGE: Final = "kuro:host@1.0.0"
+_VERSION: Final = "@1.0.0"
+_TYPES: Final = f"kuro:host/types{_VERSION}"
+_OUTPUT: Final = f"kuro:host/output{_VERSION}"
+_STDIN: Final = f"kuro:host/stdin{_VERSION}"
+_FS: Final = f"kuro:host/fs{_VERSION}"
+#: The largest list a 32-bit guest can be handed.
+_MAX_LIST: Final = 2**32 - 1
+
+_BYTES: Final = WitType("list", (WitType("u8"),))
+_KINDS_ENUM: Final = WitType("enum", (), ("file", "dir"))
+_ENTRY: Final = WitType(
+    "record", (WitType("string"), _KINDS_ENUM, WitType("u64"), WitType("string")), ("name", "kind", "size", "cid")
+)
+_ENTRIES: Final = WitType("list", (_ENTRY,))
+_METADATA: Final = WitType("record", (_KINDS_ENUM, WitType("u64"), WitType("string")), ("kind", "size", "cid"))
+_ERROR: Final = WitType("enum", (), tuple(c.name.lower().replace("_", "-") for c in ErrorCode))
+_LIST_STRING: Final = WitType("list", (WitType("string"),))
+_RUN_RESULT: Final = WitType("u32")
+
+
+def error_name(code: ErrorCode | int) -> str:
+    """The WIT ``error-code`` case of an ABI v1 error code.
+
+    >>> error_name(ErrorCode.NOT_FOUND)
+    'not-found'
+    """
+    return ErrorCode(code).name.lower().replace("_", "-")
+
+
+# ---- answers (a host function's one result: result<T, error-code>)
+
+_Val = Any
+
+
+def _ok(results: _Val, t: WitType | None = None, payload: Any = None) -> bool:
+    c = results[0]
+    c.kind = ffi.WASMTIME_COMPONENT_RESULT.value
+    c.of.result.is_ok = True
+    if t is None:
+        c.of.result.val = None
+    else:
+        raw = ffi.wasmtime_component_val_t()
+        write(t, payload, ctypes.pointer(raw))
+        c.of.result.val = ffi.wasmtime_component_val_new(ctypes.byref(raw))
+    return True
+
+
+def _err(results: _Val, code: ErrorCode | int) -> bool:
+    raw = ffi.wasmtime_component_val_t()
+    write(_ERROR, error_name(code), ctypes.pointer(raw))
+    c = results[0]
+    c.kind = ffi.WASMTIME_COMPONENT_RESULT.value
+    c.of.result.is_ok = False
+    c.of.result.val = ffi.wasmtime_component_val_new(ctypes.byref(raw))
+    return True
+
+
+# ---- host functions: (run, args, results) → True (answered), or None to trap (run.stop_reason says why)
+
+Handler = Callable[[RunContext, _Val, _Val], "bool | None"]
+
+
+def _write(run: RunContext, args: _Val, results: _Val) -> bool | None:
+    stream = name_of(args[0].of.enumeration)
+    if not run.emit(stream, bytes_of(args[1].of.list)):
+        run.stop("output-capped")
+        return None
+    return _ok(results)
+
+
+def _stdin_read(run: RunContext, args: _Val, results: _Val) -> bool | None:
+    if "stdin/read" not in run.grant:
+        return _err(results, run.deny(f"{_STDIN}#read", "stdin/read", None))
+    cap = int(args[0].of.u32)
+    if cap == 0:
+        return _ok(results, _BYTES, b"")
+    assert run.stdin is not None
+    with run.cond:
+        while True:
+            if run.should_stop() is not None:
+                return None
+            chunk = run.stdin.take(cap)
+            if chunk is not None:
+                break
+            run.cond.wait(timeout=max(0.0, min(run.deadline - time.monotonic(), 0.05)))
+    return _ok(results, _BYTES, chunk)
+
+
+def _gate(run: RunContext, func: str, capability: str, args: _Val, results: _Val) -> str | None:
+    """The call's path if the grant allows it and the path is not empty; otherwise answers and returns None."""
+    path = name_of(args[0].of.string)
+    if capability not in run.grant:
+        shown = path if len(path.encode("utf-8")) <= MAX_PATH_BYTES else None
+        _err(results, run.deny(f"{_FS}#{func}", capability, shown))
+        return None
+    if path == "":
+        _err(results, ErrorCode.BAD_PATH)
+        return None
+    return path
+
+
+def _answer(run: RunContext, func: str, capability: str, op: str, path: str, *rest: Any) -> _fsgate.Answer:
+    answer = _fsgate.call_in_run(run, op, path, *rest)
+    if answer.reason is not None and abi.error_for_reason(answer.reason) == ErrorCode.DENIED:
+        run.deny(f"{_FS}#{func}", capability, path)  # the Fs value's own grant refused it
+    return answer
+
+
+def _read_file(run: RunContext, args: _Val, results: _Val) -> bool | None:
+    path = _gate(run, "read", "fs/read", args, results)
+    if path is None:
+        return True
+    pieces: list[bytes] = []
+    answer = _answer(run, "read", "fs/read", "read_into", path, _MAX_LIST, lambda _at, piece: pieces.append(bytes(piece)))
+    if answer.reason is not None:
+        return _err(results, abi.error_for_reason(answer.reason))
+    size, cid = answer.value
+    if size > _MAX_LIST:
+        return _err(results, ErrorCode.FAULT)
+    if cid not in run.reads:
+        run.reads.append(cid)
+    return _ok(results, _BYTES, b"".join(pieces))
+
+
+def _read_at(run: RunContext, args: _Val, results: _Val) -> bool | None:
+    path = _gate(run, "read-at", "fs/read", args, results)
+    if path is None:
+        return True
+    offset, length = int(args[1].of.u64), int(args[2].of.u32)
+    answer = _answer(run, "read-at", "fs/read", "read_at", path, offset, length)
+    if answer.reason is not None:
+        return _err(results, abi.error_for_reason(answer.reason))
+    data, cid = answer.value
+    if cid not in run.reads:
+        run.reads.append(cid)
+    return _ok(results, _BYTES, data)
+
+
+def _fs_write(run: RunContext, args: _Val, results: _Val) -> bool | None:
+    path = _gate(run, "write", "fs/write", args, results)
+    if path is None:
+        return True
+    answer = _answer(run, "write", "fs/write", "write", path, bytes_of(args[1].of.list))
+    if answer.reason is not None:
+        return _err(results, abi.error_for_reason(answer.reason))
+    run.fs = answer.fs
+    run.wrote = True
+    return _ok(results)
+
+
+def _ls(run: RunContext, args: _Val, results: _Val) -> bool | None:
+    path = _gate(run, "ls", "fs/ls", args, results)
+    if path is None:
+        return True
+    answer = _answer(run, "ls", "fs/ls", "entries", path)
+    if answer.reason is not None:
+        return _err(results, abi.error_for_reason(answer.reason))
+    entries = [(e["name"], e["kind"], e["size"], e["cid"]) for e in answer.value]
+    return _ok(results, _ENTRIES, entries)
+
+
+def _rm(run: RunContext, args: _Val, results: _Val) -> bool | None:
+    path = _gate(run, "rm", "fs/rm", args, results)
+    if path is None:
+        return True
+    answer = _answer(run, "rm", "fs/rm", "rm", path)
+    if answer.reason is not None:
+        return _err(results, abi.error_for_reason(answer.reason))
+    run.fs = answer.fs
+    run.wrote = True
+    return _ok(results)
+
+
+def _stat(run: RunContext, args: _Val, results: _Val) -> bool | None:
+    path = _gate(run, "stat", "fs/ls", args, results)
+    if path is None:
+        return True
+    answer = _answer(run, "stat", "fs/ls", "stat", path)
+    if answer.reason is not None:
+        return _err(results, abi.error_for_reason(answer.reason))
+    meta = answer.value
+    return _ok(results, _METADATA, (meta["kind"], meta["size"], meta["cid"]))
+
+
+#: instance → function → handler: everything a component of the world may import.
+HOST_FUNCTIONS: Final[dict[str, dict[str, Handler]]] = {
+    _TYPES: {},
+    _OUTPUT: {"write": _write},
+    _STDIN: {"read": _stdin_read},
+    _FS: {"read": _read_file, "read-at": _read_at, "write": _fs_write, "ls": _ls, "rm": _rm, "stat": _stat},
+}
+
+
+# ---- the trampoline
+
+
+def _error_ptr(message: str) -> int:
+    err = ffi.wasmtime_error_new(message.encode("utf-8", "replace"))
+    return int(ctypes.cast(err, ctypes.c_void_p).value or 0)
+
+
+def _trampoline(name: str, handler: Handler) -> Any:
+    @ffi.wasmtime_component_func_callback_t  # type: ignore[untyped-decorator]
+    def trampoline(_env: Any, cctx: Any, _ty: Any, args: Any, _n: int, results: Any, _nr: int) -> int:
+        run: RunContext | None = None
+        try:
+            run = run_of(cctx)
+            if run is None:
+                return _error_ptr(f"kuro: {name} called outside a run")
+            run.calls += 1
+            if run.stop_reason is not None:
+                return _error_ptr(f"kuro: stopped ({run.stop_reason})")
+            if handler(run, args, results) is None:
+                return _error_ptr(f"kuro: stopped ({run.stop_reason})")
+            return 0
+        except BaseException as exc:
+            if run is not None:
+                run.stop("host-error", f"{name}: {type(exc).__name__}: {exc}")
+            return _error_ptr(f"kuro: host error in {name}")
+
+    return trampoline
+
+
+_NULL_FINALIZER: Final = ctypes.CFUNCTYPE(None, ctypes.c_void_p)()
+_THUNKS: dict[str, Any] = {}
+
+
+def _define(linker: wc.Linker) -> None:
+    root = ffi.wasmtime_component_linker_root(linker.ptr())
+    try:
+        for instance, funcs in HOST_FUNCTIONS.items():
+            raw = instance.encode("utf-8")
+            inst = ctypes.POINTER(ffi.wasmtime_component_linker_instance_t)()
+            err = ffi.wasmtime_component_linker_instance_add_instance(root, raw, len(raw), ctypes.byref(inst))
+            if err:
+                raise wasmtime.WasmtimeError._from_ptr(err)
+            try:
+                for fname, handler in funcs.items():
+                    key = f"{instance}#{fname}"
+                    thunk = _THUNKS.get(key)
+                    if thunk is None:
+                        thunk = _THUNKS[key] = _trampoline(key, handler)
+                    rawf = fname.encode("utf-8")
+                    err = ffi.wasmtime_component_linker_instance_add_func(
+                        inst, rawf, len(rawf), thunk, None, _NULL_FINALIZER
+                    )
+                    if err:
+                        raise wasmtime.WasmtimeError._from_ptr(err)
+            finally:
+                ffi.wasmtime_component_linker_instance_delete(inst)
+    finally:
+        ffi.wasmtime_component_linker_instance_delete(root)
+
+
+# ---- errors from a component call: traps are reported as errors, known by their text
+
+_TRAP_TEXT: Final[tuple[tuple[str, wasmtime.TrapCode], ...]] = (
+    ("call stack exhausted", wasmtime.TrapCode.STACK_OVERFLOW),
+    ("out of bounds memory access", wasmtime.TrapCode.MEMORY_OUT_OF_BOUNDS),
+    ("undefined element", wasmtime.TrapCode.TABLE_OUT_OF_BOUNDS),
+    ("uninitialized element", wasmtime.TrapCode.INDIRECT_CALL_TO_NULL),
+    ("indirect call type mismatch", wasmtime.TrapCode.BAD_SIGNATURE),
+    ("integer overflow", wasmtime.TrapCode.INTEGER_OVERFLOW),
+    ("integer divide by zero", wasmtime.TrapCode.INTEGER_DIVISION_BY_ZERO),
+    ("invalid conversion to integer", wasmtime.TrapCode.BAD_CONVERSION_TO_INTEGER),
+    ("`unreachable` instruction executed", wasmtime.TrapCode.UNREACHABLE),
+    ("all fuel consumed", wasmtime.TrapCode.OUT_OF_FUEL),
+    ("wasm trap: interrupt", wasmtime.TrapCode.INTERRUPT),
+    ("cannot enter component instance", wasmtime.TrapCode.CANNOT_ENTER_COMPONENT),
+)
+
+
+def trap_code_of(text: str) -> wasmtime.TrapCode | None:
+    """The trap code named by a wasmtime error text, or None."""
+    return next((code for phrase, code in _TRAP_TEXT if phrase in text), None)
+
+
+def _failed(err: Any) -> CallOutcome:
+    text = str(wasmtime.WasmtimeError._from_ptr(err))
+    code = trap_code_of(text)
+    if code is not None or "wasm trap" in text or "wasm backtrace" in text:
+        return CallOutcome(trap=TrapInfo(code, text))
+    return CallOutcome(error=text)
+
+
+# ---- the kind
+
+
+class ComponentKind:
+    """Components whose every import is in the ``kuro:host@1.0.0`` world (``wit/host.wit``)."""
+
+    name = "kuro-component"
+    import_modules = frozenset(HOST_FUNCTIONS)
+    components = True
+
+    def __init__(self) -> None:
+        self._linkers: dict[int, wc.Linker] = {}
+        self._lock = threading.Lock()
+
+    def linker(self, engine: wasmtime.Engine) -> wc.Linker:
+        """The shared component linker of ``engine`` holding the world's host functions (one per engine)."""
+        with self._lock:
+            linker = self._linkers.get(id(engine))
+            if linker is None:
+                linker = wc.Linker(engine)
+                _define(linker)
+                self._linkers[id(engine)] = linker
+            return linker
+
+    def claim(self, shape: WasmShape) -> str | None:
+        if not shape.component:
+            return "the guest is a core module, not a component"
+        for imp in shape.imports:
+            funcs = HOST_FUNCTIONS.get(imp.module)
+            if funcs is None:
+                return f"imports {imp.module}: outside the {WORLD_PACKAGE} world"
+            if imp.kind == "func" and imp.name not in funcs:
+                return f"imports {imp.module}#{imp.name}: not in the {WORLD_PACKAGE} world"
+        return None
+
+    def link(self, engine: wasmtime.Engine, compiled: Any) -> Any:
+        return (self.linker(engine), compiled)
+
+    def instantiate(self, store: wasmtime.Store, linked: Any) -> tuple[Any, CallOutcome | None]:
+        linker, component = linked
+        instance = ffi.wasmtime_component_instance_t()
+        err = ffi.wasmtime_component_linker_instantiate(
+            linker.ptr(), store._context(), component.ptr(), ctypes.byref(instance)
+        )
+        if err:
+            return None, _failed(err)
+        return instance, None
+
+    def entry(self, shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
+        func = shape.typed_export(export)
+        if func is None:
+            known = ", ".join(f.name for f in shape.typed) or "none"
+            return f"guest has no function export {export!r} (exports: {known})"
+        unpassable = _unpassable(func.result)
+        if unpassable is not None:
+            return f"export {export!r} returns a {unpassable}, which a receipt cannot hold"
+        given = list(args)
+        if len(func.params) == 1 and func.params[0][1] == _LIST_STRING:
+            given = [given]
+        lowered = wit.lower(func, given)
+        if isinstance(lowered, str):
+            return f"export {export!r}: {lowered}"
+        return Entry(export, FuncSig((), ()), lowered, typed=func)
+
+    def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
+        func: wit.WitFunc = entry.typed
+        ctx = store._context()
+        raw = _lookup(ctx, instance, entry.export)
+        if raw is None:  # pragma: no cover - the shape named it
+            return CallOutcome(error=f"export {entry.export!r} not found in the instance")
+        params: Any = (ffi.wasmtime_component_val_t * max(1, len(func.params)))()
+        written = 0
+        result = ffi.wasmtime_component_val_t()
+        try:
+            for i, ((_name, t), value) in enumerate(zip(func.params, entry.args, strict=True)):
+                write(t, value, ctypes.pointer(params[i]))
+                written += 1
+            has_result = func.result is not None
+            err = ffi.wasmtime_component_func_call(
+                ctypes.byref(raw), ctx, params, len(func.params), ctypes.byref(result) if has_result else None, int(has_result)
+            )
+            if err:
+                return _failed(err)
+            value = None if func.result is None else read(func.result, result)
+            if has_result:
+                delete(ctypes.byref(result))
+            err = ffi.wasmtime_component_func_post_return(ctypes.byref(raw), ctx)
+            if err:
+                return _failed(err)
+        finally:
+            for i in range(written):
+                delete(ctypes.byref(params[i]))
+        if func.result is None:
+            return CallOutcome(values=(0,))
+        if func.result == _RUN_RESULT and entry.export == "run":
+            return CallOutcome(values=(int(value),))
+        code = 1 if func.result.kind == "result" and value[0] == "err" else 0
+        return CallOutcome(values=(code,), result=(wit.plain(func.result, value),))
+
+
+def _unpassable(t: WitType | None) -> str | None:
+    if t is None:
+        return None
+    if t.kind in ("own", "borrow", "future", "stream", "error-context"):
+        return t.text()
+    return next((u for u in (_unpassable(i) for i in t.items) if u is not None), None)
+
+
+def _lookup(ctx: Any, instance: Any, export: str) -> Any:
+    """The raw ``wasmtime_component_func_t`` exported as ``export`` (``name`` or ``interface#name``), or None."""
+    parent = None
+    indexes = []
+    try:
+        for part in export.split("#", 1) if "#" in export else [export]:
+            raw = part.encode("utf-8")
+            index = ffi.wasmtime_component_instance_get_export_index(ctypes.byref(instance), ctx, parent, raw, len(raw))
+            if not index:
+                return None
+            indexes.append(index)
+            parent = index
+        func = ffi.wasmtime_component_func_t()
+        if not ffi.wasmtime_component_instance_get_func(ctypes.byref(instance), ctx, parent, ctypes.byref(func)):
+            return None
+        return func
+    finally:
+        for index in indexes:
+            ffi.wasmtime_component_export_index_delete(index)
+
+
+KIND: Final = ComponentKind()
