@@ -407,6 +407,12 @@ class ModuleCache:
         cls._remember((cid, engine_key), compiled, meta)
 
     @staticmethod
+    def holds(cid: str, engine_key: str) -> bool:
+        """True if the memory layer holds guest ``cid`` compiled for ``engine_key``."""
+        with _MEMORY_LOCK:
+            return (cid, engine_key) in _MEMORY
+
+    @staticmethod
     def forget_memory() -> None:
         """Empty the process-wide memory layer (tests and benchmarks measure the disk layer this way)."""
         with _MEMORY_LOCK:

@@ -37,7 +37,7 @@ from typing import Any, Final
 import wasmtime
 import wasmtime.component
 
-from kuro_fs.blocks import BlockStore
+from kuro_fs.blocks import BlockStore, cid_for
 from kuro_fs.cid import parse as parse_cid
 from kuro_fs.errors import CorruptBlock, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.unixfs import MissingBlock, iter_file, write_file
@@ -292,17 +292,18 @@ def add_guest(store: BlockStore, wasm_or_wat: bytes | str) -> str:
         except (UnicodeDecodeError, wasmtime.WasmtimeError) as exc:
             raise LoadError(f"not a wasm binary and not WAT text: {_first_line(exc)}") from exc
     if is_component(data):
-        engine = engine_for(EngineConfig())
-        try:
-            compiled = wasmtime.component.Component(engine, data)
-            meta = _describe_with(engine)(data, compiled)
-        except wasmtime.WasmtimeError as exc:
-            raise LoadError(f"not a valid component: {_first_line(exc)}") from exc
-        except _Unreadable as exc:
-            raise LoadError(f"component types cannot be read: {exc}") from exc
-        cid = write_file(store.put, data).cid
-        ModuleCache.seed(cid, engine_key(EngineConfig()), compiled, meta)
-        return cid
+        engine, key = engine_for(EngineConfig()), engine_key(EngineConfig())
+        cid = write_file(lambda block, codec="raw": cid_for(block, codec), data).cid
+        if not ModuleCache.holds(cid, key):  # compiled in this process already: valid
+            try:
+                compiled = wasmtime.component.Component(engine, data)
+                meta = _describe_with(engine)(data, compiled)
+            except wasmtime.WasmtimeError as exc:
+                raise LoadError(f"not a valid component: {_first_line(exc)}") from exc
+            except _Unreadable as exc:
+                raise LoadError(f"component types cannot be read: {exc}") from exc
+            ModuleCache.seed(cid, key, compiled, meta)
+        return write_file(store.put, data).cid
     try:
         wasmtime.Module.validate(engine_for(EngineConfig()), data)
     except wasmtime.WasmtimeError as exc:
