@@ -45,7 +45,7 @@ def _version(tool: str) -> str:
 
 def guests() -> list[str]:
     """Every buildable guest name: the WAT guests, then ``py-tool``."""
-    return sorted(p.stem for p in SOURCES.glob("*.wat")) + ["py-tool"]
+    return [*sorted(p.stem for p in SOURCES.glob("*.wat")), "py-tool"]
 
 
 def _wit_dir(tmp: Path) -> Path:
@@ -79,7 +79,10 @@ def _build_wat(name: str, out: Path, tmp: Path) -> None:
         raise SystemExit(f"{source}: first line must name its world: (world kuro:fixtures/<world>)")
     core = tmp / f"{name}.core.wasm"
     wasm_tools = _tool("wasm-tools")
-    subprocess.run([wasm_tools, "component", "embed", str(_wit_dir(tmp)), str(source), "-w", found.group(1), "-o", str(core)], check=True)
+    subprocess.run(
+        [wasm_tools, "component", "embed", str(_wit_dir(tmp)), str(source), "-w", found.group(1), "-o", str(core)],
+        check=True,
+    )
     subprocess.run([wasm_tools, "component", "new", str(core), "-o", str(out)], check=True)
 
 
@@ -87,7 +90,18 @@ def _build_py(out: Path, tmp: Path) -> None:
     app = tmp / "py-tool"
     shutil.copytree(SOURCES / "py-tool", app)
     subprocess.run(
-        [_tool("componentize-py"), "-d", str(WORLD), "-w", "command", "componentize", "--stub-wasi", "app", "-o", str(out)],
+        [
+            _tool("componentize-py"),
+            "-d",
+            str(WORLD),
+            "-w",
+            "command",
+            "componentize",
+            "--stub-wasi",
+            "app",
+            "-o",
+            str(out),
+        ],
         check=True,
         cwd=app,
         stdout=subprocess.DEVNULL,

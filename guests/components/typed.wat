@@ -3,10 +3,12 @@
 ;; run(args): args[0] picks a behaviour by its first letter —
 ;;   "trap" unreachable · "spin" loops forever · "flood" writes 1 KiB chunks forever ·
 ;;   "cat" copies stdin to stdout · "deep" recurses until the stack is exhausted ·
+;;   "read PATH" writes the file to stdout (exit 1 if fs.read answers an error) ·
 ;;   anything else (or none) writes one line to stdout and one to stderr; exit code = number of args.
 (module
   (import "kuro:host/output@1.0.0" "write" (func $write (param i32 i32 i32 i32)))
   (import "kuro:host/stdin@1.0.0" "read" (func $read (param i32 i32)))
+  (import "kuro:host/fs@1.0.0" "read" (func $fsread (param i32 i32 i32)))
   (memory (export "memory") 1)
   (global $heap (mut i32) (i32.const 8192))
   (data (i32.const 16) "hello, kuro\n")          ;; 12 bytes
@@ -43,6 +45,12 @@
         (call $write (i32.const 0) (i32.const 4096) (i32.const 1024) (i32.const 128))
         (br $flood))))
     (if (i32.eq (local.get $c) (i32.const 100)) (then (drop (call $deep (i32.const 0)))))  ;; d: deep
+    (if (i32.eq (local.get $c) (i32.const 114))                                          ;; r: read PATH
+      (then
+        (call $fsread (i32.load offset=8 (local.get $args)) (i32.load offset=12 (local.get $args)) (i32.const 128))
+        (if (i32.load8_u (i32.const 128)) (then (return (i32.const 1))))
+        (call $write (i32.const 0) (i32.load (i32.const 132)) (i32.load (i32.const 136)) (i32.const 144))
+        (return (i32.const 0))))
     (if (i32.eq (local.get $c) (i32.const 99))                                           ;; c: cat
       (then
         (loop $copy

@@ -211,7 +211,9 @@ class ModuleCache:
         except OSError:
             return None
         try:
-            module = self._verify_and_load(engine, fd, path.with_suffix(".tag"), _cache_key(cid, engine_key, kind), kind)
+            module = self._verify_and_load(
+                engine, fd, path.with_suffix(".tag"), _cache_key(cid, engine_key, kind), kind
+            )
         finally:
             os.close(fd)
         if module is None:

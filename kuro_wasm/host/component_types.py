@@ -68,7 +68,9 @@ def wit_type(ty: Any) -> WitType:
         return WitType("tuple", tuple(wit_type(t) for t in ty.elements))
     if isinstance(ty, wc.VariantType):
         cases = ty.cases
-        return WitType("variant", tuple(None if t is None else wit_type(t) for _, t in cases), tuple(n for n, _ in cases))
+        return WitType(
+            "variant", tuple(None if t is None else wit_type(t) for _, t in cases), tuple(n for n, _ in cases)
+        )
     if isinstance(ty, wc.EnumType):
         return WitType("enum", (), tuple(ty.names))
     if isinstance(ty, wc.FlagsType):
@@ -109,7 +111,13 @@ def component_shape(engine: wasmtime.Engine, component: wc.Component) -> WasmSha
             items = ty.exports(engine)
             for item, iext in items.items():
                 ity = iext.ty
-                kind = "func" if isinstance(ity, wc.FuncType) else "resource" if isinstance(ity, wc.ResourceType) else "type"
+                kind = (
+                    "func"
+                    if isinstance(ity, wc.FuncType)
+                    else "resource"
+                    if isinstance(ity, wc.ResourceType)
+                    else "type"
+                )
                 imports.append(Import(name, item, kind))
             if not items:
                 imports.append(Import(name, "", "instance"))

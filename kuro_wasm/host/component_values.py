@@ -79,7 +79,9 @@ def new_name(text: str | bytes) -> Any:
     raw = text.encode("utf-8") if isinstance(text, str) else text
     vec = ffi.wasm_byte_vec_t()
     if raw:
-        ffi.wasm_byte_vec_new(ctypes.byref(vec), len(raw), ctypes.cast(ctypes.c_char_p(raw), ctypes.POINTER(ffi.wasm_byte_t)))
+        ffi.wasm_byte_vec_new(
+            ctypes.byref(vec), len(raw), ctypes.cast(ctypes.c_char_p(raw), ctypes.POINTER(ffi.wasm_byte_t))
+        )
     else:
         ffi.wasm_byte_vec_new_empty(ctypes.byref(vec))
     return vec
@@ -277,7 +279,9 @@ def read(t: WitType, c: Any) -> Any:
         if elem.kind == "u8":
             return bytes_of(c.of.list)
         base = _address(c.of.list.data)
-        return [read(elem, ffi.wasmtime_component_val_t.from_address(base + i * VAL_SIZE)) for i in range(c.of.list.size)]
+        return [
+            read(elem, ffi.wasmtime_component_val_t.from_address(base + i * VAL_SIZE)) for i in range(c.of.list.size)
+        ]
     if k == "record":
         rec = c.of.record
         return tuple(read(ft, rec.data[i].val) for i, ft in enumerate(t.items) if ft is not None)

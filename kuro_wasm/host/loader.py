@@ -37,7 +37,8 @@ from typing import Any, Final
 import wasmtime
 import wasmtime.component
 
-from kuro_fs.blocks import BlockStore, cid_for
+from kuro_fs.blocks import BlockStore
+from kuro_fs.cid import cid_for
 from kuro_fs.cid import parse as parse_cid
 from kuro_fs.errors import CorruptBlock, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.unixfs import MissingBlock, iter_file, write_file
@@ -234,6 +235,11 @@ class _Refused(Exception):
     pass
 
 
+def _cid_only(block: bytes, codec: str = "raw") -> str:
+    """A ``put`` that stores nothing: the CID a block would get."""
+    return cid_for(block, codec)
+
+
 def _present(store: BlockStore, cid: str) -> bool:
     try:
         return store.has(cid)
@@ -293,7 +299,7 @@ def add_guest(store: BlockStore, wasm_or_wat: bytes | str) -> str:
             raise LoadError(f"not a wasm binary and not WAT text: {_first_line(exc)}") from exc
     if is_component(data):
         engine, key = engine_for(EngineConfig()), engine_key(EngineConfig())
-        cid = write_file(lambda block, codec="raw": cid_for(block, codec), data).cid
+        cid = write_file(_cid_only, data).cid
         if not ModuleCache.holds(cid, key):  # compiled in this process already: valid
             try:
                 compiled = wasmtime.component.Component(engine, data)

@@ -119,7 +119,9 @@ class WitType:
                 return "result"
             return f"result<{_text(ok) if ok is not None else '_'}, {_text(err) if err is not None else '_'}>"
         if k == "record":
-            return "record { " + ", ".join(f"{n}: {_text(t)}" for n, t in zip(self.names, self.items, strict=True)) + " }"
+            return (
+                "record { " + ", ".join(f"{n}: {_text(t)}" for n, t in zip(self.names, self.items, strict=True)) + " }"
+            )
         if k == "variant":
             cases = (n if t is None else f"{n}({t.text()})" for n, t in zip(self.names, self.items, strict=True))
             return "variant { " + ", ".join(cases) + " }"
@@ -264,7 +266,11 @@ def _lower(t: WitType, v: object, where: str, depth: int) -> Any:
     if k == "tuple":
         if not isinstance(v, list) or len(v) != len(t.items):
             raise _Refused(where, f"{_show(v)} is not a list of {len(t.items)} for {t.text()}")
-        return tuple(_lower(et, ev, f"{where}[{i}]", depth + 1) for i, (et, ev) in enumerate(zip(t.items, v, strict=True)) if et is not None)
+        return tuple(
+            _lower(et, ev, f"{where}[{i}]", depth + 1)
+            for i, (et, ev) in enumerate(zip(t.items, v, strict=True))
+            if et is not None
+        )
     if k in ("variant", "result"):
         names = t.names if k == "variant" else ("ok", "err")
         if isinstance(v, str) and v in names:

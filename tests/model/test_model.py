@@ -107,7 +107,17 @@ def test_guest_args_are_plain_data_only(args: Any) -> None:
 
 def test_guest_args_may_be_any_plain_data_a_component_takes() -> None:
     args = [1, -2.5, "a", True, None, b"\x00", [1, [2.0]], {"k": {"v": 3.0}}, I64_MAX + 1]
-    assert guest(GUEST_CID, "run", args)["kuro/args"] == [1, -2.5, "a", True, None, b"\x00", [1, [2]], {"k": {"v": 3}}, 2**63]
+    assert guest(GUEST_CID, "run", args)["kuro/args"] == [
+        1,
+        -2.5,
+        "a",
+        True,
+        None,
+        b"\x00",
+        [1, [2]],
+        {"k": {"v": 3}},
+        2**63,
+    ]
 
 
 # ---- tables

@@ -176,7 +176,9 @@ def _read_file(run: RunContext, args: _Val, results: _Val) -> bool | None:
     if path is None:
         return True
     pieces: list[bytes] = []
-    answer = _answer(run, "read", "fs/read", "read_into", path, _MAX_LIST, lambda _at, piece: pieces.append(bytes(piece)))
+    answer = _answer(
+        run, "read", "fs/read", "read_into", path, _MAX_LIST, lambda _at, piece: pieces.append(bytes(piece))
+    )
     if answer.reason is not None:
         return _err(results, abi.error_for_reason(answer.reason))
     size, cid = answer.value
@@ -422,16 +424,21 @@ class ComponentKind:
         written = 0
         result = ffi.wasmtime_component_val_t()
         try:
-            for i, ((_name, t), value) in enumerate(zip(func.params, entry.args, strict=True)):
-                write(t, value, ctypes.pointer(params[i]))
+            for i, ((_name, t), arg) in enumerate(zip(func.params, entry.args, strict=True)):
+                write(t, arg, ctypes.pointer(params[i]))
                 written += 1
             has_result = func.result is not None
             err = ffi.wasmtime_component_func_call(
-                ctypes.byref(raw), ctx, params, len(func.params), ctypes.byref(result) if has_result else None, int(has_result)
+                ctypes.byref(raw),
+                ctx,
+                params,
+                len(func.params),
+                ctypes.byref(result) if has_result else None,
+                int(has_result),
             )
             if err:
                 return _failed(err)
-            value = None if func.result is None else read(func.result, result)
+            value: Any = None if func.result is None else read(func.result, result)
             if has_result:
                 delete(ctypes.byref(result))
             err = ffi.wasmtime_component_func_post_return(ctypes.byref(raw), ctx)
