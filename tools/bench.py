@@ -21,7 +21,11 @@ Figures and their anchors (what each ratio divides):
   50 ms deadline (goal: stop within 55 ms);
 * loading a cached ~1 MB guest from the on-disk module cache (goal ≤ 2 ms) ÷ compiling it;
 * invocations per second on all cores (one thread per core) ÷ 1 thread, for a trivial export and a CPU-bound
-  one (with raw wasmtime-py's speedup on the same loop as a control for a busy machine).
+  one (with raw wasmtime-py's speedup on the same loop as a control for a busy machine);
+* components (``tools/bench_components.py``), each ÷ wasmtime-py's public component API in the same run: a
+  call making two host calls (goal ≤ 1.5×), ``list<u8>`` both ways through ``fs.read`` + ``output.write``
+  in a full run at 64 KiB and 16 MiB (goal ≥ 100 MB/s), and a cached load of the componentize-py guest
+  from the disk cache (goal ≤ 5 ms; ``--quick`` loads the small WAT component instead).
 
 The host measurements (invocation, fs_read, deadline, cache) are the functions of
 ``tools/bench_host.py``, called here and set beside their anchors; this file adds the import
@@ -352,6 +356,38 @@ def bench_cache(tmp: Path, quick: bool) -> list[Row]:
     ]  # fmt: skip
 
 
+# ---- 7. components (bench_components), beside wasmtime-py's public component API
+
+
+def bench_components(tmp: Path, quick: bool) -> list[Row]:
+    import bench_components as bc
+
+    call = bc.bench_call(200 if quick else 2000)
+    rows = [
+        _row("component call making 2 host calls (one instance, no receipt)", call["kuro_us"], "µs",
+             "wasmtime-py public API: Func call + post_return", call["public_us"], goal="≤ 1.5×"),
+    ]  # fmt: skip
+    for size, repeat, public_repeat in ((64 * 1024, 5, 3), (16 * MiB, 2, 1)):
+        if quick and size > 64 * 1024:
+            continue
+        b = bc.bench_bytes(size, repeat, public_repeat)
+        rows.append(
+            _row(f"list<u8> both ways: fs.read + output.write of {_size_label(size)} (full run)", b["kuro_mb_s"],
+                 "MB/s", "wasmtime-py public API, same component", b["public_mb_s"], goal="≥ 100 MB/s")
+        )  # fmt: skip
+    load = bc.bench_cached_load(tmp, 5 if quick else 15, "typed" if quick else "py-tool")
+    label = f"{load['wasm_bytes'] / MiB:.1f} MiB component"
+    rows.append(
+        _row(f"load a cached {label} from disk", load["disk_load_ms_median"], "ms", "compiling it",
+             load["compile_s"] * 1000, goal="≤ 5 ms")
+    )  # fmt: skip
+    return rows
+
+
+def _size_label(size: int) -> str:
+    return f"{size // MiB} MiB" if size >= MiB else f"{size // 1024} KiB"
+
+
 # ---- 6. concurrency: all cores vs one (the same rate helper as bench_host, with the thread count of this machine)
 
 
@@ -428,7 +464,7 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-SECTIONS = ("invocation", "import", "fs_read", "deadline", "cache", "concurrency")
+SECTIONS = ("invocation", "import", "fs_read", "deadline", "cache", "concurrency", "components")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -461,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_cache(tmp, args.quick)
         if "concurrency" in wanted:
             rows += bench_concurrency(home, args.quick)
+        if "components" in wanted:
+            rows += bench_components(tmp, args.quick)
     print(table(rows))
     if args.json:
         payload = {"machine": facts, "quick": args.quick, "rows": [asdict(r) for r in rows]}

@@ -64,14 +64,16 @@ def _public_linker(engine: wasmtime.Engine, files: dict[str, bytes], sink: list[
     return linker
 
 
-def _median_per_call(fn: Any, n: int, batches: int = 5) -> float:
-    times = []
+def _interleaved(a: Any, b: Any, n: int, batches: int = 7) -> tuple[float, float]:
+    """Median seconds per call of ``a`` and of ``b``, measured in alternating batches (ABAB…)."""
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(batches):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        times.append((time.perf_counter() - t0) / n)
-    return statistics.median(times)
+        for fn, out in ((a, times[0]), (b, times[1])):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            out.append((time.perf_counter() - t0) / n)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def bench_call(n: int) -> dict[str, float]:
@@ -89,10 +91,6 @@ def bench_call(n: int) -> dict[str, float]:
     register_run(store, ctx)
     instance, failed = KIND.instantiate(store, KIND.link(engine, component))
     assert failed is None, failed
-    try:
-        ours = _median_per_call(lambda: KIND.call(store, instance, entry, ctx), n)
-    finally:
-        unregister_run(store)
     # anchor: the public API on the same component
     sink: list[bytes] = []
     pstore = wasmtime.Store(engine)
@@ -105,7 +103,10 @@ def bench_call(n: int) -> dict[str, float]:
         func(pstore, ["x"])
         func.post_return(pstore)
 
-    public = _median_per_call(public_call, n)
+    try:
+        ours, public = _interleaved(lambda: KIND.call(store, instance, entry, ctx), public_call, n)
+    finally:
+        unregister_run(store)
     return {"kuro_us": ours * 1e6, "public_us": public * 1e6}
 
 
@@ -153,13 +154,13 @@ def _timed(fn: Any) -> float:
     return time.perf_counter() - t0
 
 
-def bench_cached_load(tmp: Path, repeat: int) -> dict[str, float]:
-    """(c): ms to load the cached componentize-py guest from disk (fresh memory layer) vs compiling it."""
-    wasm = built(["py-tool"])["py-tool"]
+def bench_cached_load(tmp: Path, repeat: int, name: str = "py-tool") -> dict[str, float]:
+    """(c): ms to load a cached component (default the componentize-py guest) from disk (fresh memory layer)."""
+    wasm = built([name])[name]
     engine = engine_for(EngineConfig())
     key = engine_key(EngineConfig())
     cache = ModuleCache(tmp / "component-cache")
-    cid = "bafkreibenchcomponentpytool"
+    cid = f"bafkreibenchcomponent{name.replace('-', '')}"
     describe = _describe_with(engine)
     ModuleCache.forget_memory()
     t0 = time.perf_counter()
