@@ -367,12 +367,12 @@ def bench_components(tmp: Path, quick: bool) -> list[Row]:
         _row("component call making 2 host calls (one instance, no receipt)", call["kuro_us"], "µs",
              "wasmtime-py public API: Func call + post_return", call["public_us"], goal="≤ 1.5×"),
     ]  # fmt: skip
-    for size, repeat, public_repeat in ((64 * 1024, 5, 3), (16 * MiB, 2, 1)):
-        if quick and size > 64 * 1024:
-            continue
-        b = bc.bench_bytes(size, repeat, public_repeat)
+    cases = [(64 * 1024, False), (64 * 1024, True)] + ([] if quick else [(16 * MiB, False), (2 * MiB, True)])
+    for size, both in cases:
+        b = bc.bench_bytes(size, 2 if size > MiB else 5, 1 if size > MiB else 3, both_ways=both)
+        what = "fs.read + output.write (both ways)" if both else "fs.read (host → guest)"
         rows.append(
-            _row(f"list<u8> both ways: fs.read + output.write of {_size_label(size)} (full run)", b["kuro_mb_s"],
+            _row(f"list<u8> {what} of {_size_label(size)}, full run", b["kuro_mb_s"],
                  "MB/s", "wasmtime-py public API, same component", b["public_mb_s"], goal="≥ 100 MB/s")
         )  # fmt: skip
     load = bc.bench_cached_load(tmp, 5 if quick else 15, "typed" if quick else "py-tool")

@@ -4,6 +4,7 @@
 ;;   "trap" unreachable · "spin" loops forever · "flood" writes 1 KiB chunks forever ·
 ;;   "cat" copies stdin to stdout · "deep" recurses until the stack is exhausted ·
 ;;   "read PATH" writes the file to stdout (exit 1 if fs.read answers an error) ·
+;;   "len PATH" reads the file and exits with its length (1 on an error, 0 for an empty file) ·
 ;;   anything else (or none) writes one line to stdout and one to stderr; exit code = number of args.
 (module
   (import "kuro:host/output@1.0.0" "write" (func $write (param i32 i32 i32 i32)))
@@ -45,6 +46,11 @@
         (call $write (i32.const 0) (i32.const 4096) (i32.const 1024) (i32.const 128))
         (br $flood))))
     (if (i32.eq (local.get $c) (i32.const 100)) (then (drop (call $deep (i32.const 0)))))  ;; d: deep
+    (if (i32.eq (local.get $c) (i32.const 108))                                          ;; l: len PATH
+      (then
+        (call $fsread (i32.load offset=8 (local.get $args)) (i32.load offset=12 (local.get $args)) (i32.const 128))
+        (if (i32.load8_u (i32.const 128)) (then (return (i32.const 1))))
+        (return (i32.load (i32.const 136)))))
     (if (i32.eq (local.get $c) (i32.const 114))                                          ;; r: read PATH
       (then
         (call $fsread (i32.load offset=8 (local.get $args)) (i32.load offset=12 (local.get $args)) (i32.const 128))

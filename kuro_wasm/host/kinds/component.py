@@ -59,7 +59,7 @@ from kuro_wasm.model.abi import ErrorCode
 from kuro_wasm.model.wasm_shape import FuncSig, WasmShape
 from kuro_wasm.model.wit import WitType
 
-__all__ = ["HOST_FUNCTIONS", "KIND", "WORLD_PACKAGE", "ComponentKind", "error_name", "trap_code_of"]
+__all__ = ["CAPABILITIES", "HOST_FUNCTIONS", "KIND", "WORLD_PACKAGE", "ComponentKind", "error_name", "trap_code_of"]
 
 #: The WIT package (``wit/host.wit``) this kind implements.
 WORLD_PACKAGE: Final = "kuro:host@1.0.0"
@@ -120,6 +120,18 @@ def _err(results: _Val, code: ErrorCode | int) -> bool:
     return True
 
 
+#: ``instance#function`` → the capability it needs (absent: none, as ``output.write``).
+CAPABILITIES: Final[dict[str, str]] = {
+    f"{_STDIN}#read": "stdin/read",
+    f"{_FS}#read": "fs/read",
+    f"{_FS}#read-at": "fs/read",
+    f"{_FS}#write": "fs/write",
+    f"{_FS}#ls": "fs/ls",
+    f"{_FS}#rm": "fs/rm",
+    f"{_FS}#stat": "fs/ls",
+}
+
+
 # ---- host functions: (run, args, results) → True (answered), or None to trap (run.stop_reason says why)
 
 Handler = Callable[[RunContext, _Val, _Val], "bool | None"]
@@ -134,8 +146,9 @@ def _write(run: RunContext, args: _Val, results: _Val) -> bool | None:
 
 
 def _stdin_read(run: RunContext, args: _Val, results: _Val) -> bool | None:
-    if "stdin/read" not in run.grant:
-        return _err(results, run.deny(f"{_STDIN}#read", "stdin/read", None))
+    capability = CAPABILITIES[f"{_STDIN}#read"]
+    if capability not in run.grant:
+        return _err(results, run.deny(f"{_STDIN}#read", capability, None))
     cap = int(args[0].of.u32)
     if cap == 0:
         return _ok(results, _BYTES, b"")
@@ -151,8 +164,9 @@ def _stdin_read(run: RunContext, args: _Val, results: _Val) -> bool | None:
     return _ok(results, _BYTES, chunk)
 
 
-def _gate(run: RunContext, func: str, capability: str, args: _Val, results: _Val) -> str | None:
+def _gate(run: RunContext, func: str, args: _Val, results: _Val) -> str | None:
     """The call's path if the grant allows it and the path is not empty; otherwise answers and returns None."""
+    capability = CAPABILITIES[f"{_FS}#{func}"]
     path = name_of(args[0].of.string)
     if capability not in run.grant:
         shown = path if len(path.encode("utf-8")) <= MAX_PATH_BYTES else None
@@ -164,21 +178,19 @@ def _gate(run: RunContext, func: str, capability: str, args: _Val, results: _Val
     return path
 
 
-def _answer(run: RunContext, func: str, capability: str, op: str, path: str, *rest: Any) -> _fsgate.Answer:
+def _answer(run: RunContext, func: str, op: str, path: str, *rest: Any) -> _fsgate.Answer:
     answer = _fsgate.call_in_run(run, op, path, *rest)
     if answer.reason is not None and abi.error_for_reason(answer.reason) == ErrorCode.DENIED:
-        run.deny(f"{_FS}#{func}", capability, path)  # the Fs value's own grant refused it
+        run.deny(f"{_FS}#{func}", CAPABILITIES[f"{_FS}#{func}"], path)  # the Fs value's own grant refused it
     return answer
 
 
 def _read_file(run: RunContext, args: _Val, results: _Val) -> bool | None:
-    path = _gate(run, "read", "fs/read", args, results)
+    path = _gate(run, "read", args, results)
     if path is None:
         return True
     pieces: list[bytes] = []
-    answer = _answer(
-        run, "read", "fs/read", "read_into", path, _MAX_LIST, lambda _at, piece: pieces.append(bytes(piece))
-    )
+    answer = _answer(run, "read", "read_into", path, _MAX_LIST, lambda _at, piece: pieces.append(bytes(piece)))
     if answer.reason is not None:
         return _err(results, abi.error_for_reason(answer.reason))
     size, cid = answer.value
@@ -190,11 +202,11 @@ def _read_file(run: RunContext, args: _Val, results: _Val) -> bool | None:
 
 
 def _read_at(run: RunContext, args: _Val, results: _Val) -> bool | None:
-    path = _gate(run, "read-at", "fs/read", args, results)
+    path = _gate(run, "read-at", args, results)
     if path is None:
         return True
     offset, length = int(args[1].of.u64), int(args[2].of.u32)
-    answer = _answer(run, "read-at", "fs/read", "read_at", path, offset, length)
+    answer = _answer(run, "read-at", "read_at", path, offset, length)
     if answer.reason is not None:
         return _err(results, abi.error_for_reason(answer.reason))
     data, cid = answer.value
@@ -204,10 +216,10 @@ def _read_at(run: RunContext, args: _Val, results: _Val) -> bool | None:
 
 
 def _fs_write(run: RunContext, args: _Val, results: _Val) -> bool | None:
-    path = _gate(run, "write", "fs/write", args, results)
+    path = _gate(run, "write", args, results)
     if path is None:
         return True
-    answer = _answer(run, "write", "fs/write", "write", path, bytes_of(args[1].of.list))
+    answer = _answer(run, "write", "write", path, bytes_of(args[1].of.list))
     if answer.reason is not None:
         return _err(results, abi.error_for_reason(answer.reason))
     run.fs = answer.fs
@@ -216,10 +228,10 @@ def _fs_write(run: RunContext, args: _Val, results: _Val) -> bool | None:
 
 
 def _ls(run: RunContext, args: _Val, results: _Val) -> bool | None:
-    path = _gate(run, "ls", "fs/ls", args, results)
+    path = _gate(run, "ls", args, results)
     if path is None:
         return True
-    answer = _answer(run, "ls", "fs/ls", "entries", path)
+    answer = _answer(run, "ls", "entries", path)
     if answer.reason is not None:
         return _err(results, abi.error_for_reason(answer.reason))
     entries = [(e["name"], e["kind"], e["size"], e["cid"]) for e in answer.value]
@@ -227,10 +239,10 @@ def _ls(run: RunContext, args: _Val, results: _Val) -> bool | None:
 
 
 def _rm(run: RunContext, args: _Val, results: _Val) -> bool | None:
-    path = _gate(run, "rm", "fs/rm", args, results)
+    path = _gate(run, "rm", args, results)
     if path is None:
         return True
-    answer = _answer(run, "rm", "fs/rm", "rm", path)
+    answer = _answer(run, "rm", "rm", path)
     if answer.reason is not None:
         return _err(results, abi.error_for_reason(answer.reason))
     run.fs = answer.fs
@@ -239,10 +251,10 @@ def _rm(run: RunContext, args: _Val, results: _Val) -> bool | None:
 
 
 def _stat(run: RunContext, args: _Val, results: _Val) -> bool | None:
-    path = _gate(run, "stat", "fs/ls", args, results)
+    path = _gate(run, "stat", args, results)
     if path is None:
         return True
-    answer = _answer(run, "stat", "fs/ls", "stat", path)
+    answer = _answer(run, "stat", "stat", path)
     if answer.reason is not None:
         return _err(results, abi.error_for_reason(answer.reason))
     meta = answer.value
