@@ -6,9 +6,10 @@
 
 Sources: ``guests/components/<name>.wat`` (its world is named on its first line,
 ``(world kuro:fixtures/<world>)``, from ``guests/components/wit/``), and
-``guests/components/py-tool/app.py`` (world ``kuro:host/command``, built with
-``componentize-py --stub-wasi``: WASI imports become trapping stubs, so the
-component imports only the kuro world). The world package ``wit/host.wit`` is
+the Python guests ``guests/components/py-*/app.py`` (world ``kuro:host/command``):
+``py-tool`` built with ``componentize-py --stub-wasi`` (WASI imports become
+trapping stubs, so the component imports only the kuro world), ``py-wasi``
+without it (it imports WASI 0.2, which this host provides virtually). The world package ``wit/host.wit`` is
 the one every guest is built against. Each output ``OUT_DIR/<name>.wasm`` has a
 stamp beside it (SHA-256 of every input and the tool's version), so an
 unchanged guest is not rebuilt — the Python guest takes ~15 s to build.
@@ -31,6 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "guests" / "components"
 WORLD = ROOT / "wit"
 BIN = Path(sys.executable).parent
+#: Python guests: name → built with ``--stub-wasi`` (WASI imports become trapping stubs inside the component).
+PYTHON = {"py-tool": True, "py-wasi": False}
 _WORLD_LINE = re.compile(r"\(world kuro:fixtures/([a-z][a-z0-9-]*)\)")
 
 
@@ -45,7 +48,7 @@ def _version(tool: str) -> str:
 
 def guests() -> list[str]:
     """Every buildable guest name: the WAT guests, then ``py-tool``."""
-    return [*sorted(p.stem for p in SOURCES.glob("*.wat")), "py-tool"]
+    return [*sorted(p.stem for p in SOURCES.glob("*.wat")), *PYTHON]
 
 
 def _wit_dir(tmp: Path) -> Path:
@@ -59,14 +62,14 @@ def _wit_dir(tmp: Path) -> Path:
 
 def _inputs(name: str) -> list[Path]:
     wit = sorted([*SOURCES.glob("wit/**/*.wit"), *WORLD.glob("*.wit")])
-    if name == "py-tool":
-        return [*sorted((SOURCES / "py-tool").glob("*.py")), *wit]
+    if name in PYTHON:
+        return [*sorted((SOURCES / name).glob("*.py")), *wit]
     return [SOURCES / f"{name}.wat", *wit]
 
 
 def _stamp(name: str) -> str:
     digest = hashlib.sha256()
-    digest.update(_version("componentize-py" if name == "py-tool" else "wasm-tools").encode())
+    digest.update(_version("componentize-py" if name in PYTHON else "wasm-tools").encode())
     for path in _inputs(name):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
@@ -86,22 +89,12 @@ def _build_wat(name: str, out: Path, tmp: Path) -> None:
     subprocess.run([wasm_tools, "component", "new", str(core), "-o", str(out)], check=True)
 
 
-def _build_py(out: Path, tmp: Path) -> None:
-    app = tmp / "py-tool"
-    shutil.copytree(SOURCES / "py-tool", app)
+def _build_py(name: str, out: Path, tmp: Path) -> None:
+    app = tmp / name
+    shutil.copytree(SOURCES / name, app)
+    stub = ["--stub-wasi"] if PYTHON[name] else []
     subprocess.run(
-        [
-            _tool("componentize-py"),
-            "-d",
-            str(WORLD),
-            "-w",
-            "command",
-            "componentize",
-            "--stub-wasi",
-            "app",
-            "-o",
-            str(out),
-        ],
+        [_tool("componentize-py"), "-d", str(WORLD), "-w", "command", "componentize", *stub, "app", "-o", str(out)],
         check=True,
         cwd=app,
         stdout=subprocess.DEVNULL,
@@ -118,8 +111,8 @@ def build(out_dir: Path, names: list[str] | None = None) -> dict[str, Path]:
         if not (target.exists() and stamp_path.exists() and stamp_path.read_text() == stamp):
             with tempfile.TemporaryDirectory() as tmp:
                 part = Path(tmp) / f"{name}.wasm"
-                if name == "py-tool":
-                    _build_py(part, Path(tmp))
+                if name in PYTHON:
+                    _build_py(name, part, Path(tmp))
                 else:
                     _build_wat(name, part, Path(tmp))
                 shutil.move(str(part), target)

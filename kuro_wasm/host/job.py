@@ -215,7 +215,7 @@ class Job:
     def _finish(self, result: dict[str, Any], session: Session) -> dict[str, Any]:
         ctx = self.ctx
         finished_ms = int(time.time() * 1000)
-        result = dict(result)
+        result = {**ctx.kind_state.get("receipt", {}), **result}  # a kind's own facts; the run's keys win
         result.update(
             {
                 "isolation": ISOLATION,

@@ -34,7 +34,6 @@ KNOWN_FAMILIES: Final[dict[str, str]] = {
     "wasi_snapshot_preview1": "WASI",
     "wasi_unstable": "WASI (pre-preview-1)",
     "env": "Emscripten or C runtime",
-    "wasi:": "WASI 0.2",
 }
 
 
@@ -86,6 +85,7 @@ def _component_reason(shape: WasmShape, kinds: list[GuestKind]) -> str:
     missing = sorted(m for m in shape.import_modules() if not any(m in k.import_modules for k in kinds))
     if not missing:
         return f"imports from {sorted(shape.import_modules())}: no one guest kind provides all of them"
-    families = sorted({KNOWN_FAMILIES["wasi:"]} if any(m.startswith("wasi:") for m in missing) else set())
-    extra = f" (no {', '.join(families)} support in this host)" if families else ""
-    return f"imports {', '.join(missing)}: outside what this host provides ({', '.join(provided)}){extra}"
+    kuro = ", ".join(m for m in provided if not m.startswith("wasi:"))
+    wasi = "; and WASI 0.2: wasi:cli, wasi:io, wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets"
+    extra = wasi if any(m.startswith("wasi:") for m in provided) else ""
+    return f"imports {', '.join(missing)}: outside what this host provides ({kuro}{extra})"

@@ -49,6 +49,7 @@ from wasmtime import _ffi as ffi
 
 from kuro_fs.paths import MAX_PATH_BYTES
 from kuro_wasm.host import fsgate as _fsgate
+from kuro_wasm.host import wasi_p2
 from kuro_wasm.host.calls import run_of
 from kuro_wasm.host.component_values import bytes_of, delete, name_of, read, write
 from kuro_wasm.host.context import RunContext
@@ -134,10 +135,10 @@ CAPABILITIES: Final[dict[str, str]] = {
 
 # ---- host functions: (run, args, results) → True (answered), or None to trap (run.stop_reason says why)
 
-Handler = Callable[[RunContext, _Val, _Val], "bool | None"]
+Handler = Callable[[RunContext, Any, _Val, _Val], "bool | None"]
 
 
-def _write(run: RunContext, args: _Val, results: _Val) -> bool | None:
+def _write(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | None:
     stream = name_of(args[0].of.enumeration)
     if not run.emit(stream, bytes_of(args[1].of.list)):
         run.stop("output-capped")
@@ -145,7 +146,7 @@ def _write(run: RunContext, args: _Val, results: _Val) -> bool | None:
     return _ok(results)
 
 
-def _stdin_read(run: RunContext, args: _Val, results: _Val) -> bool | None:
+def _stdin_read(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | None:
     capability = CAPABILITIES[f"{_STDIN}#read"]
     if capability not in run.grant:
         return _err(results, run.deny(f"{_STDIN}#read", capability, None))
@@ -185,7 +186,7 @@ def _answer(run: RunContext, func: str, op: str, path: str, *rest: Any) -> _fsga
     return answer
 
 
-def _read_file(run: RunContext, args: _Val, results: _Val) -> bool | None:
+def _read_file(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | None:
     path = _gate(run, "read", args, results)
     if path is None:
         return True
@@ -201,7 +202,7 @@ def _read_file(run: RunContext, args: _Val, results: _Val) -> bool | None:
     return _ok(results, _BYTES, b"".join(pieces))
 
 
-def _read_at(run: RunContext, args: _Val, results: _Val) -> bool | None:
+def _read_at(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | None:
     path = _gate(run, "read-at", args, results)
     if path is None:
         return True
@@ -215,7 +216,7 @@ def _read_at(run: RunContext, args: _Val, results: _Val) -> bool | None:
     return _ok(results, _BYTES, data)
 
 
-def _fs_write(run: RunContext, args: _Val, results: _Val) -> bool | None:
+def _fs_write(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | None:
     path = _gate(run, "write", args, results)
     if path is None:
         return True
@@ -227,7 +228,7 @@ def _fs_write(run: RunContext, args: _Val, results: _Val) -> bool | None:
     return _ok(results)
 
 
-def _ls(run: RunContext, args: _Val, results: _Val) -> bool | None:
+def _ls(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | None:
     path = _gate(run, "ls", args, results)
     if path is None:
         return True
@@ -238,7 +239,7 @@ def _ls(run: RunContext, args: _Val, results: _Val) -> bool | None:
     return _ok(results, _ENTRIES, entries)
 
 
-def _rm(run: RunContext, args: _Val, results: _Val) -> bool | None:
+def _rm(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | None:
     path = _gate(run, "rm", args, results)
     if path is None:
         return True
@@ -250,7 +251,7 @@ def _rm(run: RunContext, args: _Val, results: _Val) -> bool | None:
     return _ok(results)
 
 
-def _stat(run: RunContext, args: _Val, results: _Val) -> bool | None:
+def _stat(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | None:
     path = _gate(run, "stat", args, results)
     if path is None:
         return True
@@ -289,7 +290,7 @@ def _trampoline(name: str, handler: Handler) -> Any:
             run.calls += 1
             if run.stop_reason is not None:
                 return _error_ptr(f"kuro: stopped ({run.stop_reason})")
-            if handler(run, args, results) is None:
+            if handler(run, cctx, args, results) is None:
                 return _error_ptr(f"kuro: stopped ({run.stop_reason})")
             return 0
         except BaseException as exc:
@@ -304,27 +305,63 @@ _NULL_FINALIZER: Final = ctypes.CFUNCTYPE(None, ctypes.c_void_p)()
 _THUNKS: dict[str, Any] = {}
 
 
-def _define(linker: wc.Linker) -> None:
+def _thunk(key: str, handler: Handler) -> Any:
+    thunk = _THUNKS.get(key)
+    if thunk is None:
+        thunk = _THUNKS[key] = _trampoline(key, handler)
+    return thunk
+
+
+def _check(err: Any) -> None:
+    if err:
+        raise wasmtime.WasmtimeError._from_ptr(err)
+
+
+@ffi.wasmtime_component_resource_destructor_t  # type: ignore[untyped-decorator]
+def _drop_resource(_env: Any, cctx: Any, rep: int) -> int:
+    run = run_of(cctx)
+    if run is not None:
+        run.kind_state.get("wasi-resources", {}).pop(int(rep), None)
+    return 0
+
+
+def _define(linker: wc.Linker, wasi: frozenset[str] = frozenset()) -> None:
+    """Define the world's host functions in ``linker``, and the virtual WASI 0.2 instances named in ``wasi``.
+
+    WASI instances are defined under the exact names (versions) the component imports.
+    """
+    instances: dict[str, dict[str, Handler]] = dict(HOST_FUNCTIONS)
+    resources: dict[str, list[tuple[str, int]]] = {}
+    for instance in sorted(wasi):
+        iface = instance.partition("@")[0]
+        instances[instance] = dict(wasi_p2.FUNCTIONS.get(iface, {}))
+        resources[instance] = [(n, tid) for n, (owner, tid) in wasi_p2.RESOURCES.items() if owner == iface]
     root = ffi.wasmtime_component_linker_root(linker.ptr())
     try:
-        for instance, funcs in HOST_FUNCTIONS.items():
+        for instance, funcs in instances.items():
             raw = instance.encode("utf-8")
             inst = ctypes.POINTER(ffi.wasmtime_component_linker_instance_t)()
-            err = ffi.wasmtime_component_linker_instance_add_instance(root, raw, len(raw), ctypes.byref(inst))
-            if err:
-                raise wasmtime.WasmtimeError._from_ptr(err)
+            _check(ffi.wasmtime_component_linker_instance_add_instance(root, raw, len(raw), ctypes.byref(inst)))
             try:
+                for rname, type_id in resources.get(instance, []):
+                    rawr = rname.encode("utf-8")
+                    rtype = ffi.wasmtime_component_resource_type_new_host(type_id)
+                    try:
+                        _check(
+                            ffi.wasmtime_component_linker_instance_add_resource(
+                                inst, rawr, len(rawr), rtype, _drop_resource, None, _NULL_FINALIZER
+                            )
+                        )
+                    finally:
+                        ffi.wasmtime_component_resource_type_delete(rtype)
                 for fname, handler in funcs.items():
-                    key = f"{instance}#{fname}"
-                    thunk = _THUNKS.get(key)
-                    if thunk is None:
-                        thunk = _THUNKS[key] = _trampoline(key, handler)
                     rawf = fname.encode("utf-8")
-                    err = ffi.wasmtime_component_linker_instance_add_func(
-                        inst, rawf, len(rawf), thunk, None, _NULL_FINALIZER
+                    thunk = _thunk(f"{instance}#{fname}", handler)
+                    _check(
+                        ffi.wasmtime_component_linker_instance_add_func(
+                            inst, rawf, len(rawf), thunk, None, _NULL_FINALIZER
+                        )
                     )
-                    if err:
-                        raise wasmtime.WasmtimeError._from_ptr(err)
             finally:
                 ffi.wasmtime_component_linker_instance_delete(inst)
     finally:
@@ -369,7 +406,10 @@ class ComponentKind:
     """Components whose every import is in the ``kuro:host@1.0.0`` world (``wit/host.wit``)."""
 
     name = "kuro-component"
-    import_modules = frozenset(HOST_FUNCTIONS)
+    #: The kuro world's instances, and the virtual WASI's at every 0.2.x version (0.2.0 … 0.2.31).
+    import_modules = frozenset(HOST_FUNCTIONS) | frozenset(
+        f"{iface}@0.2.{patch}" for iface in wasi_p2.INTERFACES for patch in range(32)
+    )
     components = True
 
     def __init__(self) -> None:
@@ -390,6 +430,8 @@ class ComponentKind:
         if not shape.component:
             return "the guest is a core module, not a component"
         for imp in shape.imports:
+            if wasi_p2.provides(imp.module):
+                continue  # the virtual WASI: implemented functions, the rest linked as traps
             funcs = HOST_FUNCTIONS.get(imp.module)
             if funcs is None:
                 return f"imports {imp.module}: outside the {WORLD_PACKAGE} world"
@@ -398,7 +440,14 @@ class ComponentKind:
         return None
 
     def link(self, engine: wasmtime.Engine, compiled: Any) -> Any:
-        return (self.linker(engine), compiled)
+        """The shared linker, or for a component importing WASI its own (WASI + the rest of it as traps)."""
+        wasi = frozenset(name for name in compiled.type.imports(engine) if wasi_p2.provides(name))
+        if not wasi:
+            return (self.linker(engine), compiled)
+        linker = wc.Linker(engine)
+        _define(linker, wasi)
+        _check(ffi.wasmtime_component_linker_define_unknown_imports_as_traps(linker.ptr(), compiled.ptr()))
+        return (linker, compiled)
 
     def instantiate(self, store: wasmtime.Store, linked: Any) -> tuple[Any, CallOutcome | None]:
         linker, component = linked
@@ -440,6 +489,7 @@ class ComponentKind:
                 write(t, arg, ctypes.pointer(params[i]))
                 written += 1
             has_result = func.result is not None
+            run.kind_state.pop("exit-code", None)
             err = ffi.wasmtime_component_func_call(
                 ctypes.byref(raw),
                 ctx,
@@ -449,6 +499,10 @@ class ComponentKind:
                 int(has_result),
             )
             if err:
+                exited = run.kind_state.get("exit-code")
+                if exited is not None and run.stop_reason is None:  # wasi:cli/exit: the guest chose its code
+                    ffi.wasmtime_error_delete(err)
+                    return CallOutcome(values=(exited,))
                 return _failed(err)
             value: Any = None if func.result is None else read(func.result, result)
             if has_result:
