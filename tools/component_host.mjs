@@ -15,6 +15,7 @@
 // What this host does not do (the parity test skips those fixtures): fuel and memory limits (V8
 // has neither), and load errors (decided by kuro's model before any engine runs). fs.write and
 // fs.rm are checked (grant, path, type) and then kept in memory only: no new root is computed.
+// WASI 0.2 imports get the same virtual WASI as kuro_wasm/host/wasi_p2.py (virtualWasi below).
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads'
 import { pathToFileURL } from 'node:url'
 import { readFile } from 'node:fs/promises'
@@ -141,6 +142,85 @@ function plain (t, v) {
 // ---- one run (in a worker, so a deadline can stop a guest that never returns)
 
 class Stopped extends Error {}
+class Exited extends Error {
+  constructor (code) { super(`exit ${code}`); this.code = code }
+}
+
+// The virtual WASI 0.2 of kuro_wasm/host/wasi_p2.py, in JavaScript: stdio on the run's stream, stdin
+// gated by stdin/read, no environment, exit, the host's clocks and randomness, no preopens; the
+// filesystem's descriptors and the sockets exist only as names (calling them fails).
+function virtualWasi ({ emit, readStdin, stdinReady }) {
+  const closed = () => { const e = new Error('closed'); e.payload = { tag: 'closed' }; return e }
+  class Pollable {
+    constructor (ready = () => true) { this.isReady = ready }
+    ready () { return this.isReady() }
+    block () { while (!this.isReady()) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1) }
+  }
+  class OutputStream {
+    constructor (stream) { this.stream = stream }
+    checkWrite () { return 1n << 20n }
+    write (bytes) { emit(this.stream, bytes) }
+    blockingWriteAndFlush (bytes) { emit(this.stream, bytes) }
+    flush () {}
+    blockingFlush () {}
+    subscribe () { return new Pollable() }
+  }
+  class InputStream {
+    read (len) { const got = readStdin(Number(len)); if (got === null) throw closed(); return got }
+    blockingRead (len) { return this.read(len) }
+    subscribe () { return new Pollable(stdinReady) }
+  }
+  const missing = (name) => () => { throw new Error(`${name}: not provided by this host`) }
+  class Stub {}
+  const deadline = (ns) => new Pollable(() => process.hrtime.bigint() >= ns)
+  return {
+    'wasi:cli/stdout': { getStdout: () => new OutputStream('stdout') },
+    'wasi:cli/stderr': { getStderr: () => new OutputStream('stderr') },
+    'wasi:cli/stdin': { getStdin: () => new InputStream() },
+    'wasi:cli/environment': { getEnvironment: () => [], getArguments: () => [], initialCwd: () => undefined },
+    'wasi:cli/exit': { exit: (status) => { throw new Exited(status.tag === 'ok' ? 0 : 1) } },
+    'wasi:cli/terminal-input': { TerminalInput: class TerminalInput {} },
+    'wasi:cli/terminal-output': { TerminalOutput: class TerminalOutput {} },
+    'wasi:cli/terminal-stdin': { getTerminalStdin: () => undefined },
+    'wasi:cli/terminal-stdout': { getTerminalStdout: () => undefined },
+    'wasi:cli/terminal-stderr': { getTerminalStderr: () => undefined },
+    'wasi:io/error': { Error: class Error_ { toDebugString () { return 'error' } } },
+    'wasi:io/poll': {
+      Pollable,
+      poll: (list) => {
+        for (;;) {
+          const ready = list.map((p, i) => (p.ready() ? i : -1)).filter((i) => i >= 0)
+          if (ready.length) return new Uint32Array(ready)
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1)
+        }
+      }
+    },
+    'wasi:io/streams': { InputStream, OutputStream },
+    'wasi:clocks/monotonic-clock': {
+      now: () => process.hrtime.bigint(),
+      resolution: () => 1000n,
+      subscribeInstant: (when) => deadline(when),
+      subscribeDuration: (ns) => deadline(process.hrtime.bigint() + ns)
+    },
+    'wasi:clocks/wall-clock': {
+      now: () => { const ms = Date.now(); return { seconds: BigInt(Math.floor(ms / 1000)), nanoseconds: (ms % 1000) * 1e6 } },
+      resolution: () => ({ seconds: 0n, nanoseconds: 1000 })
+    },
+    'wasi:random/random': {
+      getRandomBytes: (len) => crypto.getRandomValues(new Uint8Array(Number(len))),
+      getRandomU64: () => crypto.getRandomValues(new BigUint64Array(1))[0]
+    },
+    'wasi:filesystem/preopens': { getDirectories: () => [] },
+    'wasi:filesystem/types': { Descriptor: Stub, DirectoryEntryStream: Stub, filesystemErrorCode: () => undefined },
+    'wasi:sockets/network': { Network: Stub },
+    'wasi:sockets/instance-network': { instanceNetwork: missing('instance-network') },
+    'wasi:sockets/tcp': { TcpSocket: Stub },
+    'wasi:sockets/tcp-create-socket': { createTcpSocket: missing('create-tcp-socket') },
+    'wasi:sockets/udp': { UdpSocket: Stub, IncomingDatagramStream: Stub, OutgoingDatagramStream: Stub },
+    'wasi:sockets/udp-create-socket': { createUdpSocket: missing('create-udp-socket') },
+    'wasi:sockets/ip-name-lookup': { ResolveAddressStream: Stub, resolveAddresses: missing('resolve-addresses') }
+  }
+}
 
 async function runGuest (req) {
   const fs = new KuroFs(Object.fromEntries(Object.entries(req.blocks).map(([c, b]) => [c, unb64(b)])), req.root)
@@ -170,14 +250,33 @@ async function runGuest (req) {
     if (!reads.includes(entry.cid)) { reads.push(entry.cid); parentPort.postMessage({ reads }) }
     return fs.fileBytes(entry.cid)
   }
+  const emit = (stream, data) => {
+    if (capped || kept + data.length > req.max_output_bytes) { capped = true; throw new Stopped('output-capped') }
+    kept += data.length
+    parentPort.postMessage({ chunk: [stream, b64(data)] })
+  }
   const imports = {
+    ...virtualWasi({
+      emit,
+      readStdin: (max) => {
+        if (!grant.has('stdin/read')) {
+          const name = 'wasi:io/streams#[method]input-stream.read'
+          const found = denials.find((d) => d['kuro/import'] === name)
+          if (found) found['kuro/count'] = (found['kuro/count'] ?? 1) + 1
+          else denials.push({ 'kuro/import': name, 'kuro/capability': 'stdin/read' })
+          parentPort.postMessage({ denials })
+          return null
+        }
+        if (stdin.length === 0) return null
+        const out = stdin.slice(0, max)
+        stdin = stdin.slice(out.length)
+        return out
+      },
+      stdinReady: () => true
+    }),
     'kuro:host/types': {},
     'kuro:host/output': {
-      write (stream, data) {
-        if (capped || kept + data.length > req.max_output_bytes) { capped = true; throw new Stopped('output-capped') }
-        kept += data.length
-        parentPort.postMessage({ chunk: [stream, b64(data)] })
-      }
+      write (stream, data) { emit(stream, data) }
     },
     'kuro:host/stdin': {
       read (max) {
@@ -233,6 +332,7 @@ async function runGuest (req) {
     value = target(...params)
   } catch (e) {
     if (capped) throw new Stopped('output-capped') // jco turned it into an err payload it could not lower
+    if (e instanceof Exited) return { exit_code: e.code }
     if (e instanceof Stopped || e instanceof WebAssembly.RuntimeError || e instanceof RangeError || e?.payload === undefined) throw e
     value = e.payload // an export's result<_, E> err: jco throws the payload
     isErr = true
