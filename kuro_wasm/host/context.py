@@ -89,6 +89,8 @@ class RunContext:
     stop_reason: str | None = None
     host_error: str | None = None
     memory: Any = None
+    #: the address of ``memory`` (a ``wasmtime_memory_t``) once looked up; 0 until then
+    memory_ref: int = 0
     calls: int = 0
     #: What a guest kind keeps for this run only (a component's resource table, a WASI exit code …);
     #: under ``"receipt"``, host result keys of its own that the run adds to the receipt (the allow-list applies).

@@ -13,6 +13,8 @@ import pytest
 from cli_helpers import ROOT, Kuro
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.car import export_car
+from kuro_fs.fsdir import Entry, write_dir
 from kuro_fs.importer import import_path
 
 
@@ -108,6 +110,21 @@ def test_checkout_refuses_a_cid_that_is_not_a_directory_in_the_store(kuro: Kuro,
     result = kuro("fs", "checkout", file_cid)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert len(_log(kuro)) == 1
+
+
+def test_a_sharded_root_can_be_named_listed_and_checked_out(kuro: Kuro, tmp_path: Path) -> None:
+    # A root of more than 256 entries is a sharded directory block: still a kuro.fs directory to the CLI.
+    store = MemoryBlockStore()
+    files = {f"f{i:03d}": Entry(store.put(b"%d" % i), len(b"%d" % i)) for i in range(300)}
+    root = write_dir(store, files)
+    export_car(store, root, tmp_path / "big.car")
+    imported = kuro("car", "import", str(tmp_path / "big.car"), "--name", "big")
+    assert imported.returncode == 0, imported.stderr
+    assert kuro("fs", "ls", "-n", "big").stdout.split() == sorted(files)
+    assert kuro("fs", "cat", "f123", "-n", "big").stdout == "123"
+    assert kuro("fs", "rm", "f000", "-n", "big").returncode == 0
+    assert kuro("fs", "checkout", "0", "-n", "big").returncode == 0
+    assert kuro("fs", "cat", "f000", "-n", "big").stdout == "0"
 
 
 def test_names_are_independent(kuro: Kuro, tree: Path) -> None:
@@ -226,3 +243,22 @@ def test_an_export_into_a_missing_directory_names_that_directory(kuro: Kuro, tre
     result = kuro("car", "export", str(tmp_path / "nowhere" / "x.car"))
     assert result.returncode == 2
     assert result.stderr == f"kuro: error: {tmp_path / 'nowhere'}: No such directory\n"
+
+
+def test_ls_escapes_names_that_would_lie_on_a_terminal(kuro: Kuro, home: Path) -> None:
+    # A tree made elsewhere (by an older kuro, or by hand) may hold names with control characters.
+    from kuro_fs.cid import raw_cid
+    from kuro_fs.filestore import default_store
+    from kuro_fs.fsdir import Entry, encode_dir
+    from kuro_wasm.cli.refs import Refs
+
+    store = default_store(home)
+    leaf = store.put(b"x")
+    names = {"evil\nfake": Entry(leaf, 1), "title\x1b]0;pwned\x07": Entry(leaf, 1), "plain.txt": Entry(leaf, 1)}
+    root = store.put(encode_dir(names), "dag-cbor")
+    assert leaf == raw_cid(b"x")
+    Refs(home / "refs").set("odd", root, "a hand-made tree")
+    listed = kuro("fs", "ls", "-n", "odd")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == ["evil\\nfake", "plain.txt", "title\\x1b]0;pwned\\x07"]
+    assert "\x1b" not in listed.stdout
