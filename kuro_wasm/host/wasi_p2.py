@@ -11,7 +11,8 @@ wasi:cli/stdout, stderr       an output stream onto the run's stream (same cap)
 wasi:cli/stdin                an input stream on the run's stdin (``stdin/read``;
                               without it reads end at once and are recorded in
                               ``kuro/denials``)
-wasi:cli/environment          no variables, no arguments, no cwd
+wasi:cli/environment          the run's ``kind_state["env"]`` pairs (none unless the
+                              host sets them), no arguments, no cwd
 wasi:cli/exit                 ends the run with exit code 0 (ok) or 1 (err)
 wasi:cli/terminal-*           no terminal (``none``)
 wasi:io/poll, streams, error  the streams above; pollables on stdin and the clocks
@@ -400,6 +401,12 @@ def _insecure_seed(run: RunContext, cctx: Any, args: _Val, results: _Val) -> boo
 # ---- cli
 
 
+def _environment(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    """``kind_state["env"]`` (name, value) pairs if the run was given any; none otherwise."""
+    write(_ENV, [(str(k), str(v)) for k, v in run.kind_state.get("env", ())], results)
+    return True
+
+
 def _empty(t: WitType) -> Callable[[RunContext, Any, _Val, _Val], bool]:
     def answer(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
         write(t, [] if t.kind == "list" else None, results)
@@ -427,7 +434,7 @@ FUNCTIONS: Final[dict[str, dict[str, _Handler]]] = {
     "wasi:cli/stderr": {"get-stderr": _get_stream("output-stream", lambda: _Out("stderr"))},
     "wasi:cli/stdin": {"get-stdin": _get_stream("input-stream", _In)},
     "wasi:cli/environment": {
-        "get-environment": _empty(_ENV),
+        "get-environment": _environment,
         "get-arguments": _empty(_STRINGS),
         "initial-cwd": _empty(_OPTION_STRING),
     },

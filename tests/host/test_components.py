@@ -213,3 +213,24 @@ def test_a_trapping_typed_export_has_no_result_in_its_receipt() -> None:
     cid = add_guest(store, component("typed"))
     receipt = run(make_session(fs), guest(cid, "run", ["trap"]), store=store, fs=fs)
     assert receipt["kuro/outcome"] == "trap" and "kuro/result" not in receipt
+
+
+def test_a_wasi_guests_clock_and_random_reads_are_its_recorded_nondeterminism() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    wasi = run(make_session(fs), guest(add_guest(store, component("py-wasi")), "run", []), store=store, fs=fs)
+    assert wasi["kuro/exit-code"] == 0, wasi
+    seen = wasi["kuro/nondeterminism"]
+    assert seen["random-bytes"] >= 8 and seen["wall-clock"] >= 2 and seen["monotonic-clock"] >= 2
+    plain = run(make_session(fs), guest(add_guest(store, component("typed")), "run", []), store=store, fs=fs)
+    assert "kuro/nondeterminism" not in plain  # read neither: says so by its absence
+
+
+def test_the_virtual_wasi_environment_is_what_the_run_was_given() -> None:
+    from kuro_wasm.host import wasi_p2
+
+    assert wasi_p2.provides("wasi:cli/environment@0.2.0") and not wasi_p2.provides("wasi:cli/environment@0.3.0")
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    receipt = run(make_session(fs), guest(add_guest(store, component("exiting")), "run", []), store=store, fs=fs)
+    assert receipt["kuro/stdout"] == b"vars: 0\n"  # the spec carries no environment: none is made up

@@ -4,6 +4,7 @@ prints, reads its environment, the clocks and randomness, and tries a file outsi
 run(args): prints "hello <args>" (stdout, print), "env <KURO_GREETING>" and "stderr works"
 (sys.stderr), whether the clocks moved forward, whether open("/etc/passwd") was refused, the length
 of 8 random bytes, and cats args[0] through kuro.fs when given. Exit code 0.
+run(["--stdin"]): reads stdin to its end through WASI (sys.stdin) and prints its length.
 """
 
 import os
@@ -18,6 +19,9 @@ from wit_world.imports import fs, output, types
 
 class WitWorld(wit_world.WitWorld):
     def run(self, args: list[str]) -> int:
+        if args == ["--stdin"]:
+            print("stdin", len(sys.stdin.buffer.read()))
+            return 0
         print("hello", " ".join(args))
         print("env", os.environ.get("KURO_GREETING", "(unset)"))
         print("stderr works", file=sys.stderr)

@@ -8,8 +8,9 @@ answering ``result<_, error-code>`` where ABI v1 answers a negative ``i32``
 (the same :class:`~kuro_wasm.model.abi.ErrorCode` table, by name), recording
 refusals in ``kuro/denials`` and reads in ``kuro/reads`` through the same
 :class:`~kuro_wasm.host.context.RunContext` and :mod:`~kuro_wasm.host.fsgate`.
-A component importing anything else (``wasi:…``) is not claimed — the
-``load-error`` names every such import.
+WASI 0.2 imports get the virtual WASI of :mod:`kuro_wasm.host.wasi_p2`; a
+component importing anything else is not claimed — the ``load-error`` names
+every such import.
 
 Host functions are raw C callbacks (``wasmtime_component_func_callback_t``),
 for the reasons :mod:`kuro_wasm.host.calls` gives for core modules: no
@@ -23,16 +24,18 @@ args are converted by its WIT type (:func:`kuro_wasm.model.wit.lower`) before
 anything runs — a function whose only parameter is ``list<string>`` (the
 world's ``run``) takes the spec's args as that list. The exit code is
 ``run``'s ``u32``; for any other export it is 0, or 1 when its result is a
-``result`` whose case is ``err``; the typed result goes to ``kuro/result``.
+``result`` whose case is ``err`` (or what ``wasi:cli/exit`` said); the typed
+result goes to ``kuro/result``.
 
 ## Effects
-wasmtime's component C API: one linker per engine (instantiated per run —
-the C API has no component ``InstancePre``), calls and value vectors; blocks
-in ``stdin.read`` as ABI v1's ``read`` does.
+wasmtime's component C API: one linker per engine, or per component for one
+importing WASI (instantiated per run — the C API has no component
+``InstancePre``), calls and value vectors; blocks in ``stdin.read`` as ABI
+v1's ``read`` does.
 
 ## Not done here
-No WASI (not even a virtual subset), no resources, no async component
-functions. No bound on the size of a typed result other than the guest's memory.
+No resources of the kuro world, no async component functions. No bound on the
+size of a typed result other than the guest's memory.
 """
 
 from __future__ import annotations
@@ -302,14 +305,17 @@ def _trampoline(name: str, handler: Handler) -> Any:
 
 
 _NULL_FINALIZER: Final = ctypes.CFUNCTYPE(None, ctypes.c_void_p)()
+# Every thunk handed to wasmtime stays alive for the process (a linker may outlive any caller's reference).
 _THUNKS: dict[str, Any] = {}
+_THUNKS_LOCK = threading.Lock()
 
 
 def _thunk(key: str, handler: Handler) -> Any:
-    thunk = _THUNKS.get(key)
-    if thunk is None:
-        thunk = _THUNKS[key] = _trampoline(key, handler)
-    return thunk
+    with _THUNKS_LOCK:
+        thunk = _THUNKS.get(key)
+        if thunk is None:
+            thunk = _THUNKS[key] = _trampoline(key, handler)
+        return thunk
 
 
 def _check(err: Any) -> None:
