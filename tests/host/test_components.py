@@ -226,7 +226,7 @@ def test_a_wasi_guests_clock_and_random_reads_are_its_recorded_nondeterminism() 
     assert "kuro/nondeterminism" not in plain  # read neither: says so by its absence
 
 
-def test_the_virtual_wasi_environment_is_what_the_run_was_given() -> None:
+def test_the_virtual_wasi_environment_is_empty_when_the_run_is_given_none() -> None:
     from kuro_wasm.host import wasi_p2
 
     assert wasi_p2.provides("wasi:cli/environment@0.2.0") and not wasi_p2.provides("wasi:cli/environment@0.3.0")
