@@ -880,7 +880,18 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-SECTIONS = ("invocation", "import", "fs_read", "deadline", "cache", "concurrency", "dirs", "gateway", "overlay", "components")
+SECTIONS = (
+    "invocation",
+    "import",
+    "fs_read",
+    "deadline",
+    "cache",
+    "concurrency",
+    "dirs",
+    "gateway",
+    "overlay",
+    "components",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
