@@ -101,6 +101,12 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
         help=f"the fs root the guest sees: a root CID or a named fs (default: the fs {DEFAULT_NAME!r}, "
         "advanced if the guest writes)",
     )
+    p.add_argument(
+        "--args-json",
+        metavar="JSON",
+        help="the export's args as a JSON list (strings, lists, maps … for a component's typed export; "
+        'bytes as {"/": {"bytes": "<base64>"}}); instead of ARGS',
+    )
     p.add_argument("--stdin", metavar="FILE|-", help="bytes for the guest's stdin (`-` reads this process's stdin)")
     p.add_argument("--timeout-ms", metavar="N", type=int, default=120_000, help="deadline in ms (default 120000)")
     p.add_argument(
@@ -144,6 +150,24 @@ def argv_tokens(tokens: Sequence[str]) -> list[str]:
         else:
             out.append(token)
     return out
+
+
+def _args(args: argparse.Namespace) -> list[Any]:
+    """The spec's args: numeric ARGS, or ``--args-json`` (a JSON list; bytes the DAG-JSON way)."""
+    text = getattr(args, "args_json", None)
+    if text is None:
+        return [_number(a, i) for i, a in enumerate(args.args)]
+    if args.args:
+        raise UsageError("give the export's args as ARGS or as --args-json, not both")
+    from kuro_wasm.model.receipt import from_json
+
+    try:
+        value = from_json(text)
+    except ValueError as exc:
+        raise UsageError(f"--args-json is not JSON: {exc}") from None
+    if not isinstance(value, list):
+        raise UsageError(f"--args-json must be a JSON list, got {type(value).__name__}")
+    return value
 
 
 def _number(text: str, index: int) -> int | float:
@@ -329,7 +353,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return _deny(ctx, sess, argv_tokens(getattr(args, "tokens", [cid_text])), args.json)
     if args.export is None:
         raise UsageError("missing EXPORT: kuro run CID EXPORT [ARGS...]")
-    command = guest(cid_text, args.export, [_number(a, i) for i, a in enumerate(args.args)])
+    command = guest(cid_text, args.export, _args(args))
     live = _Live(ctx)
     options: dict[str, Any] = {
         "store": ctx.store,

@@ -61,6 +61,7 @@ __all__ = [
     "load",
     "read_guest",
     "register_run",
+    "run_of",
     "span",
     "store_bytes",
     "unregister_run",
@@ -119,6 +120,11 @@ def register_run(store: wasmtime.Store, run: RunContext) -> None:
     """Make ``run`` the context of every import call made from ``store``."""
     with _RUNS_LOCK:
         _RUNS[_address(store._context())] = run
+
+
+def run_of(context: Any) -> RunContext | None:
+    """The run registered for the store whose ``wasmtime_context_t*`` is ``context`` (a component host call's)."""
+    return _RUNS.get(_address(context))
 
 
 def unregister_run(store: wasmtime.Store) -> None:

@@ -42,6 +42,7 @@ from wasmtime import _ffi as ffi
 
 __all__ = [
     "CallOutcome",
+    "TrapInfo",
     "EngineConfig",
     "Interruptible",
     "call_export",
@@ -261,12 +262,25 @@ def install_interrupt(store: wasmtime.Store, run: Interruptible) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class TrapInfo:
+    """A trap known by its text only (wasmtime's component API reports traps as errors): its code, and message."""
+
+    trap_code: wasmtime.TrapCode | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class CallOutcome:
-    """What a wasm entry returned: ``values`` on success, else a ``trap`` or an ``error``."""
+    """What a wasm entry returned: ``values`` on success, else a ``trap`` or an ``error``.
+
+    ``result`` is a typed result as receipt data, in a 1-tuple (a component
+    export's; None: the entry has none), written to the receipt's ``kuro/result``.
+    """
 
     values: tuple[int | float, ...] = ()
-    trap: wasmtime.Trap | None = None
+    trap: wasmtime.Trap | TrapInfo | None = None
     error: str | None = None
+    result: tuple[Any] | None = None
 
 
 def instantiate(pre: wasmtime.InstancePre, store: wasmtime.Store) -> tuple[Any, CallOutcome | None]:

@@ -15,6 +15,9 @@ grant, existence, type), so the gate adds nothing kuro.fs would refuse.
 ``Fs.read_range(path, 0, 0)`` has accepted the path), so a large read costs one
 copy, not two.
 
+``entries`` and ``stat`` answer kuro.fs's own values (a component's ``ls``
+and ``stat`` return them typed); ``ls`` answers the ABI v1 listing bytes.
+
 ## Effects
 Only the ``Fs`` value's block store.
 
@@ -33,7 +36,7 @@ from kuro_fs.errors import CorruptBlock, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.fs import Fs
 from kuro_fs.unixfs import MissingBlock, file_root_info, iter_file
 
-__all__ = ["Answer", "call", "open_fs"]
+__all__ = ["Answer", "call", "call_in_run", "open_fs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +119,18 @@ def _rm(fs: Fs, path: str) -> Answer:
     return Answer(reason=reason) if reason is not None else Answer(value=0, fs=result.fs)
 
 
+def _entries(fs: Fs, path: str) -> Answer:
+    result = fs.ls(path)
+    reason = _denied(result)
+    return Answer(reason=reason) if reason is not None else Answer(value=result.value)
+
+
+def _stat(fs: Fs, path: str) -> Answer:
+    result = fs.stat(path)
+    reason = _denied(result)
+    return Answer(reason=reason) if reason is not None else Answer(value=result.value)
+
+
 def _ls(fs: Fs, path: str) -> Answer:
     result = fs.ls(path)
     reason = _denied(result)
@@ -131,6 +146,8 @@ _OPS: dict[str, Callable[..., Answer]] = {
     "write": _write,
     "rm": _rm,
     "ls": _ls,
+    "entries": _entries,
+    "stat": _stat,
 }
 
 
@@ -147,3 +164,13 @@ def call(fs: Any, op: str, *args: Any) -> Answer:
         return _OPS[op](fs, *args)
     except (MissingBlock, CorruptBlock, DagPbError, KuroFsError):
         return Answer(reason="block-missing")
+
+
+def call_in_run(run: Any, op: str, *args: Any) -> Answer:
+    """:func:`call` on the run's ``Fs``, opening it first if this is the run's first fs call.
+
+    ``run`` is a :class:`~kuro_wasm.host.context.RunContext` (``fs``, ``open_fs``).
+    """
+    if run.fs is None and run.open_fs is not None:
+        run.fs, run.open_fs = run.open_fs(), None
+    return call(run.fs, op, *args)

@@ -242,7 +242,7 @@ class Job:
         """The result keys for what the call returned; a stop counts only if the guest did not finish first."""
         trap = called.trap
         finished = trap is None and called.error is None
-        return decide(
+        result = decide(
             stop=None if finished else self.ctx.stop_reason,
             host_error=self.ctx.host_error,
             trap_code=None if trap is None or trap.trap_code is None else trap.trap_code.name,
@@ -251,11 +251,14 @@ class Job:
             instantiating=instantiating,
             values=called.values,
         )
+        if called.result is not None and result["outcome"] in ("ok", "exit"):
+            result["result"] = called.result[0]
+        return result
 
     def _finish(self, result: dict[str, Any], session: Session) -> dict[str, Any]:
         ctx = self.ctx
         finished_ms = int(time.time() * 1000)
-        result = dict(result)
+        result = {**ctx.kind_state.get("receipt", {}), **result}  # a kind's own facts; the run's keys win
         result.update(
             {
                 "isolation": ISOLATION,

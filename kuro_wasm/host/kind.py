@@ -48,11 +48,16 @@ __all__ = ["CoreModuleKind", "Entry", "GuestKind"]
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A resolved entry point: the export's name and signature, and the spec's args converted for it."""
+    """A resolved entry point: the export's name and signature, and the spec's args converted for it.
+
+    ``typed`` is a kind's own description of the entry where a core signature
+    cannot say it (a component export's :class:`~kuro_wasm.model.wit.WitFunc`).
+    """
 
     export: str
     sig: FuncSig
     args: tuple[Any, ...] = ()
+    typed: Any = None
 
 
 class GuestKind(Protocol):

@@ -36,18 +36,20 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import wasmtime
+import wasmtime.component
 
 from kuro_fs.blocks import BlockStore
-from kuro_fs.cid import matches
+from kuro_fs.cid import cid_for, matches
 from kuro_fs.cid import parse as parse_cid
 from kuro_fs.errors import BlockStoreError, CorruptBlock, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.unixfs import MissingBlock, iter_file, write_file
 from kuro_wasm.errors import LoadError
 from kuro_wasm.host.cache import ModuleCache
+from kuro_wasm.host.component_types import component_shape
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
 from kuro_wasm.host.kind import Entry, GuestKind
 from kuro_wasm.host.kinds import classify
-from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, read_shape
+from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, is_component, read_shape
 
 __all__ = [
     "LoadFailure",
@@ -137,11 +139,16 @@ def fetch_guest(store: BlockStore, cid: str) -> bytes | LoadFailure:
 # ---- the shape, kept beside the compiled artifact
 
 
-def _describe(data: bytes) -> bytes:
-    try:
-        return read_shape(data).to_bytes()
-    except ShapeError as exc:
-        raise _Unreadable(str(exc)) from exc
+def _describe_with(engine: wasmtime.Engine) -> Any:
+    def describe(data: bytes, compiled: Any) -> bytes:
+        try:
+            if is_component(data):
+                return component_shape(engine, compiled).to_bytes()
+            return read_shape(data).to_bytes()
+        except (ShapeError, ValueError) as exc:
+            raise _Unreadable(str(exc)) from exc
+
+    return describe
 
 
 class _Unreadable(Exception):
@@ -152,8 +159,14 @@ def check_imports(wasm: bytes) -> str | None:
     """None if a guest kind of this host provides every import of the module ``wasm``; else why not.
 
     The text names the first offending import (the ``load-error`` a run of it would get).
-    Raises ShapeError: ``wasm`` is not a readable wasm binary.
+    A component is compiled to read its imports (wasmtime knows their types).
+    Raises ShapeError: ``wasm`` is not a readable wasm binary; wasmtime.WasmtimeError:
+    a component that does not compile.
     """
+    if is_component(wasm):
+        engine = engine_for(EngineConfig())
+        kind = classify(component_shape(engine, wasmtime.component.Component(engine, wasm)))
+        return kind if isinstance(kind, str) else None
     kind = classify(read_shape(wasm))
     return kind if isinstance(kind, str) else None
 
@@ -201,7 +214,7 @@ def prepare(store: BlockStore, cid: str, config: EngineConfig, cache: ModuleCach
     if not held:
         return LoadFailure("guest-not-found", f"guest {cid} is not in the block store")
     try:
-        module, meta = cache.load(engine, key[1], cid, wasm, _describe)
+        module, meta = cache.load(engine, key[1], cid, wasm, _describe_with(engine))
         shape = WasmShape.from_bytes(meta)
     except _Refused:
         failure = fetched[-1]
@@ -228,6 +241,11 @@ def prepare(store: BlockStore, cid: str, config: EngineConfig, cache: ModuleCach
 
 class _Refused(Exception):
     pass
+
+
+def _cid_only(block: bytes, codec: str = "raw") -> str:
+    """A ``put`` that stores nothing: the CID a block would get."""
+    return cid_for(block, codec)
 
 
 def _present(store: BlockStore, cid: str) -> bool | LoadFailure:
@@ -281,7 +299,9 @@ def add_guest(store: BlockStore, wasm_or_wat: bytes | str) -> str:
 
     A module of up to one chunk (262144 bytes) is one raw block; a larger one
     is a UnixFS file DAG (dag-pb root). The module is validated first, so a
-    stored guest at least compiles.
+    stored guest at least compiles; a component (which wasmtime can only
+    validate by compiling it) is compiled, and the compiled form is kept in the
+    process's memory cache for its first run.
 
     Raises LoadError: if the text is not WAT, the bytes are not a valid wasm module, or
     ``wasm_or_wat`` is neither bytes-like nor text.
@@ -302,6 +322,19 @@ def add_guest(store: BlockStore, wasm_or_wat: bytes | str) -> str:
             data = bytes(wasmtime.wat2wasm(data.decode("utf-8")))
         except (UnicodeDecodeError, wasmtime.WasmtimeError) as exc:
             raise LoadError(f"not a wasm binary and not WAT text: {_first_line(exc)}") from exc
+    if is_component(data):
+        engine, key = engine_for(EngineConfig()), engine_key(EngineConfig())
+        cid = write_file(_cid_only, data).cid
+        if not ModuleCache.holds(cid, key):  # compiled in this process already: valid
+            try:
+                compiled = wasmtime.component.Component(engine, data)
+                meta = _describe_with(engine)(data, compiled)
+            except wasmtime.WasmtimeError as exc:
+                raise LoadError(f"not a valid component: {_first_line(exc)}") from exc
+            except _Unreadable as exc:
+                raise LoadError(f"component types cannot be read: {exc}") from exc
+            ModuleCache.seed(cid, key, compiled, meta)
+        return write_file(store.put, data).cid
     try:
         wasmtime.Module.validate(engine_for(EngineConfig()), data)
     except wasmtime.WasmtimeError as exc:

@@ -110,6 +110,8 @@ KEYS: Final[Mapping[str, Key]] = {
     "fuel-consumed": Key("count", True, "wasmtime fuel the guest used"),
     "limits": Key("data", True, "the limits actually applied"),
     "engine": Key("data", True, "the engine that ran the guest (name, version, config)"),
+    "result": Key("data", True, "a component export's typed result as plain data (absent for run's exit code)"),
+    "nondeterminism": Key("data", True, "what a component read from outside its inputs: clock readings, random bytes"),
 }
 #: The keys a host result may supply.
 HOST_KEYS: Final = frozenset(k for k, spec in KEYS.items() if spec.host)

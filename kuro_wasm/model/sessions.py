@@ -27,7 +27,8 @@ No I/O, no clock. Values in, values out; tables (:data:`MODES`,
 
 ## Not done here
 Per-import capability checks (``fs/read`` …) happen at call time in the host and
-land in the receipt's ``kuro/denials``; string arguments to exports are refused.
+land in the receipt's ``kuro/denials``; whether an arg fits an export's parameter
+is the guest kind's decision when it runs (a ``load-error``), not this module's.
 """
 
 from __future__ import annotations
@@ -242,27 +243,57 @@ def _grant(grant: Iterable[str] | None, spec: Mode) -> frozenset[str]:
 # ---- guest specs
 
 
-def _arg(value: object, index: int) -> int | float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+_MAX_ARG_DEPTH: Final = 64
+
+
+def _arg(value: object, where: str, depth: int = 0) -> Any:
+    """One spec arg as canonical plain data (numbers as before; strings, bools, null, bytes, lists, maps)."""
+    if depth > _MAX_ARG_DEPTH:
+        raise ModelError(f"guest arg {where} is nested more than {_MAX_ARG_DEPTH} deep", reason="invalid-guest-spec")
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ModelError(f"guest arg {where} is not valid Unicode: {exc}", reason="invalid-guest-spec") from exc
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if isinstance(value, (list, tuple)):
+        return [_arg(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ModelError(f"guest arg {where}: map keys must be strings, got {k!r}", reason="invalid-guest-spec")
+            out[_arg(k, where, depth + 1)] = _arg(v, f"{where}.{k}", depth + 1)
+        return out
+    if not isinstance(value, (int, float)):
         raise ModelError(
-            f"guest arg {index} must be an int or float, got {type(value).__name__}", reason="invalid-guest-spec"
+            f"guest arg {where} must be a number, string, bool, null, bytes, list or map, got {type(value).__name__}",
+            reason="invalid-guest-spec",
         )
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ModelError(f"guest arg {index} is {value!r}: not a finite number", reason="invalid-guest-spec")
+            raise ModelError(f"guest arg {where} is {value!r}: not a finite number", reason="invalid-guest-spec")
         if not value.is_integer():
             return value
         value = int(value)  # JS-number semantics: 2.0 is 2 (and dag-cbor must not see an integral float)
-    if not I64_MIN <= value <= I64_MAX:
-        raise ModelError(f"guest arg {index} = {value} does not fit in i64", reason="invalid-guest-spec")
+    if not I64_MIN <= value <= 2**64 - 1:
+        raise ModelError(f"guest arg {where} = {value} does not fit in i64 or u64", reason="invalid-guest-spec")
     return value
 
 
-def guest(cid: str, export: str, args: Iterable[int | float] = ()) -> dict[str, Any]:
-    """The guest invocation spec: run ``export`` of the module named by ``cid`` with ``args``.
+def guest(cid: str, export: str, args: Iterable[Any] = ()) -> dict[str, Any]:
+    """The guest invocation spec: run ``export`` of the guest named by ``cid`` with ``args``.
 
-    Integral floats in ``args`` become ints (JavaScript number semantics; the
-    host converts per the export's wasm signature anyway), so a spec and every
+    ``args`` are plain data: numbers (what a core module's export takes),
+    and for component exports also strings, bools, null, bytes, lists and
+    maps with string keys (converted by the export's WIT types when it runs;
+    a core module refuses anything but numbers with a ``load-error``).
+    Integral floats become ints (JavaScript number semantics; the
+    host converts per the export's signature anyway), so a spec and every
     receipt built from it are dag-cbor-canonical.
 
     >>> guest("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku", "run", [40, 2.0])["kuro/args"]
@@ -270,8 +301,9 @@ def guest(cid: str, export: str, args: Iterable[int | float] = ()) -> dict[str, 
 
     Raises ModelError (reason ``invalid-guest-spec``): if ``cid`` is not a CID in
     kuro's profile, ``export`` is not a non-empty string, ``args`` is not a
-    list/tuple, or an arg is not an int/float (bool and str are refused), is NaN
-    or infinite, or is an integer outside i64.
+    list/tuple, or an arg (at any depth) is none of the above, is NaN or
+    infinite, is an integer outside i64..u64, is a string that is not valid
+    Unicode (a lone surrogate), has a non-string map key, or nests deeper than 64.
     """
     try:
         _parse_cid(cid)
@@ -285,7 +317,7 @@ def guest(cid: str, export: str, args: Iterable[int | float] = ()) -> dict[str, 
         "kuro/type": "kuro/guest",
         "kuro/guest": cid,
         "kuro/export": export,
-        "kuro/args": [_arg(a, i) for i, a in enumerate(args)],
+        "kuro/args": [_arg(a, str(i)) for i, a in enumerate(args)],
     }
 
 
@@ -297,9 +329,18 @@ def is_guest_spec(command: object) -> bool:
         rebuilt = guest(command["kuro/guest"], command["kuro/export"], command["kuro/args"])
     except ModelError:
         return False
-    return rebuilt == dict(command) and all(
-        type(a) is type(b) for a, b in zip(rebuilt["kuro/args"], command["kuro/args"], strict=True)
-    )
+    return rebuilt == dict(command) and _same_types(rebuilt["kuro/args"], command["kuro/args"])
+
+
+def _same_types(a: Any, b: Any) -> bool:
+    """True when ``b`` has exactly ``a``'s types all the way down (1 vs 1.0 vs True differ)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same_types(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_types(a[k], b[k]) for k in a)
+    return True
 
 
 def is_argv(command: object) -> bool:

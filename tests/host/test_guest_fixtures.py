@@ -4,16 +4,17 @@ Fixture format (TOML, one case per file; adding a case is adding a file)::
 
     description = "what the case shows"
     guest = "hello"            # guests/<name>.wat, or "@absent" (a CID not in the store),
-                               # or "@bytes:<text>" (those bytes stored as a raw block)
+                               # or "@bytes:<text>" (those bytes stored as a raw block),
+                               # or "component:<name>" (guests/components/<name>.wat or py-tool, built)
     export = "run"
-    args = [40, 2]             # optional
+    args = [40, 2]             # optional (components: any plain data their WIT types take)
     mode = "terminal-build"    # optional (default terminal-repo)
     grant = ["guest/invoke"]   # optional: replaces the mode's grant (default: the mode's grant
                                # when mode is given, else every capability)
     stdin = "text"             # optional
     [fs]                       # optional: path = "content" written into the session's fs root
     [limits]                   # optional: timeout_ms, max_output_bytes, max_memory_bytes, fuel
-    [expect]                   # exit_code, outcome (required); stdout, stderr, timed_out, truncated,
+    [expect]                   # exit_code, outcome (required); stdout, stderr, timed_out, truncated, result,
                                # stdout_bytes, trap_kind, error_contains, denials (list of
                                # {import, capability, path?}; default none), reads (count), fuel_consumed,
                                # fs_after (false = no write; a table = exact file contents after)
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostkit import ALL_CAPS, GUESTS, make_fs, wat
+from hostkit import ALL_CAPS, GUESTS, component, make_fs, wat
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
@@ -53,6 +54,7 @@ _EXPECT_KEYS = {
     "reads",
     "fuel_consumed",
     "fs_after",
+    "result",
 }
 
 
@@ -61,6 +63,8 @@ def _guest(store: MemoryBlockStore, spec: str) -> str:
         return raw_cid(b"a guest nobody stored")
     if spec.startswith("@bytes:"):
         return store.put(spec.removeprefix("@bytes:").encode("utf-8"))
+    if spec.startswith("component:"):
+        return add_guest(store, component(spec.removeprefix("component:")))
     return add_guest(store, wat(spec))
 
 
@@ -125,6 +129,10 @@ def test_guest_fixture(path: Path, home: Path) -> None:
         assert receipt["kuro/trap"]["message"]
     else:
         assert "kuro/trap" not in receipt
+    if "result" in expect:
+        assert receipt["kuro/result"] == expect["result"], receipt
+    else:
+        assert "kuro/result" not in receipt
     if "error_contains" in expect:
         assert expect["error_contains"] in receipt["kuro/error"]
     want = [{f"kuro/{k}": v for k, v in d.items()} for d in expect.get("denials", [])]

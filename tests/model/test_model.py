@@ -87,15 +87,37 @@ def test_a_guest_spec_needs_a_non_empty_export_name(export: Any) -> None:
         guest(GUEST_CID, export)
 
 
+def _deep(n: int) -> Any:
+    value: Any = 1
+    for _ in range(n):
+        value = [value]
+    return value
+
+
 @pytest.mark.parametrize(
     "args",
-    ["12", b"12", 12, None, {1: 2}, [True], [False], ["1"], [None], [[1]], [math.nan], [math.inf], [-math.inf],
-     [I64_MAX + 1], [I64_MIN - 1], [1e300], [float(2**63)]],
+    ["12", b"12", 12, None, {1: 2}, [math.nan], [math.inf], [[-math.inf]], [2**64], [I64_MIN - 1], [1e300],
+     [{1: 2}], ["\ud800"], [object()], [{"a": [set()]}], [_deep(70)]],
 )  # fmt: skip
-def test_guest_args_are_i64_ints_or_finite_floats_only(args: Any) -> None:
+def test_guest_args_are_plain_data_only(args: Any) -> None:
     with pytest.raises(ModelError) as info:
         guest(GUEST_CID, "run", args)
     assert info.value.reason == "invalid-guest-spec"
+
+
+def test_guest_args_may_be_any_plain_data_a_component_takes() -> None:
+    args = [1, -2.5, "a", True, None, b"\x00", [1, [2.0]], {"k": {"v": 3.0}}, I64_MAX + 1]
+    assert guest(GUEST_CID, "run", args)["kuro/args"] == [
+        1,
+        -2.5,
+        "a",
+        True,
+        None,
+        b"\x00",
+        [1, [2]],
+        {"k": {"v": 3}},
+        2**63,
+    ]
 
 
 # ---- tables
@@ -192,7 +214,8 @@ def test_only_the_exact_guest_shape_counts_as_a_spec(spec: dict[str, Any]) -> No
     assert not is_guest_spec({**spec, "kuro/extra": 1})
     assert not is_guest_spec({**spec, "kuro/args": (40, 2)})
     assert not is_guest_spec({**spec, "kuro/args": [40.0, 2]})
-    assert not is_guest_spec({**spec, "kuro/args": [True]})
+    assert not is_guest_spec({**spec, "kuro/args": [[40.0]]})  # not canonical at depth either
+    assert not is_guest_spec({**spec, "kuro/args": [{"a": (1,)}]})
     assert not is_guest_spec({**spec, "kuro/type": "kuro/command"})
     assert not is_guest_spec({**spec, "kuro/guest": "Qmfoo"})
     assert not is_guest_spec({k: v for k, v in spec.items() if k != "kuro/export"})

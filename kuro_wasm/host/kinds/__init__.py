@@ -20,13 +20,14 @@ from __future__ import annotations
 from typing import Final
 
 from kuro_wasm.host.kind import GuestKind
+from kuro_wasm.host.kinds.component import KIND as KURO_COMPONENT
 from kuro_wasm.host.kinds.kuro_v1 import KIND as KURO_ABI_V1
 from kuro_wasm.model.wasm_shape import WasmShape
 
 __all__ = ["KINDS", "KNOWN_FAMILIES", "by_name", "classify"]
 
 #: Every guest kind, in the order they are asked.
-KINDS: Final[tuple[GuestKind, ...]] = (KURO_ABI_V1,)
+KINDS: Final[tuple[GuestKind, ...]] = (KURO_ABI_V1, KURO_COMPONENT)
 
 #: Import modules of well-known host interfaces, named in the load error when no kind provides them.
 KNOWN_FAMILIES: Final[dict[str, str]] = {
@@ -64,7 +65,7 @@ def classify(shape: WasmShape, kinds: tuple[GuestKind, ...] | None = None) -> Gu
     if first_reason is not None:
         return first_reason
     if shape.component:
-        return "the guest is a component (component-model binary); no component support in this host"
+        return _component_reason(shape, [k for k in kinds if k.components])
     provided = sorted({m for k in kinds for m in k.import_modules})
     for imp in shape.imports:
         if not any(imp.module in k.import_modules for k in kinds):
@@ -74,3 +75,17 @@ def classify(shape: WasmShape, kinds: tuple[GuestKind, ...] | None = None) -> Gu
             return f"imports {imp.where}: module {imp.module!r} is not provided by this host (provided: {provided})"
     modules = sorted(shape.import_modules())
     return f"imports from {modules}: no one guest kind provides all of them"
+
+
+def _component_reason(shape: WasmShape, kinds: list[GuestKind]) -> str:
+    """Why no kind runs a component: every imported instance that no component kind provides, by name."""
+    if not kinds:
+        return "the guest is a component (component-model binary); no component support in this host"
+    provided = sorted({m for k in kinds for m in k.import_modules})
+    missing = sorted(m for m in shape.import_modules() if not any(m in k.import_modules for k in kinds))
+    if not missing:
+        return f"imports from {sorted(shape.import_modules())}: no one guest kind provides all of them"
+    kuro = ", ".join(m for m in provided if not m.startswith("wasi:"))
+    wasi = "; and WASI 0.2: wasi:cli, wasi:io, wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets"
+    extra = wasi if any(m.startswith("wasi:") for m in provided) else ""
+    return f"imports {', '.join(missing)}: outside what this host provides ({kuro}{extra})"

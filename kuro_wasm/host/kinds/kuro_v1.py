@@ -115,9 +115,7 @@ def _read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
 
 def _fs_call(run: RunContext, name: str, op: str, *args: Any) -> _fsgate.Answer:
     """Call ``op`` on the run's Fs; a denial reason becomes an error code (``missing-capability`` recorded)."""
-    if run.fs is None and run.open_fs is not None:
-        run.fs, run.open_fs = run.open_fs(), None
-    answer = _fsgate.call(run.fs, op, *args)
+    answer = _fsgate.call_in_run(run, op, *args)
     if answer.reason is not None and abi.error_for_reason(answer.reason) == ErrorCode.DENIED:
         run.deny(name, _CAPABILITY[name], args[0] if args and isinstance(args[0], str) else None)
     return answer
