@@ -41,6 +41,7 @@ __all__ = [
     "Handler",
     "Memory",
     "define",
+    "exported_memory",
     "guest_memory",
     "load",
     "register_run",
@@ -92,6 +93,15 @@ def guest_memory(run: RunContext, caller: Any, cctx: Any) -> Memory:
     mem = ctypes.byref(run.memory)
     base = _address(ffi.wasmtime_memory_data(cctx, mem))
     return base, int(ffi.wasmtime_memory_data_size(cctx, mem))
+
+
+def exported_memory(store: wasmtime.Store, memory: Any) -> Memory:
+    """(base address, size) now of the raw ``wasmtime_memory_t`` of ``store``, between calls; (0, 0) for None."""
+    if memory is None:
+        return 0, 0
+    cctx = store._context()
+    mem = ctypes.byref(memory)
+    return _address(ffi.wasmtime_memory_data(cctx, mem)), int(ffi.wasmtime_memory_data_size(cctx, mem))
 
 
 def span(mem: Memory, ptr: int, length: int) -> tuple[int, int]:

@@ -88,7 +88,8 @@ class Job:
         self.lock = threading.Lock()
         self.stream = _stream.new(limits.max_output_bytes)
         self.callback_error: str | None = None
-        self.ctx = RunContext(grant=session.grant, emit=self.emit, deadline=self.started + limits.timeout_ms / 1000.0)
+        deadline = self.started + limits.timeout_ms / 1000.0
+        self.ctx = RunContext(grant=session.grant, emit=self.emit, deadline=deadline, command=self.command)
         self.ctx.stdin = StdinPipe(self.ctx.cond, stdin, closed=stdin_closed)
         self.receipt: dict[str, Any] | None = None
         self.failure: HostError | None = None
@@ -151,7 +152,7 @@ class Job:
         ready = loader.prepare(self.store, self.command["kuro/guest"], config, cache_for(self.home))
         if isinstance(ready, LoadFailure):
             return self._load_failed(ready), session
-        entry = loader.resolve(ready, self.command["kuro/export"], self.command["kuro/args"])
+        entry = loader.resolve(ready, self.command["kuro/export"], self.command["kuro/args"], self.command)
         if isinstance(entry, LoadFailure):
             return self._load_failed(entry), session
         if ctx.should_stop() is not None:  # killed (or out of time) while loading: nothing runs

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -233,11 +233,20 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def resolve(ready: Prepared, export: str, args: Sequence[object]) -> Entry | LoadFailure:
-    """The entry point ``export`` of ``ready`` called with ``args``, as its kind resolves it, else a load-error."""
+def resolve(
+    ready: Prepared, export: str, args: Sequence[object], spec: Mapping[str, Any] | None = None
+) -> Entry | LoadFailure:
+    """The entry point ``export`` of ``ready`` called with ``args``, as its kind resolves it, else a load-error.
+
+    ``spec`` is the guest spec being run: a key the entry needs (:attr:`Entry.needs`)
+    that it lacks is a load-error too (decided before anything is instantiated).
+    """
     entry = ready.kind.entry(ready.shape, export, args)
     if isinstance(entry, str):
         return LoadFailure("load-error", f"guest {ready.cid}: {entry}")
+    for key, why in entry.needs:
+        if spec is None or key not in spec:
+            return LoadFailure("load-error", f"guest {ready.cid}: the spec has no {key}: {why}")
     return entry
 
 

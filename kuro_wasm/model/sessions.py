@@ -39,6 +39,7 @@ from typing import Any, Final
 
 from kuro_fs.cid import parse as _parse_cid
 from kuro_fs.errors import InvalidCID
+from kuro_fs.paths import clean_path
 from kuro_wasm.errors import ModelError
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "DEFAULT_MODE",
     "DENIAL_KEYS",
     "DENIAL_REASONS",
+    "GUEST_OPTIONAL_KEYS",
     "GUEST_REQUIRES",
     "I64_MAX",
     "I64_MIN",
@@ -115,6 +117,10 @@ GUEST_REQUIRES: Final = frozenset({"guest/invoke"})
 I64_MIN: Final = -(2**63)
 I64_MAX: Final = 2**63 - 1
 _GUEST_KEYS: Final = frozenset({"kuro/type", "kuro/guest", "kuro/export", "kuro/args"})
+#: Optional guest-spec keys: name → meaning.
+GUEST_OPTIONAL_KEYS: Final[Mapping[str, str]] = {
+    "kuro/fs-read-path": "the file a kuro-browser-v0 guest's fs_read(buf_ptr, len) reads (a kuro.fs path)",
+}
 
 
 # ---- sessions
@@ -258,8 +264,15 @@ def _arg(value: object, index: int) -> int | float:
     return value
 
 
-def guest(cid: str, export: str, args: Iterable[int | float] = ()) -> dict[str, Any]:
+def guest(
+    cid: str, export: str, args: Iterable[int | float] = (), *, fs_read_path: str | None = None
+) -> dict[str, Any]:
     """The guest invocation spec: run ``export`` of the module named by ``cid`` with ``args``.
+
+    ``fs_read_path`` names the one file the original kuro's browser guests read
+    through their two-parameter ``fs_read(buf_ptr, len)`` (guest kind
+    ``kuro-browser-v0``): the file is part of what was asked, so it is in the
+    spec (and the receipt's ``kuro/command``), never implied. Absent unless given.
 
     Integral floats in ``args`` become ints (JavaScript number semantics; the
     host converts per the export's wasm signature anyway), so a spec and every
@@ -271,7 +284,8 @@ def guest(cid: str, export: str, args: Iterable[int | float] = ()) -> dict[str, 
     Raises ModelError (reason ``invalid-guest-spec``): if ``cid`` is not a CID in
     kuro's profile, ``export`` is not a non-empty string, ``args`` is not a
     list/tuple, or an arg is not an int/float (bool and str are refused), is NaN
-    or infinite, or is an integer outside i64.
+    or infinite, or is an integer outside i64; or ``fs_read_path`` is not a
+    kuro.fs path of a file (a string :func:`kuro_fs.paths.clean_path` accepts, not the root).
     """
     try:
         _parse_cid(cid)
@@ -281,20 +295,37 @@ def guest(cid: str, export: str, args: Iterable[int | float] = ()) -> dict[str, 
         raise ModelError(f"export must be a non-empty string, got {export!r}", reason="invalid-guest-spec")
     if not isinstance(args, (list, tuple)):
         raise ModelError(f"args must be a list, got {type(args).__name__}", reason="invalid-guest-spec")
-    return {
+    spec: dict[str, Any] = {
         "kuro/type": "kuro/guest",
         "kuro/guest": cid,
         "kuro/export": export,
         "kuro/args": [_arg(a, i) for i, a in enumerate(args)],
     }
+    if fs_read_path is not None:
+        parts = clean_path(fs_read_path)
+        if not parts:
+            raise ModelError(
+                f"fs_read_path must name a file under the fs root, got {fs_read_path!r}", reason="invalid-guest-spec"
+            )
+        spec["kuro/fs-read-path"] = fs_read_path
+    return spec
 
 
 def is_guest_spec(command: object) -> bool:
     """True only for a mapping that equals :func:`guest` of its own fields (closed shape)."""
-    if not isinstance(command, Mapping) or set(command) != _GUEST_KEYS or command["kuro/type"] != "kuro/guest":
+    if (
+        not isinstance(command, Mapping)
+        or not _GUEST_KEYS <= set(command) <= _GUEST_KEYS | set(GUEST_OPTIONAL_KEYS)
+        or command["kuro/type"] != "kuro/guest"
+    ):
         return False
     try:
-        rebuilt = guest(command["kuro/guest"], command["kuro/export"], command["kuro/args"])
+        rebuilt = guest(
+            command["kuro/guest"],
+            command["kuro/export"],
+            command["kuro/args"],
+            fs_read_path=command.get("kuro/fs-read-path"),
+        )
     except ModelError:
         return False
     return rebuilt == dict(command) and all(
