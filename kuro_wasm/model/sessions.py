@@ -21,6 +21,18 @@ A denial is a value of one fixed shape (:data:`DENIAL_KEYS`), never an
 exception. A mode is a *grant scope*, not an isolation level: nothing here is
 called "safe".
 
+**Two vocabularies, one grant.** A grant may name this host's capabilities
+(:data:`CAPABILITIES`) or the original kuro's (:data:`ORIGINAL_CAPABILITIES`:
+``repo/read``, ``repo/write``, ``tmp/write``, …). An original name is an
+*alias* (:data:`ALIASES`) that stands for host capabilities — possibly none,
+when the original names something this host does not have (``net/fetch``:
+guests have no network). The session's grant, and every receipt's
+``kuro/effective-capabilities``, is in this host's names only; the aliases
+used, each with what it stood for, are kept beside it (:attr:`Session.aliases`,
+the receipt's ``kuro/grant-aliases``), so a grant that named ``net/fetch``
+says on its face that it granted nothing. A name in neither vocabulary is
+refused (``unknown-capability``).
+
 ## Pure
 No I/O, no clock. Values in, values out; tables (:data:`MODES`,
 :data:`CAPABILITIES`, :data:`DENIAL_REASONS`) are data.
@@ -43,6 +55,7 @@ from kuro_fs.paths import clean_path
 from kuro_wasm.errors import ModelError
 
 __all__ = [
+    "ALIASES",
     "CAPABILITIES",
     "DEFAULT_MODE",
     "DENIAL_KEYS",
@@ -52,12 +65,15 @@ __all__ = [
     "I64_MAX",
     "I64_MIN",
     "MODES",
+    "ORIGINAL_CAPABILITIES",
+    "Alias",
     "Mode",
     "Session",
     "denial",
     "guest",
     "is_argv",
     "is_guest_spec",
+    "missing_capabilities",
     "session",
 ]
 
@@ -69,9 +85,41 @@ CAPABILITIES: Final[Mapping[str, str]] = {
     "fs/write": "write a file, producing a new fs root",
     "fs/rm": "remove a path, producing a new fs root",
     "stdin/read": "read the bytes the caller supplied as stdin",
-    "agent/checkpoint": "let an agent checkpoint and restore the run's stream",
+    "fs/scratch": "read, write, list and remove under tmp/, a per-run scratch directory never committed to the fs root",
+    "agent/checkpoint": "take a checkpoint of a run (kuro_wasm.model.checkpoint.to_data, Handle.checkpoint)",
     "host/shell": "a host shell; named so terminal-host can be spelled, never backed here",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    """An original kuro capability name: the host capabilities it stands for, and why those."""
+
+    name: str
+    grants: frozenset[str]
+    meaning: str
+
+
+_NO_CACHE: Final = "nothing: no cache a guest can reach (the compiled-module cache is the host's own)"
+#: The original kuro's capability names that are not this host's, each an alias of host capabilities.
+ALIASES: Final[Mapping[str, Alias]] = {
+    a.name: a
+    for a in (
+        Alias("repo/read", frozenset({"fs/read", "fs/ls"}), "read and list the session's kuro.fs root"),
+        Alias("repo/write", frozenset({"fs/write", "fs/rm"}), "write and remove files, producing new fs roots"),
+        Alias("tmp/write", frozenset({"fs/scratch"}), "a per-run scratch directory under tmp/, never committed"),
+        Alias(
+            "cache/read", frozenset(), "nothing: no cache a guest can reach (the compiled-module cache is the host's)"
+        ),
+        Alias(
+            "cache/write", frozenset(), "nothing: no cache a guest can reach (the compiled-module cache is the host's)"
+        ),
+        Alias("net/fetch", frozenset(), "nothing: guests have no network in this host"),
+        Alias("log/write", frozenset(), "nothing: writing to stdout/stderr needs no capability in this host"),
+    )
+}
+#: Every capability name of the original kuro's modes (``agent/checkpoint`` is the same name in both vocabularies).
+ORIGINAL_CAPABILITIES: Final = (*ALIASES, "agent/checkpoint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +178,10 @@ GUEST_OPTIONAL_KEYS: Final[Mapping[str, str]] = {
 class Session:
     """A terminal session: who runs, over which fs root, with which grant.
 
-    ``grant`` is the effective capability set (the mode's default unless a grant
-    replaced it). Build with :func:`session`, which validates.
+    ``grant`` is the effective capability set in this host's names (the mode's
+    default unless a grant replaced it); ``aliases`` the original kuro names the
+    grant was given in, each with the host capabilities it stood for (sorted
+    pairs). Build with :func:`session`, which validates.
     """
 
     id: str
@@ -140,19 +190,25 @@ class Session:
     grant: frozenset[str]
     cwd: str = "."
     signed_opt_in: bool = False
+    aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def effective_capabilities(self) -> list[str]:
         """The grant as a sorted list (the form receipts carry)."""
         return sorted(self.grant)
 
+    @property
+    def grant_aliases(self) -> dict[str, list[str]]:
+        """``{original name: [host capabilities it stood for]}`` (empty when no alias was used)."""
+        return {name: list(caps) for name, caps in self.aliases}
+
     def allows(self, required: Iterable[str]) -> bool:
         """True when every capability in ``required`` is granted."""
         return set(required) <= self.grant
 
     def to_data(self) -> dict[str, Any]:
-        """Plain data with ``kuro/`` keys (encodable as dag-cbor and JSON)."""
-        return {
+        """Plain data with ``kuro/`` keys (encodable as dag-cbor and JSON); ``kuro/grant-aliases`` only when used."""
+        data = {
             "kuro/type": "kuro/session",
             "kuro/session-id": self.id,
             "kuro/fs-root-cid": self.fs_root_cid,
@@ -161,6 +217,9 @@ class Session:
             "kuro/grant": sorted(self.grant),
             "kuro/signed-opt-in?": self.signed_opt_in,
         }
+        if self.aliases:
+            data["kuro/grant-aliases"] = self.grant_aliases
+        return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Session:
@@ -173,11 +232,16 @@ class Session:
         grant = data.get("kuro/grant")
         if not isinstance(grant, (list, tuple)):
             raise ModelError("session data needs a kuro/grant list", reason="invalid-session")
+        aliases = data.get("kuro/grant-aliases", {})
+        if not isinstance(aliases, Mapping) or any(
+            name not in ALIASES or sorted(ALIASES[name].grants) != caps for name, caps in aliases.items()
+        ):
+            raise ModelError("session kuro/grant-aliases do not match the alias table", reason="invalid-session")
         return session(
             data.get("kuro/session-id"),  # type: ignore[arg-type]
             data.get("kuro/fs-root-cid"),  # type: ignore[arg-type]
             data.get("kuro/mode"),  # type: ignore[arg-type]
-            grant=grant,
+            grant=[*grant, *aliases],
             cwd=data.get("kuro/cwd", "."),
             signed_opt_in=data.get("kuro/signed-opt-in?", False) is True,
         )
@@ -195,7 +259,13 @@ def session(
     """A validated :class:`Session`.
 
     ``grant`` (an iterable of capability names) *replaces* the mode's default
-    grant; ``None`` keeps the default.
+    grant; ``None`` keeps the default. A name may be this host's (:data:`CAPABILITIES`)
+    or an original kuro alias (:data:`ALIASES`), which adds the host capabilities
+    it stands for and is kept in :attr:`Session.aliases`.
+
+    >>> session("s2", "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku",
+    ...         grant=["guest/invoke", "repo/read", "net/fetch"]).grant_aliases
+    {'net/fetch': [], 'repo/read': ['fs/ls', 'fs/read']}
 
     >>> s = session("s1", "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku")
     >>> s.effective_capabilities
@@ -203,7 +273,7 @@ def session(
 
     Raises ModelError: ``invalid-session`` if ``id`` is not a non-empty string or
     ``cwd`` not a string; ``invalid-fs-root`` if ``fs_root_cid`` is not a CID;
-    ``unknown-mode``; ``unknown-capability`` (or a grant that is a bare string);
+    ``unknown-mode``; ``unknown-capability`` (a name in neither vocabulary, or a grant that is a bare string);
     ``signed-opt-in-required`` for ``terminal-host`` without ``signed_opt_in=True``.
     """
     if not isinstance(id, str) or not id.strip():
@@ -223,26 +293,41 @@ def session(
         raise ModelError(
             "terminal-host requires signed opt-in", reason="signed-opt-in-required", hint="pass signed_opt_in=True"
         )
-    return Session(id, fs_root_cid, mode, _grant(grant, spec), cwd, signed_opt_in is True)
+    caps, aliases = _grant(grant, spec)
+    return Session(id, fs_root_cid, mode, caps, cwd, signed_opt_in is True, aliases)
 
 
-def _grant(grant: Iterable[str] | None, spec: Mode) -> frozenset[str]:
+def _grant(grant: Iterable[str] | None, spec: Mode) -> tuple[frozenset[str], tuple[tuple[str, tuple[str, ...]], ...]]:
     if grant is None:
-        return spec.default_grant
+        return spec.default_grant, ()
     if isinstance(grant, (str, bytes)) or not isinstance(grant, Iterable):
         raise ModelError(
             f"grant must be an iterable of capability names, got {type(grant).__name__}",
             reason="unknown-capability",
         )
     names = list(grant)
-    unknown = sorted(repr(n) for n in names if not isinstance(n, str) or n not in CAPABILITIES)
+    unknown = sorted(repr(n) for n in names if not isinstance(n, str) or (n not in CAPABILITIES and n not in ALIASES))
     if unknown:
         raise ModelError(
             f"unknown capability {', '.join(unknown)}",
             reason="unknown-capability",
-            hint=f"one of {', '.join(sorted(CAPABILITIES))}",
+            hint=f"one of {', '.join(sorted(CAPABILITIES))}; or an original kuro name: {', '.join(sorted(ALIASES))}",
         )
-    return frozenset(names)
+    caps = {n for n in names if n in CAPABILITIES}
+    used = sorted({n for n in names if n in ALIASES})
+    for name in used:
+        caps |= ALIASES[name].grants
+    return frozenset(caps), tuple((name, tuple(sorted(ALIASES[name].grants))) for name in used)
+
+
+def missing_capabilities(sess: Session, required: Iterable[str]) -> dict[str, Any] | None:
+    """The ``missing-capabilities`` denial if ``sess`` lacks any of ``required``, else None.
+
+    For gates other than running a guest (e.g. taking a checkpoint of a run:
+    ``agent/checkpoint``); the denial has the one fixed shape of :func:`denial`.
+    """
+    missing = frozenset(required) - sess.grant
+    return _denied(sess, "missing-capabilities", missing) if missing else None
 
 
 # ---- guest specs
