@@ -53,7 +53,7 @@ from kuro_wasm.cli.context import Context, UsageError, looks_like_cid, silence
 from kuro_wasm.cli.refs import DEFAULT_NAME, RefConflict, Refs
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.receipt import to_json
-from kuro_wasm.model.sessions import CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
+from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
 from kuro_wasm.model.summary import DENIAL_EXIT, denial_text, is_denial, receipt_text
 
 __all__ = ["add_run_parser", "argv_tokens", "run", "store_receipt"]
@@ -69,6 +69,7 @@ _VALUE_OPTIONS = (
     "--fuel",
     "--op-id",
     "--home",
+    "--fs-read-path",
 )
 
 
@@ -90,7 +91,7 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
         metavar="CAP",
         action="append",
         help=f"a capability to grant; repeatable; replaces the mode's default grant "
-        f"(one of: {', '.join(sorted(CAPABILITIES))})",
+        f"(one of: {', '.join(sorted(CAPABILITIES))}; or an original kuro name: {', '.join(sorted(ALIASES))})",
     )
     p.add_argument(
         "--mode",
@@ -103,6 +104,11 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
         metavar="ROOT",
         help=f"the fs root the guest sees: a root CID or a named fs (default: the fs {DEFAULT_NAME!r}, "
         "advanced if the guest writes)",
+    )
+    p.add_argument(
+        "--fs-read-path",
+        metavar="PATH",
+        help="the file a kuro-browser-v0 guest's fs_read(buf_ptr, len) reads (the spec's kuro/fs-read-path)",
     )
     p.add_argument("--stdin", metavar="FILE|-", help="bytes for the guest's stdin (`-` reads this process's stdin)")
     p.add_argument("--timeout-ms", metavar="N", type=int, default=120_000, help="deadline in ms (default 120000)")
@@ -287,7 +293,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return _deny(ctx, sess, argv_tokens(getattr(args, "tokens", [cid_text])), args.json)
     if args.export is None:
         raise UsageError("missing EXPORT: kuro run CID EXPORT [ARGS...]")
-    command = guest(cid_text, args.export, [_number(a, i) for i, a in enumerate(args.args)])
+    command = guest(
+        cid_text, args.export, [_number(a, i) for i, a in enumerate(args.args)], fs_read_path=args.fs_read_path
+    )
     live = _Live(ctx)
     options: dict[str, Any] = {
         "store": ctx.store,
