@@ -158,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="colour the guest's output (default: auto, when stdout is a terminal)",
     )
 
-    cli_fixtures.add_fixtures_parsers(branch("fixtures", "portable guest fixture cases (guests/fixtures/schema.json)"), leaf)
+    fixtures = branch("fixtures", "portable guest fixture cases (guests/fixtures/schema.json)")
+    cli_fixtures.add_fixtures_parsers(fixtures, leaf)
 
     ledger = branch("ledger", "the durable ledger of operations run with --op-id")
     lst = leaf(ledger, "list", "list the operations in the ledger", cli_receipt.ledger_list)

@@ -79,9 +79,7 @@ def test_a_case_whose_guest_is_missing_is_invalid(home: Path, project: Path) -> 
     assert code == 1 and out.startswith("INVALID") and "greeter" in out and "not found" in out
 
 
-def test_a_case_unsupported_on_wasmtime_is_listed_with_its_reason_and_fails_nothing(
-    home: Path, project: Path
-) -> None:
+def test_a_case_unsupported_on_wasmtime_is_listed_with_its_reason_and_fails_nothing(home: Path, project: Path) -> None:
     case = project / "cases" / "greets.toml"
     case.write_text(case.read_text(encoding="utf-8") + '[unsupported]\nwasmtime = "needs a GPU"\n', encoding="utf-8")
     code, out, err = _kuro(home, str(project / "cases"))
