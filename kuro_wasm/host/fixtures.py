@@ -190,14 +190,17 @@ def files_of(fs: Fs) -> dict[str, bytes]:
     return out
 
 
-def run_case(case: Case, case_dir: Path, *, home: Any = False) -> CaseResult:
-    """Run ``case`` on this host and judge its receipt. ``home`` selects the compiled-module cache (False: memory)."""
+def run_case(case: Case, case_dir: Path, *, home: Any = False, ready: Setup | None = None) -> CaseResult:
+    """Run ``case`` on this host and judge its receipt. ``home`` selects the compiled-module cache (False: memory).
+
+    ``ready`` is the case's :func:`setup` when the caller made it (to run the same blocks elsewhere too).
+    """
     path = str(case_dir / f"{case.name}.toml")
     if ENGINE in case.unsupported:
         return CaseResult(case.name, path, "unsupported", (case.unsupported[ENGINE],))
     started = time.monotonic()
     try:
-        ready = setup(case, case_dir)
+        ready = setup(case, case_dir) if ready is None else ready
     except FixtureError as exc:
         return CaseResult(case.name, path, "invalid", (str(exc),))
     try:
