@@ -13,6 +13,7 @@ import pytest
 from kuro_fs.fs import DENIAL_REASONS as FS_DENIAL_REASONS
 from kuro_wasm.model.abi import IMPORTS, REASON_CODES, ErrorCode, ImportSpec
 from kuro_wasm.model.receipt import OUTCOMES
+from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, ORIGINAL_CAPABILITIES
 from kuro_wasm.model.sessions import DENIAL_REASONS as MODEL_DENIAL_REASONS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,3 +94,19 @@ def test_the_readme_names_the_receipt_facts_that_must_never_be_implied() -> None
     text = DOCS["README.md"]
     for fact in ("`kuro/isolation`", "`kuro/truncated?`", "`kuro/dropped-bytes`", "`unknown`"):
         assert fact in text, fact
+
+
+@pytest.mark.parametrize("capability", sorted(CAPABILITIES))
+def test_every_capability_has_a_row_in_the_abi_doc(capability: str) -> None:
+    assert len(_row("docs/abi.md", f"`{capability}`")[1]) > 5
+
+
+@pytest.mark.parametrize("name", sorted(ALIASES))
+def test_every_original_grant_name_has_a_row_saying_what_it_stands_for(name: str) -> None:
+    stands_for = _row("docs/abi.md", f"`{name}`")[1]
+    grants = sorted(ALIASES[name].grants)
+    assert stands_for == (", ".join(f"`{c}`" for c in grants) if grants else "nothing")
+
+
+def test_every_original_grant_name_is_in_the_abi_doc() -> None:
+    assert [n for n in ORIGINAL_CAPABILITIES if f"`{n}`" not in DOCS["docs/abi.md"]] == []

@@ -13,7 +13,7 @@ ends in exactly one receipt (why it ended: :mod:`kuro_wasm.model.outcome`), with
 guarantee                          mechanism
 =================================  ==========================================================
 guest bytes are the CID's bytes    every block re-hashed before compiling (:mod:`.loader`); cache hits by tag
-only ABI v1 effects                imports checked at load; no WASI, no ambient imports
+only its kind's imports            imports checked at load; no WASI, no ambient imports
 capability per import call         checked at call time; refusals in ``kuro/denials``
 memory confined                    every (ptr, len) bounds-checked; wasm's own sandbox
 prompt stop (loop)                 epoch callback each ~1 ms tick (:mod:`.engine`)
