@@ -102,6 +102,24 @@ def test_guest_args_are_i64_ints_or_finite_floats_only(args: Any) -> None:
     assert info.value.reason == "invalid-guest-spec"
 
 
+@pytest.mark.parametrize("path", ["", ".", "/", "../a", "a\x00b", "  ", 5, b"a.txt", "a/" + "x" * 256])
+def test_a_guest_specs_fs_read_path_must_name_a_file_under_the_root(path: Any) -> None:
+    with pytest.raises(ModelError) as info:
+        guest(GUEST_CID, "run", fs_read_path=path)
+    assert info.value.reason == "invalid-guest-spec"
+
+
+def test_a_guest_spec_may_name_the_file_a_browser_guest_reads() -> None:
+    spec = guest(GUEST_CID, "run", [19], fs_read_path="docs/greeting.txt")
+    assert spec["kuro/fs-read-path"] == "docs/greeting.txt" and is_guest_spec(spec)
+    assert "kuro/fs-read-path" not in guest(GUEST_CID, "run")
+
+
+@pytest.mark.parametrize("extra", [{"kuro/fs-read-path": 5}, {"kuro/fs-read-path": ".."}, {"kuro/other": "x"}])
+def test_a_spec_with_an_unknown_or_bad_optional_key_is_not_a_guest_spec(extra: dict[str, Any]) -> None:
+    assert not is_guest_spec({**guest(GUEST_CID, "run"), **extra})
+
+
 # ---- tables
 
 
