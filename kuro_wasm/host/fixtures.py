@@ -34,7 +34,7 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import kuro_wasm
 from kuro_fs.blocks import MemoryBlockStore
@@ -204,17 +204,9 @@ def run_case(case: Case, case_dir: Path, *, home: Any = False, ready: Setup | No
     except FixtureError as exc:
         return CaseResult(case.name, path, "invalid", (str(exc),))
     try:
-        limits = Limits.from_options(case.limits)
+        limits = Limits.from_options(case.limits).as_options()
         receipt = run(
-            ready.session,
-            ready.command,
-            store=ready.store,
-            stdin=case.stdin,
-            home=home,
-            timeout_ms=limits.timeout_ms,
-            max_output_bytes=limits.max_output_bytes,
-            max_memory_bytes=limits.max_memory_bytes,
-            fuel=limits.fuel,
+            ready.session, ready.command, store=ready.store, stdin=case.stdin, home=home, **cast(dict[str, Any], limits)
         )
     except KuroError as exc:  # e.g. a limit past 2**64-1: the case cannot describe a run
         return CaseResult(case.name, path, "invalid", (f"fixture {case.name!r}: {exc}",))

@@ -60,6 +60,7 @@ __all__ = [
     "call_in",
     "open_fs",
     "read_into_guest",
+    "record_read",
     "scratch_path",
 ]
 
@@ -77,6 +78,9 @@ class Answer:
     value: Any = None
     fs: Any = None
     reason: str | None = None
+    #: The DAG root of a file whose bytes reached the guest — set even when the op then failed part-way,
+    #: so that bytes already copied into guest memory are never left out of ``kuro/reads``.
+    read: str | None = None
 
 
 def open_fs(store: BlockStore, fs: object, session_root: str) -> Fs | str | None:
@@ -116,10 +120,14 @@ def _read_into(fs: Fs, path: str, cap: int, sink: Callable[[int, bytes | memoryv
     cid = probe.receipt["kuro.fs/cid"]
     size = file_root_info(fs.store.get, cid).size
     at = 0
-    for piece in iter_file(fs.store.get, cid, 0, min(size, cap)):
-        sink(at, piece)
-        at += len(piece)
-    return Answer(value=(size, cid))
+    try:
+        for piece in iter_file(fs.store.get, cid, 0, min(size, cap)):
+            sink(at, piece)
+            at += len(piece)
+    except (MissingBlock, CorruptBlock, DagPbError, KuroFsError):
+        # a leaf missing or corrupt after others were copied: those bytes are in guest memory now
+        return Answer(reason="block-missing", read=cid if at else None)
+    return Answer(value=(size, cid), read=cid)
 
 
 def _read_at(fs: Fs, path: str, offset: int, cap: int) -> Answer:
@@ -127,7 +135,8 @@ def _read_at(fs: Fs, path: str, offset: int, cap: int) -> Answer:
     reason = _denied(result)
     if reason is not None:
         return Answer(reason=reason)
-    return Answer(value=(result.value, result.receipt["kuro.fs/cid"]))
+    cid = result.receipt["kuro.fs/cid"]
+    return Answer(value=(result.value, cid), read=cid)
 
 
 def _write(fs: Fs, path: str, data: bytes) -> Answer:
@@ -223,8 +232,8 @@ def read_into_guest(
     """Copy min(size, cap) bytes of the file at ``path`` to guest memory at ``buf_ptr``; the size or an error code.
 
     The whole range ``[buf_ptr, buf_ptr+cap)`` must lie in guest memory (else
-    :class:`~kuro_wasm.host.calls.Fault`). A file read from the fs root has its
-    CID added to the run's reads (once); a scratch file's is not.
+    :class:`~kuro_wasm.host.calls.Fault`). A file of the fs root whose bytes
+    reached guest memory has its CID added to the run's reads (:func:`record_read`).
     """
     span(mem, buf_ptr, cap)
     answer = call_in(
@@ -237,9 +246,17 @@ def read_into_guest(
         lambda at, data: store_bytes(mem, buf_ptr + at, data),
         scratch=scratch,
     )
+    record_read(run, answer, scratch=scratch)
     if answer.reason is not None:
         return int(abi.error_for_reason(answer.reason))
-    size, cid = answer.value
-    if not scratch and cid not in run.reads:
-        run.reads.append(cid)
+    size, _ = answer.value
     return abi.clamp_i32(size)
+
+
+def record_read(run: RunContext, answer: Answer, *, scratch: bool = False) -> None:
+    """Name in ``kuro/reads`` the file whose bytes reached guest memory (even if the call then failed).
+
+    A scratch file is not named: its blocks never leave the run.
+    """
+    if not scratch and answer.read is not None and answer.read not in run.reads:
+        run.reads.append(answer.read)

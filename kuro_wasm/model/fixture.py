@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kuro_fs.cid import raw_cid
-from kuro_wasm.errors import FixtureError
-from kuro_wasm.model.limits import LIMIT_NAMES
+from kuro_wasm.errors import FixtureError, ModelError
+from kuro_wasm.model.limits import LIMIT_NAMES, Limits
 from kuro_wasm.model.receipt import KEYS, OUTCOMES
 from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, MODES
 
@@ -94,6 +94,7 @@ DEFAULT_GRANT: Final = ("guest/invoke", "fs/read", "fs/ls", "fs/write", "fs/rm",
 PARITY_KEYS: Final = (
     "exit-code",
     "outcome",
+    "capped-by",
     "stdout-cid",
     "stderr-cid",
     "reads",
@@ -243,6 +244,16 @@ def _expect(name: str, value: object) -> dict[str, Any]:
     return out
 
 
+def _limits(name: str, table: Mapping[str, Any]) -> dict[str, int]:
+    """The limits a case sets, each an int its :class:`~kuro_wasm.model.limits.Limits` field accepts."""
+    out = {key: _int(name, f"limits.{key}", value) for key, value in table.items()}
+    try:
+        Limits.from_options(out)
+    except ModelError as exc:
+        raise _fail(name, "limits", str(exc)) from exc
+    return out
+
+
 def parse_case(name: str, data: object) -> Case:
     """The case called ``name`` from its parsed file ``data`` (a TOML document as a dict).
 
@@ -270,7 +281,7 @@ def parse_case(name: str, data: object) -> Case:
         stdin=None if "stdin" not in table else _text(name, "stdin", table["stdin"], empty=True).encode("utf-8"),
         fs={p: c.encode("utf-8") for p, c in _files(name, "fs", table.get("fs", {})).items()},
         fs_read_path=None if "fs_read_path" not in table else _text(name, "fs_read_path", table["fs_read_path"]),
-        limits={k: _int(name, f"limits.{k}", v, 1 if k == "timeout_ms" else 0) for k, v in limits.items()},
+        limits=_limits(name, limits),
         unsupported={k: _text(name, f"unsupported.{k}", v) for k, v in unsupported.items()},
         expect=_expect(name, table["expect"]),
     )
@@ -280,8 +291,7 @@ def parse_case(name: str, data: object) -> Case:
 
 
 def _applied_limits(case: Case) -> dict[str, int]:
-    limits = {"timeout_ms": 120_000, "max_output_bytes": 1_048_576, **case.limits}
-    return {k.replace("_", "-"): v for k, v in limits.items()}
+    return Limits.from_options(case.limits).receipt_value()
 
 
 def _output(key: str, want: str, receipt: Mapping[str, Any]) -> list[str]:

@@ -173,10 +173,9 @@ def _fs_read_at(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     answer = _fs_call(run, "fs_read_at", at, "read_at", offset, cap % 2**32)
     if answer.reason is not None:
         return int(abi.error_for_reason(answer.reason))
-    data, cid = answer.value
+    data, _ = answer.value
     store_bytes(mem, buf_ptr, data)
-    if not at.scratch and cid not in run.reads:
-        run.reads.append(cid)
+    _fsgate.record_read(run, answer, scratch=at.scratch)
     return len(data)
 
 
