@@ -73,6 +73,7 @@ EXPECT_KEYS: Final[Mapping[str, bool]] = {
     "stdout_bytes": False,
     "timed_out": False,
     "truncated": False,
+    "capped_by": False,
     "trap_kind": False,
     "error_contains": False,
     "denials": False,
@@ -226,6 +227,8 @@ def _expect(name: str, value: object) -> dict[str, Any]:
             out[key] = item
         elif key in ("trap_kind", "error_contains"):
             out[key] = _text(name, where, item)
+        elif key == "capped_by":
+            out[key] = _choice(name, where, item, ("bytes", "chunks"))
         elif key == "denials":
             out[key] = _denials(name, item)
         elif key == "effective_capabilities":
@@ -331,6 +334,8 @@ def check(case: Case, receipt: Mapping[str, Any], files_after: Mapping[str, byte
     for key, receipt_key in (("timed_out", "kuro/timed-out?"), ("truncated", "kuro/truncated?")):
         if receipt.get(receipt_key, False) is not expect.get(key, False):
             bad.append(f"{key}: expected {expect.get(key, False)}, got {receipt.get(receipt_key, False)}")
+    if "capped_by" in expect and receipt.get("kuro/capped-by") != expect["capped_by"]:
+        bad.append(f"capped_by: expected {expect['capped_by']!r}, got {receipt.get('kuro/capped-by')!r}")
     if "stdout_bytes" in expect and receipt.get("kuro/stdout-bytes") != expect["stdout_bytes"]:
         bad.append(f"stdout_bytes: expected {expect['stdout_bytes']}, got {receipt.get('kuro/stdout-bytes')}")
     trap = receipt.get("kuro/trap")

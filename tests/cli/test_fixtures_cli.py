@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import GUESTS, Kuro, one_error_line
 
-from kuro_wasm.cli.main import main
+from kuro_wasm.cli.kuro import main
 
 CASES = sorted((GUESTS / "fixtures").glob("*.toml"))
 

@@ -5,7 +5,8 @@ Compared (:func:`kuro_wasm.model.fixture.parity_view`): exit code, outcome, stdo
 ``kuro/reads``, ``kuro/denials``, ``kuro/fs-root-after`` (fs writes in JS must mint the same dag-cbor
 and UnixFS blocks), the trap kind, timed-out and truncated — never host text or wasmtime's fuel.
 A case V8 cannot express is marked ``[unsupported] v8 = "why"`` in its file; it is listed here with
-its reason, and a case that sets a wasmtime-only limit (fuel, a memory cap) without that mark fails.
+its reason, and a case that sets a wasmtime-only limit (fuel, a memory cap, the table/instance/memory
+bounds) without that mark fails.
 Needs ``node`` and ``tools/node_modules`` (``npm ci --prefix tools``); without them it is skipped,
 saying why (CI installs both, so CI does not skip).
 """
@@ -30,6 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 HOST = ROOT / "tools" / "kuro_v8_host.mjs"
 CASES = {p.stem: load_case(p) for p in case_files(bundled_dir())}
 ON_V8 = sorted(name for name, case in CASES.items() if "v8" not in case.unsupported)
+#: Limits the JS API cannot impose (a case setting one must be marked unsupported on v8).
+WASMTIME_ONLY_LIMITS = {"fuel", "max_memory_bytes", "max_table_elements", "max_instances", "max_tables", "max_memories"}
 
 pytestmark = pytest.mark.parity
 
@@ -77,7 +80,11 @@ def _request(case: Case, ready: Setup, car: Path) -> dict[str, Any]:
         "grant": sorted(ready.session.grant),
         "stdin": None if case.stdin is None else base64.b64encode(case.stdin).decode("ascii"),
         "fs_read_path": case.fs_read_path,
-        "limits": {"timeout_ms": limits.timeout_ms, "max_output_bytes": limits.max_output_bytes},
+        "limits": {
+            "timeout_ms": limits.timeout_ms,
+            "max_output_bytes": limits.max_output_bytes,
+            "max_output_chunks": limits.max_output_chunks,
+        },
     }
 
 
@@ -110,7 +117,7 @@ def test_a_case_v8_cannot_express_says_why_and_every_wasmtime_only_limit_is_mark
     marked = {name: case.unsupported["v8"] for name, case in CASES.items() if "v8" in case.unsupported}
     print("not on v8:", json.dumps(marked, indent=1))
     assert all(reason.strip() for reason in marked.values())
-    needs_wasmtime = {name for name, case in CASES.items() if {"fuel", "max_memory_bytes"} & set(case.limits)}
+    needs_wasmtime = {name for name, case in CASES.items() if WASMTIME_ONLY_LIMITS & set(case.limits)}
     assert sorted(needs_wasmtime - set(marked)) == []
     assert len(ON_V8) >= len(CASES) - 5  # nearly everything runs on both
 

@@ -153,8 +153,9 @@ function fetchGuest (store, cid) {
 export function runCase (c, store) {
   const run = {
     grant: new Set(c.grant),
-    stdout: [], stderr: [], kept: 0, dropped: 0, truncated: false,
+    stdout: [], stderr: [], kept: 0, dropped: 0, truncated: false, chunks: 0, cappedBy: null,
     maxOut: c.limits.max_output_bytes ?? 1048576,
+    maxChunks: c.limits.max_output_chunks ?? 100000,
     stdin: c.stdin ? Buffer.from(c.stdin, 'base64') : Buffer.alloc(0),
     reads: [], denials: [], denialIndex: new Map(), wrote: false,
     fs: null, fsRoot: c.fs_root, scratch: null, scratchBytes: 0,
@@ -166,6 +167,7 @@ export function runCase (c, store) {
   const view = {
     'exit-code': result.exit,
     outcome: result.outcome,
+    'capped-by': run.cappedBy,
     'stdout-cid': cidFor(out, RAW),
     'stderr-cid': cidFor(err, RAW),
     reads: run.reads,
@@ -221,13 +223,13 @@ function execute (run, c, store) {
   } catch (err) {
     if (err instanceof Stop) {
       if (err.reason === 'output-capped') return { exit: 125, outcome: 'output-capped' }
-      return { exit: 134, outcome: 'trap', trap: 'host-error', error: err.message }
+      return { exit: 70, outcome: 'host-error', error: err.message }
     }
     if (err && err.code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return { exit: 124, outcome: 'timeout' }
     if (err instanceof WebAssembly.RuntimeError || (err && err.name === 'RangeError')) {
       return { exit: 134, outcome: 'trap', trap: trapKind(err), error: err.message }
     }
-    return { exit: 134, outcome: 'trap', trap: 'host-error', error: `host error: ${err && err.stack}` }
+    return { exit: 70, outcome: 'host-error', error: `host error: ${err && err.stack}` }
   }
 }
 
@@ -276,14 +278,18 @@ function textAt (memory) {
 
 // ---- the run's context (kuro_wasm/host/context.py)
 
-// kuro_wasm.model.stream.append: one cap over both streams; a chunk that does not fit is dropped whole.
+// kuro_wasm.model.stream.append: one byte cap over both streams and a bound on kept chunks (bytes checked
+// first); a chunk that does not fit is dropped whole, and every later one too.
 function emit (run, name, data) {
-  if (run.truncated || data.length > run.maxOut - run.kept) {
+  const capped = run.truncated ? run.cappedBy : data.length > run.maxOut - run.kept ? 'bytes' : run.chunks >= run.maxChunks ? 'chunks' : null
+  if (capped !== null) {
     run.dropped += data.length
     run.truncated = true
+    run.cappedBy = capped
     return false
   }
   run.kept += data.length
+  run.chunks += 1
   run[name].push(data)
   return true
 }
