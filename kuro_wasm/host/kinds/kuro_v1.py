@@ -15,6 +15,9 @@ Capability checks happen here, at call time: a call outside the grant returns
 call, bounded: :meth:`RunContext.deny`), and the guest keeps running. Once a
 run has a stop reason, every further import call traps before doing anything,
 so nothing takes effect after ``kill()`` or the output cap.
+With ``fs/scratch`` granted, a path under ``tmp/`` is the run's scratch
+directory (:mod:`kuro_wasm.host.fsgate`) and needs that capability alone; the
+path is then read before the capability check, since it decides which applies.
 Every pointer/length pair is bounds-checked against the memory's current size
 (:func:`kuro_wasm.model.abi.checked_range`) before a byte is read or written.
 
