@@ -18,7 +18,7 @@ stable kebab-case ``reference`` that user-facing tools print.
     ├── DagCborError        (ValueError)   non-canonical or unencodable dag-cbor
     ├── DagPbError          (ValueError)   malformed dag-pb / UnixFS bytes
     ├── CarError            (ValueError)   malformed or tampered CAR file
-    ├── ShardingNotSupported               directory too large for one UnixFS block
+    ├── ShardingNotSupported               (no longer raised: kept importable for callers that catch it)
     └── BlockStoreError                    the store failed to do what was asked
         ├── CorruptBlock                   stored bytes do not hash to their CID
         └── MissingBlock                   a block the DAG names is not in the store
@@ -77,7 +77,8 @@ class CarError(KuroFsError, ValueError):
 
 
 class ShardingNotSupported(KuroFsError):
-    """A directory is too large for one UnixFS block and would need a HAMT shard."""
+    """Formerly: a directory too large for one UnixFS block. kuro_fs now writes HAMT shards and never raises it;
+    the name stays importable so code that catches it keeps working."""
 
     reference = "hamt-sharding-not-supported"
 

@@ -24,8 +24,8 @@ methods fit). Parallel hashing of leaves is :mod:`kuro_fs.importer`'s job; it
 feeds :class:`BalancedLayout` the leaf CIDs.
 
 ## Not done here
-No HAMT shards (:class:`~kuro_fs.errors.ShardingNotSupported`), no trickle
-layout, no mode/mtime metadata on write, no symlinks.
+No HAMT-sharded directories (:mod:`kuro_fs.unixfs_hamt` writes those), no
+trickle layout, no mode/mtime metadata on write, no symlinks.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from kuro_fs.cid import parse
 from kuro_fs.dagpb import PBLink, PBNode, decode_uvarint, encode_uvarint
 from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.dagpb import encode as encode_pb
-from kuro_fs.errors import DagPbError, MissingBlock, ShardingNotSupported
+from kuro_fs.errors import DagPbError, MissingBlock
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -68,7 +68,7 @@ __all__ = [
 
 DEFAULT_CHUNK_SIZE: Final = 262144
 DEFAULT_WIDTH: Final = 174
-#: A flat directory whose sum of (name bytes + binary CID bytes) exceeds this would be a HAMT shard.
+#: A directory whose estimated size (name + binary CID bytes of its links) exceeds this is a HAMT shard.
 SHARD_THRESHOLD_BYTES: Final = 262144
 #: The deepest file tree read. A balanced tree of width ≥ 2 over 2^64 one-byte chunks is 64 levels;
 #: anything deeper is a hostile DAG (a chain of one-link nodes), refused before it exhausts the stack.
@@ -409,21 +409,14 @@ def directory_node(entries: Iterable[tuple[str, str, int]]) -> tuple[bytes, int]
     >>> directory_node([])[0].hex()
     '0a020801'
 
-    Raises ShardingNotSupported: if the links' name+CID bytes exceed
-    :data:`SHARD_THRESHOLD_BYTES` (the JS importer would make a HAMT shard).
-    Raises ValueError: on duplicate names.
+    A flat node of any size is built; when a directory should be a HAMT shard instead is
+    :mod:`kuro_fs.unixfs_hamt`'s decision. Raises ValueError: on duplicate names.
     """
     items = sorted(((name.encode("utf-8"), name, cid, tsize) for name, cid, tsize in entries), key=lambda e: e[0])
     for a, b in itertools.pairwise(items):
         if a[0] == b[0]:
             raise ValueError(f"duplicate directory entry {a[1]!r}")
     links = tuple(PBLink.to(cid, name, tsize) for _, name, cid, tsize in items)
-    weight = sum(len(raw) + len(link.hash) for (raw, *_), link in zip(items, links, strict=True))
-    if weight > SHARD_THRESHOLD_BYTES:
-        raise ShardingNotSupported(
-            f"HAMT sharding not supported yet: directory of {len(links)} entries needs {weight} link bytes "
-            f"(> {SHARD_THRESHOLD_BYTES})"
-        )
     block = encode_pb(PBNode(links, encode_data(UnixFSData(NodeType.DIRECTORY))))
     return block, len(block) + sum(link.tsize for link in links)
 

@@ -21,7 +21,12 @@ Figures and their anchors (what each ratio divides):
   50 ms deadline (goal: stop within 55 ms);
 * loading a cached ~1 MB guest from the on-disk module cache (goal ≤ 2 ms) ÷ compiling it;
 * invocations per second on all cores (one thread per core) ÷ 1 thread, for a trivial export and a CPU-bound
-  one (with raw wasmtime-py's speedup on the same loop as a control for a busy machine).
+  one (with raw wasmtime-py's speedup on the same loop as a control for a busy machine);
+* kuro.fs directories: ``Fs.write`` / ``Fs.read`` / a guest's gated ``fs_read`` of a small file in a 50,000-entry
+  directory (goals ≤ 1 ms / ≤ 100 µs) ÷ the same op in a 1-entry directory and ÷ the OS doing it in a real
+  directory of as many files;
+  a write into a sharded 10,000-entry directory ÷ the same directory kept in one flat block; reads and
+  writes at depth 2,000 ÷ depth 1,000, per level (linear: ≈ 1×). All interleaved, load average recorded.
 
 The host measurements (invocation, fs_read, deadline, cache) are the functions of
 ``tools/bench_host.py``, called here and set beside their anchors; this file adds the import
@@ -58,6 +63,7 @@ import wasmtime  # noqa: E402
 
 from kuro_fs.blocks import MemoryBlockStore  # noqa: E402
 from kuro_fs.fs import Fs  # noqa: E402
+from kuro_fs.fsdir import DirLayout, Entry, write_dir  # noqa: E402
 from kuro_fs.importer import import_path  # noqa: E402
 from kuro_fs.unixfs import iter_file  # noqa: E402
 from kuro_wasm.host.api import run  # noqa: E402
@@ -392,6 +398,119 @@ def bench_concurrency(home: Path, quick: bool) -> list[Row]:
     ]  # fmt: skip
 
 
+# ---- 7. kuro.fs directories that scale (HAMT past 256 entries; decoded blocks cached by CID)
+
+
+def _interleaved(fns: list[Callable[[], object]], n: int, warmup: int) -> list[float]:
+    """Median seconds per call of each of ``fns``, measured interleaved (ABAB…) so load hits them alike."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(n):
+        for fn, out in zip(fns, samples, strict=True):
+            t = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t)
+    return [statistics.median(out) for out in samples]
+
+
+def _fs_with_dir(entries: int) -> Fs:
+    # An fs whose "big" holds ``entries`` small files (built in one pass, as an import would).
+    store = MemoryBlockStore()
+    files = {f"file-{i:06d}.txt": Entry(store.put(b"%d" % i), len(b"%d" % i)) for i in range(entries)}
+    linked = Fs.empty(store).link("big", write_dir(store, files))
+    assert linked.ok, linked.receipt
+    return linked.fs
+
+
+def _guest_read_in(entries: int, home: Path, n: int) -> float:
+    """Seconds one guest ``fs_read`` of a 100-byte file costs when its directory (the root) holds ``entries``.
+
+    fs-sum's ``read_big_twice`` minus ``read_big`` (runs interleaved): the second gated read alone.
+    """
+    store = MemoryBlockStore()
+    files = {f"file-{i:06d}.txt": Entry(store.put(b"%d" % i), len(b"%d" % i)) for i in range(entries - 1)}
+    files["big.bin"] = Entry(store.put(bytes(100)), 100)
+    sess = session("bench", write_dir(store, files), "terminal-repo", grant=bench_host.CAPS)
+    cid = add_guest(store, (ROOT / "guests" / "fs-sum.wat").read_text())
+    once, twice = guest(cid, "read_big", [100]), guest(cid, "read_big_twice", [100])
+    for command in (once, twice):
+        receipt = run(sess, command, store=store, home=home)
+        assert receipt["kuro/exit-code"] == 0, receipt
+    t_once, t_twice = _interleaved(
+        [lambda: run(sess, once, store=store, home=home), lambda: run(sess, twice, store=store, home=home)], n, 5
+    )
+    return t_twice - t_once
+
+
+def bench_dirs(tmp: Path, quick: bool) -> list[Row]:
+    big_n, n = (5_000, 200) if quick else (50_000, 2000)
+    big, one = _fs_with_dir(big_n), _fs_with_dir(1)
+    counter = iter(range(1 << 40))
+
+    def write_into(fs: Fs) -> Callable[[], object]:
+        return lambda: fs.write(f"big/new-{next(counter)}.txt", b"sixteen bytes...")
+
+    w_big, w_one = _interleaved([write_into(big), write_into(one)], n, 50)
+    reads = [lambda: big.read("big/file-004242.txt"), lambda: one.read("big/file-000000.txt")]
+    r_big, r_one = _interleaved(reads, n, 50)
+    # the OS anchor: the same two things in a real directory of as many files (page cache, no fsync)
+    osdir = tmp / "osdir"
+    osdir.mkdir()
+    for i in range(big_n):
+        (osdir / f"file-{i:06d}.txt").write_bytes(b"%d" % i)
+
+    def os_write() -> None:
+        with open(osdir / f"new-{next(counter)}.txt", "wb") as f:
+            f.write(b"sixteen bytes...")
+
+    def os_read() -> bytes:
+        with open(osdir / "file-004242.txt", "rb") as f:
+            return f.read()
+
+    ow, orr = _interleaved([os_write, os_read], n, 50)
+    # the flat layout (every write re-encodes the whole directory), same code, at a fifth of the size
+    flat_n = big_n // 5
+    files = {f"file-{i:06d}.txt": Entry(big.store.put(b"%d" % i), 1) for i in range(flat_n)}
+    flat_layout = DirLayout(max_flat=1 << 40)
+    flat_root = Fs.empty(big.store).link("big", write_dir(big.store, files, flat_layout)).fs.root
+    flat = Fs(big.store, flat_root, layout=flat_layout)
+    sharded = Fs(big.store, Fs.empty(big.store).link("big", write_dir(big.store, files)).fs.root)
+    w_sharded, w_flat = _interleaved([write_into(sharded), write_into(flat)], max(20, n // 50), 3)
+    # depth: a path 2,000 directories deep vs one 1,000 deep (linear in depth: twice the time, 1× per level;
+    # below ~1,000 levels the per-level cost is lower still, the working set then fitting the CPU caches)
+    deep, shallow = Fs.empty(MemoryBlockStore()), Fs.empty(MemoryBlockStore())
+    deep_path, shallow_path = "/".join(["d"] * 2000) + "/f", "/".join(["d"] * 1000) + "/f"
+    deep, shallow = deep.write(deep_path, b"deep").fs, shallow.write(shallow_path, b"deep").fs
+    d_read, s_read = _interleaved([lambda: deep.read(deep_path), lambda: shallow.read(shallow_path)], n // 10, 5)
+    d_write, s_write = _interleaved(
+        [lambda: deep.write(deep_path, b"again"), lambda: shallow.write(shallow_path, b"again")], n // 20, 3
+    )
+    g_big, g_one = _guest_read_in(big_n, tmp / "home-dirs", n // 4), _guest_read_in(1, tmp / "home-dirs", n // 4)
+    load = os.getloadavg()[0]
+    extra = {"entries": big_n, "loadavg_1m": load}
+    label = f"{big_n:,}-entry directory"
+    return [
+        _row(f"Fs.write of a small file into a {label}", w_big * 1e6, "µs", "the same write into a 1-entry directory",
+             w_one * 1e6, goal="≤ 1 ms", extra=extra),
+        _row(f"Fs.write of a small file into a {label}", w_big * 1e6, "µs", f"OS: create+write a file in a {label}",
+             ow * 1e6, extra=extra),
+        _row(f"Fs.read of a small file in a {label}", r_big * 1e6, "µs", "the same read in a 1-entry directory",
+             r_one * 1e6, goal="≤ 100 µs", extra=extra),
+        _row(f"Fs.read of a small file in a {label}", r_big * 1e6, "µs", f"OS: open+read a file in a {label}",
+             orr * 1e6, extra=extra),
+        _row(f"guest fs_read of a small file in a {label} (one gated call)", g_big * 1e6, "µs",
+             "the same call in a 1-entry directory", g_one * 1e6, goal="≤ 100 µs", extra=extra),
+        _row(f"Fs.write into a {flat_n:,}-entry directory, sharded", w_sharded * 1e6, "µs",
+             "the same directory in one flat block (no sharding)", w_flat * 1e6, extra={**extra, "entries": flat_n}),
+        _row("Fs.read at depth 2,000, per level", d_read / 2000 * 1e6, "µs", "Fs.read at depth 1,000, per level",
+             s_read / 1000 * 1e6, goal="≈ 1× (linear)", extra={"loadavg_1m": load, "depth_1000_s": s_read}),
+        _row("Fs.write at depth 2,000, per level", d_write / 2000 * 1e6, "µs", "Fs.write at depth 1,000, per level",
+             s_write / 1000 * 1e6, goal="≈ 1× (linear)", extra={"loadavg_1m": load, "depth_1000_s": s_write}),
+    ]  # fmt: skip
+
+
 # ---- output
 
 
@@ -428,7 +547,7 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-SECTIONS = ("invocation", "import", "fs_read", "deadline", "cache", "concurrency")
+SECTIONS = ("invocation", "import", "fs_read", "deadline", "cache", "concurrency", "dirs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -461,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_cache(tmp, args.quick)
         if "concurrency" in wanted:
             rows += bench_concurrency(home, args.quick)
+        if "dirs" in wanted:
+            rows += bench_dirs(tmp, args.quick)
     print(table(rows))
     if args.json:
         payload = {"machine": facts, "quick": args.quick, "rows": [asdict(r) for r in rows]}

@@ -286,20 +286,20 @@ _SCALARS = (
     | st.binary(max_size=20)
     | _CIDS
 )
-_VALUES = st.recursive(
+ENTRY_VALUES = st.recursive(
     _SCALARS,
     lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5),
     max_leaves=20,
 )
 
 
-@given(_VALUES)
+@given(ENTRY_VALUES)
 @settings(max_examples=200, deadline=None)
 def test_decode_of_encode_is_the_identity(value: Any) -> None:
     assert decode(encode(value)) == value
 
 
-@given(_VALUES)
+@given(ENTRY_VALUES)
 @settings(max_examples=200, deadline=None)
 def test_encode_of_decode_gives_back_the_same_bytes(value: Any) -> None:
     data = encode(value)

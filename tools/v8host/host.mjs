@@ -26,7 +26,8 @@ const REASON_CODES = {
   'bad-path': ERR.BAD_PATH,
   'directory-not-empty': ERR.NOT_EMPTY,
   'block-missing': ERR.IO,
-  'bad-range': ERR.FAULT
+  'bad-range': ERR.FAULT,
+  'over-budget': -9
 }
 const codeFor = reason => REASON_CODES[reason] ?? ERR.IO
 const I32 = ['i32']

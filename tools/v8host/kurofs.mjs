@@ -8,9 +8,11 @@
 // is asynchronous and cannot run inside an import call, so writeFile builds the same DAG itself;
 // selfTest() compares it with the importer at the boundary sizes.
 //
-// Supported: the small-directory format (one dag-cbor block per directory,
+// Supported: the flat directory format (one dag-cbor block per directory, at most 256 entries,
 //   {"entries": {name: {"cid": Link, "size": int}}, "type": "kuro.fs/dir", "version": 1}).
-// Not supported: HAMT-sharded kuro.fs directories (a directory block of any other shape is "block-missing").
+// Not supported: HAMT-sharded kuro.fs directories (kuro_fs/hamt.py, more than 256 entries). Reading one is
+// "block-missing"; an edit that would take a directory past 256 entries throws, ending the run as a host
+// error — a case that needs either cannot be expressed here and is marked so.
 //
 // Every operation returns {value} or {reason} with kuro_fs's denial reasons, in kuro_fs's check order
 // (bad-path first, then the op's own), so a guest sees the same error codes on both hosts.
@@ -30,6 +32,8 @@ const WIDTH = 174
 const MAX_PATH_BYTES = 4096
 const MAX_NAME_BYTES = 255
 const DIR_TYPE = 'kuro.fs/dir'
+const MAX_FLAT_ENTRIES = 256
+const CONTROL = /[\x00-\x1f\x7f-\x9f]/
 // Python's str.isspace() characters: a path made only of these is a bad path (kuro_fs.paths.clean_path).
 const PY_SPACE = new Set([0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x85, 0xa0, 0x1680, 0x2000, 0x2001,
   0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200a, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000])
@@ -60,15 +64,25 @@ export class BlockStore {
   }
 }
 
-// ---- paths (kuro_fs/paths.py clean_path): the segments, or null for a bad path
+// ---- paths (kuro_fs/paths.py): the segments, or null for a bad path
+
+const blank = text => [...text].every(ch => PY_SPACE.has(ch.codePointAt(0)))
 
 export function cleanPath (path) {
-  if (typeof path !== 'string' || path.includes('\0')) return null
-  if ([...path].every(ch => PY_SPACE.has(ch.codePointAt(0)))) return null
+  if (typeof path !== 'string' || blank(path) || CONTROL.test(path)) return null
   if (utf8.encode(path).length > MAX_PATH_BYTES) return null
   const parts = path.split(/\/+/).filter(seg => seg !== '' && seg !== '.')
-  for (const seg of parts) if (seg === '..' || utf8.encode(seg).length > MAX_NAME_BYTES) return null
+  for (const seg of parts) if (seg === '..' || blank(seg) || utf8.encode(seg).length > MAX_NAME_BYTES) return null
   return parts
+}
+
+// A path ending in '/' or '/.' (or '.') can only name a directory (kuro_fs.paths.names_a_directory).
+export function namesADirectory (path) { return /(?:^|\/)\.?$/.test(path) }
+
+// The looser rule for names already stored in a directory block (kuro_fs.paths.stored_name_ok).
+function storedNameOk (name) {
+  return typeof name === 'string' && name !== '.' && name !== '..' && !blank(name) && !name.includes('/') &&
+    !name.includes('\0') && utf8.encode(name).length <= MAX_NAME_BYTES
 }
 
 export function joinPath (parts) { return parts.length ? parts.join('/') : '.' }
@@ -82,6 +96,7 @@ function cmpCodePoints (a, b) {
 // ---- directories
 
 export function encodeDir (entries) {
+  if (entries.size > MAX_FLAT_ENTRIES) throw new Error(`a directory of ${entries.size} entries is a HAMT shard in kuro.fs; this host writes flat directories only`)
   const body = Object.fromEntries([...entries].map(([name, e]) => [name, { cid: CID.parse(e.cid), size: e.size }]))
   return dagCbor.encode({ entries: body, type: DIR_TYPE, version: 1 })
 }
@@ -94,9 +109,8 @@ function decodeDir (bytes) {
   }
   const out = new Map()
   for (const [name, item] of Object.entries(value.entries)) {
-    const parts = cleanPath(name)
     const itemKeys = item && typeof item === 'object' ? Object.keys(item).sort().join(',') : ''
-    if (!parts || parts.length !== 1 || parts[0] !== name || itemKeys !== 'cid,size') throw new Refusal('block-missing')
+    if (!storedNameOk(name) || itemKeys !== 'cid,size') throw new Refusal('block-missing')
     const cid = CID.asCID(item.cid)
     if (!cid || !Number.isInteger(item.size) || item.size < 0) throw new Refusal('block-missing')
     out.set(name, { cid: cid.toString(), size: item.size })
@@ -208,11 +222,15 @@ export class Fs {
     return chain
   }
 
-  _entry (parts) {
-    if (!parts.length) return { cid: this.root, size: 0 }
-    const parent = this._chain(parts.slice(0, -1), 'not-a-directory').pop()
-    const entry = parent?.get(parts[parts.length - 1])
+  // The entry at parts (kuro_fs.fs._existing): not-found, or not-a-directory for a file named with a trailing '/'.
+  _entry (parts, wantsDir = false) {
+    let entry = { cid: this.root, size: 0 }
+    if (parts.length) {
+      const parent = this._chain(parts.slice(0, -1), 'not-a-directory').pop()
+      entry = parent?.get(parts[parts.length - 1])
+    }
     if (entry === undefined) throw new Refusal('not-found')
+    if (wantsDir && !isDir(entry)) throw new Refusal('not-a-directory')
     return entry
   }
 
@@ -233,15 +251,15 @@ export class Fs {
     const parts = cleanPath(path)
     try {
       if (parts === null) throw new Refusal('bad-path')
-      return body(parts)
+      return body(parts, namesADirectory(path))
     } catch (err) {
       if (err instanceof Refusal) return { reason: err.reason }
       throw err
     }
   }
 
-  _file (parts) {
-    const entry = this._entry(parts)
+  _file (parts, wantsDir) {
+    const entry = this._entry(parts, wantsDir)
     if (isDir(entry)) throw new Refusal('not-a-file')
     if (fileSize(this.store, entry.cid) !== entry.size) throw new Refusal('block-missing')
     return entry
@@ -249,15 +267,15 @@ export class Fs {
 
   // Up to cap bytes from the start, the file's size and CID (the host's fs_read).
   readInto (path, cap) {
-    return this._op(path, parts => {
-      const entry = this._file(parts)
+    return this._op(path, (parts, wantsDir) => {
+      const entry = this._file(parts, wantsDir)
       return { value: { data: fileBytes(this.store, entry.cid, 0, Math.min(entry.size, cap)), size: entry.size, cid: entry.cid } }
     })
   }
 
   readAt (path, offset, cap) {
-    return this._op(path, parts => {
-      const entry = this._file(parts)
+    return this._op(path, (parts, wantsDir) => {
+      const entry = this._file(parts, wantsDir)
       const lo = Math.min(offset, entry.size)
       return { value: { data: fileBytes(this.store, entry.cid, lo, Math.min(entry.size, lo + cap)), cid: entry.cid } }
     })
@@ -274,20 +292,21 @@ export class Fs {
   }
 
   write (path, data) {
-    return this._op(path, parts => {
+    return this._op(path, (parts, wantsDir) => {
       if (!parts.length) throw new Refusal('is-a-directory')
       const parent = this._chain(parts.slice(0, -1), 'path-blocked').pop()
       const old = parent?.get(parts[parts.length - 1])
       if (old !== undefined && isDir(old)) throw new Refusal('is-a-directory')
+      if (wantsDir) throw new Refusal('not-a-directory')
       const file = writeFile(this.store, data)
       return { value: 0, fs: this._set(parts, { cid: file.cid, size: file.size }) }
     })
   }
 
   rm (path) {
-    return this._op(path, parts => {
+    return this._op(path, (parts, wantsDir) => {
       if (!parts.length) throw new Refusal('not-found')
-      const entry = this._entry(parts)
+      const entry = this._entry(parts, wantsDir)
       if (isDir(entry) && this._load(entry.cid).size > 0) throw new Refusal('directory-not-empty')
       return { value: 0, fs: this._set(parts, null) }
     })

@@ -87,7 +87,7 @@ def _fs_read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
         return run.deny("fs_read", "fs/read", path)
     mem = guest_memory(run, caller, cctx)
     target = path if inner is None else inner
-    return _fsgate.read_into_guest(run, "fs_read", target, mem, p[0].of.i32, p[1].of.i32, scratch=inner is not None)
+    return _fsgate.read_into_guest(run, "fs_read", target, mem, p[0], p[1], scratch=inner is not None)
 
 
 def _text(store: wasmtime.Store, memory: Any) -> bytes:

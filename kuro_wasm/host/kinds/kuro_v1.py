@@ -45,7 +45,7 @@ import wasmtime
 from kuro_fs.paths import MAX_PATH_BYTES
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import fsgate as _fsgate
-from kuro_wasm.host.calls import Fault, Handler, Memory, define, guest_memory, load, span, store_bytes
+from kuro_wasm.host.calls import Fault, Handler, Memory, define, guest_memory, load, read_guest, span, store_bytes
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.engine import CallOutcome
 from kuro_wasm.host.kind import CoreModuleKind, Entry, core_entry
@@ -77,20 +77,24 @@ def _path_for_record(mem: Memory, ptr: int, length: int) -> str | None:
 # ---- handlers: (run, caller, context, params) → i32, or None to trap (run.stop_reason says why)
 
 
+_STREAM_OF_FD: Final[dict[int, str]] = {abi.FD_STDOUT: "stdout", abi.FD_STDERR: "stderr"}
+_BAD_FD: Final = int(ErrorCode.BAD_FD)
+
+
 def _write(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
-    fd, ptr, length = p[0].of.i32, p[1].of.i32, p[2].of.i32
-    if fd not in (abi.FD_STDOUT, abi.FD_STDERR):
-        return int(ErrorCode.BAD_FD)
-    mem = guest_memory(run, caller, cctx)
-    data = load(mem, ptr, length)
-    if not run.emit("stdout" if fd == abi.FD_STDOUT else "stderr", data):
+    fd, ptr, length = p
+    name = _STREAM_OF_FD.get(fd)
+    if name is None:
+        return _BAD_FD
+    data = read_guest(run, caller, cctx, ptr, length)
+    if not run.emit(name, data):
         run.stop("output-capped")
         return None
     return len(data)
 
 
 def _read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
-    ptr, cap = p[0].of.i32, p[1].of.i32
+    ptr, cap = p[0], p[1]
     if "stdin/read" not in run.grant:
         return run.deny("read", "stdin/read", None)
     mem = guest_memory(run, caller, cctx)
@@ -158,18 +162,18 @@ def _advance(run: RunContext, at: _Target, answer: _fsgate.Answer) -> int:
 
 def _fs_read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    at = _gate(run, "fs_read", mem, p[0].of.i32, p[1].of.i32)
+    at = _gate(run, "fs_read", mem, p[0], p[1])
     if at.path is None:
         return at.code
-    return _fsgate.read_into_guest(run, "fs_read", at.path, mem, p[2].of.i32, p[3].of.i32, scratch=at.scratch)
+    return _fsgate.read_into_guest(run, "fs_read", at.path, mem, p[2], p[3], scratch=at.scratch)
 
 
 def _fs_read_at(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    at = _gate(run, "fs_read_at", mem, p[0].of.i32, p[1].of.i32)
+    at = _gate(run, "fs_read_at", mem, p[0], p[1])
     if at.path is None:
         return at.code
-    offset, buf_ptr, cap = p[2].of.i64, p[3].of.i32, p[4].of.i32
+    offset, buf_ptr, cap = p[2], p[3], p[4]
     span(mem, buf_ptr, cap)
     if offset < 0:
         return int(ErrorCode.FAULT)
@@ -184,10 +188,10 @@ def _fs_read_at(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
 
 def _fs_write(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    at = _gate(run, "fs_write", mem, p[0].of.i32, p[1].of.i32)
+    at = _gate(run, "fs_write", mem, p[0], p[1])
     if at.path is None:
         return at.code
-    data = load(mem, p[2].of.i32, p[3].of.i32)
+    data = load(mem, p[2], p[3])
     answer = _fs_call(run, "fs_write", at, "write", data)
     if answer.reason is not None:
         return int(abi.error_for_reason(answer.reason))
@@ -196,10 +200,10 @@ def _fs_write(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
 
 def _fs_ls(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    at = _gate(run, "fs_ls", mem, p[0].of.i32, p[1].of.i32)
+    at = _gate(run, "fs_ls", mem, p[0], p[1])
     if at.path is None:
         return at.code
-    buf_ptr, cap = p[2].of.i32, p[3].of.i32
+    buf_ptr, cap = p[2], p[3]
     span(mem, buf_ptr, cap)
     answer = _fs_call(run, "fs_ls", at, "ls")
     if answer.reason is not None:
@@ -211,7 +215,7 @@ def _fs_ls(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
 
 def _fs_rm(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    at = _gate(run, "fs_rm", mem, p[0].of.i32, p[1].of.i32)
+    at = _gate(run, "fs_rm", mem, p[0], p[1])
     if at.path is None:
         return at.code
     answer = _fs_call(run, "fs_rm", at, "rm")
