@@ -136,8 +136,7 @@ class Handle:
 
         Raises ModelError: ``max_chunk_bytes`` is not an int >= 0.
         """
-        with self._job.lock:
-            current = self._job.stream
+        current = self._job.stream  # a value: the writer hands out a consistent snapshot
         return _checkpoint.to_data(current, self._job.session, self._job.command, max_chunk_bytes=max_chunk_bytes)
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
