@@ -27,6 +27,11 @@ Figures and their anchors (what each ratio divides):
   directory of as many files;
   a write into a sharded 10,000-entry directory ÷ the same directory kept in one flat block; reads and
   writes at depth 2,000 ÷ depth 1,000, per level (linear: ≈ 1×). All interleaved, load average recorded.
+* the gateway (``kuro gateway serve``): raw 256 KiB block GETs per second and p99 latency under ``wrk`` with
+  16 keep-alive connections ÷ ``python -m http.server`` serving the same files (goal ≥ 1× the requests/s,
+  p99 below it), and ÷ nginx as the physical reference; CAR streaming of a large file (``curl``, MB/s; goal
+  ≥ 200 MB/s) ÷ nginx sending the same bytes as one file. Servers run one after another in interleaved
+  rounds; the row's extra records the 1-minute load average.
 
 The host measurements (invocation, fs_read, deadline, cache) are the functions of
 ``tools/bench_host.py``, called here and set beside their anchors; this file adds the import
@@ -514,6 +519,205 @@ def bench_dirs(tmp: Path, quick: bool) -> list[Row]:
 # ---- output
 
 
+# ---- 7. the gateway: raw-block GETs (wrk, 16 keep-alive connections) and CAR streaming
+
+
+_WRK_SCRIPT = """
+local paths = {}
+for line in io.lines("%s") do paths[#paths + 1] = line end
+local i = 0
+request = function()
+  i = i %% #paths + 1
+  return wrk.format("GET", paths[i])
+end
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_http(url: str, timeout: float = 30.0) -> None:
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return
+        except urllib.error.HTTPError:
+            return  # it answers
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{url} did not answer")
+
+
+def _gateway_servers(home: Path, files: Path, tmp: Path) -> dict[str, tuple[list[str], str, str]]:
+    """name → (command, base URL, path template) for the three servers of the same files."""
+    servers: dict[str, tuple[list[str], str, str]] = {}
+    port = _free_port()
+    servers["kuro gateway"] = (
+        [sys.executable, "-m", "kuro_wasm", "--home", str(home), "gateway", "serve", "--port", str(port)],
+        f"http://127.0.0.1:{port}",
+        "/ipfs/{cid}?format=raw",
+    )
+    port = _free_port()
+    servers["python -m http.server"] = (
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(files)],
+        f"http://127.0.0.1:{port}",
+        "/{cid}",
+    )
+    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+    if nginx:
+        port = _free_port()
+        prefix = tmp / "nginx"
+        (prefix / "logs").mkdir(parents=True, exist_ok=True)
+        conf = prefix / "nginx.conf"
+        conf.write_text(
+            "worker_processes auto; pid nginx.pid; error_log logs/error.log;\n"
+            "events { worker_connections 1024; }\n"
+            "http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;\n"
+            f"  client_body_temp_path {prefix}/tmp; proxy_temp_path {prefix}/tmp; fastcgi_temp_path {prefix}/tmp;\n"
+            f"  uwsgi_temp_path {prefix}/tmp; scgi_temp_path {prefix}/tmp;\n"
+            f"  server {{ listen 127.0.0.1:{port}; root {files}; }} }}\n"
+        )
+        servers["nginx"] = (
+            [nginx, "-p", str(prefix), "-c", str(conf), "-g", "daemon off;"],
+            f"http://127.0.0.1:{port}",
+            "/{cid}",
+        )
+    return servers
+
+
+def _wrk(url: str, paths_file: Path, seconds: int, tmp: Path) -> tuple[float, float]:
+    """(requests/s, p99 ms) of ``wrk -c16`` over the paths in ``paths_file``."""
+    script = tmp / "paths.lua"
+    script.write_text(_WRK_SCRIPT % paths_file)
+    out = subprocess.run(
+        ["wrk", "-t2", "-c16", f"-d{seconds}s", "--latency", "-s", str(script), url],
+        capture_output=True, text=True, timeout=seconds + 60,
+    ).stdout  # fmt: skip
+    rps = p99 = None
+    for line in out.splitlines():
+        parts = line.split()
+        if line.startswith("Requests/sec:"):
+            rps = float(parts[1])
+        elif parts[:1] == ["99%"]:
+            value = parts[1]
+            scale = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+            unit = next(u for u in ("us", "ms", "s") if value.endswith(u))
+            p99 = float(value[: -len(unit)]) * scale[unit]
+        elif "Non-2xx or 3xx responses" in line or "Socket errors" in line:
+            raise RuntimeError(f"wrk saw errors from {url}: {line.strip()}")
+    if rps is None or p99 is None:
+        raise RuntimeError(f"could not read wrk's output: {out[-300:]}")
+    return rps, p99
+
+
+def _curl_mb_s(url: str) -> float:
+    out = subprocess.run(
+        ["curl", "-sS", "-o", "/dev/null", "-w", "%{speed_download} %{http_code}", url],
+        capture_output=True, text=True, timeout=600,
+    ).stdout.split()  # fmt: skip
+    if len(out) != 2 or out[1] != "200":
+        raise RuntimeError(f"curl {url}: {out}")
+    return float(out[0]) / 1e6
+
+
+def bench_gateway(tmp: Path, quick: bool) -> list[Row]:
+    """Raw 256 KiB block GETs (wrk, 16 keep-alive connections) and CAR streaming, beside the same files
+    served by ``python -m http.server`` and nginx, measured in interleaved rounds (A B C A B C …)."""
+    from kuro_fs.filestore import default_store
+    from kuro_fs.importer import import_bytes
+
+    blocks, big, seconds, rounds = (8, 16 * MiB, 1, 1) if quick else (64, 256 * MiB, 8, 3)
+    rps_fig = "raw 256 KiB block GETs, 16 keep-alive connections (wrk)"
+    p99_fig = "raw 256 KiB block GET p99 latency (wrk, 16 connections)"
+    car_fig = f"CAR stream of a {big // MiB} MiB file (dag-scope=entity, curl)"
+    missing = [t for t in ("wrk", "curl") if shutil.which(t) is None]
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        missing.append("the gateway extra (pip install 'kuro-wasm[gateway]')")
+    if missing:
+        reason = f"{' and '.join(missing)} not installed (apt-get install wrk curl)"
+        return [
+            _unavailable(rps_fig, None, "req/s", "python -m http.server, same files", reason),
+            _unavailable(p99_fig, None, "ms", "python -m http.server p99", reason),
+            _unavailable(car_fig, None, "MB/s", "nginx serving the same bytes as one file", reason),
+        ]
+    home, files = tmp / "gw-home", tmp / "gw-files"
+    files.mkdir(parents=True)
+    for d in (tmp, files):  # nginx's workers run as an unprivileged user: let them read the files
+        d.chmod(0o755)
+    store = default_store(home)
+    rng = __import__("random").Random(7)
+    cids = []
+    for _ in range(blocks):
+        data = rng.randbytes(262144)
+        cid = store.put(data)
+        (files / cid).write_bytes(data)
+        cids.append(cid)
+    payload = b"".join(rng.randbytes(MiB) for _ in range(big // MiB))
+    root = import_bytes(store, payload)
+    (files / "big.bin").write_bytes(payload)
+    del payload
+    store.close()
+    servers = _gateway_servers(home, files, tmp)
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in servers}
+    car: dict[str, list[float]] = {"kuro gateway": [], "nginx": []}
+    load = os.getloadavg()[0]
+    procs = {}
+    try:
+        for name, (cmd, url, template) in servers.items():
+            procs[name] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _wait_http(url + template.format(cid=cids[0]))
+        for _ in range(rounds):
+            for name, (_cmd, url, template) in servers.items():
+                paths = tmp / f"paths-{abs(hash(name))}.txt"
+                paths.write_text("".join(template.format(cid=c) + "\n" for c in cids))
+                results[name].append(_wrk(url, paths, seconds, tmp))
+                if name == "kuro gateway":
+                    car[name].append(_curl_mb_s(f"{url}/ipfs/{root}?format=car&dag-scope=entity"))
+                elif name == "nginx":
+                    car[name].append(_curl_mb_s(f"{url}/big.bin"))
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+        for proc in procs.values():
+            proc.wait(30)
+    load = max(load, os.getloadavg()[0])
+
+    def best_rps(name: str) -> float | None:
+        return max(r for r, _ in results[name]) if results.get(name) else None
+
+    def best_p99(name: str) -> float | None:
+        return min(p for _, p in results[name]) if results.get(name) else None
+
+    extra = {"blocks": blocks, "seconds_per_run": seconds, "rounds": rounds, "loadavg_1min_max": load}
+    ours, theirs = best_rps("kuro gateway"), best_rps("python -m http.server")
+    rows = [
+        _row(rps_fig, ours, "req/s", "python -m http.server, same files", theirs, goal="≥ 1×", extra=extra),
+        _row(p99_fig, best_p99("kuro gateway"), "ms", "python -m http.server p99", best_p99("python -m http.server"),
+             goal="< 1×", extra=extra),
+    ]  # fmt: skip
+    if "nginx" in results:
+        rows.append(_row(f"{rps_fig} ÷ nginx", ours, "req/s", "nginx, same files (physical reference)",
+                         best_rps("nginx"), extra=extra))  # fmt: skip
+        rows.append(_row(car_fig, max(car["kuro gateway"]), "MB/s", "nginx serving the same bytes as one file",
+                         max(car["nginx"]), goal="≥ 200 MB/s", extra=extra))  # fmt: skip
+    else:
+        rows.append(_unavailable(car_fig, max(car["kuro gateway"]), "MB/s", "nginx serving the same bytes",
+                                 "nginx not installed (apt-get install nginx-light)", goal="≥ 200 MB/s"))  # fmt: skip
+    return rows
+
+
 def _fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "—"
@@ -547,7 +751,7 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-SECTIONS = ("invocation", "import", "fs_read", "deadline", "cache", "concurrency", "dirs")
+SECTIONS = ("invocation", "import", "fs_read", "deadline", "cache", "concurrency", "dirs", "gateway")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -582,6 +786,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_concurrency(home, args.quick)
         if "dirs" in wanted:
             rows += bench_dirs(tmp, args.quick)
+        if "gateway" in wanted:
+            rows += bench_gateway(tmp, args.quick)
     print(table(rows))
     if args.json:
         payload = {"machine": facts, "quick": args.quick, "rows": [asdict(r) for r in rows]}

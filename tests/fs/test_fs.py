@@ -391,8 +391,8 @@ def test_link_refuses_a_dag_that_is_neither_a_unixfs_file_nor_a_kuro_fs_director
     denied(fs.link("a", symlink), "not-a-file")
     not_a_dir = store.put(encode({"hello": "world"}), "dag-cbor")
     assert denied(fs.link("a", not_a_dir), "not-a-directory")["kuro.fs/cid"] == not_a_dir
-    v0_link = b"\xd8\x2a\x58\x23\x00\x12\x20" + bytes(32)  # tag 42 over a CIDv0: outside kuro's profile
-    entry = b"\xa1\x61a\xa2\x63cid" + v0_link + b"\x64size\x00"
+    p2p_link = b"\xd8\x2a\x58\x25\x00\x01\x72\x12\x20" + bytes(32)  # tag 42 over libp2p-key: no codec kuro reads
+    entry = b"\xa1\x61a\xa2\x63cid" + p2p_link + b"\x64size\x00"
     odd_dir = b"\xa3\x64type\x6bkuro.fs/dir\x67entries" + entry + b"\x67version\x01"  # canonical key order
     denied(fs.link("a", store.put(odd_dir, "dag-cbor")), "not-a-directory")
 
