@@ -22,7 +22,7 @@ store), and is never committed — a write there does not advance the fs root
 and is not in ``kuro/fs-root-after``; reading a scratch file adds nothing to
 ``kuro/reads``. Every fs import under ``tmp/`` needs ``fs/scratch`` and nothing
 else; at most :data:`SCRATCH_MAX_BYTES` may be written there per run (past it a
-write answers ``IO``). Without ``fs/scratch``, ``tmp/`` is an ordinary path of
+write answers ``TOO_LARGE``, kuro.fs ``over-budget``). Without ``fs/scratch``, ``tmp/`` is an ordinary path of
 the fs root. Why a mount point, not a separate import: the original guests
 write temporary files by path, and a guest written for this host keeps using
 the seven imports it knows.
@@ -208,7 +208,7 @@ def call_in(run: RunContext, name: str, capability: str, op: str, *args: Any, sc
 
     A kuro.fs ``missing-capability`` refusal is recorded in the run's denials
     against ``capability``. A write into the scratch directory past
-    :data:`SCRATCH_MAX_BYTES` answers ``block-missing`` (``IO``) and stores nothing.
+    :data:`SCRATCH_MAX_BYTES` answers ``over-budget`` (``TOO_LARGE``) and stores nothing.
     """
     if scratch:
         if run.scratch is None:
@@ -216,7 +216,7 @@ def call_in(run: RunContext, name: str, capability: str, op: str, *args: Any, sc
         if op == "write":
             run.scratch_bytes += len(args[1])
             if run.scratch_bytes > SCRATCH_MAX_BYTES:
-                return Answer(reason="block-missing")
+                return Answer(reason="over-budget")
         return call(run.scratch, op, *args)
     if run.fs is None and run.open_fs is not None:
         run.fs, run.open_fs = run.open_fs(), None

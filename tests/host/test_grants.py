@@ -46,7 +46,7 @@ def test_writes_past_the_scratch_bound_store_nothing_and_answer_io() -> None:
     assert fsgate.call_in(run_, "fs_write", "fs/write", "write", "a.txt", b"ok", scratch=True).reason is None
     run_.scratch_bytes = fsgate.SCRATCH_MAX_BYTES - 1
     refused = fsgate.call_in(run_, "fs_write", "fs/write", "write", "b.txt", b"xy", scratch=True)
-    assert refused.reason == "block-missing" and refused.fs is None  # the guest sees IO (-7)
+    assert refused.reason == "over-budget" and refused.fs is None  # the guest sees TOO_LARGE (-9)
     assert run_.denials == []
 
 

@@ -333,7 +333,7 @@ function fsCall (run, at, op, ...args) {
     if (run.scratch === null) run.scratch = Fs.empty(new BlockStore())
     if (op === 'write') {
       run.scratchBytes += args[0].length
-      if (run.scratchBytes > SCRATCH_MAX_BYTES) return { reason: 'block-missing' }
+      if (run.scratchBytes > SCRATCH_MAX_BYTES) return { reason: 'over-budget' }
     }
     return run.scratch[op](at.path, ...args)
   }
