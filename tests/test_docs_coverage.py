@@ -15,6 +15,7 @@ from kuro_wasm.host.kinds.component import CAPABILITIES as COMPONENT_CAPABILITIE
 from kuro_wasm.host.kinds.component import HOST_FUNCTIONS, error_name
 from kuro_wasm.model.abi import IMPORTS, REASON_CODES, ErrorCode, ImportSpec
 from kuro_wasm.model.receipt import KEYS, OUTCOMES
+from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, ORIGINAL_CAPABILITIES
 from kuro_wasm.model.sessions import DENIAL_REASONS as MODEL_DENIAL_REASONS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,3 +121,19 @@ def test_every_component_import_has_a_row_with_its_capability(instance: str, fun
 @pytest.mark.parametrize("code", list(ErrorCode), ids=[code.name for code in ErrorCode])
 def test_every_error_code_is_named_in_the_component_docs(code: ErrorCode) -> None:
     assert f"`{error_name(code)}` ({int(code)}" in DOCS["docs/components.md"]
+
+
+@pytest.mark.parametrize("capability", sorted(CAPABILITIES))
+def test_every_capability_has_a_row_in_the_abi_doc(capability: str) -> None:
+    assert len(_row("docs/abi.md", f"`{capability}`")[1]) > 5
+
+
+@pytest.mark.parametrize("name", sorted(ALIASES))
+def test_every_original_grant_name_has_a_row_saying_what_it_stands_for(name: str) -> None:
+    stands_for = _row("docs/abi.md", f"`{name}`")[1]
+    grants = sorted(ALIASES[name].grants)
+    assert stands_for == (", ".join(f"`{c}`" for c in grants) if grants else "nothing")
+
+
+def test_every_original_grant_name_is_in_the_abi_doc() -> None:
+    assert [n for n in ORIGINAL_CAPABILITIES if f"`{n}`" not in DOCS["docs/abi.md"]] == []

@@ -49,7 +49,7 @@ from typing import Any
 from kuro_fs.home import ledger_path, refs_dir
 from kuro_wasm.cli.context import RECEIVED, Context, Failed, UsageError, looks_like_cid, output_store, silence
 from kuro_wasm.errors import ModelError
-from kuro_wasm.model.sessions import CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
+from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
 
 __all__ = ["add_run_parser", "argv_tokens", "run", "store_receipt"]
 
@@ -64,6 +64,7 @@ _VALUE_OPTIONS = (
     "--fuel",
     "--op-id",
     "--home",
+    "--fs-read-path",
 )
 
 
@@ -87,7 +88,7 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
         metavar="CAP",
         action="append",
         help=f"a capability to grant; repeatable; replaces the mode's default grant "
-        f"(one of: {', '.join(sorted(CAPABILITIES))})",
+        f"(one of: {', '.join(sorted(CAPABILITIES))}; or an original kuro name: {', '.join(sorted(ALIASES))})",
     )
     p.add_argument(
         "--mode",
@@ -106,6 +107,11 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
         metavar="JSON",
         help="the export's args as a JSON list (strings, lists, maps … for a component's typed export; "
         'bytes as {"/": {"bytes": "<base64>"}}); instead of ARGS',
+    )
+    p.add_argument(
+        "--fs-read-path",
+        metavar="PATH",
+        help="the file a kuro-browser-v0 guest's fs_read(buf_ptr, len) reads (the spec's kuro/fs-read-path)",
     )
     p.add_argument("--stdin", metavar="FILE|-", help="bytes for the guest's stdin (`-` reads this process's stdin)")
     p.add_argument("--timeout-ms", metavar="N", type=int, default=120_000, help="deadline in ms (default 120000)")
@@ -353,7 +359,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return _deny(ctx, sess, argv_tokens(getattr(args, "tokens", [cid_text])), args.json)
     if args.export is None:
         raise UsageError("missing EXPORT: kuro run CID EXPORT [ARGS...]")
-    command = guest(cid_text, args.export, _args(args))
+    command = guest(cid_text, args.export, _args(args), fs_read_path=args.fs_read_path)
     live = _Live(ctx)
     options: dict[str, Any] = {
         "store": ctx.store,

@@ -57,6 +57,7 @@ __all__ = [
     "Handler",
     "Memory",
     "define",
+    "exported_memory",
     "guest_memory",
     "load",
     "read_guest",
@@ -157,6 +158,15 @@ def guest_memory(run: RunContext, caller: int, cctx: int) -> Memory:
             run.memory = item.of.memory
         ref = run.memory_ref = ctypes.addressof(run.memory)
     return _memory_data(cctx, ref) or 0, _memory_data_size(cctx, ref)
+
+
+def exported_memory(store: wasmtime.Store, memory: Any) -> Memory:
+    """(base address, size) now of the raw ``wasmtime_memory_t`` of ``store``, between calls; (0, 0) for None."""
+    if memory is None:
+        return 0, 0
+    cctx = store._context()
+    mem = ctypes.byref(memory)
+    return _address(ffi.wasmtime_memory_data(cctx, mem)), int(ffi.wasmtime_memory_data_size(cctx, mem))
 
 
 def span(mem: Memory, ptr: int, length: int) -> tuple[int, int]:

@@ -99,6 +99,7 @@ class Job:
             deadline=self.started + limits.timeout_ms / 1000.0,
             cond=cond,
             stdin=StdinPipe(cond, stdin, closed=stdin_closed),
+            command=self.command,
         )
         self.receipt: dict[str, Any] | None = None
         self.failure: HostError | None = None
@@ -188,7 +189,7 @@ class Job:
         ready = loader.prepare(self.store, self.command["kuro/guest"], config, cache_for(self.home))
         if isinstance(ready, LoadFailure):
             return self._load_failed(ready), session
-        entry = loader.resolve(ready, self.command["kuro/export"], self.command["kuro/args"])
+        entry = loader.resolve(ready, self.command["kuro/export"], self.command["kuro/args"], self.command)
         if isinstance(entry, LoadFailure):
             return self._load_failed(entry), session
         if ctx.should_stop() is not None:  # killed (or out of time) while loading: nothing runs

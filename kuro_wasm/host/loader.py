@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -262,26 +262,33 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def resolve(ready: Prepared, export: str, args: Sequence[object]) -> Entry | LoadFailure:
+def resolve(
+    ready: Prepared, export: str, args: Sequence[object], spec: Mapping[str, Any] | None = None
+) -> Entry | LoadFailure:
     """The entry point ``export`` of ``ready`` called with ``args``, as its kind resolves it, else a load-error.
 
-    Remembered per prepared guest (at most 64 distinct calls) when every arg is hashable: the
-    answer depends only on the guest's shape, the export and the args (types included, so
-    ``True`` is never taken for ``1``).
+    ``spec`` is the guest spec being run: a key the entry needs (:attr:`Entry.needs`)
+    that it lacks is a load-error too (decided before anything is instantiated).
+    The kind's answer is remembered per prepared guest (at most 64 distinct calls) when
+    every arg is hashable: it depends only on the guest's shape, the export and the args
+    (types included, so ``True`` is never taken for ``1``).
     """
     try:
         key: tuple[Any, ...] | None = (export, *((type(a), a) for a in args))
         known = ready.entries.get(key)  # type: ignore[arg-type]
     except TypeError:  # an unhashable arg (a list for a component, say): resolve every time
         key, known = None, None
-    if known is not None:
-        return known
-    found = ready.kind.entry(ready.shape, export, args)
-    entry: Entry | LoadFailure = (
-        LoadFailure("load-error", f"guest {ready.cid}: {found}") if isinstance(found, str) else found
-    )
-    if key is not None and len(ready.entries) < 64:
-        ready.entries[key] = entry
+    if known is None:
+        found = ready.kind.entry(ready.shape, export, args)
+        known = LoadFailure("load-error", f"guest {ready.cid}: {found}") if isinstance(found, str) else found
+        if key is not None and len(ready.entries) < 64:
+            ready.entries[key] = known
+    entry = known
+    if isinstance(entry, LoadFailure):
+        return entry
+    for need, why in entry.needs:
+        if spec is None or need not in spec:
+            return LoadFailure("load-error", f"guest {ready.cid}: the spec has no {need}: {why}")
     return entry
 
 

@@ -85,7 +85,10 @@ KEYS: Final[Mapping[str, Key]] = {
     "guest": Key("cid", False, "CID of the guest module"),
     "export": Key("str", False, "the export that was called"),
     "args": Key("data", False, "the export's arguments"),
-    "effective-capabilities": Key("strs", False, "the session's grant, sorted"),
+    "effective-capabilities": Key("strs", False, "the session's grant, sorted, in this host's capability names"),
+    "grant-aliases": Key(
+        "data", False, "original kuro names the grant was given in → the host capabilities each stood for (when used)"
+    ),
     "isolation": Key("str", True, 'what isolated the run; "none" unless the host says otherwise'),
     "exit-code": Key("int", True, "the exit code (see OUTCOMES)"),
     "outcome": Key("str", True, "how the run ended (see OUTCOMES)"),
@@ -392,6 +395,8 @@ def _assemble(
         "kuro/effective-capabilities": sess.effective_capabilities,
         "kuro/isolation": "none",
     }
+    if sess.aliases:
+        out["kuro/grant-aliases"] = sess.grant_aliases
     for key, value in namespaced.items():
         if value is not None and key in _PREFIXED:
             out[key] = value if key in trusted else _typed(key, value)

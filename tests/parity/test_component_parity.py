@@ -39,7 +39,7 @@ HOST = TOOLS / "component_host.mjs"
 JCO = TOOLS / "node_modules" / ".bin" / "jco"
 ALL_CAPS = ["guest/invoke", "fs/read", "fs/ls", "fs/write", "fs/rm", "stdin/read"]
 _COMPONENT_FIXTURES = sorted(
-    p for p in (ROOT / "guests" / "fixtures").glob("*.toml") if 'guest = "component:' in p.read_text()
+    p for p in (ROOT / "guests" / "components" / "fixtures").glob("*.toml") if 'guest = "component:' in p.read_text()
 )
 
 pytestmark = pytest.mark.parity
@@ -131,7 +131,7 @@ def test_only_load_errors_and_limits_v8_lacks_are_left_out_of_parity() -> None:
     left = {p.stem: _left_out(_case(p)) for p in _COMPONENT_FIXTURES if _left_out(_case(p)) is not None}
     assert len(FIXTURES) >= 30 and len(left) < len(FIXTURES)
     for stem, reason in left.items():
-        case = _case(ROOT / "guests" / "fixtures" / f"{stem}.toml")
+        case = _case(ROOT / "guests" / "components" / "fixtures" / f"{stem}.toml")
         assert case["expect"]["outcome"] == "load-error" or {"fuel", "max_memory_bytes"} & set(case.get("limits", {}))
         assert reason
 
