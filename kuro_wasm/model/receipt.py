@@ -108,6 +108,7 @@ KEYS: Final[Mapping[str, Key]] = {
     "fuel-consumed": Key("count", True, "wasmtime fuel the guest used"),
     "limits": Key("data", True, "the limits actually applied"),
     "engine": Key("data", True, "the engine that ran the guest (name, version, config)"),
+    "worker": Key("data", True, 'the worker process of an isolation "process" run: pid, hardening, how it died'),
 }
 #: The keys a host result may supply.
 HOST_KEYS: Final = frozenset(k for k, spec in KEYS.items() if spec.host)
@@ -117,7 +118,9 @@ _PREFIXED: Final[Mapping[str, str]] = {"kuro/" + name: "kuro/" + name for name i
 _KIND: Final[Mapping[str, str]] = {"kuro/" + name: spec.kind for name, spec in KEYS.items()}
 
 #: outcome → exit code. ``exit`` is any nonzero guest exit code (``None`` here);
-#: ``abandoned`` defaults to 129 but its host may state the real code.
+#: ``abandoned`` defaults to 129 but its host may state the real code; ``worker-died``
+#: (the worker process running the guest ended mid-run) is 128 + the signal that ended
+#: it, 137 (SIGKILL) when the host states nothing else.
 OUTCOMES: Final[Mapping[str, int | None]] = {
     "ok": 0,
     "exit": None,
@@ -129,8 +132,9 @@ OUTCOMES: Final[Mapping[str, int | None]] = {
     "abandoned": 129,
     "load-error": 126,
     "guest-not-found": 127,
+    "worker-died": 137,
 }
-_OVERRIDABLE: Final = frozenset({"abandoned"})
+_OVERRIDABLE: Final = frozenset({"abandoned", "worker-died"})
 
 
 def exit_code_for(outcome: str) -> int:

@@ -44,6 +44,7 @@ __all__ = [
     "Stream",
     "append",
     "chunks",
+    "drop",
     "finish",
     "kept_bytes",
     "mark_exited",
@@ -173,6 +174,42 @@ def append(s: Stream, stream: str, data: bytes | bytearray | memoryview) -> tupl
     chunk = Chunk(stream, data, s.seq)
     out, err = (s.stdout_bytes + n, s.stderr_bytes) if stream == "stdout" else (s.stdout_bytes, s.stderr_bytes + n)
     return _next(s, out, err, s.dropped_bytes, s.truncated, (chunk, s._rev)), chunk
+
+
+def drop(s: Stream, writes: int, nbytes: int) -> Stream:
+    """The stream after ``writes`` writes of ``nbytes`` in all that a cap dropped elsewhere.
+
+    A worker process runs the guest under the same cap and sends only the chunks
+    it kept (:mod:`kuro_wasm.host.worker`); the writes it dropped arrive as counts,
+    never as bytes, so the host need not hold what nobody keeps. The result is the
+    state :func:`append` would have reached: truncated (sticky), ``dropped_bytes``
+    and ``seq`` advanced, nothing kept.
+
+    >>> t = drop(new(4), 1, 10)
+    >>> (t.truncated, t.dropped_bytes, t.seq, total_bytes(t))
+    (True, 10, 1, 0)
+
+    Raises ModelError: ``writes`` not an int ≥ 1 or ``nbytes`` not an int ≥ 0. Raises StreamClosed: if
+    ``s`` is not running.
+    """
+    for name, value, least in (("writes", writes, 1), ("nbytes", nbytes, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ModelError(f"{name} must be an int >= {least}, got {value!r}", reason="invalid-chunk")
+    if s.state != "running":
+        raise StreamClosed(f"cannot drop from a finished stream (state {s.state})", state=s.state)
+    return Stream(
+        s.max_output_bytes,
+        s.state,
+        s.seq + writes,
+        s.stdout_bytes,
+        s.stderr_bytes,
+        s.dropped_bytes + nbytes,
+        True,
+        s.restored_from,
+        s.session,
+        s.command,
+        s._rev,
+    )
 
 
 def _next(s: Stream, out: int, err: int, dropped: int, truncated: bool, rev: _Cons) -> Stream:

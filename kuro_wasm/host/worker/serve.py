@@ -1,0 +1,270 @@
+"""A worker process: harden itself, then run the host's requests one after another, each as a plain Job.
+
+## The one decision
+A worker runs exactly the run logic of the in-process backend — one
+:class:`kuro_wasm.host.job.Job` per request, built from the request's plain data, executed on the
+worker's main thread — and adds only transport: the Job's ``on_chunk`` sends each kept chunk to the
+host as the guest writes it, stdin/close/kill frames reach the Job through its public
+``ctx.stdin`` and ``ctx.stop``, and at the end the receipt (less the output bytes, which the host
+already has) and the stream's counters go back in one ``done`` frame. The host builds the receipt
+it hands out from that (:mod:`kuro_wasm.host.worker.run`).
+
+Requests may queue (the host pipelines up to two per worker): a reader thread files them and the
+main thread takes them in order. Stdin, close and kill for a queued request wait in its record and
+are applied when its Job exists; ``withdraw`` takes a request back if it has not started. When the
+host's end closes, the running guest is stopped and the worker exits.
+
+## Effects
+The inherited socket to the host, a reader thread, :mod:`.hardening` before any of that, and the
+Jobs' own effects (wasmtime, the module cache under the run's home).
+
+## Not done here
+No scheduling (the host decides what runs where), no retries.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kuro_fs.errors import BlockStoreError
+from kuro_fs.filestore import FileBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.errors import HostError
+from kuro_wasm.host import engine
+from kuro_wasm.host.job import Job
+from kuro_wasm.host.worker import hardening
+from kuro_wasm.host.worker.protocol import ProtocolError, read_frame, send
+from kuro_wasm.host.worker.remote import RemoteStore
+from kuro_wasm.model import stream as _stream
+from kuro_wasm.model.limits import Limits
+from kuro_wasm.model.sessions import Session
+
+__all__ = ["MEMORY_PROFILE", "serve"]
+
+#: How a worker with an address-space limit reserves linear memory (see :mod:`.hardening`).
+MEMORY_PROFILE: Final = engine.MemoryProfile(reservation=64 << 20, guard=64 << 10, growth=16 << 20)
+_FROM_HOST: Final = frozenset({"host"})
+_HOST_PAYLOAD_LIMIT: Final = 1 << 30
+
+
+@dataclass(eq=False)
+class _Request:
+    """A run request from the host, and what arrived for it before its Job existed."""
+
+    id: int
+    message: dict[str, Any]
+    stdin: bytearray
+    closed: bool
+    killed: bool
+    job: Job | None = None
+
+
+@dataclass(eq=False)
+class _Worker:
+    sock: socket.socket
+    test_hooks: bool
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    queue: deque[_Request] = field(default_factory=deque)
+    requests: dict[int, _Request] = field(default_factory=dict)
+    replies: dict[int, tuple[bool, bytes] | None] = field(default_factory=dict)
+    next_rid: int = 0
+    host_gone: bool = False
+
+    # ---- the Link the run's RemoteStore talks through
+
+    def send(self, kind: str, fields: Mapping[str, Any], payload: bytes = b"") -> None:
+        try:
+            with self.send_lock:
+                send(self.sock, kind, fields, payload)
+        except OSError as exc:
+            raise BlockStoreError(f"the host is gone: {exc}") from exc
+
+    def request(self, kind: str, fields: Mapping[str, Any]) -> tuple[bool, bytes]:
+        with self.cond:
+            self.next_rid += 1
+            rid = self.next_rid
+            self.replies[rid] = None
+        self.send(kind, {**fields, "rid": rid})
+        with self.cond:
+            while self.replies.get(rid) is None and not self.host_gone:
+                self.cond.wait()
+            reply = self.replies.pop(rid, None)
+        if reply is None:
+            raise BlockStoreError("the host went away while a block was asked for")
+        return reply
+
+    # ---- the reader thread
+
+    def read(self) -> None:
+        stream = self.sock.makefile("rb", buffering=1 << 16)
+        try:
+            while True:
+                frame = read_frame(stream, _FROM_HOST, lambda _m: _HOST_PAYLOAD_LIMIT)
+                if frame is None:
+                    break
+                self._on(*frame)
+        except (OSError, ProtocolError):
+            pass
+        with self.cond:
+            self.host_gone = True
+            running = [r.job for r in self.requests.values() if r.job is not None]
+            self.cond.notify_all()
+        for job in running:
+            job.ctx.stop("cancelled")
+
+    def _on(self, message: dict[str, Any], payload: bytes) -> None:
+        kind = message["t"]
+        if kind == "reply":
+            with self.cond:
+                if message["rid"] in self.replies:
+                    self.replies[message["rid"]] = (message["found"], payload)
+                    self.cond.notify_all()
+            return
+        if kind == "run":
+            request = _Request(message["id"], message, bytearray(payload), message["stdin_closed"], message["killed"])
+            with self.cond:
+                self.requests[request.id] = request
+                self.queue.append(request)
+                self.cond.notify_all()
+            return
+        if kind == "probe":
+            if self.test_hooks:
+                self.send("probed", {"what": message["what"], "result": hardening.probe(message["what"])})
+            return
+        with self.cond:
+            request = self.requests.get(message["id"])
+            if request is None:
+                return  # it finished already: a late stdin or kill has nothing left to act on
+            if kind == "withdraw":
+                ok = request.job is None and request in self.queue
+                if ok:
+                    self.queue.remove(request)
+                    del self.requests[request.id]
+                job = None
+            else:
+                job = request.job
+                if job is None:
+                    if kind == "stdin" and not request.closed:
+                        request.stdin += payload
+                    request.closed = request.closed or kind == "eof"
+                    request.killed = request.killed or kind == "kill"
+        if kind == "withdraw":
+            self.send("withdrawn", {"id": message["id"], "ok": ok})
+        elif job is not None:
+            assert job.ctx.stdin is not None
+            if kind == "stdin":
+                job.ctx.stdin.write(payload)
+            elif kind == "eof":
+                job.ctx.stdin.close()
+            elif kind == "kill":
+                job.ctx.stop("cancelled")
+
+    # ---- the main thread
+
+    def loop(self) -> None:
+        while True:
+            with self.cond:
+                while not self.queue and not self.host_gone:
+                    self.cond.wait()
+                if self.host_gone:
+                    return
+                request = self.queue.popleft()
+            try:
+                self._execute(request)
+            except BlockStoreError:
+                return  # the host is gone
+            finally:
+                with self.cond:
+                    self.requests.pop(request.id, None)
+
+    def _execute(self, request: _Request) -> None:
+        message = request.message
+        store_path = message["store_path"]
+        command = message["command"]
+        store = RemoteStore(
+            self,
+            request.id,
+            direct=None if store_path is None else FileBlockStore(store_path),
+            present={command.get("kuro/guest", ""): message["guest_present"]},
+        )
+        fs_arg: Any = message["fs"]
+        if isinstance(fs_arg, dict):
+            fs_arg = Fs(store, fs_arg["root"], fs_arg["grant"], chunk_size=fs_arg["chunk_size"], width=fs_arg["width"])
+        # The deadline is the host's (CLOCK_MONOTONIC is one clock for every process of the machine): the
+        # time the request waited in the host and in this worker's queue is part of the run's budget.
+        remaining = math.ceil((message["deadline"] - time.monotonic()) * 1000)
+        limits = Limits.from_options({**message["limits"], "timeout_ms": max(1, remaining)})
+
+        def on_chunk(_s: _stream.Stream, chunk: _stream.Chunk) -> None:
+            self.send("chunk", {"id": request.id, "stream": chunk.stream}, chunk.data)
+
+        job = Job(
+            Session.from_data(message["session"]),
+            command,
+            store,
+            fs_arg,
+            on_chunk=on_chunk,
+            on_exit=None,
+            limits=limits,
+            home=message["home"],
+            stdin_closed=request.closed,
+            stdin=bytes(request.stdin) if request.stdin else None,
+        )
+        with self.cond:
+            request.job = job
+            killed = request.killed or self.host_gone
+        if killed:
+            job.ctx.stop("cancelled")
+        try:
+            receipt = job.execute()
+        except HostError as exc:
+            self.send("failed", {"id": request.id, "error": str(exc)})
+            return
+        kept = {k: v for k, v in receipt.items() if k not in ("kuro/stdout", "kuro/stderr")}
+        s = job.stream
+        counters = {"seq": s.seq, "dropped": s.dropped_bytes, "truncated": s.truncated}
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        self.send("done", {"id": request.id, "receipt": kept, "stream": counters, "cpu": usage.ru_utime + usage.ru_stime})
+
+
+def serve(fd: int, options: Mapping[str, Any]) -> None:
+    """The body of a worker process (never returns): harden, say hello on socket ``fd``, run requests.
+
+    ``options``: ``hardening`` (:meth:`hardening.Hardening.to_data`) and ``test_hooks`` (bool). A worker that
+    cannot apply its required hardening exits with status 3 before its hello.
+    """
+    code = 0
+    try:
+        sock = socket.socket(fileno=fd)
+        config = hardening.Hardening.from_data(options["hardening"])
+        in_force: list[str] = []
+        pid = os.getpid()
+        if config.namespaces:
+            names, pid = hardening.enter_namespaces()
+            in_force += names
+        if config.address_space is not None:
+            engine.set_memory_profile(MEMORY_PROFILE)
+        in_force += hardening.apply_limits(config)
+        in_force += hardening.set_no_new_privs()
+        in_force += hardening.install_seccomp()
+    except BaseException:
+        os._exit(3)
+    try:
+        worker = _Worker(sock, bool(options.get("test_hooks")))
+        worker.send("hello", {"pid": pid, "hardening": sorted(in_force)})
+        threading.Thread(target=worker.read, name="kuro-worker-reader", daemon=True).start()
+        worker.loop()
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
