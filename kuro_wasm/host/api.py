@@ -53,7 +53,16 @@ from kuro_wasm.host.fsgate import open_fs
 from kuro_wasm.host.job import ISOLATION, Job, OnChunk, OnExit
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.model import stream as _stream
-from kuro_wasm.model.limits import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS, Limits
+from kuro_wasm.model.limits import (
+    DEFAULT_MAX_INSTANCES,
+    DEFAULT_MAX_MEMORIES,
+    DEFAULT_MAX_OUTPUT_BYTES,
+    DEFAULT_MAX_OUTPUT_CHUNKS,
+    DEFAULT_MAX_TABLE_ELEMENTS,
+    DEFAULT_MAX_TABLES,
+    DEFAULT_TIMEOUT_MS,
+    Limits,
+)
 from kuro_wasm.model.sessions import Session, denial
 
 __all__ = ["ISOLATION", "Handle", "add_guest", "run", "run_async", "start"]
@@ -156,6 +165,7 @@ def _job(
     max_output_bytes: int,
     max_memory_bytes: int | None,
     fuel: int | None,
+    bounds: Mapping[str, int],
     home: Any,
     *,
     stdin_closed: bool,
@@ -163,7 +173,7 @@ def _job(
     refused = denial(session, command)
     if refused is not None:
         return refused
-    limits = Limits(timeout_ms, max_output_bytes, max_memory_bytes, fuel)
+    limits = Limits(timeout_ms, max_output_bytes, max_memory_bytes, fuel, **bounds)
     if stdin is not None and not isinstance(stdin, (bytes, bytearray, memoryview)):
         raise ModelError(f"stdin must be bytes, got {type(stdin).__name__}", reason="invalid-stdin")
     _check_options(home, on_chunk, on_exit)
@@ -201,6 +211,11 @@ def start(
     max_memory_bytes: int | None = None,
     fuel: int | None = None,
     home: Any = None,
+    max_table_elements: int = DEFAULT_MAX_TABLE_ELEMENTS,
+    max_instances: int = DEFAULT_MAX_INSTANCES,
+    max_tables: int = DEFAULT_MAX_TABLES,
+    max_memories: int = DEFAULT_MAX_MEMORIES,
+    max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
 ) -> Handle | dict[str, Any]:
     """Start ``command`` (a :func:`kuro_wasm.model.sessions.guest` spec) on a worker thread.
 
@@ -228,6 +243,13 @@ def start(
         max_output_bytes,
         max_memory_bytes,
         fuel,
+        {
+            "max_table_elements": max_table_elements,
+            "max_instances": max_instances,
+            "max_tables": max_tables,
+            "max_memories": max_memories,
+            "max_output_chunks": max_output_chunks,
+        },
         home,
         stdin_closed=False,
     )
@@ -251,6 +273,11 @@ def run(
     max_memory_bytes: int | None = None,
     fuel: int | None = None,
     home: Any = None,
+    max_table_elements: int = DEFAULT_MAX_TABLE_ELEMENTS,
+    max_instances: int = DEFAULT_MAX_INSTANCES,
+    max_tables: int = DEFAULT_MAX_TABLES,
+    max_memories: int = DEFAULT_MAX_MEMORIES,
+    max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
 ) -> dict[str, Any]:
     """Run ``command`` to the end on the calling thread; return its receipt, or the denial value.
 
@@ -270,6 +297,13 @@ def run(
         max_output_bytes,
         max_memory_bytes,
         fuel,
+        {
+            "max_table_elements": max_table_elements,
+            "max_instances": max_instances,
+            "max_tables": max_tables,
+            "max_memories": max_memories,
+            "max_output_chunks": max_output_chunks,
+        },
         home,
         stdin_closed=True,
     )
@@ -337,6 +371,11 @@ async def run_async(
     max_memory_bytes: int | None = None,
     fuel: int | None = None,
     home: Any = None,
+    max_table_elements: int = DEFAULT_MAX_TABLE_ELEMENTS,
+    max_instances: int = DEFAULT_MAX_INSTANCES,
+    max_tables: int = DEFAULT_MAX_TABLES,
+    max_memories: int = DEFAULT_MAX_MEMORIES,
+    max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
 ) -> dict[str, Any]:
     """Await the receipt of ``command`` (or get the denial at once); the guest runs on a worker thread.
 
@@ -356,6 +395,13 @@ async def run_async(
         max_output_bytes,
         max_memory_bytes,
         fuel,
+        {
+            "max_table_elements": max_table_elements,
+            "max_instances": max_instances,
+            "max_tables": max_tables,
+            "max_memories": max_memories,
+            "max_output_chunks": max_output_chunks,
+        },
         home,
         stdin_closed=True,
     )

@@ -43,6 +43,9 @@ class Answer:
     value: Any = None
     fs: Any = None
     reason: str | None = None
+    #: The DAG root of a file whose bytes reached the guest — set even when the op then failed part-way,
+    #: so that bytes already copied into guest memory are never left out of ``kuro/reads``.
+    read: str | None = None
 
 
 def open_fs(store: BlockStore, fs: object, session_root: str) -> Fs | str | None:
@@ -82,10 +85,14 @@ def _read_into(fs: Fs, path: str, cap: int, sink: Callable[[int, bytes | memoryv
     cid = probe.receipt["kuro.fs/cid"]
     size = file_root_info(fs.store.get, cid).size
     at = 0
-    for piece in iter_file(fs.store.get, cid, 0, min(size, cap)):
-        sink(at, piece)
-        at += len(piece)
-    return Answer(value=(size, cid))
+    try:
+        for piece in iter_file(fs.store.get, cid, 0, min(size, cap)):
+            sink(at, piece)
+            at += len(piece)
+    except (MissingBlock, CorruptBlock, DagPbError, KuroFsError):
+        # a leaf missing or corrupt after others were copied: those bytes are in guest memory now
+        return Answer(reason="block-missing", read=cid if at else None)
+    return Answer(value=(size, cid), read=cid)
 
 
 def _read_at(fs: Fs, path: str, offset: int, cap: int) -> Answer:
@@ -93,7 +100,8 @@ def _read_at(fs: Fs, path: str, offset: int, cap: int) -> Answer:
     reason = _denied(result)
     if reason is not None:
         return Answer(reason=reason)
-    return Answer(value=(result.value, result.receipt["kuro.fs/cid"]))
+    cid = result.receipt["kuro.fs/cid"]
+    return Answer(value=(result.value, cid), read=cid)
 
 
 def _write(fs: Fs, path: str, data: bytes) -> Answer:

@@ -86,7 +86,7 @@ class Job:
         self.started_ms = int(time.time() * 1000)
         self.started = time.monotonic()
         self.lock = threading.Lock()
-        self.stream = _stream.new(limits.max_output_bytes)
+        self.stream = _stream.new(limits.max_output_bytes, max_chunks=limits.max_output_chunks)
         self.callback_error: str | None = None
         self.ctx = RunContext(grant=session.grant, emit=self.emit, deadline=self.started + limits.timeout_ms / 1000.0)
         self.ctx.stdin = StdinPipe(self.ctx.cond, stdin, closed=stdin_closed)
@@ -116,8 +116,7 @@ class Job:
         try:
             result, session = self._run()
         except Exception as exc:
-            result = {"exit-code": 134, "outcome": "trap", "trap": {"kind": "host-error", "message": str(exc)}}
-            result["error"] = f"host error: {type(exc).__name__}: {exc}"
+            result = {"exit-code": 70, "outcome": "host-error", "error": f"host error: {type(exc).__name__}: {exc}"}
             session = self.session
         try:
             return self._finish(result, session)
@@ -160,8 +159,14 @@ class Job:
         fuel_left: int | None = None
         interrupt_key: int | None = None
         try:
-            if self.limits.max_memory_bytes is not None:
-                wstore.set_limits(memory_size=self.limits.max_memory_bytes)
+            limits = self.limits
+            wstore.set_limits(
+                memory_size=-1 if limits.max_memory_bytes is None else limits.max_memory_bytes,
+                table_elements=limits.max_table_elements,
+                instances=limits.max_instances,
+                tables=limits.max_tables,
+                memories=limits.max_memories,
+            )
             if self.limits.fuel is not None:
                 wstore.set_fuel(self.limits.fuel)
             interrupt_key = _engine.install_interrupt(wstore, ctx)

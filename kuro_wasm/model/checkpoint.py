@@ -118,6 +118,8 @@ def to_data(
     }
     if dropped:
         data["kuro.checkpoint/dropped-bytes"] = dropped
+    if s.capped_by is not None:
+        data["kuro/capped-by"] = s.capped_by
     return data
 
 
@@ -182,6 +184,9 @@ def restore(data: Mapping[str, Any]) -> Stream:
     truncated = data.get("kuro/truncated?")
     if not isinstance(truncated, bool):
         raise CheckpointError(f"checkpoint kuro/truncated? must be a bool, got {truncated!r}")
+    capped_by = data.get("kuro/capped-by")
+    if capped_by not in (None, "bytes", "chunks"):
+        raise CheckpointError(f"checkpoint kuro/capped-by must be bytes or chunks, got {capped_by!r}")
     rev: Any = None
     for chunk in saved:
         rev = (chunk, rev)
@@ -196,6 +201,8 @@ def restore(data: Mapping[str, Any]) -> Stream:
         restored_from=state,
         session=sess,
         command=dict(command),
+        kept_chunks=len(saved),
+        capped_by=capped_by,
         _rev=rev,
     )
 

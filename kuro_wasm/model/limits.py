@@ -14,6 +14,19 @@ Every limit is an int from its minimum to 2**64-1 (each is written into the
 receipt as dag-cbor and wasmtime takes u64s); booleans are not ints here.
 ``max_memory_bytes`` and ``fuel`` may be None (not limited by kuro).
 
+Besides what the caller chooses, every store gets **structural bounds** that
+always apply and are always in the receipt: at most ``max_table_elements``
+elements in any one table (a single ``table.grow`` by 2**28 elements otherwise
+takes seconds and gigabytes while no deadline can interrupt it — an
+instruction runs to its end), and at most ``max_instances``, ``max_tables``
+and ``max_memories`` per store (wasmtime's own defaults are 10,000 each; every
+memory reserves address space), and at most ``max_output_chunks`` kept output
+chunks (each write costs host memory whatever its size, an empty one too). The defaults are far above what real guests
+use (a C or Rust program has one memory, one table of a few thousand
+functions); a caller may set them, and only values other than the defaults
+enter an operation's identity, so operations digested before these bounds
+existed keep their identity.
+
 ## Pure
 Values only.
 """
@@ -27,21 +40,51 @@ from typing import Any, Final
 
 from kuro_wasm.errors import ModelError
 
-__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_TIMEOUT_MS", "LIMIT_NAMES", "Limits"]
+__all__ = [
+    "BOUNDS",
+    "CHOSEN_LIMITS",
+    "DEFAULT_MAX_INSTANCES",
+    "DEFAULT_MAX_MEMORIES",
+    "DEFAULT_MAX_OUTPUT_BYTES",
+    "DEFAULT_MAX_OUTPUT_CHUNKS",
+    "DEFAULT_MAX_TABLES",
+    "DEFAULT_MAX_TABLE_ELEMENTS",
+    "DEFAULT_TIMEOUT_MS",
+    "LIMIT_NAMES",
+    "Limits",
+]
 
 DEFAULT_TIMEOUT_MS: Final = 120_000
 DEFAULT_MAX_OUTPUT_BYTES: Final = 1_048_576
 _U64_END: Final = 2**64
 #: The smallest value of each limit; those whose default is None may also be None.
-_MINIMUM: Final[Mapping[str, int]] = {"timeout_ms": 1, "max_output_bytes": 0, "max_memory_bytes": 0, "fuel": 0}
+_MINIMUM: Final[Mapping[str, int]] = {
+    "timeout_ms": 1,
+    "max_output_bytes": 0,
+    "max_memory_bytes": 0,
+    "fuel": 0,
+    "max_table_elements": 0,
+    "max_instances": 1,
+    "max_tables": 0,
+    "max_memories": 0,
+    "max_output_chunks": 0,
+}
+#: Wasmtime's store limits take these as ``int`` counts; larger values mean "as wasmtime allows".
+DEFAULT_MAX_TABLE_ELEMENTS: Final = 1_000_000
+DEFAULT_MAX_INSTANCES: Final = 64
+DEFAULT_MAX_TABLES: Final = 64
+DEFAULT_MAX_MEMORIES: Final = 16
+#: Kept output chunks per run, whatever their size (each costs host memory; see kuro_wasm.model.stream).
+DEFAULT_MAX_OUTPUT_CHUNKS: Final = 100_000
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
     """How long a guest may run, how much it may print, and (optionally) its memory and fuel.
 
-    >>> Limits(timeout_ms=50).receipt_value()
-    {'timeout-ms': 50, 'max-output-bytes': 1048576}
+    >>> Limits(timeout_ms=50).receipt_value()  # doctest: +NORMALIZE_WHITESPACE
+    {'timeout-ms': 50, 'max-output-bytes': 1048576, 'max-table-elements': 1000000, 'max-instances': 64,
+     'max-tables': 64, 'max-memories': 16, 'max-output-chunks': 100000}
     >>> Limits(fuel=-1)
     Traceback (most recent call last):
     ...
@@ -52,6 +95,11 @@ class Limits:
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     max_memory_bytes: int | None = None
     fuel: int | None = None
+    max_table_elements: int = DEFAULT_MAX_TABLE_ELEMENTS
+    max_instances: int = DEFAULT_MAX_INSTANCES
+    max_tables: int = DEFAULT_MAX_TABLES
+    max_memories: int = DEFAULT_MAX_MEMORIES
+    max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -70,18 +118,40 @@ class Limits:
         return cls(**{name: options[name] for name in LIMIT_NAMES if name in options})
 
     def as_options(self) -> dict[str, int | None]:
-        """The keyword form: ``{"timeout_ms": …, "max_output_bytes": …, "max_memory_bytes": …, "fuel": …}``."""
+        """The keyword form of every limit: ``{"timeout_ms": …, "max_output_bytes": …, …}``."""
         return {name: getattr(self, name) for name in LIMIT_NAMES}
 
+    def identity(self) -> dict[str, int | None]:
+        """The limits an operation's identity digests: the four chosen ones always, the bounds when not default."""
+        out = {name: getattr(self, name) for name in CHOSEN_LIMITS}
+        for name in BOUNDS:
+            value = getattr(self, name)
+            if value != _DEFAULTS[name]:
+                out[name] = value
+        return out
+
     def receipt_value(self) -> dict[str, int]:
-        """The receipt's ``kuro/limits``: kebab-case names; the optional limits only when set."""
+        """The receipt's ``kuro/limits``: kebab-case names; memory and fuel only when set; the bounds always."""
         out = {"timeout-ms": self.timeout_ms, "max-output-bytes": self.max_output_bytes}
         if self.max_memory_bytes is not None:
             out["max-memory-bytes"] = self.max_memory_bytes
         if self.fuel is not None:
             out["fuel"] = self.fuel
+        for name in BOUNDS:
+            out[name.replace("_", "-")] = getattr(self, name)
         return out
 
 
-#: The keyword names of the limits, in a fixed order.
-LIMIT_NAMES: Final[tuple[str, ...]] = ("timeout_ms", "max_output_bytes", "max_memory_bytes", "fuel")
+#: The limits a caller chooses per run (always part of an operation's identity).
+CHOSEN_LIMITS: Final[tuple[str, ...]] = ("timeout_ms", "max_output_bytes", "max_memory_bytes", "fuel")
+#: The structural bounds every store gets (part of an operation's identity only when not the default).
+BOUNDS: Final[tuple[str, ...]] = (
+    "max_table_elements",
+    "max_instances",
+    "max_tables",
+    "max_memories",
+    "max_output_chunks",
+)
+#: The keyword names of every limit, in a fixed order.
+LIMIT_NAMES: Final[tuple[str, ...]] = CHOSEN_LIMITS + BOUNDS
+_DEFAULTS: Final[Mapping[str, object]] = {f.name: f.default for f in dataclasses.fields(Limits)}

@@ -31,7 +31,7 @@ from kuro_wasm.model.sessions import Session
 
 __all__ = ["DEFAULT_LIMITS", "RUN_OPTIONS", "argument_digest", "plain", "run_limits", "stdin_text"]
 
-#: The limits a run gets when the caller does not say (the host's defaults); part of the digest.
+#: The limits a run gets when the caller does not say (the host's defaults).
 DEFAULT_LIMITS: Final[Mapping[str, int | None]] = Limits().as_options()
 #: Every keyword :meth:`Ledger.run` accepts besides the limits (passed on to the starter).
 RUN_OPTIONS: Final = frozenset({"fs", "stdin", "home", "isolation", "on_chunk", "on_exit", *DEFAULT_LIMITS})
@@ -130,7 +130,7 @@ def argument_digest(session: Session, command: object, **run_options: Any) -> st
             "grant": sorted(session.grant),
             "command": plain(command, "command"),
             "stdin": _stdin_cid(run_options.get("stdin")),
-            "limits": {k.replace("_", "-"): v for k, v in run_limits(run_options).items()},
+            "limits": {k.replace("_", "-"): v for k, v in Limits.from_options(run_options).identity().items()},
             "fs-root": _fs_root(session, run_options.get("fs")),
         }
     )

@@ -5,13 +5,16 @@
 
 1. a stop the host asked for (:data:`STOPS`): ``cancelled`` 130 (kill),
    ``timeout`` 124 (deadline, ``timed-out?``), ``output-capped`` 125, or
-   ``host-error`` → ``trap`` 134 with kind ``host-error``. The first stop
+   ``host-error`` 70 (a host bug inside an import). The first stop
    recorded is final, so a capped run that then misses its deadline stays 125;
 2. a wasm trap: kind from the trap code (``STACK_OVERFLOW`` → ``stack-overflow``),
    with the exceptions in :data:`TRAP_OUTCOMES` (``out-of-fuel`` →
    ``fuel-exhausted`` 124); every other kind → ``trap`` 134;
-3. a wasmtime error that is not a trap: ``load-error`` 126 while instantiating
-   (e.g. a memory limit below the module's minimum), else ``trap`` 134;
+3. a wasmtime error that is not a trap: ``host-error`` 70 when it says the
+   *host* ran out of a resource (:data:`HOST_RESOURCE_FAILURES`: out of memory,
+   ``os error 12``) — a host failure is never blamed on the guest; otherwise
+   ``load-error`` 126 while instantiating (e.g. a memory limit below the module's
+   minimum), else ``trap`` 134;
 4. the export's ``i32`` result: 0 → ``ok``, anything else → ``exit``.
 
 The wasmtime error text is reduced to the line that says what happened
@@ -33,15 +36,35 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-__all__ = ["STOPS", "TRAP_OUTCOMES", "cause", "decide", "trap_kind"]
+__all__ = ["HOST_RESOURCE_FAILURES", "STOPS", "TRAP_OUTCOMES", "cause", "decide", "host_failure", "trap_kind"]
 
 #: stop reason → (exit code, outcome). The host records at most one (the first).
 STOPS: Final[Mapping[str, tuple[int, str]]] = {
     "cancelled": (130, "cancelled"),
     "timeout": (124, "timeout"),
     "output-capped": (125, "output-capped"),
-    "host-error": (134, "trap"),
+    "host-error": (70, "host-error"),
 }
+
+#: Fragments of a wasmtime error that mean the host (not the guest) lacked a resource.
+HOST_RESOURCE_FAILURES: Final[tuple[str, ...]] = (
+    "cannot allocate memory",
+    "os error 12",
+    "out of memory",
+    "failed to allocate",
+    "resource temporarily unavailable",
+)
+
+
+def host_failure(text: str) -> bool:
+    """True if a wasmtime error's text says the host ran out of a resource.
+
+    >>> host_failure("Cannot allocate memory (os error 12)"), host_failure("memory minimum exceeds limits")
+    (True, False)
+    """
+    lowered = text.lower()
+    return any(fragment in lowered for fragment in HOST_RESOURCE_FAILURES)
+
 
 #: trap kinds that are not ``trap`` 134: kind → (exit code, outcome, error text).
 TRAP_OUTCOMES: Final[Mapping[str, tuple[int, str, str]]] = {
@@ -101,10 +124,8 @@ def decide(
         result: dict[str, Any] = {"exit-code": code, "outcome": outcome}
         if outcome == "timeout":
             result["timed-out?"] = True
-        if outcome == "trap":
-            detail = host_error or stop
-            result["trap"] = {"kind": "host-error", "message": detail}
-            result["error"] = f"host error: {detail}"
+        if outcome == "host-error":
+            result["error"] = f"host error: {host_error or stop}"
         return result
     if trap_message is not None:
         kind = trap_kind(trap_code)
@@ -118,6 +139,8 @@ def decide(
         return {"exit-code": 134, "outcome": "trap", "trap": {"kind": kind, "message": cause(trap_message) or kind}}
     if error is not None:
         message = cause(error) or "error"
+        if host_failure(error):
+            return {"exit-code": 70, "outcome": "host-error", "error": f"host error: {message}"}
         if instantiating:
             return {"exit-code": 126, "outcome": "load-error", "error": f"instantiation failed: {message}"}
         return {"exit-code": 134, "outcome": "trap", "trap": {"kind": "error", "message": message}}

@@ -96,6 +96,7 @@ KEYS: Final[Mapping[str, Key]] = {
     "stderr-bytes": Key("count", True, "stderr bytes the stream kept"),
     "dropped-bytes": Key("count", True, "bytes dropped by the output cap (only when truncated)"),
     "truncated?": Key("bool", True, "the output cap dropped something (only when true)"),
+    "capped-by": Key("str", True, "which output bound dropped the first chunk: bytes or chunks (only when truncated)"),
     "timed-out?": Key("bool", True, "the deadline stopped the guest"),
     "duration-ms": Key("count", True, "finished-at minus started-at"),
     "started-at": Key("int", True, "host clock, ms since the epoch"),
@@ -118,9 +119,11 @@ _PREFIXED: Final[Mapping[str, str]] = {"kuro/" + name: "kuro/" + name for name i
 _KIND: Final[Mapping[str, str]] = {"kuro/" + name: spec.kind for name, spec in KEYS.items()}
 
 #: outcome → exit code. ``exit`` is any nonzero guest exit code (``None`` here);
-#: ``abandoned`` defaults to 129 but its host may state the real code; ``worker-died``
-#: (the worker process running the guest ended mid-run) is 128 + the signal that ended
-#: it, 137 (SIGKILL) when the host states nothing else.
+#: ``abandoned`` defaults to 129 but its host may state the real code. ``host-error`` (70, as
+#: ``EX_SOFTWARE``) is the host's failure, never the guest's: a bug in a host import, the host out
+#: of memory while instantiating, a receipt-path exception. ``worker-died`` (the worker process
+#: running the guest ended mid-run) is 128 + the signal that ended it, 137 (SIGKILL) when the host
+#: states nothing else.
 OUTCOMES: Final[Mapping[str, int | None]] = {
     "ok": 0,
     "exit": None,
@@ -132,6 +135,7 @@ OUTCOMES: Final[Mapping[str, int | None]] = {
     "abandoned": 129,
     "load-error": 126,
     "guest-not-found": 127,
+    "host-error": 70,
     "worker-died": 137,
 }
 _OVERRIDABLE: Final = frozenset({"abandoned", "worker-died"})

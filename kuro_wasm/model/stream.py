@@ -4,7 +4,11 @@
 One output cap (default 1 MiB) counts stdout and stderr **together**; a chunk
 that does not fit is dropped **whole**, and truncation is **sticky**: once a
 chunk has been dropped every later chunk is dropped too, even one that would
-fit. So the kept output is always an exact prefix of what the guest emitted
+fit. Every kept chunk also counts against a **chunk bound** (``max_chunks``,
+default 100,000): a write — even an empty one — costs host memory for its
+bookkeeping, so a guest looping on tiny or zero-length writes is stopped like
+one that writes too many bytes, and ``kuro/capped-by`` says which bound
+(``bytes`` or ``chunks``) stopped it. So the kept output is always an exact prefix of what the guest emitted
 (per stream and interleaved), and ``kept + dropped-bytes = emitted``. ``seq``
 advances for dropped chunks too, so a reader can see where the gap is.
 :func:`finish` builds the receipt with the stream's own measurements winning
@@ -37,6 +41,7 @@ from kuro_wasm.model.receipt import namespace, receipt_measured
 from kuro_wasm.model.sessions import Session
 
 __all__ = [
+    "DEFAULT_MAX_CHUNKS",
     "DEFAULT_MAX_OUTPUT_BYTES",
     "STATES",
     "STREAMS",
@@ -53,6 +58,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_OUTPUT_BYTES: Final = 1048576
+#: Kept chunks per run (stdout and stderr together), whatever their size.
+DEFAULT_MAX_CHUNKS: Final = 100_000
 STREAMS: Final = ("stdout", "stderr")
 #: ``orphaned`` only ever comes from :func:`kuro_wasm.model.checkpoint.restore`.
 STATES: Final = ("running", "exited", "orphaned")
@@ -78,7 +85,9 @@ class Stream:
     """An output stream value. Build with :func:`new`; change with :func:`append`/:func:`mark_exited`.
 
     ``stdout_bytes``/``stderr_bytes`` count kept bytes; ``dropped_bytes`` what
-    the cap dropped; ``seq`` the number of appends seen (kept or not).
+    the cap dropped; ``seq`` the number of appends seen (kept or not);
+    ``kept_chunks`` the chunks kept, at most ``max_chunks``; ``capped_by`` which
+    bound dropped the first chunk (``"bytes"`` or ``"chunks"``), None until one did.
     ``session``/``command`` are optional: :func:`finish` and the checkpoint use
     them when the caller does not pass its own.
     """
@@ -93,6 +102,9 @@ class Stream:
     restored_from: str | None = None
     session: Session | None = None
     command: Mapping[str, Any] | None = None
+    max_chunks: int = DEFAULT_MAX_CHUNKS
+    kept_chunks: int = 0
+    capped_by: str | None = None
     _rev: _Cons = field(default=None, compare=False)
 
     @property
@@ -112,6 +124,8 @@ class Stream:
             self.restored_from,
             self.session,
             None if self.command is None else dict(self.command),
+            self.max_chunks,
+            self.capped_by,
             chunks(self),
         )
 
@@ -134,14 +148,16 @@ def new(
     *,
     session: Session | None = None,
     command: Mapping[str, Any] | None = None,
+    max_chunks: int = DEFAULT_MAX_CHUNKS,
 ) -> Stream:
     """A fresh ``running`` stream with the cap ``max_output_bytes`` across both streams.
 
-    Raises ModelError: if the cap is not a non-negative int.
+    Raises ModelError: if the cap or the chunk bound is not a non-negative int.
     """
-    if isinstance(max_output_bytes, bool) or not isinstance(max_output_bytes, int) or max_output_bytes < 0:
-        raise ModelError(f"max_output_bytes must be an int >= 0, got {max_output_bytes!r}", reason="invalid-limit")
-    return Stream(max_output_bytes=max_output_bytes, session=session, command=command)
+    for name, value in (("max_output_bytes", max_output_bytes), ("max_chunks", max_chunks)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ModelError(f"{name} must be an int >= 0, got {value!r}", reason="invalid-limit")
+    return Stream(max_output_bytes=max_output_bytes, session=session, command=command, max_chunks=max_chunks)
 
 
 def _check_name(stream: object) -> str:
@@ -153,10 +169,10 @@ def _check_name(stream: object) -> str:
 def append(s: Stream, stream: str, data: bytes | bytearray | memoryview) -> tuple[Stream, Chunk | None]:
     """Record that the guest wrote ``data`` to ``stream``: ``(stream', chunk)``.
 
-    ``chunk`` is the kept :class:`Chunk`, or ``None`` when the cap dropped the
+    ``chunk`` is the kept :class:`Chunk`, or ``None`` when a bound dropped the
     write — then ``stream'.truncated`` is True and the host should stop the guest
-    with outcome ``output-capped`` (exit 125). An empty write is kept while the
-    stream is not truncated.
+    with outcome ``output-capped`` (exit 125). An empty write is kept (and counts
+    against the chunk bound) while the stream is not truncated.
 
     Raises ModelError: if ``stream`` is not stdout/stderr (checked first) or
     ``data`` is not bytes-like. Raises StreamClosed: if ``s`` is not running.
@@ -168,16 +184,20 @@ def append(s: Stream, stream: str, data: bytes | bytearray | memoryview) -> tupl
         raise StreamClosed(f"cannot append to a finished stream (state {s.state})", state=s.state)
     data = bytes(data)
     n = len(data)
-    room = s.max_output_bytes - s.stdout_bytes - s.stderr_bytes
-    if s.truncated or n > room:
-        return _next(s, s.stdout_bytes, s.stderr_bytes, s.dropped_bytes + n, True, s._rev), None
+    capped = (
+        s.capped_by
+        if s.truncated
+        else _bound_hit(s.max_output_bytes, s.stdout_bytes + s.stderr_bytes, n, s.max_chunks, s.kept_chunks)
+    )
+    if capped is not None:
+        return _next(s, s.stdout_bytes, s.stderr_bytes, s.dropped_bytes + n, True, s.kept_chunks, capped, s._rev), None
     chunk = Chunk(stream, data, s.seq)
     out, err = (s.stdout_bytes + n, s.stderr_bytes) if stream == "stdout" else (s.stdout_bytes, s.stderr_bytes + n)
-    return _next(s, out, err, s.dropped_bytes, s.truncated, (chunk, s._rev)), chunk
+    return _next(s, out, err, s.dropped_bytes, s.truncated, s.kept_chunks + 1, None, (chunk, s._rev)), chunk
 
 
-def drop(s: Stream, writes: int, nbytes: int) -> Stream:
-    """The stream after ``writes`` writes of ``nbytes`` in all that a cap dropped elsewhere.
+def drop(s: Stream, writes: int, nbytes: int, capped_by: str) -> Stream:
+    """The stream after ``writes`` writes of ``nbytes`` in all that a bound (``capped_by``) dropped elsewhere.
 
     A worker process runs the guest under the same cap and sends only the chunks
     it kept (:mod:`kuro_wasm.host.worker`); the writes it dropped arrive as counts,
@@ -185,16 +205,18 @@ def drop(s: Stream, writes: int, nbytes: int) -> Stream:
     state :func:`append` would have reached: truncated (sticky), ``dropped_bytes``
     and ``seq`` advanced, nothing kept.
 
-    >>> t = drop(new(4), 1, 10)
-    >>> (t.truncated, t.dropped_bytes, t.seq, total_bytes(t))
-    (True, 10, 1, 0)
+    >>> t = drop(new(4), 1, 10, "bytes")
+    >>> (t.truncated, t.dropped_bytes, t.seq, total_bytes(t), t.capped_by)
+    (True, 10, 1, 0, 'bytes')
 
-    Raises ModelError: ``writes`` not an int ≥ 1 or ``nbytes`` not an int ≥ 0. Raises StreamClosed: if
-    ``s`` is not running.
+    Raises ModelError: ``writes`` not an int ≥ 1, ``nbytes`` not an int ≥ 0, ``capped_by`` not
+    ``"bytes"``/``"chunks"``. Raises StreamClosed: if ``s`` is not running.
     """
     for name, value, least in (("writes", writes, 1), ("nbytes", nbytes, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ModelError(f"{name} must be an int >= {least}, got {value!r}", reason="invalid-chunk")
+    if capped_by not in ("bytes", "chunks"):
+        raise ModelError(f"capped_by must be bytes or chunks, got {capped_by!r}", reason="invalid-chunk")
     if s.state != "running":
         raise StreamClosed(f"cannot drop from a finished stream (state {s.state})", state=s.state)
     return Stream(
@@ -208,14 +230,41 @@ def drop(s: Stream, writes: int, nbytes: int) -> Stream:
         s.restored_from,
         s.session,
         s.command,
+        s.max_chunks,
+        s.kept_chunks,
+        s.capped_by if s.capped_by is not None else capped_by,
         s._rev,
     )
 
 
-def _next(s: Stream, out: int, err: int, dropped: int, truncated: bool, rev: _Cons) -> Stream:
+def _bound_hit(max_bytes: int, kept: int, n: int, max_chunks: int, chunks_kept: int) -> str | None:
+    """Which bound a write of ``n`` bytes would exceed (``"bytes"`` first), or None if it fits both."""
+    if n > max_bytes - kept:
+        return "bytes"
+    if chunks_kept >= max_chunks:
+        return "chunks"
+    return None
+
+
+def _next(
+    s: Stream, out: int, err: int, dropped: int, truncated: bool, kept: int, capped: str | None, rev: _Cons
+) -> Stream:
     # The hot path: a positional constructor call, not dataclasses.replace (several times faster).
     return Stream(
-        s.max_output_bytes, s.state, s.seq + 1, out, err, dropped, truncated, s.restored_from, s.session, s.command, rev
+        s.max_output_bytes,
+        s.state,
+        s.seq + 1,
+        out,
+        err,
+        dropped,
+        truncated,
+        s.restored_from,
+        s.session,
+        s.command,
+        s.max_chunks,
+        kept,
+        capped if capped is not None else s.capped_by,
+        rev,
     )
 
 
@@ -269,6 +318,9 @@ def mark_exited(s: Stream) -> Stream:
         s.restored_from,
         s.session,
         s.command,
+        s.max_chunks,
+        s.kept_chunks,
+        s.capped_by,
         s._rev,
     )
 
@@ -319,6 +371,8 @@ def _measured(s: Stream) -> dict[str, Any]:
     if s.truncated:
         measured["kuro/truncated?"] = True
         measured["kuro/dropped-bytes"] = s.dropped_bytes
+        if s.capped_by is not None:
+            measured["kuro/capped-by"] = s.capped_by
     return measured
 
 
@@ -335,6 +389,7 @@ def _finish(
     host = namespace(result)
     host.pop("kuro/truncated?", None)
     host.pop("kuro/dropped-bytes", None)
+    host.pop("kuro/capped-by", None)
     # The stream's own measurements are handed over as measured (not re-checked); the host's keys are checked.
     return receipt_measured(sess, command, host, _measured(s))
 

@@ -106,7 +106,9 @@ def test_guest_fixture(path: Path, home: Path) -> None:
     assert receipt["kuro/outcome"] == expect["outcome"], receipt
     assert receipt["kuro/engine"]["name"] == "wasmtime"
     assert receipt["kuro/engine"]["version"].split(".")[0] == "50"
-    limits = {"timeout_ms": 120_000, "max_output_bytes": 1_048_576} | case.get("limits", {})
+    bounds = {"max_table_elements": 1_000_000, "max_instances": 64, "max_tables": 64, "max_memories": 16}
+    bounds["max_output_chunks"] = 100_000
+    limits = {"timeout_ms": 120_000, "max_output_bytes": 1_048_576} | bounds | case.get("limits", {})
     assert receipt["kuro/limits"] == {k.replace("_", "-"): v for k, v in limits.items()}  # the limits applied
     assert isinstance(receipt["kuro/reads"], list) and isinstance(receipt["kuro/denials"], list)
     if "stdout" in expect:

@@ -19,6 +19,7 @@ from kuro_fs.fs import Fs, FsResult
 from kuro_wasm.errors import ModelError
 from kuro_wasm.host.api import Handle, run, run_async, start
 from kuro_wasm.host.engine import wasmtime_version
+from kuro_wasm.host.loader import add_guest
 from kuro_wasm.model.sessions import guest, session
 from kuro_wasm.model.stream import Chunk, Stream
 
@@ -296,7 +297,7 @@ def test_the_host_is_unaffected_by_every_failure(
         ("load-error", lambda: run(sess, guest(store.put(b"\0asm junk"), "run"), store=store, home=home)),
         ("guest-not-found", lambda: run(sess, guest(absent, "run"), store=store, home=home)),
         (
-            "trap",
+            "host-error",
             lambda: run(sess, guest(guest_cid("fs-ls"), "run"), store=store, home=home, fs=_BrokenFs(store, good.root)),
         ),
     ]
@@ -314,21 +315,21 @@ def test_the_host_is_unaffected_by_every_failure(
 
 
 class _BrokenFs(Fs):
-    """An Fs whose ls has a bug: the host must turn it into a trap, not a crash."""
+    """An Fs whose ls has a bug: the host must turn it into a host-error receipt, not a crash."""
 
     def ls(self, path: object) -> FsResult:
         raise RuntimeError("bug in a filesystem")
 
 
-def test_a_host_bug_inside_an_import_is_a_trap_not_a_crash(
+def test_a_host_bug_inside_an_import_is_a_host_error_not_a_crash_nor_a_guest_trap(
     store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
 ) -> None:
     good = make_fs(store, {"a.txt": "A"})
     broken = _BrokenFs(store, good.root)
     sess = make_session(good)
     receipt = run(sess, guest(guest_cid("fs-ls"), "run"), store=store, fs=broken, home=home)
-    assert (receipt["kuro/exit-code"], receipt["kuro/outcome"]) == (134, "trap")
-    assert receipt["kuro/trap"]["kind"] == "host-error"
+    assert (receipt["kuro/exit-code"], receipt["kuro/outcome"]) == (70, "host-error")
+    assert "kuro/trap" not in receipt
     assert "bug in a filesystem" in receipt["kuro/error"]
     import wasmtime._func as public_path
 
@@ -546,3 +547,78 @@ def test_concurrent_runs_each_stop_for_their_own_reason(store: MemoryBlockStore,
         t.join(HANG_GUARD * 3)
     assert not any(t.is_alive() for t in threads)
     assert failures == []
+
+
+_HOST_OOM = """
+import resource
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm import add_guest, guest, run, session
+store = MemoryBlockStore()
+cid = add_guest(store, '(module (memory 1) (func (export "run") (result i32) i32.const 0))')
+fs = Fs.empty(store)
+s = session("s", fs.root, grant=["guest/invoke"])
+assert run(s, guest(cid, "run"), store=store, fs=fs, home=False)["kuro/outcome"] == "ok"
+rss = int(open("/proc/self/statm").read().split()[0]) * 4096
+resource.setrlimit(resource.RLIMIT_AS, (rss + 64 * 2**20, resource.getrlimit(resource.RLIMIT_AS)[1]))
+r = run(s, guest(cid, "run"), store=store, fs=fs, home=False)
+print(r["kuro/exit-code"], r["kuro/outcome"], r["kuro/error"])
+"""
+
+
+def test_the_host_out_of_address_space_while_instantiating_is_a_host_error(tmp_path: Path) -> None:
+    # A guest whose one-page memory cannot be reserved because the *host* is out of address space:
+    # the receipt says host-error (70), not load-error (the guest did nothing wrong).
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _HOST_OOM], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    code, outcome, error = done.stdout.split(" ", 2)
+    assert (code, outcome) == ("70", "host-error")
+    assert "allocate" in error.lower()
+
+
+TABLE_GROW = """(module (table 0 funcref)
+  (func (export "run") (param $n i32) (result i32)
+    (i32.eq (table.grow (ref.null func) (local.get $n)) (i32.const -1))))"""
+
+
+def test_table_grow_is_bounded_like_memory_grow(store: MemoryBlockStore, home: Path) -> None:
+    # One table.grow by 2**28 elements used to take seconds and gigabytes under a 100 ms deadline and a
+    # 64 KiB memory limit (no deadline interrupts a single instruction). The store bounds table elements.
+    fs = make_fs(store)
+    cid = add_guest(store, TABLE_GROW)
+    sess = make_session(fs)
+    refused = run(sess, guest(cid, "run", [2**28]), store=store, home=home, timeout_ms=100, max_memory_bytes=65536)
+    assert (refused["kuro/exit-code"], refused["kuro/outcome"]) == (1, "exit")  # table.grow answered -1
+    assert refused["kuro/limits"]["max-table-elements"] == 1_000_000
+    allowed = run(sess, guest(cid, "run", [1000]), store=store, home=home)
+    assert allowed["kuro/exit-code"] == 0
+    tight = run(sess, guest(cid, "run", [1000]), store=store, home=home, max_table_elements=999)
+    assert (tight["kuro/exit-code"], tight["kuro/limits"]["max-table-elements"]) == (1, 999)
+
+
+def test_a_store_holds_a_bounded_number_of_memories(store: MemoryBlockStore, home: Path) -> None:
+    fs = make_fs(store)
+    many = "(module " + " ".join("(memory 1)" for _ in range(17)) + ' (func (export "run")))'
+    r = run(make_session(fs), guest(add_guest(store, many), "run"), store=store, home=home)
+    assert (r["kuro/exit-code"], r["kuro/outcome"]) == (126, "load-error")
+    assert r["kuro/limits"]["max-memories"] == 16
+    assert "memor" in r["kuro/error"]
+
+
+EMPTY_WRITES = """(module (import "kuro" "write" (func $w (param i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "run") (result i32) (loop $l (drop (call $w (i32.const 1) (i32.const 0) (i32.const 0))) (br $l))
+    (i32.const 0)))"""
+
+
+def test_a_guest_looping_on_empty_writes_is_stopped_by_the_chunk_bound(store: MemoryBlockStore, home: Path) -> None:
+    # Empty writes used to be kept without bound (host memory grew until the deadline, per concurrent run).
+    fs = make_fs(store)
+    cid = add_guest(store, EMPTY_WRITES)
+    r = run(make_session(fs), guest(cid, "run"), store=store, home=home, max_output_bytes=0, max_output_chunks=500)
+    assert (r["kuro/exit-code"], r["kuro/outcome"]) == (125, "output-capped")
+    assert (r["kuro/truncated?"], r["kuro/capped-by"], r["kuro/dropped-bytes"]) == (True, "chunks", 0)
+    assert r["kuro/limits"]["max-output-chunks"] == 500

@@ -393,3 +393,23 @@ def test_refused_calls_with_ever_new_paths_keep_the_denial_record_bounded(tmp_pa
         "kuro/count": 1000 - MAX_DENIAL_ENTRIES,
     }
     assert sum(d.get("kuro/count", 1) for d in denials) == 1000  # every refused call is accounted for
+
+
+@pytest.mark.parametrize(("missing", "reached"), [(0, False), (1, True), (2, True)])
+def test_bytes_copied_before_a_missing_leaf_are_still_a_read(tmp_path: Path, missing: int, reached: bool) -> None:
+    # fs_read copies leaf by leaf into guest memory; when leaf `missing` is gone, the leaves before it
+    # are already in the guest's memory, so the file must be in kuro/reads (and must not be when none was).
+    from kuro_fs.dagpb import decode as decode_node
+
+    store = MemoryBlockStore()
+    data = _pattern(600_000)  # three leaves
+    fs = make_fs(store, {"big.bin": data})
+    root = fs.stat("big.bin").value["cid"]
+    leaves = [link.cid for link in decode_node(store.get(root) or b"").links]
+    assert len(leaves) == 3
+    store.delete(leaves[missing])
+    receipt = run(
+        make_session(fs), guest(add_guest(store, wat("fs-cat")), "big", [600_000]), store=store, home=tmp_path
+    )
+    assert receipt["kuro/exit-code"] == 7  # -7 IO, negated by the guest
+    assert receipt["kuro/reads"] == ([root] if reached else [])

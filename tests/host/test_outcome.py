@@ -45,10 +45,17 @@ def test_a_stop_wins_over_what_the_guest_returned() -> None:
     assert decide(stop="cancelled", values=(0,))["exit-code"] == 130
 
 
-def test_a_host_error_names_its_cause() -> None:
+def test_a_host_error_names_its_cause_and_is_not_a_guest_trap() -> None:
     result = decide(stop="host-error", host_error="fs_ls: RuntimeError: boom")
-    assert result["trap"] == {"kind": "host-error", "message": "fs_ls: RuntimeError: boom"}
-    assert "boom" in result["error"]
+    assert (result["exit-code"], result["outcome"]) == (70, "host-error")
+    assert "trap" not in result
+    assert result["error"] == "host error: fs_ls: RuntimeError: boom"
+
+
+@pytest.mark.parametrize("instantiating", [True, False])
+def test_the_host_out_of_memory_is_a_host_error_not_the_guests_fault(instantiating: bool) -> None:
+    result = decide(stop=None, error="Cannot allocate memory (os error 12)", instantiating=instantiating)
+    assert (result["exit-code"], result["outcome"]) == (70, "host-error")
 
 
 def test_an_instantiation_error_is_a_load_error_and_a_call_error_is_a_trap() -> None:

@@ -73,7 +73,8 @@ def test_receipt_needs_a_session_and_a_mapping_result(sess: Session, spec: dict[
 def test_the_outcome_table_is_the_documented_one() -> None:
     assert dict(OUTCOMES) == {
         "ok": 0, "exit": None, "trap": 134, "timeout": 124, "fuel-exhausted": 124, "output-capped": 125,
-        "cancelled": 130, "abandoned": 129, "load-error": 126, "guest-not-found": 127, "worker-died": 137,
+        "cancelled": 130, "abandoned": 129, "load-error": 126, "guest-not-found": 127, "host-error": 70,
+        "worker-died": 137,
     }  # fmt: skip
     assert exit_code_for("output-capped") == 125
     with pytest.raises(ModelError):

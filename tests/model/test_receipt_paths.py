@@ -42,6 +42,7 @@ def _strict(s: stream.Stream, sess: Session, spec: dict[str, Any], result: dict[
     merged = namespace(result)
     merged.pop("kuro/truncated?", None)
     merged.pop("kuro/dropped-bytes", None)
+    merged.pop("kuro/capped-by", None)
     out, err = stream.kept_bytes(s, "stdout"), stream.kept_bytes(s, "stderr")
     merged.update(
         {
@@ -56,6 +57,7 @@ def _strict(s: stream.Stream, sess: Session, spec: dict[str, Any], result: dict[
     if s.truncated:
         merged["kuro/truncated?"] = True
         merged["kuro/dropped-bytes"] = s.dropped_bytes
+        merged["kuro/capped-by"] = s.capped_by
     return receipt(sess, spec, merged)
 
 

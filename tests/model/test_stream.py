@@ -226,3 +226,24 @@ def test_a_finished_streams_receipt_is_closed_and_truncation_keys_appear_only_wh
     assert {k[5:] for k in r} <= set(KEYS)
     assert ("kuro/truncated?" in r) == ("kuro/dropped-bytes" in r) == s.truncated
     assert r["kuro/stdout"] + r["kuro/stderr"] == kept_bytes(s, "stdout") + kept_bytes(s, "stderr")
+
+
+def test_every_kept_chunk_counts_against_the_chunk_bound_even_an_empty_one() -> None:
+    s = new(0, max_chunks=3)
+    for _ in range(3):
+        s, c = append(s, "stdout", b"")
+        assert c is not None
+    s, c = append(s, "stdout", b"")
+    assert c is None and s.truncated and s.capped_by == "chunks" and s.kept_chunks == 3
+    s, c = append(s, "stderr", b"x")  # sticky, and the first bound hit stays the one named
+    assert c is None and s.capped_by == "chunks" and s.dropped_bytes == 1
+
+
+def test_the_receipt_says_which_bound_stopped_the_guest() -> None:
+    sess = session("s", raw_cid(b"root"))
+    spec = guest(raw_cid(b"g"), "run")
+    by_chunks, _ = append(append(new(10, max_chunks=1), "stdout", b"a")[0], "stdout", b"b")
+    by_bytes, _ = append(new(1), "stdout", b"ab")
+    assert finish(by_chunks, sess, spec, {"exit-code": 125})["kuro/capped-by"] == "chunks"
+    assert finish(by_bytes, sess, spec, {"exit-code": 125})["kuro/capped-by"] == "bytes"
+    assert "kuro/capped-by" not in finish(new(10), sess, spec, {"exit-code": 0})

@@ -132,6 +132,12 @@ def _gate(run: RunContext, name: str, mem: Memory, ptr: int, length: int) -> tup
     return path, None
 
 
+def _record_read(run: RunContext, answer: _fsgate.Answer) -> None:
+    """Name in ``kuro/reads`` the file whose bytes reached guest memory (even if the call then failed)."""
+    if answer.read is not None and answer.read not in run.reads:
+        run.reads.append(answer.read)
+
+
 def _fs_read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
     path, code = _gate(run, "fs_read", mem, p[0].of.i32, p[1].of.i32)
@@ -142,11 +148,10 @@ def _fs_read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     answer = _fs_call(
         run, "fs_read", "read_into", path, cap % 2**32, lambda at, data: store_bytes(mem, buf_ptr + at, data)
     )
+    _record_read(run, answer)
     if answer.reason is not None:
         return int(abi.error_for_reason(answer.reason))
-    size, cid = answer.value
-    if cid not in run.reads:
-        run.reads.append(cid)
+    size, _ = answer.value
     return abi.clamp_i32(size)
 
 
@@ -162,10 +167,9 @@ def _fs_read_at(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     answer = _fs_call(run, "fs_read_at", "read_at", path, offset, cap % 2**32)
     if answer.reason is not None:
         return int(abi.error_for_reason(answer.reason))
-    data, cid = answer.value
+    data, _ = answer.value
     store_bytes(mem, buf_ptr, data)
-    if cid not in run.reads:
-        run.reads.append(cid)
+    _record_read(run, answer)
     return len(data)
 
 
