@@ -28,7 +28,6 @@ Transport and scheduling (:mod:`.pool`); the run itself (a :class:`kuro_wasm.hos
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import signal
 import threading
@@ -37,8 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
-from kuro_wasm.errors import HostError, KuroError
-from kuro_wasm.host.api import Handle
+from kuro_wasm.errors import HostError
 from kuro_wasm.host.job import OnChunk, OnExit
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
@@ -46,13 +44,13 @@ from kuro_wasm.model.outcome import decide
 from kuro_wasm.model.receipt import namespace
 from kuro_wasm.model.sessions import Session
 
-__all__ = ["ISOLATION", "STOP_GRACE_S", "ProcessHandle", "RemoteRun", "died_result"]
+__all__ = ["HOST_STATED", "ISOLATION", "STOP_GRACE_S", "RemoteRun", "died_result"]
 
 ISOLATION: Final = "process"
 #: How long a worker may take to honour a kill or its deadline before the host kills the worker itself.
 STOP_GRACE_S: Final = 1.0
 #: Keys the host states itself; the worker's values for them are dropped.
-_HOST_STATED: Final = frozenset(
+HOST_STATED: Final = frozenset(
     {
         "kuro/isolation",
         "kuro/limits",
@@ -68,6 +66,7 @@ _HOST_STATED: Final = frozenset(
         "kuro/stderr-bytes",
         "kuro/truncated?",
         "kuro/dropped-bytes",
+        "kuro/capped-by",
     }
 )
 _NOT_FROM_A_WORKER: Final = frozenset({"worker-died", "abandoned"})
@@ -160,6 +159,7 @@ class RemoteRun:
         self.conn: Any = None
         self.sent = False
         self.withdrawing = False
+        self.io = threading.Lock()  # held while a frame about this run is written (keeps them in order)
         self.receipt: dict[str, Any] | None = None
         self.failure: HostError | None = None
         self.done = threading.Event()
@@ -199,17 +199,18 @@ class RemoteRun:
 
         Raises HostError: the worker's receipt or counters disagree with what this side saw.
         """
-        result = {k: v for k, v in namespace(receipt).items() if k not in _HOST_STATED}
+        result = {k: v for k, v in namespace(receipt).items() if k not in HOST_STATED}
         if result.get("kuro/outcome") in _NOT_FROM_A_WORKER:
             raise HostError(f"a worker may not report the outcome {result['kuro/outcome']!r}")
         seq, dropped, truncated = counters.get("seq"), counters.get("dropped"), counters.get("truncated")
+        capped_by = counters.get("capped_by")
         with self.lock:
             s = self.stream
             kept = (receipt.get("kuro/stdout-bytes"), receipt.get("kuro/stderr-bytes"))
             if kept != (s.stdout_bytes, s.stderr_bytes):
                 raise HostError(f"the worker kept {kept} bytes, this side received {(s.stdout_bytes, s.stderr_bytes)}")
             if truncated is True and type(seq) is int and type(dropped) is int and seq > s.seq and dropped >= 0:
-                self.stream = _stream.drop(s, seq - s.seq, dropped - s.dropped_bytes)
+                self.stream = _stream.drop(s, seq - s.seq, dropped - s.dropped_bytes, str(capped_by))
             elif truncated is not False or seq != s.seq or dropped != 0:
                 raise HostError(f"the worker's stream counters {dict(counters)} do not match this side's")
         return result
@@ -267,103 +268,3 @@ class RemoteRun:
                 pass
         if self.on_settled is not None:
             self.on_settled()
-
-
-class ProcessHandle(Handle):
-    """A :class:`~kuro_wasm.host.api.Handle` whose guest runs in a worker process (``isolation="process"``).
-
-    Same methods, same meanings; ``worker_pid`` says which process runs it (None until a worker took it).
-    """
-
-    def __init__(self, run: RemoteRun, pool: Any) -> None:  # deliberately not Handle.__init__: no thread
-        self._run = run
-        self._pool = pool
-
-    @property
-    def stream(self) -> _stream.Stream:
-        return self._run.stream
-
-    @property
-    def done(self) -> bool:
-        return self._run.done.is_set()
-
-    @property
-    def receipt(self) -> dict[str, Any] | None:
-        return self._run.receipt
-
-    @property
-    def worker_pid(self) -> int | None:
-        """The pid of the worker process running the guest, or None while none has it."""
-        conn = self._run.conn
-        return None if conn is None else conn.pid
-
-    def write(self, data: bytes) -> None:
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"stdin data must be bytes, got {type(data).__name__}")
-        self._pool.stdin(self._run, bytes(data))
-
-    def close_stdin(self) -> None:
-        self._pool.close_stdin(self._run)
-
-    def kill(self) -> None:
-        self._pool.kill(self._run)
-
-    def wait(self, timeout: float | None = None) -> dict[str, Any]:
-        if not self._run.done.wait(timeout):
-            raise TimeoutError(f"the guest is still running after {timeout} s")
-        if self._run.failure is not None:
-            raise self._run.failure
-        assert self._run.receipt is not None
-        return self._run.receipt
-
-    def close(self) -> None:
-        if not self._run.done.is_set():
-            self.kill()
-        self._run.done.wait()
-
-    def _start(self) -> None:
-        self._pool.submit(self._run)
-
-
-def run_to_end(handle: ProcessHandle) -> dict[str, Any]:
-    """``run()`` for a process run on the calling thread: wait; Ctrl-C on the main thread kills the guest."""
-    try:
-        return handle.wait()
-    except KeyboardInterrupt:
-        if threading.current_thread() is not threading.main_thread():
-            raise
-        handle.kill()
-        return handle.wait()
-
-
-async def run_async_to_end(handle: ProcessHandle) -> dict[str, Any]:
-    """``run_async()`` for a process run: await the receipt; cancelling the awaiting task kills the guest."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[dict[str, Any]] = loop.create_future()
-    run = handle._run
-
-    def settle() -> None:
-        if future.done():
-            return
-        if run.failure is not None:
-            future.set_exception(run.failure)
-        elif run.receipt is not None:
-            future.set_result(run.receipt)
-
-    def on_settled() -> None:
-        try:
-            loop.call_soon_threadsafe(settle)
-        except RuntimeError:  # the loop is gone; nobody is awaiting
-            pass
-
-    run.on_settled = on_settled
-    handle._start()
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        handle.kill()
-        raise
-
-
-__all__ += ["run_async_to_end", "run_to_end"]
-_ = KuroError

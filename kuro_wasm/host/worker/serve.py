@@ -28,6 +28,7 @@ import math
 import os
 import resource
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -44,8 +45,10 @@ from kuro_wasm.host.job import Job
 from kuro_wasm.host.worker import hardening
 from kuro_wasm.host.worker.protocol import ProtocolError, read_frame, send
 from kuro_wasm.host.worker.remote import RemoteStore
+from kuro_wasm.host.worker.run import HOST_STATED
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
+from kuro_wasm.model.receipt import HOST_KEYS
 from kuro_wasm.model.sessions import Session
 
 __all__ = ["MEMORY_PROFILE", "serve"]
@@ -54,6 +57,8 @@ __all__ = ["MEMORY_PROFILE", "serve"]
 MEMORY_PROFILE: Final = engine.MemoryProfile(reservation=64 << 20, guard=64 << 10, growth=16 << 20)
 _FROM_HOST: Final = frozenset({"host"})
 _HOST_PAYLOAD_LIMIT: Final = 1 << 30
+#: What a done frame reports of the Job's receipt: the keys a host may state, less those the host states itself.
+_REPORTED: Final = frozenset(f"kuro/{k}" for k in HOST_KEYS) - HOST_STATED | {"kuro/stdout-bytes", "kuro/stderr-bytes"}
 
 
 @dataclass(eq=False)
@@ -230,9 +235,9 @@ class _Worker:
         except HostError as exc:
             self.send("failed", {"id": request.id, "error": str(exc)})
             return
-        kept = {k: v for k, v in receipt.items() if k not in ("kuro/stdout", "kuro/stderr")}
+        kept = {k: v for k, v in receipt.items() if k in _REPORTED}
         s = job.stream
-        counters = {"seq": s.seq, "dropped": s.dropped_bytes, "truncated": s.truncated}
+        counters = {"seq": s.seq, "dropped": s.dropped_bytes, "truncated": s.truncated, "capped_by": s.capped_by}
         usage = resource.getrusage(resource.RUSAGE_SELF)
         self.send("done", {"id": request.id, "receipt": kept, "stream": counters, "cpu": usage.ru_utime + usage.ru_stime})
 
@@ -257,7 +262,12 @@ def serve(fd: int, options: Mapping[str, Any]) -> None:
         in_force += hardening.apply_limits(config)
         in_force += hardening.set_no_new_privs()
         in_force += hardening.install_seccomp()
-    except BaseException:
+    except BaseException as exc:
+        _debug("the worker could not harden itself")
+        try:
+            send(sock, "unfit", {"error": f"{type(exc).__name__}: {exc}"})
+        except BaseException:
+            pass
         os._exit(3)
     try:
         worker = _Worker(sock, bool(options.get("test_hooks")))
@@ -265,6 +275,16 @@ def serve(fd: int, options: Mapping[str, Any]) -> None:
         threading.Thread(target=worker.read, name="kuro-worker-reader", daemon=True).start()
         worker.loop()
     except BaseException:
+        _debug("the worker failed")
         code = 1
     finally:
         os._exit(code)
+
+
+def _debug(what: str) -> None:
+    """With ``KURO_DEBUG`` set (the zygote then keeps stderr), say why a worker gives up."""
+    if os.environ.get("KURO_DEBUG"):
+        import traceback
+
+        print(f"kuro worker {os.getpid()}: {what}", file=sys.stderr)
+        traceback.print_exc()
