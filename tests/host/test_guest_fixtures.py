@@ -1,4 +1,7 @@
-"""Every file in guests/fixtures/*.toml is one case; this one parametrized test runs them all.
+"""Every file in guests/fixtures/*.toml is one case; this one parametrized test runs them all, on both
+backends (in-process ``"wasmtime"`` and the worker-process ``"process"``), checks each receipt against
+the case and checks that the two receipts agree on everything but the facts of how they ran
+(:data:`BACKEND_FACTS`).
 
 Fixture format (TOML, one case per file; adding a case is adding a file)::
 
@@ -76,6 +79,18 @@ def _files(fs: Fs) -> dict[str, bytes]:
     return out
 
 
+#: Receipt keys that differ between the backends by design: the clock, the backend and its worker, the
+#: engine's memory profile (a worker bounds its memory reservation; see kuro_wasm.host.worker.hardening).
+BACKEND_FACTS = {
+    "kuro/started-at",
+    "kuro/finished-at",
+    "kuro/duration-ms",
+    "kuro/isolation",
+    "kuro/worker",
+    "kuro/engine",
+}
+
+
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
 def test_guest_fixture(path: Path, home: Path) -> None:
     case: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -90,18 +105,30 @@ def test_guest_fixture(path: Path, home: Path) -> None:
     sess = session("s-fixture", fs.root, case.get("mode", "terminal-repo"), grant=grant)
     command = guest(_guest(store, case["guest"]), case["export"], case.get("args", []))
     stdin = case.get("stdin")
-    receipt = run(
-        sess,
-        command,
-        store=store,
-        stdin=None if stdin is None else stdin.encode("utf-8"),
-        home=home,
-        **case.get("limits", {}),
-    )
+    receipts = {
+        isolation: run(
+            sess,
+            command,
+            store=store,
+            stdin=None if stdin is None else stdin.encode("utf-8"),
+            home=home,
+            isolation=isolation,
+            **case.get("limits", {}),
+        )
+        for isolation in ("wasmtime", "process")
+    }
+    for isolation, receipt in receipts.items():
+        _check(receipt, isolation, case, store, fs)
+    inprocess, worker = ({k: v for k, v in r.items() if k not in BACKEND_FACTS} for r in receipts.values())
+    assert inprocess == worker
+    assert receipts["process"]["kuro/worker"]["hardening"]
 
+
+def _check(receipt: dict[str, Any], isolation: str, case: dict[str, Any], store: MemoryBlockStore, fs: Fs) -> None:
+    expect = case["expect"]
     assert receipt["kuro/type"] == "kuro/receipt", receipt
     assert set(receipt) <= {f"kuro/{k}" for k in KEYS}
-    assert receipt["kuro/isolation"] == "wasmtime"
+    assert receipt["kuro/isolation"] == isolation
     assert receipt["kuro/exit-code"] == expect["exit_code"], receipt
     assert receipt["kuro/outcome"] == expect["outcome"], receipt
     assert receipt["kuro/engine"]["name"] == "wasmtime"

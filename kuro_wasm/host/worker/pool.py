@@ -192,11 +192,15 @@ class WorkerPool:
     def wait_ready(self, timeout: float = 30.0) -> bool:
         """Block until every active and spare worker has said hello; False on timeout or a broken pool."""
         with self._cond:
-            return self._cond.wait_for(
-                lambda: self._broken is not None
-                or (len(self._active) == self.size and len(self._spares) == self.spare),
-                timeout,
-            ) and self._broken is None
+            return (
+                self._cond.wait_for(
+                    lambda: (
+                        self._broken is not None or (len(self._active) == self.size and len(self._spares) == self.spare)
+                    ),
+                    timeout,
+                )
+                and self._broken is None
+            )
 
     @property
     def pids(self) -> list[int]:

@@ -152,7 +152,9 @@ def encode(kind: str, fields: Mapping[str, Any], payload: bytes | bytearray | me
     return head + body + bytes(payload) if len(payload) <= _SMALL_PAYLOAD else head + body
 
 
-def send(sock: socket.socket, kind: str, fields: Mapping[str, Any], payload: bytes | bytearray | memoryview = b"") -> None:
+def send(
+    sock: socket.socket, kind: str, fields: Mapping[str, Any], payload: bytes | bytearray | memoryview = b""
+) -> None:
     """Write one frame to ``sock`` (the caller holds the socket's send lock). Raises OSError, ProtocolError."""
     frame = encode(kind, fields, payload)
     sock.sendall(frame)

@@ -9,8 +9,11 @@ host as the guest writes it, stdin/close/kill frames reach the Job through its p
 already has) and the stream's counters go back in one ``done`` frame. The host builds the receipt
 it hands out from that (:mod:`kuro_wasm.host.worker.run`).
 
-Requests may queue (the host pipelines up to two per worker): a reader thread files them and the
-main thread takes them in order. Stdin, close and kill for a queued request wait in its record and
+Requests may queue (the host pipelines up to two per worker). Two threads take turns: the one
+holding the read token reads frames; when a run request arrives and no run is going, that thread
+gives the token to the other and runs the request itself, so a request starts without waiting for a
+thread to wake (leader/follower); requests that arrive meanwhile queue and are run in order.
+Stdin, close and kill for a queued request wait in its record and
 are applied when its Job exists; ``withdraw`` takes a request back if it has not started. When the
 host's end closes, the running guest is stopped and the worker exits.
 
@@ -34,7 +37,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 from kuro_fs.errors import BlockStoreError
 from kuro_fs.filestore import FileBlockStore
@@ -84,6 +87,11 @@ class _Worker:
     replies: dict[int, tuple[bool, bytes] | None] = field(default_factory=dict)
     next_rid: int = 0
     host_gone: bool = False
+    executing: bool = False
+    read_token: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.stream = self.sock.makefile("rb", buffering=1 << 16)
 
     # ---- the Link the run's RemoteStore talks through
 
@@ -108,24 +116,45 @@ class _Worker:
             raise BlockStoreError("the host went away while a block was asked for")
         return reply
 
-    # ---- the reader thread
+    # ---- two threads take turns: one reads frames while the other runs a guest (leader/follower)
 
-    def read(self) -> None:
-        stream = self.sock.makefile("rb", buffering=1 << 16)
-        try:
-            while True:
-                frame = read_frame(stream, _FROM_HOST, lambda _m: _HOST_PAYLOAD_LIMIT)
-                if frame is None:
-                    break
-                self._on(*frame)
-        except (OSError, ProtocolError):
-            pass
+    def turn(self) -> None:
+        """The body of both threads: hold the read token and read, until a run is there to execute.
+
+        The thread that reads a run request executes it itself, handing the token to the other thread
+        on the way (that wake-up is off the run's path): a request starts without a thread hop.
+        """
+        while True:
+            with self.read_token:
+                request = self._read_until_run()
+            while request is not None:
+                self._execute_and_report(request)
+                with self.cond:
+                    request = self.queue.popleft() if self.queue else None
+                    self.executing = request is not None
+
+    def _read_until_run(self) -> _Request | None:
+        while True:
+            try:
+                frame = read_frame(self.stream, _FROM_HOST, lambda _m: _HOST_PAYLOAD_LIMIT)
+            except (OSError, ProtocolError):
+                frame = None
+            if frame is None:
+                self._host_gone()
+            self._on(*frame)
+            with self.cond:
+                if self.queue and not self.executing:
+                    self.executing = True
+                    return self.queue.popleft()
+
+    def _host_gone(self) -> NoReturn:
         with self.cond:
             self.host_gone = True
             running = [r.job for r in self.requests.values() if r.job is not None]
             self.cond.notify_all()
         for job in running:
             job.ctx.stop("cancelled")
+        os._exit(0)
 
     def _on(self, message: dict[str, Any], payload: bytes) -> None:
         kind = message["t"]
@@ -174,23 +203,14 @@ class _Worker:
             elif kind == "kill":
                 job.ctx.stop("cancelled")
 
-    # ---- the main thread
-
-    def loop(self) -> None:
-        while True:
+    def _execute_and_report(self, request: _Request) -> None:
+        try:
+            self._execute(request)
+        except BlockStoreError:
+            self._host_gone()
+        finally:
             with self.cond:
-                while not self.queue and not self.host_gone:
-                    self.cond.wait()
-                if self.host_gone:
-                    return
-                request = self.queue.popleft()
-            try:
-                self._execute(request)
-            except BlockStoreError:
-                return  # the host is gone
-            finally:
-                with self.cond:
-                    self.requests.pop(request.id, None)
+                self.requests.pop(request.id, None)
 
     def _execute(self, request: _Request) -> None:
         message = request.message
@@ -239,7 +259,9 @@ class _Worker:
         s = job.stream
         counters = {"seq": s.seq, "dropped": s.dropped_bytes, "truncated": s.truncated, "capped_by": s.capped_by}
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        self.send("done", {"id": request.id, "receipt": kept, "stream": counters, "cpu": usage.ru_utime + usage.ru_stime})
+        self.send(
+            "done", {"id": request.id, "receipt": kept, "stream": counters, "cpu": usage.ru_utime + usage.ru_stime}
+        )
 
 
 def serve(fd: int, options: Mapping[str, Any]) -> None:
@@ -272,8 +294,8 @@ def serve(fd: int, options: Mapping[str, Any]) -> None:
     try:
         worker = _Worker(sock, bool(options.get("test_hooks")))
         worker.send("hello", {"pid": pid, "hardening": sorted(in_force)})
-        threading.Thread(target=worker.read, name="kuro-worker-reader", daemon=True).start()
-        worker.loop()
+        threading.Thread(target=worker.turn, name="kuro-worker", daemon=True).start()
+        worker.turn()
     except BaseException:
         _debug("the worker failed")
         code = 1

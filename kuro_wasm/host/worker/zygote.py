@@ -51,7 +51,9 @@ _PR_SET_CHILD_SUBREAPER: Final = 36
 _PACKET: Final = 1 << 16
 _EXITS_KEPT: Final = 4096
 _ROOT: Final = str(Path(__file__).resolve().parents[3])
-_BOOT: Final = "import sys; sys.path.insert(0, sys.argv[2]); from kuro_wasm.host.worker.zygote import main; main(int(sys.argv[1]))"
+_BOOT: Final = (
+    "import sys; sys.path.insert(0, sys.argv[2]); from kuro_wasm.host.worker.zygote import main; main(int(sys.argv[1]))"
+)
 
 
 def _packet(kind: str, fields: Mapping[str, Any]) -> bytes:
