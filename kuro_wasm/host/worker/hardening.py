@@ -109,7 +109,7 @@ class Hardening:
     nofile: int = 256
     fsize: int = 256 << 20
     cpu_seconds: int = 3600
-    address_space: int | None = 4 << 30
+    address_space: int | None = 8 << 30
     namespaces: bool = True
 
     def to_data(self) -> dict[str, Any]:
@@ -233,6 +233,8 @@ def _errno_of(action: Any) -> dict[str, Any]:
         action()
     except OSError as exc:
         return {"ok": False, "errno": errno.errorcode.get(exc.errno or 0, str(exc.errno))}
+    except ValueError as exc:  # resource.setrlimit reports EPERM as ValueError
+        return {"ok": False, "error": str(exc)}
     return {"ok": True}
 
 
@@ -272,8 +274,9 @@ def probe(what: str) -> dict[str, Any]:
         return _errno_of(_fork)
     if what == "unshare":
         return _errno_of(lambda: _check(_libc.unshare(_CLONE_NEWUSER), "unshare"))
-    if what == "raise-nofile":
-        return _errno_of(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1 << 20, 1 << 20)))
+    if what == "lower-nofile":  # lowering is always allowed by the kernel: only the filter refuses it
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return _errno_of(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard - 1)))
     if what.startswith("fsize:"):
         return _errno_of(lambda: _fill_file(int(what.partition(":")[2])))
     if what.startswith("signal:"):

@@ -642,6 +642,13 @@ class WorkerPool:
 
     # ---- tests
 
+    def probe_async(self, what: str) -> None:
+        """Ask the active worker to try ``what`` and do not wait (``abort`` and ``lie-block`` get no answer)."""
+        with self._cond:
+            conn = next((c for c in self._active if c.ready), None)
+        if conn is None or not conn.send("probe", {"what": what}):
+            raise HostError("no worker to probe")
+
     def probe(self, what: str, timeout: float = 30.0) -> dict[str, Any]:
         """Ask an active worker to try ``what`` (a :func:`hardening.probe` name); its answer. Test hooks only.
 

@@ -77,7 +77,16 @@ def _now_ms() -> int:
 
 
 def died_result(status: int | None, detail: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The result keys and ``kuro/worker`` facts of a run whose worker ended with wait ``status`` (None: unknown)."""
+    """The result keys and ``kuro/worker`` facts of a run whose worker ended with wait ``status`` (None: unknown).
+
+    The exit code is 128 + the signal that ended the worker, the worker's own exit status if it exited
+    by itself, and 128 when neither is known (the zygote is gone).
+
+    >>> died_result(9, "x")[0]["exit-code"], died_result(9, "x")[1]
+    (137, {'signal': 'SIGKILL', 'signal-number': 9})
+    >>> died_result(3 << 8, "x")[0]["exit-code"], died_result(None, "x")[0]["exit-code"]
+    (3, 128)
+    """
     facts: dict[str, Any] = {}
     code = 128
     if status is not None and _signalled(status):
@@ -87,7 +96,7 @@ def died_result(status: int | None, detail: str) -> tuple[dict[str, Any], dict[s
         facts["signal-number"] = number
     elif status is not None:
         facts["exit-status"] = (status >> 8) & 0xFF
-        code = 128 + facts["exit-status"] if facts["exit-status"] else 128
+        code = facts["exit-status"] or 128
     how = facts.get("signal") or (f"exit status {facts['exit-status']}" if "exit-status" in facts else "unknown")
     result = {
         "exit-code": code,

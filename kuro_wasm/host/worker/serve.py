@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 
+from kuro_fs.cid import cid_for
 from kuro_fs.errors import BlockStoreError
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
@@ -57,7 +58,9 @@ from kuro_wasm.model.sessions import Session
 __all__ = ["MEMORY_PROFILE", "serve"]
 
 #: How a worker with an address-space limit reserves linear memory (see :mod:`.hardening`).
-MEMORY_PROFILE: Final = engine.MemoryProfile(reservation=64 << 20, guard=64 << 10, growth=16 << 20)
+#: 1 GiB reserved per memory (most guests never move), a small guard (bounds checks are explicit below 4 GiB),
+#: and 1 GiB more reserved when a memory outgrows its reservation and moves (so growing to 4 GiB moves 3 times).
+MEMORY_PROFILE: Final = engine.MemoryProfile(reservation=1 << 30, guard=64 << 10, growth=1 << 30)
 _FROM_HOST: Final = frozenset({"host"})
 _HOST_PAYLOAD_LIMIT: Final = 1 << 30
 #: What a done frame reports of the Job's receipt: the keys a host may state, less those the host states itself.
@@ -172,8 +175,14 @@ class _Worker:
                 self.cond.notify_all()
             return
         if kind == "probe":
-            if self.test_hooks:
-                self.send("probed", {"what": message["what"], "result": hardening.probe(message["what"])})
+            if self.test_hooks and message["what"] == "lie-block":
+                self._lie_block()
+            elif self.test_hooks:
+                try:
+                    result = hardening.probe(message["what"])
+                except Exception as exc:
+                    result = {"raised": f"{type(exc).__name__}: {exc}"}
+                self.send("probed", {"what": message["what"], "result": result})
             return
         with self.cond:
             request = self.requests.get(message["id"])
@@ -202,6 +211,12 @@ class _Worker:
                 job.ctx.stdin.close()
             elif kind == "kill":
                 job.ctx.stop("cancelled")
+
+    def _lie_block(self) -> None:
+        """Test hook: hand the host, for the running request, bytes under a CID they do not hash to."""
+        with self.cond:
+            running = [r.id for r in self.requests.values() if r.job is not None]
+        self.send("put", {"id": running[0] if running else 0, "cid": cid_for(b"what was claimed")}, b"what was sent")
 
     def _execute_and_report(self, request: _Request) -> None:
         try:
