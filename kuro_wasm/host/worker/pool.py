@@ -143,8 +143,9 @@ class WorkerPool:
         self.hardening = hardening or Hardening()
         self._options = {"hardening": self.hardening.to_data(), "test_hooks": test_hooks}
         self._start_timeout = start_timeout
-        self._cond = threading.Condition()
-        self._watch = threading.Condition(self._cond)
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the pool's state
+        self._watch = threading.Condition(lock)  # the watchdog's wake-up, under the same lock
         self._active: list[_Conn] = []
         self._spares: list[_Conn] = []
         self._starting = 0
@@ -201,6 +202,11 @@ class WorkerPool:
                 )
                 and self._broken is None
             )
+
+    @property
+    def zygote_pid(self) -> int:
+        """The pid of the zygote the workers are forked from."""
+        return self._zygote.pid
 
     @property
     def pids(self) -> list[int]:

@@ -33,7 +33,7 @@ import socket
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import IO, Any, Final
+from typing import Any, Final, Protocol
 
 from kuro_wasm.errors import HostError
 
@@ -43,6 +43,7 @@ __all__ = [
     "MESSAGES",
     "Message",
     "ProtocolError",
+    "Readable",
     "decode",
     "encode",
     "read_frame",
@@ -196,8 +197,16 @@ def decode(body: bytes, senders: frozenset[str]) -> dict[str, Any]:
     return value
 
 
+class Readable(Protocol):
+    """What frames are read from: a buffered binary file over a socket (``socket.makefile("rb")``)."""
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Up to ``size`` bytes; fewer only at the end of the stream."""
+        ...
+
+
 def read_frame(
-    stream: IO[bytes], senders: frozenset[str], payload_limit: Callable[[dict[str, Any]], int]
+    stream: Readable, senders: frozenset[str], payload_limit: Callable[[dict[str, Any]], int]
 ) -> tuple[dict[str, Any], bytes] | None:
     """The next ``(message, payload)`` from ``stream``, or None at a clean end of stream (between frames).
 

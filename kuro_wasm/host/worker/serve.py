@@ -185,22 +185,22 @@ class _Worker:
                 self.send("probed", {"what": message["what"], "result": result})
             return
         with self.cond:
-            request = self.requests.get(message["id"])
-            if request is None:
+            target = self.requests.get(message["id"])
+            if target is None:
                 return  # it finished already: a late stdin or kill has nothing left to act on
             if kind == "withdraw":
-                ok = request.job is None and request in self.queue
+                ok = target.job is None and target in self.queue
                 if ok:
-                    self.queue.remove(request)
-                    del self.requests[request.id]
+                    self.queue.remove(target)
+                    del self.requests[target.id]
                 job = None
             else:
-                job = request.job
+                job = target.job
                 if job is None:
-                    if kind == "stdin" and not request.closed:
-                        request.stdin += payload
-                    request.closed = request.closed or kind == "eof"
-                    request.killed = request.killed or kind == "kill"
+                    if kind == "stdin" and not target.closed:
+                        target.stdin += payload
+                    target.closed = target.closed or kind == "eof"
+                    target.killed = target.killed or kind == "kill"
         if kind == "withdraw":
             self.send("withdrawn", {"id": message["id"], "ok": ok})
         elif job is not None:

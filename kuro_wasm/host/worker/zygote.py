@@ -83,7 +83,7 @@ def main(fd: int) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     while True:
-        ready, _, _ = select.select([ctl, wake_r], [], [])
+        ready, _, _ = select.select([ctl.fileno(), wake_r], [], [])
         if wake_r in ready:
             while True:
                 try:
@@ -91,7 +91,7 @@ def main(fd: int) -> None:
                 except BlockingIOError:
                     break
             _reap(ctl)
-        if ctl not in ready:
+        if ctl.fileno() not in ready:
             continue
         try:
             data, fds, _, _ = socket.recv_fds(ctl, _PACKET, 1)

@@ -81,7 +81,11 @@ def test_the_output_cap_and_fuel_apply_in_the_worker(pool: WorkerPool) -> None:
     store = MemoryBlockStore()
     sess, flood = _setup(store, "flood")
     capped = run(sess, guest(flood, "run"), store=store, isolation=pool, max_output_bytes=4096)
-    assert (capped["kuro/outcome"], capped["kuro/stdout-bytes"], capped["kuro/truncated?"]) == ("output-capped", 4096, True)
+    assert (capped["kuro/outcome"], capped["kuro/stdout-bytes"], capped["kuro/truncated?"]) == (
+        "output-capped",
+        4096,
+        True,
+    )
     assert capped["kuro/dropped-bytes"] == 1024 and capped["kuro/capped-by"] == "bytes"
     spin = add_guest(store, wat("spin"))
     fuel = run(sess, guest(spin, "run"), store=store, isolation=pool, fuel=10_000)

@@ -124,7 +124,11 @@ def test_any_bytes_from_a_worker_are_a_frame_an_end_or_a_protocol_error(data: by
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)
+    )
+)
 def test_any_json_value_is_a_message_or_a_protocol_error(value: Any) -> None:
     try:
         decode(json.dumps(value).encode(), HOST | WORKER)

@@ -69,7 +69,9 @@ def test_a_root_that_is_not_a_kuro_fs_directory_is_not_believed() -> None:
 def test_a_handed_block_that_does_not_decode_is_not_believed() -> None:
     host = MemoryBlockStore()
     bad = host.put(b"\x00not dag-pb", "dag-pb")
-    root = host.put(encode({"entries": {"f": {"cid": Link(bad), "size": 3}}, "type": "kuro.fs/dir", "version": 1}), "dag-cbor")
+    root = host.put(
+        encode({"entries": {"f": {"cid": Link(bad), "size": 3}}, "type": "kuro.fs/dir", "version": 1}), "dag-cbor"
+    )
     assert "does not decode" in (check_root(host, root, {root, bad}) or "")
 
 

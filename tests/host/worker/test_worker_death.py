@@ -86,7 +86,9 @@ def test_a_block_that_does_not_hash_to_its_cid_gets_the_worker_killed(pool: Work
     assert not store.has(cid_for(b"what was claimed"))
 
 
-def test_a_ledgered_run_records_worker_died_and_replays_it_never_running_again(pool: WorkerPool, tmp_path: Path) -> None:
+def test_a_ledgered_run_records_worker_died_and_replays_it_never_running_again(
+    pool: WorkerPool, tmp_path: Path
+) -> None:
     store = MemoryBlockStore()
     sess = session("s-ledger", Fs.empty(store).root)
     cid = add_guest(store, wat("flood"))
