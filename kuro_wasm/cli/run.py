@@ -52,6 +52,7 @@ from kuro_fs.home import ledger_path, refs_dir
 from kuro_wasm.cli.context import Context, UsageError, looks_like_cid, silence
 from kuro_wasm.cli.refs import DEFAULT_NAME, RefConflict, Refs
 from kuro_wasm.errors import ModelError
+from kuro_wasm.host.isolation import ISOLATIONS
 from kuro_wasm.model.receipt import to_json
 from kuro_wasm.model.sessions import CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
 from kuro_wasm.model.summary import DENIAL_EXIT, denial_text, is_denial, receipt_text
@@ -69,6 +70,7 @@ _VALUE_OPTIONS = (
     "--fuel",
     "--op-id",
     "--home",
+    "--isolation",
 )
 
 
@@ -115,6 +117,12 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--max-memory", metavar="N", type=int, help="linear memory limit in bytes")
     p.add_argument("--fuel", metavar="N", type=int, help="wasmtime fuel budget (off by default)")
+    p.add_argument(
+        "--isolation",
+        choices=sorted(ISOLATIONS),
+        help="wasmtime: in this process; process: in a hardened worker process "
+        "(default: $KURO_ISOLATION, else wasmtime)",
+    )
     p.add_argument("--op-id", metavar="ID", help="run through the ledger under this operation id (replays if done)")
     p.add_argument("--json", action="store_true", help="print the full receipt as JSON on stdout (no live output)")
 
@@ -299,6 +307,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         "fuel": args.fuel,
         "home": ctx.home,
     }
+    if args.isolation is not None:
+        options["isolation"] = args.isolation
     if not args.json:
         options["on_chunk"] = live
     if args.op_id is not None:

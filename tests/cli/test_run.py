@@ -327,3 +327,19 @@ def test_when_the_reader_of_the_output_leaves_the_guest_is_stopped_and_its_recei
     stored = err.split("receipt ", 1)[1].split()[0]
     shown = kuro_runner(home, tmp_path)("receipt", "show", stored, "--json")
     assert json.loads(shown.stdout)["kuro/outcome"] == "cancelled"
+
+
+def test_isolation_process_runs_the_guest_in_a_worker_and_the_summary_says_so(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid, "run", "--isolation", "process")
+    assert (result.returncode, result.stdout) == (0, "hello, kuro\n")
+    assert "isolation process" in result.stderr
+    receipt = from_json(kuro("run", cid, "add", "40", "2", "--isolation", "process", "--json").stdout)
+    assert (receipt["kuro/isolation"], receipt["kuro/exit-code"]) == ("process", 42)
+    assert "seccomp" in receipt["kuro/worker"]["hardening"]
+
+
+def test_an_unknown_isolation_is_bad_input(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid, "run", "--isolation", "vm")
+    assert result.returncode == 2 and "invalid choice" in result.stderr
