@@ -36,6 +36,7 @@ priorities, no per-tenant pools.
 from __future__ import annotations
 
 import atexit
+import functools
 import itertools
 import os
 import signal
@@ -435,10 +436,10 @@ class WorkerPool:
         store_path = str(Path(run.store.root).resolve()) if isinstance(run.store, FileBlockStore) else None
         return {
             "id": run.id,
-            "session": run.session.to_data(),
+            "session": _session_data(run.session),
             "command": run.command,
             "fs": fs,
-            "limits": run.limits.as_options(),
+            "limits": _limits_data(run.limits),
             "deadline": run.deadline,
             "home": run.home,
             "stdin_closed": run.stdin_closed,
@@ -702,6 +703,17 @@ _WAITED: Final[Mapping[str, str]] = {
     "timeout": "the deadline passed before the guest started (no worker was free)",
     "cancelled": "killed before the guest started",
 }
+
+
+@functools.lru_cache(maxsize=256)
+def _session_data(session: Session) -> dict[str, Any]:
+    """A session's plain data (sessions are frozen; a warm run re-sends the same one)."""
+    return session.to_data()
+
+
+@functools.lru_cache(maxsize=256)
+def _limits_data(limits: Limits) -> dict[str, Any]:
+    return limits.as_options()
 
 
 def _default_workers() -> int:

@@ -27,6 +27,7 @@ No scheduling (the host decides what runs where), no retries.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import resource
@@ -249,7 +250,7 @@ class _Worker:
             self.send("chunk", {"id": request.id, "stream": chunk.stream}, chunk.data)
 
         job = Job(
-            Session.from_data(message["session"]),
+            _session(message["session"]),
             command,
             store,
             fs_arg,
@@ -277,6 +278,22 @@ class _Worker:
         self.send(
             "done", {"id": request.id, "receipt": kept, "stream": counters, "cpu": usage.ru_utime + usage.ru_stime}
         )
+
+
+_SESSIONS: dict[str, Session] = {}
+
+
+def _session(data: Any) -> Session:
+    """The session of a request, checked by :meth:`Session.from_data` once per distinct session (a warm run
+    re-sends the same one); a bounded memo."""
+    key = json.dumps(data, sort_keys=True)
+    found = _SESSIONS.get(key)
+    if found is None:
+        found = Session.from_data(data)
+        if len(_SESSIONS) >= 256:
+            _SESSIONS.clear()
+        _SESSIONS[key] = found
+    return found
 
 
 def serve(fd: int, options: Mapping[str, Any]) -> None:
