@@ -30,8 +30,6 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from multiformats import CID as _MfCID
-
 from kuro_fs.errors import InvalidCID
 
 __all__ = [
@@ -188,6 +186,8 @@ def _parse_str(cid: str) -> ParsedCID:
     # Every read of the multiformats object stays inside the try: its attributes are lazy, and
     # touching the digest of, say, a keccak multihash raises ImportError (pycryptodome missing).
     try:
+        from multiformats import CID as _MfCID  # only off the fast path: the package costs ~30 ms to import
+
         parsed = _MfCID.decode(cid)
         binary = bytes(parsed)
         version, codec_code, hash_code = int(parsed.version), int(parsed.codec.code), int(parsed.hashfun.code)

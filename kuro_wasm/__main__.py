@@ -1,10 +1,6 @@
-"""``python -m kuro_wasm``: the ``kuro`` command line (see :mod:`kuro_wasm.cli.main`)."""
+"""``python -m kuro_wasm``: the ``kuro`` command line (see :mod:`kuro_wasm.cli.launch`)."""
 
-from __future__ import annotations
-
-import sys
-
-from kuro_wasm.cli.main import main
+from kuro_wasm.cli.launch import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,7 +1,24 @@
 """kuro_wasm.cli: the ``kuro`` command — one module per command group, all sharing
-:mod:`kuro_wasm.cli.context` (which imports none of them), assembled by :mod:`kuro_wasm.cli.main`.
+:mod:`kuro_wasm.cli.context` (which imports none of them), assembled by :mod:`kuro_wasm.cli.kuro`
+and started by :mod:`kuro_wasm.cli.launch` (the executable's entry point).
+
+``main`` is resolved on first use, so importing this package loads nothing else.
 """
 
-from kuro_wasm.cli.main import main
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kuro_wasm.cli.kuro import main
+
+
+def __getattr__(name: str) -> Any:
+    if name == "main":
+        from kuro_wasm.cli.kuro import main
+
+        return main
+    raise AttributeError(f"module 'kuro_wasm.cli' has no attribute {name!r}")
+
 
 __all__ = ["main"]

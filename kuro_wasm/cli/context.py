@@ -8,7 +8,7 @@ turns an exception into that line and status — typed errors
 ``OSError``, an invalid WAT with its line and column) are rendered as
 ``kuro: error: … [reference]``; anything else is a bug and says so in one line
 (``KURO_DEBUG=1`` shows the traceback). The exit statuses are listed in
-:mod:`kuro_wasm.cli.main`.
+:mod:`kuro_wasm.cli.kuro`.
 
 This module imports no command module (each command module imports it), so the
 command groups never import one another.
@@ -39,11 +39,14 @@ __all__ = [
     "Context",
     "Failed",
     "Handler",
+    "Interrupted",
     "NotFound",
     "SourcedError",
     "UsageError",
     "error_line",
+    "interrupted_status",
     "looks_like_cid",
+    "output_store",
     "silence",
     "wat_error",
 ]
@@ -55,6 +58,33 @@ EXIT_INTERRUPTED = 130
 #: The reader of stdout left (a closed pipe): what a shell reports for ``cat`` killed by SIGPIPE.
 EXIT_BROKEN_PIPE = 141
 _WAT_POSITION = re.compile(r"-->\s*(?P<file>[^\n:]*):(?P<line>\d+):(?P<col>\d+)")
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal (SIGINT, SIGTERM, SIGHUP) asked the command to stop; the status is 128 + ``signum``.
+
+    A ``KeyboardInterrupt``, so everything that already stops a guest on Ctrl-C
+    (``kuro run``, the ledger) does the same for the other two.
+    """
+
+    def __init__(self, signum: int = 2) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        RECEIVED.append(signum)
+
+    @property
+    def status(self) -> int:
+        return 128 + self.signum
+
+
+#: Signals received while a command ran (newest last): a command that finished its work after one
+#: (``kuro run`` storing the cancelled receipt) still exits 128 + that signal.
+RECEIVED: list[int] = []
+
+
+def interrupted_status(exc: BaseException) -> int:
+    """128 + the signal behind ``exc`` (130 for a plain ``KeyboardInterrupt``)."""
+    return exc.status if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
 
 
 class UsageError(Exception):
@@ -83,6 +113,7 @@ class Context:
     out: TextIO
     err: TextIO
     _store: Any = field(default=None, repr=False)
+    _output: Any = field(default=None, repr=False)
 
     @property
     def store(self) -> Any:
@@ -94,9 +125,10 @@ class Context:
         return self._store
 
     def close(self) -> None:
-        """Close the store if it was opened."""
-        if self._store is not None and hasattr(self._store, "close"):
-            self._store.close()
+        """Close the stores that were opened."""
+        for store in (self._store, self._output):
+            if store is not None and hasattr(store, "close"):
+                store.close()
 
     def say(self, text: str) -> None:
         """A line on stdout."""
@@ -167,6 +199,15 @@ def _wasmtime_error() -> type[BaseException] | None:
     except ImportError:  # pragma: no cover - wasmtime is a dependency
         return None
     return WasmtimeError
+
+
+def output_store(ctx: Context) -> Any:
+    """The home's private output store (``<home>/output``): raw output kept with ``--keep-output``, never published."""
+    if ctx._output is None:
+        from kuro_fs.filestore import FileBlockStore
+
+        ctx._output = FileBlockStore(ctx.home / "output")
+    return ctx._output
 
 
 def looks_like_cid(token: str) -> bool:

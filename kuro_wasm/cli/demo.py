@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from kuro_fs.dagcbor import encode
 from kuro_fs.fs import Fs
 from kuro_fs.home import refs_dir
 from kuro_wasm.cli.context import Context
@@ -152,6 +151,7 @@ def run_demo(store: Any, home: Path, *, out: TextIO, json_output: bool = False, 
     say = (err if json_output and err is not None else out).write
     say(f"kuro demo — home {home}\n\n")
     from kuro_wasm.host.api import add_guest, run  # the engine loads only when the demo runs
+    from kuro_wasm.ledger.record import persisted_receipt
 
     cids = {name: add_guest(store, text) for name, text in GUESTS.items()}
     for name, cid in cids.items():
@@ -178,7 +178,7 @@ def run_demo(store: Any, home: Path, *, out: TextIO, json_output: bool = False, 
         else:
             value = run(sess, guest(cids[step.guest], step.export), store=store, fs=fs, timeout_ms=step.timeout_ms,
                         on_chunk=None if json_output else _live(out), home=home)  # fmt: skip
-        cid = store.put(encode(dict(value)), "dag-cbor")
+        cid = persisted_receipt(value, store)["kuro/receipt-cid"]  # as `kuro run` keeps it: no raw output
         if json_output:
             (err or out).flush()
             out.write(to_json(value) + "\n")

@@ -41,6 +41,7 @@ from kuro_fs.unixfs import iter_file
 from kuro_wasm.cli.context import Context, Failed, NotFound, UsageError
 from kuro_wasm.cli.progress import Progress, ProgressStore
 from kuro_wasm.cli.refs import DEFAULT_NAME, Refs, resolve_target
+from kuro_wasm.model.summary import printable
 
 __all__ = ["add_car_parsers", "add_fs_parsers", "cid_files"]
 
@@ -223,7 +224,7 @@ def _stream(ctx: Context, fs: Any, cid: str, handle: Any) -> None:
 def _ls(args: argparse.Namespace, ctx: Context) -> int:
     fs, _ = _open(ctx, args.name)
     for entry in _check(fs.ls(args.path), f"ls {args.path}"):
-        shown = entry["name"] + ("/" if entry["kind"] == "dir" else "")
+        shown = printable(entry["name"]) + ("/" if entry["kind"] == "dir" else "")
         ctx.say(f"{entry['size']:>12}  {entry['cid']}  {shown}" if args.long else shown)
     return 0
 

@@ -2,9 +2,11 @@
 
 ## The one decision
 A receipt is found by what a person has in hand: its CID (every receipt and denial
-the CLI produces is stored as a dag-cbor block) or the ``--op-id`` it ran under
-(the ledger names the host's full receipt block, whose output bytes are then shown,
-with the ledger's own facts — status, persistence, replayed — laid over it). Guest
+the CLI produces is stored as a dag-cbor block, in its persisted form — output as
+CIDs and redacted previews, :mod:`kuro_wasm.ledger.record`) or the ``--op-id`` it
+ran under. Output is shown as kept: the bytes when the run asked to keep them
+(``--keep-output``: the full receipt in the private output store), else the
+redacted preview, labelled as such. Guest
 output is rendered through :func:`kuro_wasm.model.ansi.lines` and re-coloured with only
 the SGR escapes :func:`kuro_wasm.model.summary.coloured` builds: a receipt cannot move the
 reader's cursor or retitle the window. Colour is used when stdout is a terminal
@@ -31,7 +33,7 @@ from kuro_fs.cid import parse
 from kuro_fs.dagcbor import decode
 from kuro_fs.errors import InvalidCID
 from kuro_fs.home import ledger_path
-from kuro_wasm.cli.context import Context, NotFound, UsageError, looks_like_cid
+from kuro_wasm.cli.context import Context, NotFound, UsageError, looks_like_cid, output_store
 from kuro_wasm.model import ansi
 from kuro_wasm.model.receipt import to_json
 from kuro_wasm.model.summary import coloured, denial_text, is_denial, receipt_text
@@ -48,10 +50,13 @@ def receipt_show(args: argparse.Namespace, ctx: Context) -> int:
     ctx.say(denial_text(value, None, cid) if is_denial(value) else receipt_text(value, cid))
     colour = args.color == "always" or (args.color == "auto" and _isatty(ctx.out))
     for name in ("stdout", "stderr"):
-        data = value.get(f"kuro/{name}")
-        if isinstance(data, (bytes, bytearray)) and data:
-            ctx.say(f"── {name} ──")
-            ctx.out.write(_terminal_text(bytes(data), colour))
+        data = _output(value, name)
+        if data:
+            preview = f"kuro/{name}" not in value
+            cut = preview and value.get(f"kuro/{name}-preview-truncated?") is True
+            label = " (redacted preview" + (", cut" if cut else "") + ")" if preview else ""
+            ctx.say(f"── {name}{label} ──")
+            ctx.out.write(_terminal_text(data, colour))
             ctx.out.flush()
     if args.html:
         _write_html(value, Path(args.html))
@@ -68,6 +73,8 @@ def _find_receipt(ctx: Context, ref: str) -> tuple[Mapping[str, Any], str | None
         parsed = None
     if parsed is not None:
         data = ctx.store.get(ref)
+        if data is None:
+            data = output_store(ctx).get(ref)  # a receipt kept with --keep-output
         if data is None:
             raise NotFound(f"no receipt {ref} in {ctx.home}")
         not_a_receipt = UsageError(f"{ref} is a {parsed.codec} block in the store, but not a receipt")
@@ -89,9 +96,10 @@ def _find_receipt(ctx: Context, ref: str) -> tuple[Mapping[str, Any], str | None
     if found.get("kuro/status") == "not-found":
         raise NotFound(f"no operation {ref!r} in the ledger")
     full = found.get("kuro/receipt-cid")
-    if isinstance(full, str) and ctx.store.has(full):
-        # The host's whole receipt (with its output bytes), plus the ledger's facts.
-        whole = dict(decode(ctx.store.get(full)))
+    kept = output_store(ctx).get(full) if isinstance(full, str) and found.get("kuro/output-kept") is True else None
+    if kept is not None:
+        # The host's whole receipt (with its output bytes, kept on request), plus the ledger's facts.
+        whole = dict(decode(kept))
         for key in ("kuro/op-id", "kuro/status", "kuro/persistence", "kuro/replayed"):
             if key in found:
                 whole[key] = found[key]
@@ -108,9 +116,17 @@ def _terminal_text(data: bytes, colour: bool) -> str:
     return "".join("".join(str(span["text"]) for span in line) + "\n" for line in styled)
 
 
+def _output(value: Mapping[str, Any], name: str) -> bytes:
+    """The output a receipt shows: its bytes when kept, else its redacted preview (a persisted receipt)."""
+    data = value.get(f"kuro/{name}")
+    if isinstance(data, (bytes, bytearray)):
+        return bytes(data)
+    shown = value.get(f"kuro/{name}-preview")
+    return shown.encode("utf-8") if isinstance(shown, str) else b""
+
+
 def _write_html(value: Mapping[str, Any], path: Path) -> None:
-    data = value.get("kuro/stdout", b"")
-    text = bytes(data).decode("utf-8", "replace") if isinstance(data, (bytes, bytearray)) else ""
+    text = _output(value, "stdout").decode("utf-8", "replace")
     path.write_text(ansi.to_html(ansi.lines(text)), encoding="utf-8")
 
 

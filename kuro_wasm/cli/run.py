@@ -13,7 +13,10 @@ model's ``argv-not-a-process`` denial is printed with what to do instead: the
 CLI does not second-guess the gate, it lets the gate explain itself.
 
 Every receipt and denial is stored in the home's block store as a dag-cbor
-block (its CID is :func:`kuro_wasm.model.receipt.receipt_cid`); with ``--op-id`` the
+block in its *persisted form* (:func:`kuro_wasm.ledger.record.persisted_receipt`:
+output as CIDs, byte counts and redacted previews — a secret the guest prints is
+not written to disk); ``--keep-output`` also keeps the raw output and the full
+receipt, in the home's private output store. With ``--op-id`` the
 run goes through the ledger, which replays instead of running twice. A named fs
 is resolved when the operation first runs (the root it saw is in the ledger), so
 retrying the same command replays instead of conflicting with the name it moved.
@@ -45,11 +48,10 @@ from pathlib import Path
 from typing import Any
 
 from kuro_fs.cid import parse
-from kuro_fs.dagcbor import encode
 from kuro_fs.errors import InvalidCID
 from kuro_fs.fs import Fs
 from kuro_fs.home import ledger_path, refs_dir
-from kuro_wasm.cli.context import Context, UsageError, looks_like_cid, silence
+from kuro_wasm.cli.context import RECEIVED, Context, Failed, UsageError, looks_like_cid, output_store, silence
 from kuro_wasm.cli.refs import DEFAULT_NAME, RefConflict, Refs
 from kuro_wasm.errors import ModelError
 from kuro_wasm.host.isolation import ISOLATIONS
@@ -125,6 +127,12 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--op-id", metavar="ID", help="run through the ledger under this operation id (replays if done)")
     p.add_argument("--json", action="store_true", help="print the full receipt as JSON on stdout (no live output)")
+    p.add_argument(
+        "--keep-output",
+        action="store_true",
+        help="also keep the raw output and the full receipt (in the home's private output store; off by default, "
+        "so nothing the guest prints is written to disk beyond a redacted preview)",
+    )
 
 
 # ---- pure helpers
@@ -144,7 +152,7 @@ def argv_tokens(tokens: Sequence[str]) -> list[str]:
             skip = False
         elif token in _VALUE_OPTIONS:
             skip = True
-        elif token == "--json" or token.split("=", 1)[0] in _VALUE_OPTIONS:
+        elif token in ("--json", "--keep-output") or token.split("=", 1)[0] in _VALUE_OPTIONS:
             continue
         else:
             out.append(token)
@@ -165,9 +173,19 @@ def _number(text: str, index: int) -> int | float:
 # ---- effects
 
 
-def store_receipt(store: Any, value: Mapping[str, Any]) -> str:
-    """Put a receipt (or denial) into the block store as dag-cbor; returns its CID."""
-    cid: str = store.put(encode(dict(value)), "dag-cbor")
+def store_receipt(ctx: Context, value: Mapping[str, Any], *, stdin: bytes | None = None, keep: bool = False) -> str:
+    """Persist a receipt (or denial) as :func:`kuro_wasm.ledger.record.persisted_receipt` does; returns its CID.
+
+    The run's stdin lines are concealed in the previews. ``keep``: the raw output and
+    the full receipt go to the home's private output store too (its CID is then the full receipt's).
+    """
+    from kuro_wasm.ledger.record import persisted_receipt
+
+    conceal = [stdin.decode("utf-8", "replace")] if stdin else []
+    kept = persisted_receipt(value, ctx.store, conceal=conceal, output_store=output_store(ctx) if keep else None)
+    cid = kept.get("kuro/receipt-cid")
+    if not isinstance(cid, str):
+        raise Failed(f"the receipt could not be stored in {ctx.home}")
     return cid
 
 
@@ -206,11 +224,29 @@ def _refs_dir(ctx: Context) -> Path:
     return refs_dir(ctx.home)
 
 
+def _stdin_fd() -> int:
+    """Our standard input's file descriptor. Raises UsageError if there is none (fd 0 closed)."""
+    try:
+        fd = sys.stdin.fileno()
+        os.fstat(fd)
+    except (AttributeError, OSError, ValueError):
+        raise _StdinClosed("--stdin -: standard input is closed, there is nothing to read") from None
+    return fd
+
+
+class _StdinClosed(UsageError):
+    reference = "stdin-closed"
+
+
 def _stdin_bytes(spec: str | None) -> bytes | None:
     if spec is None:
         return None
     if spec == "-":
-        return sys.stdin.buffer.read()
+        chunks = []
+        fd = _stdin_fd()
+        while data := os.read(fd, 1 << 20):
+            chunks.append(data)
+        return b"".join(chunks)
     return Path(spec).read_bytes()
 
 
@@ -314,17 +350,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.op_id is not None:
         from kuro_wasm.ledger.ledger import Ledger
 
-        with Ledger(home=ctx.home, store=ctx.store) as ledger:
-            result = ledger.run(args.op_id, sess, command, **options)
-        # The ledger stored the host's full receipt as a block and names it; its answer
+        with Ledger(home=ctx.home, store=ctx.store, output_store=output_store(ctx)) as ledger:
+            result = ledger.run(args.op_id, sess, command, keep_output=args.keep_output, **options)
+        # The ledger stored the persisted receipt as a block and names it; its answer
         # is the stored shape (output as CIDs + a redacted preview).
         known = result.get("kuro/receipt-cid")
-        cid = known if isinstance(known, str) else store_receipt(ctx.store, result)
+        cid = known if isinstance(known, str) else store_receipt(ctx, result)
         if result.get("kuro/replayed") is True and not args.json:
             _replay_output(ctx, result)
     else:
         result = _run_live(sess, command, options, pump_stdin=args.stdin == "-", live=None if args.json else live)
-        cid = store_receipt(ctx.store, result)
+        cid = store_receipt(ctx, result, stdin=options["stdin"], keep=args.keep_output)
     if is_denial(result):
         return _show_denial(ctx, result, None, cid, args.json)
     if args.json:
@@ -335,6 +371,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ctx.note(receipt_text(result, cid))
     code = result.get("kuro/exit-code")
     status = code if isinstance(code, int) and 0 <= code <= 255 else 1
+    if RECEIVED:  # a signal cancelled the guest: its receipt is stored and shown; exit as the signal says
+        status = 128 + RECEIVED[-1]
     after = result.get("kuro/fs-root-after")
     if fs_name is not None and isinstance(after, str) and after != root:
         note = f"run {cid_text[:16]}… {args.export} (receipt {cid})"
@@ -369,13 +407,14 @@ def _run_live(
     """Run on a worker thread: stdin streamed as it arrives (``--stdin -``), Ctrl-C kills the guest (130)."""
     from kuro_wasm.host.api import start
 
+    stdin_fd = _stdin_fd() if pump_stdin else -1  # refused before anything starts
     handle = start(sess, command, **options)
     if isinstance(handle, Mapping):
         return handle  # a denial: nothing was loaded or run
     if live is not None:
         live.attach(handle.kill)
     if pump_stdin:
-        threading.Thread(target=_pump, args=(handle,), name="kuro-stdin", daemon=True).start()
+        threading.Thread(target=_pump, args=(handle, stdin_fd), name="kuro-stdin", daemon=True).start()
     else:
         handle.close_stdin()
     try:
@@ -384,15 +423,15 @@ def _run_live(
                 return handle.wait(0.2)
             except TimeoutError:
                 continue
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (kuro_wasm.cli.launch): a cancel, with a receipt
         handle.kill()
         return handle.wait()
 
 
-def _pump(handle: Any) -> None:
+def _pump(handle: Any, fd: int) -> None:
     """Copy this process's stdin to the guest as it arrives; end of input closes the guest's stdin."""
     try:
-        while data := os.read(sys.stdin.fileno(), 65536):
+        while data := os.read(fd, 65536):
             handle.write(data)
     except (OSError, ValueError):
         pass
@@ -403,7 +442,7 @@ def _pump(handle: Any) -> None:
 def _deny(ctx: Context, sess: Any, argv: list[str], json_output: bool) -> int:
     value = denial(sess, argv)
     assert value is not None, "an argv vector is always denied"
-    return _show_denial(ctx, value, argv, store_receipt(ctx.store, value), json_output)
+    return _show_denial(ctx, value, argv, store_receipt(ctx, value), json_output)
 
 
 def _show_denial(ctx: Context, value: Mapping[str, Any], argv: list[str] | None, cid: str, json_output: bool) -> int:
@@ -414,10 +453,13 @@ def _show_denial(ctx: Context, value: Mapping[str, Any], argv: list[str] | None,
 
 
 def _replay_output(ctx: Context, result: Mapping[str, Any]) -> None:
-    """A replayed run does not run again: show the stored output instead, marked as such."""
+    """A replayed run does not run again: show its output as kept (the bytes if kept, else the redacted preview)."""
     for name, target in (("stdout", ctx.out), ("stderr", ctx.err)):
         cid = result.get(f"kuro/{name}-cid")
-        data = ctx.store.get(cid) if isinstance(cid, str) else None
+        data = output_store(ctx).get(cid) if isinstance(cid, str) and result.get("kuro/output-kept") else None
+        if data is None:
+            shown = result.get(f"kuro/{name}-preview")
+            data = shown.encode("utf-8") if isinstance(shown, str) else None
         if data:
             target.flush()
             buffer = getattr(target, "buffer", None)

@@ -63,7 +63,11 @@ class Row:
 
 
 def check_op_id(op_id: object) -> None:
-    """Refuse an operation id that is not a non-blank string of at most 1024 characters.
+    """Refuse an operation id that is not a non-blank string of at most 1024 characters of printable text.
+
+    Control characters (C0, DEL, C1) are refused: an op id is printed by ``kuro ledger list`` and in
+    error lines, where a newline would forge a row and an escape sequence would drive the terminal;
+    so are lone surrogates (not UTF-8, so not storable).
 
     >>> check_op_id("tool-call-7")
     >>> check_op_id("  ")
@@ -76,6 +80,12 @@ def check_op_id(op_id: object) -> None:
     if not isinstance(op_id, str) or not op_id.strip() or len(op_id) > 1024:
         raise ModelError(
             f"operation id must be a non-blank string of at most 1024 characters, got {op_id!r}", reason="invalid-op-id"
+        )
+    bad = next((c for c in op_id if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or 0xD800 <= ord(c) <= 0xDFFF), None)
+    if bad is not None:
+        raise ModelError(
+            f"operation id must not contain control characters or lone surrogates, got {op_id!r} (has {bad!r})",
+            reason="invalid-op-id",
         )
 
 

@@ -36,9 +36,11 @@ protection cannot be promised, and ``kuro/persistence-error`` says so). A
 journal entry is moved before every ``run``/``result`` answers.
 
 What a row keeps is the receipt's *stored form* (:func:`kuro_wasm.ledger.record.stored_form`:
-output bytes in the block store, redacted previews in which the run's stdin
-lines and the values of secret-named environment variables are concealed too,
-no stdin, no environment).
+never the raw output — its CIDs, byte counts and redacted previews, in which the
+run's stdin lines and the values of secret-named environment variables are
+concealed too; no stdin, no environment; raw output blocks and the full receipt
+only with ``keep_output=True``, and then in the private output store
+``<ledger dir>/output``, never the shared block store).
 Every receipt the ledger hands out — fresh or replayed — has that one shape,
 plus ``kuro/status`` (``done``), ``kuro/op-id``, ``kuro/argument-digest``,
 ``kuro/receipt-cid``, ``kuro/redactions``, ``kuro/replayed`` and
@@ -84,7 +86,7 @@ from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.home import ledger_path
-from kuro_wasm.errors import LedgerError, OperationConflict
+from kuro_wasm.errors import LedgerError, ModelError, OperationConflict
 from kuro_wasm.ledger.answer import Row, answer, check_op_id, not_found, receipt_of, running_value, status_value
 from kuro_wasm.ledger.db import Connect, LedgerDB, default_connect
 from kuro_wasm.ledger.journal import Journal
@@ -149,6 +151,7 @@ class Ledger:
         home: str | os.PathLike[str] | None = None,
         store: BlockStore | None = None,
         starter: Starter | None = None,
+        output_store: BlockStore | None = None,
         now: Callable[[], int] | None = None,
         connect: Connect | None = None,
         timeout: float = 2.0,
@@ -158,6 +161,7 @@ class Ledger:
         self._key = str(self._path.resolve())
         self._journal = Journal(self._path.with_suffix(".journal"))
         self._store = store
+        self._output_store = output_store
         self._starter = starter
         self._now = now or _now_ms
         self._closed = False
@@ -190,6 +194,14 @@ class Ledger:
 
             self._store = FileBlockStore(self._path.parent / "blocks")
         return self._store
+
+    def _private_output(self) -> BlockStore:
+        """Where kept raw output goes: the private output store (never the shared block store)."""
+        if self._output_store is None:
+            from kuro_fs.filestore import FileBlockStore
+
+            self._output_store = FileBlockStore(self._path.parent / "output")
+        return self._output_store
 
     def _start(self, session: Session, command: object, store: BlockStore, options: dict[str, Any]) -> Any:
         if self._starter is None:
@@ -231,11 +243,14 @@ class Ledger:
     def run(self, op_id: str, session: Session, command: object, **run_options: Any) -> dict[str, Any]:
         """Run ``command`` under operation ``op_id`` at most once; return its receipt (see the module table).
 
-        ``run_options``: ``store`` (this run's block store, else the ledger's), and
+        ``run_options``: ``store`` (this run's block store, else the ledger's),
+        ``keep_output`` (default False: no raw output is persisted anywhere; True:
+        the raw output blocks and the full receipt go to the private output store,
+        see :mod:`kuro_wasm.ledger.record` — not part of the operation's identity), and
         what the starter takes — ``fs``, ``stdin`` (bytes), ``timeout_ms``,
-        ``max_output_bytes``, ``max_memory_bytes``, ``fuel``, ``home``,
-        ``on_chunk``, ``on_exit``. A denial from the starter is stored and replayed
-        like a receipt.
+        ``max_output_bytes``, ``max_memory_bytes``, ``fuel``, the structural bounds,
+        ``home``, ``on_chunk``, ``on_exit``. A denial from the starter is stored and
+        replayed like a receipt.
 
         Raises OperationConflict: ``op_id`` is known with a different argument digest.
         ModelError: a bad op id, option or argument (before anything is recorded).
@@ -245,6 +260,9 @@ class Ledger:
         self._check_open()
         check_op_id(op_id)
         store = self._store_for(run_options.pop("store", None))
+        keep_output = run_options.pop("keep_output", False)
+        if not isinstance(keep_output, bool):
+            raise ModelError(f"keep_output must be a bool, got {keep_output!r}", reason="invalid-run-option")
         digest = argument_digest(session, command, **run_options)
         options = {**run_options, **run_limits(run_options)}
         self._persistence.drain()
@@ -271,7 +289,8 @@ class Ledger:
             live.decide(False)
             return existing
         live.decide(True)
-        return self._run_claimed(op_id, digest, live, session, command, store, options)
+        output_store = self._private_output() if keep_output else None
+        return self._run_claimed(op_id, digest, live, session, command, store, options, output_store)
 
     def _unregister(self, op_id: str, live: Live) -> None:
         with _LIVE_LOCK:
@@ -336,6 +355,7 @@ class Ledger:
         command: object,
         store: BlockStore,
         options: dict[str, Any],
+        output_store: BlockStore | None,
     ) -> dict[str, Any]:
         phase = "host-raised"
         try:
@@ -350,7 +370,7 @@ class Ledger:
                 result = self._wait(op_id, started, live)
             phase = "ledger-raised"
             conceal = [stdin_text(options.get("stdin")), *_secret_env_values()]
-            stored = stored_form(op_id, digest, result, store, conceal=conceal)
+            stored = stored_form(op_id, digest, result, store, conceal=conceal, output_store=output_store)
             value = self._save(op_id, digest, live.started_at, stored)
         except BaseException as exc:
             if live.handle is not None:
@@ -366,13 +386,22 @@ class Ledger:
         return value
 
     def _wait(self, op_id: str, handle: RunHandle, live: Live) -> Mapping[str, Any]:
-        """The run's result; meanwhile, every :data:`CANCEL_POLL_S` s, honour a cancel request from another process."""
+        """The run's result; meanwhile, every :data:`CANCEL_POLL_S` s, honour a cancel request from another process.
+
+        A ``KeyboardInterrupt`` (Ctrl-C; the CLI turns SIGTERM and SIGHUP into one too) while waiting
+        is a cancel, not a crash: the guest is killed and its ``cancelled`` receipt is recorded and
+        returned, so the operation is not left ``unknown``. A second one while the receipt is being
+        built propagates (and the operation is then ``unknown``, as after a crash).
+        """
         while True:
             try:
                 return handle.wait(CANCEL_POLL_S)
             except TimeoutError:
                 if not live.cancel_requested and self._db.cancel_requested(op_id):
                     live.cancel()
+            except KeyboardInterrupt:
+                live.cancel()
+                return handle.wait()
 
     def _save(self, op_id: str, digest: str, started_at: int, stored: dict[str, Any]) -> dict[str, Any]:
         pid, token = own_token()

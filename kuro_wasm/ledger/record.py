@@ -1,20 +1,31 @@
-"""What a ledger row may keep of a receipt: its *stored form*.
+"""What may outlive a run: a receipt's *persisted form*, and where raw output may (and may not) go.
 
 ## The one decision
-The stored form of a receipt is what may outlive the run: ``kuro/stdout``
-and ``kuro/stderr`` leave for the block store (their raw CIDs stay, beside the
-byte counts) and are replaced by redacted previews (``kuro/stdout-preview``,
-first 24,000 characters, with ``kuro/stdout-preview-truncated?``; the
-caller's ``conceal`` fragments — the run's stdin lines — are hidden in them
-too); every other string is redacted too and ``kuro/redactions`` counts what
-was replaced; any other bytes become ``{"kuro/bytes-cid", "kuro/bytes-length"}``;
-``kuro/stdin`` and environment keys are dropped. The host's full receipt is
-stored as one dag-cbor block and named in ``kuro/receipt-cid``. The result is
-JSON-encodable.
+A receipt that is persisted — a ledger row, its journal entry, a receipt block
+the CLI stores so ``kuro receipt show`` finds it later — never carries the
+guest's raw output, and by default no raw output is written anywhere: a secret
+a guest prints must not end up on disk in clear because a run was recorded.
+The persisted form replaces ``kuro/stdout`` and ``kuro/stderr`` by their raw
+CIDs (computed, not stored), byte counts and a redacted, bounded preview
+(``kuro/stdout-preview``, first 24,000 characters, with
+``kuro/stdout-preview-truncated?``; known secret shapes, the run's stdin lines
+and the values of secret-named environment variables are hidden, and
+``kuro/redactions`` counts what was hidden); every other string is redacted
+too; any other bytes become ``{"kuro/bytes-cid", "kuro/bytes-length"}``;
+``kuro/stdin`` and environment keys are dropped. That form is stored as one
+dag-cbor block (``kuro/receipt-cid`` names it).
+
+Only when the caller asks (``keep_output=True``, ``kuro run --keep-output``)
+are the raw output blocks and the host's full receipt kept — and then in a
+**private output store** (``<home>/output``), never in the shared block store
+that holds (and publishes) kuro.fs trees; ``kuro/output-kept`` is then True and
+``kuro/receipt-cid`` names the full receipt there. The receipt returned in
+memory by a run still carries its full output; only what is persisted is bound
+by this rule.
 
 ## Effects
-``put`` on the injected block store, nothing else. A block store that refuses a
-put does not stop the record: the CID is still named and ``kuro/store-errors``
+``put`` on the injected block stores, nothing else. A store that refuses a put
+does not stop the record: the CID is still named and ``kuro/store-errors``
 says which bytes are missing.
 """
 
@@ -31,28 +42,36 @@ from kuro_wasm.errors import ModelError
 from kuro_wasm.model.operation import plain
 from kuro_wasm.model.redact import PREVIEW_CHARS, conceal_fragments, preview, redact
 
-__all__ = ["stored_form"]
+__all__ = ["persisted_receipt", "stored_form"]
 
 _NOT_STORED: Final = frozenset({"kuro/stdin", "kuro/env", "kuro/environment"})
 
 
-def _put(store: BlockStore, data: bytes, errors: list[str]) -> str:
-    """Put ``data`` in the store; on failure still name it (by its raw CID) and note the error."""
-    try:
-        return store.put(data)
-    except KuroFsError as exc:
-        errors.append(f"{raw_cid(data)}: {exc}")
-        return raw_cid(data)
+class _Blocks:
+    """Where raw bytes go: nowhere (just named by CID) unless a private output store is given."""
+
+    def __init__(self, output_store: BlockStore | None) -> None:
+        self.output_store = output_store
+        self.errors: list[str] = []
+
+    def name(self, data: bytes) -> str:
+        if self.output_store is None:
+            return raw_cid(data)
+        try:
+            return self.output_store.put(data)
+        except KuroFsError as exc:
+            self.errors.append(f"{raw_cid(data)}: {exc}")
+            return raw_cid(data)
 
 
-def _jsonplain(value: Any, store: BlockStore, errors: list[str]) -> Any:
+def _jsonplain(value: Any, blocks: _Blocks) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)
-        return {"kuro/bytes-cid": _put(store, data, errors), "kuro/bytes-length": len(data)}
+        return {"kuro/bytes-cid": blocks.name(data), "kuro/bytes-length": len(data)}
     if isinstance(value, Mapping):
-        return {str(k): _jsonplain(v, store, errors) for k, v in value.items()}
+        return {str(k): _jsonplain(v, blocks) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonplain(v, store, errors) for v in value]
+        return [_jsonplain(v, blocks) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
@@ -73,50 +92,79 @@ def _redact_strings(value: Any) -> tuple[Any, int]:
     return value, 0
 
 
-def stored_form(
-    op_id: str, digest: str, result: Mapping[str, Any], store: BlockStore, *, conceal: Iterable[str] = ()
-) -> dict[str, Any]:
-    """The stored form of ``result`` (a receipt or denial) for operation ``op_id`` (see the module docstring).
-
-    Puts the output bytes and the full receipt (dag-cbor) in ``store``; returns a
-    JSON-encodable dict with ``kuro/status`` ``done``, ``kuro/op-id``,
-    ``kuro/argument-digest``, ``kuro/receipt-cid`` and ``kuro/redactions`` added.
-    ``conceal``: texts (stdin, secret values) whose lines must not appear in the
-    previews (:func:`kuro_wasm.model.redact.conceal_fragments`); hiding them is counted.
-    """
-    hidden = conceal_fragments(conceal)
-    full = {k: v for k, v in result.items() if k not in _NOT_STORED}
-    try:
-        full_cid: str | None = store.put(encode(plain(full, "receipt")), "dag-cbor")
-    except (KuroFsError, ModelError):
-        full_cid = None
+def _redacted(result: Mapping[str, Any], blocks: _Blocks, hidden: Any) -> tuple[dict[str, Any], int]:
     out: dict[str, Any] = {}
-    errors: list[str] = []
     redactions = 0
-    for key, value in full.items():
+    for key, value in result.items():
+        if key in _NOT_STORED:
+            continue
         name = key[5:] if key.startswith("kuro/") else None
         if name in ("stdout", "stderr") and isinstance(value, (bytes, bytearray, memoryview, str)):
             data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
-            cid = _put(store, data, errors)
-            out.setdefault(f"kuro/{name}-cid", cid)
+            out.setdefault(f"kuro/{name}-cid", blocks.name(data))
             out.setdefault(f"kuro/{name}-bytes", len(data))
             shown = preview(data.decode("utf-8", "replace"), PREVIEW_CHARS, hidden)
             out[f"kuro/{name}-preview"] = shown.text
             out[f"kuro/{name}-preview-truncated?"] = shown.truncated
             redactions += shown.redactions
         else:
-            clean, n = _redact_strings(_jsonplain(value, store, errors))
+            clean, n = _redact_strings(_jsonplain(value, blocks))
             out[key] = clean
             redactions += n
-    out.update(
-        {
-            "kuro/status": "done",
-            "kuro/op-id": op_id,
-            "kuro/argument-digest": digest,
-            "kuro/receipt-cid": full_cid,
-            "kuro/redactions": redactions,
-        }
-    )
-    if errors:
-        out["kuro/store-errors"] = errors  # the named bytes are NOT in the block store
+    return out, redactions
+
+
+def _put_block(store: BlockStore, value: Mapping[str, Any]) -> str | None:
+    try:
+        return store.put(encode(plain(dict(value), "receipt")), "dag-cbor")
+    except (KuroFsError, ModelError):
+        return None
+
+
+def persisted_receipt(
+    result: Mapping[str, Any],
+    store: BlockStore,
+    *,
+    conceal: Iterable[str] = (),
+    output_store: BlockStore | None = None,
+) -> dict[str, Any]:
+    """The persisted form of ``result`` (a receipt or denial), stored as a block; returns it with its CID.
+
+    The returned dict is JSON-encodable and has ``kuro/receipt-cid`` and
+    ``kuro/redactions`` added (see the module docstring). With ``output_store``
+    the raw output blocks and the full receipt go there (``kuro/output-kept``
+    True, ``kuro/receipt-cid`` names the full receipt); without it no raw byte
+    is written and the redacted form itself is stored in ``store``.
+    ``conceal``: texts (stdin, secret values) whose lines must not appear in the
+    previews (:func:`kuro_wasm.model.redact.conceal_fragments`); hiding them is counted.
+    """
+    blocks = _Blocks(output_store)
+    out, redactions = _redacted(result, blocks, conceal_fragments(conceal))
+    if output_store is not None:
+        out["kuro/output-kept"] = True
+        full = {k: v for k, v in result.items() if k not in _NOT_STORED}
+        out["kuro/receipt-cid"] = _put_block(output_store, full)
+    else:
+        out["kuro/receipt-cid"] = _put_block(store, out)
+    out["kuro/redactions"] = redactions
+    if blocks.errors:
+        out["kuro/store-errors"] = blocks.errors  # the named bytes are NOT in the output store
+    return out
+
+
+def stored_form(
+    op_id: str,
+    digest: str,
+    result: Mapping[str, Any],
+    store: BlockStore,
+    *,
+    conceal: Iterable[str] = (),
+    output_store: BlockStore | None = None,
+) -> dict[str, Any]:
+    """What a ledger row keeps for operation ``op_id``: :func:`persisted_receipt` plus the operation's facts.
+
+    Adds ``kuro/status`` ``done``, ``kuro/op-id`` and ``kuro/argument-digest``.
+    """
+    out = persisted_receipt(result, store, conceal=conceal, output_store=output_store)
+    out.update({"kuro/status": "done", "kuro/op-id": op_id, "kuro/argument-digest": digest})
     return out

@@ -226,3 +226,22 @@ def test_an_export_into_a_missing_directory_names_that_directory(kuro: Kuro, tre
     result = kuro("car", "export", str(tmp_path / "nowhere" / "x.car"))
     assert result.returncode == 2
     assert result.stderr == f"kuro: error: {tmp_path / 'nowhere'}: No such directory\n"
+
+
+def test_ls_escapes_names_that_would_lie_on_a_terminal(kuro: Kuro, home: Path) -> None:
+    # A tree made elsewhere (by an older kuro, or by hand) may hold names with control characters.
+    from kuro_fs.cid import raw_cid
+    from kuro_fs.filestore import default_store
+    from kuro_fs.fsdir import Entry, encode_dir
+    from kuro_wasm.cli.refs import Refs
+
+    store = default_store(home)
+    leaf = store.put(b"x")
+    names = {"evil\nfake": Entry(leaf, 1), "title\x1b]0;pwned\x07": Entry(leaf, 1), "plain.txt": Entry(leaf, 1)}
+    root = store.put(encode_dir(names), "dag-cbor")
+    assert leaf == raw_cid(b"x")
+    Refs(home / "refs").set("odd", root, "a hand-made tree")
+    listed = kuro("fs", "ls", "-n", "odd")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == ["evil\\nfake", "plain.txt", "title\\x1b]0;pwned\\x07"]
+    assert "\x1b" not in listed.stdout

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from cli_helpers import ROOT, Kuro
 
-from kuro_wasm.cli.main import build_parser, main
+from kuro_wasm.cli.kuro import build_parser, main
 
 
 def _commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:

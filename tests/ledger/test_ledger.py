@@ -21,7 +21,21 @@ from kuro_wasm.model.sessions import denial, session
 # ---- bad input first
 
 
-@pytest.mark.parametrize("op_id", ["", "   ", None, 7, "x" * 1025])
+@pytest.mark.parametrize(
+    "op_id",
+    [
+        "",
+        "   ",
+        None,
+        7,
+        "x" * 1025,
+        "op\nkuro ledger: forged row",
+        "op\x1b]0;title\x07",
+        "op\x7f",
+        "op\x85",
+        "op\ud800",
+    ],
+)
 def test_a_bad_operation_id_is_refused_before_anything_runs(ledger: Ledger, starter: FakeStarter, op_id: Any) -> None:
     with pytest.raises(ModelError) as info:
         ledger.run(op_id, make_session(), command())
@@ -295,20 +309,38 @@ def test_operations_lists_a_run_whose_owner_is_gone_as_unknown(ledger: Ledger, d
 # ---- what is stored
 
 
-def test_output_bytes_go_to_the_block_store_and_the_row_keeps_a_bounded_preview(
+def test_the_row_keeps_the_outputs_cid_and_a_bounded_preview_and_no_raw_output_is_stored(
     db: Path, store: MemoryBlockStore
 ) -> None:
     out = ("é" * 30_000).encode()
     with Ledger(db, store=store, starter=FakeStarter(stdout=out, stderr=b"warn\n")) as led:
         r = led.run("op", make_session(), command())
     assert "kuro/stdout" not in r and "kuro/stderr" not in r
-    assert store.get(r["kuro/stdout-cid"]) == out
+    assert r["kuro/stdout-cid"] == raw_cid(out)
+    assert store.get(r["kuro/stdout-cid"]) is None  # named, never stored (keep_output was not asked)
     assert r["kuro/stdout-bytes"] == len(out) == 60_000
     assert r["kuro/stdout-preview"] == "é" * 24_000
     assert r["kuro/stdout-preview-truncated?"] is True
     assert r["kuro/stderr-preview"] == "warn\n"
     assert r["kuro/stderr-preview-truncated?"] is False
-    assert store.get(r["kuro/receipt-cid"]) is not None  # the host's full receipt, as dag-cbor
+    stored = store.get(r["kuro/receipt-cid"])  # the persisted (redacted) receipt, as dag-cbor
+    assert stored is not None and out not in stored
+
+
+def test_keep_output_puts_the_raw_output_and_the_full_receipt_in_the_private_output_store(
+    db: Path, store: MemoryBlockStore
+) -> None:
+    private = MemoryBlockStore()
+    out = b"the whole output 9c2e\n"
+    with Ledger(db, store=store, output_store=private, starter=FakeStarter(stdout=out)) as led:
+        r = led.run("op", make_session(), command(), keep_output=True)
+        again = led.run("op", make_session(), command())  # keeping output is not part of the identity
+    assert again["kuro/replayed"] is True
+    assert r["kuro/output-kept"] is True
+    assert private.get(r["kuro/stdout-cid"]) == out and store.get(r["kuro/stdout-cid"]) is None
+    full = private.get(r["kuro/receipt-cid"])
+    assert full is not None and out in full
+    assert all(out not in (store.get(c) or b"") for c in store.cids())  # nothing raw in the shared store
 
 
 def test_secrets_are_redacted_from_what_is_stored_and_counted(db: Path, store: MemoryBlockStore) -> None:
@@ -350,7 +382,7 @@ def test_stdin_echoed_into_the_output_is_concealed_in_the_previews_and_counted(
     assert r["kuro/stdout-preview"] == "got: [REDACTED]\n[REDACTED]\nend\n"
     assert r["kuro/stderr-preview"] == "[REDACTED]\n"
     assert r["kuro/redactions"] == replay["kuro/redactions"] == 3
-    assert store.get(r["kuro/stdout-cid"]) == b"got: " + stdin + b"end\n"  # the whole output is still kept
+    assert r["kuro/stdout-cid"] == raw_cid(b"got: " + stdin + b"end\n")  # named, not stored
     raw = b"".join(p.read_bytes() for p in db.parent.iterdir() if p.is_file())
     assert b"5e1d" not in raw and b"77ab" not in raw
 
@@ -711,7 +743,7 @@ def test_a_ledger_made_before_the_started_index_and_cancel_table_gets_them_on_op
     assert "cancel_requests" in tables
 
 
-def test_by_default_the_ledger_lives_in_the_embedded_home_with_its_journal_and_blocks_beside_it(tmp_path: Path) -> None:
+def test_by_default_the_ledger_its_journal_blocks_and_output_store_live_in_the_home(tmp_path: Path) -> None:
     home = tmp_path / "kuro-home"
     starter = FakeStarter(stdout=b"into the home's block store")
     with Ledger(home=home, starter=starter) as led:
@@ -721,7 +753,12 @@ def test_by_default_the_ledger_lives_in_the_embedded_home_with_its_journal_and_b
     from kuro_fs.filestore import FileBlockStore
 
     with FileBlockStore(home / "blocks") as blocks:
-        assert blocks.get(r["kuro/stdout-cid"]) == b"into the home's block store"
+        assert blocks.get(r["kuro/stdout-cid"]) is None  # output is never kept unless asked
+        assert blocks.get(r["kuro/receipt-cid"]) is not None  # the persisted receipt is
+    with Ledger(home=home, starter=starter) as led:
+        kept = led.run("op-kept", make_session(), command(), keep_output=True)
+    with FileBlockStore(home / "output") as private:  # the private output store, beside the ledger
+        assert private.get(kept["kuro/stdout-cid"]) == b"into the home's block store"
 
 
 def test_callbacks_and_home_pass_through_to_the_starter_but_do_not_change_the_digest(

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.cid import raw_cid
 from kuro_fs.fs import Fs
 from kuro_wasm.errors import OperationConflict
 from kuro_wasm.host.api import add_guest, start
@@ -74,19 +75,23 @@ def test_a_ledgered_run_reads_its_stdin_to_the_end_and_the_echo_is_not_kept_in_t
     assert r["kuro/outcome"] == "ok"  # end of input came after the stdin bytes, not the deadline
     assert r["kuro/exit-code"] == 0
     assert r["kuro/stdout-bytes"] == len(stdin)
-    assert store.get(r["kuro/stdout-cid"]) == stdin
+    assert r["kuro/stdout-cid"] == raw_cid(stdin) and store.get(r["kuro/stdout-cid"]) is None  # not persisted
     assert r["kuro/stdout-preview"] == "[REDACTED]\n"
     assert r["kuro/redactions"] == 1
 
 
-def test_real_output_is_kept_in_the_store_with_a_preview(tmp_path: Path, store: MemoryBlockStore) -> None:
+def test_real_output_is_named_with_a_preview_and_kept_only_when_asked(tmp_path: Path, store: MemoryBlockStore) -> None:
     sess = session("s-hello", Fs.empty(store).root)
     with Ledger(tmp_path / "ledger.sqlite", store=store) as led:
         r = led.run("op-hello", sess, guest(_guest(store, "hello"), "run"), home=False)
     assert r["kuro/stdout-preview"] == "hello, kuro\n"
     assert r["kuro/stderr-preview"] == "note: stderr works\n"
-    assert store.get(r["kuro/stdout-cid"]) == b"hello, kuro\n"
+    assert store.get(r["kuro/stdout-cid"]) is None
     assert r["kuro/persistence"] == "saved"
+    private = MemoryBlockStore()
+    with Ledger(tmp_path / "ledger.sqlite", store=store, output_store=private) as led:
+        kept = led.run("op-kept", sess, guest(_guest(store, "hello"), "run"), home=False, keep_output=True)
+    assert private.get(kept["kuro/stdout-cid"]) == b"hello, kuro\n"
 
 
 def test_cancel_stops_a_spinning_guest_and_its_receipt_is_stored(tmp_path: Path, store: MemoryBlockStore) -> None:

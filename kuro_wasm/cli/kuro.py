@@ -52,17 +52,17 @@ import sys
 import textwrap
 import traceback
 from collections.abc import Sequence
-from typing import Any, NoReturn, TextIO
+from typing import Any, Final, NoReturn, TextIO
 
 from kuro_fs.home import resolve_home
 from kuro_wasm.cli.context import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
-    EXIT_INTERRUPTED,
     Context,
     Handler,
     SourcedError,
     error_line,
+    interrupted_status,
     silence,
 )
 
@@ -190,11 +190,35 @@ def _metavar(action: argparse.Action) -> str:
     return name
 
 
+_GLOBAL_OPTIONS: Final = frozenset({"-h", "--help", "--home"})
+
+
+def _unknown_global_option(tokens: Sequence[str]) -> str | None:
+    """The first option before the command that ``kuro`` itself does not know (argparse would only say
+    that COMMAND is missing)."""
+    skip = False
+    for token in tokens:
+        if skip:
+            skip = False
+            continue
+        if not token.startswith("-") or token == "-":
+            return None
+        name = token.split("=", 1)[0]
+        if name not in _GLOBAL_OPTIONS:
+            return token
+        skip = name == "--home" and "=" not in token
+    return None
+
+
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     tokens = list(sys.argv[1:] if argv is None else argv)
+    unknown = _unknown_global_option(tokens)
+    if unknown is not None:
+        err.write(f"kuro: error: unrecognized option {unknown!r} (see `kuro --help`)\n")
+        return EXIT_BAD_INPUT
     parser = build_parser()
     try:
         args, extras = parser.parse_known_args(tokens)
@@ -209,9 +233,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     try:
         handler: Handler = args.handler
         return handler(args, ctx)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         err.write("kuro: interrupted\n")
-        return EXIT_INTERRUPTED
+        return interrupted_status(exc)
     except BrokenPipeError:  # `kuro fs cat big | head`: the reader left; not an error worth a line
         silence(out)
         silence(err)

@@ -1,0 +1,141 @@
+"""Signals end ``kuro`` the way a person expects: the guest is cancelled, its receipt is stored, one line, 128 + N.
+
+Each test waits until the guest has *started* (it prints ``ready`` first) before
+signalling — an ordering wait on the guest's own output, never a sleep racing the
+command's imports — so a loaded machine cannot turn these into tests of the loader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_helpers import ROOT
+
+READY_THEN_SPIN = """(module
+  (import "kuro" "write" (func $w (param i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "ready\\n")
+  (func (export "run") (result i32)
+    (drop (call $w (i32.const 1) (i32.const 0) (i32.const 6)))
+    (loop $l (br $l))
+    (i32.const 0)))"""
+
+
+def _env(home: Path) -> dict[str, str]:
+    return {**os.environ, "KURO_HOME": str(home)}
+
+
+def _kuro(home: Path, *args: str, stdin: int | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kuro_wasm", *args],
+        capture_output=True,
+        text=True,
+        env=_env(home),
+        cwd=ROOT,
+        timeout=120,
+        stdin=stdin,
+    )
+
+
+@pytest.fixture
+def spinner(home: Path, tmp_path: Path) -> str:
+    source = tmp_path / "ready-spin.wat"
+    source.write_text(READY_THEN_SPIN)
+    added = _kuro(home, "guest", "add", str(source))
+    assert added.returncode == 0, added.stderr
+    return added.stdout.split()[0]
+
+
+def _signal_when_ready(home: Path, signum: int, *args: str) -> tuple[int, str]:
+    with subprocess.Popen(
+        [sys.executable, "-m", "kuro_wasm", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(home),
+        cwd=ROOT,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n"  # the guest runs: everything is loaded
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_cancels_the_guest_prints_its_receipt_and_exits_128_plus_n(
+    home: Path, spinner: str, signum: int, status: int
+) -> None:
+    code, err = _signal_when_ready(home, signum, "run", spinner, "run", "--timeout-ms", "120000")
+    assert code == status, err
+    assert "cancelled · exit code 130" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_with_an_op_id_the_cancelled_receipt_is_stored_not_left_unknown(
+    home: Path, spinner: str, signum: int, status: int
+) -> None:
+    code, err = _signal_when_ready(home, signum, "run", spinner, "run", "--timeout-ms", "120000", "--op-id", "op-1")
+    assert code == status, err
+    assert "Traceback" not in err and "internal error" not in err
+    shown = _kuro(home, "receipt", "show", "op-1", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["kuro/outcome"] == "cancelled"
+    listed = _kuro(home, "ledger", "list", "--json")
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [row.get("kuro/status") for row in rows] == ["done"]
+    again = _kuro(home, "run", spinner, "run", "--timeout-ms", "120000", "--op-id", "op-1")
+    assert again.returncode == 130  # replayed from the ledger, not run again (it would spin for two minutes)
+
+
+def test_stdin_dash_with_our_stdin_closed_is_one_line_and_exit_2(home: Path, spinner: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", "import os, sys; os.close(0); from kuro_wasm.cli.launch import main; main()",
+         "run", spinner, "run", "--stdin", "-"],
+        capture_output=True, text=True, env=_env(home), cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "stdin" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_stdin_dash_with_our_stdin_closed_under_an_op_id_is_the_same(home: Path, spinner: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", "import os, sys; os.close(0); from kuro_wasm.cli.launch import main; main()",
+         "run", spinner, "run", "--stdin", "-", "--op-id", "op-closed"],
+        capture_output=True, text=True, env=_env(home), cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_while_the_command_is_still_loading_is_one_line_never_a_traceback(signum: int, status: int) -> None:
+    # What `kuro` does first (kuro_wasm.cli.launch.main), then a long import stands in for a slow one.
+    loading = (
+        "import sys, time\n"
+        "from kuro_wasm.cli import launch\n"
+        "launch.guard_loading()\n"
+        "print('loading', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", loading], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, text=True
+    ) as proc:
+        assert proc.stdout is not None and proc.stdout.readline() == "loading\n"
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (status, "kuro: interrupted\n")
+
+
+def test_kuro_names_an_unknown_option() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "kuro_wasm", "--bogus"], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert result.returncode == 2
+    assert "--bogus" in result.stderr and result.stderr.count("\n") == 1
