@@ -76,8 +76,9 @@ _EXIT_STATUS_WAIT_S: Final = 1.0
 class _Conn:
     """One worker process as the host sees it."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, zygote: Zygote) -> None:
         self.sock = sock
+        self.zygote = zygote  # the one that forked it, and will report its wait status
         self.send_lock = threading.Lock()
         self.pid: int | None = None
         self.pidfd: int | None = None
@@ -181,7 +182,7 @@ class WorkerPool:
                 self._fail_waiting()
                 return
             self._starting += 1
-            conn = _Conn(sock)
+            conn = _Conn(sock, self._zygote)
             threading.Thread(target=self._read, args=(conn,), name="kuro-pool-reader", daemon=True).start()
 
     def _fail_waiting(self) -> None:
@@ -484,7 +485,7 @@ class WorkerPool:
         if head is None:
             return
         self._live.discard(head)
-        status = self._zygote.exit_status(conn.pid, _EXIT_STATUS_WAIT_S) if conn.pid is not None else None
+        status = conn.zygote.exit_status(conn.pid, _EXIT_STATUS_WAIT_S) if conn.pid is not None else None
         if conn.hard_stop is not None and conn.hard_stop[0] is head:
             reason = conn.hard_stop[1]
             detail = f"the worker did not stop the guest within {STOP_GRACE_S:g} s; the host killed it (SIGKILL)"

@@ -27,10 +27,8 @@ No scheduling (the host decides what runs where), no retries.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import resource
 import socket
 import sys
 import threading
@@ -224,6 +222,8 @@ class _Worker:
             self._execute(request)
         except BlockStoreError:
             self._host_gone()
+        except Exception as exc:  # a request this worker cannot even start (a bug): say so, stay up
+            self.send("failed", {"id": request.id, "error": f"the worker could not start the run: {exc!r}"})
         finally:
             with self.cond:
                 self.requests.pop(request.id, None)
@@ -274,19 +274,20 @@ class _Worker:
         kept = {k: v for k, v in receipt.items() if k in _REPORTED}
         s = job.stream
         counters = {"seq": s.seq, "dropped": s.dropped_bytes, "truncated": s.truncated, "capped_by": s.capped_by}
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        self.send(
-            "done", {"id": request.id, "receipt": kept, "stream": counters, "cpu": usage.ru_utime + usage.ru_stime}
-        )
+        self.send("done", {"id": request.id, "receipt": kept, "stream": counters, "cpu": time.process_time()})
 
 
-_SESSIONS: dict[str, Session] = {}
+_SESSIONS: dict[tuple[Any, ...], Session] = {}
 
 
 def _session(data: Any) -> Session:
     """The session of a request, checked by :meth:`Session.from_data` once per distinct session (a warm run
     re-sends the same one); a bounded memo."""
-    key = json.dumps(data, sort_keys=True)
+    try:
+        key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(data.items()))
+        hash(key)
+    except (AttributeError, TypeError):
+        return Session.from_data(data)  # not a session's data: let the model say why
     found = _SESSIONS.get(key)
     if found is None:
         found = Session.from_data(data)

@@ -131,3 +131,14 @@ def test_the_address_space_limit_makes_memory_grow_answer_minus_one() -> None:
     assert receipt["kuro/outcome"] == "exit"
     assert 0 < receipt["kuro/exit-code"] < 65535  # grow stopped at the limit; unbounded it reaches 4 GiB
     assert "rlimit-as" in receipt["kuro/worker"]["hardening"]
+
+
+def test_a_frozen_worker_is_killed_by_the_host_and_the_run_ends_with_its_stop(pool: WorkerPool) -> None:
+    handle, *_ = _running_cat(pool)
+    pid = handle.worker_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # the worker can no longer honour anything
+    handle.kill()
+    receipt = handle.wait(WAIT)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("cancelled", 130)
+    assert "the host killed it" in receipt["kuro/error"] and receipt["kuro/worker"]["signal"] == "SIGKILL"
