@@ -42,6 +42,7 @@ REQUIRED = {
         "run_async",
         "Ledger",
         "OperationConflict",
+        "WorkerPool",
     },
 }
 

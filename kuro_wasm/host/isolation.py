@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from typing import Final
 
 from kuro_wasm.errors import ModelError
-from kuro_wasm.host.worker.pool import WorkerPool
 
 __all__ = ["ENV_VAR", "ISOLATIONS", "resolve_isolation"]
 
@@ -64,6 +63,8 @@ def resolve_isolation(isolation: object) -> str:
                 f"isolation {isolation!r} names no backend", reason="invalid-run-option", hint=", ".join(ISOLATIONS)
             )
         return isolation
+    from kuro_wasm.host.worker.pool import WorkerPool  # here, not above: naming a backend loads no engine
+
     if isinstance(isolation, WorkerPool):
         return "process"
     raise ModelError(

@@ -114,7 +114,7 @@ def test_the_sender_cannot_encode_what_json_cannot_carry() -> None:
         encode("kill", {"id": 1}, b"x")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.binary(max_size=200))
 def test_any_bytes_from_a_worker_are_a_frame_an_end_or_a_protocol_error(data: bytes) -> None:
     try:
@@ -123,7 +123,7 @@ def test_any_bytes_from_a_worker_are_a_frame_an_end_or_a_protocol_error(data: by
         pass
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.text(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)
