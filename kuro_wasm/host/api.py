@@ -30,9 +30,15 @@ the deadline/fuel; a bound on host memory beyond the guest's linear memory;
 confidentiality of anything the grant lets the guest read; or process/OS
 isolation (the guest runs in the host's process).
 
+``isolation="process"`` (or ``$KURO_ISOLATION``, :mod:`kuro_wasm.host.isolation`) runs the same
+Job in a worker process instead (:mod:`kuro_wasm.host.worker`), behind the same :class:`Handle`
+interface (:class:`ProcessHandle`); its receipts say ``kuro/isolation: "process"``, whose meaning
+table is in ``docs/abi.md``.
+
 ## Effects
 Threads: one worker per :func:`start`/:func:`run_async`; :func:`run` executes
-on the caller's thread (no thread hop on the warm path).
+on the caller's thread (no thread hop on the warm path). A process run uses no
+thread of its own: the worker pool's threads carry it.
 
 ## Not done here
 No WASI, no argv/env, no string args. Unread stdin is not counted anywhere.
@@ -245,6 +251,9 @@ def start(
     worker thread as each kept chunk is written; ``on_exit(receipt)`` once at
     the end. ``home`` selects the compiled-module cache directory
     (:func:`kuro_fs.home.resolve_home`; ``False`` keeps it in memory only).
+    ``isolation`` picks the backend: ``"wasmtime"`` (in this process), ``"process"`` (a worker
+    process of the default pool) or a :class:`~kuro_wasm.host.worker.pool.WorkerPool`; default
+    ``$KURO_ISOLATION``, else ``"wasmtime"``.
 
     Raises ModelError: a limit that is not an int from its minimum to 2**64-1 (``invalid-limit``),
     stdin that is not bytes, a ``home`` that is not a path (or None/False) or ``on_chunk``/``on_exit``

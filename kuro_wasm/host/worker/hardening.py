@@ -104,13 +104,27 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 @dataclass(frozen=True, slots=True)
 class Hardening:
-    """The limits a worker applies to itself (bytes, files, CPU seconds) and whether to try namespaces."""
+    """The limits a worker applies to itself (bytes, files, CPU seconds) and whether to try namespaces.
+
+    Raises ValueError: a limit that is not an int >= 1 (``address_space`` may be None: no ``RLIMIT_AS``).
+    """
 
     nofile: int = 256
     fsize: int = 256 << 20
     cpu_seconds: int = 3600
     address_space: int | None = 8 << 30
     namespaces: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("nofile", "fsize", "cpu_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        space = self.address_space
+        if space is not None and (isinstance(space, bool) or not isinstance(space, int) or space < 1):
+            raise ValueError(f"address_space must be an int >= 1 or None, got {space!r}")
+        if not isinstance(self.namespaces, bool):
+            raise ValueError(f"namespaces must be a bool, got {self.namespaces!r}")
 
     def to_data(self) -> dict[str, Any]:
         """Plain data for the fork request."""
@@ -124,17 +138,8 @@ class Hardening:
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Hardening:
-        """Rebuild from :meth:`to_data`. Raises ValueError on anything else."""
-        value = cls(**{k: data[k] for k in ("nofile", "fsize", "cpu_seconds", "address_space", "namespaces")})
-        for name in ("nofile", "fsize", "cpu_seconds"):
-            field = getattr(value, name)
-            if isinstance(field, bool) or not isinstance(field, int) or field < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {field!r}")
-        if value.address_space is not None and (
-            isinstance(value.address_space, bool) or not isinstance(value.address_space, int)
-        ):
-            raise ValueError("address_space must be an int or None")
-        return value
+        """Rebuild from :meth:`to_data`. Raises ValueError (KeyError) on anything else."""
+        return cls(**{k: data[k] for k in ("nofile", "fsize", "cpu_seconds", "address_space", "namespaces")})
 
 
 def _check(result: int, what: str) -> None:

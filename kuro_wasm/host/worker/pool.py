@@ -39,6 +39,7 @@ import atexit
 import functools
 import itertools
 import os
+import select
 import signal
 import socket
 import threading
@@ -485,7 +486,7 @@ class WorkerPool:
         if head is None:
             return
         self._live.discard(head)
-        status = conn.zygote.exit_status(conn.pid, _EXIT_STATUS_WAIT_S) if conn.pid is not None else None
+        status = _exit_status(conn) if conn.pid is not None else None
         if conn.hard_stop is not None and conn.hard_stop[0] is head:
             reason = conn.hard_stop[1]
             detail = f"the worker did not stop the guest within {STOP_GRACE_S:g} s; the host killed it (SIGKILL)"
@@ -704,6 +705,25 @@ _WAITED: Final[Mapping[str, str]] = {
     "timeout": "the deadline passed before the guest started (no worker was free)",
     "cancelled": "killed before the guest started",
 }
+
+
+def _exit_status(conn: _Conn) -> int | None:
+    """How the worker ended: read from its zombie's ``/proc/PID/stat`` as soon as its pidfd says it has exited
+    (no wait for the zygote to be scheduled), else the zygote's report once it has reaped it."""
+    assert conn.pid is not None
+    if conn.pidfd is not None:
+        poller = select.poll()
+        poller.register(conn.pidfd, select.POLLIN)
+        if poller.poll(_EXIT_STATUS_WAIT_S * 1000):
+            try:
+                with open(f"/proc/{conn.pid}/stat", "rb") as stat:
+                    fields = stat.read().rsplit(b")", 1)[1].split()
+                signal.pidfd_send_signal(conn.pidfd, 0)  # still unreaped after the read: the pid was not reused
+                if fields[0] == b"Z" and len(fields) >= 50:
+                    return int(fields[49])  # exit_code, "in the form reported by waitpid(2)" (proc(5), field 52)
+            except (OSError, ValueError, IndexError):
+                pass  # reaped already (or another process now): the zygote reports it
+    return conn.zygote.exit_status(conn.pid, _EXIT_STATUS_WAIT_S)
 
 
 @functools.lru_cache(maxsize=256)

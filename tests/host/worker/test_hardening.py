@@ -80,3 +80,9 @@ def test_a_worker_that_cannot_harden_itself_never_runs_a_guest() -> None:
         assert not broken.wait_ready(60)
         with pytest.raises(HostError, match="could not harden"):
             broken.submit(object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [{"nofile": 0}, {"fsize": True}, {"cpu_seconds": 1.5}, {"address_space": 0}])
+def test_a_hardening_that_cannot_be_applied_is_refused_when_made(bad: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        Hardening(**bad)  # type: ignore[arg-type]
