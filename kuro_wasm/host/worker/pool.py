@@ -62,6 +62,7 @@ from kuro_wasm.host.worker.protocol import MAX_BLOCK_BYTES, ProtocolError, read_
 from kuro_wasm.host.worker.run import STOP_GRACE_S, RemoteRun, died_result
 from kuro_wasm.host.worker.verify import accept_block, check_root
 from kuro_wasm.host.worker.zygote import Zygote
+from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.sessions import Session
 
@@ -229,6 +230,7 @@ class WorkerPool:
             if hello is None or hello[0]["t"] != "hello":
                 raise ProtocolError("a worker must say hello first")
             conn.sock.settimeout(None)
+            # Said by the worker's own code after hardening, before any guest ran in it: trusted once, here.
             conn.pid = int(hello[0]["pid"])
             hardening = hello[0]["hardening"]
             if not isinstance(hardening, list) or not all(isinstance(h, str) for h in hardening):
@@ -269,8 +271,11 @@ class WorkerPool:
     def _payload_limit(self, conn: _Conn, message: Mapping[str, Any]) -> int:
         if message["t"] == "put":
             return MAX_BLOCK_BYTES
-        if message["t"] == "chunk" and conn.outstanding:
-            return conn.outstanding[0].limits.max_output_bytes
+        if message["t"] == "chunk":
+            with self._cond:
+                head = conn.outstanding[0] if conn.outstanding else None
+            if head is not None:  # a kept chunk fits what the cap has left; more is refused unread
+                return max(0, head.limits.max_output_bytes - _stream.total_bytes(head.stream))
         return 0
 
     def _head(self, conn: _Conn, run_id: object) -> RemoteRun:
@@ -455,7 +460,7 @@ class WorkerPool:
     def _died(self, conn: _Conn) -> None:
         with self._cond:
             conn.dead = True
-            if conn.pid is None:
+            if not conn.ready:  # it never joined the pool: its start failed
                 self._starting -= 1
                 self._failures += 1
                 if self._failures >= _START_FAILURES and self._broken is None:

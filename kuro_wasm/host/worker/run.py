@@ -157,7 +157,7 @@ class RemoteRun:
         self.started = time.monotonic()
         self.deadline = self.started + limits.timeout_ms / 1000.0
         self.lock = threading.Lock()
-        self.stream = _stream.new(limits.max_output_bytes)
+        self.stream = _stream.new(limits.max_output_bytes, max_chunks=limits.max_output_chunks)
         self.stdin = bytearray(stdin or b"")
         self.stdin_closed = stdin_closed
         self.stop_reason: str | None = None  # cancelled / timeout, as the host asked for it

@@ -87,6 +87,12 @@ def test_the_output_cap_and_fuel_apply_in_the_worker(pool: WorkerPool) -> None:
         True,
     )
     assert capped["kuro/dropped-bytes"] == 1024 and capped["kuro/capped-by"] == "bytes"
+    chunks = run(sess, guest(flood, "run"), store=store, isolation=pool, max_output_chunks=5)
+    assert (chunks["kuro/capped-by"], chunks["kuro/stdout-bytes"], chunks["kuro/dropped-bytes"]) == (
+        "chunks",
+        5120,
+        1024,
+    )
     spin = add_guest(store, wat("spin"))
     fuel = run(sess, guest(spin, "run"), store=store, isolation=pool, fuel=10_000)
     assert (fuel["kuro/outcome"], fuel["kuro/exit-code"]) == ("fuel-exhausted", 124)
