@@ -42,6 +42,7 @@ from kuro_fs.cid import cid_for
 from kuro_fs.errors import BlockStoreError
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
+from kuro_fs.fsdir import Entry, encode_dir
 from kuro_wasm.errors import HostError
 from kuro_wasm.host import engine
 from kuro_wasm.host.job import Job
@@ -90,6 +91,7 @@ class _Worker:
     next_rid: int = 0
     host_gone: bool = False
     executing: bool = False
+    lie_root: bool = False
     read_token: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -176,6 +178,9 @@ class _Worker:
         if kind == "probe":
             if self.test_hooks and message["what"] == "lie-block":
                 self._lie_block()
+            elif self.test_hooks and message["what"] == "lie-root":
+                self.lie_root = True  # the next run's done names a root with a block nobody handed back
+                self.send("probed", {"what": "lie-root", "result": {"armed": True}})
             elif self.test_hooks:
                 try:
                     result = hardening.probe(message["what"])
@@ -272,6 +277,10 @@ class _Worker:
             self.send("failed", {"id": request.id, "error": str(exc)})
             return
         kept = {k: v for k, v in receipt.items() if k in _REPORTED}
+        if self.lie_root:  # test hook: hand back a directory whose one file nobody has, and claim it as the root
+            self.lie_root = False
+            missing = Entry(cid_for(b"a file nobody handed back"), 25)
+            kept["kuro/fs-root-after"] = store.put(encode_dir({"lost.txt": missing}), "dag-cbor")
         s = job.stream
         counters = {"seq": s.seq, "dropped": s.dropped_bytes, "truncated": s.truncated, "capped_by": s.capped_by}
         self.send("done", {"id": request.id, "receipt": kept, "stream": counters, "cpu": time.process_time()})

@@ -142,3 +142,14 @@ def test_a_frozen_worker_is_killed_by_the_host_and_the_run_ends_with_its_stop(po
     receipt = handle.wait(WAIT)
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("cancelled", 130)
     assert "the host killed it" in receipt["kuro/error"] and receipt["kuro/worker"]["signal"] == "SIGKILL"
+
+
+def test_a_new_fs_root_that_is_not_complete_is_not_believed(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess = session("s-root", Fs.empty(store).root, "terminal-build")
+    cid = add_guest(store, wat("fs-write"))
+    assert pool.probe("lie-root") == {"armed": True}
+    receipt = run(sess, guest(cid, "run"), store=store, isolation=pool)
+    assert (receipt["kuro/outcome"], receipt["kuro/worker"]["signal"]) == ("worker-died", "SIGKILL")
+    assert "neither in the store nor handed back" in receipt["kuro/error"]
+    assert "kuro/fs-root-after" not in receipt
