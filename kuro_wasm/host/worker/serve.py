@@ -9,10 +9,10 @@ host as the guest writes it, stdin/close/kill frames reach the Job through its p
 already has) and the stream's counters go back in one ``done`` frame. The host builds the receipt
 it hands out from that (:mod:`kuro_wasm.host.worker.run`).
 
-Requests may queue (the host pipelines up to two per worker). Two threads take turns: the one
-holding the read token reads frames; when a run request arrives and no run is going, that thread
-gives the token to the other and runs the request itself, so a request starts without waiting for a
-thread to wake (leader/follower); requests that arrive meanwhile queue and are run in order.
+Requests may queue (the host pipelines up to two per worker): a reader thread files them and the
+main thread takes them in order. (Two threads taking turns at reading — leader/follower — saves that
+hand-over but was measured slower here: the thread woken to read next competes with the running
+guest for the GIL at every ctypes call into wasmtime.)
 Stdin, close and kill for a queued request wait in its record and
 are applied when its Job exists; ``withdraw`` takes a request back if it has not started. When the
 host's end closes, the running guest is stopped and the worker exits.
@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import math
 import os
+import queue
 import socket
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
@@ -77,6 +77,8 @@ class _Request:
     closed: bool
     killed: bool
     job: Job | None = None
+    taken: bool = False
+    withdrawn: bool = False
 
 
 @dataclass(eq=False)
@@ -85,14 +87,12 @@ class _Worker:
     test_hooks: bool
     send_lock: threading.Lock = field(default_factory=threading.Lock)
     cond: threading.Condition = field(default_factory=threading.Condition)
-    queue: deque[_Request] = field(default_factory=deque)
+    ready: queue.SimpleQueue[_Request] = field(default_factory=queue.SimpleQueue)
     requests: dict[int, _Request] = field(default_factory=dict)
     replies: dict[int, tuple[bool, bytes] | None] = field(default_factory=dict)
     next_rid: int = 0
     host_gone: bool = False
-    executing: bool = False
     lie_root: bool = False
-    read_token: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.stream = self.sock.makefile("rb", buffering=1 << 16)
@@ -120,24 +120,14 @@ class _Worker:
             raise BlockStoreError("the host went away while a block was asked for")
         return reply
 
-    # ---- two threads take turns: one reads frames while the other runs a guest (leader/follower)
+    # ---- the reader thread files requests; the main thread runs them, one after another
 
-    def turn(self) -> None:
-        """The body of both threads: hold the read token and read, until a run is there to execute.
+    def read(self) -> None:
+        """The reader thread: every frame from the host, until the host's end closes (then the worker exits).
 
-        The thread that reads a run request executes it itself, handing the token to the other thread
-        on the way (that wake-up is off the run's path): a request starts without a thread hop.
+        It stays blocked in ``recv`` while a guest runs, so it never competes with the run for the GIL,
+        and the hand-over of a request to the main thread is one ``SimpleQueue`` put (C code).
         """
-        while True:
-            with self.read_token:
-                request = self._read_until_run()
-            while request is not None:
-                self._execute_and_report(request)
-                with self.cond:
-                    request = self.queue.popleft() if self.queue else None
-                    self.executing = request is not None
-
-    def _read_until_run(self) -> _Request | None:
         while True:
             try:
                 frame = read_frame(self.stream, _FROM_HOST, lambda _m: _HOST_PAYLOAD_LIMIT)
@@ -146,10 +136,16 @@ class _Worker:
             if frame is None:
                 self._host_gone()
             self._on(*frame)
+
+    def loop(self) -> None:
+        """The main thread: take each request in order (skipping withdrawn ones) and run it."""
+        while True:
+            request = self.ready.get()
             with self.cond:
-                if self.queue and not self.executing:
-                    self.executing = True
-                    return self.queue.popleft()
+                if request.withdrawn:
+                    continue
+                request.taken = True
+            self._execute_and_report(request)
 
     def _host_gone(self) -> NoReturn:
         with self.cond:
@@ -172,8 +168,7 @@ class _Worker:
             request = _Request(message["id"], message, bytearray(payload), message["stdin_closed"], message["killed"])
             with self.cond:
                 self.requests[request.id] = request
-                self.queue.append(request)
-                self.cond.notify_all()
+            self.ready.put(request)
             return
         if kind == "probe":
             if self.test_hooks and message["what"] == "lie-block":
@@ -193,9 +188,9 @@ class _Worker:
             if target is None:
                 return  # it finished already: a late stdin or kill has nothing left to act on
             if kind == "withdraw":
-                ok = target.job is None and target in self.queue
+                ok = not target.taken
                 if ok:
-                    self.queue.remove(target)
+                    target.withdrawn = True
                     del self.requests[target.id]
                 job = None
             else:
@@ -254,19 +249,20 @@ class _Worker:
         def on_chunk(_s: _stream.Stream, chunk: _stream.Chunk) -> None:
             self.send("chunk", {"id": request.id, "stream": chunk.stream}, chunk.data)
 
-        job = Job(
-            _session(message["session"]),
-            command,
-            store,
-            fs_arg,
-            on_chunk=on_chunk,
-            on_exit=None,
-            limits=limits,
-            home=message["home"],
-            stdin_closed=request.closed,
-            stdin=bytes(request.stdin) if request.stdin else None,
-        )
-        with self.cond:
+        session = _session(message["session"])
+        with self.cond:  # stdin, close and kill that arrived before the Job exists are in the request
+            job = Job(
+                session,
+                command,
+                store,
+                fs_arg,
+                on_chunk=on_chunk,
+                on_exit=None,
+                limits=limits,
+                home=message["home"],
+                stdin_closed=request.closed,
+                stdin=bytes(request.stdin) if request.stdin else None,
+            )
             request.job = job
             killed = request.killed or self.host_gone
         if killed:
@@ -336,8 +332,8 @@ def serve(fd: int, options: Mapping[str, Any]) -> None:
     try:
         worker = _Worker(sock, bool(options.get("test_hooks")))
         worker.send("hello", {"pid": pid, "hardening": sorted(in_force)})
-        threading.Thread(target=worker.turn, name="kuro-worker", daemon=True).start()
-        worker.turn()
+        threading.Thread(target=worker.read, name="kuro-worker-reader", daemon=True).start()
+        worker.loop()
     except BaseException:
         _debug("the worker failed")
         code = 1
