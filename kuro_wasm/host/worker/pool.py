@@ -69,8 +69,6 @@ from kuro_wasm.model.sessions import Session
 __all__ = ["WorkerPool", "default_pool"]
 
 _FROM_WORKER: Final = frozenset({"worker"})
-#: A frame the dispatcher decided to write once the pool's lock is released (the run's ``io`` lock is held).
-_Send = tuple["_Conn", RemoteRun, str, dict[str, Any], bytes]
 _START_FAILURES: Final = 3
 _EXIT_STATUS_WAIT_S: Final = 1.0
 
@@ -93,6 +91,9 @@ class _Conn:
         self.hard_stop: tuple[RemoteRun, str] | None = None
         self.probes: deque[dict[str, Any]] = deque()
         self.probe_cond = threading.Condition()
+        # Frames decided under the pool's lock, written in that order by whichever thread flushes: the order
+        # on the wire is the order of ``outstanding``, and a run's stdin or kill never overtakes the run.
+        self.outbox: deque[tuple[str, dict[str, Any], bytes]] = deque()
 
     def send(self, kind: str, fields: Mapping[str, Any], payload: bytes = b"") -> bool:
         """Write one frame; False if the worker is gone (its reader sees that too)."""
@@ -248,8 +249,8 @@ class WorkerPool:
                 else:
                     self._spares.append(conn)
                 self._cond.notify_all()
-                sends = self._dispatch()
-            self._send_runs(sends)
+                flush = self._dispatch()
+            self._flush(flush)
             while True:
                 frame = read_frame(stream, _FROM_WORKER, lambda m: self._payload_limit(conn, m))
                 if frame is None:
@@ -369,8 +370,8 @@ class WorkerPool:
             if conn.outstanding:
                 conn.outstanding[0].stdin.clear()  # the new head may be running: no withdrawing it any more
             retire = conn.retiring and not conn.outstanding
-            sends = self._dispatch()
-        self._send_runs(sends)
+            flush = self._dispatch()
+        self._flush(flush)
         if retire:
             conn.kill()
 
@@ -387,16 +388,17 @@ class WorkerPool:
             reason = run.stop_reason
             if reason is None:
                 self._pending.appendleft(run)
-            sends = self._dispatch()
-        self._send_runs(sends)
+            flush = self._dispatch()
+        self._flush(flush)
         if reason is not None:
             self._live.discard(run)
             run.stopped(reason, _WAITED.get(reason), None)
 
     # ---- dispatch (callers hold the lock; the frames are written after it is released)
 
-    def _dispatch(self) -> list[_Send]:
-        sends = []
+    def _dispatch(self) -> set[_Conn]:
+        """Give waiting runs to workers with room (idle ones first); the workers whose outbox has new frames."""
+        touched: set[_Conn] = set()
         while self._pending:
             usable = [c for c in self._active if c.ready and not c.retiring and len(c.outstanding) < self.depth]
             if not usable:
@@ -410,24 +412,33 @@ class WorkerPool:
                 payload = bytes(run.stdin)
             if len(conn.outstanding) == 1:
                 run.stdin.clear()  # the head may start at once: it can no longer be withdrawn
-            run.io.acquire()  # released once the frame is written: later frames about this run queue behind it
-            sends.append((conn, run, "run", fields, payload))
+            conn.outbox.append(("run", fields, payload))
+            touched.add(conn)
         if not self._pending:
             idle = next((c for c in self._active if c.ready and not c.outstanding and not c.retiring), None)
             busy = next((c for c in self._active if len(c.outstanding) > 1), None)
             if idle is not None and busy is not None and not busy.outstanding[-1].withdrawing:
                 run = busy.outstanding[-1]
                 run.withdrawing = True
-                run.io.acquire()
-                sends.append((busy, run, "withdraw", {"id": run.id}, b""))
-        return sends
+                busy.outbox.append(("withdraw", {"id": run.id}, b""))
+                touched.add(busy)
+        return touched
 
-    def _send_runs(self, sends: list[_Send]) -> None:
-        for conn, run, kind, fields, payload in sends:
-            try:
-                conn.send(kind, fields, payload)
-            finally:
-                run.io.release()
+    def _flush(self, conns: set[_Conn]) -> None:
+        """Write the frames waiting in each worker's outbox, in order (one writer per worker at a time)."""
+        for conn in conns:
+            with conn.send_lock:
+                while True:
+                    with self._cond:
+                        if not conn.outbox:
+                            break
+                        kind, fields, payload = conn.outbox.popleft()
+                    try:
+                        send(conn.sock, kind, fields, payload)
+                    except (OSError, ProtocolError):
+                        with self._cond:
+                            conn.outbox.clear()  # the worker is gone: its reader sees that and settles its runs
+                        break
 
     def _request(self, run: RemoteRun) -> dict[str, Any]:
         fs_arg = run.fs_arg
@@ -460,6 +471,7 @@ class WorkerPool:
     def _died(self, conn: _Conn) -> None:
         with self._cond:
             conn.dead = True
+            conn.outbox.clear()
             if not conn.ready:  # it never joined the pool: its start failed
                 self._starting -= 1
                 self._failures += 1
@@ -480,9 +492,9 @@ class WorkerPool:
             conn.outstanding.clear()
             closing = self._closed
             self._fill()
-            sends = self._dispatch()
+            flush = self._dispatch()
             self._cond.notify_all()
-        self._send_runs(sends)
+        self._flush(flush)
         for run in behind:
             self._live.discard(run)
             run.stopped(run.stop_reason or "cancelled", _WAITED.get(run.stop_reason or ""), None)
@@ -544,10 +556,10 @@ class WorkerPool:
                 raise HostError(f"no worker process could be started: {self._broken}")
             self._live.add(run)
             self._pending.append(run)
-            sends = self._dispatch()
+            flush = self._dispatch()
             if run.deadline < self._watch_due:
                 self._watch.notify_all()
-        self._send_runs(sends)
+        self._flush(flush)
 
     def stdin(self, run: RemoteRun, data: bytes) -> None:
         """Give ``run`` stdin bytes (ignored after close_stdin or the end)."""
@@ -555,12 +567,12 @@ class WorkerPool:
             if run.done.is_set() or run.stdin_closed or not data:
                 return
             conn = run.conn if run.sent else None
-            keep = conn is None or conn.outstanding[:1] != [run]
-            if keep:
+            if conn is None or conn.outstanding[:1] != [run]:
                 run.stdin += data  # not running yet (or maybe withdrawn): the host keeps every byte
+            if conn is not None:
+                conn.outbox.append(("stdin", {"id": run.id}, data))
         if conn is not None:
-            with run.io:
-                conn.send("stdin", {"id": run.id}, data)
+            self._flush({conn})
 
     def close_stdin(self, run: RemoteRun) -> None:
         """End of input for ``run``."""
@@ -569,9 +581,10 @@ class WorkerPool:
                 return
             run.stdin_closed = True
             conn = run.conn if run.sent else None
+            if conn is not None:
+                conn.outbox.append(("eof", {"id": run.id}, b""))
         if conn is not None:
-            with run.io:
-                conn.send("eof", {"id": run.id})
+            self._flush({conn})
 
     def kill(self, run: RemoteRun) -> None:
         """Stop ``run`` (``cancelled``) unless it has ended; a worker that does not comply is killed."""
@@ -584,17 +597,16 @@ class WorkerPool:
                 if run in self._pending:
                     self._pending.remove(run)
                 self._live.discard(run)
-            withdraw = conn is not None and conn.outstanding[:1] != [run] and not run.withdrawing
-            if withdraw:
-                run.withdrawing = True
+            if conn is not None:
+                conn.outbox.append(("kill", {"id": run.id}, b""))
+                if conn.outstanding[:1] != [run] and not run.withdrawing:  # queued in the worker: take it back
+                    run.withdrawing = True
+                    conn.outbox.append(("withdraw", {"id": run.id}, b""))
             self._watch.notify_all()
         if conn is None:
             run.stopped("cancelled", None, None)
             return
-        with run.io:
-            conn.send("kill", {"id": run.id})
-            if withdraw:
-                conn.send("withdraw", {"id": run.id})
+        self._flush({conn})
 
     # ---- the watchdog
 
@@ -605,7 +617,7 @@ class WorkerPool:
                 due = now + 1.0
                 expired: list[RemoteRun] = []
                 hard: list[tuple[_Conn, RemoteRun, str]] = []
-                withdraw: list[tuple[_Conn, RemoteRun]] = []
+                withdraw: list[_Conn] = []
                 for run in list(self._live):
                     if run.done.is_set():
                         self._live.discard(run)
@@ -628,7 +640,8 @@ class WorkerPool:
                     elif now >= run.deadline and not run.withdrawing:
                         run.stop_reason = run.stop_reason or "timeout"
                         run.withdrawing = True
-                        withdraw.append((conn, run))
+                        conn.outbox.append(("withdraw", {"id": run.id}, b""))
+                        withdraw.append(conn)
                     elif not run.withdrawing:
                         due = min(due, run.deadline)
                 for run in expired:
@@ -645,9 +658,7 @@ class WorkerPool:
                             run.stopped("timeout", _WAITED["timeout"], None)
                         for conn, _run, _reason in hard:
                             conn.kill()
-                        for conn, run in withdraw:
-                            with run.io:
-                                conn.send("withdraw", {"id": run.id})
+                        self._flush(set(withdraw))
                     finally:
                         self._cond.acquire()
                     continue

@@ -168,7 +168,6 @@ class RemoteRun:
         self.conn: Any = None
         self.sent = False
         self.withdrawing = False
-        self.io = threading.Lock()  # held while a frame about this run is written (keeps them in order)
         self.receipt: dict[str, Any] | None = None
         self.failure: HostError | None = None
         self.done = threading.Event()

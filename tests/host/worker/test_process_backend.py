@@ -209,3 +209,25 @@ def test_a_process_handle_is_a_handle_and_overrides_all_of_it() -> None:
     overridden = {n for n in public if n in vars(ProcessHandle)}
     assert overridden == public  # a member added to Handle must be given its process form too
     assert issubclass(ProcessHandle, Handle)
+
+
+def test_runs_started_from_many_threads_at_once_all_run_once_in_order_per_worker(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "hello")
+    receipts: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        handles = [start(sess, guest(cid, "add", [i, 1]), store=store, isolation=pool) for i in range(60)]
+        got = [_started(h).wait(WAIT) for h in handles]
+        with lock:
+            receipts.extend(got)
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert len(receipts) == 240
+    assert {r["kuro/outcome"] for r in receipts} == {"exit"}  # no worker was killed for a frame out of order
+    assert sorted(r["kuro/exit-code"] for r in receipts) == sorted(list(range(1, 61)) * 4)
