@@ -367,8 +367,9 @@ class WorkerPool:
             if conn.outstanding and conn.outstanding[0] is run:
                 conn.outstanding.pop(0)
             self._live.discard(run)
-            if conn.outstanding:
-                conn.outstanding[0].stdin.clear()  # the new head may be running: no withdrawing it any more
+            head = conn.outstanding[0] if conn.outstanding else None
+            if head is not None and not head.withdrawing:
+                head.stdin.clear()  # the new head may be running: it can no longer come back (unless withdrawn)
             retire = conn.retiring and not conn.outstanding
             flush = self._dispatch()
         self._flush(flush)
@@ -382,6 +383,8 @@ class WorkerPool:
                 return
             run.withdrawing = False
             if not ok:
+                if conn.outstanding[:1] == [run]:
+                    run.stdin.clear()  # it started: the worker has every byte
                 return
             conn.outstanding.remove(run)
             run.conn, run.sent = None, False
@@ -567,8 +570,8 @@ class WorkerPool:
             if run.done.is_set() or run.stdin_closed or not data:
                 return
             conn = run.conn if run.sent else None
-            if conn is None or conn.outstanding[:1] != [run]:
-                run.stdin += data  # not running yet (or maybe withdrawn): the host keeps every byte
+            if conn is None or conn.outstanding[:1] != [run] or run.withdrawing:
+                run.stdin += data  # not running yet (or maybe coming back): the host keeps every byte
             if conn is not None:
                 conn.outbox.append(("stdin", {"id": run.id}, data))
         if conn is not None:
