@@ -421,6 +421,15 @@ def bench_worker_processes(quick: bool) -> list[Row]:
     load = bench_workers.load_average()
     rates = bench_workers.scaling(trivial_runs, cpu_runs, count, rounds)
     kinds = (("cpu", f"CPU-bound (spin count {count:,})", 1.8), ("trivial", "trivial, pipelined", 1.5))
+    # control, same moment: how far this machine lets two CPU-bound loops overlap at all (raw wasmtime-py, 2 threads)
+    engine = wasmtime.Engine()
+    module = wasmtime.Module(engine, (ROOT / "guests" / "spin.wat").read_text())
+
+    def raw_count() -> object:
+        st = wasmtime.Store(engine)
+        return wasmtime.Instance(st, module, []).exports(st)["count"](st, count)  # type: ignore[operator]
+
+    raw = _rate(2, cpu_runs // 2 or 1, raw_count) / _rate(1, cpu_runs, raw_count)
     host_us, worker_us = rates["host-us"], rates["worker-us"]
     cores = os.cpu_count() or 1
     # 2 workers and the host share `cores` CPUs: 2 workers beat 1 by at most cores·max(h, w)/(h + w), and by 2.
@@ -430,6 +439,8 @@ def bench_worker_processes(quick: bool) -> list[Row]:
         note = f"{'✓' if two / one >= goal else '✗'} · load {load:.1f}"
         if kind == "trivial":
             note += f" · CPU per run: host {host_us:.0f} µs, worker {worker_us:.0f} µs: ≤ {ceiling:.2f}× here"
+        else:
+            note += f" · raw wasmtime-py, 2 threads vs 1, same moment: {raw:.2f}×"
         rows.append(
             _row(
                 f"runs/s on 2 worker processes, {label}",
