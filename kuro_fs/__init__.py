@@ -20,6 +20,11 @@ if TYPE_CHECKING:
         CorruptBlock,
         DagCborError,
         DagPbError,
+        GatewayError,
+        GatewayLied,
+        GatewayRefused,
+        GatewayTimeout,
+        GatewayUnreachable,
         InvalidCID,
         KuroFsError,
         MissingBlock,
@@ -27,6 +32,7 @@ if TYPE_CHECKING:
     )
     from kuro_fs.filestore import FileBlockStore, default_store
     from kuro_fs.fs import DENIAL_REASONS, Fs, FsLog, FsResult, to_unixfs_dir
+    from kuro_fs.gateway.client import GatewayBlockStore
     from kuro_fs.importer import file_cid, import_bytes, import_path
     from kuro_fs.unixfs import read_file, read_range
 
@@ -46,6 +52,11 @@ _WHERE: dict[str, str] = {
     "CorruptBlock": "kuro_fs.errors",
     "DagCborError": "kuro_fs.errors",
     "DagPbError": "kuro_fs.errors",
+    "GatewayError": "kuro_fs.errors",
+    "GatewayLied": "kuro_fs.errors",
+    "GatewayRefused": "kuro_fs.errors",
+    "GatewayTimeout": "kuro_fs.errors",
+    "GatewayUnreachable": "kuro_fs.errors",
     "InvalidCID": "kuro_fs.errors",
     "KuroFsError": "kuro_fs.errors",
     "MissingBlock": "kuro_fs.errors",
@@ -57,6 +68,7 @@ _WHERE: dict[str, str] = {
     "FsLog": "kuro_fs.fs",
     "FsResult": "kuro_fs.fs",
     "to_unixfs_dir": "kuro_fs.fs",
+    "GatewayBlockStore": "kuro_fs.gateway.client",
     "file_cid": "kuro_fs.importer",
     "import_bytes": "kuro_fs.importer",
     "import_path": "kuro_fs.importer",
@@ -90,6 +102,12 @@ __all__ = [
     "Fs",
     "FsLog",
     "FsResult",
+    "GatewayBlockStore",
+    "GatewayError",
+    "GatewayLied",
+    "GatewayRefused",
+    "GatewayTimeout",
+    "GatewayUnreachable",
     "InvalidCID",
     "KuroFsError",
     "MemoryBlockStore",

@@ -29,6 +29,11 @@ match their CID — it is the check a block passes before it leaves this store;
 ``reasons`` says why each rejected CID was refused (``missing``, ``corrupt`` or
 ``invalid-cid``).
 
+Stores read every CID :mod:`kuro_fs.cid` reads (issue 17): a CIDv0 and its CIDv1 are one block
+(filed under :attr:`~kuro_fs.cid.ParsedCID.key`), an identity CID is always present (its bytes are
+inline, nothing is stored), and a concrete store's ``put(data, cid=c)`` files bytes of any accepted
+hash under ``c`` only if they hash to it (:func:`put_block` is the one way callers do that).
+
 ## Effects
 None beyond memory: :class:`MemoryBlockStore` is a dict behind a ``threading`` lock; the durable store is in
 :mod:`kuro_fs.filestore`.
@@ -39,13 +44,12 @@ No network: nothing is fetched from or sent to a gateway.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Iterable
 from typing import Protocol, TypedDict, runtime_checkable
 
-from kuro_fs.cid import cid_for, parse
-from kuro_fs.errors import CorruptBlock, InvalidCID
+from kuro_fs.cid import ParsedCID, cid_for, matches, parse
+from kuro_fs.errors import BlockStoreError, CorruptBlock, InvalidCID
 
 __all__ = [
     "BlockStore",
@@ -56,6 +60,7 @@ __all__ = [
     "StatsResult",
     "block_bytes",
     "publish_blocks",
+    "put_block",
 ]
 
 
@@ -155,12 +160,44 @@ def publish_blocks(store: BlockStore, cids: Iterable[str]) -> PublishResult:
         if data is None:
             rejected.append(key)
             reasons[key] = "missing"
-        elif hashlib.sha256(data).digest() != parsed.digest:
+        elif not matches(parsed, data):
             rejected.append(key)
             reasons[key] = "corrupt"
         else:
             published += 1
     return {"published": published, "rejected": rejected, "reasons": reasons}
+
+
+def put_block(store: BlockStore, cid: str, data: bytes) -> str:
+    """File ``data`` under ``cid`` in ``store`` only if it is the block ``cid`` names; return ``cid``.
+
+    A name kuro can mint (sha2-256, CIDv0 or CIDv1) goes through the store's own ``put``; another
+    hash needs a store whose ``put`` takes ``cid=`` (:class:`MemoryBlockStore`,
+    :class:`~kuro_fs.filestore.FileBlockStore`, the gateway store); an identity CID stores nothing.
+
+    Raises InvalidCID: a malformed ``cid``. Raises CorruptBlock: ``data`` does not hash to ``cid``.
+    Raises BlockStoreError: ``store`` cannot file a block of that hash. Raises TypeError: ``data`` not bytes-like.
+    """
+    parsed = parse(cid)
+    data = block_bytes(data)
+    if not matches(parsed, data):
+        raise CorruptBlock(cid, f"{len(data)} given bytes do not hash to this CID; nothing stored")
+    if parsed.hash == "identity":
+        return cid
+    if parsed.mintable:
+        stored = store.put(data, parsed.codec)
+        if stored != parsed.key:  # pragma: no cover - a store that mints another name is broken
+            raise BlockStoreError(f"store filed {cid} as {stored}")
+        return cid
+    try:
+        return str(store.put(data, parsed.codec, cid=cid))  # type: ignore[call-arg]
+    except TypeError as exc:
+        raise BlockStoreError(f"{type(store).__name__} cannot hold {parsed.hash} blocks such as {cid}") from exc
+
+
+def _key(parsed: ParsedCID, cid: str) -> str:
+    # A CIDv1 string parsed only if canonical, so it is its own key; a CIDv0 maps to its CIDv1.
+    return cid if parsed.version == 1 else parsed.key
 
 
 class MemoryBlockStore:
@@ -174,25 +211,36 @@ class MemoryBlockStore:
         self._blocks: dict[str, bytes] = {}
         self._lock = threading.Lock()
 
-    def put(self, data: bytes, codec: str = "raw") -> str:
+    def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+        """Store ``data``; with ``cid``, under that name only if the bytes hash to it (any read hash)."""
         data = block_bytes(data)
-        cid = cid_for(data, codec)
+        if cid is None:
+            cid = key = cid_for(data, codec)
+        else:
+            parsed = parse(cid)
+            if not matches(parsed, data):
+                raise CorruptBlock(cid, f"{len(data)} given bytes do not hash to this CID; nothing stored")
+            if parsed.hash == "identity":
+                return cid
+            key = _key(parsed, cid)
         with self._lock:
-            self._blocks.setdefault(cid, data)
+            self._blocks.setdefault(key, data)
         return cid
 
     def get(self, cid: str) -> bytes | None:
-        parse(cid)
-        return self._blocks.get(cid)
+        parsed = parse(cid)
+        if parsed.hash == "identity":
+            return parsed.digest
+        return self._blocks.get(_key(parsed, cid))
 
     def has(self, cid: str) -> bool:
-        parse(cid)
-        return cid in self._blocks
+        parsed = parse(cid)
+        return parsed.hash == "identity" or _key(parsed, cid) in self._blocks
 
     def delete(self, cid: str) -> DeleteResult:
-        parse(cid)
+        parsed = parse(cid)
         with self._lock:
-            return {"removed": self._blocks.pop(cid, None) is not None}
+            return {"removed": self._blocks.pop(_key(parsed, cid), None) is not None}
 
     def stats(self) -> StatsResult:
         with self._lock:

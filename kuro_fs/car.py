@@ -18,23 +18,22 @@ are pure over injected streams and ``get`` callables. :func:`export_car` and
 :func:`import_car` at the bottom open files (thin wrappers).
 
 ## Not done here
-No CARv2 (index, pragma), no identity or non-sha2-256 multihashes, no CIDv0.
+No CARv2 (index, pragma). Sections are read in every CID profile :mod:`kuro_fs.cid` reads (issue 17).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any, Final
 
 from kuro_fs import dagcbor
 from kuro_fs.atomic import write_atomic
-from kuro_fs.blocks import BlockStore
-from kuro_fs.cid import cid_bytes, cid_from_bytes, parse
+from kuro_fs.blocks import BlockStore, put_block
+from kuro_fs.cid import ParsedCID, cid_bytes, decode_binary, matches, parse
 from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.dagpb import decode_uvarint, encode_uvarint
-from kuro_fs.errors import CarError, DagCborError, InvalidCID
+from kuro_fs.errors import CarError, CorruptBlock, DagCborError, InvalidCID
 from kuro_fs.fsdir import HasStoreRoot
 from kuro_fs.unixfs import MissingBlock
 
@@ -148,31 +147,13 @@ def _exact(stream: IO[bytes], n: int, what: str, offset: int) -> bytes:
     return data
 
 
-def _split_cid(section: bytes, offset: int) -> tuple[str, bytes, bytes]:
-    # Parse the CID at the start of a section by its own varints; return (cid, digest, data).
-    if section[:2] == b"\x12\x20":
-        raise CarError(f"CIDv0 block at offset {offset} is not supported (CIDv1 only)")
+def _split_cid(section: bytes, offset: int) -> tuple[str, ParsedCID, bytes]:
+    # The CID at the start of a section (any profile kuro_fs.cid reads); return (cid, parsed, data).
     try:
-        pos = 0
-        fields = []
-        for _ in range(4):  # version, codec, multihash code, digest length
-            value, pos = decode_uvarint(section, pos)
-            fields.append(value)
-    except ValueError as exc:
-        raise CarError(f"bad CID in section at offset {offset}: {exc}") from exc
-    version, codec, mh_code, length = fields
-    if version != 1 or codec not in _CODEC_BY_CODE or mh_code != 0x12 or length != 32:
-        raise CarError(
-            f"section at offset {offset}: CID (v{version}, codec 0x{codec:x}, hash 0x{mh_code:x}/{length}) "
-            "is outside kuro's profile (CIDv1, raw/dag-pb/dag-cbor, sha2-256)"
-        )
-    if pos + length > len(section):
-        raise CarError(f"section at offset {offset} ends inside its CID")
-    try:
-        cid = cid_from_bytes(section[: pos + length])
+        parsed, end = decode_binary(section)
     except InvalidCID as exc:
         raise CarError(f"bad CID in section at offset {offset}: {exc}") from exc
-    return cid, section[pos : pos + length], section[pos + length :]
+    return str(parsed), parsed, section[end:]
 
 
 def _read_header(stream: IO[bytes]) -> tuple[list[str], int]:
@@ -218,8 +199,8 @@ def read_car(stream: IO[bytes]) -> tuple[list[str], Iterator[tuple[str, bytes]]]
             if length == 0 or length > MAX_SECTION_BYTES:
                 raise CarError(f"section length {length} at offset {pos} out of range (1..{MAX_SECTION_BYTES})")
             section = _exact(stream, length, "section", pos + used)
-            cid, digest, block = _split_cid(section, pos)
-            if hashlib.sha256(block).digest() != digest:
+            cid, parsed, block = _split_cid(section, pos)
+            if not matches(parsed, block):
                 raise CarError(f"block at offset {pos} does not hash to its CID {cid}")
             yield cid, block
             pos += used + length
@@ -273,7 +254,8 @@ def import_car(store: BlockStore, path: str | os.PathLike[str]) -> list[str]:
     with open(path, "rb") as f:
         _, sections = read_car(f)
         for cid, block in sections:
-            stored = store.put(block, _CODEC_BY_CODE[parse(cid).bytes[1]])
-            if stored != cid:
-                raise CarError(f"{path} changed while importing: {cid} stored as {stored}")
+            try:
+                put_block(store, cid, block)
+            except CorruptBlock as exc:
+                raise CarError(f"{path} changed while importing: {exc}") from exc
     return roots

@@ -1,24 +1,34 @@
-"""Content identifiers: CIDv1, sha2-256, base32 — the names every block is stored under.
+"""Content identifiers: kuro mints one CID profile and reads every CID the IPFS stack reads.
 
 ## The one decision
-kuro accepts exactly one CID profile: version 1, multihash sha2-256 with a
-32-byte digest, codec raw (0x55), dag-pb (0x70) or dag-cbor (0x71), and the
-string form multibase base32 lower-case without padding (``b…``). That is what
-the JavaScript IPFS stack mints for CIDv1 by default, so our names for the same
-bytes are theirs, byte for byte. Anything else — CIDv0 (``Qm…``), other
-multibases, other hashes, truncated digests — is refused with
-:class:`~kuro_fs.errors.InvalidCID` instead of being half-understood.
+Two profiles, one for each direction:
 
-Minting uses ``hashlib`` and ``base64`` directly (it is on every hot path);
-parsing goes through the ``multiformats`` package and then checks the profile.
-An independent mint that shares no code with this module lives in
-``tools/cid_mint.py`` and a parity test keeps the two honest.
+* **Minting** (``cid_for``, ``raw_cid``, ``cid_from_digest``, every store's ``put``): version 1,
+  sha2-256, codec raw (0x55), dag-pb (0x70) or dag-cbor (0x71), base32 lower-case without padding
+  (``b…``). That is what the JavaScript IPFS stack mints for CIDv1 by default, so our names for the
+  same bytes are theirs, byte for byte.
+* **Reading** (``parse``, ``cid_from_bytes``, ``verify``, ``decode_binary``): also CIDv0 (``Qm…``,
+  base58btc, dag-pb sha2-256) and the multihashes real IPFS data uses — ``identity`` (the bytes are
+  the digest, at most :data:`MAX_IDENTITY_DIGEST` bytes, as boxo caps it), ``sha2-256``,
+  ``sha2-512`` and ``blake3`` (32-byte digest), each with its full-length digest. Anything else —
+  other hashes, truncated digests, other codecs, multibases other than base32 lower-case for CIDv1 —
+  is refused with :class:`~kuro_fs.errors.InvalidCID` naming the rule, instead of being half-understood.
+
+Hash dispatch lives here, in :func:`matches`, the one function every store, CAR reader and the
+gateway call to decide whether bytes are the block a CID names. A CIDv0 and the CIDv1 dag-pb of the
+same digest name the same block: :attr:`ParsedCID.key` is the CIDv1 base32 form both map to, the name
+a store files the block under.
+
+Minting uses ``hashlib`` and ``base64`` directly (it is on every hot path); parsing decodes base32 /
+base58btc and reads the varints itself, so no multihash library is asked about a digest it cannot
+compute. An independent mint that shares no code with this module lives in ``tools/cid_mint.py``.
 
 ## Pure
 No I/O. Values in, values out.
 
 ## Not done here
-No identity hashes, no CIDv0 output, no other multibases.
+No CIDv0 or non-sha2-256 *minting*; no base58btc/base36 CIDv1 strings (JS ``CID.parse`` reads them;
+kuro asks for base32); no codecs beyond the three (dag-json, libp2p-key … are refused).
 """
 
 from __future__ import annotations
@@ -31,14 +41,19 @@ from dataclasses import dataclass
 from typing import Final
 
 from kuro_fs.errors import InvalidCID
+from kuro_fs.varint import decode_uvarint, encode_uvarint
 
 __all__ = [
     "CODECS",
+    "HASHES",
+    "MAX_IDENTITY_DIGEST",
     "ParsedCID",
     "cid_bytes",
     "cid_for",
     "cid_from_bytes",
     "cid_from_digest",
+    "decode_binary",
+    "matches",
     "parse",
     "parse_cid",
     "raw_cid",
@@ -47,20 +62,42 @@ __all__ = [
 
 #: The codec table: name → multicodec code. The only codecs kuro names blocks with.
 CODECS: Final[dict[str, int]] = {"raw": 0x55, "dag-pb": 0x70, "dag-cbor": 0x71}
+#: The multihash table: name → (multicodec code, digest length; None = any up to the identity cap).
+HASHES: Final[dict[str, tuple[int, int | None]]] = {
+    "identity": (0x00, None),
+    "sha2-256": (0x12, 32),
+    "sha2-512": (0x13, 64),
+    "blake3": (0x1E, 32),
+}
+#: The largest identity "digest" (inline data) accepted, as boxo's gateway caps it.
+MAX_IDENTITY_DIGEST: Final = 128
+
 _CODEC_NAMES: Final[dict[int, str]] = {code: name for name, code in CODECS.items()}
+_HASH_NAMES: Final[dict[int, str]] = {code: name for name, (code, _) in HASHES.items()}
 _SHA2_256: Final = 0x12
 _DIGEST_LEN: Final = 32
-# Every varint in this profile fits in one byte, so the binary prefix is 4 fixed bytes.
+# Every varint in the minting profile fits in one byte, so its binary prefix is 4 fixed bytes.
 _PREFIX: Final[dict[str, bytes]] = {name: bytes([1, code, _SHA2_256, _DIGEST_LEN]) for name, code in CODECS.items()}
+_PREFIX_CODEC: Final[dict[bytes, str]] = {prefix: name for name, prefix in _PREFIX.items()}
+_CANONICAL_LEN: Final = 59  # "b" + base32 of 36 bytes, unpadded
+_CANONICAL: Final = re.compile(r"b[a-z2-7]{58}")
+_V0: Final = re.compile(r"Qm[1-9A-HJ-NP-Za-km-z]{44}")
+
+
+def _encode(binary: bytes) -> str:
+    return "b" + base64.b32encode(binary).decode("ascii").rstrip("=").lower()
 
 
 @dataclass(frozen=True, slots=True)
 class ParsedCID:
-    """A CID that passed :func:`parse`: codec name, raw 32-byte digest, binary form.
+    """A CID that passed :func:`parse`: codec name, digest, version, hash name.
 
     >>> c = parse_cid("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku")
     >>> (c.version, c.codec, c.hash, len(c.digest))
     (1, 'raw', 'sha2-256', 32)
+    >>> v0 = parse_cid("QmbFMke1KXqnYyBBWxB74N4c5SBnJMVAiMNRcGu6x1AwQH")
+    >>> (v0.version, v0.codec, v0.key[:7])
+    (0, 'dag-pb', 'bafybei')
     """
 
     codec: str
@@ -69,11 +106,36 @@ class ParsedCID:
     hash: str = "sha2-256"
 
     @property
+    def multihash(self) -> bytes:
+        """The multihash: ``hash code ‖ digest length ‖ digest``."""
+        return encode_uvarint(HASHES[self.hash][0]) + encode_uvarint(len(self.digest)) + self.digest
+
+    @property
     def bytes(self) -> bytes:
-        """The binary CID (36 bytes): ``01 codec 12 20 ‖ digest``."""
-        return _PREFIX[self.codec] + self.digest
+        """The binary CID: the bare multihash for CIDv0, else ``01 codec multihash``."""
+        if self.version == 0:
+            return self.multihash
+        if self.hash == "sha2-256":
+            return _PREFIX[self.codec] + self.digest
+        return b"\x01" + encode_uvarint(CODECS[self.codec]) + self.multihash
+
+    @property
+    def key(self) -> str:
+        """The CIDv1 base32 string of this block: what a CIDv0 and its CIDv1 share, the name stores use."""
+        if self.version == 0:
+            return _encode(_PREFIX["dag-pb"] + self.digest)
+        return _encode(self.bytes)
+
+    @property
+    def mintable(self) -> bool:
+        """True if kuro's own ``put`` would mint this block's name (sha2-256, not identity)."""
+        return self.hash == "sha2-256"
 
     def __str__(self) -> str:
+        if self.version == 0:
+            from multiformats import multibase  # off the fast path: the package costs ~30 ms to import
+
+            return str(multibase.encode(self.multihash, "base58btc"))[1:]
         return _encode(self.bytes)
 
     def to_data(self) -> str:
@@ -81,13 +143,7 @@ class ParsedCID:
         return str(self)
 
 
-_PREFIX_CODEC: Final[dict[bytes, str]] = {prefix: name for name, prefix in _PREFIX.items()}
-_CANONICAL_LEN: Final = 59  # "b" + base32 of 36 bytes, unpadded
-_CANONICAL: Final = re.compile(r"b[a-z2-7]{58}")
-
-
-def _encode(binary: bytes) -> str:
-    return "b" + base64.b32encode(binary).decode("ascii").rstrip("=").lower()
+# ---- minting (CIDv1 sha2-256 only)
 
 
 def cid_from_digest(digest: bytes, codec: str = "raw") -> str:
@@ -128,36 +184,72 @@ def raw_cid(data: bytes) -> str:
     return _encode(_PREFIX["raw"] + hashlib.sha256(data).digest())
 
 
-def _check_header(version: int, codec_code: int, hash_code: int, shown: str) -> None:
-    if version != 1:
-        raise InvalidCID(f"CIDv{version} is not accepted, CIDv1 is required: {shown}")
+# ---- reading (every profile the IPFS stack reads)
+
+
+def _uvarint(buf: bytes, pos: int, shown: str, what: str) -> tuple[int, int]:
+    try:
+        return decode_uvarint(buf, pos)
+    except ValueError as exc:
+        raise InvalidCID(f"bad {what} varint in {shown}: {exc}") from exc
+
+
+def _profile(version: int, codec_code: int, hash_code: int, digest: bytes, shown: str) -> ParsedCID:
     if codec_code not in _CODEC_NAMES:
         raise InvalidCID(f"unsupported codec 0x{codec_code:x} in {shown}; expected raw, dag-pb or dag-cbor")
-    if hash_code != _SHA2_256:
-        raise InvalidCID(f"unsupported multihash 0x{hash_code:x} in {shown}; expected sha2-256")
+    name = _HASH_NAMES.get(hash_code)
+    if name is None:
+        raise InvalidCID(
+            f"unsupported multihash 0x{hash_code:x} in {shown}; expected one of {', '.join(sorted(HASHES))}"
+        )
+    size = HASHES[name][1]
+    if size is None:
+        if len(digest) > MAX_IDENTITY_DIGEST:
+            raise InvalidCID(f"identity digest of {len(digest)} bytes in {shown} exceeds {MAX_IDENTITY_DIGEST}")
+    elif len(digest) != size:
+        raise InvalidCID(f"truncated or overlong digest in {shown}: {len(digest)} bytes, {name} needs {size}")
+    return ParsedCID(codec=_CODEC_NAMES[codec_code], digest=bytes(digest), version=version, hash=name)
 
 
-def _check_profile(codec_code: int, hash_code: int, digest: bytes, version: int, shown: str) -> ParsedCID:
-    _check_header(version, codec_code, hash_code, shown)
-    if len(digest) != _DIGEST_LEN:
-        raise InvalidCID(f"truncated digest in {shown}: {len(digest)} bytes, sha2-256 needs 32")
-    return ParsedCID(codec=_CODEC_NAMES[codec_code], digest=bytes(digest))
+def decode_binary(buf: bytes, pos: int = 0) -> tuple[ParsedCID, int]:
+    """The binary CID at ``buf[pos:]`` and the offset just past it (a CAR section starts with one).
+
+    Raises InvalidCID: a truncated or non-minimal varint, a version other than 0/1, or a codec,
+    hash or digest length outside the reading profile.
+    """
+    shown = bytes(buf[pos : pos + 8]).hex() + "…"
+    if buf[pos : pos + 2] == b"\x12\x20":  # a bare sha2-256 multihash: CIDv0
+        end = pos + 34
+        if end > len(buf):
+            raise InvalidCID(f"truncated digest in binary CIDv0 {shown}")
+        return ParsedCID("dag-pb", bytes(buf[pos + 2 : end]), version=0), end
+    version, at = _uvarint(buf, pos, shown, "version")
+    if version == 0:
+        raise InvalidCID(f"CIDv0 must be a bare sha2-256 multihash, not a version-0 header: {shown}")
+    if version != 1:
+        raise InvalidCID(f"CIDv{version} is not a CID version kuro reads (0 or 1): {shown}")
+    codec, at = _uvarint(buf, at, shown, "codec")
+    hash_code, at = _uvarint(buf, at, shown, "multihash code")
+    length, at = _uvarint(buf, at, shown, "digest length")
+    if at + length > len(buf):
+        raise InvalidCID(f"truncated or overlong digest in {shown}: length says {length}, {len(buf) - at} bytes follow")
+    return _profile(1, codec, hash_code, bytes(buf[at : at + length]), shown), at + length
 
 
 def parse(cid: object) -> ParsedCID:
-    """Parse a CID string into a :class:`ParsedCID`, enforcing kuro's profile.
+    """Parse a CID string into a :class:`ParsedCID`, enforcing the reading profile.
 
     Valid strings are memoised (parsing sits on every block read); invalid ones
     raise every time.
 
-    Raises InvalidCID: if ``cid`` is not a string, is not multibase base32
-    (``b…``), is CIDv0, names a codec other than raw/dag-pb/dag-cbor, a hash
-    other than sha2-256, or has a truncated digest.
+    Raises InvalidCID: if ``cid`` is not a string, is CIDv1 in a multibase other than base32
+    lower-case (``b…``), is a malformed CIDv0, names a codec other than raw/dag-pb/dag-cbor, a hash
+    outside :data:`HASHES`, or has a truncated digest.
 
     >>> parse("Qmfoo")
     Traceback (most recent call last):
     ...
-    kuro_fs.errors.InvalidCID: CIDv0 ('Qm…') is not accepted, CIDv1 is required: 'Qmfoo'
+    kuro_fs.errors.InvalidCID: malformed CIDv0 'Qmfoo': a CIDv0 is 'Qm' and 44 base58btc characters
     """
     if not isinstance(cid, str):
         raise InvalidCID(f"a CID must be a string, got {type(cid).__name__}")
@@ -167,8 +259,7 @@ def parse(cid: object) -> ParsedCID:
 @functools.lru_cache(maxsize=65536)
 def _parse_str(cid: str) -> ParsedCID:
     if len(cid) == _CANONICAL_LEN and _CANONICAL.fullmatch(cid):
-        # Fast path (additive, issue 4 perf): the exact canonical profile form, decoded without
-        # multiformats (~0.5 ms per call there); anything else takes the checked path below.
+        # Fast path: the exact minting profile, decoded without varint parsing.
         binary = base64.b32decode(cid[1:].upper() + "======")
         codec = _PREFIX_CODEC.get(binary[:4])
         if codec is not None and _encode(binary) == cid:
@@ -177,30 +268,30 @@ def _parse_str(cid: str) -> ParsedCID:
     if cid == "":
         raise InvalidCID("a CID must not be empty")
     if cid.startswith("Qm"):
-        raise InvalidCID(f"CIDv0 ('Qm…') is not accepted, CIDv1 is required: {shown}")
+        if not _V0.fullmatch(cid):
+            raise InvalidCID(f"malformed CIDv0 {shown}: a CIDv0 is 'Qm' and 44 base58btc characters")
+        from multiformats import multibase  # off the fast path: the package costs ~30 ms to import
+
+        multihash = bytes(multibase.decode("z" + cid))
+        if multihash[:2] != b"\x12\x20" or len(multihash) != 34:
+            raise InvalidCID(f"malformed CIDv0 {shown}: not a sha2-256 multihash")
+        return ParsedCID("dag-pb", multihash[2:], version=0)
     if cid[0] != "b":
         raise InvalidCID(f"unsupported multibase prefix {cid[0]!r} in {shown}; expected base32 lower-case 'b'")
     body = cid[1:]
     if body == "" or body != body.lower():
         raise InvalidCID(f"not lower-case base32 in {shown}")
-    # Every read of the multiformats object stays inside the try: its attributes are lazy, and
-    # touching the digest of, say, a keccak multihash raises ImportError (pycryptodome missing).
-    try:
-        from multiformats import CID as _MfCID  # only off the fast path: the package costs ~30 ms to import
-
-        parsed = _MfCID.decode(cid)
-        binary = bytes(parsed)
-        version, codec_code, hash_code = int(parsed.version), int(parsed.codec.code), int(parsed.hashfun.code)
-    except Exception as exc:  # multiformats raises several unrelated types
-        raise InvalidCID(f"malformed CID {shown}: {exc}") from exc
+    if not re.fullmatch(r"[a-z2-7]+", body) or len(body) % 8 in (1, 3, 6):
+        raise InvalidCID(f"malformed base32 in {shown}")
+    binary = base64.b32decode(body.upper() + "=" * (-len(body) % 8))
     if _encode(binary) != cid:
         raise InvalidCID(f"non-canonical CID string {shown}")
-    _check_header(version, codec_code, hash_code, shown)
-    try:
-        digest = bytes(parsed.raw_digest)
-    except Exception as exc:
-        raise InvalidCID(f"malformed sha2-256 digest in {shown}: {exc}") from exc
-    return _check_profile(codec_code, hash_code, digest, version, shown)
+    if binary[:2] == b"\x12\x20":
+        raise InvalidCID(f"CIDv0 bytes under a multibase prefix in {shown}; a CIDv0 is written 'Qm…'")
+    parsed, end = decode_binary(binary)
+    if end != len(binary):
+        raise InvalidCID(f"trailing bytes after the digest in {shown}")
+    return parsed
 
 
 #: The name the public API uses (``kuro_fs.parse_cid``).
@@ -208,35 +299,50 @@ parse_cid = parse
 
 
 def cid_from_bytes(binary: bytes) -> str:
-    """The string form of a binary CID, checked against kuro's profile.
+    """The string form of a binary CID, checked against the reading profile.
 
-    Raises InvalidCID: if ``binary`` is not bytes-like, or not a 36-byte CIDv1
-    sha2-256 of a known codec.
+    Raises InvalidCID: if ``binary`` is not bytes-like, or is not exactly one CID kuro reads.
     """
     if not isinstance(binary, (bytes, bytearray, memoryview)):
         raise InvalidCID(f"a binary CID must be bytes, got {type(binary).__name__}")
     binary = bytes(binary)
-    shown = binary[:8].hex() + ("…" if len(binary) > 8 else "")
     if len(binary) < 4:
-        raise InvalidCID(f"binary CID too short ({len(binary)} bytes): {shown}")
-    if binary[0] == 0x12 and binary[1] == 0x20:
-        raise InvalidCID(f"binary CIDv0 is not accepted: {shown}")
-    version, codec, hash_code, length = binary[0], binary[1], binary[2], binary[3]
-    if length != _DIGEST_LEN or len(binary) - 4 != _DIGEST_LEN:
-        raise InvalidCID(f"truncated or overlong digest in binary CID {shown}")
-    return str(_check_profile(codec, hash_code, binary[4:], version, shown))
+        raise InvalidCID(f"binary CID too short ({len(binary)} bytes): {binary.hex()}")
+    if len(binary) == 36 and binary[:4] in _PREFIX_CODEC:
+        return _encode(binary)
+    parsed, end = decode_binary(binary)
+    if end != len(binary):
+        raise InvalidCID(f"truncated or overlong digest in binary CID {binary[:8].hex()}…")
+    return str(parsed)
 
 
 def cid_bytes(cid: str) -> bytes:
-    """The binary form (36 bytes) of a CID string. Raises InvalidCID."""
+    """The binary form of a CID string. Raises InvalidCID."""
     return parse(cid).bytes
 
 
+def matches(parsed: ParsedCID, data: bytes | bytearray | memoryview) -> bool:
+    """True if ``data`` is the block ``parsed`` names: its digest under the CID's own hash.
+
+    The one hash dispatch of kuro_fs; stores, CAR readers, the loader and the gateway call it.
+    Raises TypeError: if ``data`` is not bytes-like.
+    """
+    name = parsed.hash
+    if name == "sha2-256":
+        return hashlib.sha256(data).digest() == parsed.digest
+    if name == "identity":
+        return bytes(data) == parsed.digest
+    if name == "sha2-512":
+        return hashlib.sha512(data).digest() == parsed.digest
+    import blake3  # only blake3 names need it
+
+    return bool(blake3.blake3(bytes(data)).digest(len(parsed.digest)) == parsed.digest)
+
+
 def verify(cid: str, data: bytes) -> bool:
-    """True if ``data`` hashes to ``cid`` under the CID's own codec.
+    """True if ``data`` hashes to ``cid`` under the CID's own hash function.
 
     Raises InvalidCID: if ``cid`` itself is malformed (a bad name is not a mismatch).
     Raises TypeError: if ``data`` is not bytes-like.
     """
-    parsed = parse(cid)
-    return hashlib.sha256(data).digest() == parsed.digest
+    return matches(parse(cid), data)

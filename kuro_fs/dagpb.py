@@ -12,15 +12,16 @@ would not have written itself (other field order, unknown fields, non-minimal
 varints, a missing Hash) is a :class:`~kuro_fs.errors.DagPbError`, because a
 node that decodes but re-encodes differently has two names.
 
-Links hold the binary CID (36 bytes, kuro's profile); :attr:`PBLink.cid` gives
-the string form. The unsigned varint helpers live here too (CAR uses them).
+Links hold the binary CID (any profile :mod:`kuro_fs.cid` reads, so CIDv0 links of real IPFS
+data too); :attr:`PBLink.cid` gives the string form. The unsigned varints are :mod:`kuro_fs.varint`'s
+(re-exported here, where CAR and UnixFS have always imported them).
 
 ## Pure
 No I/O.
 
 ## Not done here
 No link sorting: the caller decides link order (files keep chunk order,
-directories sort by name — see :mod:`kuro_fs.unixfs`). No CIDv0 links.
+directories sort by name — see :mod:`kuro_fs.unixfs`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Final
 
 from kuro_fs.cid import cid_bytes, cid_from_bytes
 from kuro_fs.errors import DagPbError, InvalidCID
+from kuro_fs.varint import decode_uvarint, encode_uvarint
 
 __all__ = ["PBLink", "PBNode", "decode", "decode_uvarint", "encode", "encode_uvarint"]
 
@@ -38,61 +40,6 @@ _TAG_DATA: Final = 0x0A  # PBNode field 1, length-delimited
 _TAG_HASH: Final = 0x0A  # PBLink field 1
 _TAG_NAME: Final = 0x12  # PBLink field 2
 _TAG_TSIZE: Final = 0x18  # PBLink field 3, varint
-_MAX_VARINT_BYTES: Final = 10  # 64-bit values
-
-
-# ---- varints
-
-
-def encode_uvarint(value: int) -> bytes:
-    """The minimal unsigned LEB128 varint of ``value`` (0 ≤ value < 2^64).
-
-    >>> encode_uvarint(0).hex(), encode_uvarint(300).hex(), encode_uvarint(262144).hex()
-    ('00', 'ac02', '808010')
-
-    Raises ValueError: if ``value`` is negative or does not fit in 64 bits.
-    """
-    if value < 0 or value >= 1 << 64:
-        raise ValueError(f"uvarint out of range: {value}")
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def decode_uvarint(buf: bytes | memoryview, pos: int = 0) -> tuple[int, int]:
-    """Read one minimal uvarint at ``pos``; return ``(value, next_pos)``.
-
-    >>> decode_uvarint(bytes.fromhex("ac02"))
-    (300, 2)
-
-    Raises ValueError: if the varint is truncated, longer than 10 bytes, above
-    2^64−1, or not minimal (a trailing ``0x00`` continuation byte).
-    """
-    value = 0
-    shift = 0
-    start = pos
-    end = len(buf)
-    while True:
-        if pos >= end:
-            raise ValueError(f"truncated varint at offset {start}")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            if byte == 0 and pos - start > 1:
-                raise ValueError(f"non-minimal varint at offset {start}")
-            break
-        shift += 7
-        if pos - start >= _MAX_VARINT_BYTES:
-            raise ValueError(f"varint longer than {_MAX_VARINT_BYTES} bytes at offset {start}")
-    if value >= 1 << 64:
-        raise ValueError(f"varint above 2^64-1 at offset {start}")
-    return value, pos
 
 
 # ---- values

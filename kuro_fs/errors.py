@@ -18,10 +18,18 @@ stable kebab-case ``reference`` that user-facing tools print.
     ├── DagCborError        (ValueError)   non-canonical or unencodable dag-cbor
     ├── DagPbError          (ValueError)   malformed dag-pb / UnixFS bytes
     ├── CarError            (ValueError)   malformed or tampered CAR file
-    ├── ShardingNotSupported               directory too large for one UnixFS block
+    ├── ShardingNotSupported               (no longer raised: kept importable for callers that catch it)
     └── BlockStoreError                    the store failed to do what was asked
         ├── CorruptBlock                   stored bytes do not hash to their CID
-        └── MissingBlock                   a block the DAG names is not in the store
+        │   └── GatewayLied                a gateway sent bytes that are not the block asked for
+        ├── MissingBlock                   a block the DAG names is not in the store
+        └── GatewayError                   a block store behind a gateway could not reach an answer
+            ├── GatewayUnreachable         connection refused, reset or dropped mid-response
+            ├── GatewayTimeout             no answer within the store's timeout
+            └── GatewayRefused             an HTTP status that is no answer (401, 403, 413, 5xx …)
+
+``GatewayLied`` is also a ``GatewayError``: a caller that only asks "did the network fail me?"
+catches it there, one that asks "are these bytes wrong?" catches it as ``CorruptBlock``.
 
 ## Not done here
 No error carries a denial: see ``kuro.fs/reason`` in :mod:`kuro_fs.fs`.
@@ -35,6 +43,11 @@ __all__ = [
     "CorruptBlock",
     "DagCborError",
     "DagPbError",
+    "GatewayError",
+    "GatewayLied",
+    "GatewayRefused",
+    "GatewayTimeout",
+    "GatewayUnreachable",
     "InvalidCID",
     "KuroFsError",
     "MissingBlock",
@@ -77,7 +90,8 @@ class CarError(KuroFsError, ValueError):
 
 
 class ShardingNotSupported(KuroFsError):
-    """A directory is too large for one UnixFS block and would need a HAMT shard."""
+    """Formerly: a directory too large for one UnixFS block. kuro_fs now writes HAMT shards and never raises it;
+    the name stays importable so code that catches it keeps working."""
 
     reference = "hamt-sharding-not-supported"
 
@@ -110,3 +124,40 @@ class MissingBlock(BlockStoreError):
     def __init__(self, cid: str) -> None:
         super().__init__(f"block missing from the store: {cid}")
         self.cid = cid
+
+
+class GatewayError(BlockStoreError):
+    """A block store behind a gateway could not get an answer from it."""
+
+    reference = "gateway-error"
+
+
+class GatewayUnreachable(GatewayError):
+    """The gateway could not be reached, or the connection broke mid-response."""
+
+    reference = "gateway-unreachable"
+
+
+class GatewayTimeout(GatewayError):
+    """The gateway did not answer within the store's timeout."""
+
+    reference = "gateway-timeout"
+
+
+class GatewayRefused(GatewayError):
+    """The gateway answered with a status that is no answer to the request (``status`` says which)."""
+
+    reference = "gateway-refused"
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class GatewayLied(CorruptBlock, GatewayError):
+    """A gateway sent bytes that do not hash to the CID asked for (or a block nobody asked for).
+
+    Nothing it sent in that response after the lie is cached or returned.
+    """
+
+    reference = "gateway-lied"

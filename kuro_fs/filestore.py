@@ -15,6 +15,11 @@ the same and different blocks at once without a lock.
 and people edit files, and a reader must never be handed bytes that do not match
 the name it asked for.
 
+A CIDv0 is filed under its CIDv1 (:attr:`~kuro_fs.cid.ParsedCID.key`), so both names reach one
+file; an identity CID is never a file (its bytes are inline in the name). ``put(data, cid=c)`` files
+bytes of any hash :mod:`kuro_fs.cid` reads under ``c``, only after :func:`~kuro_fs.cid.matches` says
+they are that block.
+
 The shard is the next-to-last two characters of the CID (go-ipfs flatfs's
 ``next-to-last/2``): the leading characters are the fixed ``bafkrei`` /
 ``bafybei`` / ``bafyrei`` prefix and the last one carries only 3 bits, so these
@@ -34,7 +39,6 @@ durability fsync on ``delete``/``drop_cache``, no network.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import re
 import stat
@@ -44,14 +48,14 @@ from types import TracebackType
 
 from kuro_fs.atomic import TMP_PREFIX, fsync_dir, write_atomic
 from kuro_fs.blocks import DeleteResult, DropResult, PublishResult, StatsResult, block_bytes, publish_blocks
-from kuro_fs.cid import ParsedCID, cid_for, parse
+from kuro_fs.cid import ParsedCID, cid_for, matches, parse
 from kuro_fs.errors import BlockStoreError, CorruptBlock
 from kuro_fs.home import blocks_dir
 
 __all__ = ["FileBlockStore", "default_store", "shard_of"]
 
 _TMP_PREFIX = TMP_PREFIX
-_BLOCK_NAME = re.compile(r"b[a-z2-7]{58}")
+_BLOCK_NAME = re.compile(r"b[a-z2-7]{58}|b[a-z2-7]{109}")  # 32-byte digests; 64-byte (sha2-512)
 _SHARD_NAME = re.compile(r"[a-z2-7]{2}")
 
 # ---- helpers
@@ -131,13 +135,17 @@ class FileBlockStore:
             raise BlockStoreError(f"block store at {self._root} is closed")
 
     def _locate(self, cid: str) -> tuple[Path, ParsedCID]:
-        parsed = parse(cid)  # raises InvalidCID; after this the name is 59 base32 characters
-        return self._root / shard_of(cid) / cid, parsed
+        parsed = parse(cid)  # raises InvalidCID; after this the name is base32 (or CIDv0 → its CIDv1)
+        key = cid if parsed.version == 1 else parsed.key
+        return self._root / shard_of(key) / key, parsed
 
     # ---- the seven operations
 
-    def put(self, data: bytes, codec: str = "raw") -> str:
+    def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
         """Store ``data`` as a block of ``codec`` and return its CID.
+
+        With ``cid``, file the bytes under that name instead (any hash :mod:`kuro_fs.cid` reads;
+        nothing for an identity CID), only if they hash to it: else CorruptBlock, nothing stored.
 
         An already-present block with the same bytes is not rewritten. A block
         file of the wrong length, or (with ``verify``) the wrong content, is
@@ -148,8 +156,15 @@ class FileBlockStore:
         """
         self._check_open()
         data = block_bytes(data)
-        cid = cid_for(data, codec)
-        path = self._root / shard_of(cid) / cid
+        if cid is None:
+            cid = cid_for(data, codec)
+            path = self._root / shard_of(cid) / cid
+        else:
+            path, parsed = self._locate(cid)
+            if not matches(parsed, data):
+                raise CorruptBlock(cid, f"{len(data)} given bytes do not hash to this CID; nothing stored")
+            if parsed.hash == "identity":
+                return cid
         try:
             if self._present_and_equal(path, data):
                 return cid
@@ -167,13 +182,15 @@ class FileBlockStore:
         """
         self._check_open()
         path, parsed = self._locate(cid)
+        if parsed.hash == "identity":
+            return parsed.digest
         try:
             data = path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise _fail("get", cid, exc) from exc
-        if self._verify and hashlib.sha256(data).digest() != parsed.digest:
+        if self._verify and not matches(parsed, data):
             raise CorruptBlock(cid, f"{len(data)} stored bytes at {path} do not hash to this CID")
         return data
 
@@ -183,7 +200,9 @@ class FileBlockStore:
         Raises InvalidCID: if ``cid`` is malformed. Raises BlockStoreError: on an OS failure.
         """
         self._check_open()
-        path, _ = self._locate(cid)
+        path, parsed = self._locate(cid)
+        if parsed.hash == "identity":
+            return True
         try:
             mode = os.stat(path).st_mode
         except FileNotFoundError:

@@ -12,14 +12,17 @@ mistaken for success. Writes return a new ``Fs``; the old value (and its root)
 stays valid, and :attr:`Fs.history` lists prior roots for :meth:`Fs.checkout`.
 
 Files are UnixFS file DAGs (:mod:`kuro_fs.unixfs`: raw leaves, balanced).
-A directory is one deterministic dag-cbor block (:mod:`kuro_fs.fsdir`, whose
-names this module re-exports)::
+A directory is a deterministic dag-cbor block, flat while it has at most 256
+entries and an IPLD HashMap beyond (:mod:`kuro_fs.fsdir`, whose names this
+module re-exports)::
 
     {"entries": {name: {"cid": Link, "size": int}}, "type": "kuro.fs/dir", "version": 1}
 
 ``size`` is the file's byte length (0 for a directory), so ``ls``/``stat`` read
 no file block; an entry is a directory iff its CID is dag-cbor. The empty
-directory is one block, so an empty ``Fs`` has a root too.
+directory is one block, so an empty ``Fs`` has a root too. An op on one entry
+of a directory of n entries reads and writes O(log n) blocks, and a directory
+block is decoded once per process (:mod:`kuro_fs.dircache`), not once per op.
 
 Check order: ``bad-path`` → ``bytes-required``/``bad-range`` → grant
 (``missing-capability`` + ``kuro.fs/missing``) → op-specific. A block the store
@@ -28,12 +31,22 @@ lacks, or one that is corrupt (``CorruptBlock``) or malformed, is
 fails (any other ``BlockStoreError``, e.g. an I/O error or a closed store)
 raises: that is a broken host, not a refusal.
 
+A DAG may share subtrees (``{a: d, b: d}``), so a tree of 20 blocks can hold
+2^18 paths, and a file of a few blocks can claim terabytes. Every walk and
+whole read therefore has a :class:`Budget` (entries listed, bytes
+materialised): past it the op is refused ``over-budget`` with
+``kuro.fs/budget`` naming the limit, before anything is materialised past it.
+The defaults are above any tree a session builds (a walk of 500,000 entries,
+a whole read of 4 GiB). Exports by CID (:func:`to_unixfs_dir`, CAR) visit each
+block once and need no budget.
+
 ## Pure
-Only the injected store is touched. No clock, no globals.
+Only the injected store is touched, and the decoded-directory cache
+(:mod:`kuro_fs.dircache`), which holds only decodings of hash-verified bytes
+and so changes no answer. No clock.
 
 ## Not done here
-No persistence of named roots (the CLI's job), no recursive rm, no symlinks,
-no HAMT (see :func:`to_unixfs_dir`).
+No persistence of named roots (the CLI's job), no recursive rm, no symlinks.
 """
 
 from __future__ import annotations
@@ -44,9 +57,21 @@ from typing import Any, Final, NamedTuple
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import parse
+from kuro_fs.dircache import DirCache
 from kuro_fs.errors import CorruptBlock, DagCborError, DagPbError, InvalidCID
-from kuro_fs.fsdir import DIR_TYPE, Entry, Refusal, WorkingTree, decode_dir, encode_dir, to_unixfs_dir
-from kuro_fs.paths import clean_path, join_path
+from kuro_fs.fsdir import (
+    DIR_TYPE,
+    DirLayout,
+    Entry,
+    Refusal,
+    WorkDir,
+    WorkingTree,
+    decode_dir,
+    encode_dir,
+    to_unixfs_dir,
+    write_dir,
+)
+from kuro_fs.paths import clean_path, join_path, names_a_directory
 from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, MissingBlock, file_root_info, iter_file
 from kuro_fs.unixfs import write_file as _write_file
 
@@ -57,6 +82,8 @@ __all__ = [
     "DIR_TYPE",
     "OP_CAPABILITIES",
     "RECEIPT_KEYS",
+    "Budget",
+    "DirLayout",
     "Entry",
     "Fs",
     "FsLog",
@@ -68,18 +95,21 @@ __all__ = [
 
 #: Every ``kuro.fs/reason`` a denial can carry, and what it means.
 DENIAL_REASONS: Final[Mapping[str, str]] = {
-    "bad-path": "the path is not a string, empty, has NUL, a '..' segment, or is too long; or mv of a dir into itself",
+    "bad-path": "the path is not a string, empty, has a control character (NUL, C0, DEL, C1), a '..' or "
+    "whitespace-only segment, or is too long; or mv of a dir into itself",
     "bytes-required": "a write payload that is not bytes, bytearray or memoryview",
     "bad-range": "read_range offset/length not a non-negative int",
     "missing-capability": "the grant lacks the capability in kuro.fs/missing",
     "not-found": "no entry at the path (or rm/mv of the root)",
     "not-a-directory": "a file sits where a directory is read (ls, walk, an ancestor in a lookup), "
-    "or link of a dag-cbor CID that is not a kuro.fs directory",
+    "a path ending in '/' names a file or would put one, or link of a dag-cbor CID that is not a kuro.fs directory",
     "not-a-file": "read of a directory, or link of a raw/dag-pb CID that is not a UnixFS file root",
     "is-a-directory": "write or mv onto a directory",
     "path-blocked": "a file sits where write/mkdir/mv needs a directory, or mkdir onto a file",
     "directory-not-empty": "rm of a directory that has entries",
     "block-missing": "a block the DAG names is absent, corrupt or malformed (kuro.fs/cid names it)",
+    "over-budget": "a walk would list more entries, or a read return more bytes, than the Fs budget "
+    "allows (kuro.fs/budget names the limit); a subtree shared by several paths counts once per path",
 }
 CAPABILITIES: Final = ("fs/ls", "fs/publish", "fs/read", "fs/rm", "fs/write")
 DEFAULT_GRANT: Final = frozenset(CAPABILITIES)
@@ -108,8 +138,25 @@ RECEIPT_KEYS: Final = (
     "kuro.fs/size",
     "kuro.fs/offset",
     "kuro.fs/entries",
+    "kuro.fs/budget",
     "kuro.fs/root-cid",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """How much one walk may list (``entries``) and one whole read may return (``bytes``).
+
+    Raises ValueError: a limit that is not a non-negative int.
+    """
+
+    entries: int = 500_000
+    bytes: int = 4 << 30
+
+    def __post_init__(self) -> None:
+        for name in ("entries", "bytes"):
+            if not _is_count(getattr(self, name)):
+                raise ValueError(f"budget {name} must be a non-negative int, got {getattr(self, name)!r}")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -183,7 +230,10 @@ class Fs:
     """An immutable filesystem: a block ``store`` and the ``root`` CID of a kuro.fs directory.
 
     ``grant`` (default: every capability) gates the ops; ``log`` (shown as :attr:`history`) holds the
-    roots this value was derived from, oldest first. Writes return new values.
+    roots this value was derived from, oldest first. Writes return new values. ``chunk_size`` and
+    ``width`` shape the files it writes, ``layout`` the directories (both decide CIDs); ``budget``
+    bounds walks and whole reads; ``cache`` holds decoded directory blocks (default: the process's
+    shared :data:`kuro_fs.dircache.SHARED`).
 
     Raises InvalidCID: if ``root`` is not a dag-cbor CID. Raises ValueError: on
     an unknown capability or a bad chunk size / width.
@@ -195,6 +245,9 @@ class Fs:
     log: FsLog | None = field(default=None, compare=False)
     chunk_size: int = DEFAULT_CHUNK_SIZE
     width: int = field(default=DEFAULT_WIDTH)
+    layout: DirLayout = field(default_factory=DirLayout)
+    budget: Budget = field(default_factory=Budget)
+    cache: DirCache | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if parse(self.root).codec != "dag-cbor":
@@ -206,6 +259,8 @@ class Fs:
         object.__setattr__(self, "grant", grant)
         if self.chunk_size < 1 or self.width < 2:
             raise ValueError("chunk_size must be ≥ 1 and width ≥ 2")
+        if not isinstance(self.layout, DirLayout) or not isinstance(self.budget, Budget):
+            raise ValueError("layout must be a DirLayout and budget a Budget")
 
     def __repr__(self) -> str:
         grant = sorted(self._grant)
@@ -219,7 +274,7 @@ class Fs:
     @classmethod
     def empty(cls, store: BlockStore, grant: Iterable[str] | None = None) -> Fs:
         """A filesystem holding one empty directory (its block is stored in ``store``)."""
-        root = store.put(encode_dir({}), "dag-cbor")
+        root = write_dir(store, {})
         return cls(store, root, None if grant is None else frozenset(grant))
 
     # ---- values
@@ -231,6 +286,16 @@ class Fs:
         if unknown:
             raise ValueError(f"unknown capabilities {unknown}; known: {list(CAPABILITIES)}")
         return _replace(self, grant=self._grant & wanted)
+
+    def with_budget(self, entries: int | None = None, bytes: int | None = None) -> Fs:
+        """This filesystem with the walk (``entries``) and/or whole-read (``bytes``) budget replaced.
+
+        Raises ValueError: a limit that is not a non-negative int.
+        """
+        now = self.budget
+        return _replace(
+            self, budget=Budget(now.entries if entries is None else entries, now.bytes if bytes is None else bytes)
+        )
 
     def checkout(self, root: str) -> Fs:
         """The filesystem at ``root``, one of :attr:`history` (or the current root).
@@ -253,15 +318,17 @@ class Fs:
 
     # ---- the op frame
 
-    def _run(
-        self, op: str, path: object, body: Callable[[WorkingTree, tuple[str, ...]], FsResult], dst: object
-    ) -> FsResult:
+    def _run(self, op: str, path: object, body: Callable[[_Op], FsResult], dst: object) -> FsResult:
         extra: dict[str, Any] = {} if dst is _NO_DST else {"to": _shown(dst)}
         try:
             parts = clean_path(path)
-            if parts is None or (dst is not _NO_DST and clean_path(dst) is None):
+            dparts = None if dst is _NO_DST else clean_path(dst)
+            if parts is None or (dst is not _NO_DST and dparts is None):
                 raise Refusal("bad-path")
-            return body(WorkingTree(self.store, self.root), parts)
+            assert isinstance(path, str)
+            tree = WorkingTree(self.store, self.root, self.cache, self.layout)
+            dst_wants_dir = isinstance(dst, str) and names_a_directory(dst)
+            return body(_Op(tree, parts, names_a_directory(path), dparts, dst_wants_dir))
         except Refusal as deny:
             reason = deny.reason
             more = dict(deny.extra)
@@ -290,19 +357,28 @@ class Fs:
             raise Refusal("block-missing", cid=entry.cid) from exc
         return data
 
+    def _file(self, op: _Op) -> Entry:
+        # The file at op's path: a directory there is not-a-file, a trailing '/' on a file not-a-directory.
+        entry = _existing(op)
+        if entry.kind == "dir":
+            raise Refusal("not-a-file")
+        return entry
+
     # ---- reads
 
     def read(self, path: object) -> FsResult:
         """The whole file at ``path`` as bytes. Receipt: ``cid`` (file root), ``size``.
 
-        Denials: bad-path, missing-capability, not-found, not-a-directory, not-a-file, block-missing.
+        Denials: bad-path, missing-capability, not-found, not-a-directory, not-a-file, block-missing,
+        over-budget (the file is larger than ``budget.bytes``: receipt ``size`` is its size,
+        ``budget`` the limit; nothing is read).
         """
 
-        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+        def body(op: _Op) -> FsResult:
             self._need("read")
-            entry = _existing(tree, parts)
-            if entry.kind == "dir":
-                raise Refusal("not-a-file")
+            entry = self._file(op)
+            if entry.size > self.budget.bytes:
+                raise Refusal("over-budget", cid=entry.cid, size=entry.size, budget={"bytes": self.budget.bytes})
             data = self._file_bytes(entry)
             return self._ok("read", path, data, cid=entry.cid, size=len(data))
 
@@ -312,17 +388,18 @@ class Fs:
         """Bytes ``[offset, offset+length)`` of the file at ``path``, fetching only the blocks needed.
 
         Past the end is short (or empty), as ``pread``. Receipt: ``cid``, ``size``
-        (bytes returned), ``offset``. Denials: as :meth:`read`, plus bad-range.
+        (bytes returned), ``offset``. Denials: as :meth:`read`, plus bad-range, and
+        over-budget for a ``length`` above ``budget.bytes``.
         """
 
-        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+        def body(op: _Op) -> FsResult:
             if not (_is_count(offset) and _is_count(length)):
                 raise Refusal("bad-range")
             assert isinstance(offset, int) and isinstance(length, int)
             self._need("read-range")
-            entry = _existing(tree, parts)
-            if entry.kind == "dir":
-                raise Refusal("not-a-file")
+            entry = self._file(op)
+            if min(length, max(entry.size - offset, 0)) > self.budget.bytes:
+                raise Refusal("over-budget", cid=entry.cid, size=entry.size, budget={"bytes": self.budget.bytes})
             data = self._file_bytes(entry, offset, length)
             return self._ok("read-range", path, data, cid=entry.cid, size=len(data), offset=offset)
 
@@ -331,9 +408,9 @@ class Fs:
     def stat(self, path: object) -> FsResult:
         """``{"kind", "size", "cid"}`` of the entry at ``path`` (the root is a dir). Reads no file block."""
 
-        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+        def body(op: _Op) -> FsResult:
             self._need("stat")
-            entry = _existing(tree, parts)
+            entry = _existing(op)
             value = {"kind": entry.kind, "size": entry.size, "cid": entry.cid}
             return self._ok("stat", path, value, cid=entry.cid, size=entry.size)
 
@@ -342,14 +419,17 @@ class Fs:
     def ls(self, path: object) -> FsResult:
         """The directory's entries sorted by name: ``[{"name", "kind", "size", "cid"}]``.
 
+        Names are exact, as stored: a name written before control characters were refused
+        may hold one, so print names through :func:`kuro_fs.paths.escape_name`.
         Receipt: ``cid`` (the directory), ``entries`` (count). Denials: bad-path,
         missing-capability, not-found, not-a-directory, block-missing.
         """
 
-        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+        def body(op: _Op) -> FsResult:
             self._need("ls")
-            entry, listing = _listing(tree, parts)
-            value = [{"name": n, "kind": e.kind, "size": e.size, "cid": e.cid} for n, e in sorted(listing.items())]
+            entry, work = _listing(op)
+            listing = op.tree.items(work)
+            value = [{"name": n, "kind": e.kind, "size": e.size, "cid": e.cid} for n, e in listing]
             return self._ok("ls", path, value, cid=entry.cid, entries=len(value))
 
         return self._run("ls", path, body, _NO_DST)
@@ -357,20 +437,27 @@ class Fs:
     def walk(self, path: object = ".") -> FsResult:
         """Every entry below the directory at ``path``, depth-first, sorted by name at each level.
 
-        Value: ``[{"path", "kind", "size", "cid"}]`` with paths from the root. Denials: as :meth:`ls`.
+        Value: ``[{"path", "kind", "size", "cid"}]`` with paths from the root. A directory
+        reachable by several paths is listed under each. Denials: as :meth:`ls`, plus
+        over-budget when the listing would pass ``budget.entries`` (``budget`` names the limit):
+        the entries are counted first, reading each distinct directory once, so a DAG of a
+        few blocks that names millions of paths is refused before any is listed.
         """
 
-        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+        def body(op: _Op) -> FsResult:
             self._need("walk")
-            entry, listing = _listing(tree, parts)
+            entry, work = _listing(op)
+            tree, limit = op.tree, self.budget.entries
+            if _entries_below(tree, entry.cid, limit) > limit:
+                raise Refusal("over-budget", cid=entry.cid, budget={"entries": limit})
             out: list[dict[str, Any]] = []
-            stack = [((*parts, n), e) for n, e in sorted(listing.items(), reverse=True)]
+            stack = [((*op.parts, n), e) for n, e in reversed(tree.items(work))]
             while stack:
                 where, item = stack.pop()
                 out.append({"path": join_path(where), "kind": item.kind, "size": item.size, "cid": item.cid})
                 if item.kind == "dir":
-                    below = tree.load(item.cid)
-                    stack.extend(((*where, n), e) for n, e in sorted(below.items(), reverse=True))
+                    below = tree.items(tree.load(item.cid))
+                    stack.extend(((*where, n), e) for n, e in reversed(below))
             return self._ok("walk", path, out, cid=entry.cid, entries=len(out))
 
         return self._run("walk", path, body, _NO_DST)
@@ -382,10 +469,11 @@ class Fs:
 
         Value: the file CID. Receipt: ``cid``, ``size``, ``root-cid`` (the new root).
         Denials: bad-path, bytes-required, missing-capability, is-a-directory,
-        path-blocked, block-missing. Nothing is stored unless the write is accepted.
+        path-blocked, not-a-directory (a path ending in '/'), block-missing.
+        Nothing is stored unless the write is accepted.
         """
 
-        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+        def body(op: _Op) -> FsResult:
             if not isinstance(data, (bytes, bytearray, memoryview)):
                 raise Refusal("bytes-required")
             try:
@@ -393,10 +481,10 @@ class Fs:
             except ValueError as exc:  # a released memoryview
                 raise Refusal("bytes-required") from exc
             self._need("write")
-            _check_file_slot(tree, parts)
+            _check_file_slot(op.tree, op.parts, op.wants_dir)
             froot = _write_file(self.store.put, payload, chunk_size=self.chunk_size, width=self.width)
-            tree.set(parts, Entry(froot.cid, froot.size))
-            fs = self._advance(tree.commit())
+            op.tree.set(op.parts, Entry(froot.cid, froot.size))
+            fs = self._advance(op.tree.commit())
             return self._ok("write", path, froot.cid, fs, cid=froot.cid, size=froot.size)
 
         return self._run("write", path, body, _NO_DST)
@@ -414,18 +502,19 @@ class Fs:
         or a directory), path-blocked (a file above ``path``), block-missing (the root block
         of ``cid`` is absent or corrupt, or a directory on the way is), not-a-file (a raw or
         dag-pb ``cid`` that is not a UnixFS file root, e.g. a UnixFS directory), not-a-directory
-        (a dag-cbor ``cid`` that is not a kuro.fs directory). Nothing is stored unless accepted.
+        (a dag-cbor ``cid`` that is not a kuro.fs directory, or a file linked at a path ending
+        in '/'). Nothing is stored unless accepted.
 
         Raises InvalidCID: ``cid`` is not a CID string of kuro's profile (misuse, not a refusal).
         """
         target = parse(cid)
 
-        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+        def body(op: _Op) -> FsResult:
             self._need("link")
-            _check_file_slot(tree, parts)
-            entry = Entry(cid, _linked_size(self.store, cid, target.codec))
-            tree.set(parts, entry)
-            fs = self._advance(tree.commit())
+            _check_file_slot(op.tree, op.parts, op.wants_dir and target.codec != "dag-cbor")
+            entry = Entry(cid, _linked_size(op.tree, cid, target.codec))
+            op.tree.set(op.parts, entry)
+            fs = self._advance(op.tree.commit())
             return self._ok("link", path, cid, fs, cid=cid, size=entry.size)
 
         return self._run("link", path, body, _NO_DST)
@@ -437,19 +526,20 @@ class Fs:
         path-blocked (a file at or above ``path``), block-missing.
         """
 
-        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+        def body(op: _Op) -> FsResult:
             self._need("mkdir")
+            tree, parts = op.tree, op.parts
             if not parts:
                 return self._ok("mkdir", path, self.root, cid=self.root)
             parent = tree.dir(parts[:-1], "path-blocked")
-            old = None if parent is None else parent.get(parts[-1])
+            old = None if parent is None else tree.lookup(parent, parts[-1])
             if old is not None:
                 if old.kind != "dir":
                     raise Refusal("path-blocked")
                 return self._ok("mkdir", path, old.cid, cid=old.cid)
             tree.make_dir(parts)
             fs = self._advance(tree.commit())
-            made = WorkingTree(self.store, fs.root).entry(parts)
+            made = WorkingTree(self.store, fs.root, self.cache, self.layout).entry(parts)
             assert made is not None
             return self._ok("mkdir", path, made.cid, fs, cid=made.cid)
 
@@ -459,18 +549,18 @@ class Fs:
         """Remove the file or empty directory at ``path``. Value: the removed entry's CID.
 
         Denials: bad-path, missing-capability, not-found (also for the root),
-        not-a-directory, directory-not-empty, block-missing.
+        not-a-directory (also a file named with a trailing '/'), directory-not-empty, block-missing.
         """
 
-        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
+        def body(op: _Op) -> FsResult:
             self._need("rm")
-            if not parts:
+            if not op.parts:
                 raise Refusal("not-found")
-            entry = _existing(tree, parts)
-            if entry.kind == "dir" and tree.load(entry.cid):
+            entry = _existing(op)
+            if entry.kind == "dir" and not op.tree.is_empty(op.tree.load(entry.cid)):
                 raise Refusal("directory-not-empty")
-            tree.set(parts, None)
-            fs = self._advance(tree.commit())
+            op.tree.set(op.parts, None)
+            fs = self._advance(op.tree.commit())
             return self._ok("rm", path, entry.cid, fs, cid=entry.cid)
 
         return self._run("rm", path, body, _NO_DST)
@@ -480,28 +570,32 @@ class Fs:
 
         Value: the moved entry's CID. Receipt: ``to`` = ``dst``. Denials: bad-path
         (either path, or a directory moved into itself), missing-capability
-        (needs fs/write and fs/rm), not-found, not-a-directory, is-a-directory
-        (``dst`` is a directory), path-blocked (a file above ``dst``), block-missing.
+        (needs fs/write and fs/rm), not-found, not-a-directory (also a file moved
+        from or to a path ending in '/'), is-a-directory (``dst`` is a directory),
+        path-blocked (a file above ``dst``), block-missing.
         """
 
-        def body(tree: WorkingTree, parts: tuple[str, ...]) -> FsResult:
-            dparts = clean_path(dst)
+        def body(op: _Op) -> FsResult:
+            tree, parts, dparts = op.tree, op.parts, op.dparts
             assert dparts is not None
             self._need("mv")
             if not parts:
                 raise Refusal("not-found")
-            entry = _existing(tree, parts)
+            entry = _existing(op)
+            file_into_dir = entry.kind != "dir" and op.dst_wants_dir
             if dparts == parts:
+                if file_into_dir:
+                    raise Refusal("not-a-directory")
                 return self._ok("mv", src, entry.cid, to=_shown(dst), cid=entry.cid)
             if entry.kind == "dir" and dparts[: len(parts)] == parts:
                 raise Refusal("bad-path")
             if not dparts:
                 raise Refusal("is-a-directory")
             parent = tree.dir(dparts[:-1], "path-blocked")
-            old = None if parent is None else parent.get(dparts[-1])
+            old = None if parent is None else tree.lookup(parent, dparts[-1])
             if old is not None and old.kind == "dir":
                 raise Refusal("is-a-directory")
-            if old is not None and entry.kind == "dir":
+            if (old is not None and entry.kind == "dir") or file_into_dir:
                 raise Refusal("not-a-directory")
             tree.set(parts, None)
             tree.set(dparts, entry)
@@ -511,48 +605,88 @@ class Fs:
         return self._run("mv", src, body, dst)
 
 
+class _Op(NamedTuple):
+    """What an op's body works on: the working tree, the path's segments and whether it ended in '/'."""
+
+    tree: WorkingTree
+    parts: tuple[str, ...]
+    wants_dir: bool
+    dparts: tuple[str, ...] | None
+    dst_wants_dir: bool
+
+
 def _replace(fs: Fs, **changes: Any) -> Fs:
     return replace(fs, **changes)
 
 
-def _check_file_slot(tree: WorkingTree, parts: tuple[str, ...]) -> None:
-    """Refuse a file at ``parts`` where it cannot go: the root, a directory, or under a file."""
+def _check_file_slot(tree: WorkingTree, parts: tuple[str, ...], wants_dir: bool) -> None:
+    """Refuse a file at ``parts`` where it cannot go: the root, a directory, under a file, or a '/'-ended path."""
     if not parts:
         raise Refusal("is-a-directory")
     parent = tree.dir(parts[:-1], "path-blocked")
-    old = None if parent is None else parent.get(parts[-1])
+    old = None if parent is None else tree.lookup(parent, parts[-1])
     if old is not None and old.kind == "dir":
         raise Refusal("is-a-directory")
+    if wants_dir:
+        raise Refusal("not-a-directory")
 
 
-def _existing(tree: WorkingTree, parts: tuple[str, ...]) -> Entry:
-    entry = tree.entry(parts)
+def _existing(op: _Op) -> Entry:
+    entry = op.tree.entry(op.parts)
     if entry is None:
         raise Refusal("not-found")
+    if op.wants_dir and entry.kind != "dir":
+        raise Refusal("not-a-directory")
     return entry
 
 
-def _linked_size(store: BlockStore, cid: str, codec: str) -> int:
+def _linked_size(tree: WorkingTree, cid: str, codec: str) -> int:
     # What Fs.link binds: a kuro.fs directory (size 0) or a UnixFS file root (its byte size).
     if codec == "dag-cbor":
-        block = store.get(cid)
-        if block is None:
-            raise Refusal("block-missing", cid=cid)
         try:
-            decode_dir(block)
+            tree.reader.dir(cid)
+        except (MissingBlock, CorruptBlock) as exc:
+            raise Refusal("block-missing", cid=cid) from exc
         except (DagCborError, InvalidCID) as exc:
             raise Refusal("not-a-directory", cid=cid) from exc
         return 0
     try:
-        return file_root_info(store.get, cid).size
+        return file_root_info(tree.store.get, cid).size
     except DagPbError as exc:
         raise Refusal("not-a-file", cid=cid) from exc
 
 
-def _listing(tree: WorkingTree, parts: tuple[str, ...]) -> tuple[Entry, dict[str, Entry]]:
-    entry = _existing(tree, parts)
+def _entries_below(tree: WorkingTree, cid: str, limit: int) -> int:
+    """How many entries a walk of directory ``cid`` lists (more than ``limit`` is reported as ``limit + 1``).
+
+    Each distinct directory is listed once (post-order over an explicit stack, counts memoised by CID),
+    so the cost is the size of the DAG, not of the paths through it.
+    """
+    counts: dict[str, int] = {}
+    listings: dict[str, list[Entry]] = {}
+    pending = [cid]
+    while pending:
+        top = pending[-1]
+        if top in counts:
+            pending.pop()
+            continue
+        below = listings.get(top)
+        if below is None:
+            below = listings[top] = [e for _, e in tree.items(tree.load(top))]
+            pending.extend(e.cid for e in below if e.kind == "dir" and e.cid not in counts)
+            continue
+        counts[top] = min(limit + 1, sum(1 + (counts[e.cid] if e.kind == "dir" else 0) for e in below))
+        del listings[top]
+        pending.pop()
+    return counts[cid]
+
+
+def _listing(op: _Op) -> tuple[Entry, WorkDir]:
+    entry = op.tree.entry(op.parts)
+    if entry is None:
+        raise Refusal("not-found")
     if entry.kind != "dir":
         raise Refusal("not-a-directory")
-    listing = tree.dir(parts, "not-a-directory")
-    assert listing is not None
-    return entry, listing
+    work = op.tree.dir(op.parts, "not-a-directory")
+    assert work is not None
+    return entry, work

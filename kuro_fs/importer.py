@@ -27,7 +27,7 @@ Threads (hashing), reading local files and directories.
 
 ## Not done here
 No symlinks or special files (refused with :class:`~kuro_fs.errors.KuroFsError`),
-no mode/mtime, no HAMT, no rabin chunking.
+no mode/mtime, no rabin chunking.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import Final
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import cid_for, cid_from_digest
 from kuro_fs.errors import KuroFsError
-from kuro_fs.fsdir import Entry, encode_dir
+from kuro_fs.fsdir import Entry, write_dir
 from kuro_fs.paths import clean_path
 from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, BalancedLayout, FileRoot
 
@@ -263,7 +263,7 @@ def _import_dir(store: BlockStore, path: Path, chunk_size: int, width: int, work
             entries[name] = Entry(froot.cid, froot.size)
         else:
             raise _refuse(Path(item.path), "symlinks and special files are not imported")
-    return store.put(encode_dir(entries), "dag-cbor")
+    return write_dir(store, entries)
 
 
 def import_path(

@@ -24,8 +24,8 @@ methods fit). Parallel hashing of leaves is :mod:`kuro_fs.importer`'s job; it
 feeds :class:`BalancedLayout` the leaf CIDs.
 
 ## Not done here
-No HAMT shards (:class:`~kuro_fs.errors.ShardingNotSupported`), no trickle
-layout, no mode/mtime metadata on write, no symlinks.
+No HAMT-sharded directories (:mod:`kuro_fs.unixfs_hamt` writes those), no
+trickle layout, no mode/mtime metadata on write, no symlinks.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final, NamedTuple, Protocol
 
-from kuro_fs.cid import parse
+from kuro_fs.cid import cid_from_bytes, parse
 from kuro_fs.dagpb import PBLink, PBNode, decode_uvarint, encode_uvarint
 from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.dagpb import encode as encode_pb
-from kuro_fs.errors import DagPbError, MissingBlock, ShardingNotSupported
+from kuro_fs.errors import DagPbError, MissingBlock
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -68,7 +68,7 @@ __all__ = [
 
 DEFAULT_CHUNK_SIZE: Final = 262144
 DEFAULT_WIDTH: Final = 174
-#: A flat directory whose sum of (name bytes + binary CID bytes) exceeds this would be a HAMT shard.
+#: A directory whose estimated size (name + binary CID bytes of its links) exceeds this is a HAMT shard.
 SHARD_THRESHOLD_BYTES: Final = 262144
 #: The deepest file tree read. A balanced tree of width ≥ 2 over 2^64 one-byte chunks is 64 levels;
 #: anything deeper is a hostile DAG (a chain of one-link nodes), refused before it exhausts the stack.
@@ -276,6 +276,16 @@ class BalancedLayout:
             level += 1
 
 
+def _codec_is(cid: str, minted_prefix: str, codec: str) -> bool:
+    # kuro's own names by prefix (hot path); real IPFS names (CIDv0, other hashes) by parsing (issue 17).
+    return cid.startswith(minted_prefix) or (not cid.startswith("bafkrei") and parse(cid).codec == codec)
+
+
+def _link_cid(binary: bytes) -> str:
+    # The fast base32 form for a 36-byte CIDv1 sha2-256 link; any other link through kuro_fs.cid.
+    return _cid_str(binary) if len(binary) == 36 and binary[0] == 1 else cid_from_bytes(binary)
+
+
 def _cid_str(binary: bytes) -> str:
     return "b" + base64.b32encode(binary).decode("ascii").rstrip("=").lower()
 
@@ -313,7 +323,7 @@ def _get(get: Get, cid: str) -> bytes:
 
 
 def _file_node(block: bytes, cid: str) -> tuple[PBNode, UnixFSData]:
-    if not cid.startswith("bafybei"):  # only raw leaves and dag-pb nodes make a file (not dag-cbor that parses)
+    if not _codec_is(cid, "bafybei", "dag-pb"):  # only raw leaves and dag-pb nodes make a file (not dag-cbor)
         raise DagPbError(f"{cid} is neither a raw leaf nor a dag-pb node, so not part of a UnixFS file")
     node = decode_pb(block)
     if node.data is None:
@@ -358,7 +368,7 @@ def _iter(get: Get, cid: str, expect: int | None, lo: int, hi: int | None, depth
     if depth > MAX_FILE_DEPTH:
         raise DagPbError(f"file tree deeper than {MAX_FILE_DEPTH} levels at {cid}")
     block = _get(get, cid)
-    if cid.startswith("bafkrei"):  # raw leaf: the block is the bytes
+    if _codec_is(cid, "bafkrei", "raw"):  # raw leaf: the block is the bytes
         if expect is not None and len(block) != expect:
             raise DagPbError(f"raw leaf {cid} is {len(block)} bytes, its parent says {expect}")
         if lo == 0 and (hi is None or hi >= len(block)):
@@ -380,7 +390,7 @@ def _iter(get: Get, cid: str, expect: int | None, lo: int, hi: int | None, depth
             break
         if stop > lo:
             sub_hi = None if hi is None or hi >= stop else hi - start
-            yield from _iter(get, _cid_str(link.hash), size, max(lo - start, 0), sub_hi, depth + 1)
+            yield from _iter(get, _link_cid(link.hash), size, max(lo - start, 0), sub_hi, depth + 1)
         start = stop
 
 
@@ -390,7 +400,7 @@ def file_root_info(get: Get, cid: str) -> FileRoot:
     Raises MissingBlock, DagPbError (as :func:`iter_file`).
     """
     block = _get(get, cid)
-    if cid.startswith("bafkrei"):
+    if _codec_is(cid, "bafkrei", "raw"):
         return FileRoot(cid, len(block), len(block))
     node, meta = _file_node(block, cid)
     size = len(meta.data or b"") + sum(meta.blocksizes)
@@ -409,21 +419,14 @@ def directory_node(entries: Iterable[tuple[str, str, int]]) -> tuple[bytes, int]
     >>> directory_node([])[0].hex()
     '0a020801'
 
-    Raises ShardingNotSupported: if the links' name+CID bytes exceed
-    :data:`SHARD_THRESHOLD_BYTES` (the JS importer would make a HAMT shard).
-    Raises ValueError: on duplicate names.
+    A flat node of any size is built; when a directory should be a HAMT shard instead is
+    :mod:`kuro_fs.unixfs_hamt`'s decision. Raises ValueError: on duplicate names.
     """
     items = sorted(((name.encode("utf-8"), name, cid, tsize) for name, cid, tsize in entries), key=lambda e: e[0])
     for a, b in itertools.pairwise(items):
         if a[0] == b[0]:
             raise ValueError(f"duplicate directory entry {a[1]!r}")
     links = tuple(PBLink.to(cid, name, tsize) for _, name, cid, tsize in items)
-    weight = sum(len(raw) + len(link.hash) for (raw, *_), link in zip(items, links, strict=True))
-    if weight > SHARD_THRESHOLD_BYTES:
-        raise ShardingNotSupported(
-            f"HAMT sharding not supported yet: directory of {len(links)} entries needs {weight} link bytes "
-            f"(> {SHARD_THRESHOLD_BYTES})"
-        )
     block = encode_pb(PBNode(links, encode_data(UnixFSData(NodeType.DIRECTORY))))
     return block, len(block) + sum(link.tsize for link in links)
 

@@ -34,6 +34,9 @@ OTHER_PURE_MODULES = [
     "kuro_fs/paths.py",
     "kuro_fs/fs.py",
     "kuro_fs/fsdir.py",
+    "kuro_fs/varint.py",
+    "kuro_fs/gateway/request.py",
+    "kuro_fs/gateway/dag.py",
     "kuro_wasm/errors.py",
     "kuro_wasm/ledger/answer.py",
 ]

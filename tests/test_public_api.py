@@ -29,6 +29,12 @@ REQUIRED = {
         "export_car",
         "import_car",
         "to_unixfs_dir",
+        "GatewayBlockStore",
+        "GatewayError",
+        "GatewayLied",
+        "GatewayRefused",
+        "GatewayTimeout",
+        "GatewayUnreachable",
     },
     "kuro_wasm": {
         "session",

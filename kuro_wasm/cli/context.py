@@ -112,21 +112,33 @@ class Context:
     home: Path
     out: TextIO
     err: TextIO
+    gateway: str | None = None
     _store: Any = field(default=None, repr=False)
     _output: Any = field(default=None, repr=False)
 
     @property
     def store(self) -> Any:
-        """The home's durable block store, opened on first use."""
+        """The home's durable block store, opened on first use.
+
+        With a ``gateway`` URL it is a :class:`kuro_fs.gateway.client.GatewayBlockStore` that keeps
+        what it fetches (verified) in the home's store, and publishes with ``$KURO_GATEWAY_TOKEN``.
+        """
         if self._store is None:
             from kuro_fs.filestore import default_store
 
-            self._store = default_store(self.home)
+            local = default_store(self.home)
+            if self.gateway is None:
+                self._store = local
+            else:
+                from kuro_fs.gateway.client import GatewayBlockStore
+
+                token = os.environ.get("KURO_GATEWAY_TOKEN") or None
+                self._store = GatewayBlockStore(self.gateway, cache=local, token=token)
         return self._store
 
     def close(self) -> None:
-        """Close the stores that were opened."""
-        for store in (self._store, self._output):
+        """Close the stores that were opened (and the home's store behind a gateway store)."""
+        for store in (self._store, getattr(self._store, "cache", None), self._output):
             if store is not None and hasattr(store, "close"):
                 store.close()
 

@@ -34,7 +34,7 @@ from kuro_fs.car import export_car, import_car
 from kuro_fs.cid import cid_for, cid_from_digest, parse
 from kuro_fs.errors import InvalidCID
 from kuro_fs.fs import Fs
-from kuro_fs.fsdir import decode_dir
+from kuro_fs.fsdir import decode_dir_block
 from kuro_fs.home import refs_dir
 from kuro_fs.importer import import_path
 from kuro_fs.unixfs import iter_file
@@ -275,7 +275,7 @@ def _checkout(args: argparse.Namespace, ctx: Context) -> int:
     block = ctx.store.get(root)
     if block is None:
         raise NotFound(f"root {root} is not in the block store of {ctx.home}")
-    decode_dir(block)  # raises if it is not a kuro.fs directory
+    decode_dir_block(block)  # raises if it is not a kuro.fs directory (flat or sharded)
     refs.set(args.name, root, f"checkout {args.target}", expected=refs.get(args.name))
     ctx.note(f"fs {args.name} → {root}")
     return 0
@@ -333,7 +333,7 @@ def _is_fs_dir(store: Any, root: str) -> bool:
     if block is None:
         return False
     try:
-        decode_dir(block)
+        decode_dir_block(block)
     except ValueError:
         return False
     return True

@@ -85,10 +85,21 @@ def _add_home(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_gateway(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--gateway",
+        metavar="URL",
+        default=argparse.SUPPRESS,
+        help="fetch blocks from (and publish to) this trustless gateway, keeping them in the home "
+        "(default: $KURO_GATEWAY; none: the home's blocks only)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree; every command and option has help text (a test checks)."""
     from kuro_wasm.cli import demo as cli_demo
     from kuro_wasm.cli import fs as cli_fs
+    from kuro_wasm.cli import gateway as cli_gateway
     from kuro_wasm.cli import guest as cli_guest
     from kuro_wasm.cli import receipt as cli_receipt
     from kuro_wasm.cli import run as cli_run
@@ -100,18 +111,21 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_home(parser)
+    _add_gateway(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
     def leaf(group: Any, name: str, help_text: str, handler: Handler) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = group.add_parser(name, help=help_text, description=help_text)
         _add_home(p)
+        _add_gateway(p)
         p.set_defaults(handler=handler)
         return p
 
     def branch(name: str, help_text: str) -> Any:
         p = sub.add_parser(name, help=help_text, description=help_text)
         _add_home(p)
+        _add_gateway(p)
         group = p.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND", parser_class=_Parser)
         group.required = True
         return group
@@ -155,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="colour the guest's output (default: auto, when stdout is a terminal)",
     )
+
+    cli_gateway.add_gateway_parsers(branch("gateway", "an IPFS trustless gateway over the home, and custody"), leaf)
 
     ledger = branch("ledger", "the durable ledger of operations run with --op-id")
     lst = leaf(ledger, "list", "list the operations in the ledger", cli_receipt.ledger_list)
@@ -224,7 +240,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         args, extras = parser.parse_known_args(tokens)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
-    ctx = Context(home=resolve_home(getattr(args, "home", None)), out=out, err=err)
+    gateway = getattr(args, "gateway", None) or os.environ.get("KURO_GATEWAY") or None
+    ctx = Context(home=resolve_home(getattr(args, "home", None)), out=out, err=err, gateway=gateway)
     args.extras = extras
     args.tokens = tokens
     if extras and args.command != "run":

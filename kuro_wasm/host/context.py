@@ -85,6 +85,8 @@ class RunContext:
     stop_reason: str | None = None
     host_error: str | None = None
     memory: Any = None
+    #: the address of ``memory`` (a ``wasmtime_memory_t``) once looked up; 0 until then
+    memory_ref: int = 0
     calls: int = 0
     _denial_index: dict[tuple[str, str, str | None], int] = field(default_factory=dict, repr=False)
 

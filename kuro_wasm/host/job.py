@@ -85,10 +85,12 @@ class Job:
         self.home = home
         self.started_ms = int(time.time() * 1000)
         self.started = time.monotonic()
-        self.lock = threading.Lock()
-        self.stream = _stream.new(limits.max_output_bytes, max_chunks=limits.max_output_chunks)
+        self.writer = _stream.Writer(_stream.new(limits.max_output_bytes, max_chunks=limits.max_output_chunks))
+        self.final_stream: _stream.Stream | None = None
         self.callback_error: str | None = None
-        self.ctx = RunContext(grant=session.grant, emit=self.emit, deadline=self.started + limits.timeout_ms / 1000.0)
+        # Without on_chunk, imports append straight to the writer (no call through Job.emit on the hot path).
+        emit = self.writer.append if on_chunk is None else self.emit
+        self.ctx = RunContext(grant=session.grant, emit=emit, deadline=self.started + limits.timeout_ms / 1000.0)
         self.ctx.stdin = StdinPipe(self.ctx.cond, stdin, closed=stdin_closed)
         self.receipt: dict[str, Any] | None = None
         self.failure: HostError | None = None
@@ -97,17 +99,24 @@ class Job:
 
     # -- output
 
+    @property
+    def stream(self) -> _stream.Stream:
+        """The stream value now (``running`` until the receipt exists, then ``exited``)."""
+        final = self.final_stream
+        return final if final is not None else self.writer.value()
+
     def emit(self, name: str, data: bytes) -> bool:
-        with self.lock:
-            self.stream, chunk = _stream.append(self.stream, name, data)
-            current = self.stream
-        if chunk is not None and self.on_chunk is not None:
+        """Keep one chunk (or not: a bound was hit) and tell ``on_chunk``. Runs on the guest's thread only."""
+        writer = self.writer
+        if not writer.append(name, data):
+            return False
+        if self.on_chunk is not None:
             try:
-                self.on_chunk(current, chunk)
+                self.on_chunk(writer.value(), _stream.Chunk(name, data, writer.seq - 1))
             except Exception as exc:
                 if self.callback_error is None:
                     self.callback_error = f"on_chunk raised {type(exc).__name__}: {exc}"
-        return chunk is not None
+        return True
 
     # -- the run
 
@@ -236,9 +245,9 @@ class Job:
                 result["fs-root-after"] = after
         if self.callback_error is not None and "error" not in result:
             result["error"] = self.callback_error
-        with self.lock:
-            receipt = _stream.finish(self.stream, session, self.command, result)
-            self.stream = _stream.mark_exited(self.stream)
+        written = self.writer.value()
+        receipt = _stream.finish(written, session, self.command, result)
+        self.final_stream = _stream.mark_exited(written)
         self.receipt = receipt
         self.done.set()
         if self.on_exit is not None:

@@ -14,7 +14,8 @@ compiled artifact, so wasmtime-py is never asked for a type it cannot represent)
 the kind then checks the requested export and the args.
 Failures are values (:class:`LoadFailure`), with the receipt outcome they
 imply: ``guest-not-found`` (127) when the store lacks the CID, ``load-error``
-(126) for everything else.
+(126) for everything else — including a store that could not answer (a gateway
+store's typed network errors), whose reference the failure names.
 
 ## Effects
 Reads the block store; compiles through :mod:`kuro_wasm.host.cache`; pre-links with
@@ -22,12 +23,12 @@ the kind's shared linker for the engine and keeps the ``InstancePre`` per
 (CID, engine) in memory so a warm run only instantiates.
 
 ## Not done here
-No fetching from a network.
+No network code: a store behind a gateway (:class:`kuro_fs.gateway.client.GatewayBlockStore`)
+fetches and verifies; the loader re-hashes what it is given all the same.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -37,8 +38,9 @@ from typing import Any, Final
 import wasmtime
 
 from kuro_fs.blocks import BlockStore
+from kuro_fs.cid import matches
 from kuro_fs.cid import parse as parse_cid
-from kuro_fs.errors import CorruptBlock, DagPbError, InvalidCID, KuroFsError
+from kuro_fs.errors import BlockStoreError, CorruptBlock, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.unixfs import MissingBlock, iter_file, write_file
 from kuro_wasm.errors import LoadError
 from kuro_wasm.host.cache import ModuleCache
@@ -91,7 +93,7 @@ class _Corrupt(Exception):
 def _verified_get(store: BlockStore) -> Any:
     def get(cid: str) -> bytes | None:
         block = store.get(cid)
-        if block is not None and hashlib.sha256(block).digest() != parse_cid(cid).digest:
+        if block is not None and not matches(parse_cid(cid), block):
             raise _Corrupt(cid)
         return block
 
@@ -124,6 +126,8 @@ def fetch_guest(store: BlockStore, cid: str) -> bytes | LoadFailure:
         return LoadFailure("load-error", f"guest block {exc} does not hash to its CID; not compiled")
     except MissingBlock as exc:
         return LoadFailure("load-error", f"guest {cid} is incomplete: {exc}")
+    except BlockStoreError as exc:  # a store that could not answer (a gateway down, slow, refusing)
+        return LoadFailure("load-error", f"guest {cid} could not be fetched: {exc} [{exc.reference}]")
     except (DagPbError, KuroFsError, ValueError) as exc:
         return LoadFailure("load-error", f"guest {cid} is not a UnixFS file: {exc}")
 
@@ -171,7 +175,7 @@ def prepare(store: BlockStore, cid: str, config: EngineConfig, cache: ModuleCach
         try:
             present = store.has(cid)
         except KuroFsError as exc:
-            return LoadFailure("load-error", f"guest {cid}: {exc}")
+            return LoadFailure("load-error", f"guest {cid} could not be looked up: {exc} [{exc.reference}]")
         if not present:
             return LoadFailure("guest-not-found", f"guest {cid} is not in the block store")
         return ready
@@ -189,7 +193,10 @@ def prepare(store: BlockStore, cid: str, config: EngineConfig, cache: ModuleCach
         return got
 
     # A disk or memory hit skips the fetch, but the guest must still be in the store.
-    if not _present(store, cid):
+    held = _present(store, cid)
+    if isinstance(held, LoadFailure):
+        return held
+    if not held:
         return LoadFailure("guest-not-found", f"guest {cid} is not in the block store")
     try:
         module, meta = cache.load(engine, key[1], cid, wasm, _describe)
@@ -221,11 +228,13 @@ class _Refused(Exception):
     pass
 
 
-def _present(store: BlockStore, cid: str) -> bool:
+def _present(store: BlockStore, cid: str) -> bool | LoadFailure:
     try:
         return store.has(cid)
-    except KuroFsError:
+    except InvalidCID:
         return False
+    except KuroFsError as exc:  # the store could not say (a gateway unreachable …): that is no "not found"
+        return LoadFailure("load-error", f"guest {cid} could not be looked up: {exc} [{exc.reference}]")
 
 
 def _first_line(exc: BaseException) -> str:

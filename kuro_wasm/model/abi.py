@@ -63,11 +63,12 @@ class ErrorCode(IntEnum):
     DENIED = -1  #: capability not granted; the call is recorded in ``kuro/denials``
     NOT_FOUND = -2  #: no such file or directory
     WRONG_TYPE = -3  #: not a file / is a directory / not a directory / path blocked by a file
-    BAD_PATH = -4  #: traversal, not UTF-8, empty, NUL
+    BAD_PATH = -4  #: traversal, not UTF-8, empty, a control character, a whitespace-only segment
     FAULT = -5  #: a pointer/length outside the guest's memory (or a negative file offset)
     NOT_EMPTY = -6  #: directory not empty
     IO = -7  #: a block missing or corrupt
     BAD_FD = -8  #: ``write`` to an fd other than 1 or 2
+    TOO_LARGE = -9  #: more than the fs budget lets one call materialise (kuro.fs ``over-budget``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +150,7 @@ REASON_CODES: Final[dict[str, ErrorCode]] = {
     "block-missing": ErrorCode.IO,
     "bad-range": ErrorCode.FAULT,  # a negative file offset: the guest asked for a range that cannot exist
     "bytes-required": ErrorCode.IO,  # cannot come from a guest (the host always passes bytes)
+    "over-budget": ErrorCode.TOO_LARGE,  # a read longer than the Fs budget's bytes (a host may set it low)
 }
 
 #: The wasm value kinds an export parameter may have, and the Python scalars each accepts.

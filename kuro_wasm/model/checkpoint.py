@@ -189,7 +189,7 @@ def restore(data: Mapping[str, Any]) -> Stream:
         raise CheckpointError(f"checkpoint kuro/capped-by must be bytes or chunks, got {capped_by!r}")
     rev: Any = None
     for chunk in saved:
-        rev = (chunk, rev)
+        rev = (chunk.stream, chunk.data, chunk.seq, rev)
     return Stream(
         max_output_bytes=_count(data, "kuro/max-output-bytes"),
         state="orphaned" if state == "running" else state,

@@ -18,8 +18,15 @@ def test_a_malformed_cid_is_refused_in_one_line_naming_the_rule(kuro: Kuro) -> N
     assert "[invalid-cid]" in line and EMPTY_CID[:-1] in line
 
 
-def test_a_cidv0_is_refused_as_malformed_not_run_as_a_program(kuro: Kuro) -> None:
+def test_a_cidv0_is_read_as_a_guest_name_and_a_missing_one_is_a_guest_not_found_receipt(kuro: Kuro) -> None:
+    # Issue 17: real IPFS names (CIDv0) are read; kuro still mints CIDv1.
     result = kuro("run", "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG", "run")
+    assert result.returncode == 127
+    assert "guest-not-found" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_malformed_cidv0_is_refused_as_an_invalid_cid(kuro: Kuro) -> None:
+    result = kuro("run", "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbd", "run")
     assert result.returncode == 2
     assert "[invalid-cid]" in one_error_line(result)
 

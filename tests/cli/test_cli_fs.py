@@ -13,6 +13,8 @@ import pytest
 from cli_helpers import ROOT, Kuro
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.car import export_car
+from kuro_fs.fsdir import Entry, write_dir
 from kuro_fs.importer import import_path
 
 
@@ -108,6 +110,21 @@ def test_checkout_refuses_a_cid_that_is_not_a_directory_in_the_store(kuro: Kuro,
     result = kuro("fs", "checkout", file_cid)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert len(_log(kuro)) == 1
+
+
+def test_a_sharded_root_can_be_named_listed_and_checked_out(kuro: Kuro, tmp_path: Path) -> None:
+    # A root of more than 256 entries is a sharded directory block: still a kuro.fs directory to the CLI.
+    store = MemoryBlockStore()
+    files = {f"f{i:03d}": Entry(store.put(b"%d" % i), len(b"%d" % i)) for i in range(300)}
+    root = write_dir(store, files)
+    export_car(store, root, tmp_path / "big.car")
+    imported = kuro("car", "import", str(tmp_path / "big.car"), "--name", "big")
+    assert imported.returncode == 0, imported.stderr
+    assert kuro("fs", "ls", "-n", "big").stdout.split() == sorted(files)
+    assert kuro("fs", "cat", "f123", "-n", "big").stdout == "123"
+    assert kuro("fs", "rm", "f000", "-n", "big").returncode == 0
+    assert kuro("fs", "checkout", "0", "-n", "big").returncode == 0
+    assert kuro("fs", "cat", "f000", "-n", "big").stdout == "0"
 
 
 def test_names_are_independent(kuro: Kuro, tree: Path) -> None:

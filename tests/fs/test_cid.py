@@ -1,4 +1,4 @@
-"""kuro_fs.cid: the one CID profile (v1, sha2-256, raw/dag-pb/dag-cbor, base32 lower).
+"""kuro_fs.cid: one minting profile (v1, sha2-256, raw/dag-pb/dag-cbor, base32 lower), a wider reading one.
 
 Vectors live in tests/vectors/cids.json (issue 2, kuro-contract §7, ipld-rules §1/§5/§6).
 Bad input first.
@@ -19,17 +19,21 @@ from multiformats import multicodec
 
 from kuro_fs.cid import (
     CODECS,
+    HASHES,
     ParsedCID,
     cid_bytes,
     cid_for,
     cid_from_bytes,
     cid_from_digest,
+    decode_binary,
+    matches,
     parse,
     parse_cid,
     raw_cid,
     verify,
 )
 from kuro_fs.errors import InvalidCID
+from kuro_fs.varint import encode_uvarint
 
 VECTORS: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parent.parent / "vectors" / "cids.json").read_text(encoding="utf-8")
@@ -140,15 +144,6 @@ def _b32(data: bytes) -> str:
     return base64.b32encode(data).decode().rstrip("=").lower()
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
-
-
 # Every multihash code the parsing library knows (some of which it can only read with optional
 # packages installed), plus arbitrary codes: the parser must refuse them all the same way.
 _MULTIHASH_CODES = sorted(c.code for c in multicodec.table(tag="multihash"))
@@ -165,13 +160,19 @@ _MULTIHASH_CODES = sorted(c.code for c in multicodec.table(tag="multihash"))
 def test_parsing_any_well_framed_cid_never_raises_anything_but_invalid_cid(
     version: int, codec: int, hash_code: int, length: int, digest: bytes
 ) -> None:
-    binary = _varint(version) + _varint(codec) + _varint(hash_code) + _varint(length) + digest
+    binary = (
+        encode_uvarint(version) + encode_uvarint(codec) + encode_uvarint(hash_code) + encode_uvarint(length) + digest
+    )
     text = "b" + _b32(binary)
     try:
         parsed = parse(text)
     except InvalidCID:
         return
-    assert (version, hash_code, length, len(digest)) == (1, 0x12, 32, 32)
+    assert version == 1 and length == len(digest)
+    assert (parsed.hash, len(parsed.digest)) in {("sha2-256", 32), ("sha2-512", 64), ("blake3", 32)} or (
+        parsed.hash == "identity" and len(parsed.digest) <= 128
+    )
+    assert HASHES[parsed.hash][0] == hash_code
     assert parsed.bytes == binary
 
 
@@ -254,6 +255,55 @@ def test_verify_accepts_the_bytes_a_cid_was_minted_from() -> None:
 def test_verify_refuses_other_bytes() -> None:
     assert verify(EMPTY, b"\x00") is False
     assert verify(raw_cid(b"hello"), b"hellp") is False
+
+
+# ---- the reading profile (issue 17): CIDs kuro reads but never mints
+
+
+@pytest.mark.parametrize("case", VECTORS["readable"], ids=_ids(VECTORS["readable"], "why"))
+def test_a_cid_of_real_ipfs_data_is_read_with_its_version_codec_and_hash(case: dict[str, Any]) -> None:
+    parsed = parse(case["cid"])
+    assert (parsed.version, parsed.codec, parsed.hash) == (case["version"], case["codec"], case["hash"])
+    assert str(parsed) == case["cid"]
+    assert cid_from_bytes(parsed.bytes) == case["cid"]
+    assert decode_binary(parsed.bytes + b"tail") == (parsed, len(parsed.bytes))
+    assert parsed.key == case.get("key", case["cid"])
+
+
+@pytest.mark.parametrize("case", VECTORS["readable"], ids=_ids(VECTORS["readable"], "why"))
+def test_verify_dispatches_on_the_cids_own_hash(case: dict[str, Any]) -> None:
+    block = bytes.fromhex(case["block_hex"])
+    assert verify(case["cid"], block) is True
+    assert verify(case["cid"], block + b"!") is False
+
+
+def test_a_cidv0_and_its_cidv1_name_the_same_block() -> None:
+    v0 = parse("QmUNLLsPACCz1vLxQVkXqqLX5R1X345qqfHbsf67hvA3Nn")
+    v1 = parse(cid_for(bytes.fromhex("0a020801"), "dag-pb"))
+    assert v0.key == v1.key == str(v1)
+    assert v0.digest == v1.digest and v0.bytes == b"\x12\x20" + v0.digest
+
+
+def test_only_sha2_256_names_are_mintable() -> None:
+    assert [parse(c["cid"]).mintable for c in VECTORS["readable"]] == [False, False, False, False, True]
+    assert parse(EMPTY).mintable
+
+
+@given(st.binary(max_size=300))
+@settings(max_examples=100, deadline=None)
+def test_matches_agrees_with_hashlib_and_blake3_for_every_hash(data: bytes) -> None:
+    import blake3
+
+    digests = {
+        "sha2-256": hashlib.sha256(data).digest(),
+        "sha2-512": hashlib.sha512(data).digest(),
+        "blake3": blake3.blake3(data).digest(),
+    }
+    for name, digest in digests.items():
+        assert matches(ParsedCID("raw", digest, hash=name), data)
+        assert not matches(ParsedCID("raw", digest, hash=name), data + b"x")
+    if len(data) <= 128:
+        assert matches(ParsedCID("raw", data, hash="identity"), data)
 
 
 def test_verify_of_a_bad_name_raises_rather_than_answering_false() -> None:

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuro_fs.cid import cid_for, raw_cid
+from kuro_fs.cid import parse as parse_cid
 from kuro_fs.dagcbor import MAX_DEPTH, Link, cid_of, decode, encode
 from kuro_fs.errors import DagCborError, InvalidCID
 
@@ -113,7 +114,14 @@ def test_bytes_like_input_decodes() -> None:
 
 def test_a_link_must_name_a_cid_in_the_profile() -> None:
     with pytest.raises(InvalidCID):
-        Link("QmbFMke1KXqnYyBBWxB74N4c5SBnJMVAiMNRcGu6x1AwQH")
+        Link("bafzbeihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku")  # libp2p-key
+
+
+def test_a_link_to_a_cidv0_round_trips_as_ipld_allows() -> None:
+    v0 = "QmUNLLsPACCz1vLxQVkXqqLX5R1X345qqfHbsf67hvA3Nn"
+    blob = encode({"a": Link(v0)})
+    assert blob.hex().endswith("d82a5823001220" + parse_cid(v0).digest.hex())
+    assert decode(blob) == {"a": Link(v0)}
 
 
 def test_a_decoded_integral_float_cannot_be_re_encoded() -> None:
@@ -286,20 +294,20 @@ _SCALARS = (
     | st.binary(max_size=20)
     | _CIDS
 )
-_VALUES = st.recursive(
+ENTRY_VALUES = st.recursive(
     _SCALARS,
     lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5),
     max_leaves=20,
 )
 
 
-@given(_VALUES)
+@given(ENTRY_VALUES)
 @settings(max_examples=200, deadline=None)
 def test_decode_of_encode_is_the_identity(value: Any) -> None:
     assert decode(encode(value)) == value
 
 
-@given(_VALUES)
+@given(ENTRY_VALUES)
 @settings(max_examples=200, deadline=None)
 def test_encode_of_decode_gives_back_the_same_bytes(value: Any) -> None:
     data = encode(value)

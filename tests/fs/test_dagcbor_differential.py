@@ -118,7 +118,7 @@ _SCALARS = (
     | st.binary(max_size=8).map(bytearray)
     | _LINKS
 )
-_VALUES = st.recursive(
+ENTRY_VALUES = st.recursive(
     _SCALARS,
     lambda children: (
         st.lists(children, max_size=6)
@@ -132,13 +132,13 @@ _VALUES = st.recursive(
 # ---- generated values
 
 
-@given(_VALUES)
+@given(ENTRY_VALUES)
 @settings(max_examples=200, deadline=None)
 def test_our_bytes_are_the_reference_bytes(value: Any) -> None:
     assert encode(value) == bytes(dag_cbor.encode(_to_ref(value)))
 
 
-@given(_VALUES)
+@given(ENTRY_VALUES)
 @settings(max_examples=200, deadline=None)
 def test_decode_of_encode_gives_the_value_back_and_agrees_with_the_reference(value: Any) -> None:
     data = encode(value)
@@ -195,7 +195,9 @@ def _check_decodes_canonically_or_refuses(data: bytes) -> None:
 _MUTATIONS = st.sampled_from(["flip", "set", "insert", "delete", "truncate", "append"])
 
 
-@given(_VALUES, st.lists(st.tuples(_MUTATIONS, st.integers(min_value=0), st.integers(0, 255)), min_size=1, max_size=3))
+@given(
+    ENTRY_VALUES, st.lists(st.tuples(_MUTATIONS, st.integers(min_value=0), st.integers(0, 255)), min_size=1, max_size=3)
+)
 @settings(max_examples=200, deadline=None)
 def test_mutated_blocks_decode_canonically_or_raise_dag_cbor_error(value: Any, mutations: Any) -> None:
     data = bytearray(encode(value))

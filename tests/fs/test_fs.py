@@ -14,6 +14,7 @@ from kuro_fs.cid import cid_for, raw_cid
 from kuro_fs.dagcbor import encode
 from kuro_fs.dagpb import PBLink, PBNode
 from kuro_fs.dagpb import encode as encode_pb
+from kuro_fs.dircache import DirCache
 from kuro_fs.errors import CorruptBlock, InvalidCID
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import (
@@ -92,7 +93,9 @@ class FlakyStore(MemoryBlockStore):
 # ---- bad input and denials first
 
 
-@pytest.mark.parametrize("path", [None, 3, b"a", "", "  ", "../etc/passwd", "a/../../b", "/../x", "a\x00b"])
+@pytest.mark.parametrize(
+    "path", [None, 3, b"a", "", "  ", "../etc/passwd", "a/../../b", "/../x", "a\x00b", "evil\nfake/", "a/\x1b[2J"]
+)
 @pytest.mark.parametrize("op", ["read", "ls", "stat", "rm", "mkdir", "walk"])
 def test_bad_paths_are_denied_by_every_op(fs: Fs, op: str, path: object) -> None:
     receipt = denied(getattr(fs, op)(path), "bad-path")
@@ -138,6 +141,7 @@ def test_every_denial_reason_is_pinned(fs: Fs, store: MemoryBlockStore) -> None:
         denied(fs.read(".."), "bad-path")["kuro.fs/reason"],
         denied(fs.write("g", "str"), "bytes-required")["kuro.fs/reason"],
         denied(fs.read_range("f", -1, 1), "bad-range")["kuro.fs/reason"],
+        denied(fs.with_budget(bytes=3).read("f"), "over-budget")["kuro.fs/reason"],
     }
     store.delete(raw_cid(b"file"))
     seen.add(denied(fs.read("f"), "block-missing")["kuro.fs/reason"])
@@ -163,13 +167,17 @@ def test_a_missing_leaf_deep_in_a_file_is_denied_with_the_leafs_cid(store: Memor
 
 def test_a_corrupt_block_is_denied_as_block_missing_not_raised() -> None:
     store = FlakyStore()
-    fs = tree(Fs.empty(store), {"d/a.txt": b"hello"})
+    root = tree(Fs.empty(store), {"d/a.txt": b"hello"}).root
+
+    def cold() -> Fs:  # a private, empty cache: every directory is read from the store
+        return Fs(store, root, cache=DirCache())
+
     store.corrupt.add(raw_cid(b"hello"))
-    assert denied(fs.read("d/a.txt"), "block-missing")["kuro.fs/cid"] == raw_cid(b"hello")
-    d = ok(fs.stat("d")).value["cid"]
+    assert denied(cold().read("d/a.txt"), "block-missing")["kuro.fs/cid"] == raw_cid(b"hello")
+    d = ok(cold().stat("d")).value["cid"]
     store.corrupt.add(d)
-    assert denied(fs.ls("d"), "block-missing")["kuro.fs/cid"] == d
-    assert denied(fs.write("d/b", b"x"), "block-missing")["kuro.fs/cid"] == d
+    assert denied(cold().ls("d"), "block-missing")["kuro.fs/cid"] == d
+    assert denied(cold().write("d/b", b"x"), "block-missing")["kuro.fs/cid"] == d
 
 
 def test_a_missing_root_is_block_missing_for_every_op(store: MemoryBlockStore) -> None:
@@ -225,6 +233,15 @@ _REFUSED_MUTATIONS = [
     ("bad-path", lambda fs: fs.write("/../etc/passwd", b"new 5")),
     ("bad-path", lambda fs: fs.mkdir("d/../../up")),
     ("bad-path", lambda fs: fs.link("..", raw_cid(_IMPORTED))),
+    ("bad-path", lambda fs: fs.write("evil\nfake/x", b"new 10")),
+    ("bad-path", lambda fs: fs.mv("f", "\x1b]0;title")),
+    ("not-a-directory", lambda fs: fs.write("f/", b"new 11")),
+    ("not-a-directory", lambda fs: fs.write("g/", b"new 12")),
+    ("not-a-directory", lambda fs: fs.link("g/", raw_cid(_IMPORTED))),
+    ("not-a-directory", lambda fs: fs.rm("f/")),
+    ("not-a-directory", lambda fs: fs.mv("f/", "g")),
+    ("not-a-directory", lambda fs: fs.mv("f", "g/")),
+    ("not-a-directory", lambda fs: fs.mv("f", "f/")),
     ("bytes-required", lambda fs: fs.write("g", "a string")),
     ("missing-capability", lambda fs: fs.with_grant(["fs/read", "fs/ls", "fs/rm"]).write("g", b"new 6")),
     ("missing-capability", lambda fs: fs.with_grant(["fs/read"]).mkdir("newdir")),
@@ -306,13 +323,34 @@ def test_read_range_through_fs_fetches_only_the_blocks_on_its_way() -> None:
     store = CountingStore()
     fs = Fs(store, Fs.empty(store).root, chunk_size=256, width=4)
     data = bytes((i * 31 + i // 256) % 256 for i in range(16384))  # 64 distinct leaves, 3 levels
-    fs = ok(fs.write("d/big.bin", data)).fs
-    store.fetched.clear()
-    assert ok(fs.read_range("d/big.bin", 1000, 10)).value == data[1000:1010]
-    dirs = [c for c in store.fetched if c.startswith("bafyrei")]
-    leaves = [c for c in store.fetched if c.startswith("bafkrei")]
-    nodes = [c for c in store.fetched if c.startswith("bafybei")]
-    assert (len(dirs), len(nodes), len(leaves)) == (2, 3, 1)  # root and d; the file's 3 levels; one leaf
+    fs = Fs(store, ok(fs.write("d/big.bin", data)).fs.root, chunk_size=256, width=4, cache=DirCache())
+    for decoded_dirs in (2, 0):  # root and d, then neither: a directory block is decoded once
+        store.fetched.clear()
+        assert ok(fs.read_range("d/big.bin", 1000, 10)).value == data[1000:1010]
+        dirs = [c for c in store.fetched if c.startswith("bafyrei")]
+        leaves = [c for c in store.fetched if c.startswith("bafkrei")]
+        nodes = [c for c in store.fetched if c.startswith("bafybei")]
+        assert (len(dirs), len(nodes), len(leaves)) == (decoded_dirs, 3, 1)  # the file's 3 levels; one leaf
+
+
+def test_a_trailing_slash_on_a_file_is_not_a_directory_and_on_a_directory_is_the_directory(fs: Fs) -> None:
+    fs = tree(fs, {"greeting.txt": b"hello", "d/x": b"x"})
+    for result in [
+        fs.read("greeting.txt/"),
+        fs.read_range("greeting.txt/", 0, 1),
+        fs.stat("greeting.txt/."),
+        fs.ls("greeting.txt/"),
+        fs.walk("greeting.txt/"),
+    ]:
+        denied(result, "not-a-directory")
+    assert ok(fs.stat("d/")).value["kind"] == "dir"
+    assert [e["name"] for e in ok(fs.ls("d/")).value] == ["x"]
+    denied(fs.read("d/"), "not-a-file")
+    denied(fs.write("d/", b"x"), "is-a-directory")
+    moved = ok(fs.mv("d/", "e/")).fs
+    assert ok(moved.read("e/x")).value == b"x"
+    assert ok(fs.mkdir("new/")).fs.stat("new").value["kind"] == "dir"
+    assert ok(fs.link("mnt/", ok(fs.stat("d")).value["cid"])).fs.read("mnt/x").value == b"x"
 
 
 # ---- link: binding an imported DAG at a path
@@ -353,8 +391,8 @@ def test_link_refuses_a_dag_that_is_neither_a_unixfs_file_nor_a_kuro_fs_director
     denied(fs.link("a", symlink), "not-a-file")
     not_a_dir = store.put(encode({"hello": "world"}), "dag-cbor")
     assert denied(fs.link("a", not_a_dir), "not-a-directory")["kuro.fs/cid"] == not_a_dir
-    v0_link = b"\xd8\x2a\x58\x23\x00\x12\x20" + bytes(32)  # tag 42 over a CIDv0: outside kuro's profile
-    entry = b"\xa1\x61a\xa2\x63cid" + v0_link + b"\x64size\x00"
+    p2p_link = b"\xd8\x2a\x58\x25\x00\x01\x72\x12\x20" + bytes(32)  # tag 42 over libp2p-key: no codec kuro reads
+    entry = b"\xa1\x61a\xa2\x63cid" + p2p_link + b"\x64size\x00"
     odd_dir = b"\xa3\x64type\x6bkuro.fs/dir\x67entries" + entry + b"\x67version\x01"  # canonical key order
     denied(fs.link("a", store.put(odd_dir, "dag-cbor")), "not-a-directory")
 

@@ -1,8 +1,13 @@
 """kuro.fs against a plain dict model: random write/link/mkdir/rm/mv/read/ls sequences agree, denial reasons included.
 
+The filesystem runs with a tiny directory layout (flat up to 2 entries, then a HashMap of
+8 slots and buckets of 1), so directories cross the shard threshold both ways, and
+buckets overflow into child nodes and fold back, all the time.
+
 Also checked: every root ever produced still reads back its old content, a denied op
 stores no block, a lost block is denied as ``block-missing`` naming it (and a write through
-it stores nothing), and every block in the store re-hashes to its CID.
+it stores nothing), every directory's CID is the one its entries alone give (canonical
+layout, whatever the history), and every block in the store re-hashes to its CID.
 """
 
 from __future__ import annotations
@@ -16,15 +21,21 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import verify
 from kuro_fs.fs import CAPABILITIES, DENIAL_REASONS, OP_CAPABILITIES, RECEIPT_KEYS, Fs, FsResult
-from kuro_fs.paths import clean_path, join_path
+from kuro_fs.fsdir import DirLayout, Entry, write_dir
+from kuro_fs.hamt import Shape
+from kuro_fs.paths import clean_path, join_path, names_a_directory
 from kuro_fs.unixfs import write_file
 
 Path = tuple[str, ...]
 
-SEGMENTS = ["a", "b", "c"]
+SEGMENTS = ["a", "b", "c", "d", "e"]
+LAYOUT = DirLayout(max_flat=2, shape=Shape(3, 1))
 GOOD_PATHS = st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=3).map("/".join)
-HOSTILE_PATHS = st.sampled_from(["..", "a/../b", "", " ", "a\x00", "/", ".", "/a//b/", "./c", "/../a"])
-PATHS = st.one_of(GOOD_PATHS, GOOD_PATHS, HOSTILE_PATHS)
+HOSTILE_PATHS = st.sampled_from(
+    ["..", "a/../b", "", " ", "a\x00", "/", ".", "/a//b/", "./c", "/../a", "a\nb", "b/\x1b]0;t", "c/\x85", "a/ /b"]
+)
+DIR_PATHS = GOOD_PATHS.map(lambda p: p + "/")  # a trailing '/': only a directory may be there
+PATHS = st.one_of(GOOD_PATHS, GOOD_PATHS, DIR_PATHS, HOSTILE_PATHS)
 DATA = st.binary(max_size=24)
 GRANTS = st.one_of(
     st.just(frozenset(CAPABILITIES)),
@@ -96,13 +107,15 @@ class Denied(Exception):
         self.reason = reason
 
 
-def gate(op: str, grant: frozenset[str], *paths: object) -> list[Path]:
+def gate(op: str, grant: frozenset[str], *paths: object) -> list[tuple[Path, bool]]:
+    """Each path's segments and whether it ends in '/' (names a directory); bad-path, then the grant."""
     out = []
     for path in paths:
         parts = clean_path(path)
         if parts is None:
             raise Denied("bad-path")
-        out.append(parts)
+        assert isinstance(path, str)
+        out.append((parts, names_a_directory(path)))
     for cap in OP_CAPABILITIES[op]:
         if cap not in grant:
             raise Denied("missing-capability")
@@ -113,7 +126,7 @@ class FsMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.store = MemoryBlockStore()
-        self.fs = Fs(self.store, Fs.empty(self.store).root, chunk_size=4, width=2)
+        self.fs = Fs(self.store, Fs.empty(self.store).root, chunk_size=4, width=2, layout=LAYOUT)
         self.model = Model()
         self.snapshots: list[tuple[Fs, Model]] = [(self.fs, self.model.copy())]
 
@@ -130,7 +143,7 @@ class FsMachine(RuleBasedStateMachine):
             return
         assert result.ok, (op, result.receipt)
         if mutate:
-            self.fs = Fs(self.store, result.fs.root, chunk_size=4, width=2)
+            self.fs = Fs(self.store, result.fs.root, chunk_size=4, width=2, layout=LAYOUT)
             self.snapshots.append((self.fs, self.model.copy()))
 
     def attempt(self, decide: Any) -> Any:
@@ -155,12 +168,14 @@ class FsMachine(RuleBasedStateMachine):
         trial = self.model.copy()
 
         def decide() -> None:
-            (p,) = gate(op, grant, path)
+            ((p, wants_dir),) = gate(op, grant, path)
             if not p:
                 raise Denied("is-a-directory")
             trial.check_parents_for_write(p)
             if p in trial.dirs:
                 raise Denied("is-a-directory")
+            if wants_dir:
+                raise Denied("not-a-directory")
             trial.files[p] = data
             trial.add_parents(p)
 
@@ -179,7 +194,7 @@ class FsMachine(RuleBasedStateMachine):
         trial = self.model.copy()
 
         def decide() -> None:
-            (p,) = gate("mkdir", grant, path)
+            ((p, _),) = gate("mkdir", grant, path)
             trial.check_parents_for_write(p)
             if p in trial.files:
                 raise Denied("path-blocked")
@@ -199,10 +214,12 @@ class FsMachine(RuleBasedStateMachine):
         trial = self.model.copy()
 
         def decide() -> None:
-            (p,) = gate("rm", grant, path)
+            ((p, wants_dir),) = gate("rm", grant, path)
             if not p:
                 raise Denied("not-found")
             kind = trial.lookup(p)
+            if kind == "file" and wants_dir:
+                raise Denied("not-a-directory")
             if kind == "dir":
                 if trial.children(p):
                     raise Denied("directory-not-empty")
@@ -224,11 +241,15 @@ class FsMachine(RuleBasedStateMachine):
         trial = self.model.copy()
 
         def decide() -> None:
-            s, d = gate("mv", grant, src, dst)
+            (s, s_dir), (d, d_dir) = gate("mv", grant, src, dst)
             if not s:
                 raise Denied("not-found")
             kind = trial.lookup(s)
+            if kind == "file" and s_dir:
+                raise Denied("not-a-directory")
             if d == s:
+                if kind == "file" and d_dir:
+                    raise Denied("not-a-directory")
                 return
             if kind == "dir" and d[: len(s)] == s:
                 raise Denied("bad-path")
@@ -237,7 +258,7 @@ class FsMachine(RuleBasedStateMachine):
             trial.check_parents_for_write(d)
             if d in trial.dirs:
                 raise Denied("is-a-directory")
-            if d in trial.files and kind == "dir":
+            if (d in trial.files and kind == "dir") or (kind == "file" and d_dir):
                 raise Denied("not-a-directory")
             trial.files.pop(d, None)
             moved_files = {q: v for q, v in trial.files.items() if q[: len(s)] == s}
@@ -261,8 +282,11 @@ class FsMachine(RuleBasedStateMachine):
     @rule(path=PATHS, grant=GRANTS, offset=st.integers(0, 30), length=st.integers(0, 30))
     def read(self, path: str, grant: frozenset[str], offset: int, length: int) -> None:
         def decide() -> bytes:
-            (p,) = gate("read", grant, path)
-            if self.model.lookup(p) == "dir":
+            ((p, wants_dir),) = gate("read", grant, path)
+            kind = self.model.lookup(p)
+            if kind == "file" and wants_dir:
+                raise Denied("not-a-directory")
+            if kind == "dir":
                 raise Denied("not-a-file")
             return self.model.files[p]
 
@@ -278,7 +302,7 @@ class FsMachine(RuleBasedStateMachine):
     @rule(path=PATHS, grant=GRANTS)
     def ls(self, path: str, grant: frozenset[str]) -> None:
         def decide() -> list[tuple[str, str]]:
-            (p,) = gate("ls", grant, path)
+            ((p, _),) = gate("ls", grant, path)
             if self.model.lookup(p) == "file":
                 raise Denied("not-a-directory")
             return self.model.children(p)
@@ -299,7 +323,7 @@ class FsMachine(RuleBasedStateMachine):
         p = sorted(self.model.files)[which % len(self.model.files)]
         path, parent = join_path(p), join_path(p[:-1])
         lost = self.fs.stat(parent if lose_parent else path).value["cid"]
-        damaged = Fs(LossyStore(self.store, {lost}), self.fs.root, chunk_size=4, width=2)
+        damaged = Fs(LossyStore(self.store, {lost}), self.fs.root, chunk_size=4, width=2, layout=LAYOUT)
         before = self.store.cids()
         for result in [damaged.read(path), damaged.read_range(path, 0, 1)]:
             assert result.receipt["kuro.fs/reason"] == "block-missing" and result.receipt["kuro.fs/cid"] == lost
@@ -320,6 +344,13 @@ class FsMachine(RuleBasedStateMachine):
         assert {tuple(e["path"].split("/")): e["size"] for e in listing if e["kind"] == "file"} == {
             p: len(v) for p, v in self.model.files.items()
         }
+
+    @invariant()
+    def every_directory_has_the_cid_of_its_entries_alone(self) -> None:
+        for d in self.model.dirs:
+            listing = self.fs.ls(join_path(d)).value
+            entries = {e["name"]: Entry(e["cid"], e["size"]) for e in listing}
+            assert self.fs.stat(join_path(d)).value["cid"] == write_dir(self.store, entries, LAYOUT)
 
     def teardown(self) -> None:
         for fs, model in self.snapshots:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import cid_for, raw_cid
 from kuro_fs.dagpb import PBLink, PBNode, decode, encode
-from kuro_fs.errors import DagPbError, ShardingNotSupported
+from kuro_fs.errors import DagPbError
 from kuro_fs.unixfs import (
     MAX_FILE_DEPTH,
     BalancedLayout,
@@ -150,11 +150,10 @@ def test_duplicate_directory_names_are_refused() -> None:
         directory_node([("a", raw_cid(b""), 0), ("a", raw_cid(b"x"), 1)])
 
 
-def test_a_directory_too_big_for_one_block_needs_hamt_sharding() -> None:
+def test_a_flat_directory_node_is_built_at_any_size_the_shard_decision_is_elsewhere() -> None:
     entries = [(f"{i:04d}" + "n" * 251, raw_cid(b""), 0) for i in range(901)]  # 901 * (255 + 36) > 262144
-    with pytest.raises(ShardingNotSupported, match="HAMT sharding not supported yet"):
-        directory_node(entries)
-    directory_node(entries[:900])  # 900 * 291 = 261900 still fits
+    block, _ = directory_node(entries)
+    assert len(decode(block).links) == 901
 
 
 # ---- the published vectors

@@ -11,13 +11,15 @@ from hypothesis import strategies as st
 
 from kuro_fs.blocks import BlockStore, MemoryBlockStore
 from kuro_fs.cid import cid_for, parse
-from kuro_fs.dagcbor import Link, encode
+from kuro_fs.dagcbor import Link, decode, encode
 from kuro_fs.dagpb import PBLink, PBNode
 from kuro_fs.dagpb import encode as encode_pb
+from kuro_fs.dircache import DirCache
 from kuro_fs.errors import KuroFsError
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs, FsResult
-from kuro_fs.fsdir import DIR_TYPE
+from kuro_fs.fsdir import DIR_TYPE, DirLayout, Entry, write_dir
+from kuro_fs.hamt import Shape
 from kuro_fs.unixfs import NodeType, UnixFSData, encode_data, read_file, read_range, write_file
 
 _BASE = MemoryBlockStore()
@@ -247,3 +249,54 @@ def test_file_bytes_stored_under_a_dag_cbor_cid_are_never_read_as_a_file(data: b
     fs = _fs_with(store, parent, len(data))
     assert fs.read("f").receipt["kuro.fs/reason"] == "block-missing"
     assert fs.read_range("f", 0, 1).receipt["kuro.fs/reason"] == "block-missing"
+
+
+# ---- hostile sharded directories: a lookup and a listing never disagree
+
+
+_SHARD_LAYOUT = DirLayout(max_flat=3, shape=Shape(3, 1))
+_SHARD_NAMES = [f"n{i}" for i in range(30)]
+_SHARD = write_dir(_BASE, {n: Entry(_LEAF, 10) for n in _SHARD_NAMES}, _SHARD_LAYOUT)
+_SHARD_VALUE = decode(_BASE.get(_SHARD) or b"")
+_SHARD_LINKS = [i for i, e in enumerate(_SHARD_VALUE["shard"]["hamt"][1]) if isinstance(e, Link)]
+
+
+def _hostile_shard(store: MemoryBlockStore, which: int, flips: list[tuple[int, int]]) -> str:
+    # Flip bytes in the sharded directory block itself (which < 0) or in one child node, which the
+    # directory then links in place of the good one (so the hostile bytes are reachable).
+    if which < 0 or not _SHARD_LINKS:
+        return store.put(_mutated(_BASE.get(_SHARD) or b"", flips), "dag-cbor")
+    value = decode(_BASE.get(_SHARD) or b"")
+    at = _SHARD_LINKS[which % len(_SHARD_LINKS)]
+    child = _mutated(_BASE.get(value["shard"]["hamt"][1][at].cid) or b"", flips)
+    value["shard"]["hamt"][1][at] = Link(store.put(child, "dag-cbor"))
+    return store.put(encode(value), "dag-cbor")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(which=st.integers(-3, 8), flips=_flips)
+def test_a_hostile_sharded_directory_never_lists_a_name_a_lookup_cannot_find(
+    which: int, flips: list[tuple[int, int]]
+) -> None:
+    store = _store()
+    d = _hostile_shard(store, which, flips)
+    root = store.put(
+        encode({"entries": {"d": {"cid": Link(d), "size": 0}}, "type": DIR_TYPE, "version": 1}), "dag-cbor"
+    )
+    fs = Fs(store, root, layout=_SHARD_LAYOUT, cache=DirCache())
+    listing = fs.ls("d")
+    if listing.ok:
+        names = [e["name"] for e in listing.value]
+        assert len(names) == len(set(names))
+        for e in listing.value:
+            stat = fs.stat(f"d/{e['name']}")
+            assert stat.ok and stat.value["cid"] == e["cid"], (e, stat.receipt)
+        assert [x["path"] for x in fs.walk("d").value] == [f"d/{n}" for n in names]
+    else:
+        assert listing.receipt["kuro.fs/reason"] == "block-missing"
+    before = store.cids()
+    for result in [fs.write("d/n7", b"new"), fs.rm("d/n3"), fs.read("d/n5"), fs.mkdir("d/x")]:
+        assert result.ok or result.receipt["kuro.fs/reason"] in ("block-missing", "not-found")
+        if not result.ok:
+            assert result.fs.root == root
+    assert all(cid in store.cids() for cid in before)

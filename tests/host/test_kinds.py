@@ -74,7 +74,7 @@ def test_imports_from_two_kinds_at_once_are_refused() -> None:
 
 
 def _log(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
-    data = load(guest_memory(run, caller, cctx), p[0].of.i32, p[1].of.i32)
+    data = load(guest_memory(run, caller, cctx), p[0], p[1])
     if not run.emit("stdout", b"log: " + data):
         run.stop("output-capped")
         return None

@@ -8,37 +8,26 @@ same block order; this module compares. Needs ``node`` and ``tools/node_modules`
 
 from __future__ import annotations
 
-import json
 import random
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from noderef import run_node, why_skip
 
 from kuro_fs.blocks import MemoryBlockStore
-from kuro_fs.car import export_car
+from kuro_fs.car import export_car, import_car
+from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.fs import Fs, to_unixfs_dir
 from kuro_fs.importer import import_path
+from kuro_fs.unixfs import NodeType, decode_data
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-TOOLS = ROOT / "tools"
-SCRIPT = TOOLS / "unixfs_ref.mjs"
 C = 262144
 W = 174
 EMPTY_FILE = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
 EMPTY_DIR = "bafybeiczsscdsbs7ffqz55asqdf3smv6klcw3gofszvwlyarci47bgf354"
 
 pytestmark = pytest.mark.parity
-
-
-def _why_skip() -> str | None:
-    if shutil.which("node") is None:
-        return "node is not on PATH"
-    if not (TOOLS / "node_modules" / "ipfs-unixfs-importer").is_dir():
-        return "tools/node_modules is missing: run `npm ci --prefix tools`"
-    return None
 
 
 # (name, size, fill, chunk, width): fill is "zeros" or "random" (seeded by name).
@@ -86,22 +75,62 @@ def _make_tree(root: Path) -> None:
     (root / "sub" / "こんにちは").write_bytes("こんにちは".encode())
 
 
-def _run_node(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    proc = subprocess.run(
-        ["node", str(SCRIPT)],
-        input=json.dumps({"cases": cases}).encode(),
-        capture_output=True,
-        timeout=180,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
-    results: list[dict[str, Any]] = json.loads(proc.stdout)["results"]
-    return results
+_THRESHOLD = 262144  # the importer's shardSplitThresholdBytes: name + 36 CID bytes summed over counted links
+
+
+def _named_files(root: Path, weights: list[int]) -> None:
+    # One file per weight, each named so that its link counts exactly that many bytes (name + 36).
+    root.mkdir(parents=True, exist_ok=True)
+    for i, weight in enumerate(weights):
+        (root / (f"{i:05d}-" + "x" * (weight - 36 - 6))).write_bytes(b"%d" % i)
+
+
+def _at_threshold(root: Path) -> None:
+    _named_files(root, [256] * 1024)  # exactly 262144: still flat
+
+
+def _just_over(root: Path) -> None:
+    _named_files(root, [256] * 1023 + [257])  # 262145: sharded
+
+
+def _shard_with_everything(root: Path) -> None:
+    # A sharded directory holding files, empty directories (counted), non-empty directories (not
+    # counted), non-ASCII names, and a sharded subdirectory; 2600 names reach three shard levels.
+    _named_files(root, [160] * 2600)
+    for name in ["é-unicode", "こんにちは", "B", "z"]:
+        (root / name).write_bytes(name.encode())
+    for i in range(3):
+        (root / f"empty-{i}").mkdir()
+        (root / f"full-{i}").mkdir()
+        (root / f"full-{i}" / "inner.txt").write_bytes(b"inner %d" % i)
+    _just_over(root / "sub-sharded")
+
+
+def _many_subdirectories(root: Path) -> None:
+    # 1000 non-empty subdirectories of 250-byte names: 286 bytes each if they counted (286,000 > 262144),
+    # but the importer does not count a directory with entries, so this one stays flat.
+    root.mkdir()
+    for i in range(1000):
+        sub = root / (f"{i:04d}" + "d" * 246)
+        sub.mkdir()
+        (sub / "f").write_bytes(b"")
+
+
+#: (name, chunk, width, builder) of directory trees imported on both sides.
+DIR_CASES: list[tuple[str, int, int, Any]] = [
+    ("tree", C, W, _make_tree),
+    ("tree-1k-w4", 1024, 4, _make_tree),
+    ("empty-dir", C, W, lambda root: root.mkdir()),
+    ("shard-at-threshold", C, W, _at_threshold),
+    ("shard-just-over", C, W, _just_over),
+    ("shard-with-everything", C, W, _shard_with_everything),
+    ("flat-many-subdirectories", C, W, _many_subdirectories),
+]
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    why = _why_skip()
+    why = why_skip("ipfs-unixfs-importer")
     if why is not None:
         print(f"JS parity skipped: {why}")
         pytest.skip(why)
@@ -116,13 +145,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         cid = import_path(store, path, chunk_size=chunk, width=width)
         export_car(store, cid, f"{path}.py.car")
         ours[name] = {"cid": cid, "car": f"{path}.py.car", "js_car": f"{path}.js.car"}
-    for name, chunk, width, build in [
-        ("tree", C, W, _make_tree),
-        ("tree-1k-w4", 1024, 4, _make_tree),
-        ("empty-dir", C, W, lambda root: root.mkdir()),
-    ]:
+    for name, chunk, width, build in DIR_CASES:
         root = work / name
-        if name != "empty-dir":
+        if build is _make_tree:
             root.mkdir()
         build(root)
         car = work / f"{name}"
@@ -132,23 +157,36 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         cid = to_unixfs_dir(fs)
         export_car(store, cid, f"{car}.py.car")
         ours[name] = {"cid": cid, "car": f"{car}.py.car", "js_car": f"{car}.js.car"}
-    results = _run_node(cases)
-    names = [c[0] for c in FILE_CASES] + ["tree", "tree-1k-w4", "empty-dir"]
+    results = run_node("unixfs_ref.mjs", cases)
+    names = [c[0] for c in FILE_CASES] + [c[0] for c in DIR_CASES]
     return {name: {**ours[name], "js": result} for name, result in zip(names, results, strict=True)}
 
 
-@pytest.mark.parametrize("name", [c[0] for c in FILE_CASES] + ["tree", "tree-1k-w4", "empty-dir"])
+@pytest.mark.parametrize("name", [c[0] for c in FILE_CASES] + [c[0] for c in DIR_CASES])
 def test_cids_equal_the_javascript_importers(reference: dict[str, Any], name: str) -> None:
     case = reference[name]
     assert case["cid"] == case["js"]["cid"]
 
 
-@pytest.mark.parametrize("name", [c[0] for c in FILE_CASES] + ["tree", "tree-1k-w4", "empty-dir"])
+@pytest.mark.parametrize("name", [c[0] for c in FILE_CASES] + [c[0] for c in DIR_CASES])
 def test_car_bytes_equal_the_javascript_writers(reference: dict[str, Any], name: str) -> None:
     case = reference[name]
     ours, theirs = Path(case["car"]).read_bytes(), Path(case["js_car"]).read_bytes()
     assert len(ours) == len(theirs)
     assert ours == theirs
+
+
+def test_the_shard_cases_are_shaped_as_intended(reference: dict[str, Any]) -> None:
+    # Not vacuous: the directories on either side of the threshold really are flat / sharded.
+    def root_type(name: str) -> NodeType:
+        store = MemoryBlockStore()
+        import_car(store, reference[name]["car"])
+        return decode_data(decode_pb(store.get(reference[name]["cid"]) or b"").data or b"").type
+
+    assert root_type("shard-at-threshold") == NodeType.DIRECTORY
+    assert root_type("flat-many-subdirectories") == NodeType.DIRECTORY
+    assert root_type("shard-just-over") == NodeType.HAMT_SHARD
+    assert root_type("shard-with-everything") == NodeType.HAMT_SHARD
 
 
 def test_the_published_reference_points_hold_on_both_sides(reference: dict[str, Any]) -> None:

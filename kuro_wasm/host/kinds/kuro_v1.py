@@ -42,7 +42,7 @@ import wasmtime
 from kuro_fs.paths import MAX_PATH_BYTES
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import fsgate as _fsgate
-from kuro_wasm.host.calls import Fault, Handler, Memory, define, guest_memory, load, span, store_bytes
+from kuro_wasm.host.calls import Fault, Handler, Memory, define, guest_memory, load, read_guest, span, store_bytes
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.engine import CallOutcome
 from kuro_wasm.host.kind import CoreModuleKind, Entry
@@ -74,20 +74,24 @@ def _path_for_record(mem: Memory, ptr: int, length: int) -> str | None:
 # ---- handlers: (run, caller, context, params) → i32, or None to trap (run.stop_reason says why)
 
 
+_STREAM_OF_FD: Final[dict[int, str]] = {abi.FD_STDOUT: "stdout", abi.FD_STDERR: "stderr"}
+_BAD_FD: Final = int(ErrorCode.BAD_FD)
+
+
 def _write(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
-    fd, ptr, length = p[0].of.i32, p[1].of.i32, p[2].of.i32
-    if fd not in (abi.FD_STDOUT, abi.FD_STDERR):
-        return int(ErrorCode.BAD_FD)
-    mem = guest_memory(run, caller, cctx)
-    data = load(mem, ptr, length)
-    if not run.emit("stdout" if fd == abi.FD_STDOUT else "stderr", data):
+    fd, ptr, length = p
+    name = _STREAM_OF_FD.get(fd)
+    if name is None:
+        return _BAD_FD
+    data = read_guest(run, caller, cctx, ptr, length)
+    if not run.emit(name, data):
         run.stop("output-capped")
         return None
     return len(data)
 
 
 def _read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
-    ptr, cap = p[0].of.i32, p[1].of.i32
+    ptr, cap = p[0], p[1]
     if "stdin/read" not in run.grant:
         return run.deny("read", "stdin/read", None)
     mem = guest_memory(run, caller, cctx)
@@ -140,10 +144,10 @@ def _record_read(run: RunContext, answer: _fsgate.Answer) -> None:
 
 def _fs_read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    path, code = _gate(run, "fs_read", mem, p[0].of.i32, p[1].of.i32)
+    path, code = _gate(run, "fs_read", mem, p[0], p[1])
     if path is None:
         return code
-    buf_ptr, cap = p[2].of.i32, p[3].of.i32
+    buf_ptr, cap = p[2], p[3]
     span(mem, buf_ptr, cap)
     answer = _fs_call(
         run, "fs_read", "read_into", path, cap % 2**32, lambda at, data: store_bytes(mem, buf_ptr + at, data)
@@ -157,10 +161,10 @@ def _fs_read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
 
 def _fs_read_at(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    path, code = _gate(run, "fs_read_at", mem, p[0].of.i32, p[1].of.i32)
+    path, code = _gate(run, "fs_read_at", mem, p[0], p[1])
     if path is None:
         return code
-    offset, buf_ptr, cap = p[2].of.i64, p[3].of.i32, p[4].of.i32
+    offset, buf_ptr, cap = p[2], p[3], p[4]
     span(mem, buf_ptr, cap)
     if offset < 0:
         return int(ErrorCode.FAULT)
@@ -175,10 +179,10 @@ def _fs_read_at(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
 
 def _fs_write(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    path, code = _gate(run, "fs_write", mem, p[0].of.i32, p[1].of.i32)
+    path, code = _gate(run, "fs_write", mem, p[0], p[1])
     if path is None:
         return code
-    data = load(mem, p[2].of.i32, p[3].of.i32)
+    data = load(mem, p[2], p[3])
     answer = _fs_call(run, "fs_write", "write", path, data)
     if answer.reason is not None:
         return int(abi.error_for_reason(answer.reason))
@@ -189,10 +193,10 @@ def _fs_write(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
 
 def _fs_ls(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    path, code = _gate(run, "fs_ls", mem, p[0].of.i32, p[1].of.i32)
+    path, code = _gate(run, "fs_ls", mem, p[0], p[1])
     if path is None:
         return code
-    buf_ptr, cap = p[2].of.i32, p[3].of.i32
+    buf_ptr, cap = p[2], p[3]
     span(mem, buf_ptr, cap)
     answer = _fs_call(run, "fs_ls", "ls", path)
     if answer.reason is not None:
@@ -204,7 +208,7 @@ def _fs_ls(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
 
 def _fs_rm(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    path, code = _gate(run, "fs_rm", mem, p[0].of.i32, p[1].of.i32)
+    path, code = _gate(run, "fs_rm", mem, p[0], p[1])
     if path is None:
         return code
     answer = _fs_call(run, "fs_rm", "rm", path)

@@ -1,0 +1,311 @@
+"""The gateway as an ASGI application: the IPFS Trustless Gateway protocol plus block custody.
+
+## The one decision
+One Starlette app over one block store answers exactly two families of requests, and everything it
+does not understand is a clear 4xx, never a 5xx:
+
+* ``GET``/``HEAD /ipfs/{cid}[/{path}]`` — the Trustless Gateway (specs.ipfs.tech
+  ``http-gateways/trustless-gateway``): a raw block (``Range`` → 206/416) or a CARv1 *streamed*
+  block by block, never built in memory (:mod:`kuro_fs.gateway.request` reads the request,
+  :mod:`kuro_fs.gateway.dag` picks the blocks, :func:`kuro_fs.car.write_car` frames them). A path
+  resolves through UnixFS (and HAMT) directories, kuro.fs directories and dag-cbor; a raw request
+  with a path answers the block at its end. 404 when the root (or a path) block is not held, 412
+  for ``Cache-Control: only-if-cached`` then, 304 on a matching ``If-None-Match``.
+* ``PUT /ipld/{cid}`` — custody: the body is stored only if it hashes to the CID (400 otherwise,
+  nothing stored), is at most ``max_block_bytes`` (413; the body is read incrementally and dropped
+  past the cap) and carries the write token (``Authorization: Bearer``; 401 without, 403 wrong; a
+  gateway started without a token is read-only: 403). 201 when stored, 200 when already held.
+  ``GET``/``HEAD /ipld/{cid}`` return the raw block.
+
+Bounds that belong to the app (the server adds connection, header and idle limits, see
+:mod:`kuro_fs.gateway.serve`): the request body cap and a deadline for reading it, and a deadline on
+every chunk sent, so a client that stops reading cannot hold a response open forever.
+
+## Effects
+Reads and writes the injected block store; nothing else. The app is plain ASGI, so any ASGI server
+runs it unchanged.
+
+## Not done here
+No deserialized responses (HTML, files), no IPNS, no ``/api/v0``, no TLS (put a proxy in front).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from kuro_fs.blocks import BlockStore, put_block
+from kuro_fs.car import write_car
+from kuro_fs.cid import parse
+from kuro_fs.errors import CorruptBlock, InvalidCID, KuroFsError, MissingBlock
+from kuro_fs.gateway.dag import MALFORMED, NoSuchPath, NotHeld, Resolved, resolve, walk
+from kuro_fs.gateway.request import (
+    RAW_TYPE,
+    Refused,
+    Want,
+    byte_range,
+    content_disposition,
+    etag,
+    etag_matches,
+    negotiate,
+)
+
+__all__ = ["DEFAULT_MAX_BLOCK_BYTES", "GatewayConfig", "create_app"]
+
+DEFAULT_MAX_BLOCK_BYTES: Final = 2 * 1024 * 1024
+_CACHE_CONTROL: Final = "public, max-age=29030400, immutable"
+_log = logging.getLogger("kuro.gateway")
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """What a gateway app is started with.
+
+    ``token`` None makes the gateway read-only. ``max_block_bytes`` caps a custody upload;
+    ``body_timeout`` bounds reading one upload and ``send_timeout`` each chunk sent (seconds).
+    """
+
+    token: str | None = None
+    max_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES
+    body_timeout: float = 30.0
+    send_timeout: float = 30.0
+
+
+# ---- small responses
+
+
+def _text(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    base = {"X-Content-Type-Options": "nosniff"} | (headers or {})
+    return PlainTextResponse(message + "\n", status_code=status, headers=base)
+
+
+def _refusal(refused: Refused) -> Response:
+    return _text(refused.status, refused.message)
+
+
+class _CarStream(StreamingResponse):
+    """A streamed CAR body: each chunk sent under ``send_timeout``; a broken DAG cuts the stream."""
+
+    def __init__(self, chunks: Iterator[bytes], headers: dict[str, str], send_timeout: float, what: str) -> None:
+        super().__init__(iter(()), status_code=200, headers=headers)  # no Content-Length: it is chunked
+        self._chunks = chunks
+        self._send_timeout = send_timeout
+        self._what = what
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        try:
+            for chunk in _coalesced(self._chunks):  # each step reads and re-hashes blocks from the store
+                with anyio.fail_after(self._send_timeout):
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except TimeoutError:
+            _log.info("gateway: client stopped reading %s; stream abandoned", self._what)
+            return
+        except (MissingBlock, CorruptBlock, *MALFORMED) as exc:
+            _log.warning("gateway: CAR stream of %s cut short: %s", self._what, exc)
+            raise _StreamCut(str(exc)) from None
+        except OSError:  # the client went away
+            return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _coalesced(chunks: Iterator[bytes], at_least: int = 64 * 1024) -> Iterator[bytes]:
+    # A CAR section's small varint+CID prefix rides with the block after it: one send per block or so.
+    pending: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        pending.append(chunk)
+        size += len(chunk)
+        if size >= at_least:
+            yield pending[0] if len(pending) == 1 else b"".join(pending)
+            pending, size = [], 0
+    if pending:
+        yield b"".join(pending)
+
+
+class _StreamCut(Exception):
+    """Raised to make the ASGI server drop the connection: a CAR cut short must not look complete."""
+
+
+# ---- the app
+
+
+def create_app(store: BlockStore, config: GatewayConfig | None = None) -> Starlette:
+    """The gateway ASGI app over ``store`` (see the module docstring for what it answers)."""
+    cfg = config or GatewayConfig()
+
+    async def ipfs(request: Request) -> Response:
+        return _serve_ipfs(request, store, cfg)
+
+    async def ipld(request: Request) -> Response:
+        if request.method == "PUT":
+            return await _custody_put(request, store, cfg)
+        cid = request.path_params["cid"]
+        return _serve_ipfs(request, store, cfg, forced=Want("raw"), cid=cid)
+
+    async def probe(request: Request) -> Response:
+        return _text(404, "not a gateway path: use /ipfs/{cid} or /ipld/{cid}")
+
+    routes = [
+        Route("/ipfs/{cid}", ipfs, methods=["GET", "HEAD"]),
+        Route("/ipfs/{cid}/{path:path}", ipfs, methods=["GET", "HEAD"]),
+        Route("/ipld/{cid}", ipld, methods=["GET", "HEAD", "PUT"]),
+        Route("/{rest:path}", probe, methods=["GET", "HEAD", "PUT", "POST", "DELETE"]),
+    ]
+    return Starlette(routes=routes)
+
+
+def _serve_ipfs(
+    request: Request, store: BlockStore, cfg: GatewayConfig, forced: Want | None = None, cid: str | None = None
+) -> Response:
+    cid = cid if cid is not None else request.path_params["cid"]
+    path = request.path_params.get("path", "").strip("/")
+    try:
+        parse(cid)
+    except InvalidCID as exc:
+        return _text(400, f"invalid CID: {exc}")
+    query = dict(request.query_params)
+    want = forced or negotiate(query, request.headers.get("accept"))
+    if isinstance(want, Refused):
+        return _refusal(want)
+    segments = tuple(s for s in path.split("/") if s) if path else ()
+    if any(s in (".", "..") for s in segments):
+        return _text(400, f"path {path!r} has '.' or '..' segments; content paths are literal")
+    tag = etag(cid, path, want)
+    common = {
+        "Etag": tag,
+        "Cache-Control": _CACHE_CONTROL,
+        "X-Content-Type-Options": "nosniff",
+        "Vary": "Accept",
+        "X-Ipfs-Path": f"/ipfs/{cid}" + (f"/{path}" if path else ""),
+    }
+    if etag_matches(request.headers.get("if-none-match"), tag):
+        return Response(status_code=304, headers=common)
+    only_cached = "only-if-cached" in request.headers.get("cache-control", "").lower()
+    try:
+        resolved = resolve(store.get, cid, segments)
+    except NotHeld as exc:
+        return _text(412 if only_cached else 404, str(exc))
+    except NoSuchPath as exc:
+        return _text(404, f"no such path: {exc}")
+    except MALFORMED as exc:
+        return _text(422, f"cannot resolve {path!r} in {cid}: {exc}")
+    except CorruptBlock as exc:
+        return _text(500, f"stored block is corrupt: {exc}")
+    except KuroFsError as exc:
+        return _text(503, f"block store failed: {exc}")
+    common["X-Ipfs-Roots"] = ",".join(resolved.roots)
+    if want.kind == "raw":
+        return _raw(request, resolved, common, query.get("filename"))
+    return _car(request, store, cfg, cid, resolved, want, common, query.get("filename"))
+
+
+def _raw(request: Request, resolved: Resolved, headers: dict[str, str], filename: str | None) -> Response:
+    block = resolved.block  # read (and re-hashed by the store) once, by resolve
+    headers = headers | {
+        "Content-Type": RAW_TYPE,
+        "Accept-Ranges": "bytes",
+        "Content-Disposition": content_disposition(filename, f"{resolved.terminal}.bin"),
+    }
+    span = byte_range(request.headers.get("range"), len(block))
+    if span == "unsatisfiable":
+        return _text(416, "range not satisfiable", {"Content-Range": f"bytes */{len(block)}"})
+    if span is not None:
+        lo, hi = span
+        headers["Content-Range"] = f"bytes {lo}-{hi - 1}/{len(block)}"
+        body = block[lo:hi]
+        return Response(b"" if request.method == "HEAD" else body, 206, headers | {"Content-Length": str(hi - lo)})
+    if request.method == "HEAD":
+        return Response(b"", 200, headers | {"Content-Length": str(len(block))})
+    return Response(block, 200, headers)
+
+
+def _car(
+    request: Request,
+    store: BlockStore,
+    cfg: GatewayConfig,
+    cid: str,
+    resolved: Resolved,
+    want: Want,
+    headers: dict[str, str],
+    filename: str | None,
+) -> Response:
+    assert want.car is not None
+    headers = headers | {
+        "Content-Type": want.car.content_type,
+        "Accept-Ranges": "none",
+        "Content-Disposition": content_disposition(filename, f"{cid}.car"),
+    }
+    if request.method == "HEAD":
+        return Response(b"", 200, headers)
+    chunks = write_car([cid], walk(store.get, resolved, want.car))
+    return _CarStream(chunks, headers, cfg.send_timeout, f"/ipfs/{cid}")
+
+
+# ---- custody
+
+
+def _authorized(request: Request, cfg: GatewayConfig) -> Response | None:
+    if cfg.token is None:
+        return _text(403, "this gateway is read-only: it was started without a write token")
+    given = request.headers.get("authorization", "")
+    scheme, _, token = given.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return _text(401, "custody writes need Authorization: Bearer <token>", {"WWW-Authenticate": "Bearer"})
+    if not hmac.compare_digest(token.strip().encode("utf-8", "surrogateescape"), cfg.token.encode("utf-8")):
+        return _text(403, "wrong write token")
+    return None
+
+
+async def _read_capped(request: Request, cap: int) -> bytes | Response:
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            return _text(400, f"bad Content-Length {declared!r}")
+        if int(declared) > cap:
+            return _text(413, f"block of {declared} bytes exceeds the {cap}-byte cap")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > cap:
+            return _text(413, f"block exceeds the {cap}-byte cap", {"Connection": "close"})
+    return bytes(body)
+
+
+async def _custody_put(request: Request, store: BlockStore, cfg: GatewayConfig) -> Response:
+    denied = _authorized(request, cfg)
+    if denied is not None:
+        return denied
+    cid = request.path_params["cid"]
+    try:
+        parsed = parse(cid)
+    except InvalidCID as exc:
+        return _text(400, f"invalid CID: {exc}")
+    try:
+        with anyio.fail_after(cfg.body_timeout):
+            got = await _read_capped(request, cfg.max_block_bytes)
+    except TimeoutError:
+        return _text(408, f"block upload not received within {cfg.body_timeout:g} s", {"Connection": "close"})
+    except ClientDisconnect:
+        return _text(400, "client disconnected during upload")
+    if isinstance(got, Response):
+        return got
+    try:
+        held = store.has(cid)
+        put_block(store, cid, got)
+    except CorruptBlock:
+        return _text(400, f"the {len(got)} bytes sent do not hash to {cid}; nothing stored")
+    except KuroFsError as exc:
+        return _text(503, f"block store failed: {exc}")
+    status = 200 if held or parsed.hash == "identity" else 201
+    return JSONResponse({"cid": cid, "stored": not held}, status_code=status)

@@ -1,0 +1,134 @@
+"""``kuro gateway serve`` / ``publish`` and ``--gateway URL`` (``$KURO_GATEWAY``): runs, kuro.fs and
+``kuro car`` on blocks that live only on a gateway, and a run whose guest cannot be fetched ending
+in its receipt, never a traceback. The gateway is a ``kuro gateway serve`` subprocess on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_helpers import Kuro, add_guest, kuro_runner, one_error_line
+
+from kuro_fs.car import read_car
+
+TOKEN = "cli-test-token"
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Kuro]]:
+    """A gateway over its own home (holding the hello guest); yields (url, runner for that home)."""
+    home = tmp_path / "gateway-home"
+    home.mkdir()
+    owner = kuro_runner(home, tmp_path)
+    env = {**os.environ, "KURO_HOME": str(home), "KURO_GATEWAY_TOKEN": TOKEN}
+    env.pop("KURO_GATEWAY", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kuro_wasm", "gateway", "serve", "--port", "0"],
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        url = None
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            m = re.search(r"running on (http://127\.0\.0\.1:\d+)", line)
+            url = m.group(1) if m else None
+        assert url is not None, "kuro gateway serve did not start"
+        drain = threading.Thread(target=proc.stderr.read, daemon=True)  # keep its log pipe from filling
+        drain.start()
+        yield url, owner
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def test_serve_refuses_to_serve_through_another_gateway(kuro: Kuro) -> None:
+    result = kuro("gateway", "serve", "--gateway", "http://127.0.0.1:9")
+    assert result.returncode == 2 and "home's own blocks" in one_error_line(result)
+
+
+def test_serve_refuses_a_bad_port_and_an_empty_token_file(kuro: Kuro, tmp_path: Path) -> None:
+    assert "not a TCP port" in one_error_line(kuro("gateway", "serve", "--port", "70000"))
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    assert "is empty" in one_error_line(kuro("gateway", "serve", "--token-file", str(empty)))
+
+
+def test_publish_needs_a_gateway(kuro: Kuro) -> None:
+    assert "needs a gateway" in one_error_line(kuro("gateway", "publish", "bafkqaaa"))
+
+
+def test_a_run_fetches_its_guest_from_the_gateway(served: tuple[str, Kuro], kuro: Kuro) -> None:
+    url, owner = served
+    cid = add_guest(owner, "hello.wat")
+    result = kuro("run", "--gateway", url, cid, "run")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "hello, kuro\n"
+    again = kuro("run", cid, "run")  # verified and kept in this home: no gateway needed any more
+    assert again.returncode == 0 and again.stdout == "hello, kuro\n"
+
+
+def test_a_guest_the_gateway_lacks_is_a_guest_not_found_receipt(served: tuple[str, Kuro], kuro: Kuro) -> None:
+    url, _ = served
+    missing = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+    result = kuro("run", missing, "run", env={"KURO_GATEWAY": url})
+    assert result.returncode == 127
+    assert "guest-not-found" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_guest_behind_an_unreachable_gateway_is_a_load_error_receipt_naming_the_cause(kuro: Kuro) -> None:
+    cid = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+    result = kuro("run", "--gateway", "http://127.0.0.1:9", cid, "run", "--json")
+    assert result.returncode == 126, result.stderr
+    assert "Traceback" not in result.stderr
+    receipt = json.loads(result.stdout.splitlines()[-1])
+    assert receipt["kuro/outcome"] == "load-error"
+    assert "gateway-unreachable" in json.dumps(receipt) or "gateway-unreachable" in result.stderr
+
+
+def test_kuro_fs_and_car_work_on_blocks_held_only_by_the_gateway(
+    served: tuple[str, Kuro], kuro: Kuro, tmp_path: Path
+) -> None:
+    url, owner = served
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "note.txt").write_bytes(b"from the gateway\n" * 5000)
+    put = owner("fs", "put", str(tmp_path / "tree"))
+    assert put.returncode == 0, put.stderr
+    root = owner("fs", "log").stdout.splitlines()[-1].lstrip("* ").split()[1]
+    out = tmp_path / "out.car"
+    exported = kuro("car", "export", str(out), root, "--gateway", url)
+    assert exported.returncode == 0, exported.stderr
+    with out.open("rb") as f:
+        roots, sections = read_car(f)
+        assert roots == [root] and len(list(sections)) >= 2
+
+
+def test_publish_pushes_a_dag_from_this_home_to_the_gateway(
+    served: tuple[str, Kuro], kuro: Kuro, tmp_path: Path
+) -> None:
+    url, owner = served
+    cid = add_guest(kuro, "hello.wat")
+    denied = kuro("gateway", "publish", cid, "--gateway", url, env={"KURO_GATEWAY_TOKEN": "wrong"})
+    assert denied.returncode == 1 and json.loads(denied.stdout)["reasons"] == {cid: "unauthorized"}
+    pushed = kuro("gateway", "publish", cid, "--gateway", url, env={"KURO_GATEWAY_TOKEN": TOKEN})
+    assert pushed.returncode == 0, pushed.stderr
+    assert json.loads(pushed.stdout) == {"published": 1, "rejected": [], "reasons": {}}
+    ran = owner("run", cid, "run")  # the gateway's home now holds it
+    assert ran.returncode == 0 and ran.stdout == "hello, kuro\n"

@@ -1,0 +1,121 @@
+"""The decoded-directory cache: bounded, decode-once, and never a decoding of bytes that failed their hash."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from fshelpers import CountingStore, ok
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.cid import cid_for
+from kuro_fs.dircache import DirCache, load_verified
+from kuro_fs.errors import CorruptBlock, MissingBlock
+from kuro_fs.fs import Fs
+from kuro_fs.fsdir import Entry, encode_dir
+
+
+class LyingStore(MemoryBlockStore):
+    """A store that answers chosen CIDs with other bytes (as a tampered disk or a hostile peer would)."""
+
+    def __init__(self, real: MemoryBlockStore, lies: dict[str, bytes]) -> None:
+        super().__init__()
+        self.real = real
+        self.lies = lies
+
+    def has(self, cid: str) -> bool:
+        return cid in self.lies or self.real.has(cid)
+
+    def get(self, cid: str) -> bytes | None:
+        return self.lies[cid] if cid in self.lies else self.real.get(cid)
+
+
+def test_the_bound_is_on_block_bytes_and_the_least_recently_used_goes_first() -> None:
+    cache = DirCache(max_bytes=100)
+    cache.put("a", "A", 40)
+    cache.put("b", "B", 40)
+    assert cache.get("a") == "A"  # now b is the least recently used
+    cache.put("c", "C", 40)
+    assert (cache.get("a"), cache.get("b"), cache.get("c")) == ("A", None, "C")
+    cache.put("huge", "H", 101)
+    assert cache.get("huge") is None
+    assert cache.stats() == {"entries": 2, "bytes": 80, "hits": 3, "misses": 2}
+    cache.clear()
+    assert cache.stats() == {"entries": 0, "bytes": 0, "hits": 0, "misses": 0}
+    with pytest.raises(ValueError):
+        DirCache(max_bytes=-1)
+
+
+def test_a_directory_block_is_fetched_and_decoded_once_however_often_it_is_read() -> None:
+    store = CountingStore()
+    fs = ok(Fs.empty(store).write("a/b/c.txt", b"hi")).fs
+    cold = Fs(store, fs.root, cache=DirCache())
+    store.fetched.clear()
+    for _ in range(20):
+        assert ok(cold.read("a/b/c.txt")).value == b"hi"
+        assert ok(cold.ls("a/b")).value[0]["name"] == "c.txt"
+    dirs = {cid: n for cid, n in store.fetched.items() if cid.startswith("bafyrei")}
+    assert len(dirs) == 3 and set(dirs.values()) == {1}  # the root, a and a/b: once each
+    assert cold.cache is not None and cold.cache.stats()["hits"] >= 20 * 5
+
+
+def test_bytes_that_do_not_hash_to_their_cid_are_refused_and_never_cached() -> None:
+    honest = MemoryBlockStore()
+    good = encode_dir({"x": Entry(honest.put(b"x"), 1)})
+    cid = honest.put(good, "dag-cbor")
+    forged = encode_dir({"x": Entry(honest.put(b"evil"), 4)})
+    liar = LyingStore(honest, {cid: forged})
+    cache = DirCache()
+    with pytest.raises(CorruptBlock):
+        load_verified(liar, cid, cache, lambda b: b, bytes)
+    assert cache.stats()["entries"] == 0
+    assert load_verified(honest, cid, cache, lambda b: b, bytes) == good
+    with pytest.raises(MissingBlock):
+        load_verified(honest, cid_for(b"absent", "dag-cbor"), cache, lambda b: b, bytes)
+
+
+def test_a_lying_store_cannot_poison_another_stores_reads_through_the_shared_cache() -> None:
+    honest = MemoryBlockStore()
+    fs = ok(Fs.empty(honest).write("d/x", b"truth")).fs
+    d = ok(fs.stat("d")).value["cid"]
+    liar = LyingStore(honest, {d: encode_dir({"x": Entry(honest.put(b"lies"), 4)})})
+    shared = DirCache()
+    lied_to = Fs(liar, fs.root, cache=shared)
+    receipt = lied_to.read("d/x").receipt
+    assert receipt["kuro.fs/reason"] == "block-missing" and receipt["kuro.fs/cid"] == d
+    assert ok(Fs(honest, fs.root, cache=shared).read("d/x")).value == b"truth"
+    # and once the honest decoding is cached, the liar is served the truth, never its own bytes
+    assert ok(lied_to.read("d/x")).value == b"truth"
+
+
+def test_a_cached_directory_is_still_denied_when_its_store_has_lost_the_block() -> None:
+    store = MemoryBlockStore()
+    fs = ok(Fs.empty(store).write("d/x", b"x")).fs
+    assert ok(fs.ls("d")).ok  # decoded and cached
+    d = ok(fs.stat("d")).value["cid"]
+    store.delete(d)
+    assert fs.ls("d").receipt["kuro.fs/reason"] == "block-missing"
+    assert fs.ls("d").receipt["kuro.fs/cid"] == d
+
+
+def test_many_threads_reading_through_a_tiny_cache_get_the_right_answers() -> None:
+    store = MemoryBlockStore()
+    fs = Fs.empty(store)
+    for i in range(30):
+        fs = ok(fs.write(f"d{i % 5}/f{i}", b"%d" % i)).fs
+    fs = Fs(store, fs.root, cache=DirCache(max_bytes=300))  # holds one or two blocks: constant eviction
+    failures: list[object] = []
+
+    def reader(offset: int) -> None:
+        for k in range(200):
+            i = (k + offset) % 30
+            result = fs.read(f"d{i % 5}/f{i}")
+            if result.value != b"%d" % i:
+                failures.append(result.receipt)
+
+    threads = [threading.Thread(target=reader, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []

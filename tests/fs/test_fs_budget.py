@@ -1,0 +1,106 @@
+"""Diamond DAGs: a few blocks that name millions of paths or terabytes are refused over-budget, not materialised.
+
+Issue 11 item 7: a 20-block directory whose entries share children (``{a: d, b: d}``
+nested 18 deep) made ``Fs.walk`` list 786,430 entries; the same shape under a file made
+a whole read allocate its claimed size. Exports by CID visit each block once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fshelpers import CountingStore, ok
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.car import export_car, read_car
+from kuro_fs.dagpb import PBLink, PBNode
+from kuro_fs.dagpb import encode as encode_pb
+from kuro_fs.fs import Budget, Fs
+from kuro_fs.fsdir import Entry, to_unixfs_dir, write_dir
+from kuro_fs.unixfs import NodeType, UnixFSData, encode_data
+
+
+def diamond_dir(store: MemoryBlockStore, depth: int) -> str:
+    """A directory of ``depth + 2`` blocks naming 2^(depth+1) + … paths: each level is {a: below, b: below}."""
+    below = write_dir(store, {"f": Entry(store.put(b"leaf"), 4)})
+    for _ in range(depth):
+        below = write_dir(store, {"a": Entry(below, 0), "b": Entry(below, 0)})
+    return below
+
+
+def diamond_file(store: MemoryBlockStore, levels: int) -> tuple[str, int]:
+    """A file of ``levels + 1`` blocks whose every node links one child 174 times: it claims 1 KiB × 174^levels."""
+    cid, size, tsize = store.put(bytes(1024)), 1024, 1024
+    for _ in range(levels):
+        data = encode_data(UnixFSData(NodeType.FILE, filesize=size * 174, blocksizes=(size,) * 174))
+        block = encode_pb(PBNode(tuple(PBLink.to(cid, "", tsize) for _ in range(174)), data))
+        cid, size, tsize = store.put(block, "dag-pb"), size * 174, len(block) + 174 * tsize
+    return cid, size
+
+
+def paths_below(depth: int) -> int:
+    # Entries a walk lists: at each level 2 names, each a directory holding what is below; 1 file at the bottom.
+    n = 1
+    for _ in range(depth):
+        n = 2 * (1 + n)
+    return n
+
+
+def test_the_issues_20_block_diamond_is_refused_before_any_entry_is_listed() -> None:
+    store = MemoryBlockStore()
+    fs = ok(Fs.empty(store).link("d", diamond_dir(store, 18))).fs
+    assert paths_below(18) == 786_430 and len(store.cids()) <= 22
+    receipt = fs.walk(".").receipt
+    assert receipt["kuro.fs/reason"] == "over-budget"
+    assert receipt["kuro.fs/budget"] == {"entries": 500_000}
+    assert receipt["kuro.fs/cid"] == fs.root
+    assert fs.walk("d").receipt["kuro.fs/reason"] == "over-budget"
+
+
+def test_a_budget_that_fits_lists_every_path_through_shared_subtrees() -> None:
+    store = MemoryBlockStore()
+    fs = ok(Fs.empty(store).link("d", diamond_dir(store, 6))).fs
+    exact = paths_below(6) + 1  # and "d" itself
+    listed = ok(fs.with_budget(entries=exact).walk(".")).value
+    assert len(listed) == exact and listed[-1]["path"] == "d/b/b/b/b/b/b/f"
+    over = fs.with_budget(entries=exact - 1).walk(".")
+    assert over.receipt["kuro.fs/reason"] == "over-budget" and over.receipt["kuro.fs/budget"] == {"entries": exact - 1}
+
+
+def test_a_file_that_claims_more_than_the_budget_is_refused_without_reading_it() -> None:
+    store = MemoryBlockStore()
+    cid, claimed = diamond_file(store, 4)  # 5 blocks claiming 1 KiB × 174^4 ≈ 917 GB
+    fs = ok(Fs.empty(store).link("big", cid)).fs
+    assert ok(fs.stat("big")).value["size"] == claimed == 1024 * 174**4
+    receipt = fs.read("big").receipt
+    assert receipt["kuro.fs/reason"] == "over-budget"
+    assert receipt["kuro.fs/size"] == claimed and receipt["kuro.fs/budget"] == {"bytes": 4 << 30}
+    assert fs.read_range("big", 0, 1 << 40).receipt["kuro.fs/reason"] == "over-budget"
+    assert ok(fs.read_range("big", claimed - 5, 100)).value == bytes(5)  # a small range is served
+    small = ok(Fs.empty(store).link("f", diamond_file(store, 1)[0])).fs
+    assert ok(small.read("f")).value == bytes(1024 * 174)
+    assert small.with_budget(bytes=1024 * 174 - 1).read("f").receipt["kuro.fs/reason"] == "over-budget"
+
+
+def test_exports_by_cid_visit_each_shared_block_once(tmp_path: Path) -> None:
+    store = CountingStore()
+    fs = ok(Fs.empty(store).link("d", diamond_dir(store, 18))).fs
+    fs = ok(fs.link("big", diamond_file(store, 4)[0])).fs
+    before = store.puts
+    root = to_unixfs_dir(fs)
+    assert store.puts - before == 20  # one UnixFS directory per distinct kuro.fs directory (19 + the root)
+    written = export_car(store, root, tmp_path / "d.car")
+    with (tmp_path / "d.car").open("rb") as car:
+        roots, blocks = read_car(car)
+        cids = [cid for cid, _ in blocks]
+    assert roots == [root] and written == len(cids) == len(set(cids)) == 20 + 1 + 5  # dirs, "leaf", the file
+
+
+def test_a_budget_is_a_pair_of_non_negative_ints() -> None:
+    for bad in [{"entries": -1}, {"bytes": 1.5}, {"entries": True}]:
+        with pytest.raises(ValueError, match="budget"):
+            Budget(**bad)  # type: ignore[arg-type]
+    fs = Fs.empty(MemoryBlockStore())
+    assert fs.with_budget(entries=3).budget == Budget(3, 4 << 30)
+    assert fs.with_budget(bytes=3).with_budget(entries=2).budget == Budget(2, 3)

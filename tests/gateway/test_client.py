@@ -1,0 +1,207 @@
+"""GatewayBlockStore: fetch by CID, verify before caching or returning, publish to custody.
+
+Lying, failing and slow gateways are httpx.MockTransport fakes; the round trips go to the real
+gateway on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from gateway_helpers import MANIFEST, TOKEN
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.car import write_car
+from kuro_fs.cid import cid_for, raw_cid
+from kuro_fs.errors import (
+    BlockStoreError,
+    CorruptBlock,
+    GatewayError,
+    GatewayLied,
+    GatewayRefused,
+    GatewayTimeout,
+    GatewayUnreachable,
+    InvalidCID,
+)
+from kuro_fs.filestore import FileBlockStore
+from kuro_fs.fs import Fs
+from kuro_fs.gateway.client import GatewayBlockStore
+from kuro_fs.importer import import_bytes
+from kuro_fs.unixfs import read_file
+
+HELLO = raw_cid(b"hello")
+
+
+def _fake(
+    handler: Callable[[httpx.Request], httpx.Response], cache: MemoryBlockStore | None = None
+) -> GatewayBlockStore:
+    return GatewayBlockStore("http://gateway.test", cache, transport=httpx.MockTransport(handler))
+
+
+# ---- bad input and bad gateways
+
+
+@pytest.mark.parametrize("url", ["", "ftp://x", "127.0.0.1:8080", None, 5])
+def test_a_gateway_url_that_is_not_http_is_refused(url: object) -> None:
+    with pytest.raises(BlockStoreError, match="http"):
+        GatewayBlockStore(url)  # type: ignore[arg-type]
+
+
+def test_a_malformed_cid_is_refused_before_any_request() -> None:
+    store = _fake(lambda r: pytest.fail("no request may be sent"))  # type: ignore[arg-type]
+    for call in (store.get, store.has):
+        with pytest.raises(InvalidCID):
+            call("bafy-nope")
+
+
+def test_bytes_that_do_not_hash_to_the_cid_are_a_lie_and_nothing_is_cached() -> None:
+    cache = MemoryBlockStore()
+    store = _fake(lambda r: httpx.Response(200, content=b"jello"), cache)
+    with pytest.raises(GatewayLied) as info:
+        store.get(HELLO)
+    assert isinstance(info.value, CorruptBlock) and isinstance(info.value, GatewayError)
+    assert cache.stats() == {"blocks": 0, "bytes": 0}
+
+
+def test_a_car_with_a_block_that_does_not_hash_is_a_lie() -> None:
+    leaf = b"leaf bytes"
+    fs_store = MemoryBlockStore()
+    root = import_bytes(fs_store, leaf * 100, chunk_size=100, width=4)
+    blocks = [(c, fs_store.get(c) or b"") for c in [root, *fs_store.cids()] if c != root]
+    tampered = [(root, fs_store.get(root) or b"")] + [(c, b"x" + b[1:]) for c, b in blocks]
+    body = b"".join(write_car([root], tampered))
+    cache = MemoryBlockStore()
+    store = _fake(lambda r: httpx.Response(200, content=body), cache)
+    with pytest.raises(GatewayLied):
+        store.fetch_entity(root)
+    assert cache.stats()["blocks"] <= 1  # at most the verified root
+
+
+def test_a_car_that_slips_in_a_block_nobody_asked_for_is_a_lie() -> None:
+    fs_store = MemoryBlockStore()
+    root = fs_store.put(b"root block")
+    stranger = fs_store.put(b"a block nobody asked for")
+    body = b"".join(write_car([root], [(root, b"root block"), (stranger, b"a block nobody asked for")]))
+    cache = MemoryBlockStore()
+    with pytest.raises(GatewayLied, match="nobody asked for"):
+        _fake(lambda r: httpx.Response(200, content=body), cache).fetch_entity(root)
+    assert not cache.has(stranger)
+
+
+@pytest.mark.parametrize(
+    ("respond", "error"),
+    [
+        (lambda r: httpx.Response(500, text="boom"), GatewayRefused),
+        (lambda r: httpx.Response(401, text="who are you"), GatewayRefused),
+        (lambda r: (_ for _ in ()).throw(httpx.ConnectError("refused", request=r)), GatewayUnreachable),
+        (lambda r: (_ for _ in ()).throw(httpx.RemoteProtocolError("cut", request=r)), GatewayUnreachable),
+        (lambda r: (_ for _ in ()).throw(httpx.ReadTimeout("slow", request=r)), GatewayTimeout),
+    ],
+    ids=["500", "401", "connect", "cut", "timeout"],
+)
+def test_network_failures_are_distinct_typed_block_store_errors(
+    respond: Callable[[httpx.Request], httpx.Response], error: type[Exception]
+) -> None:
+    store = _fake(respond)
+    for call in (store.get, store.has):
+        with pytest.raises(error) as info:
+            call(HELLO)
+        assert isinstance(info.value, BlockStoreError)
+    if error is GatewayRefused:
+        assert info.value.status in (401, 500)  # type: ignore[attr-defined]
+
+
+def test_a_404_is_a_miss_not_an_error() -> None:
+    store = _fake(lambda r: httpx.Response(404, text="not held"))
+    assert store.get(HELLO) is None and store.has(HELLO) is False
+    assert store.get(cid_for(b"x", "dag-pb")) is None  # the CAR path's 404 is a miss too
+
+
+def test_an_unreachable_gateway_is_unreachable() -> None:
+    store = GatewayBlockStore("http://127.0.0.1:9", timeout=5)
+    with pytest.raises(GatewayUnreachable):
+        store.get(HELLO)
+
+
+def test_a_closed_store_refuses_network_operations_and_closing_twice_is_fine() -> None:
+    store = _fake(lambda r: httpx.Response(404))
+    store.close()
+    store.close()
+    with pytest.raises(BlockStoreError, match="closed"):
+        store.get(HELLO)
+
+
+def test_identity_cids_never_touch_the_network() -> None:
+    store = _fake(lambda r: pytest.fail("no request may be sent"))  # type: ignore[arg-type]
+    assert store.get("bafkqablimvwgy3y") == b"hello" and store.has("bafkqaaa")
+
+
+# ---- against the real gateway
+
+
+def test_a_whole_file_comes_as_one_verified_car_and_reads_back(gateway: str, kuro_fs_tree: Fs) -> None:
+    requests: list[str] = []
+
+    def count(request: httpx.Request) -> None:
+        requests.append(str(request.url))
+
+    cache = MemoryBlockStore()
+    with GatewayBlockStore(gateway, cache) as store:
+        store._client.event_hooks["request"] = [count]
+        fs = Fs(store, kuro_fs_tree.root)
+        from gateway_helpers import KURO_FS_FILE
+
+        assert fs.read("docs/big/file.bin").value == KURO_FS_FILE
+        assert fs.read("docs/readme.txt").value == b"kuro.fs over a gateway\n"
+        cars = [u for u in requests if "format=car" in u]
+        assert len(cars) >= 1 and len(requests) < 12  # not one request per block
+        assert cache.stats()["blocks"] > 3
+
+
+def test_real_ipfs_data_reads_through_the_store(gateway: str) -> None:
+    mixed = MANIFEST["subdir-with-mixed-block-files"]
+    sha = MANIFEST["sha2-512-file"]
+    with GatewayBlockStore(gateway) as store:
+        assert read_file(store, sha["root"]) == bytes.fromhex(sha["bytes"])  # sha2-512 blocks
+        assert read_file(store, mixed["subdir/multiblock.txt"]) == bytes.fromhex(mixed["multiblock_bytes"])  # CIDv0
+        assert store.get(mixed["root"]) is not None
+    with GatewayBlockStore(gateway) as fresh:
+        assert fresh.fetch_entity(mixed["subdir/multiblock.txt"]) == 6
+        got = b"".join(fresh.get(c) or b"" for c in mixed["multiblock_descendants"])
+        assert got == bytes.fromhex(mixed["multiblock_bytes"])
+        assert fresh.fetch_entity(sha["root"]) == 1 + len(sha["descendants"])
+
+
+def test_publish_pushes_a_root_and_its_dag_to_custody(
+    gateway: str, fixture_store: FileBlockStore, tmp_path: Path
+) -> None:
+    cache = FileBlockStore(tmp_path / "cache")
+    data = hashlib.sha256(b"seed").digest() * 20_000
+    with GatewayBlockStore(gateway, cache, token=TOKEN) as store:
+        root = import_bytes(store, data, chunk_size=65536, width=4)
+        assert not fixture_store.has(root)  # nothing is pushed implicitly
+        result = store.publish([root, root])
+        assert result == {"published": cache.stats()["blocks"], "rejected": [], "reasons": {}}
+    assert read_file(fixture_store, root) == data
+
+
+def test_publish_reports_what_it_could_not_push_and_why(gateway: str, tmp_path: Path) -> None:
+    cache = MemoryBlockStore()
+    with (
+        GatewayBlockStore(gateway, cache, token="wrong") as wrong,
+        GatewayBlockStore(gateway, cache, token=TOKEN) as right,
+    ):
+        held = cache.put(b"mine")
+        absent = raw_cid(b"not in the cache")
+        assert wrong.publish([held]) == {"published": 0, "rejected": [held], "reasons": {held: "unauthorized"}}
+        assert right.publish([held, absent, "bafy-bad"]) == {
+            "published": 1,
+            "rejected": [absent, "bafy-bad"],
+            "reasons": {absent: "missing", "bafy-bad": "invalid-cid"},
+        }
+        big = cache.put(b"b" * ((1 << 20) + 1))  # the test gateway caps blocks at 1 MiB
+        assert right.publish([big])["reasons"] == {big: "too-large"}
