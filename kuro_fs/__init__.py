@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from kuro_fs.fs import DENIAL_REASONS, Fs, FsLog, FsResult, to_unixfs_dir
     from kuro_fs.gateway.client import GatewayBlockStore
     from kuro_fs.importer import file_cid, import_bytes, import_path
+    from kuro_fs.overlay import Overlay
     from kuro_fs.unixfs import read_file, read_range
 
 _WHERE: dict[str, str] = {
@@ -72,6 +73,7 @@ _WHERE: dict[str, str] = {
     "file_cid": "kuro_fs.importer",
     "import_bytes": "kuro_fs.importer",
     "import_path": "kuro_fs.importer",
+    "Overlay": "kuro_fs.overlay",
     "read_file": "kuro_fs.unixfs",
     "read_range": "kuro_fs.unixfs",
 }
@@ -112,6 +114,7 @@ __all__ = [
     "KuroFsError",
     "MemoryBlockStore",
     "MissingBlock",
+    "Overlay",
     "ParsedCID",
     "ShardingNotSupported",
     "cid_for",

@@ -1,9 +1,10 @@
 """Project-wide test configuration.
 
-Parity tests (marker ``parity``) compare our bytes with the JavaScript IPFS stack.
-A developer without node may skip them; CI (``CI`` set in the environment) may not:
-there a skipped parity test is reported as a failure, because a parity claim nobody
-checks is no claim.
+Parity tests (marker ``parity``) compare our bytes with the JavaScript IPFS stack, and
+toolchain tests (marker ``toolchain``) rebuild the committed WASI guests from source.
+A developer without node or the WASI toolchains may skip them; CI (``CI`` set in the
+environment) may not: there a skipped parity or toolchain test is reported as a failure,
+because a claim nobody checks is no claim.
 
 The test run never touches the real embedded home: ``KURO_HOME`` points at a fresh
 temporary directory for the whole session (tests that need their own home set it).
@@ -26,6 +27,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, None, None]:
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and os.environ.get("CI") and item.get_closest_marker("parity") is not None:
-        report.outcome = "failed"
-        report.longrepr = f"parity test skipped in CI (not allowed): {report.longrepr}"
+    if report.skipped and os.environ.get("CI"):
+        for marker in ("parity", "toolchain"):
+            if item.get_closest_marker(marker) is not None:
+                report.outcome = "failed"
+                report.longrepr = f"{marker} test skipped in CI (not allowed): {report.longrepr}"

@@ -37,6 +37,9 @@ OTHER_PURE_MODULES = [
     "kuro_fs/varint.py",
     "kuro_fs/gateway/request.py",
     "kuro_fs/gateway/dag.py",
+    "kuro_fs/extents.py",
+    "kuro_fs/overlay.py",
+    "kuro_fs/overlay_tree.py",
     "kuro_wasm/errors.py",
     "kuro_wasm/ledger/answer.py",
 ]

@@ -26,6 +26,7 @@ from kuro_fs.unixfs import (
     directory_node,
     encode_data,
     file_root_info,
+    iter_leaves,
     read_file,
     read_range,
     write_file,
@@ -127,6 +128,27 @@ def _chain(store: MemoryBlockStore, levels: int) -> str:
         )
         cid, tsize = store.put(block, "dag-pb"), tsize + len(block)
     return cid
+
+
+@settings(max_examples=50, deadline=None)
+@given(size=st.integers(0, 200), chunk=st.integers(1, 9), width=st.integers(2, 4))
+def test_iter_leaves_lists_every_raw_leaf_with_its_offset_and_size(size: int, chunk: int, width: int) -> None:
+    store = MemoryBlockStore()
+    data = bytes(i % 251 for i in range(size))
+    root = write_file(store.put, data, chunk_size=chunk, width=width)
+    leaves = list(iter_leaves(store.get, root.cid))
+    starts = range(0, max(size, 1), chunk)
+    assert [(o, n) for o, _, n in leaves] == [(o, min(chunk, size - o)) for o in starts]
+    assert all(store.get(cid) == data[o : o + n] for o, cid, n in leaves)
+
+
+def test_iter_leaves_refuses_a_missing_node_and_a_hostile_depth() -> None:
+    store = MemoryBlockStore()
+    assert [n for _, _, n in iter_leaves(store.get, _chain(store, MAX_FILE_DEPTH))] == [3]
+    with pytest.raises(DagPbError, match="deeper than"):
+        list(iter_leaves(store.get, _chain(store, 1500)))
+    with pytest.raises(MissingBlock):
+        list(iter_leaves(store.get, cid_for(b"absent", "dag-pb")))
 
 
 def test_a_file_tree_deeper_than_the_limit_is_malformed_not_a_stack_overflow() -> None:

@@ -1,0 +1,162 @@
+"""SparseFile: a stored file under sparse pending writes reads and builds exactly as a plain bytearray would.
+
+Tiny chunks (and width 2–3) make every chunk, leaf-reuse and tree-shape boundary reachable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.extents import SparseFile
+from kuro_fs.unixfs import read_file, write_file
+
+
+class CountingStore(MemoryBlockStore):
+    """A memory store that counts puts and the bytes they carried."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.puts = 0
+        self.put_bytes = 0
+
+    def put(self, data: Any, codec: str = "raw") -> str:
+        self.puts += 1
+        self.put_bytes += len(data)
+        return super().put(data, codec)
+
+
+def sparse_over(store: MemoryBlockStore, base: bytes | None, chunk: int, width: int) -> SparseFile:
+    if base is None:
+        return SparseFile(store, None, 0, chunk, width)
+    root = write_file(store.put, base, chunk_size=chunk, width=width)
+    return SparseFile(store, root.cid, root.size, chunk, width)
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.integers(0, 70), st.binary(min_size=0, max_size=20)),
+        st.tuples(st.just("size"), st.integers(0, 80), st.just(b"")),
+        st.tuples(st.just("fold"), st.integers(0, 16), st.just(b"")),
+    ),
+    max_size=25,
+)
+
+
+def apply(model: bytearray, f: SparseFile, op: tuple[str, int, bytes]) -> None:
+    kind, n, data = op
+    if kind == "write":
+        if data:
+            if n > len(model):
+                model.extend(bytes(n - len(model)))
+            model[n : n + len(data)] = data
+        f.write(n, data)
+    elif kind == "size":
+        del model[n:]
+        model.extend(bytes(n - len(model)))
+        f.set_size(n)
+    else:
+        f.fold(n)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    base=st.one_of(st.none(), st.binary(max_size=60)),
+    ops=OPS,
+    chunk=st.integers(1, 9),
+    width=st.integers(2, 3),
+    ranges=st.lists(st.tuples(st.integers(0, 90), st.integers(0, 40)), max_size=5),
+)
+def test_reads_and_the_built_dag_match_a_bytearray_model(
+    base: bytes | None, ops: list[tuple[str, int, bytes]], chunk: int, width: int, ranges: list[tuple[int, int]]
+) -> None:
+    store = MemoryBlockStore()
+    f = sparse_over(store, base, chunk, width)
+    model = bytearray(base or b"")
+    for op in ops:
+        apply(model, f, op)
+        assert f.size == len(model)
+    for offset, length in [*ranges, (0, len(model))]:
+        assert f.read(offset, length)[0] == bytes(model[offset : offset + length])
+    assert f.pending_bytes == sum(n for _, n in f.runs())
+    root = f.build()
+    expected = write_file(MemoryBlockStore().put, bytes(model), chunk_size=chunk, width=width)
+    assert root == expected
+    assert read_file(store, root.cid) == bytes(model)
+    if base is None or bytes(model) != base:
+        assert f.dirty
+    f.rebase(root)
+    assert not f.dirty and f.read(0, len(model) + 1)[0] == bytes(model)
+
+
+def test_runs_merge_when_they_touch_or_overlap() -> None:
+    f = SparseFile(MemoryBlockStore(), None, 0, 1 << 20, 174)
+    f.write(10, b"bb")
+    f.write(0, b"aa")
+    f.write(12, b"cc")  # touches the first run: merged
+    assert list(f.runs()) == [(0, 2), (10, 4)]
+    f.write(1, b"x" * 10)  # bridges both
+    assert list(f.runs()) == [(0, 14)]
+    assert f.read(0, 20)[0] == b"ax" + b"x" * 9 + b"bcc"
+
+
+def test_a_sequential_writer_holds_at_most_one_chunk_in_memory() -> None:
+    store = CountingStore()
+    f = SparseFile(store, None, 0, 1024, 174)
+    for i in range(0, 100_000, 7):
+        f.write(i, bytes([i % 251]) * 7)
+        assert f.pending_bytes < 1024 + 7
+    assert f.pending_bytes == f.size % 1024
+    assert store.puts == f.size // 1024
+
+
+def test_changing_one_chunk_of_a_large_file_stores_one_leaf_and_the_tree_above_it() -> None:
+    store = CountingStore()
+    base = bytes(range(256)) * 4096  # 1 MiB: 64 chunks of 16 KiB, width 8 → two levels
+    root = write_file(store.put, base, chunk_size=16384, width=8)
+    f = SparseFile(store, root.cid, root.size, 16384, 8)
+    f.write(500_000, b"changed")
+    store.puts = store.put_bytes = 0
+    built = f.build()
+    assert store.puts == 1 + 8 + 1  # the changed leaf, the 8 level-1 nodes, the root
+    assert store.put_bytes < 16384 + 4096
+    expected = bytearray(base)
+    expected[500_000:500_007] = b"changed"
+    assert built == write_file(MemoryBlockStore().put, bytes(expected), chunk_size=16384, width=8)
+
+
+def test_a_hole_costs_one_zero_leaf_however_long() -> None:
+    store = CountingStore()
+    f = SparseFile(store, None, 0, 4096, 174)
+    f.write(4096 * 100 + 5, b"end")
+    assert f.pending_bytes == 3
+    built = f.build()
+    assert store.puts == 1 + 1 + 1  # the zero chunk (reused 100 times), the last chunk, the root
+    assert built.size == 4096 * 100 + 8
+    assert read_file(store, built.cid) == bytes(4096 * 100 + 5) + b"end"
+
+
+def test_cutting_then_growing_reads_zeros_not_the_old_bytes() -> None:
+    store = MemoryBlockStore()
+    f = sparse_over(store, b"abcdefghij" * 3, 4, 2)
+    f.write(28, b"XY")
+    f.set_size(5)
+    f.set_size(12)
+    assert f.read(0, 100)[0] == b"abcde" + bytes(7)
+    assert f.read(0, 5) == (b"abcde", True)
+    assert f.read(6, 5) == (bytes(5), False)
+
+
+def test_fold_stores_whole_chunks_and_keeps_the_partial_last_one() -> None:
+    store = CountingStore()
+    f = SparseFile(store, None, 0, 8, 174)
+    for i in range(0, 30, 2):
+        f.write(i * 3 % 29, b"zz")  # scattered, so nothing folds by itself... until covered
+    before = f.read(0, 100)[0]
+    f.fold(0)
+    assert f.read(0, 100)[0] == before
+    assert all(start >= (f.size // 8) * 8 for start, _ in f.runs())
+    assert f.pending_bytes <= f.size % 8

@@ -1,0 +1,198 @@
+"""Every guests/c program, on hypothesis-generated trees, arguments, environments and stdin, does what its oracle says.
+
+For each case the reference runner (wasmtime's built-in WASI over a temporary directory) must produce
+exactly the oracle's outcome — exit code, stdout, stderr and the resulting tree, compared by CID —
+and every other runner in ``wasikit.RUNNERS`` (kuro's WASI over kuro.fs, when it lands) must produce
+exactly the reference's. The oracles (``oracles.py``) model the tree with ``kuro_fs.overlay``, so a
+disagreement is either a runner bug or an overlay choice that differs from wasmtime's.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracles import oracle
+from wasikit import C_GUESTS, RUNNERS, WasiCase, WasiOutcome, differences, run_all, run_builtin, write_tree
+
+NAMES = ["a", "b.txt", "dir", "é", "x y", "-"]
+CONTENT = st.one_of(
+    st.lists(st.sampled_from(["", "alpha", "beta gamma", "10", "-3", " 7 ", "zz", "é"]), max_size=6).map(
+        lambda lines: "\n".join(lines).encode()
+    ),
+    st.binary(max_size=64),
+)
+TREE_PATHS = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".join)
+TREES = st.dictionaries(TREE_PATHS, st.none() | CONTENT, max_size=8)
+PATH_ARGS = st.one_of(
+    TREE_PATHS, st.sampled_from([".", "/", "missing", "dir/", "/a", "./b.txt", "dir/../a", "../a", "a/.."])
+)
+TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12)
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def materialize(tree: dict[str, bytes | None], folder: Path) -> None:
+    """Write what fits of ``tree`` (a path under a file is skipped, as a real directory would refuse it)."""
+    for path, data in sorted(tree.items(), key=lambda item: item[0].count("/")):
+        parts = path.split("/")
+        if any((folder / "/".join(parts[:i])).is_file() for i in range(1, len(parts) + 1)):
+            continue
+        if data is None and (folder / path).exists():
+            continue
+        write_tree(folder, {path: data})
+
+
+def check(program: str, tree: dict[str, bytes | None], args: list[str], **more: object) -> None:
+    with tempfile.TemporaryDirectory(prefix="kuro-wasi-diff-") as scratch:
+        root = Path(scratch) / "root"
+        root.mkdir()
+        materialize(tree, root)
+        case = WasiCase(C_GUESTS / f"{program}.wasm", tuple(args), root=root, **more)  # type: ignore[arg-type]
+        expected = oracle(case)
+        outcomes = run_all(case)
+        reference = outcomes.pop("builtin")
+        assert differences(expected, reference) == [], "the reference runner disagrees with the oracle"
+        for name, outcome in outcomes.items():
+            assert differences(reference, outcome) == [], f"runner {name} disagrees with the reference"
+
+
+@SETTINGS
+@given(tree=TREES, args=st.lists(st.one_of(PATH_ARGS, st.just("-")), max_size=4), stdin=st.binary(max_size=40))
+def test_cat(tree: dict[str, bytes | None], args: list[str], stdin: bytes) -> None:
+    check("cat", tree, args, stdin=stdin)
+
+
+@SETTINGS
+@given(tree=TREES, args=st.lists(PATH_ARGS, max_size=4), stdin=CONTENT)
+def test_wc(tree: dict[str, bytes | None], args: list[str], stdin: bytes) -> None:
+    check("wc", tree, args, stdin=stdin)
+
+
+@SETTINGS
+@given(tree=TREES, args=st.lists(PATH_ARGS, max_size=3))
+def test_ls_recursive(tree: dict[str, bytes | None], args: list[str]) -> None:
+    check("ls", tree, args)
+
+
+@SETTINGS
+@given(
+    tree=TREES,
+    options=st.lists(st.sampled_from(["-r", "-u", "-n", "-nr", "-x"]), max_size=2),
+    files=st.lists(st.one_of(PATH_ARGS, st.just("-")), max_size=2),
+    stdin=CONTENT,
+)
+def test_sort(tree: dict[str, bytes | None], options: list[str], files: list[str], stdin: bytes) -> None:
+    check("sort", tree, [*options, *files], stdin=stdin)
+
+
+@SETTINGS
+@given(
+    args=st.lists(TEXT, max_size=4),
+    env=st.dictionaries(TEXT.filter(lambda k: k != "" and "=" not in k), TEXT, max_size=4),
+    argv0=st.one_of(st.none(), TEXT.filter(bool)),
+    lookup=st.booleans(),
+)
+def test_envargs(args: list[str], env: dict[str, str], argv0: str | None, lookup: bool) -> None:
+    check("envargs", {}, (["-g", *env, "UNSET"] if lookup else args), env=env, argv0=argv0)
+
+
+@SETTINGS
+@given(tree=TREES, args=st.lists(PATH_ARGS, max_size=2))
+def test_walk_in_rust(tree: dict[str, bytes | None], args: list[str]) -> None:
+    check("walk", tree, args)
+
+
+FSOPS_PATHS = st.one_of(st.sampled_from(["a", "b.txt", "dir", "dir/a", "dir/sub", "new", "dir/"]), PATH_ARGS)
+NUMBERS = st.one_of(st.integers(-3, 40).map(str), st.sampled_from(["300000", "x", ""]))
+FSOPS = st.one_of(
+    st.tuples(st.sampled_from(["write", "append", "unlinkopen"]), FSOPS_PATHS, TEXT),
+    st.tuples(st.sampled_from(["create", "read", "sum", "stat", "ls", "mkdir", "rmdir", "unlink"]), FSOPS_PATHS),
+    st.tuples(st.just("pwrite"), FSOPS_PATHS, NUMBERS, TEXT),
+    st.tuples(st.just("seekwrite"), FSOPS_PATHS, NUMBERS, st.sampled_from(["set", "cur", "end"]), TEXT),
+    st.tuples(st.just("truncate"), FSOPS_PATHS, NUMBERS),
+    st.tuples(st.just("pread"), FSOPS_PATHS, NUMBERS, NUMBERS),
+    st.tuples(st.just("big"), FSOPS_PATHS, st.sampled_from(["0", "262143", "262145", "600000"]), st.just("3")),
+    st.tuples(st.just("rename"), FSOPS_PATHS, FSOPS_PATHS),
+    st.tuples(st.just("renameopen"), FSOPS_PATHS, FSOPS_PATHS, TEXT),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree=TREES, ops=st.lists(FSOPS, max_size=8))
+def test_fsops_writes_renames_and_removes_like_the_overlay(
+    tree: dict[str, bytes | None], ops: list[tuple[str, ...]]
+) -> None:
+    check("fsops", tree, [arg for op in ops for arg in op])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["write", "a", "x", "rename", "a", "dir/b", "stat", "dir/b", "ls", "dir"],
+        ["mkdir", "d", "mkdir", "d/e", "rmdir", "d", "rename", "d/e", "f", "rmdir", "d", "ls", "."],
+        ["big", "f", "600000", "5", "pwrite", "f", "300000", "Z", "sum", "f", "truncate", "f", "262145", "sum", "f"],
+        ["write", "a", "base", "unlinkopen", "a", "zz", "stat", "a", "renameopen", "b.txt", "moved", "+tail"],
+        ["seekwrite", "b.txt", "5", "end", "far", "pread", "b.txt", "0", "64", "pread", "b.txt", "-1", "1"],
+        ["rmdir", "dir/", "unlink", ".", "rename", ".", "z", "mkdir", "../x", "read", "/b.txt", "read", "dir"],
+        ["rmdir", "dir/sub/", "rmdir", "dir/..", "rmdir", "b.txt/", "rmdir", "missing/", "rmdir", "dir/sub"],
+        [
+            "rename",
+            "dir/a",
+            "dir",
+            "rename",
+            "dir",
+            "dir/sub/y",
+            "rename",
+            "b.txt",
+            "dir/..",
+            "rename",
+            "dir/a",
+            "b.txt/",
+        ],
+        ["bogus"],
+        ["pwrite", "b.txt"],
+        ["pwrite", "b.txt", "1x", "text"],
+    ],
+)
+def test_fsops_scripts_that_cover_every_rule(args: list[str]) -> None:
+    check("fsops", {"b.txt": b"hello\n", "dir/a": b"in dir", "dir/sub": None}, args)
+
+
+def test_clockrand_sees_working_clocks_sleep_and_random() -> None:
+    check("clockrand", {}, [])
+    verbose = run_builtin(WasiCase(C_GUESTS / "clockrand.wasm", ("-v",)))
+    assert verbose.exit_code == 0
+    assert re.fullmatch(
+        rb"clock ok\nsleep ok\nrandom ok\nrealtime \d+\nmonotonic \d+ \d+\nres \d+ \d+\nrandom [0-9a-f]{64}\n",
+        verbose.stdout,
+    )
+
+
+@pytest.mark.parametrize(("program", "args"), [("hello", []), ("writeloop", ["37"]), ("writeloop", [])])
+def test_the_benchmark_programs(program: str, args: list[str]) -> None:
+    check(program, {}, args)
+
+
+@SETTINGS
+@given(tree=TREES, path=PATH_ARGS, size=st.sampled_from(["1", "7", "65536", "0", "x"]))
+def test_readfile(tree: dict[str, bytes | None], path: str, size: str) -> None:
+    check("readfile", {**tree, "big": bytes(range(256)) * 40}, [path, size])
+
+
+def test_the_harness_catches_a_runner_that_differs() -> None:
+    """A runner that loses one byte of stdout is reported: the differential check can fail."""
+
+    def lossy(case: WasiCase) -> WasiOutcome:
+        outcome = run_builtin(case)
+        return WasiOutcome(outcome.exit_code, outcome.stdout[:-1], outcome.stderr, outcome.tree, outcome.files)
+
+    RUNNERS["lossy"] = lossy
+    try:
+        with pytest.raises(AssertionError, match="runner lossy disagrees"):
+            check("hello", {}, [])
+    finally:
+        del RUNNERS["lossy"]

@@ -1,0 +1,194 @@
+"""Running a WASI preview 1 command and capturing what it did, behind a one-function seam.
+
+A *runner* is ``Callable[[WasiCase], WasiOutcome]``: it runs ``case.wasm`` with ``case.args``,
+``case.env`` and ``case.stdin``, with a private copy of the ``case.root`` folder preopened as ``/``,
+and reports the exit code, both output streams and the tree the program left (as a kuro.fs root CID
+and as a plain ``{path: bytes | None}`` map for readable diffs). The folder itself is never handed to
+a program, so nothing a program does leaks into the next case.
+
+:func:`run_builtin` is the reference: wasmtime's own WASI (wasmtime-py ``WasiConfig``) over a real
+temporary directory. A second runner (kuro's WASI over kuro.fs) is added to :data:`RUNNERS` with one
+line, and every harness built on :func:`run_all` then compares it with the reference.
+
+Imported by the tests in this folder as ``wasikit`` (pytest puts the folder on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import wasmtime
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.importer import import_path
+
+ROOT = Path(__file__).resolve().parents[2]
+C_GUESTS = ROOT / "guests" / "c"
+SUITE = Path(__file__).resolve().parent / "testsuite"
+
+
+@dataclass(frozen=True)
+class WasiCase:
+    """One run of a WASI command: what it is given. ``argv[0]`` is ``argv0`` (default: the file name)."""
+
+    wasm: Path
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    stdin: bytes = b""
+    root: Path | None = None
+    argv0: str | None = None
+
+    @property
+    def argv(self) -> list[str]:
+        return [self.argv0 if self.argv0 is not None else self.wasm.name, *self.args]
+
+
+@dataclass(frozen=True)
+class WasiOutcome:
+    """What a run did. ``trap`` is the trap message when the program trapped (``exit_code`` is then None).
+
+    ``tree`` is the kuro.fs root CID of the preopened tree after the run and ``files`` the same tree as
+    ``{path: bytes}`` (directories map to None); both are None/empty when the case had no root.
+    """
+
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    tree: str | None = None
+    files: Mapping[str, bytes | None] = field(default_factory=dict)
+    trap: str | None = None
+
+
+Runner = Callable[[WasiCase], WasiOutcome]
+
+
+# ---- trees on disk
+
+
+def copy_tree(source: Path, target: Path) -> None:
+    """Copy ``source`` to ``target`` (which must not exist) with writable modes, whatever the source's."""
+    shutil.copytree(source, target)
+    for here, dirs, files in os.walk(target):
+        os.chmod(here, 0o755)
+        for name in dirs:
+            os.chmod(os.path.join(here, name), 0o755)
+        for name in files:
+            os.chmod(os.path.join(here, name), 0o644)
+
+
+def tree_cid(folder: Path) -> str:
+    """The kuro.fs root CID of ``folder`` (imported into a throwaway memory store)."""
+    return import_path(MemoryBlockStore(), folder, workers=1)
+
+
+def tree_files(folder: Path) -> dict[str, bytes | None]:
+    """Every entry below ``folder``: relative path → file bytes, or None for a directory."""
+    out: dict[str, bytes | None] = {}
+    for here, dirs, files in os.walk(folder):
+        rel = Path(here).relative_to(folder)
+        for name in dirs:
+            out[str(rel / name)] = None
+        for name in files:
+            path = Path(here) / name
+            if stat.S_ISREG(path.lstat().st_mode):
+                out[str(rel / name)] = path.read_bytes()
+            else:
+                out[str(rel / name)] = b"<not a regular file>"
+    return dict(sorted(out.items()))
+
+
+def write_tree(folder: Path, files: Mapping[str, bytes | None]) -> None:
+    """Create ``folder`` holding ``files`` (relative path → bytes, or None for an empty directory)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for rel, data in files.items():
+        path = folder / rel
+        if data is None:
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+
+# ---- the reference runner: wasmtime's built-in WASI
+
+
+_ENGINE = wasmtime.Engine()
+_MODULES: dict[Path, wasmtime.Module] = {}
+
+
+def _module(path: Path) -> wasmtime.Module:
+    module = _MODULES.get(path)
+    if module is None:
+        module = _MODULES[path] = wasmtime.Module.from_file(_ENGINE, str(path))
+    return module
+
+
+def run_builtin(case: WasiCase) -> WasiOutcome:
+    """Run ``case`` under wasmtime's built-in WASI over a temporary copy of ``case.root`` preopened as ``/``."""
+    with tempfile.TemporaryDirectory(prefix="kuro-wasi-") as scratch:
+        work = Path(scratch)
+        (work / "stdin").write_bytes(case.stdin)
+        config = wasmtime.WasiConfig()
+        config.argv = case.argv
+        config.env = sorted(case.env.items())
+        config.stdin_file = str(work / "stdin")
+        config.stdout_file = str(work / "stdout")
+        config.stderr_file = str(work / "stderr")
+        tree = work / "root"
+        if case.root is not None:
+            copy_tree(case.root, tree)
+            config.preopen_dir(str(tree), "/")
+        store = wasmtime.Store(_ENGINE)
+        store.set_wasi(config)
+        linker = wasmtime.Linker(_ENGINE)
+        linker.define_wasi()
+        exit_code: int | None = 0
+        trap = None
+        try:
+            instance = linker.instantiate(store, _module(case.wasm))
+            start = instance.exports(store)["_start"]
+            assert isinstance(start, wasmtime.Func)
+            start(store)
+        except wasmtime.ExitTrap as exc:
+            exit_code = exc.code
+        except wasmtime.Trap as exc:
+            exit_code, trap = None, exc.message
+        del store
+        return WasiOutcome(
+            exit_code=exit_code,
+            stdout=(work / "stdout").read_bytes(),
+            stderr=(work / "stderr").read_bytes(),
+            tree=tree_cid(tree) if case.root is not None else None,
+            files=tree_files(tree) if case.root is not None else {},
+            trap=trap,
+        )
+
+
+#: Every WASI runner, the reference first. kuro's runner joins with one line here.
+RUNNERS: dict[str, Runner] = {"builtin": run_builtin}
+
+
+def run_all(case: WasiCase) -> dict[str, WasiOutcome]:
+    """``case`` run by every runner in :data:`RUNNERS`, by name."""
+    return {name: runner(case) for name, runner in RUNNERS.items()}
+
+
+def differences(expected: WasiOutcome, got: WasiOutcome) -> list[str]:
+    """Human-readable differences between two outcomes (empty when they agree on everything)."""
+    out = []
+    for name in ("exit_code", "trap", "stdout", "stderr", "tree"):
+        a, b = getattr(expected, name), getattr(got, name)
+        if a != b:
+            out.append(f"{name}: expected {a!r}, got {b!r}")
+    if expected.files != got.files:
+        for path in sorted(set(expected.files) | set(got.files)):
+            a, b = expected.files.get(path, "<absent>"), got.files.get(path, "<absent>")
+            if a != b:
+                out.append(f"file {path}: expected {a!r}, got {b!r}")
+    return out
