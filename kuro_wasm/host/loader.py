@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import wasmtime
@@ -81,6 +81,8 @@ class Prepared:
     pre: Any  # the kind's pre-linked form of it (a wasmtime.InstancePre for core-module kinds)
     shape: WasmShape
     kind: GuestKind
+    #: resolved entries by (export, args with their types): a warm run of the same call resolves nothing
+    entries: dict[tuple[Any, ...], Entry | LoadFailure] = field(default_factory=dict, repr=False)
 
 
 # ---- bytes by CID
@@ -243,10 +245,25 @@ def _first_line(exc: BaseException) -> str:
 
 
 def resolve(ready: Prepared, export: str, args: Sequence[object]) -> Entry | LoadFailure:
-    """The entry point ``export`` of ``ready`` called with ``args``, as its kind resolves it, else a load-error."""
-    entry = ready.kind.entry(ready.shape, export, args)
-    if isinstance(entry, str):
-        return LoadFailure("load-error", f"guest {ready.cid}: {entry}")
+    """The entry point ``export`` of ``ready`` called with ``args``, as its kind resolves it, else a load-error.
+
+    Remembered per prepared guest (at most 64 distinct calls) when every arg is hashable: the
+    answer depends only on the guest's shape, the export and the args (types included, so
+    ``True`` is never taken for ``1``).
+    """
+    try:
+        key: tuple[Any, ...] | None = (export, *((type(a), a) for a in args))
+        known = ready.entries.get(key)  # type: ignore[arg-type]
+    except TypeError:  # an unhashable arg (a list for a component, say): resolve every time
+        key, known = None, None
+    if known is not None:
+        return known
+    found = ready.kind.entry(ready.shape, export, args)
+    entry: Entry | LoadFailure = (
+        LoadFailure("load-error", f"guest {ready.cid}: {found}") if isinstance(found, str) else found
+    )
+    if key is not None and len(ready.entries) < 64:
+        ready.entries[key] = entry
     return entry
 
 
