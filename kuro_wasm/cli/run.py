@@ -42,22 +42,15 @@ import argparse
 import os
 import sys
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kuro_fs.cid import parse
-from kuro_fs.errors import InvalidCID
-from kuro_fs.fs import Fs
 from kuro_fs.home import ledger_path, refs_dir
 from kuro_wasm.cli.context import RECEIVED, Context, Failed, UsageError, looks_like_cid, output_store, silence
-from kuro_wasm.cli.refs import DEFAULT_NAME, RefConflict, Refs
 from kuro_wasm.errors import ModelError
-from kuro_wasm.host.isolation import ISOLATIONS
-from kuro_wasm.model.receipt import to_json
+from kuro_wasm.model.isolation import ISOLATIONS
 from kuro_wasm.model.sessions import CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
-from kuro_wasm.model.summary import DENIAL_EXIT, denial_text, is_denial, receipt_text
 
 __all__ = ["add_run_parser", "argv_tokens", "run", "store_receipt"]
 
@@ -78,6 +71,8 @@ _VALUE_OPTIONS = (
 
 def add_run_parser(p: argparse.ArgumentParser) -> None:
     """The options of ``kuro run``."""
+    from kuro_wasm.cli.refs import DEFAULT_NAME
+
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = (
         "Guest stdout/stderr stream live; the receipt summary follows on stderr.\n"
@@ -191,6 +186,11 @@ def store_receipt(ctx: Context, value: Mapping[str, Any], *, stdin: bytes | None
 
 def _fs_root(ctx: Context, spec: str | None) -> tuple[str, str | None, str | None]:
     """(root CID the guest sees, the fs name to advance or None, that name's root before the run)."""
+    from kuro_fs.cid import parse
+    from kuro_fs.errors import InvalidCID
+    from kuro_fs.fs import Fs
+    from kuro_wasm.cli.refs import DEFAULT_NAME, Refs
+
     refs = Refs(_refs_dir(ctx))
     if spec is not None:
         try:
@@ -304,6 +304,12 @@ class _Live:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """``kuro run``: see the module docstring."""
+    from kuro_fs.cid import parse
+    from kuro_fs.errors import InvalidCID
+    from kuro_wasm.cli.refs import RefConflict, Refs
+    from kuro_wasm.model.receipt import to_json
+    from kuro_wasm.model.summary import is_denial, receipt_text
+
     cid_text: str = args.cid
     try:
         parse(cid_text)
@@ -390,7 +396,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
 def _session(root: str, mode: str, grant: list[str] | None) -> Any:
     try:
-        return session(f"cli-{uuid.uuid4().hex[:12]}", root, mode, grant=grant)
+        return session(f"cli-{os.urandom(6).hex()}", root, mode, grant=grant)
     except ModelError as exc:
         if getattr(exc, "reason", None) == "signed-opt-in-required":  # the library's hint names a Python keyword
             others = ", ".join(name for name, spec in MODES.items() if not spec.host)
@@ -446,6 +452,9 @@ def _deny(ctx: Context, sess: Any, argv: list[str], json_output: bool) -> int:
 
 
 def _show_denial(ctx: Context, value: Mapping[str, Any], argv: list[str] | None, cid: str, json_output: bool) -> int:
+    from kuro_wasm.model.receipt import to_json
+    from kuro_wasm.model.summary import DENIAL_EXIT, denial_text
+
     if json_output:
         ctx.say(to_json(value))
     ctx.note("kuro: " + denial_text(value, argv, cid))

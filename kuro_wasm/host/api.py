@@ -46,7 +46,6 @@ No WASI, no argv/env, no string args. Unread stdin is not counted anywhere.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import threading
@@ -421,6 +420,8 @@ async def run_async(
 
     Cancelling the awaiting task kills the guest. Limits and errors as :func:`start`.
     """
+    import asyncio  # only here: the asyncio package costs more to import than a warm run takes
+
     loop = asyncio.get_running_loop()
     future: asyncio.Future[dict[str, Any]] = loop.create_future()
     job = _job(

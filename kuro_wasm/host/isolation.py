@@ -19,21 +19,15 @@ Reads ``os.environ``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from typing import Final
 
 from kuro_wasm.errors import ModelError
+from kuro_wasm.model.isolation import DEFAULT_ISOLATION, ISOLATIONS
 
 __all__ = ["ENV_VAR", "ISOLATIONS", "resolve_isolation"]
 
 #: The environment variable naming the default backend.
 ENV_VAR: Final = "KURO_ISOLATION"
-
-#: Every backend, by the name a receipt's ``kuro/isolation`` carries.
-ISOLATIONS: Final[Mapping[str, str]] = {
-    "wasmtime": "in the host's process: wasmtime's sandbox, capability-checked imports, prompt stops",
-    "process": "the same, in a pooled worker process with OS hardening; a dying worker never takes the host",
-}
 
 
 def resolve_isolation(isolation: object) -> str:
@@ -49,7 +43,7 @@ def resolve_isolation(isolation: object) -> str:
     if isolation is None:
         named = os.environ.get(ENV_VAR, "").strip()
         if not named:
-            return "wasmtime"
+            return DEFAULT_ISOLATION
         if named not in ISOLATIONS:
             raise ModelError(
                 f"{ENV_VAR}={named!r} names no isolation backend",
