@@ -25,6 +25,10 @@ Figures and their anchors (what each ratio divides):
 * loading a cached ~1 MB guest from the on-disk module cache (goal ≤ 2 ms) ÷ compiling it;
 * invocations per second on all cores (one thread per core) ÷ 1 thread, for a trivial export and a CPU-bound
   one (with raw wasmtime-py's speedup on the same loop as a control for a busy machine);
+* the worker-process backend (``isolation="process"``, ``tools/bench_workers.py``): a warm trivial run ÷ the same
+  run in-process (alternating blocks; goal ≤ 200 µs more), runs/s on 2 workers ÷ 1 worker (CPU-bound goal ≥ 1.8×,
+  trivial goal ≥ 1.5×, runs pipelined), and a worker killed mid-run: ms to its run's receipt (goal ≤ 10 ms) and to
+  a ready replacement (goal ≤ 50 ms), each with the load average beside it.
 * kuro.fs directories: ``Fs.write`` / ``Fs.read`` / a guest's gated ``fs_read`` of a small file in a 50,000-entry
   directory (goals ≤ 1 ms / ≤ 100 µs) ÷ the same op in a 1-entry directory and ÷ the OS doing it in a real
   directory of as many files;
@@ -72,6 +76,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 import bench_host  # noqa: E402  (tools/bench_host.py: the host helper's measurements, folded in here)
+import bench_workers  # noqa: E402  (tools/bench_workers.py: the worker-process backend beside the in-process one)
 import wasmtime  # noqa: E402
 
 from kuro_fs.blocks import MemoryBlockStore  # noqa: E402
@@ -532,6 +537,85 @@ def bench_concurrency(home: Path, quick: bool) -> list[Row]:
     ]  # fmt: skip
 
 
+# ---- 7. worker processes (isolation="process") beside in-process
+
+
+def bench_worker_processes(quick: bool) -> list[Row]:
+    n, blocks = (30, 3) if quick else (300, 6)
+    load = bench_workers.load_average()
+    warm = bench_workers.warm_invocation(n, blocks)
+    extra = round(warm["process"] - warm["wasmtime"], 1)
+    rows = [
+        _row(
+            "warm trivial run through a worker process (isolation=process)",
+            warm["process"],
+            "µs",
+            "the same run in-process, alternating blocks",
+            warm["wasmtime"],
+            goal="≤ +200 µs",
+            note=f"+{extra} µs {'✓' if extra <= 200 else '✗'} · load {load:.1f}",
+            extra={"difference_us": extra, "load_average": load},
+        ),
+    ]
+    trivial_runs, cpu_runs, count, rounds = (200, 4, 20_000_000, 1) if quick else (3000, 16, 200_000_000, 3)
+    load = bench_workers.load_average()
+    rates = bench_workers.scaling(trivial_runs, cpu_runs, count, rounds)
+    kinds = (("cpu", f"CPU-bound (spin count {count:,})", 1.8), ("trivial", "trivial, pipelined", 1.5))
+    # control, same moment: how far this machine lets two CPU-bound loops overlap at all (raw wasmtime-py, 2 threads)
+    engine = wasmtime.Engine()
+    module = wasmtime.Module(engine, (ROOT / "guests" / "spin.wat").read_text())
+
+    def raw_count() -> object:
+        st = wasmtime.Store(engine)
+        return wasmtime.Instance(st, module, []).exports(st)["count"](st, count)  # type: ignore[operator]
+
+    raw = _rate(2, cpu_runs // 2 or 1, raw_count) / _rate(1, cpu_runs, raw_count)
+    host_us, worker_us = rates["host-us"], rates["worker-us"]
+    cores = os.cpu_count() or 1
+    # 2 workers and the host share `cores` CPUs: 2 workers beat 1 by at most cores·max(h, w)/(h + w), and by 2.
+    ceiling = min(2.0, cores * max(host_us, worker_us) / (host_us + worker_us))
+    for kind, label, goal in kinds:
+        two, one = rates[f"{kind}-2"], rates[f"{kind}-1"]
+        note = f"{'✓' if two / one >= goal else '✗'} · load {load:.1f}"
+        if kind == "trivial":
+            note += f" · CPU per run: host {host_us:.0f} µs, worker {worker_us:.0f} µs: ≤ {ceiling:.2f}× here"
+        else:
+            note += f" · raw wasmtime-py, 2 threads vs 1, same moment: {raw:.2f}×"
+        rows.append(
+            _row(
+                f"runs/s on 2 worker processes, {label}",
+                two,
+                "/s",
+                "1 worker process",
+                one,
+                goal=f"≥ {goal}×",
+                note=note,
+                extra={"load_average": load, "host_cpu_us_per_run": host_us, "worker_cpu_us_per_run": worker_us},
+            )
+        )
+    samples = 3 if quick else 15
+    load = bench_workers.load_average()
+    died = bench_workers.death(samples)
+    for key, figure, goal in (
+        ("receipt_ms", "worker SIGKILLed mid-run → its receipt", 10.0),
+        ("ready_ms", "worker SIGKILLed mid-run → pool ready again (spare forked)", 50.0),
+    ):
+        median, worst = statistics.median(died[key]), max(died[key])
+        rows.append(
+            _row(
+                f"{figure}, median of {samples}",
+                median,
+                "ms",
+                "the goal",
+                goal,
+                goal=f"≤ {goal:g} ms",
+                note=f"max {worst:.1f} ms {'✓' if median <= goal else '✗'} · load {load:.1f}",
+                extra={"samples_ms": died[key], "load_average": load},
+            )
+        )
+    return rows  # fmt: skip
+
+
 # ---- 7. kuro.fs directories that scale (HAMT past 256 entries; decoded blocks cached by CID)
 
 
@@ -891,6 +975,7 @@ SECTIONS = (
     "gateway",
     "overlay",
     "components",
+    "workers",
 )
 
 
@@ -932,6 +1017,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_gateway(tmp, args.quick)
         if "components" in wanted:
             rows += bench_components(tmp, args.quick)
+        if "workers" in wanted:
+            rows += bench_worker_processes(args.quick)
     print(table(rows))
     if args.json:
         payload = {"machine": facts, "quick": args.quick, "rows": [asdict(r) for r in rows]}

@@ -339,3 +339,19 @@ def test_args_json_that_is_not_a_json_list_is_bad_input(kuro: Kuro) -> None:
         assert result.returncode == 2 and result.stderr.startswith("kuro: error:"), (bad, result.stderr)
     both = kuro("run", cid, "add", "1", "--args-json", "[1]")
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_isolation_process_runs_the_guest_in_a_worker_and_the_summary_says_so(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid, "run", "--isolation", "process")
+    assert (result.returncode, result.stdout) == (0, "hello, kuro\n")
+    assert "isolation process" in result.stderr
+    receipt = from_json(kuro("run", cid, "add", "40", "2", "--isolation", "process", "--json").stdout)
+    assert (receipt["kuro/isolation"], receipt["kuro/exit-code"]) == ("process", 42)
+    assert "seccomp" in receipt["kuro/worker"]["hardening"]
+
+
+def test_an_unknown_isolation_is_bad_input(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid, "run", "--isolation", "vm")
+    assert result.returncode == 2 and "invalid choice" in result.stderr
