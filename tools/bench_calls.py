@@ -344,9 +344,10 @@ def bench_cache_floor(functions: int, rounds: int) -> dict[str, Any]:
 
         stats = interleaved({"kuro_disk_cache": ours, "deserialize_file": floor}, rounds)
         ModuleCache.forget_memory()
+        artifact_bytes = artifact.stat().st_size
     return {
         "wasm_bytes": len(binary),
-        "artifact_bytes": artifact.stat().st_size if artifact.exists() else None,
+        "artifact_bytes": artifact_bytes,
         "compile_s": compile_s,
         **stats,
     }
