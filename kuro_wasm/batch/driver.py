@@ -165,7 +165,8 @@ def run_many(
 class Batch:
     """A batch in progress: iterate it for :class:`Completed` values, in the order they complete.
 
-    :attr:`not_run` lists the indexes that never ran (a cancel came first), once iteration ends.
+    :attr:`not_run` lists the indexes that never ran (a cancel came first), once iteration ends;
+    :attr:`lost` those whose worker died holding them; :attr:`running` counts those out now.
     :meth:`cancel` (from another thread) stops it as Ctrl-C does, without raising.
     """
 
@@ -187,6 +188,7 @@ class Batch:
         self.invocations = invocations
         self.not_run: list[int] = []
         self.lost: list[int] = []
+        self.running = 0
         self._store = store
         self._ledger = ledger
         self._cluster = cluster
@@ -292,9 +294,12 @@ class Batch:
                         token = f"kuro-batch-{self.id}-{serial}"
                         serial += 1
                         out[token] = chunk
+                        self.running += len(chunk)
                         backend.submit(token, [to_wire(i, self.invocations[i]) for i in chunk])
                     for done in backend.wait(0.25):
-                        yield from self._ended(done, out.pop(done.token, []), pending)
+                        chunk = out.pop(done.token, [])
+                        self.running -= len(chunk)
+                        yield from self._ended(done, chunk, pending)
                 except KeyboardInterrupt as exc:
                     if interrupt is not None:
                         raise
