@@ -1,0 +1,59 @@
+"""A test-only worker store: the worker's shared store, logging every read of a guest's input file.
+
+Each invocation of the batch tests reads its own file (``greeting.txt`` = ``b"effect N"``, a raw
+block nobody else reads), so the log — one ``pid cid`` line per read, appended by whichever
+worker process read it — counts how often each invocation's guest ran, and where. Workers import
+this module by name (it is on the test's ``sys.path``, which spawned processes inherit).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kuro_fs.blocks import BlockStore
+from kuro_wasm.batch.stores import SharedStore
+
+
+class _Logging:
+    def __init__(self, inner: BlockStore, log: str, watched: frozenset[str]) -> None:
+        self._inner = inner
+        self._log = log
+        self._watched = watched
+
+    def get(self, cid: str) -> bytes | None:
+        if cid in self._watched:
+            fd = os.open(self._log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, f"{os.getpid()} {cid}\n".encode())
+            finally:
+                os.close(fd)
+        return self._inner.get(cid)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@dataclass(frozen=True)
+class WitnessStore:
+    """:class:`SharedStore` at ``path``, whose reads of ``watched`` CIDs are logged to ``log``."""
+
+    path: str
+    log: str
+    watched: frozenset[str]
+
+    def open(self, scratch: Path | None) -> BlockStore:
+        return _Logging(SharedStore(self.path).open(scratch), self.log, self.watched)  # type: ignore[return-value]
+
+    def describe(self) -> str:
+        return f"the witnessed store {self.path}"
+
+
+def reads(log: str) -> list[tuple[int, str]]:
+    """``(pid, cid)`` for every logged read."""
+    if not os.path.exists(log):
+        return []
+    with open(log, encoding="utf-8") as f:
+        return [(int(pid), cid) for pid, cid in (line.split() for line in f if line.strip())]
