@@ -123,13 +123,19 @@ def accepted(store: BlockStore, inv: Invocation, answer: Mapping[str, Any]) -> d
 
 
 def worker_died(inv: Invocation, worker: Mapping[str, Any], finished_at: int) -> dict[str, Any]:
-    """The receipt of an invocation whose worker left the cluster before its receipt reached the driver."""
-    where = worker.get("address") or "a worker"
+    """The receipt of an invocation whose worker left the cluster before its receipt reached the driver.
+
+    The exit code is 128 + the signal that ended the worker when the backend knows it (the local
+    pool does), else 137 (as ``SIGKILL``: Dask does not say).
+    """
+    where = worker.get("address") or f"process {worker.get('pid', '?')}"
+    signal = worker.get("signal")
+    code = 128 + signal if isinstance(signal, int) and not isinstance(signal, bool) and 0 < signal < 128 else 137
     return receipt(
         inv.session,
         inv.command,
         {
-            "exit-code": 137,
+            "exit-code": code,
             "outcome": "worker-died",
             "isolation": "wasmtime",
             "limits": inv.limits.receipt_value(),

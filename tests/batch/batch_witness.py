@@ -2,13 +2,16 @@
 
 Each invocation of the batch tests reads its own file (``greeting.txt`` = ``b"effect N"``, a raw
 block nobody else reads), so the log — one ``pid cid`` line per read, appended by whichever
-worker process read it — counts how often each invocation's guest ran, and where. Workers import
+worker process read it — counts how often each invocation's guest ran, and where. Reading the
+``kill_on`` block kills the reading worker (``SIGKILL``, after logging the read): a worker dies
+in the middle of a guest's run, exactly where the test says, with no timing. Workers import
 this module by name (it is on the test's ``sys.path``, which spawned processes inherit).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +21,11 @@ from kuro_wasm.batch.stores import SharedStore
 
 
 class _Logging:
-    def __init__(self, inner: BlockStore, log: str, watched: frozenset[str]) -> None:
+    def __init__(self, inner: BlockStore, log: str, watched: frozenset[str], kill_on: str | None) -> None:
         self._inner = inner
         self._log = log
         self._watched = watched
+        self._kill_on = kill_on
 
     def get(self, cid: str) -> bytes | None:
         if cid in self._watched:
@@ -30,6 +34,8 @@ class _Logging:
                 os.write(fd, f"{os.getpid()} {cid}\n".encode())
             finally:
                 os.close(fd)
+            if cid == self._kill_on:
+                os.kill(os.getpid(), signal.SIGKILL)
         return self._inner.get(cid)
 
     def __getattr__(self, name: str) -> Any:
@@ -43,9 +49,11 @@ class WitnessStore:
     path: str
     log: str
     watched: frozenset[str]
+    kill_on: str | None = None
 
     def open(self, scratch: Path | None) -> BlockStore:
-        return _Logging(SharedStore(self.path).open(scratch), self.log, self.watched)  # type: ignore[return-value]
+        inner = SharedStore(self.path).open(scratch)
+        return _Logging(inner, self.log, self.watched, self.kill_on)  # type: ignore[return-value]
 
     def describe(self) -> str:
         return f"the witnessed store {self.path}"

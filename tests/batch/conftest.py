@@ -32,7 +32,9 @@ class Shared:
 @pytest.fixture
 def shared(tmp_path: Path) -> Iterator[Shared]:
     store = FileBlockStore(tmp_path / "blocks")
-    names = {name: add_guest(store, (GUESTS / f"{name}.wat").read_text()) for name in ("batch", "trap", "spin", "fs-cat")}
+    names = {
+        name: add_guest(store, (GUESTS / f"{name}.wat").read_text()) for name in ("batch", "trap", "spin", "fs-cat")
+    }
     yield Shared(store, names["batch"], names["trap"], names["spin"], names["fs-cat"], str(Fs.empty(store).root))
     store.close()
 

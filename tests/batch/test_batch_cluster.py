@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import signal
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -44,9 +43,7 @@ def _mixed(shared: Shared, n: int) -> list[dict[str, Any]]:
 
 
 def _one_by_one(shared: Shared, invocations: list[Invocation]) -> list[dict[str, Any]]:
-    return [
-        run(inv.session, inv.command, store=shared.store, home=False, **inv.run_options()) for inv in invocations
-    ]
+    return [run(inv.session, inv.command, store=shared.store, home=False, **inv.run_options()) for inv in invocations]
 
 
 def test_a_thousand_mixed_invocations_give_the_receipts_of_running_them_one_by_one(shared: Shared, client: Any) -> None:
@@ -65,11 +62,13 @@ def test_a_thousand_mixed_invocations_give_the_receipts_of_running_them_one_by_o
     roots = {r["kuro/fs-root-after"] for r in got.values() if "kuro/fs-root-after" in r}
     assert len(roots) == 150  # every write made its own tree, and each tree is complete in the driver's store
     for root in roots:
-        assert Fs(shared.store, root).ls("notes")
+        assert Fs(shared.store, root).ls("notes").value  # the whole tree is in the driver's store
 
 
-def _witnessed(shared: Shared, n: int, log: Path) -> tuple[list[Invocation], WitnessStore, dict[str, int]]:
-    """n invocations, each reading its own file (a unique block the witness logs) after a little CPU work."""
+def _witnessed(
+    shared: Shared, n: int, log: Path, kill_at: int | None = None
+) -> tuple[list[Invocation], WitnessStore, dict[str, int]]:
+    """n invocations, each reading its own file (a unique block the witness logs); reading ``kill_at``'s kills."""
     invocations = []
     effect: dict[str, int] = {}
     for i in range(n):
@@ -78,41 +77,36 @@ def _witnessed(shared: Shared, n: int, log: Path) -> tuple[list[Invocation], Wit
         effect[raw_cid(data)] = i
         inv = invocation({"guest": shared.cat, "export": "run", "fs": root}, session_id="w", default_fs=root)
         invocations.append(inv)
-    return invocations, WitnessStore(str(shared.store.root), str(log), frozenset(effect)), effect
+    kill_on = None if kill_at is None else raw_cid(f"effect {kill_at}".encode())
+    return invocations, WitnessStore(str(shared.store.root), str(log), frozenset(effect), kill_on), effect
 
 
-def _runs(log: Path, effect: dict[str, int], per_run: int) -> dict[int, list[int]]:
-    """invocation → the pids of the workers that ran it (one entry per run)."""
+def _runs(log: Path, effect: dict[str, int], per_run: int, killed: int | None = None) -> dict[int, list[int]]:
+    """invocation → the pids of the workers that ran it (one entry per run; the killed worker's last may be partial)."""
     counts: dict[tuple[int, int], int] = {}
     for pid, cid in reads(str(log)):
         key = (effect[cid], pid)
         counts[key] = counts.get(key, 0) + 1
     out: dict[int, list[int]] = {}
     for (index, pid), count in counts.items():
-        assert count % per_run == 0, f"invocation {index}: {count} reads is no whole number of runs"
-        out.setdefault(index, []).extend([pid] * (count // per_run))
+        assert pid == killed or count % per_run == 0, f"invocation {index}: {count} reads is no whole number of runs"
+        out.setdefault(index, []).extend([pid] * -(-count // per_run))
     return out
 
 
 def test_killing_a_worker_mid_batch_records_exactly_its_in_flight_invocations_as_died_and_runs_nothing_twice(
     shared: Shared, client: Any, tmp_path: Path
 ) -> None:
-    invocations, witness, effect = _witnessed(shared, 1 + 240, tmp_path / "reads.log")
+    invocations, witness, effect = _witnessed(shared, 1 + 240, tmp_path / "reads.log", kill_at=1 + 100)
     probe = _runs_in_process(shared, invocations[0], witness, tmp_path)
     invocations = invocations[1:]
     batch = run_many(invocations, store=shared.store, cluster=client, worker_store=witness, chunk_size=6)
-    victim: int | None = None
-    got: dict[int, dict[str, Any]] = {}
-    for done in batch:
-        got[done.index] = done.value
-        if victim is None and len(got) >= 30:
-            victim = reads(witness.log)[-1][0]  # the worker that read last is running a chunk now
-            os.kill(victim, signal.SIGKILL)
-    assert victim is not None
+    got = {done.index: done.value for done in batch}
+    victim = next(pid for pid, cid in reads(witness.log) if effect[cid] == 1 + 100)
     assert sorted(got) == list(range(len(invocations))) and batch.not_run == []
-    ran = _runs(tmp_path / "reads.log", effect, probe)
+    ran = _runs(tmp_path / "reads.log", effect, probe, killed=victim)
     died = {i for i, r in got.items() if r["kuro/outcome"] == "worker-died"}
-    assert died and died == set(batch.lost)
+    assert 100 in died and died == set(batch.lost)  # the invocation its worker died running
     assert len(died) <= 2 * 6, "at most the chunks the worker held (one running, one waiting)"
     for index, value in got.items():
         pids = ran.get(index + 1, [])
@@ -127,7 +121,7 @@ def test_killing_a_worker_mid_batch_records_exactly_its_in_flight_invocations_as
 
 def _runs_in_process(shared: Shared, inv: Invocation, witness: WitnessStore, tmp_path: Path) -> int:
     """How many witnessed reads one run of an invocation makes (the unit the log is counted in)."""
-    store = witness.open(None)
+    store = dataclasses.replace(witness, kill_on=None).open(None)
     receipt = run(inv.session, inv.command, store=store, home=False, **inv.run_options())  # type: ignore[arg-type]
     assert receipt["kuro/outcome"] == "ok"
     per_run = len(reads(witness.log))
