@@ -241,7 +241,7 @@ class DaskBackend:
                 n_workers=n,
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                dashboard_address=":0",  # a free port: the scheduler always serves HTTP; never a clash
                 silence_logs=logging.CRITICAL,
             )
         return Client(self._local, set_as_default=False)  # type: ignore[no-untyped-call]

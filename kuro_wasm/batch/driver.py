@@ -167,7 +167,10 @@ class Batch:
 
     :attr:`not_run` lists the indexes that never ran (a cancel came first), once iteration ends;
     :attr:`lost` those whose worker died holding them; :attr:`running` counts those out now.
-    :meth:`cancel` (from another thread) stops it as Ctrl-C does, without raising.
+    :meth:`cancel` (from a signal handler or another thread) stops it as Ctrl-C does, without
+    raising; keep iterating to receive what finishes. ``with run_many(...) as batch:`` cancels
+    and drains on the way out if the loop stopped early (what finishes is still stored — blocks,
+    ledger rows — but no longer handed out).
     """
 
     def __init__(
@@ -199,7 +202,7 @@ class Batch:
         self._keep = keep_output
         self._claims: dict[int, Claim] = {}
         self._cancelled = False
-        self._started = False
+        self._flow: Iterator[Completed] | None = None
         self._per_item: float | None = None
         self._failure: str | None = None
 
@@ -210,10 +213,35 @@ class Batch:
         """Stop sending; running guests are killed; the iteration still hands out what finished."""
         self._cancelled = True
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` (or Ctrl-C) has stopped the batch."""
+        return self._cancelled
+
     def __iter__(self) -> Iterator[Completed]:
-        if self._started:
-            raise BatchError("a batch is iterated once")
-        self._started = True
+        return self
+
+    def __next__(self) -> Completed:
+        if self._flow is None:
+            self._flow = self._completions()
+        return next(self._flow)
+
+    def close(self) -> None:
+        """Cancel what has not finished and wait for what is out (stored, not handed out). Idempotent."""
+        if self._flow is None:
+            self._flow = iter(())
+            return
+        self.cancel()
+        for _ in self._flow:
+            pass
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _completions(self) -> Iterator[Completed]:
         pending: deque[int] = deque()
         denied: list[tuple[int, dict[str, Any]]] = []
         for index, inv in enumerate(self.invocations):

@@ -37,17 +37,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import threading
 import uuid
-from collections.abc import Mapping
-from contextlib import ExitStack
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Final
 
 from kuro_fs.cid import parse
 from kuro_fs.errors import InvalidCID
 from kuro_fs.fs import Fs
-from kuro_fs.home import refs_dir
-from kuro_wasm.cli.context import Context, UsageError, interrupted_status, looks_like_cid
+from kuro_fs.home import ledger_path, refs_dir
+from kuro_wasm.cli.context import RECEIVED, Context, Interrupted, UsageError, interrupted_status, looks_like_cid
+from kuro_wasm.cli.launch import SIGNALS
 from kuro_wasm.cli.progress import Progress
 from kuro_wasm.cli.refs import DEFAULT_NAME, Refs
 from kuro_wasm.errors import ModelError
@@ -95,34 +98,36 @@ def add_batch_parser(p: argparse.ArgumentParser) -> None:
 # ---- reading the file
 
 
-def read_lines(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for every non-blank line of ``text``.
+def read_lines(text: str, source: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
+    """``(line number, object)`` for every non-blank line of ``text`` that is a JSON object, and the bad lines.
 
-    Raises UsageError: naming every line (up to :data:`MAX_REPORTED`) that is not a JSON object.
+    A bad line is ``(line number, "FILE:LINE: what is wrong")``.
     """
     out: list[tuple[int, dict[str, Any]]] = []
-    bad: list[str] = []
+    bad: list[tuple[int, str]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             value = from_json(line)
         except ValueError as exc:
-            bad.append(f"{source}:{number}: not JSON: {exc}")
+            bad.append((number, f"{source}:{number}: not JSON: {exc}"))
             continue
         if not isinstance(value, dict):
-            bad.append(f"{source}:{number}: a line is a JSON object, got {type(value).__name__}")
+            bad.append((number, f"{source}:{number}: a line is a JSON object, got {type(value).__name__}"))
             continue
         out.append((number, value))
-    if bad:
-        raise _BadLines(_report(bad))
-    return out
+    return out, bad
 
 
-def _report(bad: list[str]) -> str:
-    shown = bad[:MAX_REPORTED]
-    more = f"\n… and {len(bad) - len(shown)} more bad lines" if len(bad) > len(shown) else ""
-    return "\n".join(shown) + more + f"\n{len(bad)} bad line(s); nothing was run"
+def _refuse(ctx: Context, bad: list[tuple[int, str]], source: str) -> _BadLines:
+    """Print each bad line (up to :data:`MAX_REPORTED`) on stderr; the error that ends the command."""
+    ordered = [text for _, text in sorted(bad)]
+    for text in ordered[:MAX_REPORTED]:
+        ctx.note(f"kuro: {' '.join(text.split())}")
+    if len(ordered) > MAX_REPORTED:
+        ctx.note(f"kuro: … and {len(ordered) - MAX_REPORTED} more bad lines")
+    return _BadLines(f"{len(ordered)} bad line(s) in {source}; nothing was run")
 
 
 def _read(spec: str) -> tuple[str, str]:
@@ -138,11 +143,14 @@ def _read(spec: str) -> tuple[str, str]:
     try:
         return data.decode("utf-8"), spec
     except UnicodeDecodeError as exc:
-        raise _BadLines(f"{spec}: not UTF-8 text (byte {exc.start})") from None
+        raise _BadLines(f"{spec}: not UTF-8 text (byte {exc.start}); nothing was run") from None
 
 
 class _Roots:
-    """fs names → roots, resolved once, as the batch starts (an op id's recorded root wins, so a rerun replays)."""
+    """fs names → roots, resolved once, as the batch starts (an op id's recorded root wins, so a rerun replays).
+
+    ``ledger`` is the home's ledger if it exists (else no op id is recorded yet).
+    """
 
     def __init__(self, ctx: Context, ledger: Any) -> None:
         self._refs = Refs(refs_dir(ctx.home))
@@ -180,28 +188,28 @@ class _Roots:
         return line
 
 
-def _invocations(ctx: Context, lines: list[tuple[int, dict[str, Any]]], source: str, ledger: Any) -> list[Invocation]:
+def _invocations(
+    ctx: Context, lines: list[tuple[int, dict[str, Any]]], source: str, ledger: Any
+) -> tuple[list[Invocation], list[tuple[int, str]]]:
     roots = _Roots(ctx, ledger)
     default = roots.default()
     session_id = f"batch-{uuid.uuid4().hex[:12]}"
     out: list[Invocation] = []
-    bad: list[str] = []
+    bad: list[tuple[int, str]] = []
     seen: dict[str, int] = {}
     for number, line in lines:
         try:
             inv = invocation(roots.resolve(line), session_id=session_id, default_fs=default)
         except ModelError as exc:
-            bad.append(f"{source}:{number}: {exc} [{exc.reason}]")
+            bad.append((number, f"{source}:{number}: {exc} [{exc.reason}]"))
             continue
         if inv.op_id is not None:
             first = seen.setdefault(inv.op_id, number)
             if first != number:
-                bad.append(f"{source}:{number}: op_id {inv.op_id!r} is already line {first}'s")
+                bad.append((number, f"{source}:{number}: op_id {inv.op_id!r} is already line {first}'s"))
                 continue
         out.append(inv)
-    if bad:
-        raise _BadLines(_report(bad))
-    return out
+    return out, bad
 
 
 # ---- running
@@ -264,13 +272,17 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
     if args.cluster is not None and not dask_available():
         raise UsageError("--cluster needs Dask: pip install 'kuro-wasm[dask]' (or use --local N)")
     text, source = _read(args.file)
-    lines = read_lines(text, source)
-    if not lines:
+    lines, bad = read_lines(text, source)
+    if not lines and not bad:
         raise UsageError(f"{source}: no invocation in the file")
     with ExitStack() as stack:
-        ledgered = any("op_id" in line for _, line in lines)
-        ledger = stack.enter_context(Ledger(home=ctx.home, store=ctx.store)) if ledgered else None
-        invocations = _invocations(ctx, lines, source, ledger)
+        existing = ledger_path(ctx.home).exists()
+        ledger = stack.enter_context(Ledger(home=ctx.home, store=ctx.store)) if existing else None
+        invocations, more = _invocations(ctx, lines, source, ledger)
+        if bad or more:
+            raise _refuse(ctx, bad + more, source)
+        if ledger is None and any(inv.op_id is not None for inv in invocations):
+            ledger = stack.enter_context(Ledger(home=ctx.home, store=ctx.store))
         numbers = [number for number, _ in lines]
         out = _Output(ctx, numbers, args.json)
         the_batch = run_many(
@@ -291,27 +303,55 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
             return f"batch {done}/{total} done · {the_batch.running} running · {out.failed} failed{rate}"
 
         progress = Progress("batch", None, stream=ctx.err, line=line)
-        try:
-            for completed in the_batch:
-                value = completed.value
-                known = value.get("kuro/receipt-cid")
-                cid = known if isinstance(known, str) else store_receipt(ctx, value, stdin=completed.invocation.stdin)
-                out.finished(completed.index, value, cid)
-                progress.advance(1)
-        except KeyboardInterrupt as exc:
-            progress.close()
+        with the_batch, _signals_cancel(the_batch):
+            try:
+                for completed in the_batch:
+                    value = completed.value
+                    known = value.get("kuro/receipt-cid")
+                    stdin = completed.invocation.stdin
+                    cid = known if isinstance(known, str) else store_receipt(ctx, value, stdin=stdin)
+                    out.finished(completed.index, value, cid)
+                    progress.advance(1)
+            except KeyboardInterrupt as exc:  # a second signal: stop waiting (what is still out is unknown)
+                progress.close()
+                _say_not_run(ctx, the_batch.not_run, numbers, out.done)
+                return interrupted_status(exc)
+            except Exception:
+                progress.close()
+                if the_batch.not_run:
+                    _say_not_run(ctx, the_batch.not_run, numbers, out.done)
+                raise
+        progress.close()
+        if the_batch.cancelled and RECEIVED:
             for index in sorted(the_batch.not_run):
                 out.not_run(index)
             _say_not_run(ctx, the_batch.not_run, numbers, out.done)
-            return interrupted_status(exc)
-        except Exception:
-            progress.close()
-            if the_batch.not_run:
-                _say_not_run(ctx, the_batch.not_run, numbers, out.done)
-            raise
-        progress.close()
+            return 128 + RECEIVED[-1]
     ctx.note(f"kuro: batch: {out.done} invocation(s), {out.failed} did not exit 0")
     return 0 if out.failed == 0 else 1
+
+
+@contextmanager
+def _signals_cancel(the_batch: Any) -> Iterator[None]:
+    """While the batch runs, a first SIGINT/SIGTERM/SIGHUP cancels it (it drains and stores what finished);
+    a second raises :class:`Interrupted` (stop waiting). Nothing is interrupted halfway through storing a receipt.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if the_batch.cancelled:
+            raise Interrupted(signum)
+        RECEIVED.append(signum)
+        the_batch.cancel()
+
+    previous = {signum: signal.signal(signum, on_signal) for signum in SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _say_not_run(ctx: Context, not_run: list[int], numbers: list[int], done: int) -> None:

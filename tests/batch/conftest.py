@@ -46,7 +46,7 @@ def client() -> Iterator[Any]:
     distributed = pytest.importorskip("distributed")
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         cluster = distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.CRITICAL
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL
         )
     client = distributed.Client(cluster, set_as_default=False)
     yield client
