@@ -76,12 +76,10 @@ class Completed:
 
 
 def dask_available() -> bool:
-    """Whether ``distributed`` can be imported (``pip install 'kuro-wasm[dask]'``)."""
-    try:
-        import distributed  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether ``distributed`` is installed (``pip install 'kuro-wasm[dask]'``); nothing is imported."""
+    import importlib.util
+
+    return importlib.util.find_spec("distributed") is not None
 
 
 def backend_for(cluster: Any, *, store: WorkerStore, workers: int | None = None, home: Any = None) -> Backend:

@@ -50,7 +50,6 @@ from kuro_fs.errors import InvalidCID
 from kuro_fs.fs import Fs
 from kuro_fs.home import ledger_path, refs_dir
 from kuro_wasm.cli.context import RECEIVED, Context, Interrupted, UsageError, interrupted_status, looks_like_cid
-from kuro_wasm.cli.launch import SIGNALS
 from kuro_wasm.cli.progress import Progress
 from kuro_wasm.cli.refs import DEFAULT_NAME, Refs
 from kuro_wasm.errors import ModelError
@@ -58,6 +57,9 @@ from kuro_wasm.model.invocation import FIELDS, Invocation, invocation
 from kuro_wasm.model.receipt import from_json, to_json
 
 __all__ = ["MAX_REPORTED", "add_batch_parser", "batch", "read_lines"]
+
+#: The signals :mod:`kuro_wasm.cli.launch` turns into ``Interrupted`` (not imported from there: it imports us).
+_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: How many bad lines are reported before the rest are only counted.
 MAX_REPORTED: Final = 20
@@ -346,7 +348,7 @@ def _signals_cancel(the_batch: Any) -> Iterator[None]:
         RECEIVED.append(signum)
         the_batch.cancel()
 
-    previous = {signum: signal.signal(signum, on_signal) for signum in SIGNALS}
+    previous = {signum: signal.signal(signum, on_signal) for signum in _SIGNALS}
     try:
         yield
     finally:

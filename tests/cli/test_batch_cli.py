@@ -111,10 +111,15 @@ def test_ctrl_c_cancels_the_batch_keeps_what_finished_and_lists_what_did_not_run
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
     )
-    assert proc.stdout is not None
-    first = proc.stdout.readline()  # line 1 is done: the cluster runs, the spinners are out
-    os.killpg(proc.pid, signal.SIGINT)  # the whole process group, as a terminal's Ctrl-C
-    rest, err = proc.communicate(timeout=120)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # line 1 is done: the cluster runs, the spinners are out
+        os.killpg(proc.pid, signal.SIGINT)  # the whole process group, as a terminal's Ctrl-C
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # a hung batch must not outlive the test
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     assert proc.returncode == 130, err
     out = [json.loads(line) for line in [first, *rest.splitlines()]]
     assert len(out) == 9 and out[0]["kuro/outcome"] == "ok"
