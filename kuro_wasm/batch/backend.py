@@ -62,8 +62,8 @@ class Backend(Protocol):
         """How many chunks can run at once now (worker threads)."""
         ...
 
-    def submit(self, token: str, items: list[dict[str, Any]]) -> None:
-        """Send one chunk (wire invocations, :func:`kuro_wasm.batch.worker.to_wire`) under a fresh ``token``."""
+    def submit(self, token: str, chunk: dict[str, Any]) -> None:
+        """Send one chunk (:func:`kuro_wasm.batch.worker.to_wire`) under a fresh ``token``."""
         ...
 
     def wait(self, timeout: float) -> list[Done]:

@@ -147,8 +147,8 @@ def _watch(worker: Any, batch: str, kill: Kill, done: threading.Event) -> None:
             return
 
 
-def run_chunk(batch: str, token: str, plugin: str, items: list[dict[str, Any]]) -> dict[str, Any]:
-    """The task: claim ``token`` at the fence, then run ``items`` (see :class:`DaskBackend`)."""
+def run_chunk(batch: str, token: str, plugin: str, chunk: dict[str, Any]) -> dict[str, Any]:
+    """The task: claim ``token`` at the fence, then run ``chunk`` (see :class:`DaskBackend`)."""
     worker = get_worker()
     holder = worker.plugins.get(plugin)
     state = getattr(holder, "state", None)
@@ -165,7 +165,7 @@ def run_chunk(batch: str, token: str, plugin: str, items: list[dict[str, Any]]) 
     watcher = threading.Thread(target=_watch, args=(worker, batch, kill, done), name="kuro-batch-watch", daemon=True)
     watcher.start()
     try:
-        result = state.run_chunk(items, kill)
+        result = state.run_chunk(chunk, kill)
     finally:
         done.set()
     result["worker"] = who
@@ -261,9 +261,9 @@ class DaskBackend:
             self._slots = (count, now)
         return count
 
-    def submit(self, token: str, items: list[dict[str, Any]]) -> None:
+    def submit(self, token: str, chunk: dict[str, Any]) -> None:
         future = self._client.submit(
-            run_chunk, self._batch, token, self._plugin, items, key=token, pure=False, retries=0
+            run_chunk, self._batch, token, self._plugin, chunk, key=token, pure=False, retries=0
         )
         self._futures[token] = future
         self._ac.add(future)

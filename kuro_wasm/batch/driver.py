@@ -321,7 +321,7 @@ class Batch:
                         serial += 1
                         out[token] = chunk
                         self.running += len(chunk)
-                        backend.submit(token, [to_wire(i, self.invocations[i]) for i in chunk])
+                        backend.submit(token, to_wire([(i, self.invocations[i]) for i in chunk]))
                     for done in backend.wait(0.25):
                         chunk = out.pop(done.token, [])
                         self.running -= len(chunk)

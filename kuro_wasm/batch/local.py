@@ -64,7 +64,7 @@ def _serve(conn: Connection, store: WorkerStore, home: Any, cancel: Any) -> None
                 return
             if message[0] != "run":
                 return
-            _, token, items = message
+            _, token, chunk = message
             if state.error is not None:
                 conn.send(("failed", token, state.error))
                 continue
@@ -76,7 +76,7 @@ def _serve(conn: Connection, store: WorkerStore, home: Any, cancel: Any) -> None
             current[:] = [kill]
             if cancel.is_set():
                 kill.pull()
-            result = state.run_chunk(items, kill)
+            result = state.run_chunk(chunk, kill)
             result["worker"] = {"pid": os.getpid()}
             conn.send(("ran", token, result))
 
@@ -125,13 +125,13 @@ class LocalPool:
     def slots(self) -> int:
         return self._size
 
-    def submit(self, token: str, items: list[dict[str, Any]]) -> None:
+    def submit(self, token: str, chunk: dict[str, Any]) -> None:
         worker = min(self._workers, key=lambda w: len(w.sent))
         if len(worker.sent) >= PER_WORKER:
             raise BatchError("every local worker already holds its chunks")  # the driver's window prevents this
         worker.sent.append(token)
         try:
-            worker.conn.send(("run", token, items))
+            worker.conn.send(("run", token, chunk))
         except OSError:
             pass  # the worker is gone: wait() sees its sentinel and reports the chunk unstarted
 

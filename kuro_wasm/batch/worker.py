@@ -36,7 +36,6 @@ from kuro_fs.errors import BlockStoreError, KuroFsError
 from kuro_wasm.batch.stores import WorkerStore
 from kuro_wasm.errors import KuroError
 from kuro_wasm.model.invocation import Invocation
-from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.receipt import HOST_KEYS
 from kuro_wasm.model.sessions import Session
 
@@ -45,15 +44,22 @@ __all__ = ["CaptureStore", "Kill", "WorkerState", "host_part", "to_wire"]
 _HOST: frozenset[str] = frozenset("kuro/" + name for name in HOST_KEYS)
 
 
-def to_wire(index: int, inv: Invocation) -> dict[str, Any]:
-    """The plain data a worker gets for invocation ``index`` (no object with identity, no block)."""
-    return {
-        "i": index,
-        "s": inv.session.to_data(),
-        "c": dict(inv.command),
-        "in": inv.stdin,
-        "l": inv.limits.as_options(),
-    }
+def to_wire(chunk: list[tuple[int, Invocation]]) -> dict[str, Any]:
+    """The plain data a worker gets for a chunk of ``(index, invocation)`` (no object with identity, no block).
+
+    ``{"sessions": [session data…], "items": [{"i", "s" (index into sessions), "c", "in", "l"}…]}``:
+    a chunk's invocations usually share a few sessions, each sent once.
+    """
+    sessions: list[dict[str, Any]] = []
+    seen: dict[Session, int] = {}
+    items = []
+    for index, inv in chunk:
+        at = seen.get(inv.session)
+        if at is None:
+            at = seen[inv.session] = len(sessions)
+            sessions.append(inv.session.to_data())
+        items.append({"i": index, "s": at, "c": dict(inv.command), "in": inv.stdin, "l": inv.limits.as_options()})
+    return {"sessions": sessions, "items": items}
 
 
 def host_part(receipt: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,27 +68,40 @@ def host_part(receipt: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class CaptureStore:
-    """One run's store: reads from the worker's store, writes kept here (see the module docstring)."""
+    """One run's store: reads from the worker's store, writes kept here (see the module docstring).
 
-    def __init__(self, base: BlockStore) -> None:
+    ``present`` is a set of CIDs the worker's store is known to hold (shared by the runs of a
+    chunk): blocks are immutable and a batch never deletes, so a guest found once is not looked
+    up again for every run of the chunk (a file store's ``has`` is a ``stat``).
+    """
+
+    def __init__(self, base: BlockStore, present: set[str] | None = None) -> None:
         self._base = base
-        self._own = MemoryBlockStore()
+        self._own: MemoryBlockStore | None = None
+        self._present = present if present is not None else set()
 
     def put(self, data: bytes, codec: str = "raw") -> str:
+        if self._own is None:
+            self._own = MemoryBlockStore()
         return self._own.put(data, codec)
 
     def get(self, cid: str) -> bytes | None:
-        data = self._own.get(cid)
+        data = None if self._own is None else self._own.get(cid)
         return data if data is not None else self._base.get(cid)
 
     def has(self, cid: str) -> bool:
-        return self._own.has(cid) or self._base.has(cid)
+        if cid in self._present or (self._own is not None and self._own.has(cid)):
+            return True
+        found = self._base.has(cid)
+        if found:
+            self._present.add(cid)
+        return found
 
     def delete(self, cid: str) -> DeleteResult:
         raise BlockStoreError("a batch run cannot delete blocks")
 
     def stats(self) -> StatsResult:
-        return self._own.stats()
+        return {"blocks": 0, "bytes": 0} if self._own is None else self._own.stats()
 
     def publish(self, cids: Iterable[str]) -> PublishResult:
         raise BlockStoreError("a batch run cannot publish blocks")
@@ -92,7 +111,7 @@ class CaptureStore:
 
     def written(self, root: object) -> list[tuple[str, bytes]]:
         """The blocks this run wrote that ``root`` reaches (what the driver needs to hold the new tree)."""
-        if not isinstance(root, str):
+        if not isinstance(root, str) or self._own is None:
             return []
         out: list[tuple[str, bytes]] = []
         seen: set[str] = set()
@@ -102,7 +121,7 @@ class CaptureStore:
             if cid in seen:
                 continue
             seen.add(cid)
-            data = self._own.get(cid)
+            data = None if self._own is None else self._own.get(cid)
             if data is None:
                 continue  # in the worker's store already: the driver has it (or says the root is incomplete)
             out.append((cid, data))
@@ -147,24 +166,24 @@ class WorkerState:
             self._base = store.open(scratch)
         except (KuroFsError, KuroError, OSError) as exc:
             self.error = f"{store.describe()} cannot be opened here: {exc}"
-        self._sessions: dict[tuple[Any, ...], Session] = {}
 
-    def run_chunk(self, items: list[dict[str, Any]], kill: Kill) -> dict[str, Any]:
-        """Run ``items`` in order; ``{"ran": [...], "skipped": [indexes], "seconds": s}``."""
+    def run_chunk(self, chunk: Mapping[str, Any], kill: Kill) -> dict[str, Any]:
+        """Run a chunk (:func:`to_wire`) in order; ``{"ran": [...], "skipped": [indexes], "seconds": s}``."""
         from kuro_wasm.host.api import run
 
         assert self._base is not None, self.error
+        sessions = [Session.from_data(data) for data in chunk["sessions"]]
+        present: set[str] = set()
         ran: list[dict[str, Any]] = []
         skipped: list[int] = []
         began = time.monotonic()
-        for item in items:
+        for item in chunk["items"]:
             if kill.cancelled:
                 skipped.append(item["i"])
                 continue
-            sess = self._session(item["s"])
-            capture = CaptureStore(self._base)
+            sess = sessions[item["s"]]
+            capture = CaptureStore(self._base, present)
             try:
-                limits: dict[str, Any] = Limits(**item["l"]).as_options()
                 receipt = run(
                     sess,
                     item["c"],
@@ -173,7 +192,7 @@ class WorkerState:
                     stdin=item["in"],
                     home=self.home,
                     on_start=kill.arm,
-                    **limits,
+                    **item["l"],
                 )
                 blocks = capture.written(receipt.get("kuro/fs-root-after"))
                 part = host_part(receipt)
@@ -183,12 +202,3 @@ class WorkerState:
                 blocks = []
             ran.append({"i": item["i"], "receipt": part, "blocks": blocks})
         return {"ran": ran, "skipped": skipped, "seconds": time.monotonic() - began}
-
-    def _session(self, data: Mapping[str, Any]) -> Session:
-        key = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in data.items()))
-        found = self._sessions.get(key)
-        if found is None:
-            if len(self._sessions) > 4096:
-                self._sessions.clear()
-            found = self._sessions[key] = Session.from_data(data)
-        return found
