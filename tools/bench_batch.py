@@ -7,6 +7,8 @@ CPU time what the work cost.
 
 * ``cpu_bound``: N CPU-bound invocations (``spin count``) through ``run_many`` on the cluster vs the
   same N run one after another in this process (``kuro_wasm.run``); speedup = in-process ÷ cluster wall.
+  Control, same moment: the same N split over two plain spawned processes (no Dask, no batch), which
+  says how much of two cores a loaded machine lets two processes have.
 * ``trivial``: M trivial invocations through ``run_many`` (adaptive chunks) vs ``run`` in-process, per second.
 * ``first_receipt``: ``run_many`` with no cluster (it starts a LocalCluster(2)) to its first receipt, vs
   Dask alone: a LocalCluster(2) started, a client, one no-op task's result.
@@ -83,6 +85,25 @@ def _on_cluster(
     return elapsed, time.process_time() - cpu + _workers_cpu(client) - workers
 
 
+def _spin_half(args: tuple[str, str, int, int, str]) -> float:
+    """One plain process's half of the CPU-bound work (the control: no Dask, no batch machinery)."""
+    path, wat_cid, count, n, root = args
+    store = FileBlockStore(path)
+    inv = invocation({"guest": wat_cid, "export": "count", "args": [count]}, session_id="c", default_fs=root)
+    began = time.process_time()
+    for _ in range(n):
+        run(inv.session, inv.command, store=store, home=False, **inv.run_options())
+    return time.process_time() - began
+
+
+def _two_processes(pool: Any, store: FileBlockStore, inv: Invocation, n: int) -> float:
+    count = inv.command["kuro/args"][0]
+    half = (str(store.root), inv.command["kuro/guest"], count, n // 2, inv.session.fs_root_cid)
+    began = time.perf_counter()
+    pool.map(_spin_half, [half, half])
+    return time.perf_counter() - began
+
+
 def measure(tmp: Path, quick: bool) -> dict[str, Any]:
     """Every batch figure (see the module docstring) as plain numbers."""
     store = FileBlockStore(tmp / "batch-blocks")
@@ -92,20 +113,28 @@ def measure(tmp: Path, quick: bool) -> dict[str, Any]:
     heavy = _specs(store, "spin.wat", "count", [count], cpu_n)
     light = _specs(store, "hello.wat", "trivial", [], trivial_n)
     out: dict[str, Any] = {"load_before": _load(), "spin_count": count, "cpu_n": cpu_n, "trivial_n": trivial_n}
+    import multiprocessing
+
     cluster, client = _cluster()
+    pool = multiprocessing.get_context("spawn").Pool(2)
     try:
+        _two_processes(pool, store, heavy[0], 2)  # warm: the pool's processes import and compile
         _on_cluster(store, heavy[:4], client, home, 1)  # warm: workers import, compile, cache
         _on_cluster(store, light[:200], client, home, None)
         _in_process(store, heavy[:2], home)
-        cpu_cluster, cpu_local, triv_cluster, triv_local = [], [], [], []
+        cpu_cluster, cpu_local, triv_cluster, triv_local, plain = [], [], [], [], []
         for _ in range(rounds):
             cpu_cluster.append(_on_cluster(store, heavy, client, home, 1))
             cpu_local.append(_in_process(store, heavy, home))
+            plain.append(_two_processes(pool, store, heavy[0], cpu_n))
             triv_cluster.append(_on_cluster(store, light, client, home, None))
             triv_local.append(_in_process(store, light[: trivial_n // 4], home))
     finally:
+        pool.close()
+        pool.join()
         client.close()
         cluster.close()
+    out["cpu_two_plain_processes_s"] = statistics.median(plain)
     out["cpu_cluster_s"] = statistics.median(w for w, _ in cpu_cluster)
     out["cpu_cluster_cpu_s"] = statistics.median(c for _, c in cpu_cluster)
     out["cpu_local_s"] = statistics.median(w for w, _ in cpu_local)
