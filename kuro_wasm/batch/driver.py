@@ -45,12 +45,11 @@ from typing import Any, Final
 from kuro_fs.blocks import BlockStore
 from kuro_wasm.batch.backend import Backend, Done
 from kuro_wasm.batch.stores import WorkerStore, worker_store_for
-from kuro_wasm.batch.verify import accepted, worker_died
+from kuro_wasm.batch.verify import accepted, host_error, worker_died
 from kuro_wasm.batch.worker import to_wire
 from kuro_wasm.errors import BatchError, ModelError
 from kuro_wasm.ledger.ledger import Claim, Ledger
 from kuro_wasm.model.invocation import Invocation, invocation
-from kuro_wasm.model.receipt import receipt
 from kuro_wasm.model.sessions import denial
 
 __all__ = ["MAX_CHUNK", "TARGET_CHUNK_S", "Batch", "Completed", "backend_for", "dask_available", "run_many"]
@@ -394,18 +393,7 @@ class Batch:
                 self._failure = str(done.detail.get("error", "unknown reason"))
 
     def _host_error(self, index: int, why: str) -> dict[str, Any]:
-        inv = self.invocations[index]
-        return receipt(
-            inv.session,
-            inv.command,
-            {
-                "exit-code": 70,
-                "outcome": "host-error",
-                "isolation": "wasmtime",
-                "limits": inv.limits.receipt_value(),
-                "error": f"host error: {why}; it may have run, and is not run again",
-            },
-        )
+        return host_error(self.invocations[index], f"{why}; it may have run, and is not run again")
 
     def _release(self, indexes: list[int]) -> None:
         claims = [self._claims.pop(i) for i in indexes if i in self._claims]

@@ -28,15 +28,15 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from kuro_fs.blocks import BlockStore, put_block
-from kuro_fs.car import links_of
 from kuro_fs.cid import parse, raw_cid
 from kuro_fs.errors import DagCborError, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.fsdir import decode_dir
+from kuro_wasm.batch.worker import walk_new
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.invocation import Invocation
 from kuro_wasm.model.receipt import receipt
 
-__all__ = ["accepted", "check_root", "worker_died"]
+__all__ = ["accepted", "check_root", "host_error", "worker_died"]
 
 
 def check_root(store: BlockStore, root: object, handed: Collection[str]) -> str | None:
@@ -52,28 +52,21 @@ def check_root(store: BlockStore, root: object, handed: Collection[str]) -> str 
         decode_dir(block)
     except (InvalidCID, DagCborError, ValueError, KuroFsError) as exc:
         return f"the new fs root {root} is not a kuro.fs directory: {exc}"
-    seen: set[str] = set()
-    stack = [root]
-    while stack:
-        cid = stack.pop()
-        if cid in seen:
-            continue
-        seen.add(cid)
-        if cid not in handed:
+    handed_get = lambda cid: store.get(cid) if cid in handed else None  # noqa: E731
+    try:
+        for cid, block in walk_new(root, handed_get):
+            if block is not None:
+                continue
+            if cid in handed:
+                return f"block {cid} went missing from the store while the new root was checked"
             try:
                 present = store.has(cid)
             except (InvalidCID, KuroFsError) as exc:
                 return f"the new fs root names {cid!r}, which cannot be looked up: {exc}"
-            if not present:
+            if not present:  # (present: in the store before this run, and checked when it got there)
                 return f"the new fs root names block {cid}, which is neither in the store nor handed back"
-            continue  # in the store before this run: what is below it was checked when it got there
-        block = store.get(cid)
-        if block is None:
-            return f"block {cid} went missing from the store while the new root was checked"
-        try:
-            stack.extend(links_of(cid, block))
-        except (DagPbError, DagCborError, InvalidCID) as exc:
-            return f"block {cid} under the new fs root does not decode: {exc}"
+    except (DagPbError, DagCborError, InvalidCID) as exc:
+        return f"a block under the new fs root does not decode: {exc}"
     return None
 
 
@@ -109,6 +102,11 @@ def accepted(store: BlockStore, inv: Invocation, answer: Mapping[str, Any]) -> d
             return receipt(inv.session, inv.command, host)
         except ModelError as exc:
             problem = f"the worker's receipt does not check: {exc}"
+    return host_error(inv, f"the batch worker's answer did not verify ({problem}); nothing it wrote was kept")
+
+
+def host_error(inv: Invocation, why: str) -> dict[str, Any]:
+    """A ``host-error`` receipt (70) for ``inv``: the batch machinery failed it, never the guest."""
     return receipt(
         inv.session,
         inv.command,
@@ -117,7 +115,7 @@ def accepted(store: BlockStore, inv: Invocation, answer: Mapping[str, Any]) -> d
             "outcome": "host-error",
             "isolation": "wasmtime",
             "limits": inv.limits.receipt_value(),
-            "error": f"host error: the batch worker's answer did not verify ({problem}); nothing it wrote was kept",
+            "error": f"host error: {why}",
         },
     )
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from kuro_wasm.model.invocation import Invocation
 from kuro_wasm.model.receipt import HOST_KEYS
 from kuro_wasm.model.sessions import Session
 
-__all__ = ["CaptureStore", "Kill", "WorkerState", "host_part", "to_wire"]
+__all__ = ["CaptureStore", "Kill", "WorkerState", "host_part", "to_wire", "walk_new"]
 
 _HOST: frozenset[str] = frozenset("kuro/" + name for name in HOST_KEYS)
 
@@ -111,22 +111,29 @@ class CaptureStore:
 
     def written(self, root: object) -> list[tuple[str, bytes]]:
         """The blocks this run wrote that ``root`` reaches (what the driver needs to hold the new tree)."""
-        if not isinstance(root, str) or self._own is None:
+        own = self._own
+        if not isinstance(root, str) or own is None:
             return []
-        out: list[tuple[str, bytes]] = []
-        seen: set[str] = set()
-        stack = [root]
-        while stack:
-            cid = stack.pop()
-            if cid in seen:
-                continue
-            seen.add(cid)
-            data = None if self._own is None else self._own.get(cid)
-            if data is None:
-                continue  # in the worker's store already: the driver has it (or says the root is incomplete)
-            out.append((cid, data))
-            stack.extend(links_of(cid, data))
-        return out
+        return [(cid, block) for cid, block in walk_new(root, own.get) if block is not None]
+
+
+def walk_new(root: str, new: Callable[[str], bytes | None]) -> Iterator[tuple[str, bytes | None]]:
+    """The blocks reachable from ``root`` through new blocks: ``(cid, bytes)`` for a new one (its links
+    are walked in turn), ``(cid, None)`` for one ``new`` does not know (held before: not walked).
+
+    Raises DagPbError / DagCborError: a new block does not decode as its codec.
+    """
+    seen: set[str] = set()
+    stack = [root]
+    while stack:
+        cid = stack.pop()
+        if cid in seen:
+            continue
+        seen.add(cid)
+        block = new(cid)
+        yield cid, block
+        if block is not None:
+            stack.extend(links_of(cid, block))
 
 
 class Kill:
