@@ -840,7 +840,7 @@ def bench_batch(tmp: Path, quick: bool) -> list[Row]:
              note=f"{m['cpu_cluster_s']:.2f} s vs {m['cpu_local_s']:.2f} s wall; control, 2 plain processes: "
                   f"{m['cpu_local_s'] / m['cpu_two_plain_processes_s']:.2f}×; {cpu}; {load}",
              extra=extra),
-        _row(f"batched trivial invocations/s ({m['trivial_n']:,}, adaptive chunks) on LocalCluster(2)",
+        _row(f"batched trivial invocations per second ({m['trivial_n']:,}, adaptive chunks) on LocalCluster(2)",
              m["trivial_cluster_rate"], "/s", "kuro run() in one process", m["trivial_local_rate"],
              goal="≥ 10,000/s", note=f"{triv_cpu}; {load}", extra=extra),
         _row("run_many with no cluster: LocalCluster(2) start to first receipt", m["first_receipt_s"], "s",

@@ -174,7 +174,7 @@ class LocalPool:
         code = worker.process.exitcode
         who: dict[str, Any] = {"pid": worker.process.pid}
         if isinstance(code, int) and code < 0:
-            who["signal"] = -code
+            who["signal"] = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
         elif code is not None:
             who["exit-status"] = code
         out = [

@@ -24,6 +24,7 @@ or half a tree, they do not contain a hostile one.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -120,6 +121,16 @@ def host_error(inv: Invocation, why: str) -> dict[str, Any]:
     )
 
 
+def _signal_number(name: object) -> int:
+    """The number of a signal named like ``"SIGKILL"`` (9 when the name is missing or unknown: Dask does not say)."""
+    if isinstance(name, str):
+        try:
+            return int(signal.Signals[name])
+        except KeyError:
+            pass
+    return int(signal.SIGKILL)
+
+
 def worker_died(inv: Invocation, worker: Mapping[str, Any], finished_at: int) -> dict[str, Any]:
     """The receipt of an invocation whose worker left the cluster before its receipt reached the driver.
 
@@ -127,8 +138,7 @@ def worker_died(inv: Invocation, worker: Mapping[str, Any], finished_at: int) ->
     pool does), else 137 (as ``SIGKILL``: Dask does not say).
     """
     where = worker.get("address") or f"process {worker.get('pid', '?')}"
-    signal = worker.get("signal")
-    code = 128 + signal if isinstance(signal, int) and not isinstance(signal, bool) and 0 < signal < 128 else 137
+    code = 128 + _signal_number(worker.get("signal"))
     return receipt(
         inv.session,
         inv.command,

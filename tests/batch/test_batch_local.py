@@ -45,7 +45,7 @@ def test_a_pool_worker_killed_mid_batch_leaves_its_claimed_chunks_died_and_the_r
         pids = ran.get(index + 1, [])
         assert len(pids) <= 1, f"invocation {index} ran {len(pids)} times"
         if index in died:
-            assert value["kuro/exit-code"] == 137 and value["kuro/worker"] == {"pid": victim, "signal": 9}
+            assert value["kuro/exit-code"] == 137 and value["kuro/worker"] == {"pid": victim, "signal": "SIGKILL"}
             assert pids in ([], [victim])
         else:
             assert value["kuro/outcome"] == "ok" and len(pids) == 1

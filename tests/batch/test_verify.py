@@ -75,4 +75,4 @@ def test_a_died_receipt_says_which_worker_and_that_it_is_not_run_again(shared: S
     assert (got["kuro/outcome"], got["kuro/exit-code"]) == ("worker-died", 137)
     assert got["kuro/worker"] == {"address": "tcp://10.0.0.9:1234", "pid": 42}
     assert "not run again" in got["kuro/error"]
-    assert worker_died(inv, {"pid": 1, "signal": 11}, 1)["kuro/exit-code"] == 139
+    assert worker_died(inv, {"pid": 1, "signal": "SIGSEGV"}, 1)["kuro/exit-code"] == 139
