@@ -13,7 +13,7 @@ ends in exactly one receipt (why it ended: :mod:`kuro_wasm.model.outcome`), with
 guarantee                          mechanism
 =================================  ==========================================================
 guest bytes are the CID's bytes    every block re-hashed before compiling (:mod:`.loader`); cache hits by tag
-only ABI v1 effects                imports checked at load; no WASI, no ambient imports
+only its kind's imports            imports checked at load; no WASI, no ambient imports
 capability per import call         checked at call time; refusals in ``kuro/denials``
 memory confined                    every (ptr, len) bounds-checked; wasm's own sandbox
 prompt stop (loop)                 epoch callback each ~1 ms tick (:mod:`.engine`)
@@ -40,7 +40,6 @@ No WASI, no argv/env, no string args. Unread stdin is not counted anywhere.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import signal
@@ -53,6 +52,7 @@ from kuro_wasm.errors import HostError, ModelError
 from kuro_wasm.host.fsgate import open_fs
 from kuro_wasm.host.job import ISOLATION, Job, OnChunk, OnExit
 from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model import checkpoint as _checkpoint
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import (
     DEFAULT_MAX_INSTANCES,
@@ -71,13 +71,19 @@ __all__ = ["ISOLATION", "Handle", "add_guest", "run", "run_async", "start"]
 
 def _check_options(home: object, on_chunk: object, on_exit: object) -> None:
     # Refused before anything runs: a bad home would otherwise surface mid-run as a "host error" trap.
-    if not (home is None or home is False or isinstance(home, (str, os.PathLike))):
-        raise ModelError(f"home must be a path, None or False, got {type(home).__name__}", reason="invalid-run-option")
-    if isinstance(home, (str, os.PathLike)) and "\0" in os.fsdecode(home):
-        raise ModelError("home must not contain a NUL character", reason="invalid-run-option")
-    for name, hook in (("on_chunk", on_chunk), ("on_exit", on_exit)):
-        if hook is not None and not callable(hook):
-            raise ModelError(f"{name} must be callable, got {type(hook).__name__}", reason="invalid-run-option")
+    if home is not None and home is not False:
+        if type(home) is not str:
+            if not isinstance(home, os.PathLike):
+                raise ModelError(
+                    f"home must be a path, None or False, got {type(home).__name__}", reason="invalid-run-option"
+                )
+            home = os.fsdecode(home)
+        if "\0" in home:
+            raise ModelError("home must not contain a NUL character", reason="invalid-run-option")
+    if on_chunk is not None and not callable(on_chunk):
+        raise ModelError(f"on_chunk must be callable, got {type(on_chunk).__name__}", reason="invalid-run-option")
+    if on_exit is not None and not callable(on_exit):
+        raise ModelError(f"on_exit must be callable, got {type(on_exit).__name__}", reason="invalid-run-option")
 
 
 class Handle:
@@ -127,6 +133,18 @@ class Handle:
         """Stop the guest (receipt outcome ``cancelled``, 130) unless it has already ended."""
         self._job.ctx.stop("cancelled")
 
+    def checkpoint(self, max_chunk_bytes: int | None = None) -> dict[str, Any]:
+        """A checkpoint of this run as it is now (:func:`kuro_wasm.model.checkpoint.to_data`), or a denial.
+
+        The run's session must grant ``agent/checkpoint``; without it the value
+        is the ``missing-capabilities`` denial and nothing is saved. Restored,
+        a checkpoint of a running guest is ``orphaned`` (a guest never survives its host).
+
+        Raises ModelError: ``max_chunk_bytes`` is not an int >= 0.
+        """
+        current = self._job.stream  # a value: the writer hands out a consistent snapshot
+        return _checkpoint.to_data(current, self._job.session, self._job.command, max_chunk_bytes=max_chunk_bytes)
+
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
         """Block until the receipt exists and return it.
 
@@ -174,7 +192,7 @@ def _job(
     refused = denial(session, command)
     if refused is not None:
         return refused
-    limits = Limits(timeout_ms, max_output_bytes, max_memory_bytes, fuel, **bounds)
+    limits = Limits.of(timeout_ms, max_output_bytes, max_memory_bytes, fuel, bounds)
     if stdin is not None and not isinstance(stdin, (bytes, bytearray, memoryview)):
         raise ModelError(f"stdin must be bytes, got {type(stdin).__name__}", reason="invalid-stdin")
     _check_options(home, on_chunk, on_exit)
@@ -390,6 +408,8 @@ async def run_async(
 
     Cancelling the awaiting task kills the guest. Limits and errors as :func:`start`.
     """
+    import asyncio  # only here: the asyncio package costs more to import than a warm run takes
+
     loop = asyncio.get_running_loop()
     future: asyncio.Future[dict[str, Any]] = loop.create_future()
     job = _job(
