@@ -43,18 +43,15 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from kuro_fs.cid import parse
-from kuro_fs.errors import InvalidCID
-from kuro_fs.fs import Fs
 from kuro_fs.home import ledger_path, refs_dir
 from kuro_wasm.cli.context import RECEIVED, Context, Interrupted, UsageError, interrupted_status, looks_like_cid
-from kuro_wasm.cli.progress import Progress
-from kuro_wasm.cli.refs import DEFAULT_NAME, Refs
 from kuro_wasm.errors import ModelError
-from kuro_wasm.model.invocation import FIELDS, Invocation, invocation
-from kuro_wasm.model.receipt import from_json, to_json
+from kuro_wasm.model.invocation import FIELDS
+
+if TYPE_CHECKING:
+    from kuro_wasm.model.invocation import Invocation
 
 __all__ = ["MAX_REPORTED", "add_batch_parser", "batch", "read_lines"]
 
@@ -105,6 +102,8 @@ def read_lines(text: str, source: str) -> tuple[list[tuple[int, dict[str, Any]]]
 
     A bad line is ``(line number, "FILE:LINE: what is wrong")``.
     """
+    from kuro_wasm.model.receipt import from_json
+
     out: list[tuple[int, dict[str, Any]]] = []
     bad: list[tuple[int, str]] = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -155,12 +154,17 @@ class _Roots:
     """
 
     def __init__(self, ctx: Context, ledger: Any) -> None:
+        from kuro_wasm.cli.refs import Refs
+
         self._refs = Refs(refs_dir(ctx.home))
         self._ctx = ctx
         self._ledger = ledger
         self._names: dict[str, str | None] = {}
 
     def default(self) -> str:
+        from kuro_fs.fs import Fs
+        from kuro_wasm.cli.refs import DEFAULT_NAME
+
         root = self._name(DEFAULT_NAME)
         return root if root is not None else str(Fs.empty(self._ctx.store).root)
 
@@ -170,6 +174,9 @@ class _Roots:
         return self._names[name]
 
     def resolve(self, line: dict[str, Any]) -> dict[str, Any]:
+        from kuro_fs.cid import parse
+        from kuro_fs.errors import InvalidCID
+
         spec = line.get("fs")
         named = spec is None
         if isinstance(spec, str):
@@ -193,6 +200,8 @@ class _Roots:
 def _invocations(
     ctx: Context, lines: list[tuple[int, dict[str, Any]]], source: str, ledger: Any
 ) -> tuple[list[Invocation], list[tuple[int, str]]]:
+    from kuro_wasm.model.invocation import invocation
+
     roots = _Roots(ctx, ledger)
     default = roots.default()
     session_id = f"batch-{uuid.uuid4().hex[:12]}"
@@ -242,6 +251,8 @@ class _Output:
         if value.get("kuro/exit-code") != 0:
             self.failed += 1
         if self.json:
+            from kuro_wasm.model.receipt import to_json
+
             self.ready[index] = to_json(value)
             self._flush()
         else:
@@ -264,6 +275,7 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
     """``kuro batch``: see the module docstring."""
     from kuro_wasm.batch import run_many
     from kuro_wasm.batch.driver import dask_available
+    from kuro_wasm.cli.progress import Progress
     from kuro_wasm.cli.run import store_receipt
     from kuro_wasm.ledger.ledger import Ledger
 

@@ -27,15 +27,15 @@ decodes the line; :func:`kuro_wasm.model.receipt.from_json` turns DAG-JSON bytes
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
 
 from kuro_wasm.errors import ModelError
-from kuro_wasm.model.limits import Limits
-from kuro_wasm.model.operation import check_op_id
 from kuro_wasm.model.sessions import DEFAULT_MODE, Session, guest, session
+
+if TYPE_CHECKING:  # loaded when a line is read: `kuro --help` shows FIELDS without them
+    from kuro_wasm.model.limits import Limits
 
 __all__ = ["FIELDS", "REQUIRED", "Invocation", "invocation"]
 
@@ -43,7 +43,7 @@ __all__ = ["FIELDS", "REQUIRED", "Invocation", "invocation"]
 FIELDS: Final[Mapping[str, str]] = {
     "guest": "the guest's CID (required; `kuro run CID`)",
     "export": "the export to call (required; `kuro run CID EXPORT`)",
-    "args": "the export's numeric args, a list (default [])",
+    "args": "the export's args, a list (default []): numbers, or typed values for a component's export",
     "mode": f"the session mode, a grant scope (default {DEFAULT_MODE}; --mode)",
     "grant": "capabilities, a list; replaces the mode's default grant (--grant)",
     "fs": "the fs root the guest sees: a root CID, or on the command line a named fs (--fs)",
@@ -70,7 +70,7 @@ class Invocation:
 
     session: Session
     command: Mapping[str, Any]
-    limits: Limits = field(default_factory=Limits)
+    limits: Limits
     stdin: bytes | None = None
     op_id: str | None = None
 
@@ -84,6 +84,8 @@ def _refuse(message: str) -> ModelError:
 
 
 def _unknown_field(name: str) -> ModelError:
+    import difflib
+
     close = difflib.get_close_matches(name, list(FIELDS), n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     return ModelError(f"unknown field {name!r}: {hint}a line takes {', '.join(FIELDS)}", reason="invalid-invocation")
@@ -126,6 +128,9 @@ def invocation(data: Mapping[str, Any], *, session_id: str, default_fs: str) -> 
     limits' own reasons (``invalid-fs-root``, ``unknown-mode``, ``unknown-capability``,
     ``signed-opt-in-required``, ``invalid-guest-spec``, ``invalid-limit``).
     """
+    from kuro_wasm.model.limits import Limits
+    from kuro_wasm.model.operation import check_op_id
+
     if not isinstance(data, Mapping):
         raise _refuse(f"an invocation is a JSON object, got {type(data).__name__}")
     for name in data:
