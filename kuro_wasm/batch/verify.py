@@ -8,7 +8,8 @@ before it is stored (:func:`kuro_fs.blocks.put_block`, through :func:`kuro_fs.ci
 kept output must hash to the receipt's ``kuro/stdout-cid``/``kuro/stderr-cid``; and a new fs root
 (``kuro/fs-root-after``) is believed only when it is a kuro.fs directory whose every block is in
 the driver's store already or was handed back in this answer (then walked in turn), so its walk
-costs what the run wrote. An answer that fails any check becomes a ``host-error`` receipt saying
+costs what the run wrote (the worker-process pool's own check,
+:func:`kuro_wasm.host.worker.verify.check_root`). An answer that fails any check becomes a ``host-error`` receipt saying
 which check failed (the run happened, so its op id is used: it is not run again), and names no
 new root.
 
@@ -25,50 +26,18 @@ or half a tree, they do not contain a hostile one.
 from __future__ import annotations
 
 import signal
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from kuro_fs.blocks import BlockStore, put_block
-from kuro_fs.cid import parse, raw_cid
-from kuro_fs.errors import DagCborError, DagPbError, InvalidCID, KuroFsError
-from kuro_fs.fsdir import decode_dir
-from kuro_wasm.batch.worker import walk_new
+from kuro_fs.cid import raw_cid
+from kuro_fs.errors import InvalidCID, KuroFsError
 from kuro_wasm.errors import ModelError
+from kuro_wasm.host.worker.verify import check_root
 from kuro_wasm.model.invocation import Invocation
 from kuro_wasm.model.receipt import receipt
 
-__all__ = ["accepted", "check_root", "host_error", "worker_died"]
-
-
-def check_root(store: BlockStore, root: object, handed: Collection[str]) -> str | None:
-    """None if ``root`` is a complete kuro.fs directory in ``store``; else why it is not believed."""
-    if not isinstance(root, str):
-        return f"the new fs root is not a CID string: {root!r}"
-    try:
-        if parse(root).codec != "dag-cbor":
-            return f"the new fs root {root} is not a dag-cbor directory"
-        block = store.get(root)
-        if block is None:
-            return f"the new fs root {root} is neither in the store nor handed back"
-        decode_dir(block)
-    except (InvalidCID, DagCborError, ValueError, KuroFsError) as exc:
-        return f"the new fs root {root} is not a kuro.fs directory: {exc}"
-    handed_get = lambda cid: store.get(cid) if cid in handed else None  # noqa: E731
-    try:
-        for cid, block in walk_new(root, handed_get):
-            if block is not None:
-                continue
-            if cid in handed:
-                return f"block {cid} went missing from the store while the new root was checked"
-            try:
-                present = store.has(cid)
-            except (InvalidCID, KuroFsError) as exc:
-                return f"the new fs root names {cid!r}, which cannot be looked up: {exc}"
-            if not present:  # (present: in the store before this run, and checked when it got there)
-                return f"the new fs root names block {cid}, which is neither in the store nor handed back"
-    except (DagPbError, DagCborError, InvalidCID) as exc:
-        return f"a block under the new fs root does not decode: {exc}"
-    return None
+__all__ = ["accepted", "host_error", "worker_died"]
 
 
 def _problem(store: BlockStore, host: Mapping[str, Any], blocks: object) -> str | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kuro_fs.blocks import BlockStore
+from kuro_fs.filestore import FileBlockStore
 from kuro_wasm.batch.stores import SharedStore
 
 
@@ -65,3 +66,15 @@ def reads(log: str) -> list[tuple[int, str]]:
         return []
     with open(log, encoding="utf-8") as f:
         return [(int(pid), cid) for pid, cid in (line.split() for line in f if line.strip())]
+
+
+@dataclass
+class Shared:
+    """A FileBlockStore every worker can read, the guests in it, and an empty fs root."""
+
+    store: FileBlockStore
+    batch: str
+    trap: str
+    spin: str
+    cat: str
+    empty: str

@@ -4,29 +4,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from batch_witness import Shared
 
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
 from kuro_wasm.host.loader import add_guest
 
 GUESTS = Path(__file__).resolve().parents[2] / "guests"
-
-
-@dataclass
-class Shared:
-    """A FileBlockStore every worker can read, the guests in it, and an empty fs root."""
-
-    store: FileBlockStore
-    batch: str
-    trap: str
-    spin: str
-    cat: str
-    empty: str
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from batch_witness import WitnessStore, reads
-from conftest import Shared
+from batch_witness import Shared, WitnessStore, reads
 
 from kuro_fs.cid import raw_cid
 from kuro_fs.fs import Fs

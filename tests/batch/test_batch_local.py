@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from batch_witness import reads
-from conftest import Shared
+from batch_witness import Shared, reads
 from test_batch_cluster import COMPARED, _mixed, _one_by_one, _runs, _runs_in_process, _witnessed
 
 from kuro_wasm.batch import run_many

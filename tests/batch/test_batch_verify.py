@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import Shared
+from batch_witness import Shared
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_fs.fs import Fs
-from kuro_wasm.batch.verify import accepted, check_root, worker_died
+from kuro_wasm.batch.verify import accepted, worker_died
 from kuro_wasm.batch.worker import CaptureStore, host_part
 from kuro_wasm.host.api import run
+from kuro_wasm.host.worker.verify import check_root
 from kuro_wasm.model.invocation import Invocation, invocation
 
 WRITE = ["guest/invoke", "fs/read", "fs/write"]
