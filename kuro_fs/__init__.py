@@ -18,10 +18,10 @@ from kuro_fs.errors import (
     MissingBlock,
     ShardingNotSupported,
 )
+from kuro_fs.fileread import read_file, read_range
 from kuro_fs.filestore import FileBlockStore, default_store
 from kuro_fs.fs import DENIAL_REASONS, Fs, FsLog, FsResult, to_unixfs_dir
 from kuro_fs.importer import file_cid, import_bytes, import_path
-from kuro_fs.unixfs import read_file, read_range
 
 __all__ = [
     "BlockStore",

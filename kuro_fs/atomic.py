@@ -11,6 +11,11 @@ crash. A failure removes the temporary file and re-raises.
 ## Effects
 Writes files. Callers translate ``OSError`` into their own typed errors.
 
+Writing many files durably one fsync at a time costs a device cache flush per
+file (about 0.5 ms each on the virtio disk this was measured on), so
+:func:`sync_filesystem` offers the batch form: one ``syncfs(2)`` makes every
+dirty file and directory of a filesystem durable at once.
+
 ## Not done here
 No locking: two writers of the same name both succeed and the last rename wins,
 which is right for content-addressed files (same name, same bytes).
@@ -18,13 +23,15 @@ which is right for content-addressed files (same name, same bytes).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
-__all__ = ["TMP_PREFIX", "fsync_dir", "write_atomic"]
+__all__ = ["TMP_PREFIX", "fsync_dir", "sync_filesystem", "write_atomic"]
 
 #: Prefix of every temporary file; directory listings skip names that start with it.
 TMP_PREFIX: Final = ".tmp-"
@@ -37,6 +44,50 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _kernel_release() -> tuple[int, int]:
+    try:
+        major, minor = os.uname().release.split(".")[:2]
+        return int(major), int(minor.split("-")[0])
+    except (AttributeError, ValueError):
+        return (0, 0)
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    # syncfs(2) reports writeback errors only since Linux 5.8; before that it returned 0 after a
+    # failed write, which would turn a lost block into a silent success, so older kernels do not use it.
+    if not sys.platform.startswith("linux") or _kernel_release() < (5, 8):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        func = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    func.argtypes = (ctypes.c_int,)
+    func.restype = ctypes.c_int
+    return func
+
+
+_SYNCFS: Final = _load_syncfs()
+
+
+def sync_filesystem(fd: int) -> bool:
+    """Make every dirty file and directory on the filesystem of ``fd`` durable (``syncfs(2)``).
+
+    Returns False, having done nothing, where the platform has no ``syncfs`` that
+    reports errors (not Linux, or Linux before 5.8): the caller then fsyncs each
+    file and directory itself. It also flushes other programs' dirty data on the
+    same filesystem, which costs time but never correctness.
+
+    Raises OSError: if the kernel reports a writeback error.
+    """
+    if _SYNCFS is None:
+        return False
+    if _SYNCFS(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return True
 
 
 def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:

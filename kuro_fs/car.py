@@ -8,9 +8,16 @@ written **once**, at its first occurrence. Reading is the mirror image and is
 strict: every varint minimal and bounded, the header exactly
 ``{"roots": [CID…≥1], "version": 1}`` in canonical dag-cbor, every section a
 CID of kuro's profile followed by bytes that hash to it. A CAR that breaks any
-of these is a :class:`~kuro_fs.errors.CarError`, and :func:`import_car`
-verifies the **whole** file before it stores anything, so a tampered CAR
-imports nothing.
+of these is a :class:`~kuro_fs.errors.CarError`, and :func:`import_car` is
+all-or-nothing: it reads the file **once**, verifying each block as it puts it
+inside the store's batch (:func:`~kuro_fs.blocks.open_batch`), which makes the
+blocks visible only after the last one checked and discards them all on an
+error. A CAR that is tampered with — or changed while it is read — imports
+nothing. (The earlier design verified in a first pass and stored in a second, so
+a file changed between the passes could leave verified blocks stored before the
+error.) A store without ``batch()`` gets the same guarantee from a spool: the
+verified blocks go to an unlinked temporary file and are put only once the whole
+CAR has checked out.
 
 ## Pure / Effects
 :func:`write_car`, :func:`read_car`, :func:`dag_blocks` and :func:`links_of`
@@ -25,13 +32,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any, Final
 
 from kuro_fs import dagcbor
 from kuro_fs.atomic import write_atomic
-from kuro_fs.blocks import BlockStore
-from kuro_fs.cid import cid_bytes, cid_from_bytes, parse
+from kuro_fs.blocks import BlockStore, open_batch
+from kuro_fs.cid import CODECS, cid_bytes, cid_from_bytes, cid_from_digest, parse
 from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.dagpb import decode_uvarint, encode_uvarint
 from kuro_fs.errors import CarError, DagCborError, InvalidCID
@@ -52,6 +60,9 @@ __all__ = [
 MAX_HEADER_BYTES: Final = 1 << 20
 MAX_SECTION_BYTES: Final = 1 << 28
 _CODEC_BY_CODE: Final = {0x55: "raw", 0x70: "dag-pb", 0x71: "dag-cbor"}
+# The 4-byte binary prefix (version, codec, sha2-256, 32) of every CID in kuro's profile → its codec.
+_PREFIX_CODEC: Final = {bytes((1, code, 0x12, 32)): name for name, code in CODECS.items()}
+_READ_BUFFER: Final = 1 << 20
 
 
 # ---- links and traversal
@@ -199,6 +210,27 @@ def _read_header(stream: IO[bytes]) -> tuple[list[str], int]:
     return [r.cid for r in roots], used + length
 
 
+def _sections(stream: IO[bytes], offset: int) -> Iterator[tuple[str, bytes, bytes, int]]:
+    # Every section after the header as (codec, digest, block, offset), its CID checked against
+    # the profile but its block NOT hashed: the callers verify (each once).
+    pos = offset
+    while True:
+        got = _read_varint(stream, "section length", pos)
+        if got is None:
+            return
+        length, used = got
+        if length == 0 or length > MAX_SECTION_BYTES:
+            raise CarError(f"section length {length} at offset {pos} out of range (1..{MAX_SECTION_BYTES})")
+        section = _exact(stream, length, "section", pos + used)
+        codec = _PREFIX_CODEC.get(section[:4])
+        if codec is not None and length >= 36:  # the one shape a profile CID has: 4 fixed bytes + 32
+            yield codec, section[4:36], section[36:], pos
+        else:
+            cid, digest, block = _split_cid(section, pos)  # explains what is wrong, or takes the odd case
+            yield parse(cid).codec, digest, block, pos
+        pos += used + length
+
+
 def read_car(stream: IO[bytes]) -> tuple[list[str], Iterator[tuple[str, bytes]]]:
     """Parse a CARv1 ``stream``: the roots now, then ``(cid, block)`` pairs, each verified, lazily.
 
@@ -208,23 +240,12 @@ def read_car(stream: IO[bytes]) -> tuple[list[str], Iterator[tuple[str, bytes]]]
     """
     roots, offset = _read_header(stream)
 
-    def sections() -> Iterator[tuple[str, bytes]]:
-        pos = offset
-        while True:
-            got = _read_varint(stream, "section length", pos)
-            if got is None:
-                return
-            length, used = got
-            if length == 0 or length > MAX_SECTION_BYTES:
-                raise CarError(f"section length {length} at offset {pos} out of range (1..{MAX_SECTION_BYTES})")
-            section = _exact(stream, length, "section", pos + used)
-            cid, digest, block = _split_cid(section, pos)
-            if hashlib.sha256(block).digest() != digest:
-                raise CarError(f"block at offset {pos} does not hash to its CID {cid}")
-            yield cid, block
-            pos += used + length
+    def verified() -> Iterator[tuple[str, bytes]]:
+        for codec, digest, block, pos in _sections(stream, offset):
+            _check_block(block, digest, codec, pos)
+            yield cid_from_digest(digest, codec), block
 
-    return roots, sections()
+    return roots, verified()
 
 
 # ---- effects: files
@@ -261,19 +282,43 @@ def export_car(source: BlockStore | HasStoreRoot, root_or_path: str | os.PathLik
 
 
 def import_car(store: BlockStore, path: str | os.PathLike[str]) -> list[str]:
-    """Verify every block of the CARv1 file at ``path``, then store them all; return its roots.
+    """Store every block of the CARv1 file at ``path``, all or nothing, in one pass; return its roots.
 
-    Two passes over the file: the first checks everything and stores nothing, so a
-    malformed or tampered CAR imports nothing. Raises CarError (see :func:`read_car`).
+    Each block is hashed once, against the CID its section names, and put inside
+    the store's batch: nothing becomes visible until the whole file has checked
+    out, and on any error nothing staged survives (see the module docstring; a
+    store without ``batch()`` is fed from a spool after the check). For a
+    :class:`~kuro_fs.filestore.FileBlockStore` the commit is one sync–rename–sync,
+    not two fsyncs per block; a crash mid-import leaves its staged blocks in an
+    orphaned batch directory that the store never reads and the next batch sweeps.
+    Raises CarError (see :func:`read_car`); BlockStoreError from the store.
     """
-    with open(path, "rb") as f:
-        roots, sections = read_car(f)
-        for _ in sections:
-            pass
-    with open(path, "rb") as f:
-        _, sections = read_car(f)
-        for cid, block in sections:
-            stored = store.put(block, _CODEC_BY_CODE[parse(cid).bytes[1]])
-            if stored != cid:
-                raise CarError(f"{path} changed while importing: {cid} stored as {stored}")
+    with open(path, "rb", buffering=_READ_BUFFER) as f:
+        roots, offset = _read_header(f)
+        with open_batch(store) as batched:
+            if batched:
+                for codec, digest, block, pos in _sections(f, offset):
+                    _check_block(block, digest, codec, pos)
+                    store.put(block, codec)  # mints the CID from the bytes just checked: the section's
+                return roots
+        with tempfile.TemporaryFile() as spool:
+            for codec, digest, block, pos in _sections(f, offset):
+                _check_block(block, digest, codec, pos)
+                spool.write(bytes((CODECS[codec],)) + encode_uvarint(len(block)) + block)
+            spool.seek(0)
+            for codec, block in _unspool(spool):
+                store.put(block, codec)
     return roots
+
+
+def _check_block(block: bytes, digest: bytes, codec: str, pos: int) -> None:
+    if hashlib.sha256(block).digest() != digest:
+        raise CarError(f"block at offset {pos} does not hash to its CID {cid_from_digest(digest, codec)}")
+
+
+def _unspool(spool: IO[bytes]) -> Iterator[tuple[str, bytes]]:
+    # The records import_car wrote itself: codec byte, length varint, block.
+    while code := spool.read(1):
+        got = _read_varint(spool, "spooled length", 0)
+        assert got is not None
+        yield _CODEC_BY_CODE[code[0]], spool.read(got[0])

@@ -19,6 +19,7 @@ PURE_MODULES = [
     "kuro_fs/dagcbor.py",
     "kuro_fs/dagpb.py",
     "kuro_fs/unixfs.py",
+    "kuro_fs/fileread.py",
     "kuro_fs/paths.py",
     "kuro_fs/fs.py",
     "kuro_fs/fsdir.py",
