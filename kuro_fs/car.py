@@ -30,10 +30,13 @@ No CARv2 (index, pragma), no identity or non-sha2-256 multihashes, no CIDv0.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import os
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, Final
 
 from kuro_fs import dagcbor
@@ -49,6 +52,7 @@ from kuro_fs.unixfs import MissingBlock
 __all__ = [
     "MAX_HEADER_BYTES",
     "MAX_SECTION_BYTES",
+    "PUT_RUN",
     "dag_blocks",
     "export_car",
     "import_car",
@@ -281,7 +285,7 @@ def export_car(source: BlockStore | HasStoreRoot, root_or_path: str | os.PathLik
     return count
 
 
-def import_car(store: BlockStore, path: str | os.PathLike[str]) -> list[str]:
+def import_car(store: BlockStore, path: str | os.PathLike[str], *, workers: int = 2) -> list[str]:
     """Store every block of the CARv1 file at ``path``, all or nothing, in one pass; return its roots.
 
     Each block is hashed once, against the CID its section names, and put inside
@@ -291,15 +295,20 @@ def import_car(store: BlockStore, path: str | os.PathLike[str]) -> list[str]:
     :class:`~kuro_fs.filestore.FileBlockStore` the commit is one sync–rename–sync,
     not two fsyncs per block; a crash mid-import leaves its staged blocks in an
     orphaned batch directory that the store never reads and the next batch sweeps.
-    Raises CarError (see :func:`read_car`); BlockStoreError from the store.
+    The file is parsed on this thread while ``workers`` threads check and put runs of
+    :data:`PUT_RUN` blocks (creating a file is a system call that releases the GIL);
+    ``store.put`` must then be thread-safe, as for :func:`~kuro_fs.importer.import_path`.
+
+    Raises CarError (see :func:`read_car`); BlockStoreError from the store;
+    ValueError: ``workers`` < 1.
     """
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
     with open(path, "rb", buffering=_READ_BUFFER) as f:
         roots, offset = _read_header(f)
         with open_batch(store) as batched:
             if batched:
-                for codec, digest, block, pos in _sections(f, offset):
-                    _check_block(block, digest, codec, pos)
-                    store.put(block, codec)  # mints the CID from the bytes just checked: the section's
+                _put_sections(store, _sections(f, offset), workers)
                 return roots
         with tempfile.TemporaryFile() as spool:
             for codec, digest, block, pos in _sections(f, offset):
@@ -309,6 +318,43 @@ def import_car(store: BlockStore, path: str | os.PathLike[str]) -> list[str]:
             for codec, block in _unspool(spool):
                 store.put(block, codec)
     return roots
+
+
+#: Blocks per task handed to an :func:`import_car` worker.
+PUT_RUN: Final = 512
+
+_Section = tuple[str, bytes, bytes, int]
+
+
+def _put_run(store: BlockStore, run: Iterable[_Section]) -> None:
+    for codec, digest, block, pos in run:
+        _check_block(block, digest, codec, pos)
+        store.put(block, codec)  # mints the CID from the bytes just checked: the section's
+
+
+def _put_sections(store: BlockStore, sections: Iterator[_Section], workers: int) -> None:
+    # Hand runs of sections to the workers, each in a copy of this context (so their puts join the
+    # batch), with at most 2 runs per worker in flight; on any error, cancel what has not started.
+    if workers == 1:
+        _put_run(store, sections)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        pending: deque[Future[None]] = deque()
+        try:
+            run: list[_Section] = []
+            for section in sections:
+                run.append(section)
+                if len(run) == PUT_RUN:
+                    pending.append(pool.submit(contextvars.copy_context().run, _put_run, store, run))
+                    run = []
+                    if len(pending) > 2 * workers:
+                        pending.popleft().result()
+            pending.append(pool.submit(contextvars.copy_context().run, _put_run, store, run))
+            while pending:
+                pending.popleft().result()
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
 
 
 def _check_block(block: bytes, digest: bytes, codec: str, pos: int) -> None:

@@ -2,12 +2,15 @@
 
 ## The one decision
 A batch never writes under a shard. Each new block goes, whole, into the batch's
-private directory ``<root>/.batch-<random>/<cid>``, which no listing, ``get`` or
-``has`` outside the batch's context looks into, so nothing staged is ever taken
-for a block. A commit makes the staged blocks visible in the order that keeps the
-single-put rule (a name appears only once its bytes are on disk): **sync** the
-staged files, **rename** each onto ``<root>/<shard>/<cid>``, **sync** again so the
-renames are durable. The sync is one ``syncfs(2)`` of the store's filesystem where
+private directory ``<root>/.batch-<random>/<x>/<cid>`` (``x``: the shard's first
+character, so at most 32 staging directories; a file creation locks its
+directory, and spreading lets threads create files at once), which no listing,
+``get`` or ``has`` outside the batch's context looks into, so nothing staged is
+ever taken for a block. A commit
+makes the staged blocks visible in the order that keeps the single-put rule (a
+name appears only once its bytes are on disk): **sync** the staged files,
+**rename** each onto ``<root>/<shard>/<cid>``, **sync** again so the renames are
+durable. The sync is one ``syncfs(2)`` of the store's filesystem where
 the kernel offers it (:func:`kuro_fs.atomic.sync_filesystem`), else an fsync of
 every staged file and of every directory the renames touched. On the disk this
 was measured on, every fsync is a device cache flush (~0.5 ms), so a put per block
@@ -47,12 +50,15 @@ from kuro_fs.atomic import TMP_PREFIX, fsync_dir, sync_filesystem
 from kuro_fs.blocks import StoreBatch
 from kuro_fs.errors import BlockStoreError
 
-__all__ = ["BATCH_PREFIX", "BLOCK_NAME", "FileBatch", "os_failure", "shard_of", "sweep_orphans"]
+__all__ = ["BATCH_PREFIX", "BLOCK_NAME", "SHARD_NAME", "FileBatch", "os_failure", "shard_of", "sweep_orphans"]
 
 #: Name prefix of a live or orphaned batch directory in a store root.
 BATCH_PREFIX: Final = ".batch-"
 #: The file name of a block: its CID string (59 characters of this profile's base32).
 BLOCK_NAME: Final = re.compile(r"b[a-z2-7]{58}")
+#: The name of a fan-out directory.
+SHARD_NAME: Final = re.compile(r"[a-z2-7]{2}")
+_STAGING_NAME: Final = re.compile(r"[a-z2-7]")
 
 
 def shard_of(cid: str) -> str:
@@ -80,18 +86,28 @@ def os_failure(what: str, exc: OSError) -> BlockStoreError:
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    done = os.write(fd, data)
+    if done < len(data):
+        view = memoryview(data)[done:]
+        while view:
+            view = view[os.write(fd, view) :]
 
 
-def _empty_dir(fd: int) -> None:
-    # Best effort: remove every file of the directory open as ``fd`` (sub-directories are left).
+def _empty_dir(fd: int, depth: int = 1) -> None:
+    # Best effort: remove everything in the directory open as ``fd``, sub-directories ``depth`` deep.
     with os.scandir(fd) as listing:
-        names = [entry.name for entry in listing]
-    for name in names:
+        entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in listing]
+    for name, is_dir in entries:
         try:
-            os.unlink(name, dir_fd=fd)
+            if is_dir and depth > 0:
+                sub = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+                try:
+                    _empty_dir(sub, depth - 1)
+                finally:
+                    os.close(sub)
+                os.rmdir(name, dir_fd=fd)
+            else:
+                os.unlink(name, dir_fd=fd)
         except OSError:
             pass
 
@@ -160,16 +176,17 @@ class FileBatch(StoreBatch):
             fd = self._fd
             assert fd is not None
             self._writing.add(cid)
+        staged = _staged_name(cid)
         try:
             try:
-                out = os.open(cid, _NEW_FILE, 0o644, dir_fd=fd)
+                out = _create(staged, fd)
             except FileExistsError:
                 return True  # staged earlier in this batch, and whole: writers finish before unregistering
             try:
                 _write_all(out, data)
             except BaseException:
                 os.close(out)
-                os.unlink(cid, dir_fd=fd)
+                os.unlink(staged, dir_fd=fd)
                 raise
             os.close(out)
         finally:
@@ -187,7 +204,7 @@ class FileBatch(StoreBatch):
         if fd is None:
             return None
         try:
-            block = os.open(cid, os.O_RDONLY | os.O_CLOEXEC, dir_fd=fd)
+            block = os.open(_staged_name(cid), os.O_RDONLY | os.O_CLOEXEC, dir_fd=fd)
         except FileNotFoundError:
             return None
         try:
@@ -204,7 +221,7 @@ class FileBatch(StoreBatch):
         if fd is None:
             return False
         try:
-            os.stat(cid, dir_fd=fd)
+            os.stat(_staged_name(cid), dir_fd=fd)
         except FileNotFoundError:
             return False
         return True
@@ -246,21 +263,23 @@ class FileBatch(StoreBatch):
         touched: set[str] = set()
         made_shard = False
         try:
-            while True:  # until a pass over the listing finds nothing left to move
-                passed = 0
-                with os.scandir(fd) as listing:
-                    for entry in listing:
-                        name = entry.name
-                        if not BLOCK_NAME.fullmatch(name):
-                            continue
+            with os.scandir(fd) as listing:
+                groups = [
+                    e.name for e in listing if _STAGING_NAME.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
+                ]
+            for group in groups:
+                src = os.open(group, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+                try:
+                    with os.scandir(src) as listing:
+                        names = [e.name for e in listing if BLOCK_NAME.fullmatch(e.name) and e.name[-3] == group]
+                    for name in names:
                         if not synced:
-                            _fsync_at(fd, name)
-                        made_shard |= _move(fd, root_fd, name)
+                            _fsync_at(src, name)
+                        made_shard |= _move(src, root_fd, name)
                         touched.add(shard_of(name))
-                        passed += 1
-                if not passed:
-                    break
-                moved += passed
+                    moved += len(names)
+                finally:
+                    os.close(src)
             if moved and not sync_filesystem(fd):
                 for shard in touched:
                     fsync_dir(os.path.join(self._root, shard))
@@ -311,25 +330,41 @@ class FileBatch(StoreBatch):
         self._fd, self._path = fd, path
 
 
+def _staged_name(cid: str) -> str:
+    return f"{cid[-3]}/{cid}"  # the staging directory is the first character of the shard
+
+
+def _create(staged: str, fd: int) -> int:
+    # Create ``<x>/<cid>`` under the batch directory, making the staging directory on first use.
+    try:
+        return os.open(staged, _NEW_FILE, 0o644, dir_fd=fd)
+    except FileNotFoundError:
+        try:
+            os.mkdir(staged[0], 0o700, dir_fd=fd)
+        except FileExistsError:
+            pass
+        return os.open(staged, _NEW_FILE, 0o644, dir_fd=fd)
+
+
 def _fsync_at(dir_fd: int, name: str) -> None:
-    fd = os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0), dir_fd=dir_fd)
+    fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def _move(batch_fd: int, root_fd: int, name: str) -> bool:
+def _move(src_fd: int, root_fd: int, name: str) -> bool:
     """Rename a staged block onto its shard; True if the shard directory had to be created."""
     shard = shard_of(name)
     target = f"{shard}/{name}"
     try:
-        os.rename(name, target, src_dir_fd=batch_fd, dst_dir_fd=root_fd)
+        os.rename(name, target, src_dir_fd=src_fd, dst_dir_fd=root_fd)
         return False
     except FileNotFoundError:
         try:
             os.mkdir(shard, dir_fd=root_fd)
         except FileExistsError:
             pass
-        os.rename(name, target, src_dir_fd=batch_fd, dst_dir_fd=root_fd)
+        os.rename(name, target, src_dir_fd=src_fd, dst_dir_fd=root_fd)
         return True

@@ -46,7 +46,6 @@ import contextvars
 import errno
 import hashlib
 import os
-import re
 import stat
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -67,12 +66,11 @@ from kuro_fs.blocks import (
 )
 from kuro_fs.cid import cid_for, parse
 from kuro_fs.errors import BlockStoreError, CorruptBlock, MissingBlock
-from kuro_fs.filebatch import BLOCK_NAME, FileBatch, os_failure, shard_of
+from kuro_fs.filebatch import BLOCK_NAME, SHARD_NAME, FileBatch, os_failure, shard_of
 from kuro_fs.home import blocks_dir
 
 __all__ = ["PARALLEL_READ_BYTES", "FileBlockStore", "ReadRequest", "default_store", "shard_of"]
 
-_SHARD_NAME = re.compile(r"[a-z2-7]{2}")
 _READ_FLAGS: Final = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 #: A :meth:`FileBlockStore.get_many_into` call spreads over threads from this many bytes on.
 PARALLEL_READ_BYTES: Final = 4 << 20
@@ -458,7 +456,7 @@ class FileBlockStore:
         except OSError as exc:
             raise BlockStoreError(f"cannot list block store at {self._root}: {exc.strerror or exc}") from exc
         for shard in shards:
-            if not _SHARD_NAME.fullmatch(shard.name) or not shard.is_dir(follow_symlinks=False):
+            if not SHARD_NAME.fullmatch(shard.name) or not shard.is_dir(follow_symlinks=False):
                 continue
             try:
                 entries = list(os.scandir(shard.path))

@@ -31,13 +31,13 @@ layout, no mode/mtime metadata on write, no symlinks.
 
 from __future__ import annotations
 
-import base64
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final, NamedTuple
 
+from kuro_fs.cid import format_binary, parse
 from kuro_fs.dagpb import PBLink, PBNode, decode_uvarint, encode_uvarint
 from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.dagpb import encode as encode_pb
@@ -204,8 +204,8 @@ class FileRoot(NamedTuple):
 
 
 def _cid_bin(cid: str) -> bytes:
-    # Fast binary form of a CID this process minted (59-char base32 of 36 bytes).
-    return base64.b32decode(cid[1:].upper() + "======")
+    # The binary form of a CID this process minted (parse is memoised and fast for canonical strings).
+    return parse(cid).bytes
 
 
 @dataclass(slots=True)
@@ -278,7 +278,7 @@ class BalancedLayout:
 
 
 def _cid_str(binary: bytes) -> str:
-    return "b" + base64.b32encode(binary).decode("ascii").rstrip("=").lower()
+    return format_binary(binary)  # a link's bytes, checked when the CID is used
 
 
 def chunks(data: bytes | memoryview, chunk_size: int) -> Iterator[memoryview]:

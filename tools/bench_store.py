@@ -16,9 +16,11 @@ with the load average before and after recorded, and compares like with like:
 * peak RSS growth of ``Fs.read`` of a large file (in a fresh subprocess, from ``/proc/self/status``
   after resetting the high-water mark) ÷ the file size, with ``b"".join(iter_file(…))`` beside it.
 
-Each disk sample starts after an ``os.sync()`` (not timed), in a fresh directory, so no sample pays
-for the previous one's writeback. The functions return plain dicts (``figure``, ``value``, ``unit``,
-``anchor``, ``anchor_value``, ``goal``, ``note``, ``extra``) that ``tools/bench.py`` turns into rows.
+Each disk sample starts after an ``os.sync()`` (not timed), in a directory of its own, so no sample
+pays for the previous one's writeback; samples are deleted only at the end of their section (creating
+files right after deleting thousands made ext4 spend several times the CPU per creation here).
+The functions return plain dicts (``figure``, ``value``, ``unit``, ``anchor``, ``anchor_value``,
+``goal``, ``note``, ``extra``) that ``tools/bench.py`` turns into rows.
 """
 
 from __future__ import annotations
@@ -76,10 +78,21 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t
 
 
-def _fresh(path: Path) -> Path:
-    shutil.rmtree(path, ignore_errors=True)
-    os.sync()  # the previous sample's writeback is not this one's cost
-    return path
+class Dirs:
+    """New sample directories under one base, each used once, all deleted by :meth:`clean`."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.count = 0
+
+    def new(self) -> Path:
+        self.count += 1
+        path = self.base / f"sample-{self.count}"
+        os.sync()  # the previous sample's writeback is not this one's cost
+        return path
+
+    def clean(self) -> None:
+        shutil.rmtree(self.base, ignore_errors=True)
 
 
 def _row(figure: str, value: float, unit: str, anchor: str, anchor_value: float, **kw: Any) -> dict[str, Any]:
@@ -116,9 +129,11 @@ def hash_chunks(path: Path, threads: int, chunk: int = DEFAULT_CHUNK_SIZE) -> No
             list(pool.map(run, parts))
 
 
-def cp_and_fsync(src: Path, dst: Path) -> float:
+def cp_and_fsync(src: Path, dirs: Dirs) -> float:
     """Seconds for ``cp src dst`` plus one fsync of the copy."""
-    _fresh(dst)
+    folder = dirs.new()
+    folder.mkdir(parents=True)
+    dst = folder / src.name
 
     def go() -> None:
         subprocess.run(["cp", str(src), str(dst)], check=True)
@@ -131,15 +146,20 @@ def cp_and_fsync(src: Path, dst: Path) -> float:
     return _timed(go)
 
 
-def cp_tree_and_sync(src: Path, dst: Path) -> float:
+def cp_tree_and_sync(src: Path, dirs: Dirs) -> float:
     """Seconds for ``cp -r src dst`` plus ``sync``."""
-    _fresh(dst)
-    return _timed(lambda: (subprocess.run(["cp", "-r", str(src), str(dst)], check=True), os.sync()))
+    dst = dirs.new()
+
+    def go() -> None:
+        subprocess.run(["cp", "-r", str(src), str(dst)], check=True)
+        os.sync()
+
+    return _timed(go)
 
 
-def write_files_floor(root: Path, blobs: list[bytes]) -> float:
+def write_files_floor(dirs: Dirs, blobs: list[bytes]) -> float:
     """Seconds to write each blob as its own file (``os.open``/``write``/``close``) and ``syncfs`` once."""
-    _fresh(root)
+    root = dirs.new()
     root.mkdir(parents=True)
 
     def go() -> None:
@@ -195,8 +215,8 @@ def make_car(path: Path, blocks: int) -> list[bytes]:
 def bench_import(tmp: Path, quick: bool) -> list[dict[str, Any]]:
     """Import of one large file: memory and disk store vs same-thread hashing, disk store vs ``cp`` + fsync."""
     before = load()
-    size = (32 if quick else 256) * MiB
-    repeat = 2 if quick else 3
+    size = (16 if quick else 256) * MiB
+    repeat = 1 if quick else 3
     src = make_file(tmp / "store-import.bin", size)
     label = f"{size // MiB} MiB"
     rows = []
@@ -208,11 +228,10 @@ def bench_import(tmp: Path, quick: bool) -> list[dict[str, Any]]:
         )
         rows.append(_row(f"import {label} into the memory store, {threads} thread(s)", ours, "s",
                          f"pread + sha256 of the same chunks, {threads} thread(s)", anchor, goal="≤ 1.3×"))  # fmt: skip
-    disk = tmp / "store-disk"
+    dirs = Dirs(tmp / "store-import")
 
     def disk_import(threads: int) -> float:
-        _fresh(disk)
-        with FileBlockStore(disk) as store:
+        with FileBlockStore(dirs.new()) as store:
             return _timed(lambda: import_path(store, src, workers=threads))
 
     for threads in (1, 2):
@@ -223,41 +242,40 @@ def bench_import(tmp: Path, quick: bool) -> list[dict[str, Any]]:
         )
         rows.append(_row(f"import {label} into the disk store, {threads} thread(s)", ours, "s",
                          f"pread + sha256 of the same chunks, {threads} thread(s)", anchor))  # fmt: skip
-    ours, anchor = interleaved(lambda: disk_import(2), lambda: cp_and_fsync(src, tmp / "store-cp.bin"), repeat)
+    ours, anchor = interleaved(lambda: disk_import(2), lambda: cp_and_fsync(src, dirs), repeat)
     rows.append(_row(f"import {label} into the disk store (2 threads)", ours, "s", "cp + one fsync of the copy",
                      anchor, goal="≤ 1.5×"))  # fmt: skip
-    shutil.rmtree(disk, ignore_errors=True)
-    (tmp / "store-cp.bin").unlink(missing_ok=True)
+    dirs.clean()
+    src.unlink()
     return _with_load(rows, before)
 
 
 def bench_small_files(tmp: Path, quick: bool) -> list[dict[str, Any]]:
     """Import of a tree of small files into the disk store vs ``cp -r`` + ``sync``."""
     before = load()
-    files = 500 if quick else 10_000
+    files = 200 if quick else 10_000
     tree = make_tree(tmp / "store-tree", files)
-    disk = tmp / "store-tree-disk"
+    dirs = Dirs(tmp / "store-tree-samples")
 
     def ours() -> float:
-        _fresh(disk)
-        with FileBlockStore(disk) as store:
+        with FileBlockStore(dirs.new()) as store:
             return _timed(lambda: import_path(store, tree))
 
-    mine, anchor = interleaved(ours, lambda: cp_tree_and_sync(tree, tmp / "store-tree-cp"), 2 if quick else 3)
+    mine, anchor = interleaved(ours, lambda: cp_tree_and_sync(tree, dirs), 1 if quick else 3)
     rows = [_row(f"import {files:,} small files into the disk store", mine, "s", "cp -r + sync", anchor,
                  goal="≤ 1.5×")]  # fmt: skip
-    for path in (disk, tmp / "store-tree-cp", tree):
-        shutil.rmtree(path, ignore_errors=True)
+    dirs.clean()
+    shutil.rmtree(tree, ignore_errors=True)
     return _with_load(rows, before)
 
 
 def bench_read_back(tmp: Path, quick: bool) -> list[dict[str, Any]]:
     """Verified reads from the disk store vs plain reads of the same bytes from a file."""
     before = load()
-    size = (32 if quick else 256) * MiB
-    repeat = 3 if quick else 5
+    size = (16 if quick else 256) * MiB
+    repeat = 1 if quick else 5
     src = make_file(tmp / "store-read.bin", size)
-    disk = _fresh(tmp / "store-read-disk")
+    disk = tmp / "store-read-disk"
     store = FileBlockStore(disk)
     cid = import_path(store, src)
     label = f"{size // MiB} MiB"
@@ -312,24 +330,24 @@ def sha256_rate(buffer: bytearray) -> float:
 def bench_car(tmp: Path, quick: bool, blocks: int | None = None) -> list[dict[str, Any]]:
     """``import_car`` of many four-byte blocks into the disk store, blocks/s, vs one plain file per block."""
     before = load()
-    count = blocks or (5_000 if quick else 1_000_000)
+    count = blocks or (2_000 if quick else 1_000_000)
     car = tmp / "store-many.car"
     blobs = make_car(car, count)
-    disk = tmp / "store-car-disk"
+    dirs = Dirs(tmp / "store-car-samples")
+    stores: list[Path] = []
 
     def ours() -> float:
-        _fresh(disk)
-        with FileBlockStore(disk) as store:
+        stores.append(dirs.new())
+        with FileBlockStore(stores[-1]) as store:
             return _timed(lambda: import_car(store, car))
 
-    mine, floor = interleaved(ours, lambda: write_files_floor(tmp / "store-car-floor", blobs), 1)
-    with FileBlockStore(disk) as store:
+    mine, floor = interleaved(ours, lambda: write_files_floor(dirs, blobs), 1)
+    with FileBlockStore(stores[-1]) as store:
         assert store.stats()["blocks"] == count, "the CAR import lost blocks"
     rows = [_row(f"import_car of {count:,} four-byte blocks (disk store)", count / mine, "blocks/s",
                  "one plain file per block + one syncfs (the floor)", count / floor, goal="≥ 20,000/s",
                  extra={"blocks": count, "seconds": mine})]  # fmt: skip
-    for path in (disk, tmp / "store-car-floor"):
-        shutil.rmtree(path, ignore_errors=True)
+    dirs.clean()
     car.unlink()
     return _with_load(rows, before)
 
@@ -363,9 +381,9 @@ print(json.dumps({"before": before, "after": status("VmHWM"), "size": len(data)}
 def bench_memory(tmp: Path, quick: bool) -> list[dict[str, Any]]:
     """Peak RSS growth of ``Fs.read`` of a large file from the disk store, in a fresh process."""
     before = load()
-    size = (64 if quick else 1024) * MiB
+    size = (32 if quick else 1024) * MiB
     src = make_file(tmp / "store-peak.bin", size)
-    disk = _fresh(tmp / "store-peak-disk")
+    disk = tmp / "store-peak-disk"
     with FileBlockStore(disk) as store:
         cid = import_path(store, src)
     src.unlink()

@@ -316,7 +316,7 @@ def test_an_import_killed_midway_leaves_no_visible_block_and_its_staging_is_swep
             feed.flush()
             staged: list[Path] = []
             for _ in range(3000):  # wait (up to ~30 s) until the child has staged blocks, then kill it
-                staged = [p for p in root.glob(".batch-*/*")] if root.exists() else []
+                staged = list(root.glob(".batch-*/*/*")) if root.exists() else []
                 if len(staged) > 100:
                     break
                 time.sleep(0.01)

@@ -337,8 +337,10 @@ def test_a_killed_batch_leaves_no_block_and_its_orphan_is_swept_by_the_next_batc
     proc.wait()
     store = FileBlockStore(tmp_path / "blocks")
     orphan = _batch_dirs(store.root)
-    assert len(orphan) == 1 and len(list(orphan[0].iterdir())) == 50
-    (orphan[0] / raw_cid(b"torn")).write_bytes(b"to")  # a torn staged file, named like a block
+    assert len(orphan) == 1 and len(list(orphan[0].glob("*/*"))) == 50
+    torn = raw_cid(b"torn")
+    (orphan[0] / torn[-3]).mkdir(exist_ok=True)
+    (orphan[0] / torn[-3] / torn).write_bytes(b"to")  # a torn staged file, named like a block
     assert store.stats() == {"blocks": 0, "bytes": 0}
     assert store.get(raw_cid(b"held-1")) is None and store.get(raw_cid(b"torn")) is None
     with store.batch():
