@@ -44,6 +44,8 @@ import os
 import re
 import secrets
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Final
 
 from kuro_fs.atomic import TMP_PREFIX, fsync_dir, sync_filesystem
@@ -155,6 +157,7 @@ class FileBatch(StoreBatch):
         self._root = root
         self._cond = threading.Condition()
         self._writing: set[str] = set()  # CIDs being written right now (the only per-block memory)
+        self._readers = 0  # reads of staged blocks in flight
         self._flushing = False
         self._fd: int | None = None  # the batch directory, holding the flock
         self._path: str | None = None
@@ -200,38 +203,47 @@ class FileBatch(StoreBatch):
 
         Raises OSError: the staged file exists but cannot be read.
         """
-        fd = self._settled(cid)
-        if fd is None:
-            return None
-        try:
-            block = os.open(_staged_name(cid), os.O_RDONLY | os.O_CLOEXEC, dir_fd=fd)
-        except FileNotFoundError:
-            return None
-        try:
-            chunks = []
-            while piece := os.read(block, 1 << 20):
-                chunks.append(piece)
-            return b"".join(chunks)
-        finally:
-            os.close(block)
+        with self._settled(cid) as fd:
+            if fd is None:
+                return None
+            try:
+                block = os.open(_staged_name(cid), os.O_RDONLY | os.O_CLOEXEC, dir_fd=fd)
+            except FileNotFoundError:
+                return None
+            try:
+                chunks = []
+                while piece := os.read(block, 1 << 20):
+                    chunks.append(piece)
+                return b"".join(chunks)
+            finally:
+                os.close(block)
 
     def has_staged(self, cid: str) -> bool:
         """True if ``cid`` is staged, whole, in this batch."""
-        fd = self._settled(cid)
-        if fd is None:
-            return False
-        try:
-            os.stat(_staged_name(cid), dir_fd=fd)
-        except FileNotFoundError:
-            return False
-        return True
+        with self._settled(cid) as fd:
+            if fd is None:
+                return False
+            try:
+                os.stat(_staged_name(cid), dir_fd=fd)
+            except FileNotFoundError:
+                return False
+            return True
 
-    def _settled(self, cid: str) -> int | None:
-        # The batch directory once no commit runs and no writer of ``cid`` is in flight (None: none yet).
+    @contextmanager
+    def _settled(self, cid: str) -> Iterator[int | None]:
+        # The batch directory once no commit runs and no writer of ``cid`` is in flight (None: none yet),
+        # held open until the block ends (the batch's end waits for readers before closing it).
         with self._cond:
             while self._flushing or cid in self._writing:
                 self._cond.wait()
-            return self._fd
+            self._readers += 1
+            fd = self._fd
+        try:
+            yield fd
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
 
     # ---- commit
 
@@ -298,6 +310,8 @@ class FileBatch(StoreBatch):
 
     def _discard(self) -> None:
         with self._cond:
+            while self._readers:
+                self._cond.wait()
             fd, path = self._fd, self._path
             self._fd = self._path = None
         if fd is None or path is None:

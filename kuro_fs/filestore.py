@@ -199,14 +199,19 @@ class FileBlockStore:
             raise CorruptBlock(cid, f"{len(data)} stored bytes at {path} do not hash to this CID")
         return data
 
-    def _staged(self, cid: str, digest: bytes) -> bytes | None:
+    def _staged(self, cid: str, path: str, digest: bytes) -> bytes | None:
         # A block put in this context's open batch is readable before its commit (checked like any other).
         batch = active_batch(self)
+        if not isinstance(batch, FileBatch):
+            return None
         try:
-            data = batch.read_staged(cid) if isinstance(batch, FileBatch) else None
+            data = batch.read_staged(cid)
         except OSError as exc:
             raise _fail("get", cid, exc) from exc
-        if data is not None and self._verify and hashlib.sha256(data).digest() != digest:
+        if data is None:  # a commit may have moved it into place since the first look
+            fd = self._open(cid, path)
+            return None if fd is None else self._read_checked(cid, path, digest, fd)
+        if self._verify and hashlib.sha256(data).digest() != digest:
             raise CorruptBlock(cid, f"{len(data)} bytes staged in a batch do not hash to this CID")
         return data
 
@@ -261,7 +266,7 @@ class FileBlockStore:
         path, digest = self._locate(cid)
         fd = self._open(cid, path)
         if fd is None:
-            return self._staged(cid, digest)
+            return self._staged(cid, path, digest)
         return self._read_checked(cid, path, digest, fd)
 
     def get_into(self, cid: str, out: memoryview, offset: int = 0) -> int | None:
@@ -280,7 +285,7 @@ class FileBlockStore:
         path, digest = self._locate(cid)
         fd = self._open(cid, path)
         if fd is None:
-            block = self._staged(cid, digest)
+            block = self._staged(cid, path, digest)
         elif offset == 0 and self._fstat_size(cid, fd) == len(out):
             try:
                 got = _read_into(fd, out)
@@ -353,7 +358,7 @@ class FileBlockStore:
         except FileNotFoundError:
             batch = active_batch(self)
             try:
-                return isinstance(batch, FileBatch) and batch.has_staged(cid)
+                return isinstance(batch, FileBatch) and (batch.has_staged(cid) or os.path.isfile(path))
             except OSError as exc:
                 raise _fail("has", cid, exc) from exc
         except OSError as exc:
