@@ -100,10 +100,13 @@ def _row(figure: str, value: float, unit: str, anchor: str, anchor_value: float,
 
 
 def _with_load(rows: list[dict[str, Any]], before: tuple[float, ...]) -> list[dict[str, Any]]:
+    # Record the load around the section, and say each figure on stderr as soon as it exists (the
+    # clean-up of a million-file sample can take minutes on a busy disk; the table comes at the end).
     after = load()
     for row in rows:
         row.setdefault("extra", {}).update({"load_before": before, "load_after": after})
         row["note"] = (row.get("note", "") + f" load {before[0]:.2f}→{after[0]:.2f}").strip()
+        print(f"  {row['figure']}: {row['value']:.4g} {row['unit']} vs {row['anchor_value']:.4g}", file=sys.stderr)
     return rows
 
 
@@ -344,12 +347,12 @@ def bench_car(tmp: Path, quick: bool, blocks: int | None = None) -> list[dict[st
     mine, floor = interleaved(ours, lambda: write_files_floor(dirs, blobs), 1)
     with FileBlockStore(stores[-1]) as store:
         assert store.stats()["blocks"] == count, "the CAR import lost blocks"
-    rows = [_row(f"import_car of {count:,} four-byte blocks (disk store)", count / mine, "blocks/s",
-                 "one plain file per block + one syncfs (the floor)", count / floor, goal="≥ 20,000/s",
-                 extra={"blocks": count, "seconds": mine})]  # fmt: skip
+    rows = _with_load([_row(f"import_car of {count:,} four-byte blocks (disk store)", count / mine, "blocks/s",
+                            "one plain file per block + one syncfs (the floor)", count / floor, goal="≥ 20,000/s",
+                            extra={"blocks": count, "seconds": mine})], before)  # fmt: skip
     dirs.clean()
     car.unlink()
-    return _with_load(rows, before)
+    return rows
 
 
 _PEAK_SCRIPT = r"""
