@@ -31,8 +31,9 @@ Creates, writes, renames and deletes files under the store root; takes ``flock``
 locks; syncs the filesystem. Used only by :mod:`kuro_fs.filestore`.
 
 ## Not done here
-No size limit: staged files take the disk space their blocks will take anyway, and
-memory holds only the CIDs being written at this moment. An empty ``.tmp-`` batch
+POSIX only (``flock``, ``dir_fd``), as the rest of kuro's durable state. No size
+limit: staged files take the disk space their blocks will take anyway, and memory
+holds only the CIDs being written at this moment. An empty ``.tmp-`` batch
 directory left by a crash between its ``mkdir`` and its rename is ignored, not
 swept, like the temp files of crashed single puts.
 """
