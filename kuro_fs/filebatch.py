@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
-from kuro_fs.atomic import TMP_PREFIX, fsync_dir, sync_filesystem
+from kuro_fs.atomic import TMP_PREFIX, fsync_dir, start_writeback, sync_filesystem
 from kuro_fs.blocks import StoreBatch
 from kuro_fs.errors import BlockStoreError
 
@@ -62,6 +62,8 @@ BLOCK_NAME: Final = re.compile(r"b[a-z2-7]{58}")
 #: The name of a fan-out directory.
 SHARD_NAME: Final = re.compile(r"[a-z2-7]{2}")
 _STAGING_NAME: Final = re.compile(r"[a-z2-7]")
+#: A staged block this large has its writeback started at once (smaller ones wait for the commit's sync).
+EARLY_WRITEBACK = 1 << 16
 
 
 def shard_of(cid: str) -> str:
@@ -188,6 +190,8 @@ class FileBatch(StoreBatch):
                 return True  # staged earlier in this batch, and whole: writers finish before unregistering
             try:
                 _write_all(out, data)
+                if len(data) >= EARLY_WRITEBACK:
+                    start_writeback(out)  # the disk writes while the next block is hashed: the commit waits less
             except BaseException:
                 os.close(out)
                 os.unlink(staged, dir_fd=fd)
