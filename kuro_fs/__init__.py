@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kuro_fs.blocks import BlockStore, MemoryBlockStore, publish_blocks
+    from kuro_fs.blocks import BlockStore, MemoryBlockStore, StoreBatch, open_batch, publish_blocks
     from kuro_fs.car import export_car, import_car
     from kuro_fs.cid import ParsedCID, cid_for, parse_cid, raw_cid, verify
     from kuro_fs.errors import (
@@ -30,16 +30,18 @@ if TYPE_CHECKING:
         MissingBlock,
         ShardingNotSupported,
     )
+    from kuro_fs.fileread import read_bytes, read_file, read_into, read_range
     from kuro_fs.filestore import FileBlockStore, default_store
     from kuro_fs.fs import DENIAL_REASONS, Fs, FsLog, FsResult, to_unixfs_dir
     from kuro_fs.gateway.client import GatewayBlockStore
     from kuro_fs.importer import file_cid, import_bytes, import_path
     from kuro_fs.overlay import Overlay
-    from kuro_fs.unixfs import read_file, read_range
 
 _WHERE: dict[str, str] = {
     "BlockStore": "kuro_fs.blocks",
     "MemoryBlockStore": "kuro_fs.blocks",
+    "StoreBatch": "kuro_fs.blocks",
+    "open_batch": "kuro_fs.blocks",
     "publish_blocks": "kuro_fs.blocks",
     "export_car": "kuro_fs.car",
     "import_car": "kuro_fs.car",
@@ -62,6 +64,10 @@ _WHERE: dict[str, str] = {
     "KuroFsError": "kuro_fs.errors",
     "MissingBlock": "kuro_fs.errors",
     "ShardingNotSupported": "kuro_fs.errors",
+    "read_bytes": "kuro_fs.fileread",
+    "read_file": "kuro_fs.fileread",
+    "read_into": "kuro_fs.fileread",
+    "read_range": "kuro_fs.fileread",
     "FileBlockStore": "kuro_fs.filestore",
     "default_store": "kuro_fs.filestore",
     "DENIAL_REASONS": "kuro_fs.fs",
@@ -74,8 +80,6 @@ _WHERE: dict[str, str] = {
     "import_bytes": "kuro_fs.importer",
     "import_path": "kuro_fs.importer",
     "Overlay": "kuro_fs.overlay",
-    "read_file": "kuro_fs.unixfs",
-    "read_range": "kuro_fs.unixfs",
 }
 
 
@@ -117,6 +121,7 @@ __all__ = [
     "Overlay",
     "ParsedCID",
     "ShardingNotSupported",
+    "StoreBatch",
     "cid_for",
     "default_store",
     "export_car",
@@ -124,10 +129,13 @@ __all__ = [
     "import_bytes",
     "import_car",
     "import_path",
+    "open_batch",
     "parse_cid",
     "publish_blocks",
     "raw_cid",
+    "read_bytes",
     "read_file",
+    "read_into",
     "read_range",
     "to_unixfs_dir",
     "verify",

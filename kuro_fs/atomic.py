@@ -11,6 +11,12 @@ crash. A failure removes the temporary file and re-raises.
 ## Effects
 Writes files. Callers translate ``OSError`` into their own typed errors.
 
+Writing many files durably one fsync at a time costs a device cache flush per
+file (about 0.5 ms each on the virtio disk this was measured on), so
+:func:`sync_filesystem` offers the batch form: one ``syncfs(2)`` makes every
+dirty file and directory of a filesystem durable at once, and
+:func:`start_writeback` lets the disk begin on a file's bytes before that sync.
+
 ## Not done here
 No locking: two writers of the same name both succeed and the last rename wins,
 which is right for content-addressed files (same name, same bytes).
@@ -18,13 +24,15 @@ which is right for content-addressed files (same name, same bytes).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
-__all__ = ["TMP_PREFIX", "fsync_dir", "write_atomic"]
+__all__ = ["TMP_PREFIX", "fsync_dir", "start_writeback", "sync_filesystem", "write_atomic"]
 
 #: Prefix of every temporary file; directory listings skip names that start with it.
 TMP_PREFIX: Final = ".tmp-"
@@ -37,6 +45,81 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _kernel_release() -> tuple[int, int]:
+    try:
+        major, minor = os.uname().release.split(".")[:2]
+        return int(major), int(minor.split("-")[0])
+    except (AttributeError, ValueError):
+        return (0, 0)
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _load_sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    libc = _libc()
+    func = getattr(libc, "sync_file_range", None) if libc is not None else None
+    if func is None:
+        return None
+    func.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    func.restype = ctypes.c_int
+    return func  # type: ignore[no-any-return]
+
+
+_SYNC_FILE_RANGE: Final = _load_sync_file_range()
+_SYNC_FILE_RANGE_WRITE: Final = 2
+
+
+def start_writeback(fd: int) -> None:
+    """Ask the kernel to start writing ``fd``'s dirty pages now, without waiting (a hint, never a barrier).
+
+    ``sync_file_range(SYNC_FILE_RANGE_WRITE)`` on Linux, nothing elsewhere. The disk then
+    works while the caller goes on (hashing the next chunk), so the later real sync has
+    less left to do; it guarantees nothing, and an error is ignored (the real sync reports it).
+    """
+    if _SYNC_FILE_RANGE is not None:
+        _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    # syncfs(2) reports writeback errors only since Linux 5.8; before that it returned 0 after a
+    # failed write, which would turn a lost block into a silent success, so older kernels do not use it.
+    libc = _libc()
+    func = getattr(libc, "syncfs", None) if libc is not None and _kernel_release() >= (5, 8) else None
+    if func is None:
+        return None
+    func.argtypes = (ctypes.c_int,)
+    func.restype = ctypes.c_int
+    return func  # type: ignore[no-any-return]
+
+
+_SYNCFS: Final = _load_syncfs()
+
+
+def sync_filesystem(fd: int) -> bool:
+    """Make every dirty file and directory on the filesystem of ``fd`` durable (``syncfs(2)``).
+
+    Returns False, having done nothing, where the platform has no ``syncfs`` that
+    reports errors (not Linux, or Linux before 5.8): the caller then fsyncs each
+    file and directory itself. It also flushes other programs' dirty data on the
+    same filesystem, which costs time but never correctness.
+
+    Raises OSError: if the kernel reports a writeback error.
+    """
+    if _SYNCFS is None:
+        return False
+    if _SYNCFS(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return True
 
 
 def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:

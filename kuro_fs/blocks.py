@@ -21,6 +21,14 @@ A malformed CID raises ``InvalidCID`` in every operation but ``publish``
 (where it is a rejection). A durable store may also raise ``BlockStoreError``
 from ``get``/``has``/``stats`` when the OS fails, and from anything after ``close``.
 
+A store may also offer ``batch()``: a context in which its puts are staged and
+become visible together when the context ends without an error, or not at all
+when it ends with one (:class:`StoreBatch`; use :func:`open_batch`, which also
+accepts stores and wrappers without it). The batch belongs to the *context*
+(a :class:`contextvars.ContextVar`), not to the store object: a put on the same
+store from an unrelated thread is never silently batched, and a worker thread
+joins a batch only when it runs in a copy of the batch's context.
+
 A store mints the CID itself from the bytes it is given, so no caller can
 file bytes under a name they do not hash to. A miss is ``None``, not an error:
 the caller decides whether absence is a denial (``block-missing``) or normal.
@@ -39,13 +47,17 @@ None beyond memory: :class:`MemoryBlockStore` is a dict behind a ``threading`` l
 :mod:`kuro_fs.filestore`.
 
 ## Not done here
-No network: nothing is fetched from or sent to a gateway.
+No network: nothing is fetched from or sent to a gateway. ``delete``, ``stats``,
+``drop_cache`` and listings see committed blocks only, never a batch's staged ones.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar, Token
+from types import TracebackType
 from typing import Protocol, TypedDict, runtime_checkable
 
 from kuro_fs.cid import ParsedCID, cid_for, matches, parse
@@ -58,9 +70,13 @@ __all__ = [
     "MemoryBlockStore",
     "PublishResult",
     "StatsResult",
+    "StoreBatch",
+    "active_batch",
     "block_bytes",
+    "open_batch",
     "publish_blocks",
     "put_block",
+    "put_matched",
 ]
 
 
@@ -182,22 +198,164 @@ def put_block(store: BlockStore, cid: str, data: bytes) -> str:
     data = block_bytes(data)
     if not matches(parsed, data):
         raise CorruptBlock(cid, f"{len(data)} given bytes do not hash to this CID; nothing stored")
-    if parsed.hash == "identity":
-        return cid
+    stored = put_matched(store, parsed, data)
+    if parsed.mintable and stored != parsed.key:  # pragma: no cover - a store that mints another name is broken
+        raise BlockStoreError(f"store filed {cid} as {stored}")
+    return cid
+
+
+def put_matched(store: BlockStore, parsed: ParsedCID, data: bytes) -> str:
+    """:func:`put_block` for bytes the caller has just checked with ``matches(parsed, data)``; return the name filed.
+
+    The hash is not computed again here (``import_car`` checks each block once, then files it):
+    a sha2-256 block goes through ``store.put`` (which mints its CIDv1 — a CIDv0's key), another
+    hash through ``store.put(data, cid=…)``, an identity block nowhere (its name is returned).
+
+    Raises BlockStoreError: ``store`` cannot file a block of that hash, or fails.
+    """
     if parsed.mintable:
-        stored = store.put(data, parsed.codec)
-        if stored != parsed.key:  # pragma: no cover - a store that mints another name is broken
-            raise BlockStoreError(f"store filed {cid} as {stored}")
-        return cid
+        return store.put(data, parsed.codec)
+    if parsed.hash == "identity":
+        return str(parsed)
     try:
-        return str(store.put(data, parsed.codec, cid=cid))  # type: ignore[call-arg]
+        return str(store.put(data, parsed.codec, cid=str(parsed)))  # type: ignore[call-arg]
     except TypeError as exc:
-        raise BlockStoreError(f"{type(store).__name__} cannot hold {parsed.hash} blocks such as {cid}") from exc
+        raise BlockStoreError(f"{type(store).__name__} cannot hold {parsed.hash} blocks such as {parsed}") from exc
 
 
 def _key(parsed: ParsedCID, cid: str) -> str:
     # A CIDv1 string parsed only if canonical, so it is its own key; a CIDv0 maps to its CIDv1.
     return cid if parsed.version == 1 else parsed.key
+
+
+# ---- batches
+
+
+_ACTIVE: ContextVar[tuple[StoreBatch, ...]] = ContextVar("kuro_fs_active_batches", default=())
+
+
+class StoreBatch:
+    """A batch of puts on one store, scoped to the current context; each store subclasses it.
+
+    ``with store.batch():`` — every ``put`` on ``store`` made in this context (and
+    in contexts copied from it with :func:`contextvars.copy_context`, which is how
+    worker threads join) is staged. Leaving the block without an error commits
+    the staged blocks (they become visible and, for a durable store, durable);
+    leaving it with an error discards them. :meth:`flush` commits early and keeps
+    the batch open. Entering while a batch of the same store is already active
+    joins that batch: the outermost one commits. A put made after the batch ended,
+    from a stale copy of its context, is an ordinary put.
+
+    Raises BlockStoreError: a batch object entered twice; a failed commit (from :meth:`__exit__`).
+    """
+
+    def __init__(self, store: object) -> None:
+        self.store = store
+        self._token: Token[tuple[StoreBatch, ...]] | None = None
+        self._state = "new"  # new → open → closing → closed, or new → joined
+
+    @property
+    def open(self) -> bool:
+        """True between entering and leaving (not for a batch that joined another)."""
+        return self._state == "open"
+
+    def __enter__(self) -> StoreBatch:
+        if self._state != "new":
+            raise BlockStoreError("a batch is entered once; open a new one with store.batch()")
+        active = _ACTIVE.get()
+        if any(b.store is self.store and b.open for b in active):
+            self._state = "joined"
+            return self
+        self._state = "open"
+        self._token = _ACTIVE.set((*active, self))
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._state != "open":
+            return
+        assert self._token is not None
+        _ACTIVE.reset(self._token)
+        self._state = "closing"
+        try:
+            self._close()
+            if exc_type is None:
+                self.flush()
+        finally:
+            self._state = "closed"
+            self._discard()
+
+    def flush(self) -> int:
+        """Commit every block staged so far; return how many were committed. The batch stays open."""
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        """Refuse new puts into this batch (they become ordinary puts); wait for those in flight."""
+        raise NotImplementedError
+
+    def _discard(self) -> None:
+        """Drop whatever is still staged (nothing after a successful flush) and release resources."""
+        raise NotImplementedError
+
+
+def active_batch(store: object) -> StoreBatch | None:
+    """The open batch of ``store`` in the current context, if any (what a store's ``put`` consults)."""
+    for batch in _ACTIVE.get():
+        if batch.store is store and batch.open:
+            return batch
+    return None
+
+
+@contextmanager
+def open_batch(store: object) -> Iterator[bool]:
+    """Run the block inside ``store.batch()`` if the store (or the store a wrapper forwards to) has one.
+
+    Yields True when puts through ``store`` are batched — committed together at
+    the end, discarded if the block raises — and False for a store without
+    ``batch()``, whose puts stay immediate and individually committed.
+    """
+    make = getattr(store, "batch", None)
+    if not callable(make):
+        yield False
+        return
+    with make():
+        yield True
+
+
+class _MemoryBatch(StoreBatch):
+    # Staged blocks live in a dict until commit; a discarded batch leaves the store untouched.
+
+    def __init__(self, store: MemoryBlockStore) -> None:
+        super().__init__(store)
+        self._store = store
+        self._staged: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def stage(self, cid: str, data: bytes) -> bool:
+        with self._lock:
+            if not self.open:
+                return False
+            self._staged.setdefault(cid, data)
+            return True
+
+    def staged(self, cid: str) -> bytes | None:
+        with self._lock:
+            return self._staged.get(cid)
+
+    def flush(self) -> int:
+        with self._lock:
+            staged, self._staged = self._staged, {}
+        self._store._merge(staged)
+        return len(staged)
+
+    def _close(self) -> None:
+        with self._lock:  # a stage() that saw the batch open has finished; later ones see it closing
+            pass
+
+    def _discard(self) -> None:
+        with self._lock:
+            self._staged = {}
 
 
 class MemoryBlockStore:
@@ -223,6 +381,9 @@ class MemoryBlockStore:
             if parsed.hash == "identity":
                 return cid
             key = _key(parsed, cid)
+        batch = active_batch(self)
+        if isinstance(batch, _MemoryBatch) and key not in self._blocks and batch.stage(key, data):
+            return cid
         with self._lock:
             self._blocks.setdefault(key, data)
         return cid
@@ -231,11 +392,32 @@ class MemoryBlockStore:
         parsed = parse(cid)
         if parsed.hash == "identity":
             return parsed.digest
-        return self._blocks.get(_key(parsed, cid))
+        key = _key(parsed, cid)
+        found = self._blocks.get(key)
+        if found is None:
+            batch = active_batch(self)
+            if isinstance(batch, _MemoryBatch):
+                return batch.staged(key)
+        return found
 
     def has(self, cid: str) -> bool:
         parsed = parse(cid)
-        return parsed.hash == "identity" or _key(parsed, cid) in self._blocks
+        if parsed.hash == "identity":
+            return True
+        key = _key(parsed, cid)
+        if key in self._blocks:
+            return True
+        batch = active_batch(self)
+        return isinstance(batch, _MemoryBatch) and batch.staged(key) is not None
+
+    def batch(self) -> StoreBatch:
+        """A batch of this store (see :class:`StoreBatch`): puts in it appear together at its end."""
+        return _MemoryBatch(self)
+
+    def _merge(self, staged: dict[str, bytes]) -> None:
+        with self._lock:
+            for key, data in staged.items():
+                self._blocks.setdefault(key, data)
 
     def delete(self, cid: str) -> DeleteResult:
         parsed = parse(cid)

@@ -7,10 +7,21 @@ block order, so there is one order: **depth-first pre-order from the root**
 written **once**, at its first occurrence. Reading is the mirror image and is
 strict: every varint minimal and bounded, the header exactly
 ``{"roots": [CID…≥1], "version": 1}`` in canonical dag-cbor, every section a
-CID of kuro's profile followed by bytes that hash to it. A CAR that breaks any
-of these is a :class:`~kuro_fs.errors.CarError`, and :func:`import_car`
-verifies the **whole** file before it stores anything, so a tampered CAR
-imports nothing.
+CID :mod:`kuro_fs.cid` reads followed by bytes that hash to it
+(:func:`~kuro_fs.cid.matches`). A CAR that breaks any
+of these is a :class:`~kuro_fs.errors.CarError`, and :func:`import_car` is
+all-or-nothing: it reads the file **once**, verifying each block as it puts it
+inside the store's batch (:func:`~kuro_fs.blocks.open_batch`), which makes the
+blocks visible only after the last one checked and discards them all on an
+error. A CAR that is tampered with — or changed while it is read — imports
+nothing. (The earlier design verified in a first pass and stored in a second, so
+a file changed between the passes could leave verified blocks stored before the
+error.) A store without ``batch()`` gets the same guarantee from a spool: the
+verified blocks go to an unlinked temporary file and are put only once the whole
+CAR has checked out. Each checked block is filed as
+:func:`~kuro_fs.blocks.put_matched` files it: a sha2-256 block (CIDv1 or CIDv0) through
+the store's own ``put``, another hash through ``put(data, cid=…)``, an identity block
+not at all (its bytes are its name).
 
 ## Pure / Effects
 :func:`write_car`, :func:`read_car`, :func:`dag_blocks` and :func:`links_of`
@@ -23,23 +34,28 @@ No CARv2 (index, pragma). Sections are read in every CID profile :mod:`kuro_fs.c
 
 from __future__ import annotations
 
+import contextvars
 import os
+import tempfile
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, Final
 
 from kuro_fs import dagcbor
 from kuro_fs.atomic import write_atomic
-from kuro_fs.blocks import BlockStore, put_block
+from kuro_fs.blocks import BlockStore, open_batch, put_matched
 from kuro_fs.cid import ParsedCID, cid_bytes, decode_binary, matches, parse
 from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.dagpb import decode_uvarint, encode_uvarint
-from kuro_fs.errors import CarError, CorruptBlock, DagCborError, InvalidCID
+from kuro_fs.errors import CarError, DagCborError, InvalidCID
 from kuro_fs.fsdir import HasStoreRoot
 from kuro_fs.unixfs import MissingBlock
 
 __all__ = [
     "MAX_HEADER_BYTES",
     "MAX_SECTION_BYTES",
+    "PUT_RUN",
     "dag_blocks",
     "export_car",
     "import_car",
@@ -50,7 +66,9 @@ __all__ = [
 
 MAX_HEADER_BYTES: Final = 1 << 20
 MAX_SECTION_BYTES: Final = 1 << 28
-_CODEC_BY_CODE: Final = {0x55: "raw", 0x70: "dag-pb", 0x71: "dag-cbor"}
+_READ_BUFFER: Final = 1 << 20
+#: A section as read: its CID (checked against the reading profile), its block (not yet hashed), its offset.
+_Section = tuple[ParsedCID, bytes, int]
 
 
 # ---- links and traversal
@@ -147,13 +165,13 @@ def _exact(stream: IO[bytes], n: int, what: str, offset: int) -> bytes:
     return data
 
 
-def _split_cid(section: bytes, offset: int) -> tuple[str, ParsedCID, bytes]:
-    # The CID at the start of a section (any profile kuro_fs.cid reads); return (cid, parsed, data).
+def _split_cid(section: bytes, offset: int) -> tuple[ParsedCID, bytes]:
+    # The CID at the start of a section (any profile kuro_fs.cid reads); return (parsed, block).
     try:
         parsed, end = decode_binary(section)
     except InvalidCID as exc:
         raise CarError(f"bad CID in section at offset {offset}: {exc}") from exc
-    return str(parsed), parsed, section[end:]
+    return parsed, section[end:]
 
 
 def _read_header(stream: IO[bytes]) -> tuple[list[str], int]:
@@ -180,6 +198,22 @@ def _read_header(stream: IO[bytes]) -> tuple[list[str], int]:
     return [r.cid for r in roots], used + length
 
 
+def _sections(stream: IO[bytes], offset: int) -> Iterator[_Section]:
+    # Every section after the header as (parsed CID, block, offset), its CID checked against the
+    # reading profile but its block NOT hashed: the callers verify (each once, with _check_block).
+    pos = offset
+    while True:
+        got = _read_varint(stream, "section length", pos)
+        if got is None:
+            return
+        length, used = got
+        if length == 0 or length > MAX_SECTION_BYTES:
+            raise CarError(f"section length {length} at offset {pos} out of range (1..{MAX_SECTION_BYTES})")
+        parsed, block = _split_cid(_exact(stream, length, "section", pos + used), pos)
+        yield parsed, block, pos
+        pos += used + length
+
+
 def read_car(stream: IO[bytes]) -> tuple[list[str], Iterator[tuple[str, bytes]]]:
     """Parse a CARv1 ``stream``: the roots now, then ``(cid, block)`` pairs, each verified, lazily.
 
@@ -189,23 +223,12 @@ def read_car(stream: IO[bytes]) -> tuple[list[str], Iterator[tuple[str, bytes]]]
     """
     roots, offset = _read_header(stream)
 
-    def sections() -> Iterator[tuple[str, bytes]]:
-        pos = offset
-        while True:
-            got = _read_varint(stream, "section length", pos)
-            if got is None:
-                return
-            length, used = got
-            if length == 0 or length > MAX_SECTION_BYTES:
-                raise CarError(f"section length {length} at offset {pos} out of range (1..{MAX_SECTION_BYTES})")
-            section = _exact(stream, length, "section", pos + used)
-            cid, parsed, block = _split_cid(section, pos)
-            if not matches(parsed, block):
-                raise CarError(f"block at offset {pos} does not hash to its CID {cid}")
-            yield cid, block
-            pos += used + length
+    def verified() -> Iterator[tuple[str, bytes]]:
+        for parsed, block, pos in _sections(stream, offset):
+            _check_block(parsed, block, pos)
+            yield str(parsed), block
 
-    return roots, sections()
+    return roots, verified()
 
 
 # ---- effects: files
@@ -241,21 +264,77 @@ def export_car(source: BlockStore | HasStoreRoot, root_or_path: str | os.PathLik
     return count
 
 
-def import_car(store: BlockStore, path: str | os.PathLike[str]) -> list[str]:
-    """Verify every block of the CARv1 file at ``path``, then store them all; return its roots.
+def import_car(store: BlockStore, path: str | os.PathLike[str], *, workers: int = 2) -> list[str]:
+    """Store every block of the CARv1 file at ``path``, all or nothing, in one pass; return its roots.
 
-    Two passes over the file: the first checks everything and stores nothing, so a
-    malformed or tampered CAR imports nothing. Raises CarError (see :func:`read_car`).
+    Each block is hashed once, against the CID its section names, and put inside
+    the store's batch: nothing becomes visible until the whole file has checked
+    out, and on any error nothing staged survives (see the module docstring; a
+    store without ``batch()`` is fed from a spool after the check). For a
+    :class:`~kuro_fs.filestore.FileBlockStore` the commit is one sync–rename–sync,
+    not two fsyncs per block; a crash mid-import leaves its staged blocks in an
+    orphaned batch directory that the store never reads and the next batch sweeps.
+    The file is parsed on this thread while ``workers`` threads check and put runs of
+    :data:`PUT_RUN` blocks (creating a file is a system call that releases the GIL);
+    ``store.put`` must then be thread-safe, as for :func:`~kuro_fs.importer.import_path`.
+
+    Raises CarError (see :func:`read_car`); BlockStoreError from the store;
+    ValueError: ``workers`` < 1.
     """
-    with open(path, "rb") as f:
-        roots, sections = read_car(f)
-        for _ in sections:
-            pass
-    with open(path, "rb") as f:
-        _, sections = read_car(f)
-        for cid, block in sections:
-            try:
-                put_block(store, cid, block)
-            except CorruptBlock as exc:
-                raise CarError(f"{path} changed while importing: {exc}") from exc
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    with open(path, "rb", buffering=_READ_BUFFER) as f:
+        roots, offset = _read_header(f)
+        with open_batch(store) as batched:
+            if batched:
+                _put_sections(store, _sections(f, offset), workers)
+                return roots
+        with tempfile.TemporaryFile() as spool:
+            for parsed, block, pos in _sections(f, offset):
+                _check_block(parsed, block, pos)
+                binary = parsed.bytes
+                spool.write(encode_uvarint(len(binary) + len(block)) + binary + block)  # a CAR section
+            spool.seek(0)
+            for parsed, block, _ in _sections(spool, 0):  # the sections just checked, read back
+                put_matched(store, parsed, block)
     return roots
+
+
+#: Blocks per task handed to an :func:`import_car` worker.
+PUT_RUN: Final = 512
+
+
+def _put_run(store: BlockStore, run: Iterable[_Section]) -> None:
+    for parsed, block, pos in run:
+        _check_block(parsed, block, pos)
+        put_matched(store, parsed, block)  # a store mints the name from the bytes just checked: the section's
+
+
+def _put_sections(store: BlockStore, sections: Iterator[_Section], workers: int) -> None:
+    # Hand runs of sections to the workers, each in a copy of this context (so their puts join the
+    # batch), with at most 2 runs per worker in flight; on any error, cancel what has not started.
+    if workers == 1:
+        _put_run(store, sections)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        pending: deque[Future[None]] = deque()
+        try:
+            run: list[_Section] = []
+            for section in sections:
+                run.append(section)
+                if len(run) == PUT_RUN:
+                    pending.append(pool.submit(contextvars.copy_context().run, _put_run, store, run))
+                    run = []
+                    if len(pending) > 2 * workers:
+                        pending.popleft().result()
+            pending.append(pool.submit(contextvars.copy_context().run, _put_run, store, run))
+            while pending:
+                pending.popleft().result()
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def _check_block(parsed: ParsedCID, block: bytes, pos: int) -> None:
+    if not matches(parsed, block):
+        raise CarError(f"block at offset {pos} does not hash to its CID {parsed}")

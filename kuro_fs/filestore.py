@@ -2,23 +2,33 @@
 
 ## The one decision
 A block file exists under its CID's name only once all of its bytes are on disk.
-Every ``put`` writes a private temp file in the block's own fan-out directory,
+A single ``put`` writes a private temp file in the block's own fan-out directory,
 fsyncs it, ``os.replace``-s it onto ``<root>/<shard>/<cid>`` and fsyncs the
-directory. A crash can leave a torn *temp* file behind (``.tmp-…``), never a
-torn block under a valid name, and temp files are invisible to ``get``, ``has``,
-``stats`` and ``iter_cids``. Because the final rename is atomic and every writer
-of one CID writes the same bytes, any number of threads and processes may put
-the same and different blocks at once without a lock.
+directory. Inside ``with store.batch():`` puts are staged whole in a private
+batch directory and made visible together by one sync–rename–sync commit
+(:mod:`kuro_fs.filebatch`): the same rule, paid once per batch instead of twice
+per block. A crash can leave a torn *temp* or *staged* file behind, never a torn
+block under a valid name, and neither is seen by ``get``, ``has``, ``stats`` or
+``iter_cids``. Because the final rename is atomic and every writer of one CID
+writes the same bytes, any number of threads and processes may put the same and
+different blocks at once without a lock.
 
 ``get`` re-hashes what it read (``verify=True``, the default) and raises
 :class:`~kuro_fs.errors.CorruptBlock` naming the CID on a mismatch: disks rot
 and people edit files, and a reader must never be handed bytes that do not match
-the name it asked for.
+the name it asked for. There is no "verified once" memo — a file's metadata
+cannot prove its bytes unchanged (bit rot changes none of it) — so reads are made
+cheap instead: :meth:`FileBlockStore.get_into` reads a block straight into the
+caller's buffer and hashes it there (no copy; the hash is the CID's own, by
+:func:`~kuro_fs.cid.matches`, whose sha2-256 branch comes first), and
+:meth:`FileBlockStore.get_many_into` spreads a whole-file read over threads,
+because ``hashlib`` releases the GIL and hashing is the cost.
 
 A CIDv0 is filed under its CIDv1 (:attr:`~kuro_fs.cid.ParsedCID.key`), so both names reach one
 file; an identity CID is never a file (its bytes are inline in the name). ``put(data, cid=c)`` files
 bytes of any hash :mod:`kuro_fs.cid` reads under ``c``, only after :func:`~kuro_fs.cid.matches` says
-they are that block.
+they are that block. Inside a batch both rules hold unchanged: a block is staged under its key, and
+an identity CID is neither stored nor staged.
 
 The shard is the next-to-last two characters of the CID (go-ipfs flatfs's
 ``next-to-last/2``): the leading characters are the fixed ``bafkrei`` /
@@ -27,51 +37,80 @@ two spread blocks over up to 1024 directories. A CID is parsed before it
 becomes a path, so no name can escape the root.
 
 ## Effects
-Disk only: creates, reads, renames and unlinks files under ``root``. OS errors
-are translated to :class:`~kuro_fs.errors.BlockStoreError` (``from`` the OSError).
+Disk and threads: creates, reads, renames and unlinks files under ``root``. OS
+errors are translated to :class:`~kuro_fs.errors.BlockStoreError` (``from`` the OSError).
 
 ## Not done here
-No cross-process lock, no garbage collection of leftover temp files (they are
-ignored, not swept: sweeping could race a live writer in another process), no
-durability fsync on ``delete``/``drop_cache``, no network.
+No cross-process lock, no garbage collection of leftover single-put temp files
+(they are ignored, not swept: sweeping could race a live writer in another
+process; orphaned batch directories *are* swept, see :mod:`kuro_fs.filebatch`),
+no durability fsync on ``delete``/``drop_cache``, no network.
 """
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import os
-import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
+from typing import Final
 
-from kuro_fs.atomic import TMP_PREFIX, fsync_dir, write_atomic
-from kuro_fs.blocks import DeleteResult, DropResult, PublishResult, StatsResult, block_bytes, publish_blocks
+from kuro_fs.atomic import fsync_dir, write_atomic
+from kuro_fs.blocks import (
+    DeleteResult,
+    DropResult,
+    PublishResult,
+    StatsResult,
+    StoreBatch,
+    active_batch,
+    block_bytes,
+    publish_blocks,
+)
 from kuro_fs.cid import ParsedCID, cid_for, matches, parse
-from kuro_fs.errors import BlockStoreError, CorruptBlock
+from kuro_fs.errors import BlockStoreError, CorruptBlock, MissingBlock
+from kuro_fs.filebatch import BLOCK_NAME, SHARD_NAME, FileBatch, os_failure, shard_of
 from kuro_fs.home import blocks_dir
 
-__all__ = ["FileBlockStore", "default_store", "shard_of"]
+__all__ = ["PARALLEL_READ_BYTES", "FileBlockStore", "ReadRequest", "default_store", "shard_of"]
 
-_TMP_PREFIX = TMP_PREFIX
-_BLOCK_NAME = re.compile(r"b[a-z2-7]{58}|b[a-z2-7]{109}")  # 32-byte digests; 64-byte (sha2-512)
-_SHARD_NAME = re.compile(r"[a-z2-7]{2}")
+_READ_FLAGS: Final = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+#: A :meth:`FileBlockStore.get_many_into` call spreads over threads from this many bytes on.
+PARALLEL_READ_BYTES: Final = 4 << 20
+
+#: One block read into a buffer: ``(cid, out, offset)`` — copy block bytes ``[offset, offset+len(out))`` to ``out``.
+ReadRequest = tuple[str, memoryview, int]
 
 # ---- helpers
 
 
-def shard_of(cid: str) -> str:
-    """The fan-out directory name of ``cid``: its next-to-last two characters.
-
-    >>> shard_of("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku")
-    'yk'
-    """
-    return cid[-3:-1]
-
-
 def _fail(what: str, cid: str, exc: OSError) -> BlockStoreError:
-    return BlockStoreError(f"{what} {cid} failed: {exc.strerror or exc} ({exc.filename or ''})")
+    return os_failure(f"{what} {cid}", exc)
+
+
+def _read_whole(fd: int, size: int) -> bytes:
+    # The file's bytes: one read when it holds the ``size`` bytes fstat said, more if that read
+    # came back short (a huge block, or the file shrank) or the file grew since.
+    data = os.read(fd, size + 1)
+    if len(data) == size:
+        return data
+    rest = [data]
+    while piece := os.read(fd, 1 << 20):
+        rest.append(piece)
+    return b"".join(rest)
+
+
+def _read_into(fd: int, out: memoryview) -> int:
+    done = 0
+    while done < len(out):
+        n = os.readv(fd, [out[done:]])
+        if n == 0:
+            break
+        done += n
+    return done
 
 
 # ---- the store
@@ -89,6 +128,7 @@ class FileBlockStore:
 
     def __init__(self, root_dir: str | os.PathLike[str], *, verify: bool = True) -> None:
         self._root = Path(root_dir)
+        self._root_str = os.fspath(self._root)
         self._verify = verify
         self._closed = False
         try:
@@ -134,10 +174,70 @@ class FileBlockStore:
         if self._closed:
             raise BlockStoreError(f"block store at {self._root} is closed")
 
-    def _locate(self, cid: str) -> tuple[Path, ParsedCID]:
-        parsed = parse(cid)  # raises InvalidCID; after this the name is base32 (or CIDv0 → its CIDv1)
+    def _locate(self, cid: str) -> tuple[str, str, ParsedCID]:
+        # The key the block is filed (and staged) under, its path, and the parsed CID. Raises
+        # InvalidCID; after parsing the key is base32 (a CIDv0 maps to its CIDv1).
+        parsed = parse(cid)
         key = cid if parsed.version == 1 else parsed.key
-        return self._root / shard_of(key) / key, parsed
+        return key, f"{self._root_str}/{shard_of(key)}/{key}", parsed
+
+    def _open(self, cid: str, path: str) -> int | None:
+        try:
+            return os.open(path, _READ_FLAGS)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _fail("get", cid, exc) from exc
+
+    def _fstat_size(self, cid: str, fd: int) -> int:
+        try:
+            return os.fstat(fd).st_size
+        except OSError as exc:
+            os.close(fd)
+            raise _fail("get", cid, exc) from exc
+
+    def _read_checked(self, cid: str, path: str, parsed: ParsedCID, fd: int) -> bytes:
+        # Read the open block file whole, close it, and (with verify) check it against its CID.
+        try:
+            data = _read_whole(fd, os.fstat(fd).st_size)
+        except OSError as exc:
+            raise _fail("get", cid, exc) from exc
+        finally:
+            os.close(fd)
+        if self._verify and not matches(parsed, data):
+            raise CorruptBlock(cid, f"{len(data)} stored bytes at {path} do not hash to this CID")
+        return data
+
+    def _staged(self, cid: str, key: str, path: str, parsed: ParsedCID) -> bytes | None:
+        # A block put in this context's open batch is readable before its commit (checked like any other).
+        batch = active_batch(self)
+        if not isinstance(batch, FileBatch):
+            return None
+        try:
+            data = batch.read_staged(key)
+        except OSError as exc:
+            raise _fail("get", cid, exc) from exc
+        if data is None:  # a commit may have moved it into place since the first look
+            fd = self._open(cid, path)
+            return None if fd is None else self._read_checked(cid, path, parsed, fd)
+        if self._verify and not matches(parsed, data):
+            raise CorruptBlock(cid, f"{len(data)} bytes staged in a batch do not hash to this CID")
+        return data
+
+    # ---- batches
+
+    def batch(self) -> StoreBatch:
+        """A batch of this store: ``with store.batch(): …`` (see :class:`~kuro_fs.blocks.StoreBatch`).
+
+        Puts in it are staged and become visible and durable together when the
+        ``with`` block ends — one sync–rename–sync commit instead of two fsyncs per
+        block — or are deleted if it ends with an error. ``get`` and ``has`` in the
+        batch's context see staged blocks; other contexts see them after the commit.
+        A ``put(data, cid=…)`` is staged the same way (under the CID's key); an
+        identity CID is never staged, as it is never stored.
+        """
+        self._check_open()
+        return FileBatch(self, self._root_str)
 
     # ---- the seven operations
 
@@ -155,12 +255,12 @@ class FileBlockStore:
         bytes-like. Raises BlockStoreError: on an OS failure.
         """
         self._check_open()
-        data = block_bytes(data)
+        data = block_bytes(data)  # the same object for ``bytes``: a copy only of mutable input
         if cid is None:
-            cid = cid_for(data, codec)
-            path = self._root / shard_of(cid) / cid
+            cid = key = cid_for(data, codec)
+            path = f"{self._root_str}/{shard_of(cid)}/{cid}"
         else:
-            path, parsed = self._locate(cid)
+            key, path, parsed = self._locate(cid)
             if not matches(parsed, data):
                 raise CorruptBlock(cid, f"{len(data)} given bytes do not hash to this CID; nothing stored")
             if parsed.hash == "identity":
@@ -168,7 +268,10 @@ class FileBlockStore:
         try:
             if self._present_and_equal(path, data):
                 return cid
-            self._atomic_write(path, data)
+            batch = active_batch(self)
+            if isinstance(batch, FileBatch) and batch.stage(key, data):
+                return cid
+            self._atomic_write(Path(path), data)
         except OSError as exc:
             raise _fail("put", cid, exc) from exc
         return cid
@@ -181,18 +284,93 @@ class FileBlockStore:
         BlockStoreError: on an OS failure other than "no such file".
         """
         self._check_open()
-        path, parsed = self._locate(cid)
+        key, path, parsed = self._locate(cid)
         if parsed.hash == "identity":
             return parsed.digest
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+        fd = self._open(cid, path)
+        if fd is None:
+            return self._staged(cid, key, path, parsed)
+        return self._read_checked(cid, path, parsed, fd)
+
+    def get_into(self, cid: str, out: memoryview, offset: int = 0) -> int | None:
+        """Copy bytes ``[offset, offset+len(out))`` of block ``cid`` into ``out``; return the block's size.
+
+        ``None`` if the block is absent. When the whole block is asked for
+        (``offset == 0`` and ``len(out)`` is its size) it is read straight into
+        ``out`` and hashed there, under the CID's own hash function
+        (:func:`~kuro_fs.cid.matches`); otherwise it is read whole, checked, and the
+        range copied (a block shorter than the range fills only what it has —
+        compare the returned size). With ``verify`` the bytes are always checked
+        before this returns; ``out`` may hold unchecked bytes when it raises.
+
+        Raises CorruptBlock, InvalidCID, BlockStoreError: as :meth:`get`.
+        """
+        self._check_open()
+        key, path, parsed = self._locate(cid)
+        fd = None if parsed.hash == "identity" else self._open(cid, path)
+        if parsed.hash == "identity":
+            block: bytes | None = parsed.digest
+        elif fd is None:
+            block = self._staged(cid, key, path, parsed)
+        elif offset == 0 and self._fstat_size(cid, fd) == len(out):
+            try:
+                got = _read_into(fd, out)
+            except OSError as exc:
+                raise _fail("get", cid, exc) from exc
+            finally:
+                os.close(fd)
+            if got != len(out) or (self._verify and not matches(parsed, out)):
+                raise CorruptBlock(cid, f"stored bytes at {path} changed or do not hash to this CID")
+            return got
+        else:
+            block = self._read_checked(cid, path, parsed, fd)
+        if block is None:
             return None
-        except OSError as exc:
-            raise _fail("get", cid, exc) from exc
-        if self._verify and not matches(parsed, data):
-            raise CorruptBlock(cid, f"{len(data)} stored bytes at {path} do not hash to this CID")
-        return data
+        piece = memoryview(block)[offset : offset + len(out)]
+        out[: len(piece)] = piece
+        return len(block)
+
+    def get_many_into(self, requests: Sequence[ReadRequest]) -> list[int]:
+        """:meth:`get_into` for each request, in order; return each block's size. Every block must exist.
+
+        From :data:`PARALLEL_READ_BYTES` of output on, the requests are split into
+        contiguous runs read on up to 4 threads (hashing releases the GIL), each in a
+        copy of the caller's context so a batch stays visible. A run stops at its
+        first failure, and the failure of the earliest request is the one raised, so
+        the outcome is the one a serial loop would have.
+
+        Raises MissingBlock: a block is absent (the earliest). Raises CorruptBlock,
+        InvalidCID, BlockStoreError: as :meth:`get_into`.
+        """
+        self._check_open()
+        workers = min(4, os.cpu_count() or 1, len(requests))
+        if workers < 2 or sum(len(out) for _, out, _ in requests) < PARALLEL_READ_BYTES:
+            parts = [self._read_run(requests)]
+        else:
+            step = -(-len(requests) // workers)
+            runs = [requests[i : i + step] for i in range(0, len(requests), step)]
+            with ThreadPoolExecutor(workers) as pool:
+                futures = [pool.submit(contextvars.copy_context().run, self._read_run, run) for run in runs]
+                parts = [future.result() for future in futures]
+        sizes: list[int] = []
+        for part in parts:
+            for item in part:
+                if isinstance(item, BaseException):
+                    raise item
+                sizes.append(item)
+        return sizes
+
+    def _read_run(self, run: Sequence[ReadRequest]) -> list[int | BaseException]:
+        done: list[int | BaseException] = []
+        for cid, out, offset in run:
+            try:
+                size = self.get_into(cid, out, offset)
+                done.append(MissingBlock(cid) if size is None else size)
+            except Exception as exc:  # handed back in order; the caller raises the earliest
+                done.append(exc)
+            if not isinstance(done[-1], int):
+                break
+        return done
 
     def has(self, cid: str) -> bool:
         """True if a regular block file exists under ``cid`` (its content is not re-hashed).
@@ -200,13 +378,17 @@ class FileBlockStore:
         Raises InvalidCID: if ``cid`` is malformed. Raises BlockStoreError: on an OS failure.
         """
         self._check_open()
-        path, parsed = self._locate(cid)
+        key, path, parsed = self._locate(cid)
         if parsed.hash == "identity":
             return True
         try:
             mode = os.stat(path).st_mode
         except FileNotFoundError:
-            return False
+            batch = active_batch(self)
+            try:
+                return isinstance(batch, FileBatch) and (batch.has_staged(key) or os.path.isfile(path))
+            except OSError as exc:
+                raise _fail("has", cid, exc) from exc
         except OSError as exc:
             raise _fail("has", cid, exc) from exc
         return stat.S_ISREG(mode)
@@ -217,7 +399,7 @@ class FileBlockStore:
         Raises InvalidCID: if ``cid`` is malformed. Raises BlockStoreError: on a real OS failure.
         """
         self._check_open()
-        path, _ = self._locate(cid)
+        _, path, _ = self._locate(cid)
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -277,7 +459,7 @@ class FileBlockStore:
 
     # ---- private effects
 
-    def _present_and_equal(self, path: Path, data: bytes) -> bool:
+    def _present_and_equal(self, path: str, data: bytes) -> bool:
         try:
             size = os.stat(path).st_size
         except FileNotFoundError:
@@ -287,7 +469,8 @@ class FileBlockStore:
         if not self._verify:
             return True
         try:
-            return path.read_bytes() == data
+            with open(path, "rb", buffering=0) as f:
+                return f.read() == data
         except FileNotFoundError:
             return False
 
@@ -306,7 +489,7 @@ class FileBlockStore:
         except OSError as exc:
             raise BlockStoreError(f"cannot list block store at {self._root}: {exc.strerror or exc}") from exc
         for shard in shards:
-            if not _SHARD_NAME.fullmatch(shard.name) or not shard.is_dir(follow_symlinks=False):
+            if not SHARD_NAME.fullmatch(shard.name) or not shard.is_dir(follow_symlinks=False):
                 continue
             try:
                 entries = list(os.scandir(shard.path))
@@ -318,7 +501,7 @@ class FileBlockStore:
                 raise BlockStoreError(f"cannot list {shard.path}: {exc.strerror or exc}") from exc
             for entry in entries:
                 if (
-                    _BLOCK_NAME.fullmatch(entry.name)
+                    BLOCK_NAME.fullmatch(entry.name)
                     and shard_of(entry.name) == shard.name
                     and entry.is_file(follow_symlinks=False)
                 ):

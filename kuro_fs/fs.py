@@ -59,6 +59,7 @@ from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import parse
 from kuro_fs.dircache import DirCache
 from kuro_fs.errors import CorruptBlock, DagCborError, DagPbError, InvalidCID
+from kuro_fs.fileread import read_bytes
 from kuro_fs.fsdir import (
     DIR_TYPE,
     DirLayout,
@@ -72,7 +73,7 @@ from kuro_fs.fsdir import (
     write_dir,
 )
 from kuro_fs.paths import clean_path, join_path, names_a_directory
-from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, MissingBlock, file_root_info, iter_file
+from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, MissingBlock, file_root_info
 from kuro_fs.unixfs import write_file as _write_file
 
 __all__ = [
@@ -350,7 +351,7 @@ class Fs:
         # The directory entry's size and the file DAG must agree, or the answer could be wrong
         # (e.g. bytes past the size the directory names): a disagreement is block-missing.
         try:
-            data = b"".join(iter_file(self.store.get, entry.cid, offset, length, size=entry.size))
+            data = read_bytes(self.store, entry.cid, offset, length, size=entry.size)
             if length == 0 and file_root_info(self.store.get, entry.cid).size != entry.size:
                 raise Refusal("block-missing", cid=entry.cid)  # an empty range fetched nothing: check the root
         except DagPbError as exc:

@@ -18,6 +18,12 @@ it is given), in batches of :data:`BATCH_BYTES`, so a 1 GiB file is never read
 into memory at once; :func:`import_stream` does the same for any binary stream
 through one reused buffer.
 
+Every import runs inside the store's batch (:func:`~kuro_fs.blocks.open_batch`),
+with the workers in copies of that context: a durable store then syncs once for
+the whole import instead of twice per block, and an import that fails (a file
+that shrank, a symlink met half-way through a tree) leaves none of its blocks
+visible. A store without ``batch()`` gets ordinary puts.
+
 ``store.put`` must tolerate calls from several threads at once; both in-tree stores
 (:class:`~kuro_fs.blocks.MemoryBlockStore`, :class:`~kuro_fs.filestore.FileBlockStore`)
 are. Pass ``workers=1`` for a store that is not.
@@ -32,15 +38,16 @@ no mode/mtime, no rabin chunking.
 
 from __future__ import annotations
 
+import contextvars
+import errno
 import hashlib
 import os
 import stat
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
-from kuro_fs.blocks import BlockStore
+from kuro_fs.blocks import BlockStore, open_batch
 from kuro_fs.cid import cid_for, cid_from_digest
 from kuro_fs.errors import KuroFsError
 from kuro_fs.fsdir import Entry, write_dir
@@ -53,14 +60,22 @@ __all__ = ["BATCH_BYTES", "file_cid", "import_bytes", "import_file", "import_pat
 BATCH_BYTES: Final = 16 << 20
 
 
-def _put_all(
-    put: Callable[[memoryview], str], views: Sequence[memoryview], workers: int, pool: ThreadPoolExecutor | None
-) -> list[str]:
-    if pool is None or workers <= 1 or len(views) < 2:
-        return [put(view) for view in views]
-    step = -(-len(views) // workers)
-    runs = [views[i : i + step] for i in range(0, len(views), step)]
-    return [cid for part in pool.map(lambda run: [put(view) for view in run], runs) for cid in part]
+_T = TypeVar("_T")
+
+
+def _put_all(put: Callable[[_T], str], items: Sequence[_T], workers: int, pool: ThreadPoolExecutor | None) -> list[str]:
+    # ``put`` over contiguous runs of ``items`` on the pool; each run in a copy of this context,
+    # so the workers' puts join the store batch the caller opened.
+    if pool is None or workers <= 1 or len(items) < 2:
+        return [put(item) for item in items]
+    step = -(-len(items) // workers)
+    runs = [items[i : i + step] for i in range(0, len(items), step)]
+    futures = [pool.submit(contextvars.copy_context().run, _put_run, put, run) for run in runs]
+    return [cid for future in futures for cid in future.result()]
+
+
+def _put_run(put: Callable[[_T], str], run: Sequence[_T]) -> list[str]:
+    return [put(item) for item in run]
 
 
 def _store_put(store: BlockStore) -> Callable[[memoryview], str]:
@@ -95,16 +110,17 @@ def import_file(
     """Import ``data`` as a UnixFS file; return its :class:`~kuro_fs.unixfs.FileRoot` (cid, size, tsize)."""
     _check(chunk_size, width, workers)
     view = memoryview(data).cast("B")
-    if len(view) <= chunk_size:
-        cid = store.put(data if type(data) is bytes else bytes(view), "raw")  # an exact bytes is kept, not copied
-        return FileRoot(cid, len(view), len(view))
-    views = [view[i : i + chunk_size] for i in range(0, len(view), chunk_size)]
-    layout = BalancedLayout(store.put, width)
-    with ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
-        cids = _put_all(_store_put(store), views, workers, pool)
-    for cid, chunk in zip(cids, views, strict=True):
-        layout.add_leaf(cid, len(chunk))
-    return layout.finish()
+    with open_batch(store):
+        if len(view) <= chunk_size:
+            cid = store.put(data if type(data) is bytes else bytes(view), "raw")  # an exact bytes is kept
+            return FileRoot(cid, len(view), len(view))
+        views = [view[i : i + chunk_size] for i in range(0, len(view), chunk_size)]
+        layout = BalancedLayout(store.put, width)
+        with ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
+            cids = _put_all(_store_put(store), views, workers, pool)
+        for cid, chunk in zip(cids, views, strict=True):
+            layout.add_leaf(cid, len(chunk))
+        return layout.finish()
 
 
 def import_bytes(
@@ -186,7 +202,7 @@ def import_stream(
     whole = memoryview(buf)
     layout = BalancedLayout(store.put, width)
     total = 0
-    with ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
+    with open_batch(store), ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
         while True:
             filled = 0
             while filled < per_batch:
@@ -205,14 +221,27 @@ def import_stream(
     return layout.finish()
 
 
+_OPEN_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
 def _import_regular_file(
-    store: BlockStore, path: Path, chunk_size: int, width: int, workers: int, batch_bytes: int = BATCH_BYTES
+    store: BlockStore, path: str, chunk_size: int, width: int, workers: int, batch_bytes: int = BATCH_BYTES
 ) -> FileRoot:
     # Each worker ``pread``s its own chunks: the read copies into a fresh bytes object with the GIL
     # released, and the store keeps that object as is, so no chunk is copied under the GIL.
-    with open(path, "rb", buffering=0) as f:
-        fd = f.fileno()
-        size = os.fstat(fd).st_size
+    # Opened without following a symlink and without blocking on a FIFO; what was opened is checked
+    # with fstat, so a file swapped for something else after the listing is refused, not read.
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _refuse(path, "symlinks and special files are not imported") from exc
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _refuse(path, "symlinks and special files are not imported")
+        size = info.st_size
         if size <= chunk_size:
             data = os.pread(fd, chunk_size + 1, 0)
             if len(data) != size:
@@ -232,37 +261,32 @@ def _import_regular_file(
         with ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
             for start in range(0, len(offsets), per_batch):
                 batch = offsets[start : start + per_batch]
-                step = -(-len(batch) // workers)
-                runs = [batch[i : i + step] for i in range(0, len(batch), step)]
-                if pool is None or len(runs) < 2:
-                    cids = [put_chunk(o) for o in batch]
-                else:
-                    cids = [c for run in pool.map(lambda r: [put_chunk(o) for o in r], runs) for c in run]
-                for cid, offset in zip(cids, batch, strict=True):
+                for cid, offset in zip(_put_all(put_chunk, batch, workers, pool), batch, strict=True):
                     layout.add_leaf(cid, min(chunk_size, size - offset))
         return layout.finish()
+    finally:
+        os.close(fd)
 
 
-def _refuse(path: Path, why: str) -> KuroFsError:
-    return KuroFsError(f"cannot import {path}: {why}")
+def _refuse(path: str | os.PathLike[str], why: str) -> KuroFsError:
+    return KuroFsError(f"cannot import {os.fspath(path)}: {why}")
 
 
-def _import_dir(store: BlockStore, path: Path, chunk_size: int, width: int, workers: int, batch_bytes: int) -> str:
+def _import_dir(store: BlockStore, path: str, chunk_size: int, width: int, workers: int, batch_bytes: int) -> str:
     entries: dict[str, Entry] = {}
     with os.scandir(path) as listing:
         items = sorted(listing, key=lambda e: e.name)
     for item in items:
         name = item.name
         if clean_path(name) != (name,):
-            raise _refuse(Path(item.path), "the name cannot be a kuro.fs entry (not UTF-8, or too long)")
-        mode = item.stat(follow_symlinks=False).st_mode
-        if stat.S_ISDIR(mode):
-            entries[name] = Entry(_import_dir(store, Path(item.path), chunk_size, width, workers, batch_bytes), 0)
-        elif stat.S_ISREG(mode):
-            froot = _import_regular_file(store, Path(item.path), chunk_size, width, workers, batch_bytes)
+            raise _refuse(item.path, "the name cannot be a kuro.fs entry (not UTF-8, or too long)")
+        if item.is_dir(follow_symlinks=False):
+            entries[name] = Entry(_import_dir(store, item.path, chunk_size, width, workers, batch_bytes), 0)
+        elif item.is_file(follow_symlinks=False):
+            froot = _import_regular_file(store, item.path, chunk_size, width, workers, batch_bytes)
             entries[name] = Entry(froot.cid, froot.size)
         else:
-            raise _refuse(Path(item.path), "symlinks and special files are not imported")
+            raise _refuse(item.path, "symlinks and special files are not imported")
     return write_dir(store, entries)
 
 
@@ -280,10 +304,11 @@ def import_path(
     Raises KuroFsError: a symlink, special file or unnameable entry; OSError from the filesystem.
     """
     _check(chunk_size, width, workers)
-    where = Path(path)
+    where = os.fspath(path)
     mode = os.stat(where, follow_symlinks=False).st_mode
-    if stat.S_ISDIR(mode):
-        return _import_dir(store, where, chunk_size, width, workers, batch_bytes)
-    if not stat.S_ISREG(mode):
+    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
         raise _refuse(where, "symlinks and special files are not imported")
-    return _import_regular_file(store, where, chunk_size, width, workers, batch_bytes).cid
+    with open_batch(store):
+        if stat.S_ISDIR(mode):
+            return _import_dir(store, where, chunk_size, width, workers, batch_bytes)
+        return _import_regular_file(store, where, chunk_size, width, workers, batch_bytes).cid

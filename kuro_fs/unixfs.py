@@ -11,7 +11,8 @@ is one empty chunk; a trailing group of one child still gets its own parent;
 is their sum; Tsize is the cumulative block bytes below a link.
 
 Reading walks the same tree through ``blocksizes``: :func:`iter_file` with an
-offset and length fetches only the blocks that overlap the range. A tree that
+offset and length fetches only the blocks that overlap the range
+(:mod:`kuro_fs.fileread` reads a file or a range into one buffer). A tree that
 does not add up (blocksizes vs links vs leaf lengths) is corrupt:
 :class:`~kuro_fs.errors.DagPbError`. A block the store lacks is
 :class:`MissingBlock`, carrying the CID, so :mod:`kuro_fs.fs` can deny with
@@ -30,14 +31,13 @@ trickle layout, no mode/mtime metadata on write, no symlinks.
 
 from __future__ import annotations
 
-import base64
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Final, NamedTuple, Protocol
+from typing import Final, NamedTuple
 
-from kuro_fs.cid import cid_from_bytes, parse
+from kuro_fs.cid import cid_from_bytes, format_binary, parse
 from kuro_fs.dagpb import PBLink, PBNode, decode_uvarint, encode_uvarint
 from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.dagpb import encode as encode_pb
@@ -54,6 +54,7 @@ __all__ = [
     "MissingBlock",
     "NodeType",
     "Put",
+    "Run",
     "UnixFSData",
     "chunks",
     "decode_data",
@@ -62,8 +63,8 @@ __all__ = [
     "file_root_info",
     "iter_file",
     "iter_leaves",
-    "read_file",
-    "read_range",
+    "leaf_size_error",
+    "walk_file",
     "write_file",
 ]
 
@@ -204,8 +205,8 @@ class FileRoot(NamedTuple):
 
 
 def _cid_bin(cid: str) -> bytes:
-    # Fast binary form of a CID this process minted (59-char base32 of 36 bytes).
-    return base64.b32decode(cid[1:].upper() + "======")
+    # The binary form of a CID this process minted (parse is memoised and fast for canonical strings).
+    return parse(cid).bytes
 
 
 @dataclass(slots=True)
@@ -288,7 +289,7 @@ def _link_cid(binary: bytes) -> str:
 
 
 def _cid_str(binary: bytes) -> str:
-    return "b" + base64.b32encode(binary).decode("ascii").rstrip("=").lower()
+    return format_binary(binary)  # a link's bytes, checked when the CID is used
 
 
 def chunks(data: bytes | memoryview, chunk_size: int) -> Iterator[memoryview]:
@@ -362,28 +363,42 @@ def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _iter(get: Get, cid: str, expect: int | None, lo: int, hi: int | None, depth: int) -> Iterator[bytes | memoryview]:
-    # lo/hi are relative to the start of this subtree; hi None = to the end.
+class Run(NamedTuple):
+    """One run of a file's bytes, in order: ``data`` from a File node, or bytes ``[lo, hi)`` of a raw leaf.
+
+    For a leaf, ``cid`` names it and ``size`` is its length as its parent says
+    (None for a file that is one raw leaf: nothing says); ``hi`` None means to its end.
+    For data carried by a File node, ``cid`` is None and ``data`` holds the bytes.
+    """
+
+    cid: str | None
+    data: bytes
+    size: int | None
+    lo: int
+    hi: int | None
+
+
+def walk_file(get: Get, cid: str, expect: int | None, lo: int, hi: int | None, depth: int = 0) -> Iterator[Run]:
+    """The runs that make bytes ``[lo, hi)`` of file ``cid``, lazily; reads File nodes, never a raw leaf.
+
+    Checks every File node on the way (sizes add up, the depth cap) as
+    :func:`iter_file` does; a raw leaf's length is for the reader to check
+    against ``Run.size``. Raises MissingBlock, DagPbError.
+    """
     if hi is not None and hi <= lo:
         return
     if depth > MAX_FILE_DEPTH:
         raise DagPbError(f"file tree deeper than {MAX_FILE_DEPTH} levels at {cid}")
-    block = _get(get, cid)
     if _codec_is(cid, "bafkrei", "raw"):  # raw leaf: the block is the bytes
-        if expect is not None and len(block) != expect:
-            raise DagPbError(f"raw leaf {cid} is {len(block)} bytes, its parent says {expect}")
-        if lo == 0 and (hi is None or hi >= len(block)):
-            yield block
-        elif lo < len(block):
-            yield memoryview(block)[lo:hi]
+        yield Run(cid, b"", expect, lo, hi)
         return
-    node, meta = _file_node(block, cid)
+    node, meta = _file_node(_get(get, cid), cid)
     own = meta.data or b""
     total = len(own) + sum(meta.blocksizes)
     if expect is not None and total != expect:
         raise DagPbError(f"file node {cid} covers {total} bytes, its parent says {expect}")
     if own and lo < len(own):
-        yield own[lo:hi]
+        yield Run(None, own[lo:hi], None, 0, None)
     start = len(own)
     for link, size in zip(node.links, meta.blocksizes, strict=True):
         stop = start + size
@@ -391,8 +406,28 @@ def _iter(get: Get, cid: str, expect: int | None, lo: int, hi: int | None, depth
             break
         if stop > lo:
             sub_hi = None if hi is None or hi >= stop else hi - start
-            yield from _iter(get, _link_cid(link.hash), size, max(lo - start, 0), sub_hi, depth + 1)
+            yield from walk_file(get, _link_cid(link.hash), size, max(lo - start, 0), sub_hi, depth + 1)
         start = stop
+
+
+def leaf_size_error(cid: str, actual: int, expect: int) -> DagPbError:
+    """The error for a raw leaf whose length is not the one its parent names."""
+    return DagPbError(f"raw leaf {cid} is {actual} bytes, its parent says {expect}")
+
+
+def _iter(get: Get, cid: str, expect: int | None, lo: int, hi: int | None, depth: int) -> Iterator[bytes | memoryview]:
+    # lo/hi are relative to the start of this subtree; hi None = to the end.
+    for run in walk_file(get, cid, expect, lo, hi, depth):
+        if run.cid is None:
+            yield run.data
+            continue
+        block = _get(get, run.cid)
+        if run.size is not None and len(block) != run.size:
+            raise leaf_size_error(run.cid, len(block), run.size)
+        if run.lo == 0 and (run.hi is None or run.hi >= len(block)):
+            yield block
+        elif run.lo < len(block):
+            yield memoryview(block)[run.lo : run.hi]
 
 
 def iter_leaves(get: Get, cid: str) -> Iterator[tuple[int, str, int]]:
@@ -408,7 +443,7 @@ def iter_leaves(get: Get, cid: str) -> Iterator[tuple[int, str, int]]:
         here, offset, expect, depth = stack.pop()
         if depth > MAX_FILE_DEPTH:
             raise DagPbError(f"file tree deeper than {MAX_FILE_DEPTH} levels at {here}")
-        if here.startswith("bafkrei"):
+        if _codec_is(here, "bafkrei", "raw"):
             if expect is None:
                 expect = len(_get(get, here))
             yield offset, here, expect
@@ -420,7 +455,7 @@ def iter_leaves(get: Get, cid: str) -> Iterator[tuple[int, str, int]]:
         children = []
         start = offset + own
         for link, size in zip(node.links, meta.blocksizes, strict=True):
-            children.append((_cid_str(link.hash), start, size, depth + 1))
+            children.append((_link_cid(link.hash), start, size, depth + 1))
             start += size
         stack.extend(reversed(children))
 
@@ -460,30 +495,3 @@ def directory_node(entries: Iterable[tuple[str, str, int]]) -> tuple[bytes, int]
     links = tuple(PBLink.to(cid, name, tsize) for _, name, cid, tsize in items)
     block = encode_pb(PBNode(links, encode_data(UnixFSData(NodeType.DIRECTORY))))
     return block, len(block) + sum(link.tsize for link in links)
-
-
-# ---- store-level reads (the public API's read_file / read_range)
-
-
-class _HasGet(Protocol):
-    def get(self, cid: str) -> bytes | None: ...
-
-
-def read_file(store: _HasGet, cid: str) -> bytes:
-    """The whole content of the UnixFS file ``cid`` in ``store``.
-
-    Raises MissingBlock, DagPbError (malformed tree), CorruptBlock (from the store), InvalidCID.
-    """
-    parse(cid)
-    return b"".join(iter_file(store.get, cid))
-
-
-def read_range(store: _HasGet, cid: str, offset: int, length: int) -> bytes:
-    """Bytes ``[offset, offset+length)`` of the file ``cid``, fetching only the blocks that overlap.
-
-    Raises ValueError: an offset or length that is not a non-negative int; otherwise as :func:`read_file`.
-    """
-    parse(cid)
-    if not _is_count(length):  # iter_file reads None as "to the end"; a range has a length
-        raise ValueError(f"length must be a non-negative int, got {length!r}")
-    return b"".join(iter_file(store.get, cid, offset, length))

@@ -33,6 +33,7 @@ OTHER_PURE_MODULES = [
     "kuro_fs/dagcbor.py",
     "kuro_fs/dagpb.py",
     "kuro_fs/unixfs.py",
+    "kuro_fs/fileread.py",
     "kuro_fs/paths.py",
     "kuro_fs/fs.py",
     "kuro_fs/fsdir.py",

@@ -10,9 +10,9 @@ Figures and their anchors (what each ratio divides):
 * warm guest invocation with a full receipt ÷ raw wasmtime-py doing Store + instantiate + call of the
   same precompiled module (goal ≤ 2×), and ÷ Extism's Python SDK (a new plugin from a compiled one
   + call, and a new plugin from bytes + call) when ``extism`` is importable;
-* UnixFS import of a 256 MiB file (CID only, memory store) ÷ ``hashlib.sha256`` of the same bytes
-  (goal ≤ 1.3×), and ÷ the JavaScript ``ipfs-unixfs-importer`` (``node tools/unixfs_ref.mjs``, its
-  process time minus an empty request's) when node and ``tools/node_modules`` exist;
+* UnixFS import of a 256 MiB file (CID only, memory store, 2 threads) ÷ ``pread`` + ``hashlib.sha256``
+  of the same chunks on 2 threads (goal ≤ 1.3×), and ÷ the JavaScript ``ipfs-unixfs-importer``
+  (``node tools/unixfs_ref.mjs``, its process time minus an empty request's) when node and ``tools/node_modules`` exist;
 * reading the file back from the memory store into one buffer (GB/s) ÷ one in-memory copy of it, and streaming
   it back through a reused 1 MiB window (GB/s; goal ≥ 1 GB/s) ÷ the same copy of the source bytes;
 * guest ``fs_read`` of a 64 MiB file through the capability gate (GB/s; goal ≥ 1 GB/s) ÷ ``Fs.read``
@@ -48,7 +48,10 @@ Figures and their anchors (what each ratio divides):
   call making two host calls (goal ≤ 1.5×), ``list<u8>`` host → guest (``fs.read``) at 64 KiB and 16 MiB and
   both ways (``fs.read`` + ``output.write``) at 64 KiB and 2 MiB in a full run (goal ≥ 100 MB/s), and a cached
   load of the componentize-py guest from the disk cache (goal ≤ 5 ms; ``--quick`` loads the small WAT
-  component instead).
+  component instead);
+* the block store (``tools/bench_store.py``): import into the memory and the disk store ÷ same-thread
+  hashing, the disk store ÷ ``cp`` + fsync and ``cp -r`` + sync, verified read-back ÷ a plain file read,
+  ``import_car`` of a million four-byte blocks, and the peak memory of ``Fs.read`` ÷ the file size.
 
 The host measurements (invocation, fs_read, deadline, cache) are the functions of
 ``tools/bench_host.py``, called here and set beside their anchors; this file adds the import
@@ -61,7 +64,6 @@ No figure here is asserted by a test (timed tests flake); the README quotes this
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
@@ -82,6 +84,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import bench_calls  # noqa: E402  (tools/bench_calls.py: per-call costs, interleaved, CPU and wall)
 import bench_host  # noqa: E402  (tools/bench_host.py: the host helper's measurements, folded in here)
+import bench_store  # noqa: E402  (tools/bench_store.py: the block store's measurements)
 import bench_workers  # noqa: E402  (tools/bench_workers.py: the worker-process backend beside the in-process one)
 import wasmtime  # noqa: E402
 
@@ -310,14 +313,8 @@ def bench_import(tmp: Path, quick: bool) -> tuple[list[Row], Path]:
             f.write(os.urandom(MiB))
     label = f"{size // MiB} MiB"
 
-    def sha256_file() -> str:
-        digest = hashlib.sha256()
-        buf = bytearray(16 * MiB)
-        view = memoryview(buf)
-        with open(path, "rb", buffering=0) as f:
-            while n := f.readinto(buf):
-                digest.update(view[:n])
-        return digest.hexdigest()
+    def sha256_chunks() -> None:  # like with like: the import hashes the same chunks on 2 threads
+        bench_store.hash_chunks(path, 2)
 
     store_box: dict[str, Any] = {}
 
@@ -326,10 +323,10 @@ def bench_import(tmp: Path, quick: bool) -> tuple[list[Row], Path]:
         store_box["cid"] = import_path(store, path)
         store_box["store"] = store
 
-    sha = _best(sha256_file, repeat)
-    ours = _best(kuro_import, repeat)
-    rows = [_row(f"import {label} (CID, memory store)", ours, "s", "hashlib.sha256 of the same bytes", sha,
-                 goal="≤ 1.3×")]  # fmt: skip
+    ours, sha = bench_store.interleaved(lambda: bench_store._timed(kuro_import),
+                                        lambda: bench_store._timed(sha256_chunks), repeat)  # fmt: skip
+    rows = [_row(f"import {label} (CID, memory store, 2 threads)", ours, "s",
+                 "pread + sha256 of the same chunks, 2 threads", sha, goal="≤ 1.3×")]  # fmt: skip
     rows.append(_bench_js_import(path, ours, label, store_box["cid"]))
 
     store, cid = store_box["store"], store_box["cid"]
@@ -808,6 +805,13 @@ def bench_dirs(tmp: Path, quick: bool) -> list[Row]:
     ]  # fmt: skip
 
 
+# ---- 8. the block store (tools/bench_store.py measures; the rows are made here)
+
+
+def bench_block_store(tmp: Path, quick: bool, car_blocks: int | None = None) -> list[Row]:
+    return [_row(**fields) for fields in bench_store.bench_all(tmp, quick, car_blocks)]
+
+
 # ---- output
 
 
@@ -1093,6 +1097,7 @@ SECTIONS = (
     "components",
     "workers",
     "batch",
+    "store",
 )
 
 
@@ -1101,6 +1106,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes and few samples (a smoke run)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     parser.add_argument("--only", choices=SECTIONS, action="append", help="run only these sections (repeatable)")
+    parser.add_argument(
+        "--car-blocks", type=int, metavar="N", help="blocks in the import_car figure (default 1,000,000)"
+    )
     args = parser.parse_args(argv)
     wanted = args.only or list(SECTIONS)
     facts = machine()
@@ -1144,6 +1152,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_batch(tmp, args.quick)
         if "workers" in wanted:
             rows += bench_worker_processes(args.quick)
+        if "store" in wanted:
+            rows += bench_block_store(tmp, args.quick, args.car_blocks)
     facts["load_average_end"] = os.getloadavg()
     print(table(rows))
     print(f"load average (1, 5, 15 min): at start {_loads(facts['load_average_start'])}, "

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from kuro_fs.atomic import TMP_PREFIX, write_atomic
+from kuro_fs.atomic import TMP_PREFIX, start_writeback, sync_filesystem, write_atomic
 
 
 def test_bytes_land_under_the_final_name(tmp_path: Path) -> None:
@@ -51,3 +53,37 @@ def test_the_mode_is_applied_to_the_new_file(tmp_path: Path) -> None:
     target = tmp_path / "secret"
     write_atomic(target, b"k", mode=0o600)
     assert target.stat().st_mode & 0o777 == 0o600
+
+
+# ---- the batch primitives
+
+
+def test_sync_filesystem_syncs_or_says_it_cannot(tmp_path: Path) -> None:
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        assert sync_filesystem(fd) in (True, False)  # False only where there is no error-reporting syncfs
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="syncfs is Linux's")
+def test_a_failed_sync_is_an_os_error_not_a_silent_success(tmp_path: Path) -> None:
+    fd = os.open(tmp_path, os.O_RDONLY)
+    can = sync_filesystem(fd)
+    os.close(fd)
+    if not can:
+        pytest.skip("this kernel has no syncfs that reports errors")
+    with pytest.raises(OSError):
+        sync_filesystem(fd)  # closed: EBADF
+
+
+def test_start_writeback_is_only_a_hint(tmp_path: Path) -> None:
+    target = tmp_path / "x.bin"
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT)
+    try:
+        os.write(fd, b"x" * 100_000)
+        start_writeback(fd)
+    finally:
+        os.close(fd)
+    start_writeback(fd)  # even a closed descriptor: nothing raised, nothing promised
+    assert target.read_bytes() == b"x" * 100_000

@@ -21,11 +21,13 @@ from kuro_fs.cid import (
     CODECS,
     HASHES,
     ParsedCID,
+    _decode_canonical,
     cid_bytes,
     cid_for,
     cid_from_bytes,
     cid_from_digest,
     decode_binary,
+    format_binary,
     matches,
     parse,
     parse_cid,
@@ -343,3 +345,39 @@ def test_binary_and_string_forms_round_trip(digest: bytes, codec: str) -> None:
     cid = cid_from_digest(digest, codec)
     assert cid_from_bytes(cid_bytes(cid)) == cid
     assert parse(cid).digest == digest
+
+
+# ---- the fast base32 paths agree with the library
+
+
+@given(st.binary(min_size=36, max_size=36))
+def test_the_table_driven_base32_is_base64s(binary: bytes) -> None:
+    text = format_binary(binary)
+    assert text == "b" + base64.b32encode(binary).decode("ascii").rstrip("=").lower()
+    assert _decode_canonical(text) == binary
+
+
+@given(st.binary(max_size=40).filter(lambda b: len(b) != 36))
+def test_other_lengths_take_the_library_path(binary: bytes) -> None:
+    assert format_binary(binary) == "b" + base64.b32encode(binary).decode("ascii").rstrip("=").lower()
+
+
+def test_a_canonical_looking_string_with_nonzero_spare_bits_is_refused() -> None:
+    good = raw_cid(b"hello")
+    spare = "abcdefghijklmnopqrstuvwxyz234567".index(good[-1])
+    bad = good[:-1] + "abcdefghijklmnopqrstuvwxyz234567"[spare | 1]
+    with pytest.raises(InvalidCID):
+        parse_cid(bad)
+
+
+@given(st.binary(min_size=32, max_size=32), st.sampled_from(sorted(CODECS)), st.binary(max_size=8))
+def test_the_binary_fast_path_reads_what_the_string_parser_reads(digest: bytes, codec: str, tail: bytes) -> None:
+    # decode_binary takes the 36-byte minting profile without varints (every section of a CAR kuro
+    # wrote); the string parse of the same CID is the reference.
+    cid = cid_from_digest(digest, codec)
+    assert decode_binary(cid_bytes(cid) + tail) == (parse(cid), 36)
+
+
+def test_a_binary_cid_cut_short_of_its_digest_is_refused_not_read_fast() -> None:
+    with pytest.raises(InvalidCID, match="truncated"):
+        decode_binary(cid_bytes(raw_cid(b"hello"))[:35])

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.extents import SparseFile
-from kuro_fs.unixfs import read_file, write_file
+from kuro_fs.fileread import read_file
+from kuro_fs.unixfs import write_file
 
 
 class CountingStore(MemoryBlockStore):

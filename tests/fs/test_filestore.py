@@ -7,6 +7,7 @@ Bad input and failure paths first.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import random
@@ -425,3 +426,25 @@ def test_four_processes_writing_overlapping_blocks_leave_only_whole_blocks(tmp_p
     with FileBlockStore(root) as store:
         assert store.stats() == {"blocks": len(expected), "bytes": sum(map(len, expected.values()))}
         assert store.publish(list(expected)) == {"published": len(expected), "rejected": [], "reasons": {}}
+
+
+# ---- error messages
+
+
+def test_an_os_error_that_names_no_file_leaves_no_empty_brackets(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")  # as the kernel reports a failed flush: no file name
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(BlockStoreError) as info:
+        file_store.put(b"hello")
+    monkeypatch.undo()
+    assert str(info.value) == f"put {HELLO} failed: Input/output error"
+    assert file_store.get(HELLO) is None
+
+
+def test_an_os_error_that_names_a_file_says_which(blocked: FileBlockStore) -> None:
+    with pytest.raises(BlockStoreError, match=rf"^put {HELLO} failed: \w[^(]* \({blocked.root}/\S+\)$"):
+        blocked.put(b"hello")

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import cid_for
 from kuro_fs.errors import KuroFsError
+from kuro_fs.fileread import read_file
 from kuro_fs.fs import Fs
 from kuro_fs.importer import file_cid, import_bytes, import_file, import_path, import_stream
-from kuro_fs.unixfs import read_file, write_file
+from kuro_fs.unixfs import write_file
 
 
 class RecordingStream(io.RawIOBase):

@@ -1,11 +1,13 @@
 """The stores and CAR reader read real IPFS data: CIDv0, identity, sha2-512 and blake3 (issue 17).
 
-kuro.fs still mints CIDv1 sha2-256 only; these are names it reads and files blocks under.
+kuro.fs still mints CIDv1 sha2-256 only; these are names it reads and files blocks under. The block
+store's batches, in-place reads and one-pass ``import_car`` (issue 12) keep every rule here.
 Vectors: tests/vectors/cids.json ``readable``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import io
 import json
@@ -14,12 +16,18 @@ from typing import Any
 
 import blake3
 import pytest
+from fshelpers import PlainStore
 
 from kuro_fs.blocks import BlockStore, MemoryBlockStore, put_block
 from kuro_fs.car import import_car, read_car, write_car
-from kuro_fs.cid import cid_for, parse
-from kuro_fs.errors import BlockStoreError, CorruptBlock, InvalidCID
-from kuro_fs.filestore import FileBlockStore
+from kuro_fs.cid import ParsedCID, cid_for, parse
+from kuro_fs.dagpb import PBLink, PBNode
+from kuro_fs.dagpb import encode as encode_pb
+from kuro_fs.errors import BlockStoreError, CarError, CorruptBlock, InvalidCID
+from kuro_fs.fileread import read_bytes, read_into, read_range
+from kuro_fs.filestore import PARALLEL_READ_BYTES, FileBlockStore
+from kuro_fs.fs import Fs
+from kuro_fs.unixfs import NodeType, UnixFSData, encode_data, iter_file, iter_leaves
 
 VECTORS: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parent.parent / "vectors" / "cids.json").read_text(encoding="utf-8")
@@ -121,3 +129,106 @@ def _b32(data: bytes) -> str:
     import base64
 
     return base64.b32encode(data).decode().rstrip("=").lower()
+
+
+# ---- the block store's batches, in-place reads and one-pass import keep the reading profile
+
+
+def _leaf_cids(a: bytes, b: bytes) -> tuple[str, str]:
+    return (
+        "b" + _b32(bytes([1, 0x55, 0x1E, 0x20]) + blake3.blake3(a).digest()),
+        "b" + _b32(bytes([1, 0x55, 0x13, 0x40]) + hashlib.sha512(b).digest()),
+    )
+
+
+def test_a_batch_files_foreign_names_under_their_keys_and_never_stages_an_identity_block(store: BlockStore) -> None:
+    empty_dir = bytes.fromhex("0a020801")
+    named = [(SHA512, HELLO), (BLAKE3, HELLO), (EMPTY_DIR_V0, empty_dir), (IDENTITY, HELLO)]
+    outside = contextvars.copy_context()  # a context the batch is not active in
+    with store.batch():  # type: ignore[attr-defined]
+        for cid, data in named:
+            assert put_block(store, cid, data) == cid
+            assert store.has(cid) and store.get(cid) == data  # staged blocks are readable in the batch
+            assert outside.run(store.has, cid) is (cid == IDENTITY)  # and nowhere else yet
+        with pytest.raises(CorruptBlock, match="nothing stored"):
+            store.put(b"not hello", "raw", cid=SHA512)  # type: ignore[call-arg]
+    assert store.stats() == {"blocks": 3, "bytes": 14}  # identity is never a block
+    assert all(store.get(cid) == data for cid, data in named)
+    assert store.has(READABLE["sha2-256-v0"]["key"])  # the CIDv0 was filed under its CIDv1
+
+
+def test_a_batch_that_raises_leaves_none_of_its_foreign_blocks(store: BlockStore) -> None:
+    with pytest.raises(RuntimeError), store.batch():  # type: ignore[attr-defined]
+        put_block(store, SHA512, HELLO)
+        put_block(store, EMPTY_DIR_V0, bytes.fromhex("0a020801"))
+        raise RuntimeError("the import failed half-way")
+    assert store.stats() == {"blocks": 0, "bytes": 0}
+    assert not store.has(SHA512) and not store.has(EMPTY_DIR_V0)
+
+
+def test_get_into_checks_each_block_in_place_under_its_own_hash(tmp_path: Path) -> None:
+    store = FileBlockStore(tmp_path / "blocks")
+    for cid in (SHA512, BLAKE3):
+        put_block(store, cid, HELLO)
+        whole, part = bytearray(5), bytearray(3)
+        assert store.get_into(cid, memoryview(whole)) == 5 and whole == HELLO  # the in-place path
+        assert store.get_into(cid, memoryview(part), 1) == 5 and part == b"ell"  # the range path
+    identity = bytearray(5)
+    assert store.get_into(IDENTITY, memoryview(identity)) == 5 and identity == HELLO
+    put_block(store, EMPTY_DIR_V0, bytes.fromhex("0a020801"))
+    v0 = bytearray(4)
+    assert store.get_into(EMPTY_DIR_V0, memoryview(v0)) == 4 and v0 == bytes.fromhex("0a020801")
+    for cid in (SHA512, BLAKE3):
+        key = parse(cid).key
+        (tmp_path / "blocks" / key[-3:-1] / key).write_bytes(b"jello")  # same size: only the hash can tell
+        with pytest.raises(CorruptBlock):
+            store.get_into(cid, memoryview(bytearray(5)))
+        with pytest.raises(CorruptBlock):
+            store.get_into(cid, memoryview(bytearray(3)), 1)
+
+
+def test_a_file_of_foreign_names_reads_into_one_buffer_as_iter_file_reads_it(tmp_path: Path) -> None:
+    # A CIDv0 file root over a blake3 leaf and a sha2-512 leaf, past the threaded-read threshold.
+    a, b = bytes(range(256)) * (PARALLEL_READ_BYTES // 512 + 7), b"\x5a" * (PARALLEL_READ_BYTES // 2 + 11)
+    leaf_b3, leaf_512 = _leaf_cids(a, b)
+    store = FileBlockStore(tmp_path / "blocks")
+    put_block(store, leaf_b3, a)
+    put_block(store, leaf_512, b)
+    meta = UnixFSData(NodeType.FILE, filesize=len(a) + len(b), blocksizes=(len(a), len(b)))
+    links = (PBLink(parse(leaf_b3).bytes, "", len(a)), PBLink(parse(leaf_512).bytes, "", len(b)))
+    node = encode_pb(PBNode(links, encode_data(meta)))
+    root = str(ParsedCID("dag-pb", hashlib.sha256(node).digest(), version=0))
+    assert put_block(store, root, node) == root and root.startswith("Qm")
+    whole = a + b
+    assert b"".join(iter_file(store.get, root)) == whole
+    assert read_bytes(store, root) == whole and read_range(store, root, len(a) - 3, 6) == whole[len(a) - 3 : len(a) + 3]
+    out = bytearray(len(whole))
+    assert read_into(store, root, out) == len(whole) and out == whole
+    assert list(iter_leaves(store.get, root)) == [(0, leaf_b3, len(a)), (len(a), leaf_512, len(b))]
+    assert read_bytes(store, leaf_b3) == a and read_bytes(store, leaf_512, 5, 5) == b[5:10]  # a one-leaf file
+    one = bytearray(7)
+    assert read_into(store, leaf_b3, one, 1) == 7 and one == a[1:8]
+    fs = Fs.empty(store).link("foreign.bin", root).fs
+    assert fs.read("foreign.bin").value == whole
+    key = parse(leaf_512).key
+    (tmp_path / "blocks" / key[-3:-1] / key).write_bytes(b"\x5b" * len(b))
+    with pytest.raises(CorruptBlock) as info:
+        read_bytes(store, root)
+    assert info.value.cid == leaf_512
+
+
+def test_a_car_of_real_ipfs_names_imports_all_or_nothing_into_every_store(tmp_path: Path) -> None:
+    leaf_b3, leaf_512 = _leaf_cids(b"leaf", b"leaf")
+    blocks = [(EMPTY_DIR_V0, bytes.fromhex("0a020801")), (IDENTITY, HELLO), (leaf_512, b"leaf"), (leaf_b3, b"leaf")]
+    good = b"".join(write_car([EMPTY_DIR_V0], blocks))
+    (tmp_path / "good.car").write_bytes(good)
+    (tmp_path / "bad.car").write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # the last (blake3) block no longer hashes
+    stores: list[Any] = [MemoryBlockStore(), FileBlockStore(tmp_path / "blocks"), PlainStore()]
+    for store in stores:
+        with pytest.raises(CarError, match="does not hash"):
+            import_car(store, tmp_path / "bad.car")
+        assert store.stats()["blocks"] == 0
+        assert import_car(store, tmp_path / "good.car") == [EMPTY_DIR_V0]
+        assert store.stats()["blocks"] == 3  # the identity block is its own name, never stored
+        assert all(store.get(cid) == data for cid, data in blocks)
+    assert not any(p.name.startswith(".batch-") for p in (tmp_path / "blocks").iterdir())

@@ -15,6 +15,7 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import cid_for, raw_cid
 from kuro_fs.dagpb import PBLink, PBNode, decode, encode
 from kuro_fs.errors import DagPbError
+from kuro_fs.fileread import read_file, read_range
 from kuro_fs.unixfs import (
     MAX_FILE_DEPTH,
     BalancedLayout,
@@ -27,8 +28,6 @@ from kuro_fs.unixfs import (
     encode_data,
     file_root_info,
     iter_leaves,
-    read_file,
-    read_range,
     write_file,
 )
 

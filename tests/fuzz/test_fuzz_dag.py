@@ -16,11 +16,12 @@ from kuro_fs.dagpb import PBLink, PBNode
 from kuro_fs.dagpb import encode as encode_pb
 from kuro_fs.dircache import DirCache
 from kuro_fs.errors import KuroFsError
+from kuro_fs.fileread import read_file, read_range
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs, FsResult
 from kuro_fs.fsdir import DIR_TYPE, DirLayout, Entry, write_dir
 from kuro_fs.hamt import Shape
-from kuro_fs.unixfs import NodeType, UnixFSData, encode_data, read_file, read_range, write_file
+from kuro_fs.unixfs import NodeType, UnixFSData, encode_data, write_file
 
 _BASE = MemoryBlockStore()
 _GOOD = write_file(_BASE.put, bytes(range(256)) * 4, chunk_size=100, width=3)  # a real multi-level file

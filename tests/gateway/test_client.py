@@ -27,11 +27,11 @@ from kuro_fs.errors import (
     GatewayUnreachable,
     InvalidCID,
 )
+from kuro_fs.fileread import read_file
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
 from kuro_fs.gateway.client import GatewayBlockStore
 from kuro_fs.importer import import_bytes
-from kuro_fs.unixfs import read_file
 
 HELLO = raw_cid(b"hello")
 

@@ -1,0 +1,412 @@
+"""Store batches: many puts, one commit — visible together after it, never torn, none on an error.
+
+The file store's batch (kuro_fs.filebatch) stages whole blocks in a private directory and
+commits them with sync → rename → sync; the memory store stages in a dict. Both are scoped to
+the context that opened them. Crash and orphan rules are checked with real processes.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fshelpers import PlainStore
+
+from kuro_fs import filebatch
+from kuro_fs.blocks import BlockStore, MemoryBlockStore, StoreBatch, active_batch, open_batch
+from kuro_fs.cid import parse, raw_cid
+from kuro_fs.errors import BlockStoreError
+from kuro_fs.filebatch import BATCH_PREFIX, sweep_orphans
+from kuro_fs.filestore import FileBlockStore, shard_of
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _batch_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.name.startswith(BATCH_PREFIX)) if root.exists() else []
+
+
+def _in_other_context(fn: Any) -> Any:
+    """Run ``fn`` in a thread that did not inherit this context (what an unrelated thread sees)."""
+    box: list[Any] = []
+    thread = threading.Thread(target=lambda: box.append(fn()))
+    thread.start()
+    thread.join()
+    return box[0]
+
+
+@pytest.fixture(params=["memory", "file"])
+def store(request: pytest.FixtureRequest) -> BlockStore:
+    name = "memory_store" if request.param == "memory" else "file_store"
+    result: BlockStore = request.getfixturevalue(name)
+    return result
+
+
+# ---- bad use
+
+
+def test_a_batch_object_is_entered_once(store: BlockStore) -> None:
+    batch = store.batch()  # type: ignore[attr-defined]
+    with batch:
+        pass
+    with pytest.raises(BlockStoreError, match="entered once"):
+        with batch:
+            pass
+
+
+def test_a_closed_file_store_refuses_to_open_a_batch(tmp_path: Path) -> None:
+    store = FileBlockStore(tmp_path)
+    store.close()
+    with pytest.raises(BlockStoreError, match="closed"):
+        store.batch()
+
+
+def test_a_store_without_batch_gets_plain_puts_from_open_batch() -> None:
+    plain = PlainStore()
+    with open_batch(plain) as batched:
+        cid = plain.put(b"now")
+        assert plain.inner.has(cid)  # not held back: there is no batch to hold it
+    assert batched is False
+
+
+# ---- visibility
+
+
+def test_blocks_put_in_a_batch_appear_to_other_contexts_only_after_it(store: BlockStore) -> None:
+    with store.batch():  # type: ignore[attr-defined]
+        cid = store.put(b"staged")
+        assert store.get(cid) == b"staged" and store.has(cid)  # this context sees its own puts
+        assert _in_other_context(lambda: store.get(cid)) is None
+        assert _in_other_context(lambda: store.has(cid)) is False
+        assert store.stats()["blocks"] == 0
+    assert _in_other_context(lambda: store.get(cid)) == b"staged"
+    assert store.stats() == {"blocks": 1, "bytes": 6}
+
+
+def test_a_batch_that_raises_leaves_none_of_its_blocks(store: BlockStore, tmp_path: Path) -> None:
+    kept = store.put(b"before")
+    with pytest.raises(RuntimeError, match="half-way"):
+        with store.batch():  # type: ignore[attr-defined]
+            store.put(b"one")
+            store.put(b"two")
+            raise RuntimeError("half-way")
+    assert store.stats() == {"blocks": 1, "bytes": 6}
+    assert store.get(kept) == b"before"
+    assert store.get(raw_cid(b"one")) is None
+    if isinstance(store, FileBlockStore):
+        assert _batch_dirs(store.root) == []  # the staged files are gone too
+
+
+def test_flush_commits_early_and_the_batch_stays_open(store: BlockStore) -> None:
+    with store.batch() as batch:  # type: ignore[attr-defined]
+        first = store.put(b"first")
+        assert batch.flush() == 1
+        assert _in_other_context(lambda: store.get(first)) == b"first"
+        second = store.put(b"second")
+        assert _in_other_context(lambda: store.get(second)) is None
+    assert store.get(second) == b"second"
+
+
+def test_a_nested_batch_of_the_same_store_joins_the_outer_one(store: BlockStore) -> None:
+    with store.batch():  # type: ignore[attr-defined]
+        with store.batch() as inner:  # type: ignore[attr-defined]
+            cid = store.put(b"inner")
+            assert inner.open is False  # it joined: the outer batch decides
+        assert _in_other_context(lambda: store.get(cid)) is None
+    assert store.get(cid) == b"inner"
+
+
+def test_worker_threads_join_the_batch_only_through_a_copied_context(store: BlockStore) -> None:
+    unrelated: list[str] = []
+    with store.batch():  # type: ignore[attr-defined]
+        context = contextvars.copy_context()
+        worker = threading.Thread(target=lambda: context.run(store.put, b"worker"))
+        worker.start()
+        worker.join()
+        stranger = threading.Thread(target=lambda: unrelated.append(store.put(b"stranger")))
+        stranger.start()
+        stranger.join()
+        # the stranger's put is an ordinary one: visible (and, on disk, durable) at once
+        assert _in_other_context(lambda: store.get(unrelated[0])) == b"stranger"
+        assert _in_other_context(lambda: store.get(raw_cid(b"worker"))) is None
+    assert store.get(raw_cid(b"worker")) == b"worker"
+
+
+def test_a_put_from_a_stale_context_after_the_batch_is_an_ordinary_put(store: BlockStore) -> None:
+    with store.batch():  # type: ignore[attr-defined]
+        context = contextvars.copy_context()
+    cid = context.run(store.put, b"late")
+    assert _in_other_context(lambda: store.get(cid)) == b"late"
+    assert active_batch(store) is None
+
+
+def test_two_stores_batch_independently(tmp_path: Path) -> None:
+    a, b = FileBlockStore(tmp_path / "a"), FileBlockStore(tmp_path / "b")
+    with a.batch():
+        with pytest.raises(RuntimeError):
+            with b.batch():
+                b.put(b"b")
+                a.put(b"a")
+                raise RuntimeError("b fails")
+    assert a.get(raw_cid(b"a")) == b"a"
+    assert b.get(raw_cid(b"b")) is None
+
+
+# ---- the file store's commit
+
+
+def test_a_block_already_stored_is_not_staged_again(file_store: FileBlockStore) -> None:
+    cid = file_store.put(b"there")
+    with file_store.batch():
+        assert file_store.put(b"there") == cid
+        assert _batch_dirs(file_store.root) == []  # nothing to stage, so no batch directory at all
+
+
+def test_a_batch_heals_a_damaged_block(file_store: FileBlockStore) -> None:
+    cid = file_store.put(b"hello")
+    (file_store.root / shard_of(cid) / cid).write_bytes(b"jello")
+    with file_store.batch():
+        file_store.put(b"hello")
+    assert file_store.get(cid) == b"hello"
+
+
+def test_the_commit_syncs_before_any_block_is_visible_and_again_after(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    visible_at_sync: list[int] = []
+
+    def recording_sync(fd: int) -> bool:
+        visible_at_sync.append(file_store.stats()["blocks"])
+        return True
+
+    monkeypatch.setattr(filebatch, "sync_filesystem", recording_sync)
+    with file_store.batch():
+        for i in range(20):
+            file_store.put(bytes([i]) * 10)
+    assert visible_at_sync == [0, 20]
+
+
+def test_without_syncfs_each_staged_file_is_fsynced_before_its_rename_and_each_shard_after(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[tuple[str, str]] = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def rename(src: str, dst: str, **kw: Any) -> None:
+        events.append(("rename", src))
+        real_rename(src, dst, **kw)
+
+    monkeypatch.setattr(filebatch, "sync_filesystem", lambda fd: False)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    blobs = [bytes([i]) * 7 for i in range(12)]
+    with file_store.batch():
+        for blob in blobs:
+            file_store.put(blob)
+    monkeypatch.undo()
+    for blob in blobs:
+        cid = raw_cid(blob)
+        synced = next(i for i, (kind, what) in enumerate(events) if kind == "fsync" and what.endswith(cid))
+        renamed = next(i for i, (kind, what) in enumerate(events) if kind == "rename" and what == cid)
+        shard = str(file_store.root / shard_of(cid))
+        dir_synced = max(i for i, (kind, what) in enumerate(events) if kind == "fsync" and what == shard)
+        assert synced < renamed < dir_synced
+    assert file_store.publish([raw_cid(b) for b in blobs])["published"] == 12
+
+
+def test_a_failed_commit_raises_block_store_error_naming_the_reason(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing_sync(fd: int) -> bool:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(filebatch, "sync_filesystem", failing_sync)
+    with pytest.raises(BlockStoreError, match=r"Input/output error$"):
+        with file_store.batch():
+            file_store.put(b"doomed")
+    monkeypatch.undo()
+    assert file_store.stats()["blocks"] == 0  # not synced, so never renamed into view
+    assert _batch_dirs(file_store.root) == []
+
+
+# ---- concurrency and crashes
+
+
+def test_eight_workers_in_one_batch_and_readers_outside_it_see_only_whole_blocks(tmp_path: Path) -> None:
+    store = FileBlockStore(tmp_path)
+    shared = [bytes([i]) * (i * 97 % 5000) for i in range(60)]
+    own = [[f"{t}-{i}".encode() * 50 for i in range(10)] for t in range(8)]
+    errors: list[BaseException] = []
+    writing = threading.Event()
+    writing.set()
+
+    def read() -> None:
+        try:
+            while writing.is_set():
+                for blob in shared[::7]:
+                    assert store.get(raw_cid(blob)) in (None, blob)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    with store.batch():
+        workers = []
+        for t in range(8):
+            context = contextvars.copy_context()
+            blobs = shared + own[t]
+
+            def write(blobs: list[bytes] = blobs) -> None:
+                try:
+                    for blob in blobs:
+                        assert store.get(store.put(blob)) == blob
+                except BaseException as exc:  # pragma: no cover - reported below
+                    errors.append(exc)
+
+            workers.append(threading.Thread(target=context.run, args=(write,)))
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    writing.clear()
+    reader.join()
+    assert errors == []
+    expected = {raw_cid(b): b for b in shared + [b for group in own for b in group]}
+    assert store.publish(list(expected)) == {"published": len(expected), "rejected": [], "reasons": {}}
+    assert store.stats()["blocks"] == len(expected)
+    assert _batch_dirs(tmp_path) == []
+
+
+_HOLD = """
+import sys
+from kuro_fs.filestore import FileBlockStore
+store = FileBlockStore(sys.argv[1])
+with store.batch():
+    for i in range(int(sys.argv[2])):
+        store.put(b"held-%d" % i)
+    print("staged", flush=True)
+    sys.stdin.readline()  # the parent decides: a line commits, a SIGKILL is a crash
+"""
+
+
+@pytest.fixture
+def holder(tmp_path: Path) -> Iterator[Any]:
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(count: int) -> subprocess.Popen[str]:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        proc = subprocess.Popen([sys.executable, "-c", _HOLD, str(tmp_path / "blocks"), str(count)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)  # fmt: skip
+        procs.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline() == "staged\n"
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def test_a_killed_batch_leaves_no_block_and_its_orphan_is_swept_by_the_next_batch(tmp_path: Path, holder: Any) -> None:
+    proc = holder(50)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    store = FileBlockStore(tmp_path / "blocks")
+    orphan = _batch_dirs(store.root)
+    assert len(orphan) == 1 and len(list(orphan[0].glob("*/*"))) == 50
+    torn = raw_cid(b"torn")
+    (orphan[0] / torn[-3]).mkdir(exist_ok=True)
+    (orphan[0] / torn[-3] / torn).write_bytes(b"to")  # a torn staged file, named like a block
+    assert store.stats() == {"blocks": 0, "bytes": 0}
+    assert store.get(raw_cid(b"held-1")) is None and store.get(raw_cid(b"torn")) is None
+    with store.batch():
+        store.put(b"next")
+    assert not orphan[0].exists()
+    assert store.cids() == [raw_cid(b"next")]
+
+
+def test_a_live_batch_of_another_process_is_never_swept(tmp_path: Path, holder: Any) -> None:
+    proc = holder(30)
+    store = FileBlockStore(tmp_path / "blocks")
+    with store.batch():
+        store.put(b"mine")
+    assert sweep_orphans(str(store.root)) == 0
+    assert len(_batch_dirs(store.root)) == 1  # still the other process's, still locked
+    proc.communicate("commit\n", timeout=60)
+    assert proc.returncode == 0
+    assert store.stats()["blocks"] == 31
+    assert _batch_dirs(store.root) == []
+
+
+_WRITER = """
+import random, sys
+from kuro_fs.cid import raw_cid
+from kuro_fs.filestore import FileBlockStore
+root, proc = sys.argv[1], int(sys.argv[2])
+rng = random.Random(1)
+shared = [rng.randbytes(rng.choice([0, 1, 100, 4096, 70_000])) for _ in range(120)]
+mine = shared + [b"proc-%d-%d" % (proc, i) for i in range(20)]
+random.Random(proc).shuffle(mine)
+store = FileBlockStore(root)
+for start in range(0, len(mine), 35):
+    with store.batch():
+        for blob in mine[start : start + 35]:
+            assert store.get(store.put(blob)) == blob
+for blob in shared:
+    assert store.get(raw_cid(blob)) == blob
+print(len(mine))
+"""
+
+
+def test_four_processes_batching_overlapping_blocks_leave_only_whole_blocks(tmp_path: Path) -> None:
+    root = tmp_path / "blocks"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(root), str(p)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for p in range(4)]  # fmt: skip
+    results = [proc.communicate(timeout=120) for proc in procs]
+    for proc, (out, err) in zip(procs, results, strict=True):
+        assert proc.returncode == 0, err
+        assert out.strip() == "140"
+    rng = random.Random(1)
+    shared = [rng.randbytes(rng.choice([0, 1, 100, 4096, 70_000])) for _ in range(120)]
+    expected = {raw_cid(b) for b in shared} | {raw_cid(b"proc-%d-%d" % (p, i)) for p in range(4) for i in range(20)}
+    with FileBlockStore(root) as store:
+        assert set(store.cids()) == expected
+    for cid in expected:
+        data = (root / shard_of(cid) / cid).read_bytes()
+        assert hashlib.sha256(data).digest() == parse(cid).digest
+    assert _batch_dirs(root) == []
+
+
+# ---- the memory store
+
+
+def test_a_memory_batch_keeps_the_bytes_object_it_was_given() -> None:
+    store = MemoryBlockStore()
+    data = b"kept as is" * 10
+    with store.batch():
+        cid = store.put(data)
+    assert store.get(cid) is data
+
+
+def test_store_batch_is_the_base_of_both_stores_batches(tmp_path: Path) -> None:
+    assert isinstance(MemoryBlockStore().batch(), StoreBatch)
+    assert isinstance(FileBlockStore(tmp_path).batch(), StoreBatch)

@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""Block-store measurements for ``tools/bench.py``: import, read-back, CAR import and memory, each beside its anchor.
+
+Every figure is measured **interleaved** with its anchor (A B A B …, best of each),
+with the load average before and after recorded, and compares like with like:
+
+* import of a file into the memory store and into the disk store ÷ ``hashlib.sha256`` of the same
+  256 KiB chunks ``pread`` on the **same number of threads** (1 vs 1 and 2 vs 2);
+* import into the disk store (``FileBlockStore``) ÷ ``cp`` of the file + one fsync of the copy;
+* import of a tree of 10,000 small files into the disk store ÷ ``cp -r`` of the tree + ``sync``;
+* reading the file back with verification from the disk store into one buffer (``read_file``)
+  ÷ a plain ``read()`` of the file into one buffer, and streaming it through a reused window
+  (``read_into``) ÷ ``readinto`` of the file through the same window;
+* ``import_car`` of a CAR of many four-byte blocks into the disk store, in blocks/s ÷ the floor of one file
+  per block (the same number of four-byte files written with ``os.open``/``write``/``close`` + one ``syncfs``);
+* peak RSS growth of ``Fs.read`` of a large file (in a fresh subprocess, from ``/proc/self/status``
+  after resetting the high-water mark) ÷ the file size, with ``b"".join(iter_file(…))`` beside it.
+
+Each disk sample starts after an ``os.sync()`` (not timed), in a directory of its own, so no sample
+pays for the previous one's writeback; samples are deleted only at the end of their section (creating
+files right after deleting thousands made ext4 spend several times the CPU per creation here).
+The functions return plain dicts (``figure``, ``value``, ``unit``, ``anchor``, ``anchor_value``,
+``goal``, ``note``, ``extra``) that ``tools/bench.py`` turns into rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kuro_fs.atomic import sync_filesystem  # noqa: E402
+from kuro_fs.blocks import MemoryBlockStore  # noqa: E402
+from kuro_fs.car import import_car, write_car  # noqa: E402
+from kuro_fs.cid import cid_for  # noqa: E402
+from kuro_fs.fileread import read_file, read_into  # noqa: E402
+from kuro_fs.filestore import FileBlockStore  # noqa: E402
+from kuro_fs.importer import import_path  # noqa: E402
+from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE  # noqa: E402
+
+MiB = 1 << 20
+Sample = Callable[[], float]  # runs once, returns the seconds of the part it measures
+
+
+def load() -> tuple[float, float, float]:
+    """The 1, 5 and 15 minute load averages (zeros where the OS has none)."""
+    try:
+        return os.getloadavg()
+    except OSError:
+        return (0.0, 0.0, 0.0)
+
+
+def interleaved(a: Sample, b: Sample, repeat: int) -> tuple[float, float]:
+    """Run ``a`` and ``b`` alternately ``repeat`` times each; return the best seconds of each."""
+    best_a = best_b = float("inf")
+    for _ in range(repeat):
+        best_a = min(best_a, a())
+        best_b = min(best_b, b())
+    return best_a, best_b
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+class Dirs:
+    """New sample directories under one base, each used once, all deleted by :meth:`clean`."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.count = 0
+
+    def new(self) -> Path:
+        self.count += 1
+        path = self.base / f"sample-{self.count}"
+        os.sync()  # the previous sample's writeback is not this one's cost
+        return path
+
+    def clean(self) -> None:
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _row(figure: str, value: float, unit: str, anchor: str, anchor_value: float, **kw: Any) -> dict[str, Any]:
+    return {"figure": figure, "value": value, "unit": unit, "anchor": anchor, "anchor_value": anchor_value, **kw}
+
+
+def _with_load(rows: list[dict[str, Any]], before: tuple[float, ...]) -> list[dict[str, Any]]:
+    # Record the load around the section, and say each figure on stderr as soon as it exists (the
+    # clean-up of a million-file sample can take minutes on a busy disk; the table comes at the end).
+    after = load()
+    for row in rows:
+        row.setdefault("extra", {}).update({"load_before": before, "load_after": after})
+        row["note"] = (row.get("note", "") + f" load {before[0]:.2f}→{after[0]:.2f}").strip()
+        print(f"  {row['figure']}: {row['value']:.4g} {row['unit']} vs {row['anchor_value']:.4g}", file=sys.stderr)
+    return rows
+
+
+# ---- anchors
+
+
+def hash_chunks(path: Path, threads: int, chunk: int = DEFAULT_CHUNK_SIZE) -> None:
+    """The floor of an import: ``pread`` + ``sha256`` of every chunk, split in contiguous runs over ``threads``."""
+    with open(path, "rb", buffering=0) as f:
+        fd = f.fileno()
+        offsets = range(0, os.fstat(fd).st_size, chunk)
+
+        def run(part: range) -> None:
+            for offset in part:
+                hashlib.sha256(os.pread(fd, chunk, offset)).digest()
+
+        step = -(-len(offsets) // threads)
+        parts = [offsets[i : i + step] for i in range(0, len(offsets), step)]
+        if threads == 1:
+            run(offsets)
+            return
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(run, parts))
+
+
+def cp_and_fsync(src: Path, dirs: Dirs) -> float:
+    """Seconds for ``cp src dst`` plus one fsync of the copy."""
+    folder = dirs.new()
+    folder.mkdir(parents=True)
+    dst = folder / src.name
+
+    def go() -> None:
+        subprocess.run(["cp", str(src), str(dst)], check=True)
+        fd = os.open(dst, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    return _timed(go)
+
+
+def cp_tree_and_sync(src: Path, dirs: Dirs) -> float:
+    """Seconds for ``cp -r src dst`` plus ``sync``."""
+    dst = dirs.new()
+
+    def go() -> None:
+        subprocess.run(["cp", "-r", str(src), str(dst)], check=True)
+        os.sync()
+
+    return _timed(go)
+
+
+def write_files_floor(dirs: Dirs, blobs: list[bytes]) -> float:
+    """Seconds to write each blob as its own file (``os.open``/``write``/``close``) and ``syncfs`` once."""
+    root = dirs.new()
+    root.mkdir(parents=True)
+
+    def go() -> None:
+        dfd = os.open(root, os.O_RDONLY)
+        try:
+            for i, blob in enumerate(blobs):
+                fd = os.open(str(i), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dfd)
+                os.write(fd, blob)
+                os.close(fd)
+            if not sync_filesystem(dfd):
+                os.sync()
+        finally:
+            os.close(dfd)
+
+    return _timed(go)
+
+
+# ---- data
+
+
+def make_file(path: Path, size: int) -> Path:
+    """A file of ``size`` random bytes."""
+    with open(path, "wb") as f:
+        for _ in range(size // MiB):
+            f.write(os.urandom(MiB))
+        f.write(os.urandom(size % MiB))
+    return path
+
+
+def make_tree(path: Path, files: int, seed: int = 7) -> Path:
+    """``files`` small files (100 B – 3 KiB) in directories of 1,000."""
+    rng = random.Random(seed)
+    for i in range(files):
+        folder = path / f"d{i // 1000:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{i:06d}.txt").write_bytes(rng.randbytes(rng.randrange(100, 3100)))
+    return path
+
+
+def make_car(path: Path, blocks: int) -> list[bytes]:
+    """A CARv1 of ``blocks`` distinct four-byte raw blocks (root: the first); return the blocks."""
+    blobs = [i.to_bytes(4, "little") for i in range(blocks)]
+    pairs = [(cid_for(blob), blob) for blob in blobs]
+    with open(path, "wb") as f:
+        for piece in write_car([pairs[0][0]], pairs):
+            f.write(piece)
+    return blobs
+
+
+# ---- the sections
+
+
+def bench_import(tmp: Path, quick: bool) -> list[dict[str, Any]]:
+    """Import of one large file: memory and disk store vs same-thread hashing, disk store vs ``cp`` + fsync."""
+    before = load()
+    size = (16 if quick else 256) * MiB
+    repeat = 1 if quick else 3
+    src = make_file(tmp / "store-import.bin", size)
+    label = f"{size // MiB} MiB"
+    rows = []
+    for threads in (1, 2):
+        ours, anchor = interleaved(
+            lambda t=threads: _timed(lambda: import_path(MemoryBlockStore(), src, workers=t)),  # type: ignore[misc]
+            lambda t=threads: _timed(lambda: hash_chunks(src, t)),  # type: ignore[misc]
+            repeat,
+        )
+        rows.append(_row(f"import {label} into the memory store, {threads} thread(s)", ours, "s",
+                         f"pread + sha256 of the same chunks, {threads} thread(s)", anchor, goal="≤ 1.3×"))  # fmt: skip
+    dirs = Dirs(tmp / "store-import")
+
+    def disk_import(threads: int) -> float:
+        with FileBlockStore(dirs.new()) as store:
+            return _timed(lambda: import_path(store, src, workers=threads))
+
+    for threads in (1, 2):
+        ours, anchor = interleaved(
+            lambda t=threads: disk_import(t),  # type: ignore[misc]
+            lambda t=threads: _timed(lambda: hash_chunks(src, t)),  # type: ignore[misc]
+            repeat,
+        )
+        rows.append(_row(f"import {label} into the disk store, {threads} thread(s)", ours, "s",
+                         f"pread + sha256 of the same chunks, {threads} thread(s)", anchor))  # fmt: skip
+    ours, anchor = interleaved(lambda: disk_import(2), lambda: cp_and_fsync(src, dirs), repeat)
+    rows.append(_row(f"import {label} into the disk store (2 threads)", ours, "s", "cp + one fsync of the copy",
+                     anchor, goal="≤ 1.5×"))  # fmt: skip
+    dirs.clean()
+    src.unlink()
+    return _with_load(rows, before)
+
+
+def bench_small_files(tmp: Path, quick: bool) -> list[dict[str, Any]]:
+    """Import of a tree of small files into the disk store vs ``cp -r`` + ``sync``."""
+    before = load()
+    files = 200 if quick else 10_000
+    tree = make_tree(tmp / "store-tree", files)
+    dirs = Dirs(tmp / "store-tree-samples")
+
+    def ours() -> float:
+        with FileBlockStore(dirs.new()) as store:
+            return _timed(lambda: import_path(store, tree))
+
+    mine, anchor = interleaved(ours, lambda: cp_tree_and_sync(tree, dirs), 1 if quick else 3)
+    rows = [_row(f"import {files:,} small files into the disk store", mine, "s", "cp -r + sync", anchor,
+                 goal="≤ 1.5×")]  # fmt: skip
+    dirs.clean()
+    shutil.rmtree(tree, ignore_errors=True)
+    return _with_load(rows, before)
+
+
+def bench_read_back(tmp: Path, quick: bool) -> list[dict[str, Any]]:
+    """Verified reads from the disk store vs plain reads of the same bytes from a file."""
+    before = load()
+    size = (16 if quick else 256) * MiB
+    repeat = 1 if quick else 5
+    src = make_file(tmp / "store-read.bin", size)
+    disk = tmp / "store-read-disk"
+    store = FileBlockStore(disk)
+    cid = import_path(store, src)
+    label = f"{size // MiB} MiB"
+
+    def whole() -> float:
+        return _timed(lambda: read_file(store, cid))
+
+    def plain_whole() -> float:
+        def go() -> None:
+            with open(src, "rb", buffering=0) as f:
+                f.read()
+
+        return _timed(go)
+
+    window = bytearray(16 * MiB)
+
+    def streamed() -> float:
+        def go() -> None:
+            offset = 0
+            while n := read_into(store, cid, window, offset):
+                offset += n
+
+        return _timed(go)
+
+    def plain_streamed() -> float:
+        def go() -> None:
+            with open(src, "rb", buffering=0) as f:
+                while f.readinto(window):
+                    pass
+
+        return _timed(go)
+
+    ours, anchor = interleaved(whole, plain_whole, repeat)
+    rows = [_row(f"read {label} back verified into one buffer (disk store)", size / ours / 1e9, "GB/s",
+                 "plain read() of the file into one buffer", size / anchor / 1e9, goal="≥ 0.5×")]  # fmt: skip
+    ours, anchor = interleaved(streamed, plain_streamed, repeat)
+    rows.append(_row(f"stream {label} back verified via a reused 16 MiB window (disk store)", size / ours / 1e9,
+                     "GB/s", "plain readinto() of the file through the same window", size / anchor / 1e9,
+                     goal="≥ 0.5×", note=f"sha256 on one core here: {sha256_rate(window) / 1e9:.2f} GB/s"))  # fmt: skip
+    store.close()
+    shutil.rmtree(disk, ignore_errors=True)
+    src.unlink()
+    return _with_load(rows, before)
+
+
+def sha256_rate(buffer: bytearray) -> float:
+    """Bytes per second ``hashlib.sha256`` hashes on one thread (best of 3)."""
+    best = min(_timed(lambda: hashlib.sha256(buffer).digest()) for _ in range(3))
+    return len(buffer) / best
+
+
+def bench_car(tmp: Path, quick: bool, blocks: int | None = None) -> list[dict[str, Any]]:
+    """``import_car`` of many four-byte blocks into the disk store, blocks/s, vs one plain file per block."""
+    before = load()
+    count = blocks or (2_000 if quick else 1_000_000)
+    car = tmp / "store-many.car"
+    blobs = make_car(car, count)
+    dirs = Dirs(tmp / "store-car-samples")
+    stores: list[Path] = []
+
+    def ours() -> float:
+        stores.append(dirs.new())
+        with FileBlockStore(stores[-1]) as store:
+            return _timed(lambda: import_car(store, car))
+
+    mine, floor = interleaved(ours, lambda: write_files_floor(dirs, blobs), 1)
+    with FileBlockStore(stores[-1]) as store:
+        assert store.stats()["blocks"] == count, "the CAR import lost blocks"
+    rows = _with_load([_row(f"import_car of {count:,} four-byte blocks (disk store)", count / mine, "blocks/s",
+                            "one plain file per block + one syncfs (the floor)", count / floor, goal="≥ 20,000/s",
+                            extra={"blocks": count, "seconds": mine})], before)  # fmt: skip
+    dirs.clean()
+    car.unlink()
+    return rows
+
+
+_PEAK_SCRIPT = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from kuro_fs.filestore import FileBlockStore
+from kuro_fs.fs import Fs
+from kuro_fs.unixfs import iter_file
+
+def status(key):  # kB figures of /proc/self/status, in bytes
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(key)
+
+store = FileBlockStore(sys.argv[2])
+fs = Fs.empty(store).link("big.bin", sys.argv[3]).fs
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # reset the high-water mark to the current RSS (ru_maxrss would carry the parent's across exec)
+before = status("VmRSS")
+if sys.argv[4] == "join":
+    data = b"".join(iter_file(store.get, sys.argv[3]))
+else:
+    data = fs.read("big.bin").value
+print(json.dumps({"before": before, "after": status("VmHWM"), "size": len(data)}))
+"""
+
+
+def bench_memory(tmp: Path, quick: bool) -> list[dict[str, Any]]:
+    """Peak RSS growth of ``Fs.read`` of a large file from the disk store, in a fresh process."""
+    before = load()
+    size = (32 if quick else 1024) * MiB
+    src = make_file(tmp / "store-peak.bin", size)
+    disk = tmp / "store-peak-disk"
+    with FileBlockStore(disk) as store:
+        cid = import_path(store, src)
+    src.unlink()
+
+    def peak(how: str) -> int:
+        out = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, str(ROOT), str(disk), cid, how],
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        facts = json.loads(out.stdout)
+        assert facts["size"] == size
+        return int(facts["after"]) - int(facts["before"])
+
+    ours = peak("fs.read")
+    joined = peak("join")
+    shutil.rmtree(disk, ignore_errors=True)
+    rows = [_row(f"peak memory of Fs.read of a {size // MiB} MiB file (disk store)", ours / size, "× size",
+                 "the file size", 1.0, goal="≤ 1.1×",
+                 note=f"b''.join(iter_file) peaks at {joined / size:.2f}× size",
+                 extra={"peak_growth_bytes": ours, "join_peak_growth_bytes": joined, "size": size})]  # fmt: skip
+    return _with_load(rows, before)
+
+
+def bench_all(tmp: Path, quick: bool, car_blocks: int | None = None) -> list[dict[str, Any]]:
+    """Every block-store section, in order."""
+    return (
+        bench_import(tmp, quick)
+        + bench_small_files(tmp, quick)
+        + bench_read_back(tmp, quick)
+        + bench_car(tmp, quick, car_blocks)
+        + bench_memory(tmp, quick)
+    )
