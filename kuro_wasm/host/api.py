@@ -63,6 +63,7 @@ from kuro_wasm.model.limits import (
     DEFAULT_TIMEOUT_MS,
     Limits,
 )
+from kuro_wasm.model.operation import run_seed
 from kuro_wasm.model.sessions import Session, denial
 
 __all__ = ["ISOLATION", "Handle", "add_guest", "run", "run_async", "start"]
@@ -169,6 +170,7 @@ def _job(
     home: Any,
     *,
     stdin_closed: bool,
+    seed: int | None = None,
 ) -> Job | dict[str, Any]:
     refused = denial(session, command)
     if refused is not None:
@@ -194,6 +196,7 @@ def _job(
         home=home,
         stdin_closed=stdin_closed,
         stdin=None if stdin is None else bytes(stdin),
+        seed=seed,
     )
 
 
@@ -216,6 +219,8 @@ def start(
     max_tables: int = DEFAULT_MAX_TABLES,
     max_memories: int = DEFAULT_MAX_MEMORIES,
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
+    deterministic: bool = False,
+    seed: int = 0,
 ) -> Handle | dict[str, Any]:
     """Start ``command`` (a :func:`kuro_wasm.model.sessions.guest` spec) on a worker thread.
 
@@ -230,6 +235,13 @@ def start(
     Raises ModelError: a limit that is not an int from its minimum to 2**64-1 (``invalid-limit``),
     stdin that is not bytes, a ``home`` that is not a path (or None/False) or ``on_chunk``/``on_exit``
     not callable (``invalid-run-option``). Raises HostError: ``store`` is not a block store.
+
+    ``deterministic=True`` fixes what a guest could read from outside its inputs: its clocks are
+    virtual (fixed starts, +1 µs per reading, sleeps advance them without waiting) and its random
+    bytes come from ``seed`` (an int in 0..2**64-1); the receipt says ``kuro/deterministic``
+    ``{"seed": seed}``. Then the same inputs give the same receipt, but for the host's own
+    ``started-at``/``finished-at``/``duration-ms``. Raises ModelError (``invalid-run-option``): a
+    ``deterministic`` that is not a bool, or a bad ``seed``, or a ``seed`` without ``deterministic=True``.
     """
     job = _job(
         session,
@@ -252,6 +264,7 @@ def start(
         },
         home,
         stdin_closed=False,
+        seed=run_seed(deterministic, seed),
     )
     if isinstance(job, dict):
         return job
@@ -278,6 +291,8 @@ def run(
     max_tables: int = DEFAULT_MAX_TABLES,
     max_memories: int = DEFAULT_MAX_MEMORIES,
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
+    deterministic: bool = False,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Run ``command`` to the end on the calling thread; return its receipt, or the denial value.
 
@@ -306,6 +321,7 @@ def run(
         },
         home,
         stdin_closed=True,
+        seed=run_seed(deterministic, seed),
     )
     if isinstance(job, dict):
         return job
@@ -376,6 +392,8 @@ async def run_async(
     max_tables: int = DEFAULT_MAX_TABLES,
     max_memories: int = DEFAULT_MAX_MEMORIES,
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
+    deterministic: bool = False,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Await the receipt of ``command`` (or get the denial at once); the guest runs on a worker thread.
 
@@ -404,6 +422,7 @@ async def run_async(
         },
         home,
         stdin_closed=True,
+        seed=run_seed(deterministic, seed),
     )
     if isinstance(job, dict):
         return job

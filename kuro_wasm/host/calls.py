@@ -59,10 +59,12 @@ __all__ = [
     "define",
     "guest_memory",
     "load",
+    "pack",
     "read_guest",
     "register_run",
     "span",
     "store_bytes",
+    "unpack",
     "unregister_run",
 ]
 
@@ -194,6 +196,18 @@ def store_bytes(mem: Memory, ptr: int, data: bytes | bytearray | memoryview) -> 
     address, n = span(mem, ptr, len(data))
     if n:
         _MEMORY[address : address + n] = data
+
+
+def unpack(mem: Memory, ptr: int, layout: struct.Struct) -> tuple[Any, ...]:
+    """The struct ``layout`` read from guest memory at ``ptr``, without copying the bytes first. Raises Fault."""
+    address, _ = span(mem, ptr, layout.size)
+    return layout.unpack_from(_MEMORY, address)
+
+
+def pack(mem: Memory, ptr: int, layout: struct.Struct, *values: Any) -> None:
+    """Write ``values`` as the struct ``layout`` into guest memory at ``ptr``. Raises Fault (nothing written)."""
+    address, _ = span(mem, ptr, layout.size)
+    layout.pack_into(_MEMORY, address, *values)
 
 
 # ---- trampolines

@@ -53,6 +53,14 @@ class StdinPipe:
             self._closed = True
             self._cond.notify_all()
 
+    def ready(self) -> bool:
+        """True when a read would not wait: bytes are buffered or input has ended."""
+        return bool(self._buf) or self._closed
+
+    def pending(self) -> int:
+        """How many bytes are buffered (a read would get at least some of them without waiting)."""
+        return len(self._buf)
+
     def take(self, cap: int) -> bytes | None:
         """Up to ``cap`` buffered bytes; ``b""`` at end of input; None if nothing yet (caller waits)."""
         if self._buf:
@@ -77,6 +85,8 @@ class RunContext:
     fs: Any = None
     open_fs: Callable[[], Any] | None = None
     deadline: float = float("inf")
+    #: A deterministic run's seed (fixed clocks, random bytes from the seed); None: the real clocks and entropy.
+    seed: int | None = None
     cond: threading.Condition = field(default_factory=threading.Condition)
     stdin: StdinPipe | None = None
     reads: list[str] = field(default_factory=list)
@@ -88,6 +98,9 @@ class RunContext:
     #: the address of ``memory`` (a ``wasmtime_memory_t``) once looked up; 0 until then
     memory_ref: int = 0
     calls: int = 0
+    #: What a guest kind keeps for this run only (a component's resource table, a WASI exit code …);
+    #: under ``"receipt"``, host result keys of its own that the run adds to the receipt (the allow-list applies).
+    kind_state: dict[str, Any] = field(default_factory=dict)
     _denial_index: dict[tuple[str, str, str | None], int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

@@ -74,6 +74,7 @@ class Job:
         home: Any,
         stdin_closed: bool,
         stdin: bytes | None,
+        seed: int | None = None,
     ) -> None:
         self.session = session
         self.command = dict(command)
@@ -92,6 +93,7 @@ class Job:
         emit = self.writer.append if on_chunk is None else self.emit
         self.ctx = RunContext(grant=session.grant, emit=emit, deadline=self.started + limits.timeout_ms / 1000.0)
         self.ctx.stdin = StdinPipe(self.ctx.cond, stdin, closed=stdin_closed)
+        self.ctx.seed = seed
         self.receipt: dict[str, Any] | None = None
         self.failure: HostError | None = None
         self.on_settled: Callable[[], None] | None = None
@@ -159,7 +161,7 @@ class Job:
         ready = loader.prepare(self.store, self.command["kuro/guest"], config, cache_for(self.home))
         if isinstance(ready, LoadFailure):
             return self._load_failed(ready), session
-        entry = loader.resolve(ready, self.command["kuro/export"], self.command["kuro/args"])
+        entry = loader.resolve(ready, self.command)
         if isinstance(entry, LoadFailure):
             return self._load_failed(entry), session
         if ctx.should_stop() is not None:  # killed (or out of time) while loading: nothing runs
@@ -226,7 +228,7 @@ class Job:
     def _finish(self, result: dict[str, Any], session: Session) -> dict[str, Any]:
         ctx = self.ctx
         finished_ms = int(time.time() * 1000)
-        result = dict(result)
+        result = {**ctx.kind_state.get("receipt", {}), **result}  # a kind's own facts; the run's keys win
         result.update(
             {
                 "isolation": ISOLATION,
@@ -239,6 +241,8 @@ class Job:
                 "duration-ms": max(0, int((time.monotonic() - self.started) * 1000)),
             }
         )
+        if ctx.seed is not None:
+            result["deterministic"] = {"seed": ctx.seed}
         if ctx.wrote and ctx.fs is not None:
             after = _root_of(ctx.fs)
             if after is not None:

@@ -14,8 +14,9 @@ epoch deadline, kill, the output stream, the receipt — is the run's
    (raw callbacks, :mod:`kuro_wasm.host.calls`), which reach the run through its
    :class:`~kuro_wasm.host.context.RunContext`, and **instantiates** it in each
    run's store;
-3. resolves the **entry**: the export and the spec's args, checked and converted,
-   or a load-error text;
+3. resolves the **entry** from the guest spec: the export and the args (and the
+   optional fields, ``env`` and ``argv0``), checked and converted, or a load-error
+   text — a kind refuses an optional field it has no use for rather than ignore it;
 4. **calls** it and reports how the call ended (:class:`~kuro_wasm.host.engine.CallOutcome`).
 
 :class:`CoreModuleKind` does the linking and instantiating of core modules
@@ -32,7 +33,7 @@ Which kind runs a guest is decided by :func:`kuro_wasm.host.kinds.classify`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -80,8 +81,12 @@ class GuestKind(Protocol):
         """``(instance, None)``, or ``(None, how instantiation failed)`` (a start-function trap, a limit)."""
         ...
 
-    def entry(self, shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
-        """The entry point ``export`` called with ``args``, or why it cannot be (a load-error text)."""
+    def entry(self, shape: WasmShape, spec: Mapping[str, Any]) -> Entry | str:
+        """The entry point the guest spec asks for (:func:`kuro_wasm.model.sessions.guest`), or why it cannot be.
+
+        ``spec`` holds ``kuro/guest``, ``kuro/export`` and ``kuro/args``, and the optional fields
+        (``kuro/env``, ``kuro/argv0``) when given; the answer is an :class:`Entry` or a load-error text.
+        """
         ...
 
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -242,9 +242,9 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def resolve(ready: Prepared, export: str, args: Sequence[object]) -> Entry | LoadFailure:
-    """The entry point ``export`` of ``ready`` called with ``args``, as its kind resolves it, else a load-error."""
-    entry = ready.kind.entry(ready.shape, export, args)
+def resolve(ready: Prepared, command: Mapping[str, Any]) -> Entry | LoadFailure:
+    """The entry point guest spec ``command`` asks of ``ready``, as its kind resolves it, else a load-error."""
+    entry = ready.kind.entry(ready.shape, command)
     if isinstance(entry, str):
         return LoadFailure("load-error", f"guest {ready.cid}: {entry}")
     return entry

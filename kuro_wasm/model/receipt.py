@@ -84,6 +84,7 @@ KEYS: Final[Mapping[str, Key]] = {
     "guest": Key("cid", False, "CID of the guest module"),
     "export": Key("str", False, "the export that was called"),
     "args": Key("data", False, "the export's arguments"),
+    "env": Key("data", False, "the spec's environment, a WASI command's (only when the spec has one)"),
     "effective-capabilities": Key("strs", False, "the session's grant, sorted"),
     "isolation": Key("str", True, 'what isolated the run; "none" unless the host says otherwise'),
     "exit-code": Key("int", True, "the exit code (see OUTCOMES)"),
@@ -109,6 +110,8 @@ KEYS: Final[Mapping[str, Key]] = {
     "fuel-consumed": Key("count", True, "wasmtime fuel the guest used"),
     "limits": Key("data", True, "the limits actually applied"),
     "engine": Key("data", True, "the engine that ran the guest (name, version, config)"),
+    "nondeterminism": Key("data", True, "what the guest read from outside its inputs: clock readings, random bytes"),
+    "deterministic": Key("data", True, "the run's clocks were fixed and its random bytes seeded: the seed"),
 }
 #: The keys a host result may supply.
 HOST_KEYS: Final = frozenset(k for k, spec in KEYS.items() if spec.host)
@@ -376,6 +379,8 @@ def _assemble(
         "kuro/effective-capabilities": sess.effective_capabilities,
         "kuro/isolation": "none",
     }
+    if "kuro/env" in command:
+        out["kuro/env"] = dict(command["kuro/env"])
     for key, value in namespaced.items():
         if value is not None and key in _PREFIXED:
             out[key] = value if key in trusted else _typed(key, value)

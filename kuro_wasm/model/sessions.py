@@ -27,7 +27,9 @@ No I/O, no clock. Values in, values out; tables (:data:`MODES`,
 
 ## Not done here
 Per-import capability checks (``fs/read`` …) happen at call time in the host and
-land in the receipt's ``kuro/denials``; string arguments to exports are refused.
+land in the receipt's ``kuro/denials``. Whether the spec's args, ``env`` and
+``argv0`` suit the guest is the guest kind's decision when it runs (a
+``load-error``: numbers for a kuro ABI v1 export, argv strings for a WASI command).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ __all__ = [
     "I64_MAX",
     "I64_MIN",
     "MODES",
+    "OPTIONAL_SPEC_KEYS",
     "Mode",
     "Session",
     "denial",
@@ -115,6 +118,8 @@ GUEST_REQUIRES: Final = frozenset({"guest/invoke"})
 I64_MIN: Final = -(2**63)
 I64_MAX: Final = 2**63 - 1
 _GUEST_KEYS: Final = frozenset({"kuro/type", "kuro/guest", "kuro/export", "kuro/args"})
+#: Optional spec fields, present only when given: the environment and argv[0] of a WASI command.
+OPTIONAL_SPEC_KEYS: Final = ("kuro/env", "kuro/argv0")
 
 
 # ---- sessions
@@ -242,10 +247,20 @@ def _grant(grant: Iterable[str] | None, spec: Mode) -> frozenset[str]:
 # ---- guest specs
 
 
-def _arg(value: object, index: int) -> int | float:
+def _text(value: str, where: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: no program could be given it
+        raise ModelError(f"{where} is not valid Unicode: {exc}", reason="invalid-guest-spec") from exc
+    return value
+
+
+def _arg(value: object, index: int) -> int | float | str:
+    if isinstance(value, str):
+        return _text(value, f"guest arg {index}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ModelError(
-            f"guest arg {index} must be an int or float, got {type(value).__name__}", reason="invalid-guest-spec"
+            f"guest arg {index} must be an int, float or str, got {type(value).__name__}", reason="invalid-guest-spec"
         )
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -258,20 +273,52 @@ def _arg(value: object, index: int) -> int | float:
     return value
 
 
-def guest(cid: str, export: str, args: Iterable[int | float] = ()) -> dict[str, Any]:
+def _env(env: object) -> dict[str, str]:
+    if not isinstance(env, Mapping):
+        raise ModelError(
+            f"env must be a mapping of names to strings, got {type(env).__name__}", reason="invalid-guest-spec"
+        )
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise ModelError(f"env {name!r}: names and values are strings", reason="invalid-guest-spec")
+        if name == "" or "=" in name or "\x00" in name:
+            raise ModelError(f"env name {name!r} must be non-empty, without '=' or NUL", reason="invalid-guest-spec")
+        if "\x00" in value:
+            raise ModelError(f"env {name!r}: a value cannot hold a NUL character", reason="invalid-guest-spec")
+        out[_text(name, "an env name")] = _text(value, f"env {name!r}")
+    return dict(sorted(out.items()))
+
+
+def guest(
+    cid: str,
+    export: str,
+    args: Iterable[int | float | str] = (),
+    env: Mapping[str, str] | None = None,
+    argv0: str | None = None,
+) -> dict[str, Any]:
     """The guest invocation spec: run ``export`` of the module named by ``cid`` with ``args``.
 
-    Integral floats in ``args`` become ints (JavaScript number semantics; the
-    host converts per the export's wasm signature anyway), so a spec and every
-    receipt built from it are dag-cbor-canonical.
+    ``args`` are numbers (a kuro ABI v1 export's parameters) or strings (a WASI
+    command's argv[1:]); integral floats become ints (JavaScript number
+    semantics; the host converts per the export's wasm signature anyway), so a
+    spec and every receipt built from it are dag-cbor-canonical. ``env`` (a WASI
+    command's environment, names sorted) and ``argv0`` (its argv[0]; by default
+    the guest's CID) are in the spec only when given, so a spec without them is
+    the same value, with the same digest, as before they existed.
 
     >>> guest("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku", "run", [40, 2.0])["kuro/args"]
     [40, 2]
+    >>> wc = guest("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku", "_start", ["-l"], {"LANG": "C"})
+    >>> wc["kuro/args"], wc["kuro/env"]
+    (['-l'], {'LANG': 'C'})
 
     Raises ModelError (reason ``invalid-guest-spec``): if ``cid`` is not a CID in
     kuro's profile, ``export`` is not a non-empty string, ``args`` is not a
-    list/tuple, or an arg is not an int/float (bool and str are refused), is NaN
-    or infinite, or is an integer outside i64.
+    list/tuple, or an arg is not an int/float/str (bool is refused), is NaN
+    or infinite, is an integer outside i64 or a string that is not valid Unicode;
+    if ``env`` is not a mapping of strings with non-empty names free of ``=`` and NUL
+    and values free of NUL; if ``argv0`` is not a string free of NUL.
     """
     try:
         _parse_cid(cid)
@@ -281,20 +328,33 @@ def guest(cid: str, export: str, args: Iterable[int | float] = ()) -> dict[str, 
         raise ModelError(f"export must be a non-empty string, got {export!r}", reason="invalid-guest-spec")
     if not isinstance(args, (list, tuple)):
         raise ModelError(f"args must be a list, got {type(args).__name__}", reason="invalid-guest-spec")
-    return {
+    spec: dict[str, Any] = {
         "kuro/type": "kuro/guest",
         "kuro/guest": cid,
         "kuro/export": export,
         "kuro/args": [_arg(a, i) for i, a in enumerate(args)],
     }
+    if env is not None:
+        spec["kuro/env"] = _env(env)
+    if argv0 is not None:
+        if not isinstance(argv0, str) or "\x00" in argv0:
+            raise ModelError(f"argv0 must be a string without NUL, got {argv0!r}", reason="invalid-guest-spec")
+        spec["kuro/argv0"] = _text(argv0, "argv0")
+    return spec
 
 
 def is_guest_spec(command: object) -> bool:
     """True only for a mapping that equals :func:`guest` of its own fields (closed shape)."""
-    if not isinstance(command, Mapping) or set(command) != _GUEST_KEYS or command["kuro/type"] != "kuro/guest":
+    if not isinstance(command, Mapping) or command.get("kuro/type") != "kuro/guest":
+        return False
+    keys = set(command)
+    if not _GUEST_KEYS <= keys or not keys <= _GUEST_KEYS | set(OPTIONAL_SPEC_KEYS):
         return False
     try:
-        rebuilt = guest(command["kuro/guest"], command["kuro/export"], command["kuro/args"])
+        rebuilt = guest(
+            command["kuro/guest"], command["kuro/export"], command["kuro/args"], command.get("kuro/env"),
+            command.get("kuro/argv0"),
+        )  # fmt: skip
     except ModelError:
         return False
     return rebuilt == dict(command) and all(

@@ -21,12 +21,13 @@ from typing import Final
 
 from kuro_wasm.host.kind import GuestKind
 from kuro_wasm.host.kinds.kuro_v1 import KIND as KURO_ABI_V1
+from kuro_wasm.host.kinds.wasi_p1 import KIND as WASI_PREVIEW1
 from kuro_wasm.model.wasm_shape import WasmShape
 
 __all__ = ["KINDS", "KNOWN_FAMILIES", "by_name", "classify"]
 
 #: Every guest kind, in the order they are asked.
-KINDS: Final[tuple[GuestKind, ...]] = (KURO_ABI_V1,)
+KINDS: Final[tuple[GuestKind, ...]] = (KURO_ABI_V1, WASI_PREVIEW1)
 
 #: Import modules of well-known host interfaces, named in the load error when no kind provides them.
 KNOWN_FAMILIES: Final[dict[str, str]] = {

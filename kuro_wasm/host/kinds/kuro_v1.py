@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
 import wasmtime
@@ -48,6 +48,7 @@ from kuro_wasm.host.engine import CallOutcome
 from kuro_wasm.host.kind import CoreModuleKind, Entry
 from kuro_wasm.model import abi
 from kuro_wasm.model.abi import ErrorCode
+from kuro_wasm.model.sessions import OPTIONAL_SPEC_KEYS
 from kuro_wasm.model.wasm_shape import NUMBER_TYPES, WasmShape
 
 __all__ = ["HANDLERS", "KIND", "KuroAbiV1", "linker_for"]
@@ -254,7 +255,13 @@ class KuroAbiV1(CoreModuleKind):
                 return reason
         return None
 
-    def entry(self, shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
+    def entry(self, shape: WasmShape, spec: Mapping[str, Any]) -> Entry | str:
+        export, args = spec["kuro/export"], spec["kuro/args"]
+        extra = sorted(key for key in OPTIONAL_SPEC_KEYS if key in spec)
+        if extra:
+            return f"a kuro ABI v1 export takes no {' or '.join(extra)} (those are for WASI commands)"
+        if any(isinstance(a, str) for a in args):
+            return f"export {export!r} takes numbers; string args are for WASI commands (argv)"
         found = shape.export(export)
         if found is None or found.kind != "func" or found.sig is None:
             return f"guest has no function export {export!r}"
