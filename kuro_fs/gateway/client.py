@@ -111,6 +111,10 @@ class _ChunkReader(io.RawIOBase):
         return n
 
 
+#: Seconds an idle pooled connection is kept (below common servers' keep-alive timeouts).
+_KEEPALIVE_EXPIRY: Final = 2.0
+
+
 class GatewayBlockStore:
     """A :class:`~kuro_fs.blocks.BlockStore` whose blocks come from (and are published to) a gateway.
 
@@ -140,7 +144,13 @@ class GatewayBlockStore:
         self._token = token
         self._prefetch = prefetch_entities
         self._client = httpx.Client(
-            base_url=self._url, timeout=httpx.Timeout(timeout), transport=transport, follow_redirects=False
+            base_url=self._url,
+            timeout=httpx.Timeout(timeout),
+            transport=transport,
+            follow_redirects=False,
+            # Drop idle connections before a server's own keep-alive timeout (uvicorn's is 5 s) can close
+            # one just as a request is sent on it.
+            limits=httpx.Limits(keepalive_expiry=_KEEPALIVE_EXPIRY),
         )
         self._closed = False
 
@@ -180,7 +190,12 @@ class GatewayBlockStore:
             raise BlockStoreError(f"gateway block store for {self._url} is closed")
         httpx = _httpx()
         try:
-            return self._client.request(method, path, **kwargs)  # type: ignore[no-any-return]
+            try:
+                return self._client.request(method, path, **kwargs)  # type: ignore[no-any-return]
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                # A pooled keep-alive connection the server closed as we reused it: every request here is
+                # idempotent (GET, HEAD, PUT of content-addressed bytes), so it is sent once more, on a new one.
+                return self._client.request(method, path, **kwargs)  # type: ignore[no-any-return]
         except httpx.TimeoutException as exc:
             raise GatewayTimeout(f"{method} {self._url}{path}: no answer in time ({exc})") from exc
         except (httpx.TransportError, OSError) as exc:

@@ -71,13 +71,19 @@ __all__ = ["ISOLATION", "Handle", "add_guest", "run", "run_async", "start"]
 
 def _check_options(home: object, on_chunk: object, on_exit: object) -> None:
     # Refused before anything runs: a bad home would otherwise surface mid-run as a "host error" trap.
-    if not (home is None or home is False or isinstance(home, (str, os.PathLike))):
-        raise ModelError(f"home must be a path, None or False, got {type(home).__name__}", reason="invalid-run-option")
-    if isinstance(home, (str, os.PathLike)) and "\0" in os.fsdecode(home):
-        raise ModelError("home must not contain a NUL character", reason="invalid-run-option")
-    for name, hook in (("on_chunk", on_chunk), ("on_exit", on_exit)):
-        if hook is not None and not callable(hook):
-            raise ModelError(f"{name} must be callable, got {type(hook).__name__}", reason="invalid-run-option")
+    if home is not None and home is not False:
+        if type(home) is not str:
+            if not isinstance(home, os.PathLike):
+                raise ModelError(
+                    f"home must be a path, None or False, got {type(home).__name__}", reason="invalid-run-option"
+                )
+            home = os.fsdecode(home)
+        if "\0" in home:
+            raise ModelError("home must not contain a NUL character", reason="invalid-run-option")
+    if on_chunk is not None and not callable(on_chunk):
+        raise ModelError(f"on_chunk must be callable, got {type(on_chunk).__name__}", reason="invalid-run-option")
+    if on_exit is not None and not callable(on_exit):
+        raise ModelError(f"on_exit must be callable, got {type(on_exit).__name__}", reason="invalid-run-option")
 
 
 class Handle:
@@ -175,7 +181,7 @@ def _job(
     refused = denial(session, command)
     if refused is not None:
         return refused
-    limits = Limits(timeout_ms, max_output_bytes, max_memory_bytes, fuel, **bounds)
+    limits = Limits.of(timeout_ms, max_output_bytes, max_memory_bytes, fuel, bounds)
     if stdin is not None and not isinstance(stdin, (bytes, bytearray, memoryview)):
         raise ModelError(f"stdin must be bytes, got {type(stdin).__name__}", reason="invalid-stdin")
     _check_options(home, on_chunk, on_exit)

@@ -54,6 +54,8 @@ ISOLATION = "wasmtime"
 _PLAIN = _engine.EngineConfig(fuel=False)
 _FUEL = _engine.EngineConfig(fuel=True)
 
+_DONE_LOCK = threading.Lock()
+
 OnChunk = Callable[[_stream.Stream, _stream.Chunk], None]
 OnExit = Callable[[dict[str, Any]], None]
 
@@ -86,26 +88,53 @@ class Job:
         self.home = home
         self.started_ms = int(time.time() * 1000)
         self.started = time.monotonic()
-        self.writer = _stream.Writer(_stream.new(limits.max_output_bytes, max_chunks=limits.max_output_chunks))
-        self.final_stream: _stream.Stream | None = None
+        self.writer = _stream.Writer(max_output_bytes=limits.max_output_bytes, max_chunks=limits.max_output_chunks)
+        self.exited = False  # the receipt exists: the stream value is then ``exited``
         self.callback_error: str | None = None
         # Without on_chunk, imports append straight to the writer (no call through Job.emit on the hot path).
         emit = self.writer.append if on_chunk is None else self.emit
-        self.ctx = RunContext(grant=session.grant, emit=emit, deadline=self.started + limits.timeout_ms / 1000.0)
-        self.ctx.stdin = StdinPipe(self.ctx.cond, stdin, closed=stdin_closed)
-        self.ctx.seed = seed
+        cond = threading.Condition()
+        self.ctx = RunContext(
+            grant=session.grant,
+            emit=emit,
+            deadline=self.started + limits.timeout_ms / 1000.0,
+            cond=cond,
+            stdin=StdinPipe(cond, stdin, closed=stdin_closed),
+            seed=seed,
+        )
         self.receipt: dict[str, Any] | None = None
         self.failure: HostError | None = None
         self.on_settled: Callable[[], None] | None = None
-        self.done = threading.Event()
+        self._done: threading.Event | None = None
+        self._finished = False
+
+    @property
+    def done(self) -> threading.Event:
+        """Set once the receipt exists (or no receipt can be). Made on first use: a synchronous
+        :func:`~kuro_wasm.host.api.run` never waits on it, and an Event costs as much as a gated call."""
+        event = self._done
+        if event is None:
+            with _DONE_LOCK:
+                event = self._done
+                if event is None:
+                    event = self._done = threading.Event()
+                    if self._finished:
+                        event.set()
+        return event
+
+    def _mark_done(self) -> None:
+        with _DONE_LOCK:
+            self._finished = True
+            event = self._done
+        if event is not None:
+            event.set()
 
     # -- output
 
     @property
     def stream(self) -> _stream.Stream:
         """The stream value now (``running`` until the receipt exists, then ``exited``)."""
-        final = self.final_stream
-        return final if final is not None else self.writer.value()
+        return self.writer.value("exited" if self.exited else "running")
 
     def emit(self, name: str, data: bytes) -> bool:
         """Keep one chunk (or not: a bound was hit) and tell ``on_chunk``. Runs on the guest's thread only."""
@@ -133,7 +162,7 @@ class Job:
             return self._finish(result, session)
         except Exception as exc:  # a receipt the model refuses: say so instead of leaving waiters hanging
             self.failure = HostError(f"no receipt could be built: {type(exc).__name__}: {exc}")
-            self.done.set()
+            self._mark_done()
             raise self.failure from exc
 
     def execute_quietly(self) -> None:
@@ -233,7 +262,7 @@ class Job:
             {
                 "isolation": ISOLATION,
                 "limits": self.limits.receipt_value(),
-                "engine": _engine_data(self.limits.fuel is not None),
+                "engine": dict(_engine_data(self.limits.fuel is not None)),
                 "reads": list(ctx.reads),
                 "denials": [dict(d) for d in ctx.denials],
                 "started-at": self.started_ms,
@@ -249,11 +278,10 @@ class Job:
                 result["fs-root-after"] = after
         if self.callback_error is not None and "error" not in result:
             result["error"] = self.callback_error
-        written = self.writer.value()
-        receipt = _stream.finish(written, session, self.command, result)
-        self.final_stream = _stream.mark_exited(written)
+        receipt = self.writer.receipt(session, self.command, result)
+        self.exited = True
         self.receipt = receipt
-        self.done.set()
+        self._mark_done()
         if self.on_exit is not None:
             try:
                 self.on_exit(receipt)

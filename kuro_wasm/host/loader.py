@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import wasmtime
@@ -47,6 +47,7 @@ from kuro_wasm.host.cache import ModuleCache
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
 from kuro_wasm.host.kind import Entry, GuestKind
 from kuro_wasm.host.kinds import classify
+from kuro_wasm.model.sessions import OPTIONAL_SPEC_KEYS
 from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, read_shape
 
 __all__ = [
@@ -81,6 +82,8 @@ class Prepared:
     pre: Any  # the kind's pre-linked form of it (a wasmtime.InstancePre for core-module kinds)
     shape: WasmShape
     kind: GuestKind
+    #: resolved entries by (export, args with their types): a warm run of the same call resolves nothing
+    entries: dict[tuple[Any, ...], Entry | LoadFailure] = field(default_factory=dict, repr=False)
 
 
 # ---- bytes by CID
@@ -243,11 +246,36 @@ def _first_line(exc: BaseException) -> str:
 
 
 def resolve(ready: Prepared, command: Mapping[str, Any]) -> Entry | LoadFailure:
-    """The entry point guest spec ``command`` asks of ``ready``, as its kind resolves it, else a load-error."""
-    entry = ready.kind.entry(ready.shape, command)
-    if isinstance(entry, str):
-        return LoadFailure("load-error", f"guest {ready.cid}: {entry}")
+    """The entry point guest spec ``command`` asks of ``ready``, as its kind resolves it, else a load-error.
+
+    Remembered per prepared guest (at most 64 distinct calls) when every arg is hashable: the
+    answer depends only on the guest's shape, the export, the args (types included, so
+    ``True`` is never taken for ``1``) and the spec's optional fields (``env``, ``argv0``).
+    """
+    export, args = command["kuro/export"], command["kuro/args"]
+    try:
+        key: tuple[Any, ...] | None = (
+            export,
+            *((type(a), a) for a in args),
+            *((name, _frozen(command[name])) for name in OPTIONAL_SPEC_KEYS if name in command),
+        )
+        known = ready.entries.get(key)  # type: ignore[arg-type]
+    except TypeError:  # an unhashable arg (a list for a component, say): resolve every time
+        key, known = None, None
+    if known is not None:
+        return known
+    found = ready.kind.entry(ready.shape, command)
+    entry: Entry | LoadFailure = (
+        LoadFailure("load-error", f"guest {ready.cid}: {found}") if isinstance(found, str) else found
+    )
+    if key is not None and len(ready.entries) < 64:
+        ready.entries[key] = entry
     return entry
+
+
+def _frozen(value: object) -> object:
+    """A hashable form of an optional spec field (a mapping as its sorted items)."""
+    return tuple(sorted(value.items())) if isinstance(value, Mapping) else value
 
 
 def forget_prepared() -> None:

@@ -34,6 +34,7 @@ Values only.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -102,15 +103,35 @@ class Limits:
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS
 
     def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            minimum = _MINIMUM[field.name]
-            if value is None and field.default is None:
+        # Every run builds one: checked field by field from a precomputed table (no dataclasses.fields()).
+        for name, minimum, nullable in _CHECKS:
+            value = getattr(self, name)
+            if type(value) is int and minimum <= value < _U64_END:  # bools are not ints here (type, not isinstance)
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < _U64_END:
-                raise ModelError(
-                    f"{field.name} must be an int in {minimum}..2**64-1, got {value!r}", reason="invalid-limit"
-                )
+            if value is None and nullable:
+                continue
+            raise ModelError(f"{name} must be an int in {minimum}..2**64-1, got {value!r}", reason="invalid-limit")
+
+    @classmethod
+    def of(
+        cls,
+        timeout_ms: object,
+        max_output_bytes: object,
+        max_memory_bytes: object,
+        fuel: object,
+        bounds: Mapping[str, object],
+    ) -> Limits:
+        """``Limits(timeout_ms, max_output_bytes, max_memory_bytes, fuel, **bounds)``, the same value
+        (and the same refusals), remembered: a host builds one per run, mostly the same few."""
+        key = (timeout_ms, max_output_bytes, max_memory_bytes, fuel, *(bounds.get(n, _UNSET) for n in BOUNDS))
+        if all(type(v) is int or v is None or v is _UNSET for v in key):  # no bools: True == 1 would hit
+            found = _KNOWN.get(key)
+            if found is not None:
+                return found
+        made = cls(timeout_ms, max_output_bytes, max_memory_bytes, fuel, **bounds)  # type: ignore[arg-type]
+        if len(_KNOWN) < 256:
+            _KNOWN[key] = made
+        return made
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Limits:
@@ -132,14 +153,7 @@ class Limits:
 
     def receipt_value(self) -> dict[str, int]:
         """The receipt's ``kuro/limits``: kebab-case names; memory and fuel only when set; the bounds always."""
-        out = {"timeout-ms": self.timeout_ms, "max-output-bytes": self.max_output_bytes}
-        if self.max_memory_bytes is not None:
-            out["max-memory-bytes"] = self.max_memory_bytes
-        if self.fuel is not None:
-            out["fuel"] = self.fuel
-        for name in BOUNDS:
-            out[name.replace("_", "-")] = getattr(self, name)
-        return out
+        return dict(_receipt_value(self))
 
 
 #: The limits a caller chooses per run (always part of an operation's identity).
@@ -155,3 +169,22 @@ BOUNDS: Final[tuple[str, ...]] = (
 #: The keyword names of every limit, in a fixed order.
 LIMIT_NAMES: Final[tuple[str, ...]] = CHOSEN_LIMITS + BOUNDS
 _DEFAULTS: Final[Mapping[str, object]] = {f.name: f.default for f in dataclasses.fields(Limits)}
+_CHECKS: Final = tuple((f.name, _MINIMUM[f.name], f.default is None) for f in dataclasses.fields(Limits))
+_KEBAB: Final[Mapping[str, str]] = {name: name.replace("_", "-") for name in LIMIT_NAMES}
+
+
+_UNSET: Final = object()
+_KNOWN: dict[tuple[object, ...], Limits] = {}
+
+
+@functools.lru_cache(maxsize=64)
+def _receipt_value(limits: Limits) -> dict[str, int]:
+    """Shared and memoized (most runs have the same limits): callers copy it."""
+    out = {"timeout-ms": limits.timeout_ms, "max-output-bytes": limits.max_output_bytes}
+    if limits.max_memory_bytes is not None:
+        out["max-memory-bytes"] = limits.max_memory_bytes
+    if limits.fuel is not None:
+        out["fuel"] = limits.fuel
+    for name in BOUNDS:
+        out[_KEBAB[name]] = getattr(limits, name)
+    return out

@@ -60,6 +60,7 @@ __all__ = [
     "receipt",
     "receipt_cid",
     "receipt_measured",
+    "receipt_trusted",
     "to_json",
 ]
 
@@ -119,6 +120,7 @@ HOST_KEYS: Final = frozenset(k for k, spec in KEYS.items() if spec.host)
 _BARE: Final[Mapping[str, str]] = {name: "kuro/" + name for name in HOST_KEYS}
 _PREFIXED: Final[Mapping[str, str]] = {"kuro/" + name: "kuro/" + name for name in HOST_KEYS}
 _KIND: Final[Mapping[str, str]] = {"kuro/" + name: spec.kind for name, spec in KEYS.items()}
+_ALL_HOST_KEYS: Final = frozenset(_PREFIXED)
 
 #: outcome → exit code. ``exit`` is any nonzero guest exit code (``None`` here);
 #: ``abandoned`` defaults to 129 but its host may state the real code. ``host-error`` (70, as
@@ -348,6 +350,18 @@ def receipt_measured(
     return _assemble(sess, command, merged, measured)
 
 
+def receipt_trusted(sess: Session, command: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`receipt_measured` with every value of ``host`` (namespaced keys) taken as measured.
+
+    For the host's own run (see :func:`kuro_wasm.model.stream.finish_trusted`): the session
+    and command already passed the gate, the values are of their keys' kinds. The closed key
+    set, ``None`` dropping, the defaults and the exit-code/outcome rules still apply.
+
+    Raises ModelError: a bad exit code or outcome.
+    """
+    return _assemble(sess, command, host, _ALL_HOST_KEYS)
+
+
 def _check_run(sess: object, command: object) -> None:
     if not isinstance(sess, Session):
         raise ModelError(f"receipt needs a Session, got {type(sess).__name__}", reason="invalid-session")
@@ -372,7 +386,7 @@ def _assemble(
         "kuro/mode": sess.mode,
         "kuro/fs-root-cid": sess.fs_root_cid,
         "kuro/cwd": sess.cwd,
-        "kuro/command": _plain(command, "kuro/command"),
+        "kuro/command": _plain(command, "kuro/command") if trusted is not _ALL_HOST_KEYS else _copied(command),
         "kuro/guest": command["kuro/guest"],
         "kuro/export": command["kuro/export"],
         "kuro/args": list(command["kuro/args"]),
@@ -386,6 +400,11 @@ def _assemble(
             out[key] = value if key in trusted else _typed(key, value)
     out["kuro/outcome"] = outcome
     return out
+
+
+def _copied(command: Mapping[str, Any]) -> dict[str, Any]:
+    """A gated guest spec, copied so the receipt shares no list or map with it (its values are plain already)."""
+    return {k: list(v) if type(v) is list else dict(v) if type(v) is dict else v for k, v in command.items()}
 
 
 def _check_outcome(outcome: object, code: int) -> None:

@@ -226,7 +226,8 @@ def test_the_gateway_under_64_connections_of_mixed_load_and_abuse(
 
 async def _run(url: str, held: dict[str, list[str]], tally: Tally, seconds: float, seed: int) -> None:
     # One pool of 64 keep-alive connections, one request loop per connection.
-    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
+    # Idle connections expire (2 s) before the server's keep-alive (5 s) closes them under a request.
+    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS, keepalive_expiry=2.0)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120, verify=False) as client:
         deadline = time.monotonic() + seconds
         await asyncio.gather(*(_connection(client, seed + i, deadline, held, tally) for i in range(CONNECTIONS)))

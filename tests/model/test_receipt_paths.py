@@ -225,3 +225,22 @@ def test_the_measured_path_takes_only_mappings(host: Any, measured: Any) -> None
     with pytest.raises(ModelError) as info:
         receipt_measured(_SESS, _SPEC, host, measured)
     assert info.value.reason == "invalid-receipt-value"
+
+
+@settings(max_examples=150, deadline=None)
+@given(result=_host_built(), cap=caps, writes=write_lists, chunk_bound=st.integers(0, 6))
+def test_the_trusted_paths_give_the_checked_receipt_for_the_hosts_own_results(
+    result: dict[str, Any], cap: int, writes: list[tuple[str, bytes]], chunk_bound: int
+) -> None:
+    # finish_trusted (and a Writer's receipt, which never builds a Stream) skip re-checking the host's
+    # values: for values the host builds, the receipt must be exactly finish()'s.
+    s = stream.new(cap, max_chunks=chunk_bound)
+    writer = stream.Writer(max_output_bytes=cap, max_chunks=chunk_bound)
+    for name, data in writes:
+        s, kept = stream.append(s, name, data)
+        assert writer.append(name, data) is (kept is not None)
+    assert writer.value() == s
+    checked = _outcome(lambda: stream.finish(s, _SESS, _SPEC, result))
+    assert checked == _outcome(lambda: stream.finish_trusted(s, _SESS, _SPEC, result))
+    assert checked == _outcome(lambda: writer.receipt(_SESS, _SPEC, result))
+    assert checked == _outcome(lambda: stream.finish_trusted(writer.value("exited"), _SESS, _SPEC, result))
