@@ -838,8 +838,8 @@ def _path_open(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     exclusive, truncate = bool(oflags & wasi.OFLAG_EXCL), bool(oflags & wasi.OFLAG_TRUNC)
     found = ov.stat_path(path, at)
     is_dir = not isinstance(found, OvErrno) and found.kind == "dir"
-    if isinstance(found, OvErrno) and not (create and found == OvErrno.NOENT):
-        return errno_of(found)
+    if isinstance(found, OvErrno) and not create:
+        return errno_of(found)  # (with O_CREAT the overlay's open says which errno: ISDIR for "file/")
     needs: list[str] = []
     if is_dir:
         needs.append("fs/ls")

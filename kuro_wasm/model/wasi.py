@@ -397,7 +397,7 @@ def check_arg_strings(args: list[object] | tuple[object, ...]) -> str | None:
     """
     for index, arg in enumerate(args):
         if not isinstance(arg, str):
-            example = f' (e.g. "{arg}")' if isinstance(arg, int | float) and not isinstance(arg, bool) else ""
+            example = f', e.g. "{arg}"' if isinstance(arg, int | float) and not isinstance(arg, bool) else ""
             return f"arg {index} is {_a(type(arg).__name__)}; a WASI command takes its args as strings (argv){example}"
         if "\x00" in arg:
             return f"arg {index} contains a NUL character, which a C argv string cannot hold"

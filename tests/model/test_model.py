@@ -89,13 +89,50 @@ def test_a_guest_spec_needs_a_non_empty_export_name(export: Any) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    ["12", b"12", 12, None, {1: 2}, [True], [False], ["1"], [None], [[1]], [math.nan], [math.inf], [-math.inf],
+    ["12", b"12", 12, None, {1: 2}, [True], [False], [b"1"], [None], [[1]], [math.nan], [math.inf], [-math.inf],
      [I64_MAX + 1], [I64_MIN - 1], [1e300], [float(2**63)]],
 )  # fmt: skip
-def test_guest_args_are_i64_ints_or_finite_floats_only(args: Any) -> None:
+def test_guest_args_are_i64_ints_finite_floats_or_strings_only(args: Any) -> None:
     with pytest.raises(ModelError) as info:
         guest(GUEST_CID, "run", args)
     assert info.value.reason == "invalid-guest-spec"
+
+
+def test_string_args_env_and_argv0_are_part_of_the_spec_only_when_given() -> None:
+    plain = guest(GUEST_CID, "_start", ["in.txt", "-n"])
+    assert set(plain) == {"kuro/type", "kuro/guest", "kuro/export", "kuro/args"}
+    full = guest(GUEST_CID, "_start", ["in.txt"], env={"LANG": "C", "A": ""}, argv0="wc")
+    assert full["kuro/args"] == ["in.txt"] and full["kuro/env"] == {"A": "", "LANG": "C"} and full["kuro/argv0"] == "wc"
+    assert is_guest_spec(full) and is_guest_spec(plain)
+    assert not is_guest_spec({**full, "kuro/env": {"A=B": "x"}})
+    assert not is_guest_spec({**full, "kuro/shell": "sh"})
+
+
+@pytest.mark.parametrize(
+    ("env", "argv0"),
+    [
+        ({"": "x"}, None),
+        ({"A=B": "x"}, None),
+        ({"A": "x\0y"}, None),
+        ({"A\0": "x"}, None),
+        ({"A": 1}, None),
+        ({1: "x"}, None),
+        (["A=B"], None),
+        ({"A": "\ud800"}, None),
+        (None, "a\0b"),
+        (None, 7),
+        (None, "\udfff"),
+    ],
+)
+def test_a_bad_env_or_argv0_is_refused_in_the_spec(env: Any, argv0: Any) -> None:
+    with pytest.raises(ModelError) as info:
+        guest(GUEST_CID, "_start", [], env=env, argv0=argv0)
+    assert info.value.reason == "invalid-guest-spec"
+
+
+def test_a_lone_surrogate_string_arg_is_refused() -> None:
+    with pytest.raises(ModelError, match="not valid Unicode"):
+        guest(GUEST_CID, "_start", ["ok", "\udc80"])
 
 
 # ---- tables

@@ -6,8 +6,8 @@ component or core module), by asking the kinds in :data:`KINDS` in order; the
 first that claims it runs it. Only kinds that provide *every* module the guest
 imports from are asked, so a guest is never bound half by one kind and half by
 none. A guest no kind claims is a ``load-error`` that names what was found —
-the first import nobody provides (``imports wasi_snapshot_preview1.fd_write:
-no WASI support in this host``), that it is a component, or the asked kind's
+the first import nobody provides (``imports wasi_unstable.fd_write:
+no WASI (pre-preview-1) support in this host``), that it is a component, or the asked kind's
 own reason (a wrong signature, a missing export). Adding a kind is one module
 here plus one line in :data:`KINDS`.
 
@@ -48,10 +48,14 @@ def classify(shape: WasmShape, kinds: tuple[GuestKind, ...] | None = None) -> Gu
     ``kinds`` defaults to :data:`KINDS` as it is at the time of the call.
 
     >>> from kuro_wasm.model.wasm_shape import Import
-    >>> classify(WasmShape(imports=(Import("wasi_snapshot_preview1", "fd_write", "func"),)))
-    'imports wasi_snapshot_preview1.fd_write: no WASI support in this host'
+    >>> classify(WasmShape(imports=(Import("wasi_unstable", "fd_write", "func"),)))
+    'imports wasi_unstable.fd_write: no WASI (pre-preview-1) support in this host'
     >>> classify(WasmShape()).name
     'kuro-abi-v1'
+    >>> from kuro_wasm.model.wasm_shape import FuncSig
+    >>> sig = FuncSig(("i32",), ())
+    >>> classify(WasmShape(imports=(Import("wasi_snapshot_preview1", "proc_exit", "func", sig),))).name
+    'wasi-preview1'
     """
     if kinds is None:
         kinds = KINDS
