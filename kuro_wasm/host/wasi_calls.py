@@ -3,8 +3,9 @@
 ## The one decision
 Every call answers an errno (:class:`kuro_wasm.model.wasi.Errno`) and nothing else crosses back:
 a pointer/length outside guest memory is ``EFAULT`` (the trampoline's fault code), a refused
-capability is ``ENOTCAPABLE`` **recorded in** ``kuro/denials`` (:meth:`RunContext.deny`, one counted
-entry per distinct call) while the guest keeps running, and a run that must stop (kill, deadline,
+capability is ``EACCES`` (:data:`kuro_wasm.model.wasi.DENIED_ERRNO`) **recorded in**
+``kuro/denials`` (:meth:`RunContext.deny`, one counted entry per distinct call) while the guest
+keeps running, and a run that must stop (kill, deadline,
 output cap, ``proc_exit``) answers None — a trap whose text nobody reads; *why* is in the context.
 The capability is checked at **every** call that has an effect, by what the call does:
 
@@ -64,6 +65,7 @@ _INVAL: Final = int(Errno.INVAL)
 _IO: Final = int(Errno.IO)
 _NOTSUP: Final = int(Errno.NOTSUP)
 _NOTCAPABLE: Final = int(Errno.NOTCAPABLE)
+_DENIED: Final = int(wasi.DENIED_ERRNO)
 _SPIPE: Final = int(Errno.SPIPE)
 _ISDIR: Final = int(Errno.ISDIR)
 _NOTDIR: Final = int(Errno.NOTDIR)
@@ -86,15 +88,15 @@ def state(run: RunContext) -> WasiState:
 
 def _deny(run: RunContext, name: str, capability: str, path: str | None = None) -> int:
     run.deny(name, capability, path)
-    return _NOTCAPABLE
+    return _DENIED
 
 
 def _need(run: RunContext, name: str, capabilities: tuple[str, ...], path: str | None = None) -> int | None:
-    """None if every capability is granted, else ENOTCAPABLE with each missing one recorded."""
+    """None if every capability is granted, else EACCES with each missing one recorded."""
     missing = [c for c in capabilities if c not in run.grant]
     for capability in missing:
         run.deny(name, capability, path)
-    return _NOTCAPABLE if missing else None
+    return _DENIED if missing else None
 
 
 def _path(mem: Memory, ptr: int, length: int) -> str | None:

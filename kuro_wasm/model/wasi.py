@@ -7,10 +7,12 @@ signature and the kuro capabilities its *effect* needs. The guest kind
 (:mod:`kuro_wasm.host.kinds.wasi_p1`) binds exactly this table; a module importing a name that is not
 in it, or a listed name with another signature, is refused at load (:func:`check_import`), so a
 guest's possible effects can be read off this page. A refused capability answers
-:data:`DENIED_ERRNO` — ``ENOTCAPABLE`` (76, wasi-libc: "Capabilities insufficient"): WASI's own word
-for "this program was not given the right to do that", which no other path of this host returns, so
-a program (and its user) can tell a grant refusal from a missing file or a read-only descriptor
-(``EBADF``). ``EACCES`` would read as a file permission, which kuro.fs does not have.
+:data:`DENIED_ERRNO` — ``EACCES`` (2, wasi-libc: "Permission denied"), what a POSIX program expects
+when it may not do something and handles as such (``ls -R`` skips the directory, ``cp`` names the
+file). Not ``ENOTCAPABLE``: wasi-libc's ``read``/``write`` turn that into ``EBADF`` (its POSIX
+reading of "this descriptor lacks the right"), so a refused stdin read would say "Bad file
+descriptor". ``ENOTCAPABLE`` remains the answer for rights a program dropped from its own
+descriptors (``fd_fdstat_set_rights``), which is not a refusal of the grant.
 
 Numbers, bit positions and struct layouts are those of the witx files of WASI preview 1
 (``wasi_snapshot_preview1.witx``, ``typenames.witx``); names are lower-case as in the witx.
@@ -142,8 +144,8 @@ class Errno(IntEnum):
     NOTCAPABLE = 76
 
 
-#: What a capability refusal answers (see the module docstring for why not ``EACCES``).
-DENIED_ERRNO: Final = Errno.NOTCAPABLE
+#: What a capability refusal answers (see the module docstring for why not ``ENOTCAPABLE``).
+DENIED_ERRNO: Final = Errno.ACCES
 
 
 def errno_for(name: str) -> Errno:

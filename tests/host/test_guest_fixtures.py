@@ -3,10 +3,12 @@
 Fixture format (TOML, one case per file; adding a case is adding a file)::
 
     description = "what the case shows"
-    guest = "hello"            # guests/<name>.wat, or "@absent" (a CID not in the store),
-                               # or "@bytes:<text>" (those bytes stored as a raw block)
+    guest = "hello"            # guests/<name>.wat, or "c/<name>" (guests/c/<name>.wasm, a WASI command),
+                               # or "@absent" (a CID not in the store), or "@bytes:<text>" (those bytes as a raw block)
     export = "run"
-    args = [40, 2]             # optional
+    args = [40, 2]             # optional: numbers, or strings (a WASI command's argv[1:])
+    env = { LANG = "C" }       # optional: a WASI command's environment
+    argv0 = "cat"              # optional: a WASI command's argv[0] (default: the guest's CID)
     mode = "terminal-build"    # optional (default terminal-repo)
     grant = ["guest/invoke"]   # optional: replaces the mode's grant (default: the mode's grant
                                # when mode is given, else every capability)
@@ -37,7 +39,9 @@ from kuro_wasm.model.receipt import KEYS
 from kuro_wasm.model.sessions import guest, session
 
 FIXTURES = sorted((GUESTS / "fixtures").glob("*.toml"))
-_CASE_KEYS = {"description", "guest", "export", "args", "mode", "grant", "stdin", "fs", "limits", "expect"}
+_CASE_KEYS = {
+    "description", "guest", "export", "args", "env", "argv0", "mode", "grant", "stdin", "fs", "limits", "expect",
+}  # fmt: skip
 _LIMIT_KEYS = {"timeout_ms", "max_output_bytes", "max_memory_bytes", "fuel"}
 _EXPECT_KEYS = {
     "exit_code",
@@ -61,6 +65,8 @@ def _guest(store: MemoryBlockStore, spec: str) -> str:
         return raw_cid(b"a guest nobody stored")
     if spec.startswith("@bytes:"):
         return store.put(spec.removeprefix("@bytes:").encode("utf-8"))
+    if spec.startswith("c/"):
+        return add_guest(store, (GUESTS / f"{spec}.wasm").read_bytes())
     return add_guest(store, wat(spec))
 
 
@@ -88,7 +94,8 @@ def test_guest_fixture(path: Path, home: Path) -> None:
     fs = make_fs(store, case.get("fs", {}))
     grant = case.get("grant", None if "mode" in case else ALL_CAPS)
     sess = session("s-fixture", fs.root, case.get("mode", "terminal-repo"), grant=grant)
-    command = guest(_guest(store, case["guest"]), case["export"], case.get("args", []))
+    cid = _guest(store, case["guest"])
+    command = guest(cid, case["export"], case.get("args", []), case.get("env"), case.get("argv0"))
     stdin = case.get("stdin")
     receipt = run(
         sess,
