@@ -43,7 +43,7 @@ from kuro_fs.cid import parse as parse_cid
 from kuro_fs.errors import BlockStoreError, CorruptBlock, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.unixfs import MissingBlock, iter_file, write_file
 from kuro_wasm.errors import LoadError
-from kuro_wasm.host.cache import ModuleCache
+from kuro_wasm.host.cache import ModuleCache, cache_for
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
 from kuro_wasm.host.kind import Entry, GuestKind
 from kuro_wasm.host.kinds import classify
@@ -57,6 +57,7 @@ __all__ = [
     "check_imports",
     "fetch_guest",
     "forget_prepared",
+    "kind_name",
     "prepare",
     "resolve",
 ]
@@ -276,6 +277,13 @@ def resolve(ready: Prepared, command: Mapping[str, Any]) -> Entry | LoadFailure:
 def _frozen(value: object) -> object:
     """A hashable form of an optional spec field (a mapping as its sorted items)."""
     return tuple(sorted(value.items())) if isinstance(value, Mapping) else value
+
+
+def kind_name(store: BlockStore, cid: str, *, fuel: bool = False, home: Any = None) -> str | None:
+    """The name of the guest kind that runs ``cid`` (``"kuro-abi-v1"``, ``"wasi-preview1"`` …), or None if it
+    cannot be loaded. Prepares it as a run would (cached), so the run that follows finds it ready."""
+    ready = prepare(store, cid, EngineConfig(fuel=fuel), cache_for(home))
+    return None if isinstance(ready, LoadFailure) else ready.kind.name
 
 
 def forget_prepared() -> None:
