@@ -35,6 +35,10 @@ Figures and their anchors (what each ratio divides):
   p99 below it), and ÷ nginx as the physical reference; CAR streaming of a large file (``curl``, MB/s; goal
   ≥ 200 MB/s) ÷ nginx sending the same bytes as one file. Servers run one after another in interleaved
   rounds; the row's extra records the 1-minute load average.
+* WASI preview 1 (``tools/bench_wasi.py``): a C program's 1-byte ``fd_write`` per call (goal ≤ 2×), its reads of a
+  64 MiB kuro.fs file in 64 KiB and 1 MiB ``read()``s (goal ≥ 1 GB/s and ≥ 0.5×) and a warm hello-world run with its
+  full receipt (goal ≤ 1.5×), each ÷ wasmtime's built-in WASI running the same program over a real preopened
+  directory, interleaved, in wall and in CPU time (``process_time``: load swings wall-clock figures 3×).
 
 The host measurements (invocation, fs_read, deadline, cache) are the functions of
 ``tools/bench_host.py``, called here and set beside their anchors; this file adds the import
@@ -67,6 +71,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 import bench_host  # noqa: E402  (tools/bench_host.py: the host helper's measurements, folded in here)
+import bench_wasi  # noqa: E402  (tools/bench_wasi.py: kuro's WASI beside wasmtime's built-in WASI)
 import wasmtime  # noqa: E402
 
 from kuro_fs.blocks import MemoryBlockStore  # noqa: E402
@@ -810,6 +815,41 @@ def bench_gateway(tmp: Path, quick: bool) -> list[Row]:
     return rows
 
 
+# ---- 9. WASI preview 1 guests beside wasmtime's built-in WASI (tools/bench_wasi.py)
+
+
+def bench_wasi_rows(tmp: Path, quick: bool) -> list[Row]:
+    """C programs (guests/c) on kuro's WASI over kuro.fs and on wasmtime's built-in WASI, interleaved."""
+    w = bench_wasi.bench_fd_write(20_000 if quick else 200_000, 2 if quick else 5, tmp)
+    r = bench_wasi.bench_read((4 if quick else 64) * MiB, 2 if quick else 5, tmp)
+    h = bench_wasi.bench_hello(50 if quick else 500, tmp)
+    size = r["bytes"] // MiB
+    write = "WASI fd_write of 1 byte to stdout, per call"
+    hello = "WASI hello-world run, warm, full receipt"
+    return [
+        _row(f"{write} (CPU)", w["kuro_cpu_us"], "µs", "built-in WASI, stdout to a file (CPU)",
+             w["builtin_file_cpu_us"], goal="≤ 2×", extra={"load": w["load"]}),
+        _row(f"{write} (wall)", w["kuro_wall_us"], "µs", "built-in WASI, stdout to a file (wall)",
+             w["builtin_file_wall_us"], goal="≤ 2×", extra={"load": w["load"]}),
+        _row(f"{write} (CPU)", w["kuro_cpu_us"], "µs", "built-in WASI, stdout to /dev/null (CPU)",
+             w["builtin_null_cpu_us"], goal="≤ 2×", extra={"load": w["load"]}),
+        *(
+            _row(f"WASI read of a {size} MiB kuro.fs file in {k} KiB reads (wall)", r[f"kuro_{k}k_wall_gb_s"], "GB/s",
+                 "built-in WASI reading a real file (page cache)", r[f"builtin_{k}k_wall_gb_s"],
+                 goal="≥ 1 GB/s, ≥ 0.5×",
+                 extra={"load": r["load"], "kuro_cpu_gb_s": r[f"kuro_{k}k_cpu_gb_s"],
+                        "builtin_cpu_gb_s": r[f"builtin_{k}k_cpu_gb_s"]})
+            for k in (64, 1024)
+        ),
+        _row(f"{hello} (CPU)", h["kuro_cpu_us"], "µs", "built-in WASI Store+instantiate+_start, stdout to a file (CPU)",
+             h["builtin_file_cpu_us"], goal="≤ 1.5×", extra={"load": h["load"]}),
+        _row(f"{hello} (wall)", h["kuro_wall_us"], "µs", "the same (wall)", h["builtin_file_wall_us"], goal="≤ 1.5×",
+             extra={"load": h["load"]}),
+        _row(f"{hello} (CPU)", h["kuro_cpu_us"], "µs", "the same, stdout to /dev/null (CPU)", h["builtin_null_cpu_us"],
+             goal="≤ 1.5×", extra={"load": h["load"]}),
+    ]  # fmt: skip
+
+
 def _fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "—"
@@ -843,7 +883,7 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-SECTIONS = ("invocation", "import", "fs_read", "deadline", "cache", "concurrency", "dirs", "gateway", "overlay")
+SECTIONS = ("invocation", "import", "fs_read", "deadline", "cache", "concurrency", "dirs", "gateway", "overlay", "wasi")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -882,6 +922,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_dirs(tmp, args.quick)
         if "gateway" in wanted:
             rows += bench_gateway(tmp, args.quick)
+        if "wasi" in wanted:
+            rows += bench_wasi_rows(tmp, args.quick)
     print(table(rows))
     if args.json:
         payload = {"machine": facts, "quick": args.quick, "rows": [asdict(r) for r in rows]}

@@ -58,6 +58,7 @@ __all__ = [
     "Memory",
     "define",
     "guest_memory",
+    "guest_view",
     "load",
     "pack",
     "read_guest",
@@ -153,6 +154,21 @@ def guest_memory(run: RunContext, caller: int, cctx: int) -> Memory:
             run.memory = item.of.memory
         ref = run.memory_ref = ctypes.addressof(run.memory)
     return _memory_data(cctx, ref) or 0, _memory_data_size(cctx, ref)
+
+
+def guest_view(run: RunContext, caller: int, cctx: int) -> memoryview:
+    """The guest's exported ``memory`` now, as one byte view (empty if it has none).
+
+    The view reaches exactly the guest's memory, so an index or struct access outside it raises
+    (``IndexError``/``struct.error``) instead of touching anything else; a slice past its end is
+    short, so a caller still checks a range's end before copying. Valid for one host call (the
+    memory may move on ``memory.grow``, never during a call).
+    """
+    base, size = guest_memory(run, caller, cctx)
+    return _MEMORY[base : base + size] if size else _NO_MEMORY
+
+
+_NO_MEMORY: Final = memoryview(b"")
 
 
 def span(mem: Memory, ptr: int, length: int) -> tuple[int, int]:

@@ -51,7 +51,7 @@ from typing import Any, Final
 
 from kuro_fs.overlay import Errno as OvErrno
 from kuro_fs.overlay import Handle, Overlay, Stat
-from kuro_wasm.host.calls import Handler, Memory, guest_memory, load, pack, span, store_bytes, unpack
+from kuro_wasm.host.calls import Handler, Memory, guest_memory, guest_view, load, pack, span, store_bytes, unpack
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.wasi_state import DIR, FILE, FS_CAPABILITIES, STDIN, Fd, WasiState, errno_of
 from kuro_wasm.model import wasi
@@ -473,9 +473,23 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     f = st.fds.get(fd)
     if f is None:
         return _BADF
+    stream = f.stream
+    if stream is not None and count == 1:  # the hot path: printf, write(1, …): one buffer to the stream
+        view = guest_view(run, caller, cctx)
+        out %= _2_32
+        try:
+            buf, n = _IOVEC_FROM(view, iovs % _2_32)
+        except struct.error:
+            return _FAULT
+        if buf + n > len(view) or out + 4 > len(view):
+            return _FAULT
+        if not run.emit(stream, view[buf : buf + n].tobytes()):
+            run.stop("output-capped")
+            return None
+        _U32_INTO(view, out, n)
+        return _OK
     mem = guest_memory(run, caller, cctx)
     span(mem, out, 4)
-    stream = f.stream
     if stream is not None:
         data = _gather(mem, iovs, count)
         if not run.emit(stream, data):
@@ -504,6 +518,12 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         return _IO
     pack(mem, out, _U32, written)
     return _OK
+
+
+_2_32: Final = 2**32
+_FAULT: Final = int(Errno.FAULT)
+_IOVEC_FROM: Final = _IOVEC.unpack_from
+_U32_INTO: Final = _U32.pack_into
 
 
 def _fd_pwrite(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
