@@ -13,7 +13,7 @@ ends in exactly one receipt (why it ended: :mod:`kuro_wasm.model.outcome`), with
 guarantee                          mechanism
 =================================  ==========================================================
 guest bytes are the CID's bytes    every block re-hashed before compiling (:mod:`.loader`); cache hits by tag
-only ABI v1 effects                imports checked at load; no WASI, no ambient imports
+only the kind's effects            imports checked at load (kuro ABI v1, or WASI preview 1 over a virtual world)
 capability per import call         checked at call time; refusals in ``kuro/denials``
 memory confined                    every (ptr, len) bounds-checked; wasm's own sandbox
 prompt stop (loop)                 epoch callback each ~1 ms tick (:mod:`.engine`)
@@ -35,7 +35,7 @@ Threads: one worker per :func:`start`/:func:`run_async`; :func:`run` executes
 on the caller's thread (no thread hop on the warm path).
 
 ## Not done here
-No WASI, no argv/env, no string args. Unread stdin is not counted anywhere.
+Unread stdin is not counted anywhere.
 """
 
 from __future__ import annotations
