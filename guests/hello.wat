@@ -1,7 +1,8 @@
 ;; hello: writes to stdout and stderr. Exports:
 ;;   run          -> writes "hello, kuro\n" to stdout and "note: stderr works\n" to stderr, returns 0
 ;;   exit (code)  -> returns its argument as the exit code, writes nothing
-;;   add (a b)    -> writes "sum=" and returns a+b (the original kuro stream guest)
+;;   add (a b)    -> writes "sum=" through the write import and returns a+b (the original stream guest,
+;;                   which writes "sum=42" at 2048 with no imports, is stream.wat: kuro-browser-v0)
 ;;   bad_fd       -> write to fd 3; returns 0 if the host answered -8 (bad fd), else 1
 ;;   trivial      -> does nothing, returns 0 (benchmarks)
 (module

@@ -22,6 +22,7 @@ an optional ``hint``.
     ├── StreamClosed                            append/finish on a stream that is not running
     ├── CheckpointError          (ValueError)   checkpoint data that is not a checkpoint
     │   └── CheckpointVersionError              a checkpoint version this code cannot read
+    ├── FixtureError             (ValueError)   a fixture case file that is not a case (guests/fixtures/schema.json)
     ├── LedgerError                             the run ledger failed
     │   ├── OperationConflict                   one operation id, two different requests
     │   └── LedgerCorrupt                       the ledger's rows do not add up
@@ -38,6 +39,7 @@ from __future__ import annotations
 __all__ = [
     "CheckpointError",
     "CheckpointVersionError",
+    "FixtureError",
     "HostError",
     "KuroError",
     "LedgerCorrupt",
@@ -101,6 +103,15 @@ class CheckpointVersionError(CheckpointError):
         super().__init__(f"unknown checkpoint version {got!r}; this code reads version {expected}")
         self.got = got
         self.expected = expected
+
+
+class FixtureError(KuroError, ValueError):
+    """A fixture case that is not a case: a key the format lacks, a value of the wrong type, a guest not found.
+
+    The message names the case and the key (``guests/fixtures/schema.json`` is the format).
+    """
+
+    reference = "invalid-fixture"
 
 
 class LedgerError(KuroError):

@@ -11,15 +11,18 @@ from pathlib import Path
 import pytest
 
 from kuro_fs.fs import DENIAL_REASONS as FS_DENIAL_REASONS
+from kuro_wasm.host.kinds.component import CAPABILITIES as COMPONENT_CAPABILITIES
+from kuro_wasm.host.kinds.component import HOST_FUNCTIONS, error_name
 from kuro_wasm.model.abi import IMPORTS, REASON_CODES, ErrorCode, ImportSpec
-from kuro_wasm.model.receipt import OUTCOMES
+from kuro_wasm.model.receipt import KEYS, OUTCOMES
+from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, ORIGINAL_CAPABILITIES
 from kuro_wasm.model.sessions import DENIAL_REASONS as MODEL_DENIAL_REASONS
 from kuro_wasm.model.wasi import DENIED_ERRNO, FUNCTIONS, FuncSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = {
     name: (ROOT / name).read_text(encoding="utf-8")
-    for name in ("README.md", "docs/abi.md", "docs/cli.md", "docs/wasi.md")
+    for name in ("README.md", "docs/abi.md", "docs/cli.md", "docs/components.md", "docs/wasi.md")
 }
 
 
@@ -108,3 +111,41 @@ def test_the_readme_names_the_receipt_facts_that_must_never_be_implied() -> None
     text = DOCS["README.md"]
     for fact in ("`kuro/isolation`", "`kuro/truncated?`", "`kuro/dropped-bytes`", "`unknown`"):
         assert fact in text, fact
+
+
+@pytest.mark.parametrize("key", sorted(KEYS))
+def test_every_receipt_key_has_a_row_with_its_kind(key: str) -> None:
+    row = _row("docs/abi.md", f"`kuro/{key}`")
+    assert row[1] == KEYS[key].kind
+
+
+_COMPONENT_IMPORTS = [(i, f) for i, funcs in HOST_FUNCTIONS.items() for f in funcs]
+
+
+@pytest.mark.parametrize(("instance", "func"), _COMPONENT_IMPORTS, ids=[f"{i}#{f}" for i, f in _COMPONENT_IMPORTS])
+def test_every_component_import_has_a_row_with_its_capability(instance: str, func: str) -> None:
+    iface = instance.removeprefix("kuro:host/").removesuffix("@1.0.0")
+    row = _row("docs/components.md", f"`{iface}.{func}`")
+    capability = COMPONENT_CAPABILITIES.get(f"{instance}#{func}")
+    assert row[2] == (f"`{capability}`" if capability else "—")
+
+
+@pytest.mark.parametrize("code", list(ErrorCode), ids=[code.name for code in ErrorCode])
+def test_every_error_code_is_named_in_the_component_docs(code: ErrorCode) -> None:
+    assert f"`{error_name(code)}` ({int(code)}" in DOCS["docs/components.md"]
+
+
+@pytest.mark.parametrize("capability", sorted(CAPABILITIES))
+def test_every_capability_has_a_row_in_the_abi_doc(capability: str) -> None:
+    assert len(_row("docs/abi.md", f"`{capability}`")[1]) > 5
+
+
+@pytest.mark.parametrize("name", sorted(ALIASES))
+def test_every_original_grant_name_has_a_row_saying_what_it_stands_for(name: str) -> None:
+    stands_for = _row("docs/abi.md", f"`{name}`")[1]
+    grants = sorted(ALIASES[name].grants)
+    assert stands_for == (", ".join(f"`{c}`" for c in grants) if grants else "nothing")
+
+
+def test_every_original_grant_name_is_in_the_abi_doc() -> None:
+    assert [n for n in ORIGINAL_CAPABILITIES if f"`{n}`" not in DOCS["docs/abi.md"]] == []

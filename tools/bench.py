@@ -29,12 +29,17 @@ Figures and their anchors (what each ratio divides):
   directory (goals ≤ 1 ms / ≤ 100 µs) ÷ the same op in a 1-entry directory and ÷ the OS doing it in a real
   directory of as many files;
   a write into a sharded 10,000-entry directory ÷ the same directory kept in one flat block; reads and
-  writes at depth 2,000 ÷ depth 1,000, per level (linear: ≈ 1×). All interleaved, load average recorded.
+  writes at depth 2,000 ÷ depth 1,000, per level (linear: ≈ 1×). All interleaved, load average recorded;
 * the gateway (``kuro gateway serve``): raw 256 KiB block GETs per second and p99 latency under ``wrk`` with
   16 keep-alive connections ÷ ``python -m http.server`` serving the same files (goal ≥ 1× the requests/s,
   p99 below it), and ÷ nginx as the physical reference; CAR streaming of a large file (``curl``, MB/s; goal
   ≥ 200 MB/s) ÷ nginx sending the same bytes as one file. Servers run one after another in interleaved
-  rounds; the row's extra records the 1-minute load average.
+  rounds; the row's extra records the 1-minute load average;
+* components (``tools/bench_components.py``), each ÷ wasmtime-py's public component API in the same run: a
+  call making two host calls (goal ≤ 1.5×), ``list<u8>`` host → guest (``fs.read``) at 64 KiB and 16 MiB and
+  both ways (``fs.read`` + ``output.write``) at 64 KiB and 2 MiB in a full run (goal ≥ 100 MB/s), and a cached
+  load of the componentize-py guest from the disk cache (goal ≤ 5 ms; ``--quick`` loads the small WAT
+  component instead);
 * WASI preview 1 (``tools/bench_wasi.py``): a C program's 1-byte ``fd_write`` per call (goal ≤ 2×), its reads of a
   64 MiB kuro.fs file in 64 KiB and 1 MiB ``read()``s (goal ≥ 1 GB/s and ≥ 0.5×) and a warm hello-world run with its
   full receipt (goal ≤ 1.5×), each ÷ wasmtime's built-in WASI running the same program over a real preopened
@@ -460,6 +465,38 @@ def bench_cache(tmp: Path, quick: bool) -> list[Row]:
     ]  # fmt: skip
 
 
+# ---- 7. components (bench_components), beside wasmtime-py's public component API
+
+
+def bench_components(tmp: Path, quick: bool) -> list[Row]:
+    import bench_components as bc
+
+    call = bc.bench_call(200 if quick else 2000)
+    rows = [
+        _row("component call making 2 host calls (one instance, no receipt)", call["kuro_us"], "µs",
+             "wasmtime-py public API: Func call + post_return", call["public_us"], goal="≤ 1.5×"),
+    ]  # fmt: skip
+    cases = [(64 * 1024, False), (64 * 1024, True)] + ([] if quick else [(16 * MiB, False), (2 * MiB, True)])
+    for size, both in cases:
+        b = bc.bench_bytes(size, 2 if size > MiB else 5, 1 if size > MiB else 3, both_ways=both)
+        what = "fs.read + output.write (both ways)" if both else "fs.read (host → guest)"
+        rows.append(
+            _row(f"list<u8> {what} of {_size_label(size)}, full run", b["kuro_mb_s"],
+                 "MB/s", "wasmtime-py public API, same component", b["public_mb_s"], goal="≥ 100 MB/s")
+        )  # fmt: skip
+    load = bc.bench_cached_load(tmp, 5 if quick else 15, "typed" if quick else "py-tool")
+    label = f"{load['wasm_bytes'] / MiB:.1f} MiB component"
+    rows.append(
+        _row(f"load a cached {label} from disk", load["disk_load_ms_median"], "ms", "compiling it",
+             load["compile_s"] * 1000, goal="≤ 5 ms")
+    )  # fmt: skip
+    return rows
+
+
+def _size_label(size: int) -> str:
+    return f"{size // MiB} MiB" if size >= MiB else f"{size // 1024} KiB"
+
+
 # ---- 6. concurrency: all cores vs one (the same rate helper as bench_host, with the thread count of this machine)
 
 
@@ -883,7 +920,19 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-SECTIONS = ("invocation", "import", "fs_read", "deadline", "cache", "concurrency", "dirs", "gateway", "overlay", "wasi")
+SECTIONS = (
+    "invocation",
+    "import",
+    "fs_read",
+    "deadline",
+    "cache",
+    "concurrency",
+    "dirs",
+    "gateway",
+    "overlay",
+    "components",
+    "wasi",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -922,6 +971,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_dirs(tmp, args.quick)
         if "gateway" in wanted:
             rows += bench_gateway(tmp, args.quick)
+        if "components" in wanted:
+            rows += bench_components(tmp, args.quick)
         if "wasi" in wanted:
             rows += bench_wasi_rows(tmp, args.quick)
     print(table(rows))

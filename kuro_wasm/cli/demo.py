@@ -28,15 +28,15 @@ import argparse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from kuro_fs.fs import Fs
 from kuro_fs.home import refs_dir
 from kuro_wasm.cli.context import Context
 from kuro_wasm.cli.demo_guests import GUESTS
-from kuro_wasm.cli.refs import Refs
 from kuro_wasm.model.sessions import denial, guest, session
-from kuro_wasm.model.summary import denial_text, is_denial, receipt_text
+
+if TYPE_CHECKING:
+    from kuro_fs.fs import Fs
 
 __all__ = ["DEMO_FS_NAME", "FILES", "GUESTS", "Step", "run_demo", "steps"]
 
@@ -139,6 +139,8 @@ def steps() -> list[Step]:
 
 
 def _fs_tree(store: Any) -> Fs:
+    from kuro_fs.fs import Fs
+
     fs = Fs.empty(store)
     for path, data in FILES.items():
         result = fs.write(path, data)
@@ -164,7 +166,10 @@ def run_demo(store: Any, home: Path, *, out: TextIO, json_output: bool = False, 
     With ``json_output`` only the receipts go to ``out``, one JSON object per line (so
     ``kuro demo --json | jq`` works); the narrative goes to ``err`` (default ``out``).
     """
+    from kuro_wasm.cli.demo_guests import GUESTS
+    from kuro_wasm.cli.refs import Refs
     from kuro_wasm.model.receipt import to_json
+    from kuro_wasm.model.summary import denial_text, is_denial, receipt_text
 
     say = (err if json_output and err is not None else out).write
     say(f"kuro demo — home {home}\n\n")
@@ -215,6 +220,8 @@ def run_demo(store: Any, home: Path, *, out: TextIO, json_output: bool = False, 
 
 
 def _verdict(step: Step, value: Mapping[str, Any]) -> str | None:
+    from kuro_wasm.model.summary import is_denial
+
     outcome = "denied" if is_denial(value) else value.get("kuro/outcome")
     if outcome != step.expect_outcome:
         return f"outcome {outcome!r}, expected {step.expect_outcome!r}"

@@ -28,20 +28,15 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kuro_fs.car import export_car, import_car
-from kuro_fs.cid import cid_for, cid_from_digest, parse
-from kuro_fs.errors import InvalidCID
-from kuro_fs.fs import Fs
-from kuro_fs.fsdir import decode_dir_block
+from kuro_fs.cid import cid_for
+
+if TYPE_CHECKING:
+    from kuro_wasm.cli.progress import Progress
+    from kuro_wasm.cli.refs import Refs
 from kuro_fs.home import refs_dir
-from kuro_fs.importer import import_path
-from kuro_fs.unixfs import iter_file
 from kuro_wasm.cli.context import Context, Failed, NotFound, UsageError
-from kuro_wasm.cli.progress import Progress, ProgressStore
-from kuro_wasm.cli.refs import DEFAULT_NAME, Refs, resolve_target
-from kuro_wasm.model.summary import printable
 
 __all__ = ["add_car_parsers", "add_fs_parsers", "cid_files"]
 
@@ -50,8 +45,10 @@ Leaf = Callable[..., argparse.ArgumentParser]
 
 def add_fs_parsers(group: Any, leaf: Leaf) -> None:
     """The ``kuro fs`` subcommands."""
+    from kuro_wasm.cli.refs import DEFAULT_NAME
 
     def fs_leaf(name: str, help_text: str, handler: Callable[[argparse.Namespace, Context], int]) -> Any:
+
         p = leaf(group, name, help_text, handler)
         p.add_argument(
             "--name", "-n", default=DEFAULT_NAME, metavar="NAME", help=f"which named fs root (default {DEFAULT_NAME!r})"
@@ -83,6 +80,8 @@ def add_fs_parsers(group: Any, leaf: Leaf) -> None:
 
 def add_car_parsers(group: Any, leaf: Leaf) -> None:
     """The ``kuro car`` subcommands."""
+    from kuro_wasm.cli.refs import DEFAULT_NAME
+
     p = leaf(group, "export", "write a DAG as a CARv1 file (blocks depth-first from the root)", _car_export)
     p.add_argument("file", metavar="FILE", help="the .car file to write")
     p.add_argument(
@@ -101,11 +100,15 @@ def add_car_parsers(group: Any, leaf: Leaf) -> None:
 
 
 def _refs(ctx: Context) -> Refs:
+    from kuro_wasm.cli.refs import Refs
+
     return Refs(refs_dir(ctx.home))
 
 
 def _open(ctx: Context, name: str) -> tuple[Any, str | None]:
     """(the Fs value for ``name``, the root it had or None if the name is new)."""
+    from kuro_fs.fs import Fs
+
     root = _refs(ctx).get(name)
     if root is None:
         return Fs.empty(ctx.store), None
@@ -137,6 +140,8 @@ def _commit(ctx: Context, name: str, before: str | None, after: Any, note: str) 
 
 
 def _progress(ctx: Context, label: str, total: int | None) -> Progress:
+    from kuro_wasm.cli.progress import Progress
+
     return Progress(label, total, stream=ctx.err)
 
 
@@ -157,6 +162,9 @@ def _tree_size(path: Path) -> int:
 
 
 def _put(args: argparse.Namespace, ctx: Context) -> int:
+    from kuro_fs.importer import import_path
+    from kuro_wasm.cli.progress import ProgressStore
+
     local = Path(args.local)
     if not local.exists():
         raise FileNotFoundError(2, "No such file or directory", str(local))
@@ -209,6 +217,8 @@ def _get(args: argparse.Namespace, ctx: Context) -> int:
 
 def _stream(ctx: Context, fs: Any, cid: str, handle: Any) -> None:
     """Write file ``cid`` block by block (a large file never sits in memory whole)."""
+    from kuro_fs.unixfs import iter_file
+
     if handle is None:
         ctx.out.flush()
         handle = getattr(ctx.out, "buffer", None)
@@ -222,6 +232,8 @@ def _stream(ctx: Context, fs: Any, cid: str, handle: Any) -> None:
 
 
 def _ls(args: argparse.Namespace, ctx: Context) -> int:
+    from kuro_wasm.model.summary import printable
+
     fs, _ = _open(ctx, args.name)
     for entry in _check(fs.ls(args.path), f"ls {args.path}"):
         shown = printable(entry["name"]) + ("/" if entry["kind"] == "dir" else "")
@@ -269,6 +281,9 @@ def _log(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _checkout(args: argparse.Namespace, ctx: Context) -> int:
+    from kuro_fs.fsdir import decode_dir_block
+    from kuro_wasm.cli.refs import resolve_target
+
     refs = _refs(ctx)
     entries = refs.log(args.name)
     root = resolve_target(entries, args.target)
@@ -285,6 +300,9 @@ def _checkout(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _root_for(ctx: Context, spec: str) -> str:
+    from kuro_fs.cid import parse
+    from kuro_fs.errors import InvalidCID
+
     try:
         return str(parse(spec))
     except InvalidCID:
@@ -295,6 +313,9 @@ def _root_for(ctx: Context, spec: str) -> str:
 
 
 def _car_export(args: argparse.Namespace, ctx: Context) -> int:
+    from kuro_fs.car import export_car
+    from kuro_wasm.cli.progress import ProgressStore
+
     root = _root_for(ctx, args.root)
     folder = Path(args.file).absolute().parent
     if not folder.is_dir():  # name the user's path, not the temporary file the export writes first
@@ -306,6 +327,9 @@ def _car_export(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _car_import(args: argparse.Namespace, ctx: Context) -> int:
+    from kuro_fs.car import import_car
+    from kuro_wasm.cli.progress import ProgressStore
+
     path = Path(args.file)
     with _progress(ctx, f"import {path.name}", path.stat().st_size) as bar:
         roots = import_car(ProgressStore(ctx.store, bar), path)
@@ -327,6 +351,9 @@ def _car_import(args: argparse.Namespace, ctx: Context) -> int:
 
 def _is_fs_dir(store: Any, root: str) -> bool:
     """True if ``root`` names a kuro.fs directory block held by ``store`` (what an fs name may point at)."""
+    from kuro_fs.cid import parse
+    from kuro_fs.fsdir import decode_dir_block
+
     if parse(root).codec != "dag-cbor":
         return False
     block = store.get(root)
@@ -343,6 +370,7 @@ class _NullStore:
     """A BlockStore that keeps nothing: enough to *name* a file without storing it."""
 
     def put(self, data: bytes, codec: str = "raw") -> str:
+
         return cid_for(bytes(data), codec)
 
     def get(self, cid: str) -> bytes | None:
@@ -354,6 +382,10 @@ class _NullStore:
 
 def cid_files(args: argparse.Namespace, ctx: Context) -> int:
     """``kuro cid FILE...``: the UnixFS CID (as ``fs put``/IPFS name it), or ``--raw``."""
+    from kuro_fs.cid import cid_from_digest
+    from kuro_fs.importer import import_path
+    from kuro_wasm.cli.progress import ProgressStore
+
     for name in args.files:
         path = Path(name)
         if args.raw:

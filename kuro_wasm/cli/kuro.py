@@ -39,6 +39,7 @@ and the fs commands start without loading a wasm engine or SQLite.
 Each command group is its own module: ``kuro run`` in :mod:`kuro_wasm.cli.run`,
 ``kuro receipt``/``ledger`` in :mod:`kuro_wasm.cli.receipt`, the fs and CAR
 commands in :mod:`kuro_wasm.cli.fs`, ``kuro guest`` in :mod:`kuro_wasm.cli.guest`,
+``kuro fixtures`` in :mod:`kuro_wasm.cli.fixtures`,
 the demo in :mod:`kuro_wasm.cli.demo`; what they share (the context, the error
 line, the exit statuses) in :mod:`kuro_wasm.cli.context`; the renderings in
 :mod:`kuro_wasm.model.summary`.
@@ -98,6 +99,7 @@ def _add_gateway(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree; every command and option has help text (a test checks)."""
     from kuro_wasm.cli import demo as cli_demo
+    from kuro_wasm.cli import fixtures as cli_fixtures
     from kuro_wasm.cli import fs as cli_fs
     from kuro_wasm.cli import gateway as cli_gateway
     from kuro_wasm.cli import guest as cli_guest
@@ -171,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     cli_gateway.add_gateway_parsers(branch("gateway", "an IPFS trustless gateway over the home, and custody"), leaf)
+    fixtures = branch("fixtures", "portable guest fixture cases (guests/fixtures/schema.json)")
+    cli_fixtures.add_fixtures_parsers(fixtures, leaf)
 
     ledger = branch("ledger", "the durable ledger of operations run with --op-id")
     lst = leaf(ledger, "list", "list the operations in the ledger", cli_receipt.ledger_list)

@@ -29,20 +29,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kuro_fs.cid import parse
-from kuro_fs.dagcbor import decode
-from kuro_fs.errors import InvalidCID
 from kuro_fs.home import ledger_path
 from kuro_wasm.cli.context import Context, NotFound, UsageError, looks_like_cid, output_store
-from kuro_wasm.model import ansi
-from kuro_wasm.model.receipt import to_json
-from kuro_wasm.model.summary import coloured, denial_text, is_denial, receipt_text
 
 __all__ = ["ledger_list", "receipt_show"]
 
 
 def receipt_show(args: argparse.Namespace, ctx: Context) -> int:
     """``kuro receipt show CID|OP_ID``."""
+    from kuro_wasm.model.receipt import to_json
+    from kuro_wasm.model.summary import denial_text, is_denial, receipt_text
+
     value, cid = _find_receipt(ctx, args.ref)
     if args.json:
         ctx.say(to_json(value))
@@ -65,6 +62,10 @@ def receipt_show(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _find_receipt(ctx: Context, ref: str) -> tuple[Mapping[str, Any], str | None]:
+    from kuro_fs.cid import parse
+    from kuro_fs.dagcbor import decode
+    from kuro_fs.errors import InvalidCID
+
     try:
         parsed = parse(ref)
     except InvalidCID:
@@ -108,6 +109,9 @@ def _find_receipt(ctx: Context, ref: str) -> tuple[Mapping[str, Any], str | None
 
 
 def _terminal_text(data: bytes, colour: bool) -> str:
+    from kuro_wasm.model import ansi  # html entities load only when output is rendered
+    from kuro_wasm.model.summary import coloured
+
     styled = ansi.lines(data)
     if styled and not styled[-1]:
         styled = styled[:-1]  # the output's own final newline
@@ -126,6 +130,8 @@ def _output(value: Mapping[str, Any], name: str) -> bytes:
 
 
 def _write_html(value: Mapping[str, Any], path: Path) -> None:
+    from kuro_wasm.model import ansi  # html entities load only when output is rendered
+
     text = _output(value, "stdout").decode("utf-8", "replace")
     path.write_text(ansi.to_html(ansi.lines(text)), encoding="utf-8")
 
@@ -140,6 +146,7 @@ def _isatty(stream: Any) -> bool:
 def ledger_list(args: argparse.Namespace, ctx: Context) -> int:
     """``kuro ledger list``: every operation, oldest first."""
     from kuro_wasm.ledger.ledger import Ledger
+    from kuro_wasm.model.receipt import to_json
 
     if not ledger_path(ctx.home).exists():
         ctx.note(f"no operations yet ({ledger_path(ctx.home)} does not exist)")

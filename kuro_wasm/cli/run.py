@@ -42,21 +42,14 @@ import argparse
 import os
 import sys
 import threading
-import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kuro_fs.cid import parse
-from kuro_fs.errors import InvalidCID
-from kuro_fs.fs import Fs
 from kuro_fs.home import ledger_path, refs_dir
 from kuro_wasm.cli.context import RECEIVED, Context, Failed, UsageError, looks_like_cid, output_store, silence
-from kuro_wasm.cli.refs import DEFAULT_NAME, RefConflict, Refs
 from kuro_wasm.errors import ModelError
-from kuro_wasm.model.receipt import to_json
-from kuro_wasm.model.sessions import CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
-from kuro_wasm.model.summary import DENIAL_EXIT, denial_text, is_denial, receipt_text
+from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
 
 __all__ = ["add_run_parser", "argv_tokens", "run", "store_receipt"]
 
@@ -74,6 +67,8 @@ _VALUE_OPTIONS = (
     "--env",
     "--argv0",
     "--seed",
+    "--fs-read-path",
+    "--args-json",
 )
 _FLAG_OPTIONS = ("--json", "--keep-output", "--deterministic", "-h", "--help")
 #: Guest kinds whose entry takes its args as argv strings (a WASI command); others take numbers.
@@ -82,6 +77,8 @@ _ARGV_KINDS = frozenset({"wasi-preview1"})
 
 def add_run_parser(p: argparse.ArgumentParser) -> None:
     """The options of ``kuro run``."""
+    from kuro_wasm.cli.refs import DEFAULT_NAME
+
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = (
         "Guest stdout/stderr stream live; the receipt summary follows on stderr.\n"
@@ -117,7 +114,7 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
         metavar="CAP",
         action="append",
         help=f"a capability to grant; repeatable; replaces the mode's default grant "
-        f"(one of: {', '.join(sorted(CAPABILITIES))})",
+        f"(one of: {', '.join(sorted(CAPABILITIES))}; or an original kuro name: {', '.join(sorted(ALIASES))})",
     )
     p.add_argument(
         "--mode",
@@ -130,6 +127,17 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
         metavar="ROOT",
         help=f"the fs root the guest sees: a root CID or a named fs (default: the fs {DEFAULT_NAME!r}, "
         "advanced if the guest writes)",
+    )
+    p.add_argument(
+        "--args-json",
+        metavar="JSON",
+        help="the export's args as a JSON list (strings, lists, maps … for a component's typed export; "
+        'bytes as {"/": {"bytes": "<base64>"}}); instead of ARGS',
+    )
+    p.add_argument(
+        "--fs-read-path",
+        metavar="PATH",
+        help="the file a kuro-browser-v0 guest's fs_read(buf_ptr, len) reads (the spec's kuro/fs-read-path)",
     )
     p.add_argument("--stdin", metavar="FILE|-", help="bytes for the guest's stdin (`-` reads this process's stdin)")
     p.add_argument("--timeout-ms", metavar="N", type=int, default=120_000, help="deadline in ms (default 120000)")
@@ -252,6 +260,25 @@ def _guest_args(ctx: Context, cid: str, words: list[str], fuel: bool) -> list[in
     return [_number(w, i) for i, w in enumerate(words)]
 
 
+def _args(args: argparse.Namespace, ctx: Context, cid: str, words: list[str]) -> list[Any]:
+    """The spec's args: the ARGS words as the guest's kind reads them (:func:`_guest_args`), or
+    ``--args-json`` (a JSON list; bytes the DAG-JSON way)."""
+    text = getattr(args, "args_json", None)
+    if text is None:
+        return _guest_args(ctx, cid, words, args.fuel is not None)
+    if words:
+        raise UsageError("give the export's args as ARGS or as --args-json, not both")
+    from kuro_wasm.model.receipt import from_json
+
+    try:
+        value = from_json(text)
+    except ValueError as exc:
+        raise UsageError(f"--args-json is not JSON: {exc}") from None
+    if not isinstance(value, list):
+        raise UsageError(f"--args-json must be a JSON list, got {type(value).__name__}")
+    return value
+
+
 def _number(text: str, index: int) -> int | float:
     try:
         return int(text, 0) if text.lower().startswith(("0x", "-0x")) else int(text)
@@ -284,6 +311,11 @@ def store_receipt(ctx: Context, value: Mapping[str, Any], *, stdin: bytes | None
 
 def _fs_root(ctx: Context, spec: str | None) -> tuple[str, str | None, str | None]:
     """(root CID the guest sees, the fs name to advance or None, that name's root before the run)."""
+    from kuro_fs.cid import parse
+    from kuro_fs.errors import InvalidCID
+    from kuro_fs.fs import Fs
+    from kuro_wasm.cli.refs import DEFAULT_NAME, Refs
+
     refs = Refs(_refs_dir(ctx))
     if spec is not None:
         try:
@@ -397,6 +429,12 @@ class _Live:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """``kuro run``: see the module docstring."""
+    from kuro_fs.cid import parse
+    from kuro_fs.errors import InvalidCID
+    from kuro_wasm.cli.refs import RefConflict, Refs
+    from kuro_wasm.model.receipt import to_json
+    from kuro_wasm.model.summary import is_denial, receipt_text
+
     cid_text: str = args.cid
     try:
         parse(cid_text)
@@ -428,8 +466,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.export is None:
         raise UsageError("missing EXPORT: kuro run CID EXPORT [ARGS...]")
     words = guest_words(tokens, values, flags) if getattr(args, "tokens", None) else list(args.args)
-    spec_args = _guest_args(ctx, cid_text, words, args.fuel is not None)
-    command = guest(cid_text, args.export, spec_args, env=_env(args.env), argv0=args.argv0)
+    spec_args = _args(args, ctx, cid_text, words)
+    command = guest(
+        cid_text, args.export, spec_args, fs_read_path=args.fs_read_path, env=_env(args.env), argv0=args.argv0
+    )
     live = _Live(ctx)
     options: dict[str, Any] = {
         "store": ctx.store,
@@ -488,7 +528,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
 def _session(root: str, mode: str, grant: list[str] | None) -> Any:
     try:
-        return session(f"cli-{uuid.uuid4().hex[:12]}", root, mode, grant=grant)
+        return session(f"cli-{os.urandom(6).hex()}", root, mode, grant=grant)
     except ModelError as exc:
         if getattr(exc, "reason", None) == "signed-opt-in-required":  # the library's hint names a Python keyword
             others = ", ".join(name for name, spec in MODES.items() if not spec.host)
@@ -544,6 +584,9 @@ def _deny(ctx: Context, sess: Any, argv: list[str], json_output: bool) -> int:
 
 
 def _show_denial(ctx: Context, value: Mapping[str, Any], argv: list[str] | None, cid: str, json_output: bool) -> int:
+    from kuro_wasm.model.receipt import to_json
+    from kuro_wasm.model.summary import DENIAL_EXIT, denial_text
+
     if json_output:
         ctx.say(to_json(value))
     ctx.note("kuro: " + denial_text(value, argv, cid))

@@ -13,7 +13,7 @@ ends in exactly one receipt (why it ended: :mod:`kuro_wasm.model.outcome`), with
 guarantee                          mechanism
 =================================  ==========================================================
 guest bytes are the CID's bytes    every block re-hashed before compiling (:mod:`.loader`); cache hits by tag
-only the kind's effects            imports checked at load (kuro ABI v1, or WASI preview 1 over a virtual world)
+only its kind's effects            imports checked at load (kuro ABI v1, or WASI preview 1 over a virtual world)
 capability per import call         checked at call time; refusals in ``kuro/denials``
 memory confined                    every (ptr, len) bounds-checked; wasm's own sandbox
 prompt stop (loop)                 epoch callback each ~1 ms tick (:mod:`.engine`)
@@ -40,7 +40,6 @@ Unread stdin is not counted anywhere.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import threading
@@ -52,6 +51,7 @@ from kuro_wasm.errors import HostError, ModelError
 from kuro_wasm.host.fsgate import open_fs
 from kuro_wasm.host.job import ISOLATION, Job, OnChunk, OnExit
 from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model import checkpoint as _checkpoint
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import (
     DEFAULT_MAX_INSTANCES,
@@ -132,6 +132,18 @@ class Handle:
     def kill(self) -> None:
         """Stop the guest (receipt outcome ``cancelled``, 130) unless it has already ended."""
         self._job.ctx.stop("cancelled")
+
+    def checkpoint(self, max_chunk_bytes: int | None = None) -> dict[str, Any]:
+        """A checkpoint of this run as it is now (:func:`kuro_wasm.model.checkpoint.to_data`), or a denial.
+
+        The run's session must grant ``agent/checkpoint``; without it the value
+        is the ``missing-capabilities`` denial and nothing is saved. Restored,
+        a checkpoint of a running guest is ``orphaned`` (a guest never survives its host).
+
+        Raises ModelError: ``max_chunk_bytes`` is not an int >= 0.
+        """
+        current = self._job.stream  # a value: the writer hands out a consistent snapshot
+        return _checkpoint.to_data(current, self._job.session, self._job.command, max_chunk_bytes=max_chunk_bytes)
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
         """Block until the receipt exists and return it.
@@ -405,6 +417,8 @@ async def run_async(
 
     Cancelling the awaiting task kills the guest. Limits and errors as :func:`start`.
     """
+    import asyncio  # only here: the asyncio package costs more to import than a warm run takes
+
     loop = asyncio.get_running_loop()
     future: asyncio.Future[dict[str, Any]] = loop.create_future()
     job = _job(

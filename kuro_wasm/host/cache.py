@@ -1,4 +1,4 @@
-"""Compiled guest modules, cached by (guest CID, wasmtime version, engine config).
+"""Compiled guests (core modules and components), cached by (guest CID, wasmtime version, engine config).
 
 ## The one decision
 Deserializing a wasmtime artifact runs native code that wasmtime produced, so
@@ -27,9 +27,15 @@ artifacts copied from another machine; it does **not** defend against someone
 who can write the home directory (they can read the key too) — the home is
 trusted like the block store it holds.
 
+What is compiled is an :class:`Artifact` kind — :data:`MODULE` (``wasmtime.Module``)
+or :data:`COMPONENT` (``wasmtime.component.Component``), chosen by the verified
+bytes' header — and every rule above holds for both: one tag format, one key
+(a component's cache key also names the artifact kind), one memory layer.
+
 ## Effects
 Process-wide memory layer (a dict, under a lock) in front of the disk layer
-under :func:`kuro_fs.home.module_cache_dir`. Compiles with ``wasmtime.Module``.
+under :func:`kuro_fs.home.module_cache_dir`. Compiles with ``wasmtime.Module``
+or ``wasmtime.component.Component``.
 
 ## Not done here
 No eviction of disk entries; no sharing between users.
@@ -46,16 +52,53 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import wasmtime
+import wasmtime.component
 from blake3 import blake3
 
 from kuro_fs.atomic import write_atomic
 from kuro_fs.home import module_cache_dir
+from kuro_wasm.model.wasm_shape import is_component
 
-__all__ = ["CacheStats", "ModuleCache", "cache_for"]
+__all__ = ["ARTIFACTS", "COMPONENT", "MODULE", "Artifact", "CacheStats", "ModuleCache", "cache_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """One kind of compiled guest: which bytes it accepts and how it is compiled, serialized and read back."""
+
+    name: str
+    accepts: Callable[[bytes], bool]
+    compile: Callable[[wasmtime.Engine, bytes], Any]
+    serialize: Callable[[Any], bytes]
+    deserialize: Callable[[wasmtime.Engine, bytes], Any]
+    deserialize_file: Callable[[wasmtime.Engine, str], Any]
+
+
+#: Core modules (the key format of every entry written before components existed).
+MODULE: Final = Artifact(
+    "module",
+    lambda data: not is_component(data),
+    wasmtime.Module,
+    lambda m: bytes(m.serialize()),
+    wasmtime.Module.deserialize,
+    wasmtime.Module.deserialize_file,
+)
+#: Component-model binaries.
+COMPONENT: Final = Artifact(
+    "component",
+    is_component,
+    wasmtime.component.Component,
+    lambda c: bytes(c.serialize()),
+    wasmtime.component.Component.deserialize,
+    wasmtime.component.Component.deserialize_file,
+)
+#: Every artifact kind, in the order a disk lookup tries them.
+ARTIFACTS: Final = (MODULE, COMPONENT)
 
 _MAGIC: Final = b"KUROMOD1"
 #: The tag format after the magic: 2 = keyed BLAKE3. (Format 1, HMAC-SHA256, had no format byte.)
@@ -65,6 +108,8 @@ _TAG_LEN: Final = 32
 _MAC_CONTEXT: Final = "kuro-wasm module cache 2026-11 artifact tag v2"
 _META_CONTEXT: Final = "kuro-wasm module cache 2026-12 metadata tag v1"
 _MEMORY_ENTRIES: Final = 256
+#: Artifacts above this size are tagged with BLAKE3 on every core (a componentize-py guest compiles to ~35 MB).
+_THREADED: Final = 8 << 20
 
 
 class CacheStats:
@@ -89,13 +134,15 @@ _PROC_FD: Final = Path("/proc/self/fd")
 _HAS_PROC_FD: Final = _PROC_FD.is_dir()
 
 
-# (cid, engine key) → (compiled module, its metadata or None when no caller has described it yet)
-_MEMORY: OrderedDict[tuple[str, str], tuple[wasmtime.Module, bytes | None]] = OrderedDict()
+# (cid, engine key) → (compiled guest, its metadata or None when no caller has described it yet)
+_MEMORY: OrderedDict[tuple[str, str], tuple[Any, bytes | None]] = OrderedDict()
 _MEMORY_LOCK = threading.Lock()
 
 
-def _cache_key(cid: str, engine_key: str) -> bytes:
-    return f"{cid}\n{engine_key}".encode()
+def _cache_key(cid: str, engine_key: str, artifact: Artifact = MODULE) -> bytes:
+    if artifact is MODULE:
+        return f"{cid}\n{engine_key}".encode()
+    return f"{cid}\n{engine_key}\n{artifact.name}".encode()
 
 
 class ModuleCache:
@@ -141,22 +188,22 @@ class ModuleCache:
         self._key = won if len(won) == 32 else key
         return self._key
 
-    def path_for(self, cid: str, engine_key: str) -> Path | None:
+    def path_for(self, cid: str, engine_key: str, kind: Artifact = MODULE) -> Path | None:
         """Where the artifact for (cid, engine_key) lives on disk (None: no disk layer); its tag is beside it."""
         if self.directory is None:
             return None
-        return self.directory / (hashlib.sha256(_cache_key(cid, engine_key)).hexdigest() + ".cwasm")
+        return self.directory / (hashlib.sha256(_cache_key(cid, engine_key, kind)).hexdigest() + ".cwasm")
 
-    def _tag(self, cid: str, engine_key: str, artifact: bytes | memoryview | mmap.mmap) -> bytes:
+    def _tag(self, key: bytes, artifact: bytes | memoryview | mmap.mmap) -> bytes:
         """Keyed BLAKE3 of ``cache-key ‖ 0 ‖ artifact`` (the key derived from the directory's secret)."""
         if self._mac_key is None:
             self._mac_key = blake3(self._hmac_key(), derive_key_context=_MAC_CONTEXT).digest()
-        mac = blake3(_cache_key(cid, engine_key) + b"\0", key=self._mac_key)
+        mac = blake3(key + b"\0", key=self._mac_key, max_threads=blake3.AUTO if len(artifact) > _THREADED else 1)
         mac.update(artifact)
         return mac.digest()
 
-    def _load_disk(self, engine: wasmtime.Engine, cid: str, engine_key: str) -> wasmtime.Module | None:
-        path = self.path_for(cid, engine_key)
+    def _load_disk(self, engine: wasmtime.Engine, cid: str, engine_key: str, kind: Artifact) -> Any:
+        path = self.path_for(cid, engine_key, kind)
         if path is None:
             return None
         try:
@@ -164,7 +211,9 @@ class ModuleCache:
         except OSError:
             return None
         try:
-            module = self._verify_and_load(engine, fd, path.with_suffix(".tag"), cid, engine_key)
+            module = self._verify_and_load(
+                engine, fd, path.with_suffix(".tag"), _cache_key(cid, engine_key, kind), kind
+            )
         finally:
             os.close(fd)
         if module is None:
@@ -176,9 +225,7 @@ class ModuleCache:
                     pass
         return module
 
-    def _verify_and_load(
-        self, engine: wasmtime.Engine, fd: int, tag_path: Path, cid: str, engine_key: str
-    ) -> wasmtime.Module | None:
+    def _verify_and_load(self, engine: wasmtime.Engine, fd: int, tag_path: Path, key: bytes, kind: Artifact) -> Any:
         """Check the tag over the bytes mapped through ``fd``, then deserialize *that* open file.
 
         Entries are only ever replaced by rename, never rewritten in place, so the
@@ -196,7 +243,7 @@ class ModuleCache:
                 return None
             # Hashed through a read-only map of the open file (no 3 MB copy); wasmtime maps the same inode.
             with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as view:
-                ok = hmac.compare_digest(tag[len(_HEADER) :], self._tag(cid, engine_key, view))
+                ok = hmac.compare_digest(tag[len(_HEADER) :], self._tag(key, view))
                 artifact = b"" if _HAS_PROC_FD else view[:]
             if not ok or os.fstat(fd).st_size != size:
                 return None
@@ -204,33 +251,33 @@ class ModuleCache:
             return None
         try:
             if _HAS_PROC_FD:
-                return wasmtime.Module.deserialize_file(engine, f"{_PROC_FD}/{fd}")
-            return wasmtime.Module.deserialize(engine, artifact)  # pragma: no cover - not Linux
+                return kind.deserialize_file(engine, f"{_PROC_FD}/{fd}")
+            return kind.deserialize(engine, artifact)  # pragma: no cover - not Linux
         except Exception:
             return None
 
-    def _store_disk(self, module: wasmtime.Module, cid: str, engine_key: str) -> None:
-        path = self.path_for(cid, engine_key)
+    def _store_disk(self, module: Any, cid: str, engine_key: str, kind: Artifact) -> None:
+        path = self.path_for(cid, engine_key, kind)
         if path is None:
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            artifact = bytes(module.serialize())
+            artifact = kind.serialize(module)
             # Artifact first, tag second: a crash in between leaves a tag that does not verify (rebuilt).
             write_atomic(path, artifact)
-            write_atomic(path.with_suffix(".tag"), _HEADER + self._tag(cid, engine_key, artifact))
+            write_atomic(path.with_suffix(".tag"), _HEADER + self._tag(_cache_key(cid, engine_key, kind), artifact))
         except OSError:
             return  # a cache that cannot be written is only slower
 
     # ---- metadata beside the artifact: what was read from the verified bytes (e.g. the module's shape)
 
-    def _meta_tag(self, cid: str, engine_key: str, meta: bytes) -> bytes:
+    def _meta_tag(self, cid: str, engine_key: str, kind: Artifact, meta: bytes) -> bytes:
         if self._meta_key is None:
             self._meta_key = blake3(self._hmac_key(), derive_key_context=_META_CONTEXT).digest()
-        return blake3(_cache_key(cid, engine_key) + b"\0" + meta, key=self._meta_key).digest()
+        return blake3(_cache_key(cid, engine_key, kind) + b"\0" + meta, key=self._meta_key).digest()
 
-    def _load_meta(self, cid: str, engine_key: str) -> bytes | None:
-        path = self.path_for(cid, engine_key)
+    def _load_meta(self, cid: str, engine_key: str, kind: Artifact) -> bytes | None:
+        path = self.path_for(cid, engine_key, kind)
         if path is None:
             return None
         try:
@@ -245,17 +292,17 @@ class ModuleCache:
         if (
             head != _HEADER
             or len(tag) != _TAG_LEN
-            or not hmac.compare_digest(tag, self._meta_tag(cid, engine_key, meta))
+            or not hmac.compare_digest(tag, self._meta_tag(cid, engine_key, kind, meta))
         ):
             return None  # damaged, foreign or stale: described again from verified bytes
         return meta
 
-    def _store_meta(self, cid: str, engine_key: str, meta: bytes) -> None:
-        path = self.path_for(cid, engine_key)
+    def _store_meta(self, cid: str, engine_key: str, kind: Artifact, meta: bytes) -> None:
+        path = self.path_for(cid, engine_key, kind)
         if path is None:
             return
         try:
-            write_atomic(path.with_suffix(".meta"), _HEADER + self._meta_tag(cid, engine_key, meta) + meta)
+            write_atomic(path.with_suffix(".meta"), _HEADER + self._meta_tag(cid, engine_key, kind, meta) + meta)
         except OSError:
             return
 
@@ -270,7 +317,8 @@ class ModuleCache:
         verified against ``cid`` (the loader's job). Raises whatever ``wasm``
         raises, and ``wasmtime.WasmtimeError`` if the bytes do not compile.
         """
-        return self._get(engine, engine_key, cid, wasm, None)[0]
+        module: wasmtime.Module = self._get(engine, engine_key, cid, wasm, None, (MODULE,))[0]
+        return module
 
     def load(
         self,
@@ -278,17 +326,21 @@ class ModuleCache:
         engine_key: str,
         cid: str,
         wasm: Callable[[], bytes],
-        describe: Callable[[bytes], bytes],
-    ) -> tuple[wasmtime.Module, bytes]:
-        """:meth:`get_or_compile`, plus ``describe(bytes)`` of the verified bytes, kept beside the artifact.
+        describe: Callable[[bytes, Any], bytes],
+        kinds: tuple[Artifact, ...] = ARTIFACTS,
+    ) -> tuple[Any, bytes]:
+        """The compiled guest (of one of ``kinds``), plus ``describe(bytes, compiled)``, kept beside the artifact.
 
-        The metadata (the module's shape, for the loader) is computed once from
-        the verified bytes and stored under its own keyed BLAKE3 tag, so a warm
-        load needs neither the bytes nor wasmtime's view of the module's types.
-        An entry whose metadata is missing or does not verify gets it again
-        from ``wasm()`` (the compiled artifact is still reused).
+        The metadata (the guest's shape, for the loader) is computed once from
+        the verified bytes (and, for a component, the compiled form's types) and
+        stored under its own keyed BLAKE3 tag, so a warm load needs neither the
+        bytes nor wasmtime's view of the guest's types. An entry whose metadata
+        is missing or does not verify gets it again from ``wasm()`` (the
+        compiled artifact is still reused). On a miss the bytes' header picks
+        the artifact kind.
+        Raises ValueError: the verified bytes are of none of ``kinds``.
         """
-        module, meta = self._get(engine, engine_key, cid, wasm, describe)
+        module, meta = self._get(engine, engine_key, cid, wasm, describe, kinds)
         assert meta is not None
         return module, meta
 
@@ -298,11 +350,13 @@ class ModuleCache:
         engine_key: str,
         cid: str,
         wasm: Callable[[], bytes],
-        describe: Callable[[bytes], bytes] | None,
-    ) -> tuple[wasmtime.Module, bytes | None]:
+        describe: Callable[[bytes, Any], bytes] | None,
+        kinds: tuple[Artifact, ...],
+    ) -> tuple[Any, bytes | None]:
         key = (cid, engine_key)
-        module: wasmtime.Module | None = None
+        module: Any = None
         meta: bytes | None = None
+        kind: Artifact | None = None
         with _MEMORY_LOCK:
             found = _MEMORY.get(key)
             if found is not None:
@@ -312,36 +366,53 @@ class ModuleCache:
             self.stats.memory_hits += 1
         elif self.directory is not None:
             with self._lock:
-                module = self._load_disk(engine, cid, engine_key)
-                if module is not None and describe is not None:
-                    meta = self._load_meta(cid, engine_key)
+                for kind in kinds:
+                    module = self._load_disk(engine, cid, engine_key, kind)
+                    if module is not None:
+                        if describe is not None:
+                            meta = self._load_meta(cid, engine_key, kind)
+                        break
             if module is not None:
                 self.stats.disk_hits += 1
         if module is None:
             data = wasm()
-            module = wasmtime.Module(engine, data)
+            kind = next((k for k in kinds if k.accepts(data)), None)
+            if kind is None:
+                raise ValueError(f"guest {cid} is none of {[k.name for k in kinds]}")
+            module = kind.compile(engine, data)
             self.stats.compiles += 1
-            meta = describe(data) if describe is not None else None
+            meta = describe(data, module) if describe is not None else None
             if self.directory is not None:
                 with self._lock:
-                    self._store_disk(module, cid, engine_key)
+                    self._store_disk(module, cid, engine_key, kind)
                     if meta is not None:
-                        self._store_meta(cid, engine_key, meta)
+                        self._store_meta(cid, engine_key, kind, meta)
         elif meta is None and describe is not None:
-            meta = describe(wasm())
-            if self.directory is not None:
+            meta = describe(wasm(), module)
+            if self.directory is not None and kind is not None:
                 with self._lock:
-                    self._store_meta(cid, engine_key, meta)
+                    self._store_meta(cid, engine_key, kind, meta)
         self._remember(key, module, meta)
         return module, meta
 
     @staticmethod
-    def _remember(key: tuple[str, str], module: wasmtime.Module, meta: bytes | None) -> None:
+    def _remember(key: tuple[str, str], module: Any, meta: bytes | None) -> None:
         with _MEMORY_LOCK:
             _MEMORY[key] = (module, meta)
             _MEMORY.move_to_end(key)
             while len(_MEMORY) > _MEMORY_ENTRIES:
                 _MEMORY.popitem(last=False)
+
+    @classmethod
+    def seed(cls, cid: str, engine_key: str, compiled: Any, meta: bytes) -> None:
+        """Put a guest just compiled from verified bytes (``add_guest``'s check) into the memory layer."""
+        cls._remember((cid, engine_key), compiled, meta)
+
+    @staticmethod
+    def holds(cid: str, engine_key: str) -> bool:
+        """True if the memory layer holds guest ``cid`` compiled for ``engine_key``."""
+        with _MEMORY_LOCK:
+            return (cid, engine_key) in _MEMORY
 
     @staticmethod
     def forget_memory() -> None:

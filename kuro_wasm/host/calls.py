@@ -57,12 +57,14 @@ __all__ = [
     "Handler",
     "Memory",
     "define",
+    "exported_memory",
     "guest_memory",
     "guest_view",
     "load",
     "pack",
     "read_guest",
     "register_run",
+    "run_of",
     "span",
     "store_bytes",
     "unpack",
@@ -124,6 +126,11 @@ def register_run(store: wasmtime.Store, run: RunContext) -> None:
         _RUNS[_address(store._context())] = run
 
 
+def run_of(context: Any) -> RunContext | None:
+    """The run registered for the store whose ``wasmtime_context_t*`` is ``context`` (a component host call's)."""
+    return _RUNS.get(_address(context))
+
+
 def unregister_run(store: wasmtime.Store) -> None:
     """Forget ``store``'s run (call before the store is closed)."""
     with _RUNS_LOCK:
@@ -154,6 +161,15 @@ def guest_memory(run: RunContext, caller: int, cctx: int) -> Memory:
             run.memory = item.of.memory
         ref = run.memory_ref = ctypes.addressof(run.memory)
     return _memory_data(cctx, ref) or 0, _memory_data_size(cctx, ref)
+
+
+def exported_memory(store: wasmtime.Store, memory: Any) -> Memory:
+    """(base address, size) now of the raw ``wasmtime_memory_t`` of ``store``, between calls; (0, 0) for None."""
+    if memory is None:
+        return 0, 0
+    cctx = store._context()
+    mem = ctypes.byref(memory)
+    return _address(ffi.wasmtime_memory_data(cctx, mem)), int(ffi.wasmtime_memory_data_size(cctx, mem))
 
 
 def guest_view(run: RunContext, caller: int, cctx: int) -> memoryview:

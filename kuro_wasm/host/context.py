@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -78,10 +78,16 @@ class RunContext:
     by ``open_fs`` on the first fs import);
     ``stop_reason`` is the first reason the run had to stop (``cancelled``,
     ``timeout``, ``output-capped``, ``host-error``) and is never overwritten.
+    ``command`` is the guest spec being run (read-only), for host functions whose
+    meaning the spec completes (``kuro-browser-v0``'s ``fs_read`` reads the file
+    the spec names). ``scratch`` is the run's scratch directory (an ``Fs`` in
+    memory, created on first use, never committed; see :mod:`kuro_wasm.host.fsgate`)
+    and ``scratch_bytes`` what the guest has written there.
     """
 
     grant: frozenset[str]
     emit: Emit
+    command: Mapping[str, Any] = field(default_factory=dict)
     fs: Any = None
     open_fs: Callable[[], Any] | None = None
     deadline: float = float("inf")
@@ -101,6 +107,8 @@ class RunContext:
     #: What a guest kind keeps for this run only (a component's resource table, a WASI exit code …);
     #: under ``"receipt"``, host result keys of its own that the run adds to the receipt (the allow-list applies).
     kind_state: dict[str, Any] = field(default_factory=dict)
+    scratch: Any = None
+    scratch_bytes: int = 0
     _denial_index: dict[tuple[str, str, str | None], int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

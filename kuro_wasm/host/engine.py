@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
+from pathlib import Path
 from typing import Any, Final, Protocol
 
 import wasmtime
@@ -42,6 +42,7 @@ from wasmtime import _ffi as ffi
 
 __all__ = [
     "CallOutcome",
+    "TrapInfo",
     "EngineConfig",
     "Interruptible",
     "call_export",
@@ -63,7 +64,20 @@ _IDLE_EXIT_SECONDS: Final = 1.0
 
 @functools.cache
 def wasmtime_version() -> str:
-    """The installed wasmtime-py version, e.g. ``"50.0.1"`` (read once: package metadata is slow)."""
+    """The installed wasmtime-py version, e.g. ``"50.0.1"`` (read once).
+
+    From the name of wasmtime's ``*.dist-info`` folder beside the package when there is exactly
+    one (importing ``importlib.metadata`` costs more than a warm run of a guest), else from
+    ``importlib.metadata``.
+    """
+    found = [
+        p.name[len("wasmtime-") : -len(".dist-info")]
+        for p in Path(wasmtime.__file__).parent.parent.glob("wasmtime-*.dist-info")
+    ]
+    if len(found) == 1:
+        return found[0]
+    from importlib import metadata
+
     try:
         return metadata.version("wasmtime")
     except metadata.PackageNotFoundError:  # pragma: no cover - an unpackaged checkout
@@ -248,12 +262,25 @@ def install_interrupt(store: wasmtime.Store, run: Interruptible) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class TrapInfo:
+    """A trap known by its text only (wasmtime's component API reports traps as errors): its code, and message."""
+
+    trap_code: wasmtime.TrapCode | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class CallOutcome:
-    """What a wasm entry returned: ``values`` on success, else a ``trap`` or an ``error``."""
+    """What a wasm entry returned: ``values`` on success, else a ``trap`` or an ``error``.
+
+    ``result`` is a typed result as receipt data, in a 1-tuple (a component
+    export's; None: the entry has none), written to the receipt's ``kuro/result``.
+    """
 
     values: tuple[int | float, ...] = ()
-    trap: wasmtime.Trap | None = None
+    trap: wasmtime.Trap | TrapInfo | None = None
     error: str | None = None
+    result: tuple[Any] | None = None
 
 
 def instantiate(pre: wasmtime.InstancePre, store: wasmtime.Store) -> tuple[Any, CallOutcome | None]:

@@ -15,25 +15,64 @@ grant, existence, type), so the gate adds nothing kuro.fs would refuse.
 ``Fs.read_range(path, 0, 0)`` has accepted the path), so a large read costs one
 copy, not two.
 
+``entries`` and ``stat`` answer kuro.fs's own values (a component's ``ls``
+and ``stat`` return them typed); ``ls`` answers the ABI v1 listing bytes.
+
+**The scratch directory.** A run whose grant holds ``fs/scratch`` (the original
+kuro's ``tmp/write``) sees ``tmp/`` as its own scratch directory: it starts
+empty, lives in memory for that run only (its blocks never reach the block
+store), and is never committed — a write there does not advance the fs root
+and is not in ``kuro/fs-root-after``; reading a scratch file adds nothing to
+``kuro/reads``. Every fs import under ``tmp/`` needs ``fs/scratch`` and nothing
+else; at most :data:`SCRATCH_MAX_BYTES` may be written there per run (past it a
+write answers ``TOO_LARGE``, kuro.fs ``over-budget``). Without ``fs/scratch``, ``tmp/`` is an ordinary path of
+the fs root. Why a mount point, not a separate import: the original guests
+write temporary files by path, and a guest written for this host keeps using
+the seven imports it knows.
+
 ## Effects
-Only the ``Fs`` value's block store.
+Only the ``Fs`` value's block store (and the run's in-memory scratch store).
 
 ## Not done here
-No caching of directory blocks between calls.
+No caching of directory blocks between calls. The scratch directory is not
+listed in its parent (``fs_ls(".")`` shows the fs root's own entries).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from kuro_fs.blocks import BlockStore
+from kuro_fs.blocks import BlockStore, MemoryBlockStore
 from kuro_fs.errors import CorruptBlock, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.fs import Fs
+from kuro_fs.paths import clean_path, join_path
 from kuro_fs.unixfs import MissingBlock, file_root_info, iter_file
+from kuro_wasm.host.calls import Memory, span, store_bytes
+from kuro_wasm.host.context import RunContext
+from kuro_wasm.model import abi
+from kuro_wasm.model.abi import ErrorCode
 
-__all__ = ["Answer", "call", "open_fs"]
+__all__ = [
+    "SCRATCH_CAPABILITY",
+    "SCRATCH_DIR",
+    "SCRATCH_MAX_BYTES",
+    "Answer",
+    "call",
+    "call_in",
+    "call_in_run",
+    "open_fs",
+    "read_into_guest",
+    "record_read",
+    "scratch_path",
+]
+
+#: The name under the fs root where a run granted :data:`SCRATCH_CAPABILITY` finds its scratch directory.
+SCRATCH_DIR: Final = "tmp"
+SCRATCH_CAPABILITY: Final = "fs/scratch"
+#: The most bytes one run may write into its scratch directory (file bytes, counted per write).
+SCRATCH_MAX_BYTES: Final = 64 * 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +155,18 @@ def _rm(fs: Fs, path: str) -> Answer:
     return Answer(reason=reason) if reason is not None else Answer(value=0, fs=result.fs)
 
 
+def _entries(fs: Fs, path: str) -> Answer:
+    result = fs.ls(path)
+    reason = _denied(result)
+    return Answer(reason=reason) if reason is not None else Answer(value=result.value)
+
+
+def _stat(fs: Fs, path: str) -> Answer:
+    result = fs.stat(path)
+    reason = _denied(result)
+    return Answer(reason=reason) if reason is not None else Answer(value=result.value)
+
+
 def _ls(fs: Fs, path: str) -> Answer:
     result = fs.ls(path)
     reason = _denied(result)
@@ -131,6 +182,8 @@ _OPS: dict[str, Callable[..., Answer]] = {
     "write": _write,
     "rm": _rm,
     "ls": _ls,
+    "entries": _entries,
+    "stat": _stat,
 }
 
 
@@ -147,3 +200,91 @@ def call(fs: Any, op: str, *args: Any) -> Answer:
         return _OPS[op](fs, *args)
     except (MissingBlock, CorruptBlock, DagPbError, KuroFsError):
         return Answer(reason="block-missing")
+
+
+def call_in_run(run: Any, op: str, *args: Any) -> Answer:
+    """:func:`call` on the run's ``Fs``, opening it first if this is the run's first fs call.
+
+    ``run`` is a :class:`~kuro_wasm.host.context.RunContext` (``fs``, ``open_fs``).
+    """
+    if run.fs is None and run.open_fs is not None:
+        run.fs, run.open_fs = run.open_fs(), None
+    return call(run.fs, op, *args)
+
+
+# ---- one run's view: the fs root, and the scratch directory under tmp/
+
+
+def scratch_path(run: RunContext, path: str) -> str | None:
+    """``path`` inside the run's scratch directory, or None if it is not there (or ``fs/scratch`` is not granted).
+
+    >>> from kuro_wasm.host.context import RunContext
+    >>> run = RunContext(grant=frozenset({"fs/scratch"}), emit=lambda name, data: True)
+    >>> scratch_path(run, "/tmp/a.txt"), scratch_path(run, "tmp"), scratch_path(run, "docs/tmp")
+    ('a.txt', '.', None)
+    """
+    if SCRATCH_CAPABILITY not in run.grant:
+        return None
+    parts = clean_path(path)
+    if not parts or parts[0] != SCRATCH_DIR:
+        return None
+    return join_path(parts[1:])
+
+
+def call_in(run: RunContext, name: str, capability: str, op: str, *args: Any, scratch: bool = False) -> Answer:
+    """:func:`call` on the run's fs root (opened on first use) or, with ``scratch``, on its scratch directory.
+
+    A kuro.fs ``missing-capability`` refusal is recorded in the run's denials
+    against ``capability``. A write into the scratch directory past
+    :data:`SCRATCH_MAX_BYTES` answers ``over-budget`` (``TOO_LARGE``) and stores nothing.
+    """
+    if scratch:
+        if run.scratch is None:
+            run.scratch = Fs.empty(MemoryBlockStore())
+        if op == "write":
+            run.scratch_bytes += len(args[1])
+            if run.scratch_bytes > SCRATCH_MAX_BYTES:
+                return Answer(reason="over-budget")
+        return call(run.scratch, op, *args)
+    if run.fs is None and run.open_fs is not None:
+        run.fs, run.open_fs = run.open_fs(), None
+    answer = call(run.fs, op, *args)
+    if answer.reason is not None and abi.error_for_reason(answer.reason) == ErrorCode.DENIED:
+        run.deny(name, capability, args[0] if args and isinstance(args[0], str) else None)
+    return answer
+
+
+def read_into_guest(
+    run: RunContext, name: str, path: str, mem: Memory, buf_ptr: int, cap: int, *, scratch: bool = False
+) -> int:
+    """Copy min(size, cap) bytes of the file at ``path`` to guest memory at ``buf_ptr``; the size or an error code.
+
+    The whole range ``[buf_ptr, buf_ptr+cap)`` must lie in guest memory (else
+    :class:`~kuro_wasm.host.calls.Fault`). A file of the fs root whose bytes
+    reached guest memory has its CID added to the run's reads (:func:`record_read`).
+    """
+    span(mem, buf_ptr, cap)
+    answer = call_in(
+        run,
+        name,
+        "fs/read",
+        "read_into",
+        path,
+        cap % 2**32,
+        lambda at, data: store_bytes(mem, buf_ptr + at, data),
+        scratch=scratch,
+    )
+    record_read(run, answer, scratch=scratch)
+    if answer.reason is not None:
+        return int(abi.error_for_reason(answer.reason))
+    size, _ = answer.value
+    return abi.clamp_i32(size)
+
+
+def record_read(run: RunContext, answer: Answer, *, scratch: bool = False) -> None:
+    """Name in ``kuro/reads`` the file whose bytes reached guest memory (even if the call then failed).
+
+    A scratch file is not named: its blocks never leave the run.
+    """
+    if not scratch and answer.read is not None and answer.read not in run.reads:
+        run.reads.append(answer.read)

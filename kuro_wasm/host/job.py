@@ -100,6 +100,7 @@ class Job:
             deadline=self.started + limits.timeout_ms / 1000.0,
             cond=cond,
             stdin=StdinPipe(cond, stdin, closed=stdin_closed),
+            command=self.command,
             seed=seed,
         )
         self.receipt: dict[str, Any] | None = None
@@ -190,7 +191,7 @@ class Job:
         ready = loader.prepare(self.store, self.command["kuro/guest"], config, cache_for(self.home))
         if isinstance(ready, LoadFailure):
             return self._load_failed(ready), session
-        entry = loader.resolve(ready, self.command)
+        entry = loader.resolve(ready, self.command["kuro/export"], self.command["kuro/args"], self.command)
         if isinstance(entry, LoadFailure):
             return self._load_failed(entry), session
         if ctx.should_stop() is not None:  # killed (or out of time) while loading: nothing runs
@@ -244,7 +245,7 @@ class Job:
         """The result keys for what the call returned; a stop counts only if the guest did not finish first."""
         trap = called.trap
         finished = trap is None and called.error is None
-        return decide(
+        result = decide(
             stop=None if finished else self.ctx.stop_reason,
             host_error=self.ctx.host_error,
             trap_code=None if trap is None or trap.trap_code is None else trap.trap_code.name,
@@ -253,6 +254,9 @@ class Job:
             instantiating=instantiating,
             values=called.values,
         )
+        if called.result is not None and result["outcome"] in ("ok", "exit"):
+            result["result"] = called.result[0]
+        return result
 
     def _finish(self, result: dict[str, Any], session: Session) -> dict[str, Any]:
         ctx = self.ctx

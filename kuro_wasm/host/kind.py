@@ -9,14 +9,18 @@ epoch deadline, kill, the output stream, the receipt — is the run's
 (:mod:`kuro_wasm.host.job`) and is the same for every kind. A kind:
 
 1. **claims** a guest from its verified shape (:class:`~kuro_wasm.model.wasm_shape.WasmShape`:
-   imports, exports, component or not), or says why not;
+   imports, exports, component or not), or says why not — or, with an empty
+   reason, that the guest is simply not of its shape and another kind explains
+   (a narrow *profile* asked before a general kind of the same import module);
 2. **links** the compiled guest once (per engine) against its host functions
    (raw callbacks, :mod:`kuro_wasm.host.calls`), which reach the run through its
    :class:`~kuro_wasm.host.context.RunContext`, and **instantiates** it in each
    run's store;
-3. resolves the **entry** from the guest spec: the export and the args (and the
-   optional fields, ``env`` and ``argv0``), checked and converted, or a load-error
-   text — a kind refuses an optional field it has no use for rather than ignore it;
+3. resolves the **entry**: the export and the spec's args, checked and converted,
+   or a load-error text; an entry may name guest-spec keys it cannot run
+   without (:attr:`Entry.needs`) and the optional ones it uses
+   (:attr:`Entry.takes`), checked before anything is instantiated — a spec
+   with an optional key its entry does not use is refused, never ignored;
 4. **calls** it and reports how the call ended (:class:`~kuro_wasm.host.engine.CallOutcome`).
 
 :class:`CoreModuleKind` does the linking and instantiating of core modules
@@ -25,6 +29,8 @@ core-module kind only says which host functions its linker holds.
 
 A new kind is one module under :mod:`kuro_wasm.host.kinds` plus one line in
 its ``KINDS`` table; the run loop, the receipt and the limits do not change.
+:func:`core_entry` is the entry rule every core-module kind so far shares
+(numbers in, one ``i32`` or nothing out).
 
 ## Not done here
 Which kind runs a guest is decided by :func:`kuro_wasm.host.kinds.classify`.
@@ -33,7 +39,7 @@ Which kind runs a guest is decided by :func:`kuro_wasm.host.kinds.classify`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -42,18 +48,58 @@ import wasmtime
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.engine import CallOutcome
-from kuro_wasm.model.wasm_shape import FuncSig, WasmShape
+from kuro_wasm.model import abi
+from kuro_wasm.model.wasm_shape import NUMBER_TYPES, FuncSig, WasmShape
 
-__all__ = ["CoreModuleKind", "Entry", "GuestKind"]
+__all__ = ["CoreModuleKind", "Entry", "GuestKind", "core_entry"]
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A resolved entry point: the export's name and signature, and the spec's args converted for it."""
+    """A resolved entry point: the export's name and signature, and the spec's args converted for it.
+
+    ``typed`` is a kind's own description of the entry where a core signature
+    cannot say it (a component export's :class:`~kuro_wasm.model.wit.WitFunc`).
+
+    ``needs`` lists guest-spec keys this entry cannot run without, each with the
+    reason (``(("kuro/fs-read-path", "…"),)``); a spec that lacks one is a
+    ``load-error`` decided before the guest is instantiated. ``takes`` names the
+    optional guest-spec keys the entry uses when given (a WASI command's
+    ``kuro/env`` and ``kuro/argv0``); a spec holding an optional key that is in
+    neither is a ``load-error`` too. The kind reads their values from the spec
+    being run (:attr:`RunContext.command`).
+    """
 
     export: str
     sig: FuncSig
     args: tuple[Any, ...] = ()
+    typed: Any = None
+    needs: tuple[tuple[str, str], ...] = ()
+    takes: frozenset[str] = frozenset()
+
+
+def core_entry(shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
+    """The entry ``export`` of a core module called with ``args``, or why not (a load-error text).
+
+    The export must be a function whose parameters are numbers (i32, i64, f32,
+    f64) that ``args`` fit (:func:`kuro_wasm.model.abi.check_args`), returning
+    one ``i32`` (the exit code) or nothing.
+    """
+    found = shape.export(export)
+    if found is None or found.kind != "func" or found.sig is None:
+        return f"guest has no function export {export!r}"
+    sig = found.sig
+    if len(sig.results) > 1 or any(r != "i32" for r in sig.results):
+        return f"export {export!r} returns ({' '.join(sig.results)}); an exit code is one i32 or nothing"
+    odd = next((p for p in sig.params if p not in NUMBER_TYPES), None)
+    if odd is not None:
+        return f"export {export!r} takes a parameter of type {odd}; only i32, i64, f32 and f64 can be passed"
+    if any(isinstance(a, str) for a in args):
+        return f"export {export!r} takes numbers; string args are for WASI commands (argv)"
+    reason = abi.check_args(sig.params, list(args))
+    if reason is not None:
+        return f"export {export!r}: {reason}"
+    return Entry(export, sig, tuple(args))
 
 
 class GuestKind(Protocol):
@@ -67,7 +113,11 @@ class GuestKind(Protocol):
     components: bool
 
     def claim(self, shape: WasmShape) -> str | None:
-        """None if this kind runs a guest of this shape; otherwise why not (a load-error text)."""
+        """None if this kind runs a guest of this shape; otherwise why not (a load-error text).
+
+        ``""`` means "not of this kind's shape; no opinion": the load error, if no
+        kind claims the guest, is another kind's reason.
+        """
         ...
 
     def link(self, engine: wasmtime.Engine, compiled: Any) -> Any:
@@ -81,12 +131,8 @@ class GuestKind(Protocol):
         """``(instance, None)``, or ``(None, how instantiation failed)`` (a start-function trap, a limit)."""
         ...
 
-    def entry(self, shape: WasmShape, spec: Mapping[str, Any]) -> Entry | str:
-        """The entry point the guest spec asks for (:func:`kuro_wasm.model.sessions.guest`), or why it cannot be.
-
-        ``spec`` holds ``kuro/guest``, ``kuro/export`` and ``kuro/args``, and the optional fields
-        (``kuro/env``, ``kuro/argv0``) when given; the answer is an :class:`Entry` or a load-error text.
-        """
+    def entry(self, shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
+        """The entry point ``export`` called with ``args``, or why it cannot be (a load-error text)."""
         ...
 
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:

@@ -31,24 +31,26 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import wasmtime
+import wasmtime.component
 
 from kuro_fs.blocks import BlockStore
-from kuro_fs.cid import matches
+from kuro_fs.cid import cid_for, matches
 from kuro_fs.cid import parse as parse_cid
 from kuro_fs.errors import BlockStoreError, CorruptBlock, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.unixfs import MissingBlock, iter_file, write_file
 from kuro_wasm.errors import LoadError
 from kuro_wasm.host.cache import ModuleCache, cache_for
+from kuro_wasm.host.component_types import component_shape
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
 from kuro_wasm.host.kind import Entry, GuestKind
 from kuro_wasm.host.kinds import classify
-from kuro_wasm.model.sessions import OPTIONAL_SPEC_KEYS
-from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, read_shape
+from kuro_wasm.model.sessions import GUEST_OPTIONAL_KEYS
+from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, is_component, read_shape
 
 __all__ = [
     "LoadFailure",
@@ -139,11 +141,16 @@ def fetch_guest(store: BlockStore, cid: str) -> bytes | LoadFailure:
 # ---- the shape, kept beside the compiled artifact
 
 
-def _describe(data: bytes) -> bytes:
-    try:
-        return read_shape(data).to_bytes()
-    except ShapeError as exc:
-        raise _Unreadable(str(exc)) from exc
+def _describe_with(engine: wasmtime.Engine) -> Any:
+    def describe(data: bytes, compiled: Any) -> bytes:
+        try:
+            if is_component(data):
+                return component_shape(engine, compiled).to_bytes()
+            return read_shape(data).to_bytes()
+        except (ShapeError, ValueError) as exc:
+            raise _Unreadable(str(exc)) from exc
+
+    return describe
 
 
 class _Unreadable(Exception):
@@ -154,8 +161,14 @@ def check_imports(wasm: bytes) -> str | None:
     """None if a guest kind of this host provides every import of the module ``wasm``; else why not.
 
     The text names the first offending import (the ``load-error`` a run of it would get).
-    Raises ShapeError: ``wasm`` is not a readable wasm binary.
+    A component is compiled to read its imports (wasmtime knows their types).
+    Raises ShapeError: ``wasm`` is not a readable wasm binary; wasmtime.WasmtimeError:
+    a component that does not compile.
     """
+    if is_component(wasm):
+        engine = engine_for(EngineConfig())
+        kind = classify(component_shape(engine, wasmtime.component.Component(engine, wasm)))
+        return kind if isinstance(kind, str) else None
     kind = classify(read_shape(wasm))
     return kind if isinstance(kind, str) else None
 
@@ -203,7 +216,7 @@ def prepare(store: BlockStore, cid: str, config: EngineConfig, cache: ModuleCach
     if not held:
         return LoadFailure("guest-not-found", f"guest {cid} is not in the block store")
     try:
-        module, meta = cache.load(engine, key[1], cid, wasm, _describe)
+        module, meta = cache.load(engine, key[1], cid, wasm, _describe_with(engine))
         shape = WasmShape.from_bytes(meta)
     except _Refused:
         failure = fetched[-1]
@@ -232,6 +245,11 @@ class _Refused(Exception):
     pass
 
 
+def _cid_only(block: bytes, codec: str = "raw") -> str:
+    """A ``put`` that stores nothing: the CID a block would get."""
+    return cid_for(block, codec)
+
+
 def _present(store: BlockStore, cid: str) -> bool | LoadFailure:
     try:
         return store.has(cid)
@@ -246,37 +264,40 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def resolve(ready: Prepared, command: Mapping[str, Any]) -> Entry | LoadFailure:
-    """The entry point guest spec ``command`` asks of ``ready``, as its kind resolves it, else a load-error.
+def resolve(
+    ready: Prepared, export: str, args: Sequence[object], spec: Mapping[str, Any] | None = None
+) -> Entry | LoadFailure:
+    """The entry point ``export`` of ``ready`` called with ``args``, as its kind resolves it, else a load-error.
 
-    Remembered per prepared guest (at most 64 distinct calls) when every arg is hashable: the
-    answer depends only on the guest's shape, the export, the args (types included, so
-    ``True`` is never taken for ``1``) and the spec's optional fields (``env``, ``argv0``).
+    ``spec`` is the guest spec being run: a key the entry needs (:attr:`Entry.needs`)
+    that it lacks is a load-error too, and so is an optional key (``kuro/env`` …) the
+    entry neither needs nor takes (:attr:`Entry.takes`) — decided before anything is instantiated.
+    The kind's answer is remembered per prepared guest (at most 64 distinct calls) when
+    every arg is hashable: it depends only on the guest's shape, the export and the args
+    (types included, so ``True`` is never taken for ``1``).
     """
-    export, args = command["kuro/export"], command["kuro/args"]
     try:
-        key: tuple[Any, ...] | None = (
-            export,
-            *((type(a), a) for a in args),
-            *((name, _frozen(command[name])) for name in OPTIONAL_SPEC_KEYS if name in command),
-        )
+        key: tuple[Any, ...] | None = (export, *((type(a), a) for a in args))
         known = ready.entries.get(key)  # type: ignore[arg-type]
     except TypeError:  # an unhashable arg (a list for a component, say): resolve every time
         key, known = None, None
-    if known is not None:
-        return known
-    found = ready.kind.entry(ready.shape, command)
-    entry: Entry | LoadFailure = (
-        LoadFailure("load-error", f"guest {ready.cid}: {found}") if isinstance(found, str) else found
-    )
-    if key is not None and len(ready.entries) < 64:
-        ready.entries[key] = entry
+    if known is None:
+        found = ready.kind.entry(ready.shape, export, args)
+        known = LoadFailure("load-error", f"guest {ready.cid}: {found}") if isinstance(found, str) else found
+        if key is not None and len(ready.entries) < 64:
+            ready.entries[key] = known
+    entry = known
+    if isinstance(entry, LoadFailure):
+        return entry
+    for need, why in entry.needs:
+        if spec is None or need not in spec:
+            return LoadFailure("load-error", f"guest {ready.cid}: the spec has no {need}: {why}")
+    for optional in GUEST_OPTIONAL_KEYS:
+        if spec is not None and optional in spec and optional not in entry.takes:
+            if all(optional != need for need, _ in entry.needs):
+                why = f"a {ready.kind.name} guest's export {export!r} does not use it"
+                return LoadFailure("load-error", f"guest {ready.cid}: the spec's {optional} is not for it: {why}")
     return entry
-
-
-def _frozen(value: object) -> object:
-    """A hashable form of an optional spec field (a mapping as its sorted items)."""
-    return tuple(sorted(value.items())) if isinstance(value, Mapping) else value
 
 
 def kind_name(store: BlockStore, cid: str, *, fuel: bool = False, home: Any = None) -> str | None:
@@ -300,7 +321,9 @@ def add_guest(store: BlockStore, wasm_or_wat: bytes | str) -> str:
 
     A module of up to one chunk (262144 bytes) is one raw block; a larger one
     is a UnixFS file DAG (dag-pb root). The module is validated first, so a
-    stored guest at least compiles.
+    stored guest at least compiles; a component (which wasmtime can only
+    validate by compiling it) is compiled, and the compiled form is kept in the
+    process's memory cache for its first run.
 
     Raises LoadError: if the text is not WAT, the bytes are not a valid wasm module, or
     ``wasm_or_wat`` is neither bytes-like nor text.
@@ -321,6 +344,19 @@ def add_guest(store: BlockStore, wasm_or_wat: bytes | str) -> str:
             data = bytes(wasmtime.wat2wasm(data.decode("utf-8")))
         except (UnicodeDecodeError, wasmtime.WasmtimeError) as exc:
             raise LoadError(f"not a wasm binary and not WAT text: {_first_line(exc)}") from exc
+    if is_component(data):
+        engine, key = engine_for(EngineConfig()), engine_key(EngineConfig())
+        cid = write_file(_cid_only, data).cid
+        if not ModuleCache.holds(cid, key):  # compiled in this process already: valid
+            try:
+                compiled = wasmtime.component.Component(engine, data)
+                meta = _describe_with(engine)(data, compiled)
+            except wasmtime.WasmtimeError as exc:
+                raise LoadError(f"not a valid component: {_first_line(exc)}") from exc
+            except _Unreadable as exc:
+                raise LoadError(f"component types cannot be read: {exc}") from exc
+            ModuleCache.seed(cid, key, compiled, meta)
+        return write_file(store.put, data).cid
     try:
         wasmtime.Module.validate(engine_for(EngineConfig()), data)
     except wasmtime.WasmtimeError as exc:

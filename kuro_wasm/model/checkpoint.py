@@ -7,6 +7,11 @@ process that ran it, so a stream saved while running comes back ``orphaned``
 with :func:`abandon` into a receipt with outcome ``abandoned`` (exit 129 by
 default) — never silently resumed as though the guest were still there.
 
+Taking a checkpoint of a run is what the ``agent/checkpoint`` capability
+gates: :func:`to_data` of a run whose session lacks it returns the
+``missing-capabilities`` denial value instead of the data (the original kuro
+granted it only in ``terminal-agent`` and never checked it).
+
 Optionally (``max_chunk_bytes``, off by default) the saved body is cut to a
 **total** budget across chunks, in order, at a UTF-8 code-point boundary (a
 multi-byte character is never split; bytes that are not valid UTF-8 are cut
@@ -28,12 +33,14 @@ from itertools import pairwise
 from typing import Any, Final
 
 from kuro_wasm.errors import CheckpointError, CheckpointVersionError, ModelError, StreamClosed
-from kuro_wasm.model.sessions import Session, is_guest_spec
+from kuro_wasm.model.sessions import Session, is_guest_spec, missing_capabilities
 from kuro_wasm.model.stream import STATES, STREAMS, Chunk, Stream, _finish, chunks
 
-__all__ = ["ABANDONED_ERROR", "VERSION", "abandon", "restore", "summary", "to_data"]
+__all__ = ["ABANDONED_ERROR", "REQUIRES", "VERSION", "abandon", "restore", "summary", "to_data"]
 
 VERSION: Final = 1
+#: What the run's session must grant for a checkpoint of it to be taken.
+REQUIRES: Final = frozenset({"agent/checkpoint"})
 #: The ``kuro/error`` of an abandoned run unless the host states the real reason.
 ABANDONED_ERROR: Final = "guest did not survive its host"
 _CHUNK_KEYS: Final = frozenset({"kuro/stream", "kuro/bytes", "kuro/seq"})
@@ -83,8 +90,12 @@ def to_data(
     *,
     max_chunk_bytes: int | None = None,
 ) -> dict[str, Any]:
-    """The checkpoint of ``s``: plain versioned data (``kuro.checkpoint/version`` 1).
+    """The checkpoint of ``s``: plain versioned data (``kuro.checkpoint/version`` 1), or a denial.
 
+    The run's session (``session``, else the stream's own) must grant
+    ``agent/checkpoint`` (:data:`REQUIRES`); otherwise the value returned is the
+    ``missing-capabilities`` denial (:func:`kuro_wasm.model.sessions.missing_capabilities`),
+    with ``kuro/type`` ``"kuro/denial"``, and nothing is saved.
     Chunks are saved in the closed shape ``{kuro/stream, kuro/bytes, kuro/seq}``.
     ``session``/``command`` default to the stream's own. With ``max_chunk_bytes``
     the chunk bytes are cut to that total and ``kuro.checkpoint/dropped-bytes``
@@ -101,6 +112,9 @@ def to_data(
         isinstance(max_chunk_bytes, bool) or not isinstance(max_chunk_bytes, int) or max_chunk_bytes < 0
     ):
         raise ModelError(f"max_chunk_bytes must be an int >= 0, got {max_chunk_bytes!r}", reason="invalid-limit")
+    refused = missing_capabilities(sess, REQUIRES)
+    if refused is not None:
+        return refused
     saved, dropped = _saved_chunks(s, max_chunk_bytes)
     data: dict[str, Any] = {
         "kuro.checkpoint/version": VERSION,

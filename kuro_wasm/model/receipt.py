@@ -86,7 +86,10 @@ KEYS: Final[Mapping[str, Key]] = {
     "export": Key("str", False, "the export that was called"),
     "args": Key("data", False, "the export's arguments"),
     "env": Key("data", False, "the spec's environment, a WASI command's (only when the spec has one)"),
-    "effective-capabilities": Key("strs", False, "the session's grant, sorted"),
+    "effective-capabilities": Key("strs", False, "the session's grant, sorted, in this host's capability names"),
+    "grant-aliases": Key(
+        "data", False, "original kuro names the grant was given in → the host capabilities each stood for (when used)"
+    ),
     "isolation": Key("str", True, 'what isolated the run; "none" unless the host says otherwise'),
     "exit-code": Key("int", True, "the exit code (see OUTCOMES)"),
     "outcome": Key("str", True, "how the run ended (see OUTCOMES)"),
@@ -111,6 +114,7 @@ KEYS: Final[Mapping[str, Key]] = {
     "fuel-consumed": Key("count", True, "wasmtime fuel the guest used"),
     "limits": Key("data", True, "the limits actually applied"),
     "engine": Key("data", True, "the engine that ran the guest (name, version, config)"),
+    "result": Key("data", True, "a component export's typed result as plain data (absent for run's exit code)"),
     "nondeterminism": Key("data", True, "what the guest read from outside its inputs: clock readings, random bytes"),
     "deterministic": Key("data", True, "the run's clocks were fixed and its random bytes seeded: the seed"),
 }
@@ -393,6 +397,8 @@ def _assemble(
         "kuro/effective-capabilities": sess.effective_capabilities,
         "kuro/isolation": "none",
     }
+    if sess.aliases:
+        out["kuro/grant-aliases"] = sess.grant_aliases
     if "kuro/env" in command:
         out["kuro/env"] = dict(command["kuro/env"])
     for key, value in namespaced.items():

@@ -21,15 +21,26 @@ A denial is a value of one fixed shape (:data:`DENIAL_KEYS`), never an
 exception. A mode is a *grant scope*, not an isolation level: nothing here is
 called "safe".
 
+**Two vocabularies, one grant.** A grant may name this host's capabilities
+(:data:`CAPABILITIES`) or the original kuro's (:data:`ORIGINAL_CAPABILITIES`:
+``repo/read``, ``repo/write``, ``tmp/write``, …). An original name is an
+*alias* (:data:`ALIASES`) that stands for host capabilities — possibly none,
+when the original names something this host does not have (``net/fetch``:
+guests have no network). The session's grant, and every receipt's
+``kuro/effective-capabilities``, is in this host's names only; the aliases
+used, each with what it stood for, are kept beside it (:attr:`Session.aliases`,
+the receipt's ``kuro/grant-aliases``), so a grant that named ``net/fetch``
+says on its face that it granted nothing. A name in neither vocabulary is
+refused (``unknown-capability``).
+
 ## Pure
 No I/O, no clock. Values in, values out; tables (:data:`MODES`,
 :data:`CAPABILITIES`, :data:`DENIAL_REASONS`) are data.
 
 ## Not done here
 Per-import capability checks (``fs/read`` …) happen at call time in the host and
-land in the receipt's ``kuro/denials``. Whether the spec's args, ``env`` and
-``argv0`` suit the guest is the guest kind's decision when it runs (a
-``load-error``: numbers for a kuro ABI v1 export, argv strings for a WASI command).
+land in the receipt's ``kuro/denials``; whether an arg fits an export's parameter
+is the guest kind's decision when it runs (a ``load-error``), not this module's.
 """
 
 from __future__ import annotations
@@ -41,24 +52,29 @@ from typing import Any, Final
 
 from kuro_fs.cid import parse as _parse_cid
 from kuro_fs.errors import InvalidCID
+from kuro_fs.paths import clean_path
 from kuro_wasm.errors import ModelError
 
 __all__ = [
+    "ALIASES",
     "CAPABILITIES",
     "DEFAULT_MODE",
     "DENIAL_KEYS",
     "DENIAL_REASONS",
+    "GUEST_OPTIONAL_KEYS",
     "GUEST_REQUIRES",
     "I64_MAX",
     "I64_MIN",
     "MODES",
-    "OPTIONAL_SPEC_KEYS",
+    "ORIGINAL_CAPABILITIES",
+    "Alias",
     "Mode",
     "Session",
     "denial",
     "guest",
     "is_argv",
     "is_guest_spec",
+    "missing_capabilities",
     "session",
 ]
 
@@ -70,9 +86,41 @@ CAPABILITIES: Final[Mapping[str, str]] = {
     "fs/write": "write a file, producing a new fs root",
     "fs/rm": "remove a path, producing a new fs root",
     "stdin/read": "read the bytes the caller supplied as stdin",
-    "agent/checkpoint": "let an agent checkpoint and restore the run's stream",
+    "fs/scratch": "read, write, list and remove under tmp/, a per-run scratch directory never committed to the fs root",
+    "agent/checkpoint": "take a checkpoint of a run (kuro_wasm.model.checkpoint.to_data, Handle.checkpoint)",
     "host/shell": "a host shell; named so terminal-host can be spelled, never backed here",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    """An original kuro capability name: the host capabilities it stands for, and why those."""
+
+    name: str
+    grants: frozenset[str]
+    meaning: str
+
+
+_NO_CACHE: Final = "nothing: no cache a guest can reach (the compiled-module cache is the host's own)"
+#: The original kuro's capability names that are not this host's, each an alias of host capabilities.
+ALIASES: Final[Mapping[str, Alias]] = {
+    a.name: a
+    for a in (
+        Alias("repo/read", frozenset({"fs/read", "fs/ls"}), "read and list the session's kuro.fs root"),
+        Alias("repo/write", frozenset({"fs/write", "fs/rm"}), "write and remove files, producing new fs roots"),
+        Alias("tmp/write", frozenset({"fs/scratch"}), "a per-run scratch directory under tmp/, never committed"),
+        Alias(
+            "cache/read", frozenset(), "nothing: no cache a guest can reach (the compiled-module cache is the host's)"
+        ),
+        Alias(
+            "cache/write", frozenset(), "nothing: no cache a guest can reach (the compiled-module cache is the host's)"
+        ),
+        Alias("net/fetch", frozenset(), "nothing: guests have no network in this host"),
+        Alias("log/write", frozenset(), "nothing: writing to stdout/stderr needs no capability in this host"),
+    )
+}
+#: Every capability name of the original kuro's modes (``agent/checkpoint`` is the same name in both vocabularies).
+ORIGINAL_CAPABILITIES: Final = (*ALIASES, "agent/checkpoint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +166,12 @@ GUEST_REQUIRES: Final = frozenset({"guest/invoke"})
 I64_MIN: Final = -(2**63)
 I64_MAX: Final = 2**63 - 1
 _GUEST_KEYS: Final = frozenset({"kuro/type", "kuro/guest", "kuro/export", "kuro/args"})
-#: Optional spec fields, present only when given: the environment and argv[0] of a WASI command.
-OPTIONAL_SPEC_KEYS: Final = ("kuro/env", "kuro/argv0")
+#: Optional guest-spec keys: name → meaning.
+GUEST_OPTIONAL_KEYS: Final[Mapping[str, str]] = {
+    "kuro/fs-read-path": "the file a kuro-browser-v0 guest's fs_read(buf_ptr, len) reads (a kuro.fs path)",
+    "kuro/env": "a WASI command's environment: names (non-empty, no '=' or NUL) to values (no NUL)",
+    "kuro/argv0": "a WASI command's argv[0] (default: the guest's CID)",
+}
 
 
 # ---- sessions
@@ -129,8 +181,10 @@ OPTIONAL_SPEC_KEYS: Final = ("kuro/env", "kuro/argv0")
 class Session:
     """A terminal session: who runs, over which fs root, with which grant.
 
-    ``grant`` is the effective capability set (the mode's default unless a grant
-    replaced it). Build with :func:`session`, which validates.
+    ``grant`` is the effective capability set in this host's names (the mode's
+    default unless a grant replaced it); ``aliases`` the original kuro names the
+    grant was given in, each with the host capabilities it stood for (sorted
+    pairs). Build with :func:`session`, which validates.
     """
 
     id: str
@@ -139,19 +193,25 @@ class Session:
     grant: frozenset[str]
     cwd: str = "."
     signed_opt_in: bool = False
+    aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def effective_capabilities(self) -> list[str]:
         """The grant as a sorted list (the form receipts carry)."""
         return sorted(self.grant)
 
+    @property
+    def grant_aliases(self) -> dict[str, list[str]]:
+        """``{original name: [host capabilities it stood for]}`` (empty when no alias was used)."""
+        return {name: list(caps) for name, caps in self.aliases}
+
     def allows(self, required: Iterable[str]) -> bool:
         """True when every capability in ``required`` is granted."""
         return set(required) <= self.grant
 
     def to_data(self) -> dict[str, Any]:
-        """Plain data with ``kuro/`` keys (encodable as dag-cbor and JSON)."""
-        return {
+        """Plain data with ``kuro/`` keys (encodable as dag-cbor and JSON); ``kuro/grant-aliases`` only when used."""
+        data = {
             "kuro/type": "kuro/session",
             "kuro/session-id": self.id,
             "kuro/fs-root-cid": self.fs_root_cid,
@@ -160,6 +220,9 @@ class Session:
             "kuro/grant": sorted(self.grant),
             "kuro/signed-opt-in?": self.signed_opt_in,
         }
+        if self.aliases:
+            data["kuro/grant-aliases"] = self.grant_aliases
+        return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Session:
@@ -172,11 +235,16 @@ class Session:
         grant = data.get("kuro/grant")
         if not isinstance(grant, (list, tuple)):
             raise ModelError("session data needs a kuro/grant list", reason="invalid-session")
+        aliases = data.get("kuro/grant-aliases", {})
+        if not isinstance(aliases, Mapping) or any(
+            name not in ALIASES or sorted(ALIASES[name].grants) != caps for name, caps in aliases.items()
+        ):
+            raise ModelError("session kuro/grant-aliases do not match the alias table", reason="invalid-session")
         return session(
             data.get("kuro/session-id"),  # type: ignore[arg-type]
             data.get("kuro/fs-root-cid"),  # type: ignore[arg-type]
             data.get("kuro/mode"),  # type: ignore[arg-type]
-            grant=grant,
+            grant=[*grant, *aliases],
             cwd=data.get("kuro/cwd", "."),
             signed_opt_in=data.get("kuro/signed-opt-in?", False) is True,
         )
@@ -194,7 +262,13 @@ def session(
     """A validated :class:`Session`.
 
     ``grant`` (an iterable of capability names) *replaces* the mode's default
-    grant; ``None`` keeps the default.
+    grant; ``None`` keeps the default. A name may be this host's (:data:`CAPABILITIES`)
+    or an original kuro alias (:data:`ALIASES`), which adds the host capabilities
+    it stands for and is kept in :attr:`Session.aliases`.
+
+    >>> session("s2", "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku",
+    ...         grant=["guest/invoke", "repo/read", "net/fetch"]).grant_aliases
+    {'net/fetch': [], 'repo/read': ['fs/ls', 'fs/read']}
 
     >>> s = session("s1", "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku")
     >>> s.effective_capabilities
@@ -202,7 +276,7 @@ def session(
 
     Raises ModelError: ``invalid-session`` if ``id`` is not a non-empty string or
     ``cwd`` not a string; ``invalid-fs-root`` if ``fs_root_cid`` is not a CID;
-    ``unknown-mode``; ``unknown-capability`` (or a grant that is a bare string);
+    ``unknown-mode``; ``unknown-capability`` (a name in neither vocabulary, or a grant that is a bare string);
     ``signed-opt-in-required`` for ``terminal-host`` without ``signed_opt_in=True``.
     """
     if not isinstance(id, str) or not id.strip():
@@ -222,54 +296,85 @@ def session(
         raise ModelError(
             "terminal-host requires signed opt-in", reason="signed-opt-in-required", hint="pass signed_opt_in=True"
         )
-    return Session(id, fs_root_cid, mode, _grant(grant, spec), cwd, signed_opt_in is True)
+    caps, aliases = _grant(grant, spec)
+    return Session(id, fs_root_cid, mode, caps, cwd, signed_opt_in is True, aliases)
 
 
-def _grant(grant: Iterable[str] | None, spec: Mode) -> frozenset[str]:
+def _grant(grant: Iterable[str] | None, spec: Mode) -> tuple[frozenset[str], tuple[tuple[str, tuple[str, ...]], ...]]:
     if grant is None:
-        return spec.default_grant
+        return spec.default_grant, ()
     if isinstance(grant, (str, bytes)) or not isinstance(grant, Iterable):
         raise ModelError(
             f"grant must be an iterable of capability names, got {type(grant).__name__}",
             reason="unknown-capability",
         )
     names = list(grant)
-    unknown = sorted(repr(n) for n in names if not isinstance(n, str) or n not in CAPABILITIES)
+    unknown = sorted(repr(n) for n in names if not isinstance(n, str) or (n not in CAPABILITIES and n not in ALIASES))
     if unknown:
         raise ModelError(
             f"unknown capability {', '.join(unknown)}",
             reason="unknown-capability",
-            hint=f"one of {', '.join(sorted(CAPABILITIES))}",
+            hint=f"one of {', '.join(sorted(CAPABILITIES))}; or an original kuro name: {', '.join(sorted(ALIASES))}",
         )
-    return frozenset(names)
+    caps = {n for n in names if n in CAPABILITIES}
+    used = sorted({n for n in names if n in ALIASES})
+    for name in used:
+        caps |= ALIASES[name].grants
+    return frozenset(caps), tuple((name, tuple(sorted(ALIASES[name].grants))) for name in used)
+
+
+def missing_capabilities(sess: Session, required: Iterable[str]) -> dict[str, Any] | None:
+    """The ``missing-capabilities`` denial if ``sess`` lacks any of ``required``, else None.
+
+    For gates other than running a guest (e.g. taking a checkpoint of a run:
+    ``agent/checkpoint``); the denial has the one fixed shape of :func:`denial`.
+    """
+    missing = frozenset(required) - sess.grant
+    return _denied(sess, "missing-capabilities", missing) if missing else None
 
 
 # ---- guest specs
 
 
-def _text(value: str, where: str) -> str:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:  # a lone surrogate: no program could be given it
-        raise ModelError(f"{where} is not valid Unicode: {exc}", reason="invalid-guest-spec") from exc
-    return value
+_MAX_ARG_DEPTH: Final = 64
 
 
-def _arg(value: object, index: int) -> int | float | str:
+def _arg(value: object, where: str, depth: int = 0) -> Any:
+    """One spec arg as canonical plain data (numbers as before; strings, bools, null, bytes, lists, maps)."""
+    if depth > _MAX_ARG_DEPTH:
+        raise ModelError(f"guest arg {where} is nested more than {_MAX_ARG_DEPTH} deep", reason="invalid-guest-spec")
+    if value is None or isinstance(value, bool):
+        return value
     if isinstance(value, str):
-        return _text(value, f"guest arg {index}")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ModelError(f"guest arg {where} is not valid Unicode: {exc}", reason="invalid-guest-spec") from exc
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if isinstance(value, (list, tuple)):
+        return [_arg(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ModelError(f"guest arg {where}: map keys must be strings, got {k!r}", reason="invalid-guest-spec")
+            out[_arg(k, where, depth + 1)] = _arg(v, f"{where}.{k}", depth + 1)
+        return out
+    if not isinstance(value, (int, float)):
         raise ModelError(
-            f"guest arg {index} must be an int, float or str, got {type(value).__name__}", reason="invalid-guest-spec"
+            f"guest arg {where} must be a number, string, bool, null, bytes, list or map, got {type(value).__name__}",
+            reason="invalid-guest-spec",
         )
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ModelError(f"guest arg {index} is {value!r}: not a finite number", reason="invalid-guest-spec")
+            raise ModelError(f"guest arg {where} is {value!r}: not a finite number", reason="invalid-guest-spec")
         if not value.is_integer():
             return value
         value = int(value)  # JS-number semantics: 2.0 is 2 (and dag-cbor must not see an integral float)
-    if not I64_MIN <= value <= I64_MAX:
-        raise ModelError(f"guest arg {index} = {value} does not fit in i64", reason="invalid-guest-spec")
+    if not I64_MIN <= value <= 2**64 - 1:
+        raise ModelError(f"guest arg {where} = {value} does not fit in i64 or u64", reason="invalid-guest-spec")
     return value
 
 
@@ -286,39 +391,63 @@ def _env(env: object) -> dict[str, str]:
             raise ModelError(f"env name {name!r} must be non-empty, without '=' or NUL", reason="invalid-guest-spec")
         if "\x00" in value:
             raise ModelError(f"env {name!r}: a value cannot hold a NUL character", reason="invalid-guest-spec")
-        out[_text(name, "an env name")] = _text(value, f"env {name!r}")
+        out[_unicode(name, "an env name")] = _unicode(value, f"env {name!r}")
     return dict(sorted(out.items()))
+
+
+def _unicode(value: str, where: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: no program could be given it
+        raise ModelError(f"{where} is not valid Unicode: {exc}", reason="invalid-guest-spec") from exc
+    return value
 
 
 def guest(
     cid: str,
     export: str,
-    args: Iterable[int | float | str] = (),
+    args: Iterable[Any] = (),
+    *,
+    fs_read_path: str | None = None,
     env: Mapping[str, str] | None = None,
     argv0: str | None = None,
 ) -> dict[str, Any]:
-    """The guest invocation spec: run ``export`` of the module named by ``cid`` with ``args``.
+    """The guest invocation spec: run ``export`` of the guest named by ``cid`` with ``args``.
 
-    ``args`` are numbers (a kuro ABI v1 export's parameters) or strings (a WASI
-    command's argv[1:]); integral floats become ints (JavaScript number
-    semantics; the host converts per the export's wasm signature anyway), so a
-    spec and every receipt built from it are dag-cbor-canonical. ``env`` (a WASI
-    command's environment, names sorted) and ``argv0`` (its argv[0]; by default
-    the guest's CID) are in the spec only when given, so a spec without them is
-    the same value, with the same digest, as before they existed.
+    ``args`` are plain data: numbers (what a core module's export takes),
+    and for component exports also strings, bools, null, bytes, lists and
+    maps with string keys (converted by the export's WIT types when it runs;
+    a core module refuses anything but numbers with a ``load-error``).
+
+    ``fs_read_path`` names the one file the original kuro's browser guests read
+    through their two-parameter ``fs_read(buf_ptr, len)`` (guest kind
+    ``kuro-browser-v0``): the file is part of what was asked, so it is in the
+    spec (and the receipt's ``kuro/command``), never implied. Absent unless given.
+
+    ``env`` (a WASI command's environment, names sorted) and ``argv0`` (its
+    argv[0]; by default the guest's CID) are in the spec only when given, too, so
+    a spec without them is the same value, with the same digest, as before they
+    existed; for a WASI command, string ``args`` are its argv[1:].
+
+    Integral floats become ints (JavaScript number semantics; the
+    host converts per the export's signature anyway), so a spec and every
+    receipt built from it are dag-cbor-canonical.
 
     >>> guest("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku", "run", [40, 2.0])["kuro/args"]
     [40, 2]
-    >>> wc = guest("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku", "_start", ["-l"], {"LANG": "C"})
+    >>> wc = guest("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku", "_start", ["-l"], env={"LANG": "C"})
     >>> wc["kuro/args"], wc["kuro/env"]
     (['-l'], {'LANG': 'C'})
 
     Raises ModelError (reason ``invalid-guest-spec``): if ``cid`` is not a CID in
     kuro's profile, ``export`` is not a non-empty string, ``args`` is not a
-    list/tuple, or an arg is not an int/float/str (bool is refused), is NaN
-    or infinite, is an integer outside i64 or a string that is not valid Unicode;
-    if ``env`` is not a mapping of strings with non-empty names free of ``=`` and NUL
-    and values free of NUL; if ``argv0`` is not a string free of NUL.
+    list/tuple, or an arg (at any depth) is none of the above, is NaN or
+    infinite, is an integer outside i64..u64, is a string that is not valid
+    Unicode (a lone surrogate), has a non-string map key, or nests deeper than 64;
+    or ``fs_read_path`` is not a kuro.fs path of a file (a string
+    :func:`kuro_fs.paths.clean_path` accepts, not the root); or ``env`` is not a
+    mapping of strings with non-empty names free of ``=`` and NUL and values free
+    of NUL; or ``argv0`` is not a string free of NUL.
     """
     try:
         _parse_cid(cid)
@@ -332,34 +461,55 @@ def guest(
         "kuro/type": "kuro/guest",
         "kuro/guest": cid,
         "kuro/export": export,
-        "kuro/args": [_arg(a, i) for i, a in enumerate(args)],
+        "kuro/args": [_arg(a, str(i)) for i, a in enumerate(args)],
     }
+    if fs_read_path is not None:
+        parts = clean_path(fs_read_path)
+        if not parts:
+            raise ModelError(
+                f"fs_read_path must name a file under the fs root, got {fs_read_path!r}", reason="invalid-guest-spec"
+            )
+        spec["kuro/fs-read-path"] = fs_read_path
     if env is not None:
         spec["kuro/env"] = _env(env)
     if argv0 is not None:
         if not isinstance(argv0, str) or "\x00" in argv0:
             raise ModelError(f"argv0 must be a string without NUL, got {argv0!r}", reason="invalid-guest-spec")
-        spec["kuro/argv0"] = _text(argv0, "argv0")
+        spec["kuro/argv0"] = _unicode(argv0, "argv0")
     return spec
 
 
 def is_guest_spec(command: object) -> bool:
     """True only for a mapping that equals :func:`guest` of its own fields (closed shape)."""
-    if not isinstance(command, Mapping) or command.get("kuro/type") != "kuro/guest":
-        return False
-    keys = set(command)
-    if not _GUEST_KEYS <= keys or not keys <= _GUEST_KEYS | set(OPTIONAL_SPEC_KEYS):
+    if (
+        not isinstance(command, Mapping)
+        or not _GUEST_KEYS <= set(command) <= _GUEST_KEYS | set(GUEST_OPTIONAL_KEYS)
+        or command["kuro/type"] != "kuro/guest"
+    ):
         return False
     try:
         rebuilt = guest(
-            command["kuro/guest"], command["kuro/export"], command["kuro/args"], command.get("kuro/env"),
-            command.get("kuro/argv0"),
-        )  # fmt: skip
+            command["kuro/guest"],
+            command["kuro/export"],
+            command["kuro/args"],
+            fs_read_path=command.get("kuro/fs-read-path"),
+            env=command.get("kuro/env"),
+            argv0=command.get("kuro/argv0"),
+        )
     except ModelError:
         return False
-    return rebuilt == dict(command) and all(
-        type(a) is type(b) for a, b in zip(rebuilt["kuro/args"], command["kuro/args"], strict=True)
-    )
+    return rebuilt == dict(command) and _same_types(rebuilt["kuro/args"], command["kuro/args"])
+
+
+def _same_types(a: Any, b: Any) -> bool:
+    """True when ``b`` has exactly ``a``'s types all the way down (1 vs 1.0 vs True differ)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same_types(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_types(a[k], b[k]) for k in a)
+    return True
 
 
 def is_argv(command: object) -> bool:

@@ -18,7 +18,15 @@ than this reader) is :class:`ShapeError`, which the loader turns into a
 ``load-error``.
 
 A **component** (component-model binary: the same ``\\0asm`` magic with layer 1
-in the version field) is recognised by its header; its shape is only that.
+in the version field) is recognised by its header, and :func:`read_shape`
+says only that. Its imports (instance names, e.g. ``kuro:host/fs@1.0.0``, and
+their functions) and its exported functions with their WIT types
+(:class:`~kuro_wasm.model.wit.WitFunc`) are filled in by the host from the
+compiled component (:mod:`kuro_wasm.host.component_types`): resolving a
+component's types from its bytes is a type checker (aliases, outer aliases,
+nested components instantiated with type substitution), and wasmtime's
+component type API, unlike its core ``FuncType``, represents every type there
+is. The shape is still plain data, kept beside the compiled artifact.
 
 ## Pure
 Bytes in, a frozen value out. No wasmtime.
@@ -29,6 +37,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Final
+
+from kuro_wasm.model.wit import WitFunc, func_from_data
 
 __all__ = [
     "NUMBER_TYPES",
@@ -135,6 +145,12 @@ class WasmShape:
     exports: tuple[Export, ...] = ()
     memories: int = 0
     tables: int = 0
+    #: A component's exported functions with their WIT types (``run``, ``iface#func``); empty for a core module.
+    typed: tuple[WitFunc, ...] = ()
+
+    def typed_export(self, name: str) -> WitFunc | None:
+        """The component function exported as ``name`` (``run`` or ``interface#func``), or None."""
+        return next((f for f in self.typed if f.name == name), None)
 
     def export(self, name: str) -> Export | None:
         """The export called ``name``, or None."""
@@ -156,13 +172,15 @@ class WasmShape:
         def sig(s: FuncSig | None) -> list[list[str]] | None:
             return None if s is None else [list(s.params), list(s.results)]
 
-        data = {
+        data: dict[str, object] = {
             "component": self.component,
             "imports": [[i.module, i.name, i.kind, sig(i.sig)] for i in self.imports],
             "exports": [[e.name, e.kind, sig(e.sig)] for e in self.exports],
             "memories": self.memories,
             "tables": self.tables,
         }
+        if self.typed:
+            data["typed"] = [f.to_data() for f in self.typed]
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     @classmethod
@@ -180,6 +198,7 @@ class WasmShape:
                 exports=tuple(Export(str(n), str(k), sig(s)) for n, k, s in data["exports"]),
                 memories=int(data["memories"]),
                 tables=int(data["tables"]),
+                typed=tuple(func_from_data(f) for f in data.get("typed", [])),
             )
         except (UnicodeDecodeError, ValueError, KeyError, TypeError, IndexError) as exc:
             raise ShapeError(f"not a stored module shape: {exc}") from exc

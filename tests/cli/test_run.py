@@ -308,3 +308,34 @@ def test_when_the_reader_of_the_output_leaves_the_guest_is_stopped_and_its_recei
     stored = err.split("receipt ", 1)[1].split()[0]
     shown = kuro_runner(home, tmp_path)("receipt", "show", stored, "--json")
     assert json.loads(shown.stdout)["kuro/outcome"] == "cancelled"
+
+
+def _component_cid(kuro: Kuro) -> str:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_components", ROOT / "tools" / "build_components.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = module.build(ROOT / "build" / "components", ["typed"])["typed"]
+    result = kuro("guest", "add", str(path))
+    assert result.returncode == 0, result.stderr
+    return str(result.stdout.split()[0])
+
+
+def test_args_json_passes_typed_args_to_a_component_and_the_result_comes_back(kuro: Kuro) -> None:
+    cid = _component_cid(kuro)
+    result = kuro("run", cid, "echo-point", "--args-json", '[{"x": 1, "y": -2, "label": "é"}]', "--json")
+    assert result.returncode == 0, result.stderr
+    assert from_json(result.stdout)["kuro/result"] == {"x": 1, "y": -2, "label": "é"}
+    argv = kuro("run", cid, "run", "--args-json", '["a", "b", "c"]')
+    assert argv.returncode == 3 and argv.stdout == "hello, kuro\n"
+
+
+def test_args_json_that_is_not_a_json_list_is_bad_input(kuro: Kuro) -> None:
+    cid = _component_cid(kuro)
+    for bad in ("[1", '{"a": 1}', "[1e400]"):
+        result = kuro("run", cid, "add", "--args-json", bad)
+        assert result.returncode == 2 and result.stderr.startswith("kuro: error:"), (bad, result.stderr)
+    both = kuro("run", cid, "add", "1", "--args-json", "[1]")
+    assert both.returncode == 2 and "not both" in both.stderr

@@ -9,10 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kuro_fs.cid import raw_cid
+from kuro_fs.dagcbor import cid_of
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.operation import DEFAULT_LIMITS, run_limits
 from kuro_wasm.model.receipt import HOST_KEYS, KEYS, OUTCOMES, receipt, receipt_cid, to_json
-from kuro_wasm.model.sessions import CAPABILITIES, MODES, guest, session
+from kuro_wasm.model.sessions import CAPABILITIES, MODES, guest, is_guest_spec, session
 
 CID = raw_cid(b"guest")
 ROOT = "bafyreigbtj4x7ip5legnfznufuopl4sg4knzc2cof6duas4b3q2fy6swua"
@@ -70,9 +71,24 @@ def test_session_of_anything_is_a_session_or_a_model_error(
 def test_guest_of_anything_is_a_spec_or_a_model_error(cid: Any, export: Any, args: Any) -> None:
     spec = _typed(lambda: guest(cid, export, args))
     if spec is not None:
-        for arg in spec["kuro/args"]:
-            assert isinstance(arg, (int, float)) and not isinstance(arg, bool)
-            assert not isinstance(arg, float) or (math.isfinite(arg) and not arg.is_integer())
+        _assert_canonical(spec["kuro/args"])
+        assert is_guest_spec(spec)
+        cid_of(spec)  # dag-cbor can encode every spec
+
+
+def _assert_canonical(value: Any) -> None:
+    """Spec args are plain data with no integral or non-finite float anywhere (one value, one CID)."""
+    if isinstance(value, list):
+        for item in value:
+            _assert_canonical(item)
+    elif isinstance(value, dict):
+        assert all(isinstance(k, str) for k in value)
+        for item in value.values():
+            _assert_canonical(item)
+    elif isinstance(value, float):
+        assert math.isfinite(value) and not value.is_integer()
+    else:
+        assert value is None or isinstance(value, (bool, int, str, bytes))
 
 
 _host_keys = st.sampled_from(sorted(HOST_KEYS) + [f"kuro/{k}" for k in sorted(HOST_KEYS)] + ["bogus", "kuro/type"])

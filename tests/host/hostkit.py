@@ -32,3 +32,22 @@ def make_fs(store: MemoryBlockStore, files: Mapping[str, bytes | str] | None = N
 def make_session(fs: Fs, grant: list[str] | None = None, mode: str = "terminal-repo") -> Session:
     """A session over ``fs`` (every host capability unless ``grant`` says otherwise)."""
     return session("s-test", fs.root, mode, grant=ALL_CAPS if grant is None else grant)
+
+
+_BUILT: dict[str, Path] = {}
+
+
+def component(name: str) -> bytes:
+    """The bytes of the component guest ``name``, built from guests/components/ (tools/build_components.py).
+
+    Built once into build/components/ (a stamp beside each output skips an unchanged rebuild).
+    """
+    if name not in _BUILT:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("build_components", ROOT / "tools" / "build_components.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _BUILT.update(module.build(ROOT / "build" / "components", [name]))
+    return _BUILT[name].read_bytes()

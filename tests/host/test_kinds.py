@@ -8,7 +8,7 @@ public :func:`run` unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -94,8 +94,7 @@ class _EnvLog(CoreModuleKind):
         bad = [i.where for i in shape.imports if i.where != "env.log"]
         return f"imports {bad[0]}: not env.log" if bad else None
 
-    def entry(self, shape: WasmShape, spec: Mapping[str, Any]) -> Entry | str:
-        export = spec["kuro/export"]
+    def entry(self, shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
         found = shape.export(export)
         if found is None or found.sig != FuncSig((), ("i32",)):
             return f"no export {export!r} of type () -> (i32)"

@@ -132,12 +132,12 @@ def _prepared(store: MemoryBlockStore, name: str) -> Prepared:
 
 def test_an_export_must_be_a_function_returning_one_i32_or_nothing(store: MemoryBlockStore) -> None:
     ready = _prepared(store, "hello")
-    assert isinstance(resolve(ready, guest(ready.cid, "memory")), LoadFailure)  # a memory, not a function
-    assert isinstance(resolve(ready, guest(ready.cid, "add", [1, 2])), Entry)
+    assert isinstance(resolve(ready, "memory", []), LoadFailure)  # a memory, not a function
+    assert isinstance(resolve(ready, "add", [1, 2]), Entry)
     f64 = add_guest(store, '(module (func (export "half") (param f64) (result f64) (local.get 0)))')
     ready_f = prepare(store, f64, EngineConfig(), ModuleCache(None))
     assert isinstance(ready_f, Prepared)
-    failure = resolve(ready_f, guest(f64, "half", [1.5]))
+    failure = resolve(ready_f, "half", [1.5])
     assert isinstance(failure, LoadFailure) and "exit code" in failure.error
 
 

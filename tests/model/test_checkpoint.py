@@ -18,6 +18,12 @@ from kuro_wasm.model.sessions import Session, guest, session
 from kuro_wasm.model.stream import Stream, append, chunks, finish, kept_bytes, mark_exited, new
 
 
+@pytest.fixture
+def sess() -> Session:
+    """A terminal-agent session: its default grant holds agent/checkpoint, which taking a checkpoint needs."""
+    return session("s1", EMPTY_CID, "terminal-agent")
+
+
 def _run(sess: Session, spec: dict[str, Any], writes: list[tuple[str, bytes]], cap: int = 1 << 20) -> Stream:
     s = new(cap, session=sess, command=spec)
     for name, data in writes:
@@ -30,6 +36,30 @@ def _saved_bytes(data: dict[str, Any]) -> list[bytes]:
 
 
 # ---- bad input first
+
+
+@pytest.mark.parametrize("grant", [["guest/invoke", "fs/read"], ["repo/read", "tmp/write", "log/write"], []])
+def test_a_checkpoint_of_a_run_whose_session_lacks_agent_checkpoint_is_a_denial(
+    grant: list[str], spec: dict[str, Any]
+) -> None:
+    denied = session("s1", EMPTY_CID, grant=grant)
+    data = to_data(_run(denied, spec, [("stdout", b"a")]))
+    assert data == {
+        "kuro/type": "kuro/denial",
+        "kuro/allowed?": False,
+        "kuro/reason": "missing-capabilities",
+        "kuro/session-id": "s1",
+        "kuro/mode": "terminal-repo",
+        "kuro/isolation": "none",
+        "kuro/missing": ["agent/checkpoint"],
+    }
+    with pytest.raises(CheckpointError):  # a denial is not a checkpoint, whatever a caller does with it
+        restore(data)
+
+
+def test_the_original_agent_checkpoint_name_is_the_grant_a_checkpoint_needs(spec: dict[str, Any]) -> None:
+    allowed = session("s1", EMPTY_CID, grant=["repo/read", "agent/checkpoint"])
+    assert restore(to_data(_run(allowed, spec, [("stdout", b"a")]))).state == "orphaned"
 
 
 @pytest.mark.parametrize("version", [999, 0, None, "1", True, 1.5])
@@ -256,7 +286,7 @@ def test_the_summary_of_a_checkpoint_with_damaged_counters_is_a_checkpoint_error
 def test_a_round_trip_never_yields_running_and_bytes_add_up(
     writes: list[tuple[str, bytes]], cap: int, exited: bool, budget: int | None
 ) -> None:
-    sess, spec = session("s1", EMPTY_CID), guest(GUEST_CID, "run")
+    sess, spec = session("s1", EMPTY_CID, "terminal-agent"), guest(GUEST_CID, "run")
     s = _run(sess, spec, writes, cap)
     s = mark_exited(s) if exited else s
     data = to_data(s, max_chunk_bytes=budget)

@@ -13,12 +13,14 @@ from model_strategies import EMPTY_CID, GUEST_CID, grants, guest_args
 from kuro_fs.dagcbor import decode, encode
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.sessions import (
+    ALIASES,
     CAPABILITIES,
     DENIAL_KEYS,
     DENIAL_REASONS,
     I64_MAX,
     I64_MIN,
     MODES,
+    ORIGINAL_CAPABILITIES,
     Session,
     denial,
     guest,
@@ -45,7 +47,9 @@ def test_no_mode_and_no_capability_is_called_safe() -> None:
     assert [n for n in names if "safe" in n] == []
 
 
-@pytest.mark.parametrize("grant", [["fs/read", "net/fetch"], ["repo/read"], [""], [1], "fs/read", b"fs/read", 42])
+@pytest.mark.parametrize(
+    "grant", [["fs/read", "net/send"], ["repo/delete"], ["terminal-repo"], [""], [1], "fs/read", b"fs/read", 42]
+)
 def test_an_unknown_capability_or_a_bare_string_grant_is_refused(grant: Any) -> None:
     with pytest.raises(ModelError) as info:
         session("s1", EMPTY_CID, grant=grant)
@@ -87,12 +91,19 @@ def test_a_guest_spec_needs_a_non_empty_export_name(export: Any) -> None:
         guest(GUEST_CID, export)
 
 
+def _deep(n: int) -> Any:
+    value: Any = 1
+    for _ in range(n):
+        value = [value]
+    return value
+
+
 @pytest.mark.parametrize(
     "args",
-    ["12", b"12", 12, None, {1: 2}, [True], [False], [b"1"], [None], [[1]], [math.nan], [math.inf], [-math.inf],
-     [I64_MAX + 1], [I64_MIN - 1], [1e300], [float(2**63)]],
+    ["12", b"12", 12, None, {1: 2}, [math.nan], [math.inf], [[-math.inf]], [2**64], [I64_MIN - 1], [1e300],
+     [{1: 2}], ["\ud800"], [object()], [{"a": [set()]}], [_deep(70)]],
 )  # fmt: skip
-def test_guest_args_are_i64_ints_finite_floats_or_strings_only(args: Any) -> None:
+def test_guest_args_are_plain_data_only(args: Any) -> None:
     with pytest.raises(ModelError) as info:
         guest(GUEST_CID, "run", args)
     assert info.value.reason == "invalid-guest-spec"
@@ -135,6 +146,39 @@ def test_a_lone_surrogate_string_arg_is_refused() -> None:
         guest(GUEST_CID, "_start", ["ok", "\udc80"])
 
 
+def test_guest_args_may_be_any_plain_data_a_component_takes() -> None:
+    args = [1, -2.5, "a", True, None, b"\x00", [1, [2.0]], {"k": {"v": 3.0}}, I64_MAX + 1]
+    assert guest(GUEST_CID, "run", args)["kuro/args"] == [
+        1,
+        -2.5,
+        "a",
+        True,
+        None,
+        b"\x00",
+        [1, [2]],
+        {"k": {"v": 3}},
+        2**63,
+    ]
+
+
+@pytest.mark.parametrize("path", ["", ".", "/", "../a", "a\x00b", "  ", 5, b"a.txt", "a/" + "x" * 256])
+def test_a_guest_specs_fs_read_path_must_name_a_file_under_the_root(path: Any) -> None:
+    with pytest.raises(ModelError) as info:
+        guest(GUEST_CID, "run", fs_read_path=path)
+    assert info.value.reason == "invalid-guest-spec"
+
+
+def test_a_guest_spec_may_name_the_file_a_browser_guest_reads() -> None:
+    spec = guest(GUEST_CID, "run", [19], fs_read_path="docs/greeting.txt")
+    assert spec["kuro/fs-read-path"] == "docs/greeting.txt" and is_guest_spec(spec)
+    assert "kuro/fs-read-path" not in guest(GUEST_CID, "run")
+
+
+@pytest.mark.parametrize("extra", [{"kuro/fs-read-path": 5}, {"kuro/fs-read-path": ".."}, {"kuro/other": "x"}])
+def test_a_spec_with_an_unknown_or_bad_optional_key_is_not_a_guest_spec(extra: dict[str, Any]) -> None:
+    assert not is_guest_spec({**guest(GUEST_CID, "run"), **extra})
+
+
 # ---- tables
 
 
@@ -155,8 +199,65 @@ def test_every_default_grant_uses_the_capability_vocabulary() -> None:
 
 def test_the_capability_vocabulary_is_the_hosts() -> None:
     assert set(CAPABILITIES) == {
-        "guest/invoke", "fs/read", "fs/ls", "fs/write", "fs/rm", "stdin/read", "agent/checkpoint", "host/shell",
+        "guest/invoke", "fs/read", "fs/ls", "fs/write", "fs/rm", "fs/scratch", "stdin/read", "agent/checkpoint",
+        "host/shell",
     }  # fmt: skip
+
+
+def test_every_capability_name_of_the_original_modes_is_understood() -> None:
+    # The original kuro's mode table (kuro.terminal/terminal-modes), every default capability of every mode.
+    original = {"repo/read", "repo/write", "tmp/write", "cache/read", "cache/write", "net/fetch", "log/write",
+                "agent/checkpoint"}  # fmt: skip
+    assert set(ORIGINAL_CAPABILITIES) == original
+    for name in original:
+        assert name in ALIASES or name in CAPABILITIES
+    assert not set(ALIASES) & set(CAPABILITIES)  # an alias never shadows a host name
+    for alias in ALIASES.values():
+        assert alias.grants <= set(CAPABILITIES) and alias.meaning
+
+
+def test_the_aliases_stand_for_the_documented_host_capabilities() -> None:
+    assert {name: sorted(a.grants) for name, a in ALIASES.items()} == {
+        "repo/read": ["fs/ls", "fs/read"],
+        "repo/write": ["fs/rm", "fs/write"],
+        "tmp/write": ["fs/scratch"],
+        "cache/read": [],
+        "cache/write": [],
+        "net/fetch": [],
+        "log/write": [],
+    }
+
+
+def test_the_originals_own_example_grant_is_accepted_and_named_in_host_capabilities() -> None:
+    s = session("s1", EMPTY_CID, grant=["repo/read", "tmp/write", "log/write"])  # the original's terminal-repo
+    assert s.effective_capabilities == ["fs/ls", "fs/read", "fs/scratch"]
+    assert s.grant_aliases == {"log/write": [], "repo/read": ["fs/ls", "fs/read"], "tmp/write": ["fs/scratch"]}
+    assert Session.from_data(s.to_data()) == s
+
+
+def test_an_alias_that_grants_nothing_here_says_so_and_adds_nothing() -> None:
+    s = session("s1", EMPTY_CID, grant=["guest/invoke", "net/fetch", "cache/read", "cache/write"])
+    assert s.grant == {"guest/invoke"}
+    assert s.grant_aliases == {"cache/read": [], "cache/write": [], "net/fetch": []}
+
+
+def test_a_host_name_and_its_alias_together_give_one_grant() -> None:
+    s = session("s1", EMPTY_CID, grant=["fs/read", "repo/read", "repo/read"])
+    assert s.effective_capabilities == ["fs/ls", "fs/read"]
+    assert s.aliases == (("repo/read", ("fs/ls", "fs/read")),)
+
+
+def test_without_aliases_the_session_data_has_no_alias_key(sess: Session) -> None:
+    assert "kuro/grant-aliases" not in sess.to_data()
+    assert sess.grant_aliases == {}
+
+
+@pytest.mark.parametrize("aliases", [{"repo/read": ["fs/read"]}, {"fs/read": ["fs/read"]}, ["repo/read"]])
+def test_session_data_with_aliases_that_do_not_match_the_table_is_refused(sess: Session, aliases: Any) -> None:
+    data = {**sess.to_data(), "kuro/grant-aliases": aliases}
+    with pytest.raises(ModelError) as info:
+        Session.from_data(data)
+    assert info.value.reason == "invalid-session"
 
 
 # ---- sessions
@@ -229,7 +330,8 @@ def test_only_the_exact_guest_shape_counts_as_a_spec(spec: dict[str, Any]) -> No
     assert not is_guest_spec({**spec, "kuro/extra": 1})
     assert not is_guest_spec({**spec, "kuro/args": (40, 2)})
     assert not is_guest_spec({**spec, "kuro/args": [40.0, 2]})
-    assert not is_guest_spec({**spec, "kuro/args": [True]})
+    assert not is_guest_spec({**spec, "kuro/args": [[40.0]]})  # not canonical at depth either
+    assert not is_guest_spec({**spec, "kuro/args": [{"a": (1,)}]})
     assert not is_guest_spec({**spec, "kuro/type": "kuro/command"})
     assert not is_guest_spec({**spec, "kuro/guest": "Qmfoo"})
     assert not is_guest_spec({k: v for k, v in spec.items() if k != "kuro/export"})

@@ -128,6 +128,25 @@ def test_a_receipt_carries_the_session_command_and_grant(sess: Session, spec: di
     }
 
 
+def test_a_grant_given_in_the_originals_names_is_in_host_names_with_the_aliases_beside_it(
+    spec: dict[str, Any],
+) -> None:
+    sess = session("s1", EMPTY_CID, grant=["guest/invoke", "repo/read", "net/fetch"])
+    r = receipt(sess, spec, {"exit-code": 0})
+    assert r["kuro/effective-capabilities"] == ["fs/ls", "fs/read", "guest/invoke"]
+    assert r["kuro/grant-aliases"] == {"net/fetch": [], "repo/read": ["fs/ls", "fs/read"]}
+    assert decode(encode(r)) == r
+
+
+def test_a_grant_in_host_names_only_has_no_alias_key(sess: Session, spec: dict[str, Any]) -> None:
+    assert "kuro/grant-aliases" not in receipt(sess, spec, {"exit-code": 0})
+
+
+def test_the_host_cannot_claim_aliases_the_session_did_not_use(sess: Session, spec: dict[str, Any]) -> None:
+    r = receipt(sess, spec, {"exit-code": 0, "grant-aliases": {"net/fetch": ["net/fetch"]}})
+    assert "kuro/grant-aliases" not in r
+
+
 def test_result_keys_are_namespaced_on_the_way_in(sess: Session, spec: dict[str, Any]) -> None:
     cid = raw_cid(b"hi\n")
     r = receipt(sess, spec, {"exit-code": 0, "stdout": b"hi\n", "stdout-cid": cid, "duration-ms": 12,

@@ -172,7 +172,7 @@ def test_the_measured_path_still_needs_a_session(sess: Any) -> None:
     assert info.value.reason == "invalid-session"
 
 
-@pytest.mark.parametrize("command", [["echo", "hi"], None, {"kuro/guest": GUEST_CID}, {**_SPEC, "kuro/args": [b"1"]}])
+@pytest.mark.parametrize("command", [["echo", "hi"], None, {"kuro/guest": GUEST_CID}, {**_SPEC, "kuro/args": [1.0]}])
 def test_the_measured_path_still_needs_a_guest_spec(command: Any) -> None:
     with pytest.raises(ModelError) as info:
         receipt_measured(_SESS, command, {"kuro/exit-code": 0}, {})

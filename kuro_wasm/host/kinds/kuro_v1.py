@@ -15,6 +15,9 @@ Capability checks happen here, at call time: a call outside the grant returns
 call, bounded: :meth:`RunContext.deny`), and the guest keeps running. Once a
 run has a stop reason, every further import call traps before doing anything,
 so nothing takes effect after ``kill()`` or the output cap.
+With ``fs/scratch`` granted, a path under ``tmp/`` is the run's scratch
+directory (:mod:`kuro_wasm.host.fsgate`) and needs that capability alone; the
+path is then read before the capability check, since it decides which applies.
 Every pointer/length pair is bounds-checked against the memory's current size
 (:func:`kuro_wasm.model.abi.checked_range`) before a byte is read or written.
 
@@ -34,8 +37,8 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Any, Final, NamedTuple
 
 import wasmtime
 
@@ -45,11 +48,10 @@ from kuro_wasm.host import fsgate as _fsgate
 from kuro_wasm.host.calls import Fault, Handler, Memory, define, guest_memory, load, read_guest, span, store_bytes
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.engine import CallOutcome
-from kuro_wasm.host.kind import CoreModuleKind, Entry
+from kuro_wasm.host.kind import CoreModuleKind, Entry, core_entry
 from kuro_wasm.model import abi
 from kuro_wasm.model.abi import ErrorCode
-from kuro_wasm.model.sessions import OPTIONAL_SPEC_KEYS
-from kuro_wasm.model.wasm_shape import NUMBER_TYPES, WasmShape
+from kuro_wasm.model.wasm_shape import WasmShape
 
 __all__ = ["HANDLERS", "KIND", "KuroAbiV1", "linker_for"]
 
@@ -114,92 +116,96 @@ def _read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     return len(chunk)
 
 
-def _fs_call(run: RunContext, name: str, op: str, *args: Any) -> _fsgate.Answer:
-    """Call ``op`` on the run's Fs; a denial reason becomes an error code (``missing-capability`` recorded)."""
-    if run.fs is None and run.open_fs is not None:
-        run.fs, run.open_fs = run.open_fs(), None
-    answer = _fsgate.call(run.fs, op, *args)
-    if answer.reason is not None and abi.error_for_reason(answer.reason) == ErrorCode.DENIED:
-        run.deny(name, _CAPABILITY[name], args[0] if args and isinstance(args[0], str) else None)
-    return answer
-
-
 _CAPABILITY: Final[dict[str, str]] = {s.name: s.capability for s in abi.IMPORTS if s.capability is not None}
 
 
-def _gate(run: RunContext, name: str, mem: Memory, ptr: int, length: int) -> tuple[str | None, int | None]:
-    """Capability, then path: (path, None) to go on, or (None, code) to answer now."""
+class _Target(NamedTuple):
+    """Where an fs import acts: the path (inside the scratch directory when ``scratch``), or an answer now."""
+
+    path: str | None
+    code: int | None = None
+    scratch: bool = False
+
+
+def _gate(run: RunContext, name: str, mem: Memory, ptr: int, length: int) -> _Target:
+    """Capability, then path: a target to act on, or the code to answer now.
+
+    With ``fs/scratch`` in the grant the path is read first, since it decides
+    which capability applies (``tmp/…`` needs only ``fs/scratch``).
+    """
+    if _fsgate.SCRATCH_CAPABILITY in run.grant:
+        path = _path(mem, ptr, length)
+        inner = None if path is None else _fsgate.scratch_path(run, path)
+        if inner is not None:
+            return _Target(inner, scratch=True)
     if _CAPABILITY[name] not in run.grant:
-        return None, run.deny(name, _CAPABILITY[name], _path_for_record(mem, ptr, length))
+        return _Target(None, run.deny(name, _CAPABILITY[name], _path_for_record(mem, ptr, length)))
     path = _path(mem, ptr, length)
     if path is None or path == "":
-        return None, int(ErrorCode.BAD_PATH)
-    return path, None
+        return _Target(None, int(ErrorCode.BAD_PATH))
+    return _Target(path)
 
 
-def _record_read(run: RunContext, answer: _fsgate.Answer) -> None:
-    """Name in ``kuro/reads`` the file whose bytes reached guest memory (even if the call then failed)."""
-    if answer.read is not None and answer.read not in run.reads:
-        run.reads.append(answer.read)
+def _fs_call(run: RunContext, name: str, at: _Target, op: str, *args: Any) -> _fsgate.Answer:
+    return _fsgate.call_in(run, name, _CAPABILITY[name], op, at.path, *args, scratch=at.scratch)
+
+
+def _advance(run: RunContext, at: _Target, answer: _fsgate.Answer) -> int:
+    """A write or rm was accepted: the run's fs root (or its scratch directory) moves on; answers 0."""
+    if at.scratch:
+        run.scratch = answer.fs
+    else:
+        run.fs = answer.fs
+        run.wrote = True
+    return 0
 
 
 def _fs_read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    path, code = _gate(run, "fs_read", mem, p[0], p[1])
-    if path is None:
-        return code
-    buf_ptr, cap = p[2], p[3]
-    span(mem, buf_ptr, cap)
-    answer = _fs_call(
-        run, "fs_read", "read_into", path, cap % 2**32, lambda at, data: store_bytes(mem, buf_ptr + at, data)
-    )
-    _record_read(run, answer)
-    if answer.reason is not None:
-        return int(abi.error_for_reason(answer.reason))
-    size, _ = answer.value
-    return abi.clamp_i32(size)
+    at = _gate(run, "fs_read", mem, p[0], p[1])
+    if at.path is None:
+        return at.code
+    return _fsgate.read_into_guest(run, "fs_read", at.path, mem, p[2], p[3], scratch=at.scratch)
 
 
 def _fs_read_at(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    path, code = _gate(run, "fs_read_at", mem, p[0], p[1])
-    if path is None:
-        return code
+    at = _gate(run, "fs_read_at", mem, p[0], p[1])
+    if at.path is None:
+        return at.code
     offset, buf_ptr, cap = p[2], p[3], p[4]
     span(mem, buf_ptr, cap)
     if offset < 0:
         return int(ErrorCode.FAULT)
-    answer = _fs_call(run, "fs_read_at", "read_at", path, offset, cap % 2**32)
+    answer = _fs_call(run, "fs_read_at", at, "read_at", offset, cap % 2**32)
     if answer.reason is not None:
         return int(abi.error_for_reason(answer.reason))
     data, _ = answer.value
     store_bytes(mem, buf_ptr, data)
-    _record_read(run, answer)
+    _fsgate.record_read(run, answer, scratch=at.scratch)
     return len(data)
 
 
 def _fs_write(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    path, code = _gate(run, "fs_write", mem, p[0], p[1])
-    if path is None:
-        return code
+    at = _gate(run, "fs_write", mem, p[0], p[1])
+    if at.path is None:
+        return at.code
     data = load(mem, p[2], p[3])
-    answer = _fs_call(run, "fs_write", "write", path, data)
+    answer = _fs_call(run, "fs_write", at, "write", data)
     if answer.reason is not None:
         return int(abi.error_for_reason(answer.reason))
-    run.fs = answer.fs
-    run.wrote = True
-    return 0
+    return _advance(run, at, answer)
 
 
 def _fs_ls(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    path, code = _gate(run, "fs_ls", mem, p[0], p[1])
-    if path is None:
-        return code
+    at = _gate(run, "fs_ls", mem, p[0], p[1])
+    if at.path is None:
+        return at.code
     buf_ptr, cap = p[2], p[3]
     span(mem, buf_ptr, cap)
-    answer = _fs_call(run, "fs_ls", "ls", path)
+    answer = _fs_call(run, "fs_ls", at, "ls")
     if answer.reason is not None:
         return int(abi.error_for_reason(answer.reason))
     listing: bytes = answer.value
@@ -209,15 +215,13 @@ def _fs_ls(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
 
 def _fs_rm(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     mem = guest_memory(run, caller, cctx)
-    path, code = _gate(run, "fs_rm", mem, p[0], p[1])
-    if path is None:
-        return code
-    answer = _fs_call(run, "fs_rm", "rm", path)
+    at = _gate(run, "fs_rm", mem, p[0], p[1])
+    if at.path is None:
+        return at.code
+    answer = _fs_call(run, "fs_rm", at, "rm")
     if answer.reason is not None:
         return int(abi.error_for_reason(answer.reason))
-    run.fs = answer.fs
-    run.wrote = True
-    return 0
+    return _advance(run, at, answer)
 
 
 HANDLERS: Final[dict[str, Handler]] = {
@@ -255,26 +259,8 @@ class KuroAbiV1(CoreModuleKind):
                 return reason
         return None
 
-    def entry(self, shape: WasmShape, spec: Mapping[str, Any]) -> Entry | str:
-        export, args = spec["kuro/export"], spec["kuro/args"]
-        extra = sorted(key for key in OPTIONAL_SPEC_KEYS if key in spec)
-        if extra:
-            return f"a kuro ABI v1 export takes no {' or '.join(extra)} (those are for WASI commands)"
-        if any(isinstance(a, str) for a in args):
-            return f"export {export!r} takes numbers; string args are for WASI commands (argv)"
-        found = shape.export(export)
-        if found is None or found.kind != "func" or found.sig is None:
-            return f"guest has no function export {export!r}"
-        sig = found.sig
-        if len(sig.results) > 1 or any(r != "i32" for r in sig.results):
-            return f"export {export!r} returns ({' '.join(sig.results)}); an exit code is one i32 or nothing"
-        odd = next((p for p in sig.params if p not in NUMBER_TYPES), None)
-        if odd is not None:
-            return f"export {export!r} takes a parameter of type {odd}; only i32, i64, f32 and f64 can be passed"
-        reason = abi.check_args(sig.params, list(args))
-        if reason is not None:
-            return f"export {export!r}: {reason}"
-        return Entry(export, sig, tuple(args))
+    def entry(self, shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
+        return core_entry(shape, export, args)
 
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
         run.memory = _engine.lookup_memory(store, instance)

@@ -30,7 +30,7 @@ Instantiates and calls through :mod:`kuro_wasm.host.engine`; host functions are 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any, Final
 
 import wasmtime
@@ -43,7 +43,6 @@ from kuro_wasm.host.kind import CoreModuleKind, Entry
 from kuro_wasm.host.wasi_calls import HANDLERS
 from kuro_wasm.host.wasi_state import WasiState, initial_fds
 from kuro_wasm.model import wasi
-from kuro_wasm.model.sessions import OPTIONAL_SPEC_KEYS
 from kuro_wasm.model.wasm_shape import WasmShape
 
 __all__ = ["KIND", "WasiPreview1"]
@@ -72,8 +71,7 @@ class WasiPreview1(CoreModuleKind):
                 return reason
         return None
 
-    def entry(self, shape: WasmShape, spec: Mapping[str, Any]) -> Entry | str:
-        export, args = spec["kuro/export"], spec["kuro/args"]
+    def entry(self, shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
         found = shape.export(export)
         if found is None or found.kind != "func" or found.sig is None:
             return f"guest has no function export {export!r}" + (
@@ -82,20 +80,16 @@ class WasiPreview1(CoreModuleKind):
         sig = found.sig
         if sig.params or len(sig.results) > 1 or any(r != "i32" for r in sig.results):
             return f"export {export!r} is {sig.text()}; a WASI entry takes nothing and returns nothing or an i32"
-        reason = wasi.check_arg_strings(args)
-        env = spec.get("kuro/env", {})
-        reason = reason or wasi.check_env(env)
+        reason = wasi.check_arg_strings(list(args))
         if reason is not None:
             return reason
-        unknown = sorted(set(spec) & set(OPTIONAL_SPEC_KEYS) - {"kuro/env", "kuro/argv0"})
-        if unknown:
-            return f"a WASI command takes no {', '.join(unknown)}"
-        argv0: str = spec.get("kuro/argv0", spec["kuro/guest"])
-        argv = tuple(a.encode("utf-8") for a in (argv0, *args))
-        return Entry(export, sig, (argv, tuple(wasi.environ_strings(env))))
+        return Entry(export, sig, tuple(args), takes=_TAKES)
 
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
-        argv, environ = entry.args
+        spec = run.command
+        argv0: str = spec.get("kuro/argv0", spec.get("kuro/guest", ""))
+        argv = tuple(a.encode("utf-8") for a in (argv0, *entry.args))
+        environ = tuple(wasi.environ_strings(spec.get("kuro/env", {})))
         st = WasiState(argv, environ, initial_fds(run.grant), seed=run.seed)
         run.kind_state["wasi"] = st
         run.memory = _engine.lookup_memory(store, instance)
@@ -118,4 +112,6 @@ class WasiPreview1(CoreModuleKind):
         return outcome
 
 
+#: The optional spec keys a WASI command uses (checked, then read from the spec when it runs).
+_TAKES: Final = frozenset({"kuro/env", "kuro/argv0"})
 KIND: Final = WasiPreview1()

@@ -1,0 +1,353 @@
+"""Guest kind ``kuro-component``: components of the ``kuro:host@1.0.0`` world — typed calls, the same gate.
+
+## The one decision
+A component gets exactly what a kuro ABI v1 module gets, in the component
+model's types: the imports of ``wit/host.wit`` (output, stdin, kuro.fs) and
+nothing else, each checked against the session's grant at every call,
+answering ``result<_, error-code>`` where ABI v1 answers a negative ``i32``
+(the same :class:`~kuro_wasm.model.abi.ErrorCode` table, by name), recording
+refusals in ``kuro/denials`` and reads in ``kuro/reads`` through the same
+:class:`~kuro_wasm.host.context.RunContext` and :mod:`~kuro_wasm.host.fsgate`.
+WASI 0.2 imports get the virtual WASI of :mod:`kuro_wasm.host.wasi_p2`; a
+component importing anything else is not claimed — the ``load-error`` names
+every such import.
+
+The world's functions are :mod:`kuro_wasm.host.kuro_world`'s; this module
+links them (and :mod:`kuro_wasm.host.wasi_p2`'s) and calls the entry. Host
+functions are raw C callbacks (``wasmtime_component_func_callback_t``),
+for the reasons :mod:`kuro_wasm.host.calls` gives for core modules: no
+process-global exception slot, no per-call type reflection. A callback finds
+its run by the store context it is called with; once the run has a stop
+reason every call traps before doing anything. Values cross in bulk
+(:mod:`kuro_wasm.host.component_values`).
+
+The entry is any exported function (``run`` or ``interface#func``); the spec's
+args are converted by its WIT type (:func:`kuro_wasm.model.wit.lower`) before
+anything runs — a function whose only parameter is ``list<string>`` (the
+world's ``run``) takes the spec's args as that list. The exit code is
+``run``'s ``u32``; for any other export it is 0, or 1 when its result is a
+``result`` whose case is ``err`` (or what ``wasi:cli/exit`` said); the typed
+result goes to ``kuro/result``.
+
+## Effects
+wasmtime's component C API: one linker per engine, or per component for one
+importing WASI (instantiated per run — the C API has no component
+``InstancePre``), calls and value vectors; blocks in ``stdin.read`` as ABI
+v1's ``read`` does.
+
+## Not done here
+No resources of the kuro world, no async component functions. No bound on the
+size of a typed result other than the guest's memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Sequence
+from typing import Any, Final
+
+import wasmtime
+import wasmtime.component as wc
+from wasmtime import _ffi as ffi
+
+from kuro_wasm.host import wasi_p2
+from kuro_wasm.host.calls import run_of
+from kuro_wasm.host.component_values import delete, read, write
+from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.engine import CallOutcome, TrapInfo
+from kuro_wasm.host.kind import Entry
+from kuro_wasm.host.kuro_world import CAPABILITIES, HOST_FUNCTIONS, WORLD_PACKAGE, Handler, error_name
+from kuro_wasm.model import wit
+from kuro_wasm.model.wasm_shape import FuncSig, WasmShape
+from kuro_wasm.model.wit import WitType
+
+__all__ = ["CAPABILITIES", "HOST_FUNCTIONS", "KIND", "WORLD_PACKAGE", "ComponentKind", "error_name", "trap_code_of"]
+
+_LIST_STRING: Final = WitType("list", (WitType("string"),))
+_RUN_RESULT: Final = WitType("u32")
+
+
+# ---- the trampoline
+
+
+def _error_ptr(message: str) -> int:
+    err = ffi.wasmtime_error_new(message.encode("utf-8", "replace"))
+    return int(ctypes.cast(err, ctypes.c_void_p).value or 0)
+
+
+def _trampoline(name: str, handler: Handler) -> Any:
+    @ffi.wasmtime_component_func_callback_t  # type: ignore[untyped-decorator]
+    def trampoline(_env: Any, cctx: Any, _ty: Any, args: Any, _n: int, results: Any, _nr: int) -> int:
+        run: RunContext | None = None
+        try:
+            run = run_of(cctx)
+            if run is None:
+                return _error_ptr(f"kuro: {name} called outside a run")
+            run.calls += 1
+            if run.stop_reason is not None:
+                return _error_ptr(f"kuro: stopped ({run.stop_reason})")
+            if handler(run, cctx, args, results) is None:
+                return _error_ptr(f"kuro: stopped ({run.stop_reason})")
+            return 0
+        except BaseException as exc:
+            if run is not None:
+                run.stop("host-error", f"{name}: {type(exc).__name__}: {exc}")
+            return _error_ptr(f"kuro: host error in {name}")
+
+    return trampoline
+
+
+_NULL_FINALIZER: Final = ctypes.CFUNCTYPE(None, ctypes.c_void_p)()
+# Every thunk handed to wasmtime stays alive for the process (a linker may outlive any caller's reference).
+_THUNKS: dict[str, Any] = {}
+_THUNKS_LOCK = threading.Lock()
+
+
+def _thunk(key: str, handler: Handler) -> Any:
+    with _THUNKS_LOCK:
+        thunk = _THUNKS.get(key)
+        if thunk is None:
+            thunk = _THUNKS[key] = _trampoline(key, handler)
+        return thunk
+
+
+def _check(err: Any) -> None:
+    if err:
+        raise wasmtime.WasmtimeError._from_ptr(err)
+
+
+@ffi.wasmtime_component_resource_destructor_t  # type: ignore[untyped-decorator]
+def _drop_resource(_env: Any, cctx: Any, rep: int) -> int:
+    run = run_of(cctx)
+    if run is not None:
+        run.kind_state.get("wasi-resources", {}).pop(int(rep), None)
+    return 0
+
+
+def _define(linker: wc.Linker, wasi: frozenset[str] = frozenset()) -> None:
+    """Define the world's host functions in ``linker``, and the virtual WASI 0.2 instances named in ``wasi``.
+
+    WASI instances are defined under the exact names (versions) the component imports.
+    """
+    instances: dict[str, dict[str, Handler]] = dict(HOST_FUNCTIONS)
+    resources: dict[str, list[tuple[str, int]]] = {}
+    for instance in sorted(wasi):
+        iface = instance.partition("@")[0]
+        instances[instance] = dict(wasi_p2.FUNCTIONS.get(iface, {}))
+        resources[instance] = [(n, tid) for n, (owner, tid) in wasi_p2.RESOURCES.items() if owner == iface]
+    root = ffi.wasmtime_component_linker_root(linker.ptr())
+    try:
+        for instance, funcs in instances.items():
+            raw = instance.encode("utf-8")
+            inst = ctypes.POINTER(ffi.wasmtime_component_linker_instance_t)()
+            _check(ffi.wasmtime_component_linker_instance_add_instance(root, raw, len(raw), ctypes.byref(inst)))
+            try:
+                for rname, type_id in resources.get(instance, []):
+                    rawr = rname.encode("utf-8")
+                    rtype = ffi.wasmtime_component_resource_type_new_host(type_id)
+                    try:
+                        _check(
+                            ffi.wasmtime_component_linker_instance_add_resource(
+                                inst, rawr, len(rawr), rtype, _drop_resource, None, _NULL_FINALIZER
+                            )
+                        )
+                    finally:
+                        ffi.wasmtime_component_resource_type_delete(rtype)
+                for fname, handler in funcs.items():
+                    rawf = fname.encode("utf-8")
+                    thunk = _thunk(f"{instance}#{fname}", handler)
+                    _check(
+                        ffi.wasmtime_component_linker_instance_add_func(
+                            inst, rawf, len(rawf), thunk, None, _NULL_FINALIZER
+                        )
+                    )
+            finally:
+                ffi.wasmtime_component_linker_instance_delete(inst)
+    finally:
+        ffi.wasmtime_component_linker_instance_delete(root)
+
+
+# ---- errors from a component call: traps are reported as errors, known by their text
+
+_TRAP_TEXT: Final[tuple[tuple[str, wasmtime.TrapCode], ...]] = (
+    ("call stack exhausted", wasmtime.TrapCode.STACK_OVERFLOW),
+    ("out of bounds memory access", wasmtime.TrapCode.MEMORY_OUT_OF_BOUNDS),
+    ("undefined element", wasmtime.TrapCode.TABLE_OUT_OF_BOUNDS),
+    ("uninitialized element", wasmtime.TrapCode.INDIRECT_CALL_TO_NULL),
+    ("indirect call type mismatch", wasmtime.TrapCode.BAD_SIGNATURE),
+    ("integer overflow", wasmtime.TrapCode.INTEGER_OVERFLOW),
+    ("integer divide by zero", wasmtime.TrapCode.INTEGER_DIVISION_BY_ZERO),
+    ("invalid conversion to integer", wasmtime.TrapCode.BAD_CONVERSION_TO_INTEGER),
+    ("`unreachable` instruction executed", wasmtime.TrapCode.UNREACHABLE),
+    ("all fuel consumed", wasmtime.TrapCode.OUT_OF_FUEL),
+    ("wasm trap: interrupt", wasmtime.TrapCode.INTERRUPT),
+    ("cannot enter component instance", wasmtime.TrapCode.CANNOT_ENTER_COMPONENT),
+)
+
+
+def trap_code_of(text: str) -> wasmtime.TrapCode | None:
+    """The trap code named by a wasmtime error text, or None."""
+    return next((code for phrase, code in _TRAP_TEXT if phrase in text), None)
+
+
+def _failed(err: Any) -> CallOutcome:
+    text = str(wasmtime.WasmtimeError._from_ptr(err))
+    code = trap_code_of(text)
+    if code is not None or "wasm trap" in text or "wasm backtrace" in text:
+        return CallOutcome(trap=TrapInfo(code, text))
+    return CallOutcome(error=text)
+
+
+# ---- the kind
+
+
+class ComponentKind:
+    """Components whose every import is in the ``kuro:host@1.0.0`` world (``wit/host.wit``)."""
+
+    name = "kuro-component"
+    #: The kuro world's instances, and the virtual WASI's at every 0.2.x version (0.2.0 … 0.2.31).
+    import_modules = frozenset(HOST_FUNCTIONS) | frozenset(
+        f"{iface}@0.2.{patch}" for iface in wasi_p2.INTERFACES for patch in range(32)
+    )
+    components = True
+
+    def __init__(self) -> None:
+        self._linkers: dict[int, wc.Linker] = {}
+        self._lock = threading.Lock()
+
+    def linker(self, engine: wasmtime.Engine) -> wc.Linker:
+        """The shared component linker of ``engine`` holding the world's host functions (one per engine)."""
+        with self._lock:
+            linker = self._linkers.get(id(engine))
+            if linker is None:
+                linker = wc.Linker(engine)
+                _define(linker)
+                self._linkers[id(engine)] = linker
+            return linker
+
+    def claim(self, shape: WasmShape) -> str | None:
+        if not shape.component:
+            return "the guest is a core module, not a component"
+        for imp in shape.imports:
+            if wasi_p2.provides(imp.module):
+                continue  # the virtual WASI: implemented functions, the rest linked as traps
+            funcs = HOST_FUNCTIONS.get(imp.module)
+            if funcs is None:
+                return f"imports {imp.module}: outside the {WORLD_PACKAGE} world"
+            if imp.kind == "func" and imp.name not in funcs:
+                return f"imports {imp.module}#{imp.name}: not in the {WORLD_PACKAGE} world"
+        return None
+
+    def link(self, engine: wasmtime.Engine, compiled: Any) -> Any:
+        """The shared linker, or for a component importing WASI its own (WASI + the rest of it as traps)."""
+        wasi = frozenset(name for name in compiled.type.imports(engine) if wasi_p2.provides(name))
+        if not wasi:
+            return (self.linker(engine), compiled)
+        linker = wc.Linker(engine)
+        _define(linker, wasi)
+        _check(ffi.wasmtime_component_linker_define_unknown_imports_as_traps(linker.ptr(), compiled.ptr()))
+        return (linker, compiled)
+
+    def instantiate(self, store: wasmtime.Store, linked: Any) -> tuple[Any, CallOutcome | None]:
+        linker, component = linked
+        instance = ffi.wasmtime_component_instance_t()
+        err = ffi.wasmtime_component_linker_instantiate(
+            linker.ptr(), store._context(), component.ptr(), ctypes.byref(instance)
+        )
+        if err:
+            return None, _failed(err)
+        return instance, None
+
+    def entry(self, shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
+        func = shape.typed_export(export)
+        if func is None:
+            known = ", ".join(f.name for f in shape.typed) or "none"
+            return f"guest has no function export {export!r} (exports: {known})"
+        unpassable = _unpassable(func.result)
+        if unpassable is not None:
+            return f"export {export!r} returns a {unpassable}, which a receipt cannot hold"
+        given = list(args)
+        if len(func.params) == 1 and func.params[0][1] == _LIST_STRING:
+            given = [given]
+        lowered = wit.lower(func, given)
+        if isinstance(lowered, str):
+            return f"export {export!r}: {lowered}"
+        return Entry(export, FuncSig((), ()), lowered, typed=func)
+
+    def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
+        func: wit.WitFunc = entry.typed
+        ctx = store._context()
+        raw = _lookup(ctx, instance, entry.export)
+        if raw is None:  # pragma: no cover - the shape named it
+            return CallOutcome(error=f"export {entry.export!r} not found in the instance")
+        params: Any = (ffi.wasmtime_component_val_t * max(1, len(func.params)))()
+        written = 0
+        result = ffi.wasmtime_component_val_t()
+        try:
+            for i, ((_name, t), arg) in enumerate(zip(func.params, entry.args, strict=True)):
+                write(t, arg, ctypes.pointer(params[i]))
+                written += 1
+            has_result = func.result is not None
+            run.kind_state.pop("exit-code", None)
+            err = ffi.wasmtime_component_func_call(
+                ctypes.byref(raw),
+                ctx,
+                params,
+                len(func.params),
+                ctypes.byref(result) if has_result else None,
+                int(has_result),
+            )
+            if err:
+                exited = run.kind_state.get("exit-code")
+                if exited is not None and run.stop_reason is None:  # wasi:cli/exit: the guest chose its code
+                    ffi.wasmtime_error_delete(err)
+                    return CallOutcome(values=(exited,))
+                return _failed(err)
+            value: Any = None if func.result is None else read(func.result, result)
+            if has_result:
+                delete(ctypes.byref(result))
+            err = ffi.wasmtime_component_func_post_return(ctypes.byref(raw), ctx)
+            if err:
+                return _failed(err)
+        finally:
+            for i in range(written):
+                delete(ctypes.byref(params[i]))
+        if func.result is None:
+            return CallOutcome(values=(0,))
+        if func.result == _RUN_RESULT and entry.export == "run":
+            return CallOutcome(values=(int(value),))
+        code = 1 if func.result.kind == "result" and value[0] == "err" else 0
+        return CallOutcome(values=(code,), result=(wit.plain(func.result, value),))
+
+
+def _unpassable(t: WitType | None) -> str | None:
+    if t is None:
+        return None
+    if t.kind in ("own", "borrow", "future", "stream", "error-context"):
+        return t.text()
+    return next((u for u in (_unpassable(i) for i in t.items) if u is not None), None)
+
+
+def _lookup(ctx: Any, instance: Any, export: str) -> Any:
+    """The raw ``wasmtime_component_func_t`` exported as ``export`` (``name`` or ``interface#name``), or None."""
+    parent = None
+    indexes = []
+    try:
+        for part in export.split("#", 1) if "#" in export else [export]:
+            raw = part.encode("utf-8")
+            index = ffi.wasmtime_component_instance_get_export_index(ctypes.byref(instance), ctx, parent, raw, len(raw))
+            if not index:
+                return None
+            indexes.append(index)
+            parent = index
+        func = ffi.wasmtime_component_func_t()
+        if not ffi.wasmtime_component_instance_get_func(ctypes.byref(instance), ctx, parent, ctypes.byref(func)):
+            return None
+        return func
+    finally:
+        for index in indexes:
+            ffi.wasmtime_component_export_index_delete(index)
+
+
+KIND: Final = ComponentKind()

@@ -1,0 +1,470 @@
+"""A virtual WASI 0.2 for components: stdio on the kuro stream, clocks and randomness, no files, no network.
+
+## The one decision
+A component that imports WASI 0.2 (every ``componentize-py`` guest does) gets
+a *virtual* WASI whose effects are the kuro run's and nothing else's:
+
+============================  =====================================================
+interface                     what the guest gets
+============================  =====================================================
+wasi:cli/stdout, stderr       an output stream onto the run's stream (same cap)
+wasi:cli/stdin                an input stream on the run's stdin (``stdin/read``;
+                              without it reads end at once and are recorded in
+                              ``kuro/denials``)
+wasi:cli/environment          the run's ``kind_state["env"]`` pairs (none unless the
+                              host sets them), no arguments, no cwd
+wasi:cli/exit                 ends the run with exit code 0 (ok) or 1 (err)
+wasi:cli/terminal-*           no terminal (``none``)
+wasi:io/poll, streams, error  the streams above; pollables on stdin and the clocks
+wasi:clocks/*                 the host's clocks (readings counted: ``nondeterminism``)
+wasi:random/*                 the host's randomness (bytes counted)
+wasi:filesystem/preopens      no preopened directory (kuro.fs is ``kuro:host/fs``)
+wasi:filesystem/types         linked, unreachable: without a preopen no descriptor
+                              exists; every function traps if called
+wasi:sockets/*                linked as traps: no network; calling one traps
+============================  =====================================================
+
+Only these interfaces, at any 0.2.x version, are accepted; any other import is
+still a ``load-error`` naming it. Functions of the accepted interfaces that are
+not implemented here (the filesystem's and the sockets') are linked as traps
+(``define_unknown_imports_as_traps``), so a guest that merely imports them runs,
+and one that calls them stops with a trap that names the function.
+
+Clock readings and random bytes are the run's nondeterminism: their counts go
+into the receipt as ``kuro/nondeterminism`` (``{"monotonic-clock": n,
+"wall-clock": n, "random-bytes": n}``, only the ones that happened), so a run
+that read neither says so by its absence.
+
+## Effects
+Host resources through wasmtime's component C API; the run's stream, stdin and
+condition variable; the host's clocks and ``os.urandom``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from wasmtime import _ffi as ffi
+
+from kuro_wasm.host.component_values import bytes_of, write
+from kuro_wasm.host.context import RunContext
+from kuro_wasm.model.wit import WitType
+
+__all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "provides"]
+
+_RESOURCE_KIND: Final = ffi.WASMTIME_COMPONENT_RESOURCE.value
+_MAX_RANDOM: Final = 1 << 20
+_WRITE_BUDGET: Final = 1 << 20  # what check-write grants (below wasmtime's per-call copy limit)
+
+#: resource name → (defining interface, host type id)
+RESOURCES: Final[dict[str, tuple[str, int]]] = {
+    "pollable": ("wasi:io/poll", 1),
+    "error": ("wasi:io/error", 2),
+    "input-stream": ("wasi:io/streams", 3),
+    "output-stream": ("wasi:io/streams", 4),
+    "terminal-input": ("wasi:cli/terminal-input", 5),
+    "terminal-output": ("wasi:cli/terminal-output", 6),
+    "descriptor": ("wasi:filesystem/types", 7),
+    "directory-entry-stream": ("wasi:filesystem/types", 8),
+    "network": ("wasi:sockets/network", 9),
+    "tcp-socket": ("wasi:sockets/tcp", 10),
+    "udp-socket": ("wasi:sockets/udp", 11),
+    "incoming-datagram-stream": ("wasi:sockets/udp", 12),
+    "outgoing-datagram-stream": ("wasi:sockets/udp", 13),
+    "resolve-address-stream": ("wasi:sockets/ip-name-lookup", 14),
+}
+_TYPE_ID: Final = {name: tid for name, (_, tid) in RESOURCES.items()}
+
+#: Every WASI interface a component may import (without its version).
+INTERFACES: Final = frozenset(
+    {
+        *(f"wasi:cli/{i}" for i in ("environment", "exit", "stdin", "stdout", "stderr")),
+        *(f"wasi:cli/terminal-{i}" for i in ("input", "output", "stdin", "stdout", "stderr")),
+        "wasi:io/poll",
+        "wasi:io/error",
+        "wasi:io/streams",
+        "wasi:clocks/monotonic-clock",
+        "wasi:clocks/wall-clock",
+        "wasi:random/random",
+        "wasi:random/insecure",
+        "wasi:random/insecure-seed",
+        "wasi:filesystem/types",
+        "wasi:filesystem/preopens",
+        *(
+            f"wasi:sockets/{i}"
+            for i in ("network", "instance-network", "tcp", "tcp-create-socket", "udp", "udp-create-socket")
+        ),
+        "wasi:sockets/ip-name-lookup",
+    }
+)
+
+
+def provides(instance: str) -> bool:
+    """True for an imported instance name this virtual WASI provides (any 0.2.x version).
+
+    >>> provides("wasi:cli/stdout@0.2.0"), provides("wasi:http/types@0.2.0"), provides("wasi:cli/stdout@0.3.0")
+    (True, False, False)
+    """
+    name, _, version = instance.partition("@")
+    return name in INTERFACES and version.startswith("0.2.")
+
+
+# ---- the run's resource table
+
+_Val = Any
+
+
+class _Pollable:
+    __slots__ = ("deadline_ns", "stdin")
+
+    def __init__(self, *, stdin: bool = False, deadline_ns: int | None = None) -> None:
+        self.stdin, self.deadline_ns = stdin, deadline_ns
+
+
+def _table(run: RunContext) -> dict[int, Any]:
+    table: dict[int, Any] | None = run.kind_state.get("wasi-resources")
+    if table is None:
+        table = run.kind_state["wasi-resources"] = {}
+    return table
+
+
+def _count(run: RunContext, what: str, n: int = 1) -> None:
+    """Count a clock reading or random bytes into the receipt's ``kuro/nondeterminism``."""
+    seen: dict[str, int] = run.kind_state.setdefault("receipt", {}).setdefault("nondeterminism", {})
+    seen[what] = seen.get(what, 0) + n
+
+
+def _new_resource(run: RunContext, cctx: Any, val: _Val, kind: str, obj: Any) -> None:
+    """Make ``*val`` an owned handle of resource ``kind`` standing for ``obj``."""
+    table = _table(run)
+    rep = len(table) + 1
+    table[rep] = obj
+    host = ffi.wasmtime_component_resource_host_new(True, rep, _TYPE_ID[kind])
+    any_ = ctypes.POINTER(ffi.wasmtime_component_resource_any_t)()
+    err = ffi.wasmtime_component_resource_host_to_any(cctx, host, ctypes.byref(any_))
+    ffi.wasmtime_component_resource_host_delete(host)
+    if err:
+        raise RuntimeError("a host resource could not be handed to the guest")
+    val.contents.kind = _RESOURCE_KIND
+    val.contents.of.resource = any_
+
+
+def _resource(run: RunContext, cctx: Any, val: Any) -> Any:
+    """The object behind the resource handle in ``val``.
+
+    Every borrow a host function receives must be taken this way before the call ends: turning the
+    handle into a host resource is what gives the borrow back (a call that ends with one outstanding traps).
+    """
+    handle = val.of.resource
+    host = ctypes.POINTER(ffi.wasmtime_component_resource_host_t)()
+    err = ffi.wasmtime_component_resource_any_to_host(cctx, handle, ctypes.byref(host))
+    if err:
+        raise RuntimeError("not a host resource")
+    rep = int(ffi.wasmtime_component_resource_host_rep(host))
+    ffi.wasmtime_component_resource_host_delete(host)
+    return _table(run).get(rep)
+
+
+# ---- results
+
+_U64: Final = WitType("u64")
+_BYTES: Final = WitType("list", (WitType("u8"),))
+_STRINGS: Final = WitType("list", (WitType("string"),))
+_ENV: Final = WitType("list", (WitType("tuple", (WitType("string"), WitType("string"))),))
+_DATETIME: Final = WitType("record", (WitType("u64"), WitType("u32")), ("seconds", "nanoseconds"))
+_OPTION_STRING: Final = WitType("option", (WitType("string"),))
+_INDEXES: Final = WitType("list", (WitType("u32"),))
+
+
+def _result(results: _Val, ok: bool, payload: Callable[[_Val], None] | None = None) -> bool:
+    """``result<…, stream-error>``: ok with ``payload`` writing the value, or err ``closed``."""
+    c = results[0]
+    c.kind = ffi.WASMTIME_COMPONENT_RESULT.value
+    c.of.result.is_ok = ok
+    raw = ffi.wasmtime_component_val_t()
+    if ok and payload is None:
+        c.of.result.val = None
+        return True
+    if ok:
+        assert payload is not None
+        payload(ctypes.pointer(raw))
+    else:  # stream-error::closed
+        raw.kind = ffi.WASMTIME_COMPONENT_VARIANT.value
+        raw.of.variant.discriminant = _name("closed")
+        raw.of.variant.val = None
+    c.of.result.val = ffi.wasmtime_component_val_new(ctypes.byref(raw))
+    return True
+
+
+def _name(text: str) -> Any:
+    from kuro_wasm.host.component_values import new_name
+
+    return new_name(text)
+
+
+# ---- streams
+
+
+class _Out:
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: str) -> None:
+        self.stream = stream
+
+
+class _In:
+    __slots__ = ()
+
+
+def _get_stream(kind: str, obj_of: Callable[[], Any]) -> Any:
+    def get(run: RunContext, cctx: Any, _args: _Val, results: _Val) -> bool:
+        _new_resource(run, cctx, results, kind, obj_of())
+        return True
+
+    return get
+
+
+def _emit(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
+    out = _resource(run, cctx, args[0])
+    if not isinstance(out, _Out):
+        return _result(results, False)
+    if not run.emit(out.stream, bytes_of(args[1].of.list)):
+        run.stop("output-capped")
+        return None
+    return _result(results, True)
+
+
+def _check_write(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    _resource(run, cctx, args[0])  # every method's self is a borrow, given back before the call ends
+    return _result(results, True, lambda v: write(_U64, _WRITE_BUDGET, v))
+
+
+def _flush(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    _resource(run, cctx, args[0])
+    return _result(results, True)
+
+
+def _subscribe_out(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    _resource(run, cctx, args[0])
+    _new_resource(run, cctx, results, "pollable", _Pollable())
+    return True
+
+
+def _subscribe_in(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    _resource(run, cctx, args[0])
+    _new_resource(run, cctx, results, "pollable", _Pollable(stdin=True))
+    return True
+
+
+def _stdin_denied(run: RunContext) -> bool:
+    if "stdin/read" in run.grant:
+        return False
+    run.deny("wasi:io/streams#[method]input-stream.read", "stdin/read", None)
+    return True
+
+
+def _read(run: RunContext, cctx: Any, args: _Val, results: _Val, *, blocking: bool) -> bool | None:
+    _resource(run, cctx, args[0])
+    if _stdin_denied(run):
+        return _result(results, False)
+    cap = min(int(args[1].of.u64), _WRITE_BUDGET)
+    assert run.stdin is not None
+    with run.cond:
+        while True:
+            if run.should_stop() is not None:
+                return None
+            chunk = run.stdin.take(cap) if cap else b""
+            if chunk is None and blocking:
+                run.cond.wait(timeout=max(0.0, min(run.deadline - time.monotonic(), 0.05)))
+                continue
+            break
+    if chunk == b"" and cap:
+        return _result(results, False)  # end of input: closed
+    data = chunk or b""
+    return _result(results, True, lambda v: write(_BYTES, data, v))
+
+
+# ---- poll and clocks
+
+
+def _ready(run: RunContext, p: Any) -> bool:
+    if isinstance(p, _Pollable):
+        if p.stdin:
+            assert run.stdin is not None
+            return run.stdin.ready()
+        if p.deadline_ns is not None:
+            return time.monotonic_ns() >= p.deadline_ns
+    return True
+
+
+def _wait(run: RunContext, pollables: list[Any]) -> list[int] | None:
+    """Indexes of the ready pollables, waiting until one is; None if the run must stop."""
+    with run.cond:
+        while True:
+            if run.should_stop() is not None:
+                return None
+            ready = [i for i, p in enumerate(pollables) if _ready(run, p)]
+            if ready:
+                return ready
+            waits = [p.deadline_ns for p in pollables if isinstance(p, _Pollable) and p.deadline_ns is not None]
+            until = (min(waits) - time.monotonic_ns()) / 1e9 if waits else 0.05
+            run.cond.wait(timeout=max(0.0, min(until, run.deadline - time.monotonic(), 0.05)))
+
+
+def _block(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
+    return None if _wait(run, [_resource(run, cctx, args[0])]) is None else True
+
+
+def _ready_method(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    results[0].kind = ffi.WASMTIME_COMPONENT_BOOL.value
+    results[0].of.boolean = _ready(run, _resource(run, cctx, args[0]))
+    return True
+
+
+def _poll(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
+    lst = args[0].of.list
+    base = int(ctypes.cast(lst.data, ctypes.c_void_p).value or 0)
+    size = ctypes.sizeof(ffi.wasmtime_component_val_t)
+    items = [_resource(run, cctx, ffi.wasmtime_component_val_t.from_address(base + i * size)) for i in range(lst.size)]
+    ready = _wait(run, items)
+    if ready is None:
+        return None
+    write(_INDEXES, ready, results)
+    return True
+
+
+def _mono_now(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    _count(run, "monotonic-clock")
+    write(_U64, time.monotonic_ns(), results)
+    return True
+
+
+def _mono_resolution(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    write(_U64, 1000, results)
+    return True
+
+
+def _subscribe_instant(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    _new_resource(run, cctx, results, "pollable", _Pollable(deadline_ns=int(args[0].of.u64)))
+    return True
+
+
+def _subscribe_duration(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    deadline = time.monotonic_ns() + int(args[0].of.u64)
+    _new_resource(run, cctx, results, "pollable", _Pollable(deadline_ns=deadline))
+    return True
+
+
+def _wall_now(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    _count(run, "wall-clock")
+    ns = time.time_ns()
+    write(_DATETIME, (ns // 1_000_000_000, ns % 1_000_000_000), results)
+    return True
+
+
+def _wall_resolution(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    write(_DATETIME, (0, 1000), results)
+    return True
+
+
+def _random_bytes(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
+    n = int(args[0].of.u64)
+    if n > _MAX_RANDOM:
+        run.stop("host-error", f"wasi:random get-random-bytes({n}): more than {_MAX_RANDOM} bytes asked")
+        return None
+    _count(run, "random-bytes", n)
+    write(_BYTES, os.urandom(n), results)
+    return True
+
+
+def _random_u64(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    _count(run, "random-bytes", 8)
+    write(_U64, int.from_bytes(os.urandom(8), "little"), results)
+    return True
+
+
+def _insecure_seed(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    _count(run, "random-bytes", 16)
+    seed = os.urandom(16)
+    write(
+        WitType("tuple", (_U64, _U64)),
+        (int.from_bytes(seed[:8], "little"), int.from_bytes(seed[8:], "little")),
+        results,
+    )
+    return True
+
+
+# ---- cli
+
+
+def _environment(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    """``kind_state["env"]`` (name, value) pairs if the run was given any; none otherwise."""
+    write(_ENV, [(str(k), str(v)) for k, v in run.kind_state.get("env", ())], results)
+    return True
+
+
+def _empty(t: WitType) -> Callable[[RunContext, Any, _Val, _Val], bool]:
+    def answer(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+        write(t, [] if t.kind == "list" else None, results)
+        return True
+
+    return answer
+
+
+def _exit(run: RunContext, cctx: Any, args: _Val, results: _Val) -> None:
+    run.kind_state["exit-code"] = 0 if args[0].of.result.is_ok else 1
+    return None  # a trap ends the guest; the kind reads the exit code (no stop reason: it is not a stop)
+
+
+def _no_terminal(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    results[0].kind = ffi.WASMTIME_COMPONENT_OPTION.value
+    results[0].of.option = None
+    return True
+
+
+_Handler = Callable[[RunContext, Any, _Val, _Val], "bool | None"]
+
+#: interface (without version) → function → handler; anything else of INTERFACES is linked as a trap.
+FUNCTIONS: Final[dict[str, dict[str, _Handler]]] = {
+    "wasi:cli/stdout": {"get-stdout": _get_stream("output-stream", lambda: _Out("stdout"))},
+    "wasi:cli/stderr": {"get-stderr": _get_stream("output-stream", lambda: _Out("stderr"))},
+    "wasi:cli/stdin": {"get-stdin": _get_stream("input-stream", _In)},
+    "wasi:cli/environment": {
+        "get-environment": _environment,
+        "get-arguments": _empty(_STRINGS),
+        "initial-cwd": _empty(_OPTION_STRING),
+    },
+    "wasi:cli/exit": {"exit": _exit},
+    "wasi:cli/terminal-stdin": {"get-terminal-stdin": _no_terminal},
+    "wasi:cli/terminal-stdout": {"get-terminal-stdout": _no_terminal},
+    "wasi:cli/terminal-stderr": {"get-terminal-stderr": _no_terminal},
+    "wasi:io/poll": {"[method]pollable.block": _block, "[method]pollable.ready": _ready_method, "poll": _poll},
+    "wasi:io/streams": {
+        "[method]output-stream.check-write": _check_write,
+        "[method]output-stream.write": _emit,
+        "[method]output-stream.blocking-write-and-flush": _emit,
+        "[method]output-stream.flush": _flush,
+        "[method]output-stream.blocking-flush": _flush,
+        "[method]output-stream.subscribe": _subscribe_out,
+        "[method]input-stream.read": lambda run, c, a, r: _read(run, c, a, r, blocking=False),
+        "[method]input-stream.blocking-read": lambda run, c, a, r: _read(run, c, a, r, blocking=True),
+        "[method]input-stream.subscribe": _subscribe_in,
+    },
+    "wasi:clocks/monotonic-clock": {
+        "now": _mono_now,
+        "resolution": _mono_resolution,
+        "subscribe-instant": _subscribe_instant,
+        "subscribe-duration": _subscribe_duration,
+    },
+    "wasi:clocks/wall-clock": {"now": _wall_now, "resolution": _wall_resolution},
+    "wasi:random/random": {"get-random-bytes": _random_bytes, "get-random-u64": _random_u64},
+    "wasi:random/insecure": {"get-insecure-random-bytes": _random_bytes, "get-insecure-random-u64": _random_u64},
+    "wasi:random/insecure-seed": {"insecure-seed": _insecure_seed},
+    "wasi:filesystem/preopens": {
+        "get-directories": _empty(WitType("list", (WitType("tuple", (WitType("string"), WitType("string"))),)))
+    },
+}

@@ -1,0 +1,192 @@
+"""Benchmarks of component guests, each beside wasmtime-py's public component API in the same run.
+
+Called by ``tools/bench.py`` (section ``components``); every function returns plain numbers.
+
+(a) one component call that makes two host calls (``run`` → ``output.write`` twice), on an
+    instantiated component, through this host's raw C-API path vs wasmtime-py's public
+    ``Func.__call__`` with ``LinkerInstance.add_func`` host functions (no receipt either side);
+(b) bytes across the boundary: ``fs.read`` of a file then ``output.write`` of it (``list<u8>`` both
+    ways) in a full run with a receipt, vs the same component on the public API with Python host
+    functions returning/taking ``bytes`` (its per-element conversion), MB/s of file size;
+(c) loading the cached componentize-py guest (~18 MB, ~35 MB compiled) from the on-disk module
+    cache in a fresh memory layer vs compiling it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import wasmtime
+import wasmtime.component as wc
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+import build_components  # noqa: E402
+
+from kuro_fs.blocks import MemoryBlockStore  # noqa: E402
+from kuro_fs.fs import Fs  # noqa: E402
+from kuro_wasm.host.api import run  # noqa: E402
+from kuro_wasm.host.cache import ModuleCache  # noqa: E402
+from kuro_wasm.host.calls import register_run, unregister_run  # noqa: E402
+from kuro_wasm.host.context import RunContext  # noqa: E402
+from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key  # noqa: E402
+from kuro_wasm.host.kinds.component import KIND  # noqa: E402
+from kuro_wasm.host.loader import _describe_with, add_guest  # noqa: E402
+from kuro_wasm.model.sessions import guest, session  # noqa: E402
+
+CAPS = ["guest/invoke", "fs/read", "fs/ls", "fs/write", "fs/rm", "stdin/read"]
+_TYPES, _OUTPUT, _STDIN, _FS = (f"kuro:host/{i}@1.0.0" for i in ("types", "output", "stdin", "fs"))
+
+
+def built(names: list[str]) -> dict[str, bytes]:
+    """The component guests ``names``, built (or reused) under build/components/."""
+    return {n: p.read_bytes() for n, p in build_components.build(ROOT / "build" / "components", names).items()}
+
+
+def _public_linker(engine: wasmtime.Engine, files: dict[str, bytes], sink: list[bytes]) -> wc.Linker:
+    """wasmtime-py's public API: the same world's functions as Python callables (the anchor)."""
+    linker = wc.Linker(engine)
+    with linker.root() as root:
+        with root.add_instance(_TYPES):
+            pass
+        with root.add_instance(_OUTPUT) as output:
+            output.add_func("write", lambda _store, _s, data: sink.append(data))
+        with root.add_instance(_STDIN) as stdin:
+            stdin.add_func("read", lambda _store, _max: b"")  # untagged result: the ok value itself
+        with root.add_instance(_FS) as fs:
+            fs.add_func("read", lambda _store, path: files[path])
+    return linker
+
+
+def _interleaved(a: Any, b: Any, n: int, batches: int = 7) -> tuple[float, float]:
+    """Median seconds per call of ``a`` and of ``b``, measured in alternating batches (ABAB…)."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(batches):
+        for fn, out in ((a, times[0]), (b, times[1])):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            out.append((time.perf_counter() - t0) / n)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def bench_call(n: int) -> dict[str, float]:
+    """(a): µs per call of ``run(["x"])`` (two host calls each) on one instance, kuro's path vs the public API."""
+    wasm = built(["typed"])["typed"]
+    engine = engine_for(EngineConfig())
+    component = wc.Component(engine, wasm)
+    shape = _shape(engine, wasm, component)
+    entry = KIND.entry(shape, "run", ["x"])
+    assert not isinstance(entry, str), entry
+    # kuro: the kind's linker and call path, with a run context that accepts every chunk
+    store = wasmtime.Store(engine)
+    store.set_epoch_deadline(2**62)  # the engine interrupts by epoch; no ticker runs here
+    ctx = RunContext(grant=frozenset(CAPS), emit=lambda _s, _d: True)
+    register_run(store, ctx)
+    instance, failed = KIND.instantiate(store, KIND.link(engine, component))
+    assert failed is None, failed
+    # anchor: the public API on the same component
+    sink: list[bytes] = []
+    pstore = wasmtime.Store(engine)
+    pstore.set_epoch_deadline(2**62)
+    pinstance = _public_linker(engine, {}, sink).instantiate(pstore, component)
+    func = pinstance.get_func(pstore, "run")
+    assert func is not None
+
+    def public_call() -> None:
+        func(pstore, ["x"])
+        func.post_return(pstore)
+
+    try:
+        ours, public = _interleaved(lambda: KIND.call(store, instance, entry, ctx), public_call, n)
+    finally:
+        unregister_run(store)
+    return {"kuro_us": ours * 1e6, "public_us": public * 1e6}
+
+
+def _shape(engine: wasmtime.Engine, wasm: bytes, component: wc.Component) -> Any:
+    from kuro_wasm.model.wasm_shape import WasmShape
+
+    return WasmShape.from_bytes(_describe_with(engine)(wasm, component))
+
+
+def bench_bytes(size: int, repeat: int, public_repeat: int, both_ways: bool = True) -> dict[str, float]:
+    """(b): MB/s of a ``size``-byte file through ``fs.read`` (``len``), and back out through ``output.write``
+    when ``both_ways`` (``read``), in a full run, kuro vs the public API.
+
+    wasmtime's component API limits what one host call may copy out of the guest ("hostcall fuel",
+    ~2.7 MiB of ``list<u8>`` in wasmtime 50), so ``both_ways`` stays below that.
+    """
+    behaviour = "read" if both_ways else "len"
+    wasm = built(["typed"])["typed"]
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    store = MemoryBlockStore()
+    fs = Fs.empty(store).write("data.bin", data).fs
+    cid = add_guest(store, wasm)
+    sess = session("bench", fs.root, grant=CAPS)
+    home = False
+
+    def ours() -> None:
+        r = run(sess, guest(cid, "run", [behaviour, "data.bin"]), store=store, fs=fs, max_output_bytes=size, home=home)
+        assert r["kuro/exit-code"] == (0 if both_ways else size), r.get("kuro/trap") or r.get("kuro/error")
+
+    ours()
+    best = min(_timed(ours) for _ in range(repeat))
+    engine = engine_for(EngineConfig())
+    component = wc.Component(engine, wasm)
+    sink: list[bytes] = []
+    linker = _public_linker(engine, {"data.bin": data}, sink)
+
+    def public() -> None:
+        pstore = wasmtime.Store(engine)
+        pstore.set_epoch_deadline(2**62)
+        func = linker.instantiate(pstore, component).get_func(pstore, "run")
+        assert func is not None and func(pstore, [behaviour, "data.bin"]) == (0 if both_ways else size)
+        if both_ways:
+            assert len(sink.pop()) == size
+
+    public_best = min(_timed(public) for _ in range(public_repeat))
+    return {"kuro_mb_s": size / best / 1e6, "public_mb_s": size / public_best / 1e6, "size": size}
+
+
+def _timed(fn: Any) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def bench_cached_load(tmp: Path, repeat: int, name: str = "py-tool") -> dict[str, float]:
+    """(c): ms to load a cached component (default the componentize-py guest) from disk (fresh memory layer)."""
+    wasm = built([name])[name]
+    engine = engine_for(EngineConfig())
+    key = engine_key(EngineConfig())
+    cache = ModuleCache(tmp / "component-cache")
+    cid = f"bafkreibenchcomponent{name.replace('-', '')}"
+    describe = _describe_with(engine)
+    ModuleCache.forget_memory()
+    t0 = time.perf_counter()
+    cache.load(engine, key, cid, lambda: wasm, describe)
+    compile_s = time.perf_counter() - t0
+    loads = []
+    for _ in range(repeat):
+        ModuleCache.forget_memory()
+        t0 = time.perf_counter()
+        compiled, _meta = cache.load(engine, key, cid, lambda: wasm, describe)
+        loads.append(time.perf_counter() - t0)
+        assert isinstance(compiled, wc.Component)
+    ModuleCache.forget_memory()
+    return {
+        "wasm_bytes": float(len(wasm)),
+        "compile_s": compile_s,
+        "disk_load_ms_median": statistics.median(loads) * 1000,
+        "disk_hits": float(cache.stats.disk_hits),
+    }
+
+
+__all__ = ["bench_bytes", "bench_cached_load", "bench_call", "built"]

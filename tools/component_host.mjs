@@ -1,0 +1,392 @@
+// A second engine for kuro components: V8 (node), running a component that `jco transpile
+// --instantiation async` turned into JavaScript, with the kuro:host@1.0.0 imports written here
+// over the same blocks (kuro.fs directories read by CID with @ipld/dag-cbor, files with
+// @ipld/dag-pb + ipfs-unixfs). The parity test (tests/parity/test_component_parity.py) runs every
+// component fixture here and through kuro_wasm, and compares exit code, stdout/stderr CIDs, the
+// typed result and kuro/reads.
+//
+//   node [--experimental-wasm-extended-const] tools/component_host.mjs < request.json > answer.json
+//
+// request: {module: path of the transpiled .js, export, func: WitFunc data, args: lowered args
+//   (JSON: tuples as lists, bytes as {"/": {"bytes": b64}}, big ints as {"$big": "…"}), grant,
+//   stdin: b64 | null, root: fs root CID, blocks: {cid: b64}, max_output_bytes, timeout_ms}
+// answer: {exit_code, outcome, stdout, stderr (b64), stdout_cid, stderr_cid, result?, reads, denials}
+//
+// What this host does not do (the parity test skips those fixtures): fuel and memory limits (V8
+// has neither), and load errors (decided by kuro's model before any engine runs). fs.write and
+// fs.rm are checked (grant, path, type) and then kept in memory only: no new root is computed.
+// WASI 0.2 imports get the same virtual WASI as kuro_wasm/host/wasi_p2.py (virtualWasi below).
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads'
+import { pathToFileURL } from 'node:url'
+import { readFile } from 'node:fs/promises'
+import { sha256 } from 'multiformats/hashes/sha2'
+import { CID } from 'multiformats/cid'
+import * as dagCbor from '@ipld/dag-cbor'
+import * as dagPb from '@ipld/dag-pb'
+import { UnixFS } from 'ipfs-unixfs'
+
+const b64 = (bytes) => Buffer.from(bytes).toString('base64')
+const unb64 = (text) => new Uint8Array(Buffer.from(text, 'base64'))
+
+// ---- kuro.fs over the request's blocks (read side), paths as kuro_fs/paths.py decides them
+
+const MAX_NAME_BYTES = 255
+const MAX_PATH_BYTES = 4096
+class Refused extends Error {
+  constructor (code) { super(code); this.payload = code }
+}
+
+function cleanPath (path) {
+  const enc = new TextEncoder()
+  if (path.trim() === '' || path.includes('\0') || enc.encode(path).length > MAX_PATH_BYTES) return null
+  const parts = path.split(/\/+/).filter((s) => s !== '' && s !== '.')
+  for (const seg of parts) if (seg === '..' || enc.encode(seg).length > MAX_NAME_BYTES) return null
+  return parts
+}
+
+class KuroFs {
+  constructor (blocks, root) { this.blocks = blocks; this.root = root; this.removed = new Set(); this.written = new Map() }
+  block (cid) {
+    const found = this.blocks[cid]
+    if (found === undefined) throw new Refused('io')
+    return found
+  }
+  dir (cid) { return dagCbor.decode(this.block(cid)).entries }
+  // The entry {cid, size, kind} at parts (the root is a dir), or a Refused error code.
+  lookup (parts) {
+    let entry = { cid: this.root, size: 0, kind: 'dir' }
+    for (const name of parts) {
+      if (entry.kind !== 'dir') throw new Refused('wrong-type')
+      const child = this.dir(entry.cid)[name]
+      if (child === undefined) throw new Refused('not-found')
+      const cid = child.cid.toString()
+      entry = { cid, size: child.size, kind: cid.startsWith('bafyrei') ? 'dir' : 'file' }
+    }
+    return entry
+  }
+  fileBytes (cid) {
+    if (cid.startsWith('bafkrei')) return this.block(cid)
+    const node = dagPb.decode(this.block(cid))
+    if (node.Links.length === 0) return UnixFS.unmarshal(node.Data).data ?? new Uint8Array()
+    const parts = node.Links.map((l) => this.fileBytes(l.Hash.toString()))
+    return Buffer.concat(parts)
+  }
+}
+
+// ---- values: lowered JSON → jco's JS values (params) and jco's values → receipt data (results)
+
+const camel = (name) => name.replace(/-([a-z0-9])/g, (_, c) => c.toUpperCase())
+const INTS = new Set(['s8', 'u8', 's16', 'u16', 's32', 'u32', 's64', 'u64'])
+
+function fromJson (v) {
+  if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+    if (v['/'] && v['/'].bytes !== undefined) return unb64(v['/'].bytes)
+    if (v.$big !== undefined) return BigInt(v.$big)
+  }
+  return v
+}
+
+function toJco (t, v) {
+  v = fromJson(v)
+  const k = typeof t === 'string' ? t : t.kind
+  if (k === 's64' || k === 'u64') return BigInt(v)
+  if (typeof t === 'string') return v
+  switch (k) {
+    case 'list': return (t.items[0] === 'u8') ? v : v.map((x) => toJco(t.items[0], x))
+    case 'record': return Object.fromEntries(t.names.map((n, i) => [camel(n), toJco(t.items[i], v[i])]))
+    case 'tuple': return t.items.map((it, i) => toJco(it, v[i]))
+    case 'variant': {
+      const i = t.names.indexOf(v[0])
+      return t.items[i] === null ? { tag: v[0] } : { tag: v[0], val: toJco(t.items[i], v[1]) }
+    }
+    case 'result': {
+      const it = t.items[v[0] === 'ok' ? 0 : 1]
+      return { tag: v[0], val: it === null ? undefined : toJco(it, v[1]) }
+    }
+    case 'enum': return v
+    case 'option': return v === null ? undefined : toJco(t.items[0], v[0])
+    case 'flags': return Object.fromEntries(t.names.map((n) => [camel(n), v.includes(n)]))
+  }
+  throw new Error(`cannot pass a ${k}`)
+}
+
+function plainFloat (f) {
+  if (Number.isNaN(f)) return 'NaN'
+  if (!Number.isFinite(f)) return f > 0 ? 'Infinity' : '-Infinity'
+  return f
+}
+
+function plain (t, v) {
+  const k = typeof t === 'string' ? t : t.kind
+  if (k === 'f32' || k === 'f64') return plainFloat(v)
+  if (k === 's64' || k === 'u64') return Number.isSafeInteger(Number(v)) ? Number(v) : { $big: BigInt(v).toString() }
+  if (INTS.has(k) || k === 'bool' || k === 'char' || k === 'string' || k === 'enum') return v
+  switch (k) {
+    case 'list': return t.items[0] === 'u8' ? { '/': { bytes: b64(v) } } : Array.from(v, (x) => plain(t.items[0], x)) // jco gives typed arrays for number lists
+    case 'record': return Object.fromEntries(t.names.map((n, i) => [n, plain(t.items[i], v[camel(n)])]))
+    case 'tuple': return t.items.map((it, i) => plain(it, v[i]))
+    case 'variant': {
+      const it = t.items[t.names.indexOf(v.tag)]
+      return it === null ? v.tag : { [v.tag]: plain(it, v.val) }
+    }
+    case 'result': {
+      const it = t.items[v.tag === 'ok' ? 0 : 1]
+      return { [v.tag]: it === null ? null : plain(it, v.val) }
+    }
+    case 'option': return v === undefined ? null : plain(t.items[0], v)
+    case 'flags': return t.names.filter((n) => v[camel(n)])
+  }
+  throw new Error(`cannot read a ${k}`)
+}
+
+// ---- one run (in a worker, so a deadline can stop a guest that never returns)
+
+class Stopped extends Error {}
+class Exited extends Error {
+  constructor (code) { super(`exit ${code}`); this.code = code }
+}
+
+// The virtual WASI 0.2 of kuro_wasm/host/wasi_p2.py, in JavaScript: stdio on the run's stream, stdin
+// gated by stdin/read, no environment, exit, the host's clocks and randomness, no preopens; the
+// filesystem's descriptors and the sockets exist only as names (calling them fails).
+function virtualWasi ({ emit, readStdin, stdinReady }) {
+  const closed = () => { const e = new Error('closed'); e.payload = { tag: 'closed' }; return e }
+  class Pollable {
+    constructor (ready = () => true) { this.isReady = ready }
+    ready () { return this.isReady() }
+    block () { while (!this.isReady()) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1) }
+  }
+  class OutputStream {
+    constructor (stream) { this.stream = stream }
+    checkWrite () { return 1n << 20n }
+    write (bytes) { emit(this.stream, bytes) }
+    blockingWriteAndFlush (bytes) { emit(this.stream, bytes) }
+    flush () {}
+    blockingFlush () {}
+    subscribe () { return new Pollable() }
+  }
+  class InputStream {
+    read (len) { const got = readStdin(Number(len)); if (got === null) throw closed(); return got }
+    blockingRead (len) { return this.read(len) }
+    subscribe () { return new Pollable(stdinReady) }
+  }
+  const missing = (name) => () => { throw new Error(`${name}: not provided by this host`) }
+  class Stub {}
+  const deadline = (ns) => new Pollable(() => process.hrtime.bigint() >= ns)
+  return {
+    'wasi:cli/stdout': { getStdout: () => new OutputStream('stdout') },
+    'wasi:cli/stderr': { getStderr: () => new OutputStream('stderr') },
+    'wasi:cli/stdin': { getStdin: () => new InputStream() },
+    'wasi:cli/environment': { getEnvironment: () => [], getArguments: () => [], initialCwd: () => undefined },
+    'wasi:cli/exit': { exit: (status) => { throw new Exited(status.tag === 'ok' ? 0 : 1) } },
+    'wasi:cli/terminal-input': { TerminalInput: class TerminalInput {} },
+    'wasi:cli/terminal-output': { TerminalOutput: class TerminalOutput {} },
+    'wasi:cli/terminal-stdin': { getTerminalStdin: () => undefined },
+    'wasi:cli/terminal-stdout': { getTerminalStdout: () => undefined },
+    'wasi:cli/terminal-stderr': { getTerminalStderr: () => undefined },
+    'wasi:io/error': { Error: class Error_ { toDebugString () { return 'error' } } },
+    'wasi:io/poll': {
+      Pollable,
+      poll: (list) => {
+        for (;;) {
+          const ready = list.map((p, i) => (p.ready() ? i : -1)).filter((i) => i >= 0)
+          if (ready.length) return new Uint32Array(ready)
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1)
+        }
+      }
+    },
+    'wasi:io/streams': { InputStream, OutputStream },
+    'wasi:clocks/monotonic-clock': {
+      now: () => process.hrtime.bigint(),
+      resolution: () => 1000n,
+      subscribeInstant: (when) => deadline(when),
+      subscribeDuration: (ns) => deadline(process.hrtime.bigint() + ns)
+    },
+    'wasi:clocks/wall-clock': {
+      now: () => { const ms = Date.now(); return { seconds: BigInt(Math.floor(ms / 1000)), nanoseconds: (ms % 1000) * 1e6 } },
+      resolution: () => ({ seconds: 0n, nanoseconds: 1000 })
+    },
+    'wasi:random/random': {
+      getRandomBytes: (len) => crypto.getRandomValues(new Uint8Array(Number(len))),
+      getRandomU64: () => crypto.getRandomValues(new BigUint64Array(1))[0]
+    },
+    'wasi:filesystem/preopens': { getDirectories: () => [] },
+    'wasi:filesystem/types': { Descriptor: Stub, DirectoryEntryStream: Stub, filesystemErrorCode: () => undefined },
+    'wasi:sockets/network': { Network: Stub },
+    'wasi:sockets/instance-network': { instanceNetwork: missing('instance-network') },
+    'wasi:sockets/tcp': { TcpSocket: Stub },
+    'wasi:sockets/tcp-create-socket': { createTcpSocket: missing('create-tcp-socket') },
+    'wasi:sockets/udp': { UdpSocket: Stub, IncomingDatagramStream: Stub, OutgoingDatagramStream: Stub },
+    'wasi:sockets/udp-create-socket': { createUdpSocket: missing('create-udp-socket') },
+    'wasi:sockets/ip-name-lookup': { ResolveAddressStream: Stub, resolveAddresses: missing('resolve-addresses') }
+  }
+}
+
+async function runGuest (req) {
+  const fs = new KuroFs(Object.fromEntries(Object.entries(req.blocks).map(([c, b]) => [c, unb64(b)])), req.root)
+  const grant = new Set(req.grant)
+  const reads = []
+  const denials = []
+  let kept = 0
+  let capped = false
+  let stdin = req.stdin === null ? new Uint8Array() : unb64(req.stdin)
+  const deny = (name, capability, path) => {
+    const found = denials.find((d) => d['kuro/import'] === name && d['kuro/capability'] === capability && d['kuro/path'] === path)
+    if (found) found['kuro/count'] = (found['kuro/count'] ?? 1) + 1
+    else denials.push(path === undefined ? { 'kuro/import': name, 'kuro/capability': capability } : { 'kuro/import': name, 'kuro/capability': capability, 'kuro/path': path })
+    parentPort.postMessage({ denials })
+    throw new Refused('denied')
+  }
+  const gate = (func, capability, path) => {
+    if (!grant.has(capability)) deny(`kuro:host/fs@1.0.0#${func}`, capability, path)
+    if (path === '') throw new Refused('bad-path')
+    const parts = cleanPath(path)
+    if (parts === null) throw new Refused('bad-path')
+    return parts
+  }
+  const read = (parts) => {
+    const entry = fs.lookup(parts)
+    if (entry.kind !== 'file') throw new Refused('wrong-type')
+    if (!reads.includes(entry.cid)) { reads.push(entry.cid); parentPort.postMessage({ reads }) }
+    return fs.fileBytes(entry.cid)
+  }
+  const emit = (stream, data) => {
+    if (capped || kept + data.length > req.max_output_bytes) { capped = true; throw new Stopped('output-capped') }
+    kept += data.length
+    parentPort.postMessage({ chunk: [stream, b64(data)] })
+  }
+  const imports = {
+    ...virtualWasi({
+      emit,
+      readStdin: (max) => {
+        if (!grant.has('stdin/read')) {
+          const name = 'wasi:io/streams#[method]input-stream.read'
+          const found = denials.find((d) => d['kuro/import'] === name)
+          if (found) found['kuro/count'] = (found['kuro/count'] ?? 1) + 1
+          else denials.push({ 'kuro/import': name, 'kuro/capability': 'stdin/read' })
+          parentPort.postMessage({ denials })
+          return null
+        }
+        if (stdin.length === 0) return null
+        const out = stdin.slice(0, max)
+        stdin = stdin.slice(out.length)
+        return out
+      },
+      stdinReady: () => true
+    }),
+    'kuro:host/types': {},
+    'kuro:host/output': {
+      write (stream, data) { emit(stream, data) }
+    },
+    'kuro:host/stdin': {
+      read (max) {
+        if (!grant.has('stdin/read')) deny('kuro:host/stdin@1.0.0#read', 'stdin/read', undefined)
+        const out = stdin.slice(0, max)
+        stdin = stdin.slice(out.length)
+        return out
+      }
+    },
+    'kuro:host/fs': {
+      read (path) { return read(gate('read', 'fs/read', path)) },
+      readAt (path, offset, len) {
+        const data = read(gate('read-at', 'fs/read', path))
+        return data.slice(Number(offset), Number(offset) + len)
+      },
+      write (path, data) {
+        const parts = gate('write', 'fs/write', path)
+        if (parts.length === 0) throw new Refused('wrong-type')
+        try { if (fs.lookup(parts).kind === 'dir') throw new Refused('wrong-type') } catch (e) { if (e.payload !== 'not-found') throw e }
+        fs.written.set(parts.join('/'), data)
+      },
+      ls (path) {
+        const entry = fs.lookup(gate('ls', 'fs/ls', path))
+        if (entry.kind !== 'dir') throw new Refused('wrong-type')
+        const entries = fs.dir(entry.cid)
+        return Object.keys(entries).sort().map((name) => {
+          const cid = entries[name].cid.toString()
+          return { name, kind: cid.startsWith('bafyrei') ? 'dir' : 'file', size: BigInt(entries[name].size), cid }
+        })
+      },
+      rm (path) {
+        const parts = gate('rm', 'fs/rm', path)
+        if (parts.length === 0) throw new Refused('bad-path')
+        const entry = fs.lookup(parts)
+        if (entry.kind === 'dir' && Object.keys(fs.dir(entry.cid)).length > 0) throw new Refused('not-empty')
+        fs.removed.add(parts.join('/'))
+      },
+      stat (path) {
+        const entry = fs.lookup(gate('stat', 'fs/ls', path))
+        return { kind: entry.kind, size: BigInt(entry.size), cid: entry.cid }
+      }
+    }
+  }
+  const dir = new URL('.', pathToFileURL(req.module))
+  const { instantiate } = await import(pathToFileURL(req.module).href)
+  const exports = await instantiate(async (name) => WebAssembly.compile(await readFile(new URL(name, dir))), imports)
+  const [iface, name] = req.export.includes('#') ? req.export.split('#') : [null, req.export]
+  const target = iface === null ? exports[camel(name)] : exports[camel(iface.split('/').pop().split('@')[0])][camel(name)]
+  const params = req.func.params.map(([, t], i) => toJco(t, req.args[i]))
+  let value
+  let isErr = false
+  try {
+    value = target(...params)
+  } catch (e) {
+    if (capped) throw new Stopped('output-capped') // jco turned it into an err payload it could not lower
+    if (e instanceof Exited) return { exit_code: e.code }
+    if (e instanceof Stopped || e instanceof WebAssembly.RuntimeError || e instanceof RangeError || e?.payload === undefined) throw e
+    value = e.payload // an export's result<_, E> err: jco throws the payload
+    isErr = true
+  }
+  const rt = req.func.result
+  if (rt === null) return { exit_code: 0 }
+  if (req.export === 'run' && rt === 'u32') return { exit_code: value }
+  if (typeof rt === 'object' && rt.kind === 'result') {
+    return { exit_code: isErr ? 1 : 0, result: plain(rt, { tag: isErr ? 'err' : 'ok', val: value }) }
+  }
+  return { exit_code: 0, result: plain(rt, value) }
+}
+
+// ---- main: start the worker, collect its chunks, stop it at the deadline
+
+async function cidOf (bytes) {
+  return CID.createV1(0x55, await sha256.digest(bytes)).toString()
+}
+
+async function main () {
+  let text = ''
+  for await (const piece of process.stdin) text += piece
+  const req = JSON.parse(text)
+  const out = { stdout: [], stderr: [] }
+  let reads = []
+  let denials = []
+  const answer = await new Promise((resolve) => {
+    const worker = new Worker(new URL(import.meta.url), { workerData: req })
+    const timer = setTimeout(() => { worker.terminate(); resolve({ exit_code: 124, outcome: 'timeout' }) }, req.timeout_ms)
+    worker.on('message', (m) => {
+      if (m.chunk) out[m.chunk[0]].push(unb64(m.chunk[1]))
+      if (m.reads) reads = m.reads
+      if (m.denials) denials = m.denials
+      if (m.done) { clearTimeout(timer); resolve(m.done) }
+    })
+    worker.on('error', (e) => { clearTimeout(timer); resolve({ exit_code: 134, outcome: 'trap', error: String(e) }) })
+  })
+  const stdout = Buffer.concat(out.stdout)
+  const stderr = Buffer.concat(out.stderr)
+  if (answer.outcome === undefined) answer.outcome = answer.exit_code === 0 ? 'ok' : 'exit'
+  Object.assign(answer, {
+    stdout: b64(stdout), stderr: b64(stderr), stdout_cid: await cidOf(stdout), stderr_cid: await cidOf(stderr), reads, denials
+  })
+  process.stdout.write(JSON.stringify(answer) + '\n')
+  process.exit(0)
+}
+
+if (isMainThread) {
+  await main()
+} else {
+  try {
+    parentPort.postMessage({ done: await runGuest(workerData) })
+  } catch (e) {
+    if (e instanceof Stopped) parentPort.postMessage({ done: { exit_code: 125, outcome: 'output-capped' } })
+    else parentPort.postMessage({ done: { exit_code: 134, outcome: 'trap', error: String(e) } })
+  }
+}
