@@ -39,7 +39,9 @@ the overlay, the host's clocks and entropy (:mod:`kuro_wasm.host.wasi_state`).
 
 ## Not done here
 No sockets (none can be opened: no preopened listener), no symlinks or hard links (kuro.fs has
-neither: ``path_symlink``/``path_link`` are ``ENOTSUP``), no file times (always 0), no signals.
+neither: ``path_symlink``/``path_link`` are ``ENOTSUP``), no signals. File times: kuro.fs keeps
+none, so they read 0 unless the program set them (``*_set_times``) during the run, which keeps
+them for the run only.
 """
 
 from __future__ import annotations
@@ -164,9 +166,11 @@ def _dir(st: WasiState, run: RunContext, fd: int) -> tuple[Overlay, Handle] | in
     return ov, handle
 
 
-def _filestat(stat: Stat) -> tuple[int, ...]:
+def _filestat(st: WasiState, stat: Stat) -> tuple[int, ...]:
+    """A ``filestat``: one device for kuro.fs; times 0 unless the program set them this run."""
     kind = Filetype.DIRECTORY if stat.kind == "dir" else Filetype.REGULAR_FILE
-    return (DEVICE, stat.ino, int(kind), 1, stat.size, 0, 0, 0)
+    atim, mtim = st.times.get(stat.ino, (0, 0))
+    return (DEVICE, stat.ino, int(kind), 1, stat.size, atim, mtim, max(atim, mtim))
 
 
 def _file(st: WasiState, fd: int) -> tuple[Fd, Overlay, Handle] | int:
@@ -377,7 +381,7 @@ def _fd_filestat_get(run: RunContext, caller: int, cctx: int, p: Any) -> int | N
     stat = st.overlay.stat(handle)
     if isinstance(stat, OvErrno):
         return errno_of(stat)
-    pack(mem, p[1], wasi.FILESTAT, *_filestat(stat))
+    pack(mem, p[1], wasi.FILESTAT, *_filestat(st, stat))
     return _OK
 
 
@@ -431,18 +435,35 @@ def _set_times_flags(flags: int) -> int | None:
     return None
 
 
+def _set_times(run: RunContext, st: WasiState, ino: int, atim: int, mtim: int, flags: int) -> None:
+    """Record the times a ``*_set_times`` call asks for (``*_NOW``: the run's realtime clock)."""
+    old_atim, old_mtim = st.times.get(ino, (0, 0))
+    now = st.now(run, wasi.CLOCK_REALTIME) if flags & (wasi.FSTFLAG_ATIM_NOW | wasi.FSTFLAG_MTIM_NOW) else 0
+    new_atim = atim % 2**64 if flags & wasi.FSTFLAG_ATIM else now if flags & wasi.FSTFLAG_ATIM_NOW else old_atim
+    new_mtim = mtim % 2**64 if flags & wasi.FSTFLAG_MTIM else now if flags & wasi.FSTFLAG_MTIM_NOW else old_mtim
+    st.times[ino] = (new_atim, new_mtim)
+
+
 def _fd_filestat_set_times(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
+    fd, atim, mtim, flags = p
     st = state(run)
-    f = st.fds.get(p[0])
+    f = st.fds.get(fd)
     if f is None:
         return _BADF
-    bad = _set_times_flags(p[3])
+    bad = _set_times_flags(flags)
     if bad is not None:
         return bad
-    if f.kind not in (FILE, DIR):
-        return _OK  # stdio has no times to set
+    handle = st.handle(f)
+    if f.kind not in (FILE, DIR) or handle is None or st.overlay is None:
+        return _OK  # stdio (and a preopen not yet looked at) has no times to keep
     refused = _need(run, "fd_filestat_set_times", ("fs/write",))
-    return refused if refused is not None else _OK  # kuro.fs keeps no times: nothing to change
+    if refused is not None:
+        return refused
+    stat = st.overlay.stat(handle)
+    if isinstance(stat, OvErrno):
+        return errno_of(stat)
+    _set_times(run, st, stat.ino, atim, mtim, flags)
+    return _OK
 
 
 def _fd_prestat_get(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
@@ -767,12 +788,12 @@ def _path_filestat_get(run: RunContext, caller: int, cctx: int, p: Any) -> int |
     stat = ov.stat_path(path, at)
     if isinstance(stat, OvErrno):
         return errno_of(stat)
-    pack(mem, buf, wasi.FILESTAT, *_filestat(stat))
+    pack(mem, buf, wasi.FILESTAT, *_filestat(state(run), stat))
     return _OK
 
 
 def _path_filestat_set_times(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
-    fd, _flags, ptr, length, _atim, _mtim, fst = p
+    fd, _flags, ptr, length, atim, mtim, fst = p
     mem = guest_memory(run, caller, cctx)
     if "fs/write" not in run.grant:
         return _deny(run, "path_filestat_set_times", "fs/write", _record_path(mem, ptr, length))
@@ -784,7 +805,10 @@ def _path_filestat_set_times(run: RunContext, caller: int, cctx: int, p: Any) ->
         return got
     _mem, ov, at, path = got
     stat = ov.stat_path(path, at)
-    return errno_of(stat) if isinstance(stat, OvErrno) else _OK  # no times are kept: nothing to change
+    if isinstance(stat, OvErrno):
+        return errno_of(stat)
+    _set_times(run, state(run), stat.ino, atim, mtim, fst)
+    return _OK
 
 
 def _path_readlink(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kuro_fs.fs import Fs
@@ -107,6 +107,8 @@ class WasiState:
     exit_code: int | None = None
     #: the error of the last commit that kuro.fs refused (the changes stay pending), for the receipt
     commit_error: str | None = None
+    #: access and modification times the program set (``*_set_times``), by inode; kept for the run only
+    times: dict[int, tuple[int, int]] = field(default_factory=dict)
     _opened: bool = False
     _elapsed_ns: int = 0
     _random: SeededBytes | None = None

@@ -224,7 +224,8 @@ FILE_RIGHTS: Final = (
     | Rights.FD_FILESTAT_SET_TIMES
     | Rights.POLL_FD_READWRITE
 )
-#: Everything a directory's descriptor can do (its files inherit :data:`FILE_RIGHTS`).
+#: Everything a directory's descriptor can do (its files inherit :data:`FILE_RIGHTS`). Not
+#: ``PATH_FILESTAT_SET_SIZE``: preview 1 has no call that sets a size by path (as wasmtime's WASI).
 DIRECTORY_RIGHTS: Final = (
     Rights.FD_FDSTAT_SET_FLAGS
     | Rights.FD_SYNC
@@ -239,7 +240,6 @@ DIRECTORY_RIGHTS: Final = (
     | Rights.PATH_RENAME_SOURCE
     | Rights.PATH_RENAME_TARGET
     | Rights.PATH_FILESTAT_GET
-    | Rights.PATH_FILESTAT_SET_SIZE
     | Rights.PATH_FILESTAT_SET_TIMES
     | Rights.FD_FILESTAT_GET
     | Rights.FD_FILESTAT_SET_TIMES
@@ -334,11 +334,9 @@ FUNCTIONS: Final[Mapping[str, FuncSpec]] = {
             "`append`, `nonblock`, `dsync`, `rsync`, `sync` on a file (`nonblock` on stdin)",
         ),
         _f("fd_fdstat_set_rights", "i32 i64 i64", "—", "drops rights; adding one is `ENOTCAPABLE`"),
-        _f("fd_filestat_get", "i32 i32", "—", "device, inode, type, size; times 0"),
+        _f("fd_filestat_get", "i32 i32", "—", "device, inode, type, size; times 0 unless set this run"),
         _f("fd_filestat_set_size", "i32 i64", "`fs/write`", "truncates or extends with zeros"),
-        _f(
-            "fd_filestat_set_times", "i32 i64 i64 i32", "`fs/write`", "accepted, nothing kept (bad flag pairs `EINVAL`)"
-        ),
+        _f("fd_filestat_set_times", "i32 i64 i64 i32", "`fs/write`", "kept for the run only (bad flag pairs `EINVAL`)"),
         _f("fd_pread", "i32 i32 i32 i64 i32", "`fs/read`", "reads at an offset; the cursor stays"),
         _f("fd_prestat_get", "i32 i32", "—", "fd 3 is the directory `/`"),
         _f("fd_prestat_dir_name", "i32 i32 i32", "—", "`/`"),
@@ -352,7 +350,7 @@ FUNCTIONS: Final[Mapping[str, FuncSpec]] = {
         _f("fd_write", "i32 i32 i32 i32", "`fs/write` for files", "fds 1/2: one stream chunk"),
         _f("path_create_directory", "i32 i32 i32", "`fs/write`", "mkdir"),
         _f("path_filestat_get", "i32 i32 i32 i32 i32", "`fs/ls`", "stat of a path"),
-        _f("path_filestat_set_times", "i32 i32 i32 i32 i64 i64 i32", "`fs/write`", "accepted, nothing kept"),
+        _f("path_filestat_set_times", "i32 i32 i32 i32 i64 i64 i32", "`fs/write`", "kept for the run only"),
         _f("path_link", "i32 i32 i32 i32 i32 i32 i32", "—", "`ENOTSUP` (no hard links)"),
         _f(
             "path_open",
