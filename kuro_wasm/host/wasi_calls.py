@@ -438,7 +438,7 @@ def _set_times_flags(flags: int) -> int | None:
 def _set_times(run: RunContext, st: WasiState, ino: int, atim: int, mtim: int, flags: int) -> None:
     """Record the times a ``*_set_times`` call asks for (``*_NOW``: the run's realtime clock)."""
     old_atim, old_mtim = st.times.get(ino, (0, 0))
-    now = st.now(run, wasi.CLOCK_REALTIME) if flags & (wasi.FSTFLAG_ATIM_NOW | wasi.FSTFLAG_MTIM_NOW) else 0
+    now = (st.now(run, wasi.CLOCK_REALTIME) or 0) if flags & (wasi.FSTFLAG_ATIM_NOW | wasi.FSTFLAG_MTIM_NOW) else 0
     new_atim = atim % 2**64 if flags & wasi.FSTFLAG_ATIM else now if flags & wasi.FSTFLAG_ATIM_NOW else old_atim
     new_mtim = mtim % 2**64 if flags & wasi.FSTFLAG_MTIM else now if flags & wasi.FSTFLAG_MTIM_NOW else old_mtim
     st.times[ino] = (new_atim, new_mtim)
