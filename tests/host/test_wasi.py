@@ -180,3 +180,19 @@ def test_determinism_and_env_are_part_of_an_operations_identity(store: MemoryBlo
     assert argument_digest(sess, spec, deterministic=True) != plain
     assert argument_digest(sess, spec, deterministic=True, seed=1) != argument_digest(sess, spec, deterministic=True)
     assert argument_digest(sess, {**spec, "kuro/env": {"A": "1"}}) != plain
+
+
+def test_a_ledgered_deterministic_run_replays_and_another_seed_is_another_operation(
+    store: MemoryBlockStore, tmp_path: Path
+) -> None:
+    from kuro_wasm.errors import OperationConflict
+    from kuro_wasm.ledger.ledger import Ledger
+
+    sess = _session(store)
+    spec = guest(c_guest(store, "clockrand"), "_start", ["-v"])
+    with Ledger(home=tmp_path / "home", store=store) as ledger:
+        first = ledger.run("op-seeded", sess, spec, deterministic=True, seed=9)
+        again = ledger.run("op-seeded", sess, spec, deterministic=True, seed=9)
+        assert first["kuro/deterministic"] == {"seed": 9} and again["kuro/replayed"] is True
+        with pytest.raises(OperationConflict):
+            ledger.run("op-seeded", sess, spec, deterministic=True, seed=10)
