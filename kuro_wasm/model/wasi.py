@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
 
+from kuro_wasm.model.wasm_shape import FuncSig
+
 __all__ = [
     "ALL_RIGHTS",
     "DENIED_ERRNO",
@@ -395,9 +397,8 @@ def check_import(name: str, params: tuple[str, ...], results: tuple[str, ...], k
         return f"{where}: not a WASI preview 1 function"
     if kind != "func":
         return f"{where}: expected a function, the module imports a {kind}"
-    if params != spec.params or results != spec.results:
-        want = f"({' '.join(spec.params)}) -> ({' '.join(spec.results)})"
-        got = f"({' '.join(params)}) -> ({' '.join(results)})"
+    if (params, results) != (spec.params, spec.results):
+        got, want = FuncSig(params, results).text(), FuncSig(spec.params, spec.results).text()
         return f"{where}: signature {got} does not match WASI preview 1's {want}"
     return None
 
