@@ -56,6 +56,7 @@ __all__ = [
     "PATH_REASONS",
     "clean_path",
     "escape_name",
+    "has_control",
     "join_path",
     "names_a_directory",
     "stored_name_ok",
@@ -124,6 +125,15 @@ def names_a_directory(path: str) -> bool:
     (True, True, False, False)
     """
     return _DIR_SUFFIX.search(path) is not None
+
+
+def has_control(name: str) -> bool:
+    """True if ``name`` holds a control character (C0, DEL, C1): no path can name it, printing it raw could lie.
+
+    >>> has_control("old\nname"), has_control("plain.txt")
+    (True, False)
+    """
+    return _CONTROL.search(name) is not None
 
 
 def escape_name(name: str) -> str:

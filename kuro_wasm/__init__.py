@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; at run time each name
         StreamClosed,
     )
     from kuro_wasm.host.api import Handle, add_guest, run, run_async, start
+    from kuro_wasm.host.worker.pool import WorkerPool
     from kuro_wasm.ledger.ledger import Ledger
     from kuro_wasm.model import ansi, checkpoint, stream
     from kuro_wasm.model.receipt import receipt, receipt_cid
@@ -56,6 +57,7 @@ _WHERE: dict[str, str] = {
     ),
     **dict.fromkeys(["Handle", "add_guest", "run", "run_async", "start"], "kuro_wasm.host.api"),
     "Ledger": "kuro_wasm.ledger.ledger",
+    "WorkerPool": "kuro_wasm.host.worker.pool",
     "ansi": "kuro_wasm.model.ansi",
     "checkpoint": "kuro_wasm.model.checkpoint",
     "stream": "kuro_wasm.model.stream",
@@ -92,6 +94,7 @@ __all__ = [
     "OperationConflict",
     "Session",
     "StreamClosed",
+    "WorkerPool",
     "add_guest",
     "ansi",
     "checkpoint",

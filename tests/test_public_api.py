@@ -48,6 +48,7 @@ REQUIRED = {
         "run_async",
         "Ledger",
         "OperationConflict",
+        "WorkerPool",
     },
 }
 

@@ -255,12 +255,16 @@ def bench_threads(n: int, spin_count: int, home: Path) -> dict[str, Any]:
     cpu_one = _rate(1, 4, lambda: run(sess, counting, store=store, home=home))
     cpu_two = _rate(2, 4, lambda: run(sess, counting, store=store, home=home))
 
-    # control: the same CPU-bound export through raw wasmtime-py (no kuro), same machine, same moment
-    engine = wasmtime.Engine()
+    # control: the same CPU-bound export through raw wasmtime-py (no kuro), same machine, same moment, with
+    # epoch interruption compiled in as kuro's engines have it (its checks cost the loop time too)
+    cfg = wasmtime.Config()
+    cfg.epoch_interruption = True
+    engine = wasmtime.Engine(cfg)
     module = wasmtime.Module(engine, _wat("spin"))
 
     def raw_count() -> object:
         st = wasmtime.Store(engine)
+        st.set_epoch_deadline(2**62)
         inst = wasmtime.Instance(st, module, [])
         return inst.exports(st)["count"](st, spin_count)  # type: ignore[operator]
 

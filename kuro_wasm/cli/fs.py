@@ -232,11 +232,11 @@ def _stream(ctx: Context, fs: Any, cid: str, handle: Any) -> None:
 
 
 def _ls(args: argparse.Namespace, ctx: Context) -> int:
-    from kuro_wasm.model.summary import printable
+    from kuro_fs.paths import escape_name
 
     fs, _ = _open(ctx, args.name)
     for entry in _check(fs.ls(args.path), f"ls {args.path}"):
-        shown = printable(entry["name"]) + ("/" if entry["kind"] == "dir" else "")
+        shown = escape_name(entry["name"]) + ("/" if entry["kind"] == "dir" else "")
         ctx.say(f"{entry['size']:>12}  {entry['cid']}  {shown}" if args.long else shown)
     return 0
 

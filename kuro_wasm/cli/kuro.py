@@ -179,11 +179,24 @@ def build_parser() -> argparse.ArgumentParser:
     ledger = branch("ledger", "the durable ledger of operations run with --op-id")
     lst = leaf(ledger, "list", "list the operations in the ledger", cli_receipt.ledger_list)
     lst.add_argument("--json", action="store_true", help="one JSON object per line")
+    lst.add_argument("--limit", metavar="N", type=_positive, default=100, help="at most N operations (default 100)")
+    lst.add_argument(
+        "--after",
+        metavar="CURSOR",
+        help="start after this row (the cursor `kuro ledger list` prints when there is more)",
+    )
     parser.epilog = "every command (`kuro COMMAND --help` for its options):\n" + "\n".join(
         f"  {usage:<32} " + "\n".ljust(36).join(textwrap.wrap(text, 78 - 35)) for usage, text in command_list(parser)
     )
     parser.epilog += "\n\nStart with `kuro demo`."
     return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def command_list(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:

@@ -144,7 +144,11 @@ def _isatty(stream: Any) -> bool:
 
 
 def ledger_list(args: argparse.Namespace, ctx: Context) -> int:
-    """``kuro ledger list``: every operation, oldest first."""
+    """``kuro ledger list [--limit N] [--after CURSOR] [--json]``: a page of operations, oldest first.
+
+    When more rows follow, the command to see them is the last line on stderr.
+    """
+    from kuro_wasm.errors import ModelError
     from kuro_wasm.ledger.ledger import Ledger
     from kuro_wasm.model.receipt import to_json
 
@@ -152,7 +156,12 @@ def ledger_list(args: argparse.Namespace, ctx: Context) -> int:
         ctx.note(f"no operations yet ({ledger_path(ctx.home)} does not exist)")
         return 0
     with Ledger(home=ctx.home, store=ctx.store) as ledger:
-        rows = ledger.operations()
+        try:
+            rows = ledger.operations(limit=args.limit + 1, after=args.after)
+        except ModelError as exc:
+            raise UsageError(str(exc)) from None
+    more = len(rows) > args.limit
+    rows = rows[: args.limit]
     for row in rows:
         if args.json:
             ctx.say(to_json(row))
@@ -160,5 +169,7 @@ def ledger_list(args: argparse.Namespace, ctx: Context) -> int:
             fields = [str(row.get(f"kuro/{k}", "-")) for k in ("op-id", "status", "exit-code", "outcome")]
             ctx.say("  ".join(fields))
     if not rows and not args.json:
-        ctx.note("no operations yet")
+        ctx.note("no operations yet" if args.after is None else "no more operations")
+    if more:
+        ctx.note(f"more: kuro ledger list --after {rows[-1]['kuro/cursor']}" + (" --json" if args.json else ""))
     return 0

@@ -49,6 +49,7 @@ from typing import Any
 from kuro_fs.home import ledger_path, refs_dir
 from kuro_wasm.cli.context import RECEIVED, Context, Failed, UsageError, looks_like_cid, output_store, silence
 from kuro_wasm.errors import ModelError
+from kuro_wasm.model.isolation import ISOLATIONS
 from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
 
 __all__ = ["add_run_parser", "argv_tokens", "run", "store_receipt"]
@@ -69,6 +70,7 @@ _VALUE_OPTIONS = (
     "--seed",
     "--fs-read-path",
     "--args-json",
+    "--isolation",
 )
 _FLAG_OPTIONS = ("--json", "--keep-output", "--deterministic", "-h", "--help")
 #: Guest kinds whose entry takes its args as argv strings (a WASI command); others take numbers.
@@ -150,6 +152,12 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--max-memory", metavar="N", type=int, help="linear memory limit in bytes")
     p.add_argument("--fuel", metavar="N", type=int, help="wasmtime fuel budget (off by default)")
+    p.add_argument(
+        "--isolation",
+        choices=sorted(ISOLATIONS),
+        help="wasmtime: in this process; process: in a hardened worker process "
+        "(default: $KURO_ISOLATION, else wasmtime)",
+    )
     p.add_argument("--op-id", metavar="ID", help="run through the ledger under this operation id (replays if done)")
     p.add_argument("--json", action="store_true", help="print the full receipt as JSON on stdout (no live output)")
     p.add_argument(
@@ -483,6 +491,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     }
     if args.deterministic or args.seed:
         options.update(deterministic=args.deterministic, seed=args.seed)
+    if args.isolation is not None:
+        options["isolation"] = args.isolation
     if not args.json:
         options["on_chunk"] = live
     if args.op_id is not None:

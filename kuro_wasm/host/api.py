@@ -30,9 +30,15 @@ the deadline/fuel; a bound on host memory beyond the guest's linear memory;
 confidentiality of anything the grant lets the guest read; or process/OS
 isolation (the guest runs in the host's process).
 
+``isolation="process"`` (or ``$KURO_ISOLATION``, :mod:`kuro_wasm.host.isolation`) runs the same
+Job in a worker process instead (:mod:`kuro_wasm.host.worker`), behind the same :class:`Handle`
+interface (:class:`ProcessHandle`); its receipts say ``kuro/isolation: "process"``, whose meaning
+table is in ``docs/abi.md``.
+
 ## Effects
 Threads: one worker per :func:`start`/:func:`run_async`; :func:`run` executes
-on the caller's thread (no thread hop on the warm path).
+on the caller's thread (no thread hop on the warm path). A process run uses no
+thread of its own: the worker pool's threads carry it.
 
 ## Not done here
 Unread stdin is not counted anywhere.
@@ -49,8 +55,11 @@ from typing import Any
 from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import HostError, ModelError
 from kuro_wasm.host.fsgate import open_fs
+from kuro_wasm.host.isolation import resolve_isolation
 from kuro_wasm.host.job import ISOLATION, Job, OnChunk, OnExit
 from kuro_wasm.host.loader import add_guest
+from kuro_wasm.host.worker.pool import WorkerPool, default_pool
+from kuro_wasm.host.worker.run import RemoteRun
 from kuro_wasm.model import checkpoint as _checkpoint
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import (
@@ -66,7 +75,7 @@ from kuro_wasm.model.limits import (
 from kuro_wasm.model.operation import run_seed
 from kuro_wasm.model.sessions import Session, denial
 
-__all__ = ["ISOLATION", "Handle", "add_guest", "run", "run_async", "start"]
+__all__ = ["ISOLATION", "Handle", "ProcessHandle", "add_guest", "run", "run_async", "start"]
 
 
 def _check_options(home: object, on_chunk: object, on_exit: object) -> None:
@@ -188,8 +197,9 @@ def _job(
     home: Any,
     *,
     stdin_closed: bool,
+    isolation: object = None,
     seed: int | None = None,
-) -> Job | dict[str, Any]:
+) -> Job | RemoteRun | dict[str, Any]:
     refused = denial(session, command)
     if refused is not None:
         return refused
@@ -203,6 +213,21 @@ def _job(
         problem = open_fs(store, fs, session.fs_root_cid)
         if isinstance(problem, str):
             raise ModelError(problem, reason="invalid-fs-root")
+    if resolve_isolation(isolation) == "process":
+        pool = isolation if isinstance(isolation, WorkerPool) else default_pool()
+        return pool.prepare(
+            session,
+            command,
+            store,
+            fs,
+            limits=limits,
+            home=home,
+            stdin=None if stdin is None else bytes(stdin),
+            stdin_closed=stdin_closed,
+            on_chunk=on_chunk,
+            on_exit=on_exit,
+            seed=seed,
+        )
     return Job(
         session,
         command,
@@ -232,6 +257,7 @@ def start(
     max_memory_bytes: int | None = None,
     fuel: int | None = None,
     home: Any = None,
+    isolation: Any = None,
     max_table_elements: int = DEFAULT_MAX_TABLE_ELEMENTS,
     max_instances: int = DEFAULT_MAX_INSTANCES,
     max_tables: int = DEFAULT_MAX_TABLES,
@@ -249,6 +275,9 @@ def start(
     worker thread as each kept chunk is written; ``on_exit(receipt)`` once at
     the end. ``home`` selects the compiled-module cache directory
     (:func:`kuro_fs.home.resolve_home`; ``False`` keeps it in memory only).
+    ``isolation`` picks the backend: ``"wasmtime"`` (in this process), ``"process"`` (a worker
+    process of the default pool) or a :class:`~kuro_wasm.host.worker.pool.WorkerPool`; default
+    ``$KURO_ISOLATION``, else ``"wasmtime"``.
 
     Raises ModelError: a limit that is not an int from its minimum to 2**64-1 (``invalid-limit``),
     stdin that is not bytes, a ``home`` that is not a path (or None/False) or ``on_chunk``/``on_exit``
@@ -283,10 +312,11 @@ def start(
         home,
         stdin_closed=False,
         seed=run_seed(deterministic, seed),
+        isolation=isolation,
     )
     if isinstance(job, dict):
         return job
-    handle = Handle(job)
+    handle = ProcessHandle(job, _pool_of(job, isolation)) if isinstance(job, RemoteRun) else Handle(job)
     handle._start()
     return handle
 
@@ -304,6 +334,7 @@ def run(
     max_memory_bytes: int | None = None,
     fuel: int | None = None,
     home: Any = None,
+    isolation: Any = None,
     max_table_elements: int = DEFAULT_MAX_TABLE_ELEMENTS,
     max_instances: int = DEFAULT_MAX_INSTANCES,
     max_tables: int = DEFAULT_MAX_TABLES,
@@ -340,9 +371,12 @@ def run(
         home,
         stdin_closed=True,
         seed=run_seed(deterministic, seed),
+        isolation=isolation,
     )
     if isinstance(job, dict):
         return job
+    if isinstance(job, RemoteRun):
+        return ProcessHandle(job, _pool_of(job, isolation)).run_to_end()
     if not _claim_ctrl_c(job):
         return job.execute()
     try:
@@ -405,6 +439,7 @@ async def run_async(
     max_memory_bytes: int | None = None,
     fuel: int | None = None,
     home: Any = None,
+    isolation: Any = None,
     max_table_elements: int = DEFAULT_MAX_TABLE_ELEMENTS,
     max_instances: int = DEFAULT_MAX_INSTANCES,
     max_tables: int = DEFAULT_MAX_TABLES,
@@ -443,10 +478,11 @@ async def run_async(
         home,
         stdin_closed=True,
         seed=run_seed(deterministic, seed),
+        isolation=isolation,
     )
     if isinstance(job, dict):
         return job
-    handle = Handle(job)
+    handle = ProcessHandle(job, _pool_of(job, isolation)) if isinstance(job, RemoteRun) else Handle(job)
 
     def settle() -> None:
         if future.done():
@@ -469,3 +505,83 @@ async def run_async(
     except asyncio.CancelledError:
         handle.kill()
         raise
+
+
+# ---- isolation="process": the same Handle, its guest in a worker process (kuro_wasm.host.worker)
+
+
+def _pool_of(run: RemoteRun, isolation: Any) -> WorkerPool:
+    return isolation if isinstance(isolation, WorkerPool) else default_pool()
+
+
+class ProcessHandle(Handle):
+    """A :class:`Handle` whose guest runs in a worker process (``isolation="process"``): same methods, same meanings.
+
+    No thread of this process runs the guest; the pool's reader thread for its worker calls ``on_chunk``.
+    ``worker_pid`` is the pid of the worker running the guest (None while it waits for one).
+    """
+
+    def __init__(self, run: RemoteRun, pool: WorkerPool) -> None:  # not Handle.__init__: no thread here
+        self._run = run
+        self._pool = pool
+
+    def _start(self) -> None:
+        self._pool.submit(self._run)
+
+    @property
+    def stream(self) -> _stream.Stream:
+        return self._run.stream
+
+    @property
+    def done(self) -> bool:
+        return self._run.done.is_set()
+
+    @property
+    def receipt(self) -> dict[str, Any] | None:
+        return self._run.receipt
+
+    @property
+    def worker_pid(self) -> int | None:
+        conn = self._run.conn
+        return None if conn is None else conn.pid
+
+    def write(self, data: bytes) -> None:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"stdin data must be bytes, got {type(data).__name__}")
+        self._pool.stdin(self._run, bytes(data))
+
+    def close_stdin(self) -> None:
+        self._pool.close_stdin(self._run)
+
+    def kill(self) -> None:
+        self._pool.kill(self._run)
+
+    def checkpoint(self, max_chunk_bytes: int | None = None) -> dict[str, Any]:
+        """As :meth:`Handle.checkpoint`: the stream as the host has received it, or the denial."""
+        return _checkpoint.to_data(
+            self._run.stream, self._run.session, self._run.command, max_chunk_bytes=max_chunk_bytes
+        )
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        if not self._run.done.wait(timeout):
+            raise TimeoutError(f"the guest is still running after {timeout} s")
+        if self._run.failure is not None:
+            raise self._run.failure
+        assert self._run.receipt is not None
+        return self._run.receipt
+
+    def close(self) -> None:
+        if not self._run.done.is_set():
+            self.kill()
+            self._run.done.wait()
+
+    def run_to_end(self) -> dict[str, Any]:
+        """Submit, then wait; Ctrl-C on the main thread kills the guest and returns its ``cancelled`` receipt."""
+        self._start()
+        try:
+            return self.wait()
+        except KeyboardInterrupt:
+            if threading.current_thread() is not threading.main_thread():
+                raise
+            self.kill()
+            return self.wait()

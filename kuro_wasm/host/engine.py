@@ -12,6 +12,13 @@ check serves ``kill()``. Fuel needs ``consume_fuel`` in the engine config, so
 there are two engines (fuel off / on), each with its own :func:`engine_key`,
 and the compiled-module cache is keyed by it.
 
+A process may narrow how wasmtime reserves linear memory (:func:`set_memory_profile`,
+before its first engine): a worker process does, so that ``RLIMIT_AS`` can bound
+it (wasmtime's default reserves 4 GiB + a 2 GiB guard per memory, which any
+useful address-space limit refuses). The profile changes compiled code (explicit
+bounds checks), so it is part of :func:`engine_key` and the cache keeps such
+artifacts apart.
+
 ## Effects
 Creates wasmtime engines (one per config, for the process), runs one daemon
 ticker thread that exits after a second with no live run, and calls wasmtime's
@@ -44,17 +51,21 @@ __all__ = [
     "CallOutcome",
     "TrapInfo",
     "EngineConfig",
+    "MemoryProfile",
     "Interruptible",
     "call_export",
     "engine_for",
     "engine_identity",
     "engine_key",
+    "engines_exist",
     "install_interrupt",
     "remove_interrupt",
     "instantiate",
     "live_run",
     "lookup_func",
     "lookup_memory",
+    "memory_profile",
+    "set_memory_profile",
     "wasmtime_version",
 ]
 
@@ -91,20 +102,55 @@ class EngineConfig:
     fuel: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryProfile:
+    """How every engine of this process reserves a linear memory (bytes): the virtual reservation, the
+    guard after it, and the extra room reserved when a memory that outgrew its reservation moves."""
+
+    reservation: int
+    guard: int
+    growth: int
+
+
+_PROFILE: list[MemoryProfile | None] = [None]
+
+
+def memory_profile() -> MemoryProfile | None:
+    """The memory profile set for this process, or None (wasmtime's defaults)."""
+    return _PROFILE[0]
+
+
+def set_memory_profile(profile: MemoryProfile | None) -> None:
+    """Fix how this process's engines reserve linear memory; only before the first engine exists.
+
+    Raises RuntimeError: an engine exists already (its compiled code assumes the old profile).
+    """
+    with _ENGINES_LOCK:
+        if _ENGINES and profile != _PROFILE[0]:
+            raise RuntimeError("the memory profile is fixed once an engine exists")
+        _PROFILE[0] = profile
+    engine_key.cache_clear()
+    engine_identity.cache_clear()
+
+
 @functools.cache
 def engine_key(config: EngineConfig) -> str:
-    """A stable string naming ``config`` and the wasmtime version: part of every cache key.
+    """A stable string naming ``config``, the memory profile and the wasmtime version: part of every cache key.
 
     >>> engine_key(EngineConfig(fuel=True)).endswith("epoch+fuel")
     True
     """
-    return f"wasmtime-{wasmtime_version()};epoch{'+fuel' if config.fuel else ''}"
+    profile = _PROFILE[0]
+    memory = "" if profile is None else f";memory={profile.reservation}/{profile.guard}/{profile.growth}"
+    return f"wasmtime-{wasmtime_version()};epoch{'+fuel' if config.fuel else ''}{memory}"
 
 
 @functools.cache
 def engine_identity(config: EngineConfig) -> str:
     """The ``kuro/engine`` value of a receipt, e.g. ``"wasmtime 50.0.1 (epoch-interruption)"``."""
     extras = "epoch-interruption, fuel" if config.fuel else "epoch-interruption"
+    if _PROFILE[0] is not None:
+        extras += ", bounded memory reservation"
     return f"wasmtime {wasmtime_version()} ({extras})"
 
 
@@ -120,9 +166,20 @@ def engine_for(config: EngineConfig) -> wasmtime.Engine:
             cfg = wasmtime.Config()
             cfg.epoch_interruption = True
             cfg.consume_fuel = config.fuel
+            profile = _PROFILE[0]
+            if profile is not None:
+                cfg.memory_reservation = profile.reservation
+                cfg.memory_guard_size = profile.guard
+                cfg.memory_reservation_for_growth = profile.growth
             engine = wasmtime.Engine(cfg)
             _ENGINES[config] = engine
         return engine
+
+
+def engines_exist() -> bool:
+    """Whether this process has created an engine yet (a process that will fork must not have)."""
+    with _ENGINES_LOCK:
+        return bool(_ENGINES)
 
 
 # ---- ticker

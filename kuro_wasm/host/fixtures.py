@@ -204,11 +204,18 @@ def files_of(fs: Fs) -> dict[str, bytes]:
 
 
 def run_case(
-    case: Case, case_dir: Path, *, home: Any = False, ready: Setup | None = None, resolve: GuestResolver | None = None
+    case: Case,
+    case_dir: Path,
+    *,
+    home: Any = False,
+    ready: Setup | None = None,
+    resolve: GuestResolver | None = None,
+    isolation: Any = None,
 ) -> CaseResult:
     """Run ``case`` on this host and judge its receipt. ``home`` selects the compiled-module cache (False: memory).
 
     ``ready`` is the case's :func:`setup` when the caller made it (to run the same blocks elsewhere too).
+    ``isolation`` chooses the backend (:func:`kuro_wasm.host.api.run`'s option; None: its default).
     """
     path = str(case_dir / f"{case.name}.toml")
     if ENGINE in case.unsupported:
@@ -221,7 +228,13 @@ def run_case(
     try:
         limits = Limits.from_options(case.limits).as_options()
         receipt = run(
-            ready.session, ready.command, store=ready.store, stdin=case.stdin, home=home, **cast(dict[str, Any], limits)
+            ready.session,
+            ready.command,
+            store=ready.store,
+            stdin=case.stdin,
+            home=home,
+            isolation=isolation,
+            **cast(dict[str, Any], limits),
         )
     except KuroError as exc:  # e.g. a limit past 2**64-1: the case cannot describe a run
         return CaseResult(case.name, path, "invalid", (f"fixture {case.name!r}: {exc}",))

@@ -69,9 +69,11 @@ INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('schema-version', '1');
 #: The crash sweep reads only ``started`` rows; without the index it would scan the whole ledger.
 _ADDITIONS: Final = (
     "CREATE INDEX IF NOT EXISTS operations_started ON operations (op_id) WHERE status = 'started'",
+    # pages of `kuro ledger list` (keyset order: started_at, op_id), so a page costs its rows, not the table
+    "CREATE INDEX IF NOT EXISTS operations_order ON operations (started_at, op_id)",
     "CREATE TABLE IF NOT EXISTS cancel_requests (op_id TEXT PRIMARY KEY, requested_at INTEGER NOT NULL)",
 )
-_ADDED_NAMES: Final = ("operations_started", "cancel_requests")
+_ADDED_NAMES: Final = ("operations_started", "cancel_requests", "operations_order")
 _COLUMNS: Final = (
     "op_id, digest, status, owner_pid, owner_token, started_at, finished_at, reason, receipt, receipt_sha256"
 )
@@ -263,13 +265,23 @@ class LedgerDB:
             return "not-recorded"
         return "requested"
 
-    def operations(self) -> list[dict[str, Any]]:
-        """Every row as ``kuro/…`` keys (op id, status, digest, times, exit code, outcome, reason), oldest first."""
+    def operations(self, *, limit: int | None = None, after: tuple[int, str] | None = None) -> list[dict[str, Any]]:
+        """Rows as ``kuro/…`` keys (op id, status, digest, times, exit code, outcome, reason), oldest first.
+
+        ``after``: only rows after this ``(started_at, op_id)`` position; ``limit``: at most that many
+        (a keyset page over the ``operations_order`` index: the cost is the page, not the table).
+        """
+        sql = "SELECT op_id, status, digest, started_at, finished_at, exit_code, outcome, reason FROM operations"
+        params: list[Any] = []
+        if after is not None:
+            sql += " WHERE (started_at, op_id) > (?, ?)"
+            params += [after[0], after[1]]
+        sql += " ORDER BY started_at, op_id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
         with self._pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT op_id, status, digest, started_at, finished_at, exit_code, outcome, reason "
-                "FROM operations ORDER BY started_at, op_id"
-            ).fetchall()
+            rows = conn.execute(sql, params).fetchall()
         keys = ("op-id", "status", "argument-digest", "started-at", "finished-at", "exit-code", "outcome", "reason")
         return [{f"kuro/{k}": v for k, v in zip(keys, r, strict=True) if v is not None} for r in rows]
 

@@ -99,7 +99,7 @@ from kuro_wasm.ledger.record import stored_form
 from kuro_wasm.model.operation import argument_digest, run_limits, stdin_text
 from kuro_wasm.model.sessions import Session
 
-__all__ = ["CANCEL_POLL_S", "Ledger", "RunHandle", "Starter"]
+__all__ = ["CANCEL_POLL_S", "Ledger", "RunHandle", "Starter", "page_cursor"]
 
 #: How often (seconds) a running ledgered run looks for a cancel request from another process.
 CANCEL_POLL_S: Final = 0.25
@@ -124,6 +124,23 @@ def _now_ms() -> int:
 def _secret_env_values() -> list[str]:
     """Values of this process's secret-named environment variables (long enough to conceal)."""
     return [v for k, v in os.environ.items() if _SECRET_ENV_NAME.search(k) and len(v) >= _SECRET_ENV_MIN]
+
+
+def page_cursor(row: Mapping[str, Any]) -> str:
+    """The position just after ``row`` (a row of :meth:`Ledger.operations`), for the next page's ``after``.
+
+    >>> page_cursor({"kuro/started-at": 17, "kuro/op-id": "op/1"})
+    '17:op/1'
+    """
+    return f"{row['kuro/started-at']}:{row['kuro/op-id']}"
+
+
+def _from_cursor(cursor: object) -> tuple[int, str]:
+    if isinstance(cursor, str):
+        at, sep, op_id = cursor.partition(":")
+        if sep and at.isdigit() and op_id:
+            return int(at), op_id
+    raise ModelError(f"not a ledger page cursor: {cursor!r} (it is kuro/cursor of a listed row)", reason="invalid-page")
 
 
 def _live_value(op_id: str, live: Live) -> dict[str, Any]:
@@ -473,14 +490,23 @@ class Ledger:
             value["kuro/cancel"] = self._db.request_cancel(op_id, self._now())
         return value
 
-    def operations(self) -> list[dict[str, Any]]:
-        """Every recorded operation, oldest first: op id, status, digest, times, exit code, outcome.
+    def operations(self, *, limit: int | None = None, after: str | None = None) -> list[dict[str, Any]]:
+        """Recorded operations, oldest first: op id, status, digest, times, exit code, outcome.
 
         Sweeps first (:meth:`recover`), so a run whose owner is gone is listed ``unknown``, not ``started``.
+        ``limit`` and ``after`` page through a large ledger: ``after`` is the ``kuro/cursor`` of the last
+        row of the previous page (:func:`page_cursor`); a page costs its own rows, not the whole table.
+
+        Raises ModelError: ``limit`` is not an int >= 1, or ``after`` is not a cursor this ledger made.
         """
         self._check_open()
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ModelError(f"limit must be an int >= 1, got {limit!r}", reason="invalid-page")
         self.recover()
-        return self._db.operations()
+        rows = self._db.operations(limit=limit, after=None if after is None else _from_cursor(after))
+        for row in rows:
+            row["kuro/cursor"] = page_cursor(row)
+        return rows
 
     def close(self) -> None:
         """Stop accepting calls (idempotent). Runs already in progress still save their receipts."""

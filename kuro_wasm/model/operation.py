@@ -5,8 +5,9 @@ Two requests are "the same operation" exactly when their **argument digest**
 is equal: the dag-cbor CID of the session's mode and sorted grant, the command,
 the raw CID of stdin (never its bytes), the limits with defaults filled in (so
 omitting a limit equals passing its default) and the fs root the guest will
-see. The session id, cwd, callbacks and the module-cache ``home`` are left
-out: they do not change what runs.
+see. The session id, cwd, callbacks, the module-cache ``home`` and the
+``isolation`` backend are left out: they do not change what runs (the receipt
+says which isolation ran it, and a replay returns that receipt as it was).
 
 ## Pure
 Values in, values out.
@@ -33,7 +34,9 @@ __all__ = ["DEFAULT_LIMITS", "RUN_OPTIONS", "argument_digest", "plain", "run_lim
 #: The limits a run gets when the caller does not say (the host's defaults).
 DEFAULT_LIMITS: Final[Mapping[str, int | None]] = Limits().as_options()
 #: Every keyword :meth:`Ledger.run` accepts besides the limits (passed on to the starter).
-RUN_OPTIONS: Final = frozenset({"fs", "stdin", "home", "on_chunk", "on_exit", "deterministic", "seed", *DEFAULT_LIMITS})
+RUN_OPTIONS: Final = frozenset(
+    {"fs", "stdin", "home", "isolation", "on_chunk", "on_exit", "deterministic", "seed", *DEFAULT_LIMITS}
+)
 
 # ---- argument digest
 
@@ -129,7 +132,7 @@ def argument_digest(session: Session, command: object, **run_options: Any) -> st
     (never its bytes), the limits (defaults filled in, so omitting a limit equals
     passing its default), the fs root (``fs`` if given, else the session's) and, for a
     ``deterministic=True`` run, its seed.
-    Not covered: the session id, cwd, callbacks and ``home``.
+    Not covered: the session id, cwd, callbacks, ``home`` and ``isolation``.
 
     Raises ModelError: for a non-Session, an unknown option, a bad limit
     (``invalid-limit``), an fs root that is not a CID, or a value that cannot be digested.

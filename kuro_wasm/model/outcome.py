@@ -85,8 +85,14 @@ def trap_kind(code_name: str | None) -> str:
 def cause(text: str) -> str:
     """The line of a wasmtime error that says what happened: the last after "Caused by:", else the first.
 
+    Several causes are numbered (``0: memory fault at …``, ``1: wasm trap: …``); the number is not
+    part of what happened, and whether a fault is listed depends on how the engine bounds memory (a
+    worker process's engine checks bounds explicitly), so it is dropped.
+
     >>> cause("error while executing at wasm backtrace:\\n    0: f\\n\\nCaused by:\\n    wasm trap: unreachable\\n")
     'wasm trap: unreachable'
+    >>> cause("Caused by:\\n    0: memory fault at 0x7f00\\n    1: wasm trap: out of bounds memory access")
+    'wasm trap: out of bounds memory access'
     >>> cause("")
     ''
     """
@@ -94,7 +100,9 @@ def cause(text: str) -> str:
     if "Caused by:" in lines:
         after = lines[lines.index("Caused by:") + 1 :]
         if after:
-            return after[-1]
+            last = after[-1]
+            number, colon, rest = last.partition(": ")
+            return rest if colon and number.isdigit() and rest else last
     return lines[0] if lines else ""
 
 

@@ -117,6 +117,7 @@ KEYS: Final[Mapping[str, Key]] = {
     "result": Key("data", True, "a component export's typed result as plain data (absent for run's exit code)"),
     "nondeterminism": Key("data", True, "what the guest read from outside its inputs: clock readings, random bytes"),
     "deterministic": Key("data", True, "the run's clocks were fixed and its random bytes seeded: the seed"),
+    "worker": Key("data", True, 'the worker process of an isolation "process" run: pid, hardening, how it died'),
 }
 #: The keys a host result may supply.
 HOST_KEYS: Final = frozenset(k for k, spec in KEYS.items() if spec.host)
@@ -129,7 +130,9 @@ _ALL_HOST_KEYS: Final = frozenset(_PREFIXED)
 #: outcome → exit code. ``exit`` is any nonzero guest exit code (``None`` here);
 #: ``abandoned`` defaults to 129 but its host may state the real code. ``host-error`` (70, as
 #: ``EX_SOFTWARE``) is the host's failure, never the guest's: a bug in a host import, the host out
-#: of memory while instantiating, a receipt-path exception.
+#: of memory while instantiating, a receipt-path exception. ``worker-died`` (the worker process
+#: running the guest ended mid-run) is 128 + the signal that ended it, 137 (SIGKILL) when the host
+#: states nothing else.
 OUTCOMES: Final[Mapping[str, int | None]] = {
     "ok": 0,
     "exit": None,
@@ -142,8 +145,9 @@ OUTCOMES: Final[Mapping[str, int | None]] = {
     "load-error": 126,
     "guest-not-found": 127,
     "host-error": 70,
+    "worker-died": 137,
 }
-_OVERRIDABLE: Final = frozenset({"abandoned"})
+_OVERRIDABLE: Final = frozenset({"abandoned", "worker-died"})
 
 
 def exit_code_for(outcome: str) -> int:

@@ -165,6 +165,7 @@ DENIAL_KEYS: Final = (
 GUEST_REQUIRES: Final = frozenset({"guest/invoke"})
 I64_MIN: Final = -(2**63)
 I64_MAX: Final = 2**63 - 1
+_ARG_INT_END: Final = 2**64  # args are ints in i64_min..u64_max
 _GUEST_KEYS: Final = frozenset({"kuro/type", "kuro/guest", "kuro/export", "kuro/args"})
 #: Optional guest-spec keys: name → meaning.
 GUEST_OPTIONAL_KEYS: Final[Mapping[str, str]] = {
@@ -481,6 +482,22 @@ def guest(
 
 def is_guest_spec(command: object) -> bool:
     """True only for a mapping that equals :func:`guest` of its own fields (closed shape)."""
+    if type(command) is dict and command.keys() == _GUEST_KEYS and command["kuro/type"] == "kuro/guest":
+        # The common spec — a dict of exactly the four keys, int args — decided without rebuilding it
+        # (every run asks; rebuilding cost a tenth of a warm invocation). Property-tested equal to the rule below.
+        cid, export, args = command["kuro/guest"], command["kuro/export"], command["kuro/args"]
+        if (
+            type(cid) is str
+            and type(export) is str
+            and export
+            and type(args) is list
+            and all(type(a) is int and I64_MIN <= a < _ARG_INT_END for a in args)
+        ):
+            try:
+                _parse_cid(cid)
+            except InvalidCID:
+                return False
+            return True
     if (
         not isinstance(command, Mapping)
         or not _GUEST_KEYS <= set(command) <= _GUEST_KEYS | set(GUEST_OPTIONAL_KEYS)

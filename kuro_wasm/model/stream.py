@@ -55,6 +55,7 @@ __all__ = [
     "Writer",
     "append",
     "chunks",
+    "drop",
     "finish",
     "finish_trusted",
     "kept_bytes",
@@ -204,6 +205,47 @@ def append(s: Stream, stream: str, data: bytes | bytearray | memoryview) -> tupl
     out, err = (s.stdout_bytes + n, s.stderr_bytes) if stream == "stdout" else (s.stdout_bytes, s.stderr_bytes + n)
     rev = (stream, data, chunk.seq, s._rev)
     return _next(s, out, err, s.dropped_bytes, s.truncated, s.kept_chunks + 1, None, rev), chunk
+
+
+def drop(s: Stream, writes: int, nbytes: int, capped_by: str) -> Stream:
+    """The stream after ``writes`` writes of ``nbytes`` in all that a bound (``capped_by``) dropped elsewhere.
+
+    A worker process runs the guest under the same cap and sends only the chunks
+    it kept (:mod:`kuro_wasm.host.worker`); the writes it dropped arrive as counts,
+    never as bytes, so the host need not hold what nobody keeps. The result is the
+    state :func:`append` would have reached: truncated (sticky), ``dropped_bytes``
+    and ``seq`` advanced, nothing kept.
+
+    >>> t = drop(new(4), 1, 10, "bytes")
+    >>> (t.truncated, t.dropped_bytes, t.seq, total_bytes(t), t.capped_by)
+    (True, 10, 1, 0, 'bytes')
+
+    Raises ModelError: ``writes`` not an int ≥ 1, ``nbytes`` not an int ≥ 0, ``capped_by`` not
+    ``"bytes"``/``"chunks"``. Raises StreamClosed: if ``s`` is not running.
+    """
+    for name, value, least in (("writes", writes, 1), ("nbytes", nbytes, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ModelError(f"{name} must be an int >= {least}, got {value!r}", reason="invalid-chunk")
+    if capped_by not in ("bytes", "chunks"):
+        raise ModelError(f"capped_by must be bytes or chunks, got {capped_by!r}", reason="invalid-chunk")
+    if s.state != "running":
+        raise StreamClosed(f"cannot drop from a finished stream (state {s.state})", state=s.state)
+    return Stream(
+        s.max_output_bytes,
+        s.state,
+        s.seq + writes,
+        s.stdout_bytes,
+        s.stderr_bytes,
+        s.dropped_bytes + nbytes,
+        True,
+        s.restored_from,
+        s.session,
+        s.command,
+        s.max_chunks,
+        s.kept_chunks,
+        s.capped_by if s.capped_by is not None else capped_by,
+        s._rev,
+    )
 
 
 def _bound_hit(max_bytes: int, kept: int, n: int, max_chunks: int, chunks_kept: int) -> str | None:

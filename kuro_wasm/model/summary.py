@@ -22,38 +22,11 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-__all__ = ["DENIAL_EXIT", "coloured", "denial_text", "is_denial", "printable", "receipt_text", "sgr", "size"]
+__all__ = ["DENIAL_EXIT", "coloured", "denial_text", "is_denial", "receipt_text", "sgr", "size"]
 
 #: The exit status of ``kuro run`` when the run was denied before anything loaded
 #: (``EX_NOPERM`` from sysexits.h): distinct from every guest outcome code.
 DENIAL_EXIT: Final = 77
-
-
-def printable(name: str) -> str:
-    r"""``name`` safe to print on a terminal line: control characters (C0, DEL, C1) and ``\`` escaped.
-
-    A stored name may hold a newline (a phantom line in a listing) or an escape sequence (a
-    window title, a cleared screen); printed raw, a name could lie. The escape is unambiguous:
-    a backslash in the name is doubled.
-
-    >>> printable("evil\nfake/"), printable("a\x1b]0;title\x07"), printable("back\\slash")
-    ('evil\\nfake/', 'a\\x1b]0;title\\x07', 'back\\\\slash')
-    """
-    if name.isprintable() and "\\" not in name:
-        return name
-    out = []
-    for ch in name:
-        code = ord(ch)
-        if ch in _NAMED_ESCAPES:
-            out.append(_NAMED_ESCAPES[ch])
-        elif code < 0x20 or 0x7F <= code <= 0x9F:
-            out.append(f"\\x{code:02x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-_NAMED_ESCAPES: Final[Mapping[str, str]] = {"\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
 _HINTS: Final[Mapping[str, str]] = {

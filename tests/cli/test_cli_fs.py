@@ -260,5 +260,5 @@ def test_ls_escapes_names_that_would_lie_on_a_terminal(kuro: Kuro, home: Path) -
     Refs(home / "refs").set("odd", root, "a hand-made tree")
     listed = kuro("fs", "ls", "-n", "odd")
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.splitlines() == ["evil\\nfake", "plain.txt", "title\\x1b]0;pwned\\x07"]
+    assert listed.stdout.splitlines() == ["evil\\x0afake", "plain.txt", "title\\x1b]0;pwned\\x07"]
     assert "\x1b" not in listed.stdout

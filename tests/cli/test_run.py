@@ -176,6 +176,21 @@ def test_the_ledger_list_of_a_fresh_home_is_empty_and_successful(kuro: Kuro) -> 
     assert result.returncode == 0 and result.stdout == ""
 
 
+def test_ledger_list_shows_a_page_and_says_how_to_see_the_next(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    for i in range(3):
+        assert kuro("run", cid, "run", "--op-id", f"op-{i}").returncode == 0
+    first = kuro("ledger", "list", "--limit", "2")
+    assert [line.split()[0] for line in first.stdout.splitlines()] == ["op-0", "op-1"]
+    more = first.stderr.strip().splitlines()[-1]
+    assert more.startswith("more: kuro ledger list --after ")
+    rest = kuro("ledger", "list", "--limit", "2", "--after", more.split("--after ", 1)[1])
+    assert [line.split()[0] for line in rest.stdout.splitlines()] == ["op-2"] and "more:" not in rest.stderr
+    bad = kuro("ledger", "list", "--after", "not-a-cursor")
+    assert bad.returncode == 2 and bad.stderr.startswith("kuro: error:")
+    assert kuro("ledger", "list", "--limit", "0").returncode == 2
+
+
 def test_output_is_streamed_while_the_guest_still_runs(home: Path, tmp_path: Path) -> None:
     flood_cid = _add_in(home, GUESTS / "flood.wat")
     with subprocess.Popen(
@@ -339,3 +354,19 @@ def test_args_json_that_is_not_a_json_list_is_bad_input(kuro: Kuro) -> None:
         assert result.returncode == 2 and result.stderr.startswith("kuro: error:"), (bad, result.stderr)
     both = kuro("run", cid, "add", "1", "--args-json", "[1]")
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_isolation_process_runs_the_guest_in_a_worker_and_the_summary_says_so(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid, "run", "--isolation", "process")
+    assert (result.returncode, result.stdout) == (0, "hello, kuro\n")
+    assert "isolation process" in result.stderr
+    receipt = from_json(kuro("run", cid, "add", "40", "2", "--isolation", "process", "--json").stdout)
+    assert (receipt["kuro/isolation"], receipt["kuro/exit-code"]) == ("process", 42)
+    assert "seccomp" in receipt["kuro/worker"]["hardening"]
+
+
+def test_an_unknown_isolation_is_bad_input(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    result = kuro("run", cid, "run", "--isolation", "vm")
+    assert result.returncode == 2 and "invalid choice" in result.stderr

@@ -413,3 +413,17 @@ def test_bytes_copied_before_a_missing_leaf_are_still_a_read(tmp_path: Path, mis
     )
     assert receipt["kuro/exit-code"] == 7  # -7 IO, negated by the guest
     assert receipt["kuro/reads"] == ([root] if reached else [])
+
+
+def test_fs_ls_leaves_out_an_old_name_with_a_newline_instead_of_forging_a_line(tmp_path: Path) -> None:
+    # kuro.fs refuses control characters in new names; a tree made before (or by hand) may hold one.
+    from kuro_fs.fs import Fs
+    from kuro_fs.fsdir import Entry, encode_dir
+
+    store = MemoryBlockStore()
+    leaf = store.put(b"x")
+    root = store.put(encode_dir({"evil\nfake": Entry(leaf, 1), "plain.txt": Entry(leaf, 1)}), "dag-cbor")
+    fs = Fs(store, root)
+    receipt = run(make_session(fs), guest(add_guest(store, wat("fs-ls")), "run"), store=store, fs=fs, home=tmp_path)
+    assert receipt["kuro/exit-code"] == 0, receipt
+    assert receipt["kuro/stdout"] == b"plain.txt\n"

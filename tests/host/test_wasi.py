@@ -196,3 +196,14 @@ def test_a_ledgered_deterministic_run_replays_and_another_seed_is_another_operat
         assert first["kuro/deterministic"] == {"seed": 9} and again["kuro/replayed"] is True
         with pytest.raises(OperationConflict):
             ledger.run("op-seeded", sess, spec, deterministic=True, seed=10)
+
+
+def test_a_deterministic_run_in_a_worker_process_gives_the_in_process_receipt(store: MemoryBlockStore) -> None:
+    spec = guest(c_guest(store, "clockrand"), "_start", ["-v"])
+    facts = TIMING_KEYS | {"kuro/isolation", "kuro/worker", "kuro/engine"}
+    receipts = [
+        {k: v for k, v in run(_session(store), spec, store=store, home=False, deterministic=True, seed=5,
+                              isolation=isolation).items() if k not in facts}
+        for isolation in ("wasmtime", "process")
+    ]  # fmt: skip
+    assert receipts[0] == receipts[1] and receipts[0]["kuro/deterministic"] == {"seed": 5}

@@ -772,3 +772,25 @@ def test_callbacks_and_home_pass_through_to_the_starter_but_do_not_change_the_di
     assert starter.options[0]["home"] is False
     assert ledger.run("op", make_session(), command())["kuro/replayed"] is True
     assert starter.total == 1
+
+
+def test_operations_page_through_the_ledger_with_a_cursor(ledger: Ledger, starter: FakeStarter) -> None:
+    for i in range(7):
+        ledger.run(f"op-{i}", make_session(), command())
+    everything = ledger.operations()
+    pages, after = [], None
+    while True:
+        page = ledger.operations(limit=3, after=after)
+        if not page:
+            break
+        pages.append([row["kuro/op-id"] for row in page])
+        after = page[-1]["kuro/cursor"]
+    assert [len(p) for p in pages] == [3, 3, 1]
+    assert [op for p in pages for op in p] == [row["kuro/op-id"] for row in everything]
+
+
+@pytest.mark.parametrize("bad", [{"limit": 0}, {"limit": True}, {"after": "nonsense"}, {"after": "x:y"}, {"after": 7}])
+def test_a_bad_page_is_refused(ledger: Ledger, bad: dict[str, Any]) -> None:
+    with pytest.raises(ModelError) as info:
+        ledger.operations(**bad)
+    assert info.value.reason == "invalid-page"

@@ -442,3 +442,40 @@ def test_every_denial_has_one_fixed_shape(grant: frozenset[str], mode: str, data
 def test_denial_needs_a_session(spec: dict[str, Any]) -> None:
     with pytest.raises(ModelError):
         denial({"kuro/session-id": "s1"}, spec)  # type: ignore[arg-type]
+
+
+def _rebuilds_exactly(command: Any) -> bool:
+    """The rule is_guest_spec implements, written out: the spec equals guest() of its own fields, types and all."""
+    from kuro_wasm.model.sessions import _GUEST_KEYS, GUEST_OPTIONAL_KEYS, _same_types
+
+    if not isinstance(command, dict) or not _GUEST_KEYS <= set(command) <= _GUEST_KEYS | set(GUEST_OPTIONAL_KEYS):
+        return False
+    if command["kuro/type"] != "kuro/guest":
+        return False
+    try:
+        rebuilt = guest(
+            command["kuro/guest"], command["kuro/export"], command["kuro/args"],
+            fs_read_path=command.get("kuro/fs-read-path"),
+        )  # fmt: skip
+    except ModelError:
+        return False
+    return rebuilt == command and _same_types(rebuilt["kuro/args"], command["kuro/args"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from([GUEST_CID, "bafkreinotacid", "", "Qmfoo", 7]),
+    st.sampled_from(["run", "", 5, None]),
+    st.one_of(
+        st.lists(st.integers(min_value=-(2**64), max_value=2**65), max_size=4),
+        st.lists(
+            st.one_of(st.integers(-5, 5), st.booleans(), st.floats(allow_nan=True), st.text(max_size=2)), max_size=3
+        ),
+        st.tuples(st.integers(0, 3)),
+        st.just("not a list"),
+    ),
+    st.sampled_from(["kuro/guest", "kuro/other"]),
+)
+def test_the_quick_guest_spec_check_decides_as_the_rule(cid: Any, export: Any, args: Any, kind: str) -> None:
+    command = {"kuro/type": kind, "kuro/guest": cid, "kuro/export": export, "kuro/args": args}
+    assert is_guest_spec(command) is _rebuilds_exactly(command)

@@ -74,6 +74,7 @@ def test_the_outcome_table_is_the_documented_one() -> None:
     assert dict(OUTCOMES) == {
         "ok": 0, "exit": None, "trap": 134, "timeout": 124, "fuel-exhausted": 124, "output-capped": 125,
         "cancelled": 130, "abandoned": 129, "load-error": 126, "guest-not-found": 127, "host-error": 70,
+        "worker-died": 137,
     }  # fmt: skip
     assert exit_code_for("output-capped") == 125
     with pytest.raises(ModelError):
@@ -98,6 +99,11 @@ def test_every_fixed_outcome_makes_a_receipt_with_its_exit_code(
 
 def test_an_abandoned_run_may_state_its_real_exit_code(sess: Session, spec: dict[str, Any]) -> None:
     assert receipt(sess, spec, {"exit-code": 137, "outcome": "abandoned"})["kuro/exit-code"] == 137
+
+
+def test_a_run_whose_worker_died_states_128_plus_the_signal(sess: Session, spec: dict[str, Any]) -> None:
+    r = receipt(sess, spec, {"exit-code": 134, "outcome": "worker-died", "worker": {"signal": "SIGABRT"}})
+    assert (r["kuro/exit-code"], r["kuro/worker"]) == (134, {"signal": "SIGABRT"})
 
 
 def test_a_missing_outcome_is_ok_for_zero_and_exit_otherwise(sess: Session, spec: dict[str, Any]) -> None:

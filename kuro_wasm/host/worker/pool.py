@@ -1,0 +1,787 @@
+"""The worker pool: long-lived worker processes, what runs where, and what happens when one dies.
+
+## The one decision
+A run is never lost and never run twice. The pool sends each run to one worker; a worker takes its
+requests strictly in order, so of the runs sent to it only the oldest one not yet finished (its
+*head*) can have started. When a worker's socket closes before the head's ``done``, the head — and
+only the head — ends with ``worker-died`` (exit 128 + the signal, learned from the zygote, within a
+few milliseconds), and the runs queued behind it, which cannot have started, go back to the front of
+the pool's queue for another worker: that is their first run, not a retry. No run that started is
+ever sent again; a ledgered run therefore records ``worker-died`` as its outcome.
+
+Scheduling: runs wait in one queue; an idle worker takes the next one, and when every worker is busy
+a second run is pipelined behind a running one (``depth`` 2), so a worker never waits for the host
+between two short runs. A worker that falls idle while another still has a queued run takes it back
+(``withdraw``: the worker gives it up only if it has not started), so a short run is not stuck
+behind a long one. The pool keeps ``workers`` active workers plus ``spare`` started and idle ones:
+when a worker dies or retires, a spare takes its place at once and a new spare is forked from the
+zygote in the background.
+
+The host keeps its own clock on every run: a run still waiting for a worker when its deadline
+passes, or killed while waiting, ends at once (``timeout``/``cancelled``); a worker that has not
+stopped its head :data:`~kuro_wasm.host.worker.run.STOP_GRACE_S` after its deadline or a kill is
+killed (``SIGKILL`` through a pidfd), and the run ends with the stop's outcome. A frame that breaks
+the protocol, a block that does not hash to its CID, or a result the model refuses gets the worker
+killed the same way; its head's receipt says why.
+
+## Effects
+The zygote process and the workers it forks; one reader thread per worker, one watchdog thread;
+pidfds; the callers' block stores (blocks in and out).
+
+## Not done here
+No scheduling across machines (the frames are the protocol a remote pool would speak too), no
+priorities, no per-tenant pools.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import itertools
+import os
+import select
+import signal
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from kuro_fs.blocks import BlockStore
+from kuro_fs.cid import parse
+from kuro_fs.errors import InvalidCID, KuroFsError
+from kuro_fs.filestore import FileBlockStore
+from kuro_fs.fs import Fs
+from kuro_fs.home import resolve_home
+from kuro_wasm.errors import HostError, KuroError
+from kuro_wasm.host.job import OnChunk, OnExit
+from kuro_wasm.host.worker.hardening import Hardening
+from kuro_wasm.host.worker.protocol import MAX_BLOCK_BYTES, ProtocolError, read_frame, send
+from kuro_wasm.host.worker.run import STOP_GRACE_S, RemoteRun, died_result
+from kuro_wasm.host.worker.verify import accept_block, check_root
+from kuro_wasm.host.worker.zygote import Zygote
+from kuro_wasm.model import stream as _stream
+from kuro_wasm.model.limits import Limits
+from kuro_wasm.model.sessions import Session
+
+__all__ = ["WorkerPool", "default_pool"]
+
+_FROM_WORKER: Final = frozenset({"worker"})
+_START_FAILURES: Final = 3
+_EXIT_STATUS_WAIT_S: Final = 1.0
+
+
+class _Conn:
+    """One worker process as the host sees it."""
+
+    def __init__(self, sock: socket.socket, zygote: Zygote) -> None:
+        self.sock = sock
+        self.zygote = zygote  # the one that forked it, and will report its wait status
+        self.send_lock = threading.Lock()
+        self.pid: int | None = None
+        self.pidfd: int | None = None
+        self.hardening: list[str] = []
+        self.outstanding: list[RemoteRun] = []
+        self.ready = False
+        self.dead = False
+        self.retiring = False
+        self.violation: str | None = None
+        self.hard_stop: tuple[RemoteRun, str] | None = None
+        self.probes: deque[dict[str, Any]] = deque()
+        self.probe_cond = threading.Condition()
+        # Frames decided under the pool's lock, written in that order by whichever thread flushes: the order
+        # on the wire is the order of ``outstanding``, and a run's stdin or kill never overtakes the run.
+        self.outbox: deque[tuple[str, dict[str, Any], bytes]] = deque()
+
+    def send(self, kind: str, fields: Mapping[str, Any], payload: bytes = b"") -> bool:
+        """Write one frame; False if the worker is gone (its reader sees that too)."""
+        try:
+            with self.send_lock:
+                send(self.sock, kind, fields, payload)
+            return True
+        except (OSError, ProtocolError):
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL the worker (through its pidfd: never another process that reused the pid)."""
+        if self.pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+        else:
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def facts(self) -> dict[str, Any]:
+        return {"pid": self.pid, "hardening": list(self.hardening)}
+
+
+class WorkerPool:
+    """Worker processes for ``isolation="process"`` runs (see the module docstring). ``close()`` is idempotent.
+
+    ``workers`` active workers (default: ``$KURO_WORKERS``, else the number of CPUs) plus ``spare`` idle
+    ones; ``hardening`` is what each worker applies to itself; ``test_hooks`` makes workers answer
+    :meth:`probe` (tests only). Raises HostError: the zygote could not be started.
+    """
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        spare: int = 1,
+        hardening: Hardening | None = None,
+        test_hooks: bool = False,
+        depth: int = 2,
+        start_timeout: float = 30.0,
+    ) -> None:
+        count = workers if workers is not None else _default_workers()
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1 or spare < 0 or depth < 1:
+            raise HostError(f"a pool needs workers >= 1, spare >= 0, depth >= 1; got {count}, {spare}, {depth}")
+        self.size = count
+        self.spare = spare
+        self.depth = depth
+        self.hardening = hardening or Hardening()
+        self._options = {"hardening": self.hardening.to_data(), "test_hooks": test_hooks}
+        self._start_timeout = start_timeout
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the pool's state
+        self._watch = threading.Condition(lock)  # the watchdog's wake-up, under the same lock
+        self._active: list[_Conn] = []
+        self._spares: list[_Conn] = []
+        self._starting = 0
+        self._failures = 0
+        self._broken: str | None = None
+        self._pending: deque[RemoteRun] = deque()
+        self._live: set[RemoteRun] = set()
+        self._ids = itertools.count(1)
+        self._closed = False
+        self._watch_due = 0.0  # when the watchdog wakes next (a run due sooner wakes it)
+        self._zygote = Zygote()
+        self._watchdog = threading.Thread(target=self._watch_loop, name="kuro-pool-watchdog", daemon=True)
+        self._watchdog.start()
+        with self._cond:
+            self._fill()
+
+    # ---- workers
+
+    def _fill(self) -> None:
+        """Fork workers until active + spare + starting covers the target (caller holds the lock)."""
+        if self._closed or self._broken is not None:
+            return
+        missing = self.size + self.spare - len(self._active) - len(self._spares) - self._starting
+        for _ in range(max(0, missing)):
+            if not self._zygote.alive:
+                self._zygote.close()
+                self._zygote = Zygote()
+            try:
+                sock = self._zygote.fork(self._options)
+            except HostError as exc:
+                self._broken = str(exc)
+                self._fail_waiting()
+                return
+            self._starting += 1
+            conn = _Conn(sock, self._zygote)
+            threading.Thread(target=self._read, args=(conn,), name="kuro-pool-reader", daemon=True).start()
+
+    def _fail_waiting(self) -> None:
+        failure = HostError(f"no worker process could be started: {self._broken}")
+        waiting = list(self._pending)
+        self._pending.clear()
+        for run in waiting:
+            threading.Thread(target=run.fail, args=(failure,), daemon=True).start()
+
+    def wait_ready(self, timeout: float = 30.0) -> bool:
+        """Block until every active and spare worker has said hello; False on timeout or a broken pool."""
+        with self._cond:
+            return (
+                self._cond.wait_for(
+                    lambda: (
+                        self._broken is not None or (len(self._active) == self.size and len(self._spares) == self.spare)
+                    ),
+                    timeout,
+                )
+                and self._broken is None
+            )
+
+    @property
+    def zygote_pid(self) -> int:
+        """The pid of the zygote the workers are forked from."""
+        return self._zygote.pid
+
+    @property
+    def pids(self) -> list[int]:
+        """Pids of the active workers (then the spares), as the host sees them."""
+        with self._cond:
+            return [c.pid for c in self._active + self._spares if c.pid is not None]
+
+    # ---- the reader of one worker
+
+    def _read(self, conn: _Conn) -> None:
+        stream = conn.sock.makefile("rb", buffering=1 << 16)
+        try:
+            conn.sock.settimeout(self._start_timeout)
+            hello = read_frame(stream, _FROM_WORKER, lambda _m: 0)
+            if hello is not None and hello[0]["t"] == "unfit":
+                raise ProtocolError(f"the worker could not harden itself: {hello[0]['error']}")
+            if hello is None or hello[0]["t"] != "hello":
+                raise ProtocolError("a worker must say hello first")
+            conn.sock.settimeout(None)
+            # Said by the worker's own code after hardening, before any guest ran in it: trusted once, here.
+            conn.pid = int(hello[0]["pid"])
+            hardening = hello[0]["hardening"]
+            if not isinstance(hardening, list) or not all(isinstance(h, str) for h in hardening):
+                raise ProtocolError("hello.hardening must be a list of names")
+            conn.hardening = sorted(hardening)
+            conn.pidfd = os.pidfd_open(conn.pid)
+            with self._cond:
+                self._starting -= 1
+                self._failures = 0
+                conn.ready = True
+                if self._closed:
+                    conn.kill()
+                elif len(self._active) < self.size:
+                    self._active.append(conn)
+                else:
+                    self._spares.append(conn)
+                self._cond.notify_all()
+                flush = self._dispatch()
+            self._flush(flush)
+            while True:
+                frame = read_frame(stream, _FROM_WORKER, lambda m: self._payload_limit(conn, m))
+                if frame is None:
+                    break
+                self._on_frame(conn, *frame)
+        except ProtocolError as exc:
+            conn.violation = str(exc)
+            conn.kill()
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._died(conn)
+            try:
+                stream.close()
+                conn.sock.close()
+            except OSError:
+                pass
+
+    def _payload_limit(self, conn: _Conn, message: Mapping[str, Any]) -> int:
+        if message["t"] == "put":
+            return MAX_BLOCK_BYTES
+        if message["t"] == "chunk":
+            with self._cond:
+                head = conn.outstanding[0] if conn.outstanding else None
+            if head is not None:  # a kept chunk fits what the cap has left; more is refused unread
+                return max(0, head.limits.max_output_bytes - _stream.total_bytes(head.stream))
+        return 0
+
+    def _head(self, conn: _Conn, run_id: object) -> RemoteRun:
+        with self._cond:
+            head = conn.outstanding[0] if conn.outstanding else None
+        if head is None or head.id != run_id:
+            raise ProtocolError(f"a frame for run {run_id!r}, which is not the one this worker is running")
+        return head
+
+    def _on_frame(self, conn: _Conn, message: dict[str, Any], payload: bytes) -> None:
+        kind = message["t"]
+        if kind == "chunk":
+            run = self._head(conn, message["id"])
+            try:
+                kept = run.chunk(message["stream"], payload)
+            except KuroError as exc:
+                raise ProtocolError(f"a chunk the stream refuses: {exc}") from exc
+            if not kept:
+                raise ProtocolError("the worker sent a chunk past the output bounds")
+        elif kind in ("get", "has"):
+            run = self._head(conn, message["id"])
+            self._answer(conn, run, kind, message)
+        elif kind == "put":
+            run = self._head(conn, message["id"])
+            problem = accept_block(run.store, message["cid"], payload)
+            if problem is not None:
+                raise ProtocolError(problem)
+            run.handed.add(message["cid"])
+        elif kind == "done":
+            self._done(conn, message)
+        elif kind == "failed":
+            run = self._head(conn, message["id"])
+            self._finished(conn, run)
+            run.fail(HostError(message["error"]))
+        elif kind == "withdrawn":
+            self._withdrawn(conn, message["id"], message["ok"])
+        elif kind == "probed":
+            with conn.probe_cond:
+                conn.probes.append(message)
+                conn.probe_cond.notify_all()
+        else:
+            raise ProtocolError(f"a worker does not send {kind}")
+
+    def _answer(self, conn: _Conn, run: RemoteRun, kind: str, message: Mapping[str, Any]) -> None:
+        cid = message["cid"]
+        try:
+            parse(cid)
+        except InvalidCID as exc:
+            raise ProtocolError(f"a {kind} for {cid!r}, which is not a CID") from exc
+        block: bytes | None = None
+        try:
+            if kind == "has":
+                found = run.store.has(cid)
+            else:
+                block = run.store.get(cid)
+                found = block is not None
+        except KuroFsError:  # a corrupt block or a failing store: the run sees it as absent (block-missing)
+            found, block = False, None
+        conn.send("reply", {"rid": message["rid"], "found": found}, block or b"")
+
+    def _done(self, conn: _Conn, message: Mapping[str, Any]) -> None:
+        run = self._head(conn, message["id"])
+        receipt, counters = message["receipt"], message["stream"]
+        if not isinstance(receipt, dict) or not isinstance(counters, dict):
+            raise ProtocolError("done.receipt and done.stream must be maps")
+        try:
+            result = run.worker_result(receipt, counters)
+        except KuroError as exc:
+            raise ProtocolError(f"the worker's result is refused: {exc}") from exc
+        after = result.pop("kuro/fs-root-after", None)
+        if after is not None:
+            problem = check_root(run.store, after, run.handed)
+            if problem is not None:
+                raise ProtocolError(problem)
+            result["kuro/fs-root-after"] = after
+        try:
+            run.settle(result, conn.facts())
+        except KuroError as exc:
+            raise ProtocolError(f"the worker's result is refused: {exc}") from exc
+        cpu = message["cpu"]
+        with self._cond:
+            if cpu > self.hardening.cpu_seconds / 2:
+                conn.retiring = True  # replaced before RLIMIT_CPU could end it mid-run
+        self._finished(conn, run)
+
+    def _finished(self, conn: _Conn, run: RemoteRun) -> None:
+        with self._cond:
+            if conn.outstanding and conn.outstanding[0] is run:
+                conn.outstanding.pop(0)
+            self._live.discard(run)
+            head = conn.outstanding[0] if conn.outstanding else None
+            if head is not None and not head.withdrawing:
+                head.stdin.clear()  # the new head may be running: it can no longer come back (unless withdrawn)
+            retire = conn.retiring and not conn.outstanding
+            flush = self._dispatch()
+        self._flush(flush)
+        if retire:
+            conn.kill()
+
+    def _withdrawn(self, conn: _Conn, run_id: object, ok: bool) -> None:
+        with self._cond:
+            run = next((r for r in conn.outstanding if r.id == run_id), None)
+            if run is None:
+                return
+            run.withdrawing = False
+            if not ok:
+                if conn.outstanding[:1] == [run]:
+                    run.stdin.clear()  # it started: the worker has every byte
+                return
+            conn.outstanding.remove(run)
+            run.conn, run.sent = None, False
+            reason = run.stop_reason
+            if reason is None:
+                self._pending.appendleft(run)
+            flush = self._dispatch()
+        self._flush(flush)
+        if reason is not None:
+            self._live.discard(run)
+            run.stopped(reason, _WAITED.get(reason), None)
+
+    # ---- dispatch (callers hold the lock; the frames are written after it is released)
+
+    def _dispatch(self) -> set[_Conn]:
+        """Give waiting runs to workers with room (idle ones first); the workers whose outbox has new frames."""
+        touched: set[_Conn] = set()
+        while self._pending:
+            usable = [c for c in self._active if c.ready and not c.retiring and len(c.outstanding) < self.depth]
+            if not usable:
+                break
+            conn = min(usable, key=lambda c: len(c.outstanding))
+            run = self._pending.popleft()
+            run.conn, run.sent = conn, True
+            conn.outstanding.append(run)
+            with run.lock:
+                fields = self._request(run)
+                payload = bytes(run.stdin)
+            if len(conn.outstanding) == 1:
+                run.stdin.clear()  # the head may start at once: it can no longer be withdrawn
+            conn.outbox.append(("run", fields, payload))
+            touched.add(conn)
+        if not self._pending:
+            idle = next((c for c in self._active if c.ready and not c.outstanding and not c.retiring), None)
+            busy = next((c for c in self._active if len(c.outstanding) > 1), None)
+            if idle is not None and busy is not None and not busy.outstanding[-1].withdrawing:
+                run = busy.outstanding[-1]
+                run.withdrawing = True
+                busy.outbox.append(("withdraw", {"id": run.id}, b""))
+                touched.add(busy)
+        return touched
+
+    def _flush(self, conns: set[_Conn]) -> None:
+        """Write the frames waiting in each worker's outbox, in order (one writer per worker at a time)."""
+        for conn in conns:
+            with conn.send_lock:
+                while True:
+                    with self._cond:
+                        if not conn.outbox:
+                            break
+                        kind, fields, payload = conn.outbox.popleft()
+                    try:
+                        send(conn.sock, kind, fields, payload)
+                    except (OSError, ProtocolError):
+                        with self._cond:
+                            conn.outbox.clear()  # the worker is gone: its reader sees that and settles its runs
+                        break
+
+    def _request(self, run: RemoteRun) -> dict[str, Any]:
+        fs_arg = run.fs_arg
+        fs: Any = fs_arg
+        if isinstance(fs_arg, Fs):
+            grant = None if fs_arg.grant is None else sorted(fs_arg.grant)
+            fs = {"root": fs_arg.root, "grant": grant, "chunk_size": fs_arg.chunk_size, "width": fs_arg.width}
+        guest = run.command.get("kuro/guest")
+        try:
+            present = isinstance(guest, str) and run.store.has(guest)
+        except (KuroFsError, ValueError):
+            present = False
+        store_path = str(Path(run.store.root).resolve()) if isinstance(run.store, FileBlockStore) else None
+        return {
+            "id": run.id,
+            "session": _session_data(run.session),
+            "command": run.command,
+            "fs": fs,
+            "limits": _limits_data(run.limits),
+            "deadline": run.deadline,
+            "home": run.home,
+            "stdin_closed": run.stdin_closed,
+            "guest_present": present,
+            "killed": run.stop_reason == "cancelled",
+            "store_path": store_path,
+            "seed": run.seed,
+        }
+
+    # ---- death
+
+    def _died(self, conn: _Conn) -> None:
+        with self._cond:
+            conn.dead = True
+            conn.outbox.clear()
+            if not conn.ready:  # it never joined the pool: its start failed
+                self._starting -= 1
+                self._failures += 1
+                if self._failures >= _START_FAILURES and self._broken is None:
+                    self._broken = conn.violation or "workers exit before their hello (hardening failed?)"
+                    self._fail_waiting()
+            for group in (self._active, self._spares):
+                if conn in group:
+                    group.remove(conn)
+            while len(self._active) < self.size and self._spares:
+                self._active.append(self._spares.pop(0))
+            head = conn.outstanding[0] if conn.outstanding else None
+            for run in reversed(conn.outstanding[1:]):
+                run.conn, run.sent, run.withdrawing = None, False, False
+                if run.stop_reason is None:
+                    self._pending.appendleft(run)
+            behind = [r for r in conn.outstanding[1:] if r.stop_reason is not None]
+            conn.outstanding.clear()
+            closing = self._closed
+            self._fill()
+            flush = self._dispatch()
+            self._cond.notify_all()
+        self._flush(flush)
+        for run in behind:
+            self._live.discard(run)
+            run.stopped(run.stop_reason or "cancelled", _WAITED.get(run.stop_reason or ""), None)
+        if conn.pidfd is not None:
+            os.close(conn.pidfd)
+        if head is None:
+            return
+        self._live.discard(head)
+        status = _exit_status(conn) if conn.pid is not None else None
+        if conn.hard_stop is not None and conn.hard_stop[0] is head:
+            reason = conn.hard_stop[1]
+            detail = f"the worker did not stop the guest within {STOP_GRACE_S:g} s; the host killed it (SIGKILL)"
+            head.stopped(reason, detail, {**conn.facts(), **died_result(status, "")[1]})
+            return
+        if closing:
+            head.stopped("cancelled", "the worker pool was closed while the guest ran", conn.facts())
+            return
+        result, facts = died_result(status, conn.violation or "it ended mid-run")
+        head.settle(result, {**conn.facts(), **facts})
+
+    # ---- runs
+
+    def prepare(
+        self,
+        session: Session,
+        command: Mapping[str, Any],
+        store: BlockStore,
+        fs: Any,
+        *,
+        limits: Limits,
+        home: Any,
+        stdin: bytes | None,
+        stdin_closed: bool,
+        on_chunk: OnChunk | None,
+        on_exit: OnExit | None,
+        seed: int | None = None,
+    ) -> RemoteRun:
+        """A run for this pool (its clock starts now); :meth:`submit` sends it. Arguments are already checked."""
+        resolved = home if home is False else str(resolve_home(None if home is True else home))
+        return RemoteRun(
+            next(self._ids),
+            session,
+            command,
+            store,
+            fs,
+            limits=limits,
+            home=resolved,
+            stdin=stdin,
+            stdin_closed=stdin_closed,
+            on_chunk=on_chunk,
+            on_exit=on_exit,
+            seed=seed,
+        )
+
+    def submit(self, run: RemoteRun) -> None:
+        """Queue ``run`` for the next free worker. Raises HostError: the pool is closed or broken."""
+        with self._cond:
+            if self._closed:
+                raise HostError("the worker pool is closed")
+            if self._broken is not None:
+                raise HostError(f"no worker process could be started: {self._broken}")
+            self._live.add(run)
+            self._pending.append(run)
+            flush = self._dispatch()
+            if run.deadline < self._watch_due:
+                self._watch.notify_all()
+        self._flush(flush)
+
+    def stdin(self, run: RemoteRun, data: bytes) -> None:
+        """Give ``run`` stdin bytes (ignored after close_stdin or the end)."""
+        with self._cond:
+            if run.done.is_set() or run.stdin_closed or not data:
+                return
+            conn = run.conn if run.sent else None
+            if conn is None or conn.outstanding[:1] != [run] or run.withdrawing:
+                run.stdin += data  # not running yet (or maybe coming back): the host keeps every byte
+            if conn is not None:
+                conn.outbox.append(("stdin", {"id": run.id}, data))
+        if conn is not None:
+            self._flush({conn})
+
+    def close_stdin(self, run: RemoteRun) -> None:
+        """End of input for ``run``."""
+        with self._cond:
+            if run.done.is_set() or run.stdin_closed:
+                return
+            run.stdin_closed = True
+            conn = run.conn if run.sent else None
+            if conn is not None:
+                conn.outbox.append(("eof", {"id": run.id}, b""))
+        if conn is not None:
+            self._flush({conn})
+
+    def kill(self, run: RemoteRun) -> None:
+        """Stop ``run`` (``cancelled``) unless it has ended; a worker that does not comply is killed."""
+        with self._cond:
+            if run.done.is_set() or run.stop_reason is not None:
+                return
+            run.stop_reason, run.stop_at = "cancelled", time.monotonic()
+            conn = run.conn if run.sent else None
+            if conn is None:
+                if run in self._pending:
+                    self._pending.remove(run)
+                self._live.discard(run)
+            if conn is not None:
+                conn.outbox.append(("kill", {"id": run.id}, b""))
+                if conn.outstanding[:1] != [run] and not run.withdrawing:  # queued in the worker: take it back
+                    run.withdrawing = True
+                    conn.outbox.append(("withdraw", {"id": run.id}, b""))
+            self._watch.notify_all()
+        if conn is None:
+            run.stopped("cancelled", None, None)
+            return
+        self._flush({conn})
+
+    # ---- the watchdog
+
+    def _watch_loop(self) -> None:
+        with self._cond:
+            while not self._closed:
+                now = time.monotonic()
+                due = now + 1.0
+                expired: list[RemoteRun] = []
+                hard: list[tuple[_Conn, RemoteRun, str]] = []
+                withdraw: list[_Conn] = []
+                for run in list(self._live):
+                    if run.done.is_set():
+                        self._live.discard(run)
+                        continue
+                    conn = run.conn if run.sent else None
+                    if conn is None:
+                        if now >= run.deadline:
+                            expired.append(run)
+                        else:
+                            due = min(due, run.deadline)
+                        continue
+                    if conn.outstanding[:1] == [run]:
+                        limit = run.deadline + STOP_GRACE_S
+                        if run.stop_at is not None:
+                            limit = min(limit, run.stop_at + STOP_GRACE_S)
+                        if now >= limit and conn.hard_stop is None:
+                            reason = run.stop_reason if run.stop_at is not None and run.stop_reason else "timeout"
+                            hard.append((conn, run, reason))
+                        due = min(due, limit)
+                    elif now >= run.deadline and not run.withdrawing:
+                        run.stop_reason = run.stop_reason or "timeout"
+                        run.withdrawing = True
+                        conn.outbox.append(("withdraw", {"id": run.id}, b""))
+                        withdraw.append(conn)
+                    elif not run.withdrawing:
+                        due = min(due, run.deadline)
+                for run in expired:
+                    if run in self._pending:
+                        self._pending.remove(run)
+                    self._live.discard(run)
+                    run.stop_reason = run.stop_reason or "timeout"
+                for conn, run, reason in hard:
+                    conn.hard_stop = (run, reason)
+                if expired or hard or withdraw:
+                    self._cond.release()
+                    try:
+                        for run in expired:
+                            run.stopped("timeout", _WAITED["timeout"], None)
+                        for conn, _run, _reason in hard:
+                            conn.kill()
+                        self._flush(set(withdraw))
+                    finally:
+                        self._cond.acquire()
+                    continue
+                self._watch_due = due
+                self._watch.wait(max(0.0005, due - time.monotonic()))
+
+    # ---- tests
+
+    def probe_async(self, what: str) -> None:
+        """Ask the active worker to try ``what`` and do not wait (``abort`` and ``lie-block`` get no answer)."""
+        with self._cond:
+            conn = next((c for c in self._active if c.ready), None)
+        if conn is None or not conn.send("probe", {"what": what}):
+            raise HostError("no worker to probe")
+
+    def probe(self, what: str, timeout: float = 30.0) -> dict[str, Any]:
+        """Ask an active worker to try ``what`` (a :func:`hardening.probe` name); its answer. Test hooks only.
+
+        Raises HostError: no answer (the pool was not started with ``test_hooks``, or the worker died).
+        """
+        with self._cond:
+            conn = next((c for c in self._active if c.ready), None)
+        if conn is None or not conn.send("probe", {"what": what}):
+            raise HostError("no worker to probe")
+        with conn.probe_cond:
+            if not conn.probe_cond.wait_for(lambda: bool(conn.probes) or conn.dead, timeout) or not conn.probes:
+                raise HostError(f"no answer to the probe {what!r}")
+            return dict(conn.probes.popleft()["result"])
+
+    # ---- lifecycle
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Stop every worker and the zygote; runs still going end ``cancelled``. Idempotent."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            conns = self._active + self._spares
+            waiting = list(self._pending)
+            self._pending.clear()
+            self._watch.notify_all()
+        for run in waiting:
+            run.stopped("cancelled", "the worker pool was closed before a worker took the run", None)
+        for conn in conns:
+            conn.kill()
+        self._zygote.close()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_WAITED: Final[Mapping[str, str]] = {
+    "timeout": "the deadline passed before the guest started (no worker was free)",
+    "cancelled": "killed before the guest started",
+}
+
+
+def _exit_status(conn: _Conn) -> int | None:
+    """How the worker ended: read from its zombie's ``/proc/PID/stat`` as soon as its pidfd says it has exited
+    (no wait for the zygote to be scheduled), else the zygote's report once it has reaped it."""
+    assert conn.pid is not None
+    if conn.pidfd is not None:
+        poller = select.poll()
+        poller.register(conn.pidfd, select.POLLIN)
+        if poller.poll(_EXIT_STATUS_WAIT_S * 1000):
+            try:
+                with open(f"/proc/{conn.pid}/stat", "rb") as stat:
+                    fields = stat.read().rsplit(b")", 1)[1].split()
+                signal.pidfd_send_signal(conn.pidfd, 0)  # still unreaped after the read: the pid was not reused
+                if fields[0] == b"Z" and len(fields) >= 50:
+                    return int(fields[49])  # exit_code, "in the form reported by waitpid(2)" (proc(5), field 52)
+            except (OSError, ValueError, IndexError):
+                pass  # reaped already (or another process now): the zygote reports it
+    return conn.zygote.exit_status(conn.pid, _EXIT_STATUS_WAIT_S)
+
+
+@functools.lru_cache(maxsize=256)
+def _session_data(session: Session) -> dict[str, Any]:
+    """A session's plain data (sessions are frozen; a warm run re-sends the same one)."""
+    return session.to_data()
+
+
+@functools.lru_cache(maxsize=256)
+def _limits_data(limits: Limits) -> dict[str, Any]:
+    return limits.as_options()
+
+
+def _default_workers() -> int:
+    raw = os.environ.get("KURO_WORKERS")
+    if raw is not None:
+        try:
+            value = int(raw)
+        except ValueError as exc:
+            raise HostError(f"KURO_WORKERS must be a positive integer, got {raw!r}") from exc
+        if value >= 1:
+            return value
+        raise HostError(f"KURO_WORKERS must be a positive integer, got {raw!r}")
+    return max(1, os.cpu_count() or 1)
+
+
+_DEFAULT: list[WorkerPool | None] = [None]
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_pool() -> WorkerPool:
+    """The process-wide pool behind ``isolation="process"`` (started on first use, closed at exit)."""
+    with _DEFAULT_LOCK:
+        pool = _DEFAULT[0]
+        if pool is None or pool.closed:
+            pool = WorkerPool()
+            _DEFAULT[0] = pool
+            atexit.register(pool.close)
+        return pool

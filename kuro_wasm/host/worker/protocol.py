@@ -1,0 +1,240 @@
+"""Frames between the host and its worker processes: plain data, length-prefixed, checked against one table.
+
+## The one decision
+A frame is ``u32 length ‖ u32 json-length ‖ JSON object ‖ payload bytes`` (big-endian), and nothing else
+crosses: no pickle, no code, nothing a worker could use to make the host run anything. The JSON object
+carries the structure; the one byte payload a message may have (a stdout chunk, stdin, a block) rides
+raw after it, never base64. JSON and not the dag-cbor of :mod:`kuro_fs.dagcbor`: the standard
+library's JSON is C code, ~5 µs to encode and decode a run request against ~30 µs each way for the
+pure-Python canonical codec (measured here), and every run crosses the boundary at least twice on its
+warm path, whose budget is 200 µs. Frames need no canonical form, only plain data.
+
+Every message is a row of :data:`MESSAGES` (who sends it, its fields and their types, whether it has
+a payload). :func:`decode` refuses anything else with :class:`ProtocolError` — an unknown type, a missing
+or extra field, a field of the wrong type, NaN or ±Infinity, nesting deep enough to exhaust the parser,
+a frame or payload above its size limit (checked *before* the bytes are read, so a hostile length
+allocates nothing) — and the host answers a protocol error by killing the worker. The decoded values
+are only ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool``, ``None`` and ``bytes``; what they
+*mean* (a session, a receipt) is checked again by the model when the host uses them.
+
+## Effects
+Reads from a buffered binary file over a socket; writes with ``sendall`` under the caller's lock.
+
+## Not done here
+No versioning between hosts and workers of different builds: a pool only ever talks to workers it
+forked from its own zygote, started from the same installed code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from kuro_wasm.errors import HostError
+
+__all__ = [
+    "MAX_BLOCK_BYTES",
+    "MAX_JSON_BYTES",
+    "MESSAGES",
+    "Message",
+    "ProtocolError",
+    "Readable",
+    "decode",
+    "encode",
+    "read_frame",
+    "send",
+]
+
+#: The largest JSON part of a frame (a result with 256 denials of 4096-byte paths fits with room).
+MAX_JSON_BYTES: Final = 4 << 20
+#: The largest block a worker may hand back or ask for (kuro.fs leaves are 256 KiB; directories are one block).
+MAX_BLOCK_BYTES: Final = 64 << 20
+_HEAD: Final = struct.Struct(">II")
+_SMALL_PAYLOAD: Final = 64 << 10
+
+
+class ProtocolError(HostError):
+    """A frame that is not one of :data:`MESSAGES` (or breaks its limits); the peer is not trusted again."""
+
+    reference = "worker-protocol"
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message type: who sends it (``host``/``worker``/``zygote``), its fields → type, its payload."""
+
+    sender: str
+    fields: Mapping[str, str]
+    payload: bool = False
+
+
+#: Every message of the protocol. Field types: int, num, str, bool, data (any JSON value), str? (str or null).
+MESSAGES: Final[Mapping[str, Message]] = {
+    # host → worker
+    "run": Message(
+        "host",
+        {
+            "id": "int",
+            "session": "data",
+            "command": "data",
+            "fs": "data",
+            "limits": "data",
+            "deadline": "num",
+            "home": "data",
+            "stdin_closed": "bool",
+            "guest_present": "bool",
+            "killed": "bool",
+            "store_path": "str?",
+            "seed": "data",
+        },
+        payload=True,
+    ),
+    "stdin": Message("host", {"id": "int"}, payload=True),
+    "eof": Message("host", {"id": "int"}),
+    "kill": Message("host", {"id": "int"}),
+    "withdraw": Message("host", {"id": "int"}),
+    "reply": Message("host", {"rid": "int", "found": "bool"}, payload=True),
+    "probe": Message("host", {"what": "str"}),
+    # worker → host
+    "hello": Message("worker", {"pid": "int", "hardening": "data"}),
+    "unfit": Message("worker", {"error": "str"}),  # instead of hello: the worker could not harden itself
+    "chunk": Message("worker", {"id": "int", "stream": "str"}, payload=True),
+    "get": Message("worker", {"id": "int", "rid": "int", "cid": "str"}),
+    "has": Message("worker", {"id": "int", "rid": "int", "cid": "str"}),
+    "put": Message("worker", {"id": "int", "cid": "str"}, payload=True),
+    "done": Message("worker", {"id": "int", "receipt": "data", "stream": "data", "cpu": "num"}),
+    "failed": Message("worker", {"id": "int", "error": "str"}),
+    "withdrawn": Message("worker", {"id": "int", "ok": "bool"}),
+    "probed": Message("worker", {"what": "str", "result": "data"}),
+    # host → zygote, zygote → host (one message per SOCK_SEQPACKET packet; a fork carries the worker's socket)
+    "fork": Message("host", {"options": "data"}),
+    "exited": Message("zygote", {"pid": "int", "status": "int"}),
+}
+
+_CHECKS: Final[Mapping[str, Callable[[object], bool]]] = {
+    "int": lambda v: type(v) is int,
+    "num": lambda v: type(v) in (int, float),
+    "str": lambda v: type(v) is str,
+    "bool": lambda v: type(v) is bool,
+    "data": lambda v: True,
+    "str?": lambda v: v is None or type(v) is str,
+}
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not plain data")
+
+
+def encode(kind: str, fields: Mapping[str, Any], payload: bytes | bytearray | memoryview = b"") -> bytes:
+    """The frame of message ``kind`` (header and JSON; the payload is appended when small).
+
+    The sender's fields are its own: they are checked against the row by the *receiver*
+    (:func:`decode`), not here, which keeps a run's warm path short.
+
+    Raises ProtocolError: ``kind`` unknown, a payload where none belongs, or a value JSON cannot
+    carry (NaN, ±Infinity, a non-str key).
+    """
+    spec = MESSAGES.get(kind)
+    if spec is None:
+        raise ProtocolError(f"unknown message type {kind!r}")
+    if payload and not spec.payload:
+        raise ProtocolError(f"a {kind} message has no payload")
+    try:
+        body = json.dumps({"t": kind, **fields}, separators=(",", ":"), allow_nan=False).encode("ascii")
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"{kind}: not plain data: {exc}") from exc
+    if len(body) > MAX_JSON_BYTES:
+        raise ProtocolError(f"{kind}: {len(body)} bytes of JSON is over the {MAX_JSON_BYTES}-byte limit")
+    head = _HEAD.pack(4 + len(body) + len(payload), len(body))
+    return head + body + bytes(payload) if len(payload) <= _SMALL_PAYLOAD else head + body
+
+
+def send(
+    sock: socket.socket, kind: str, fields: Mapping[str, Any], payload: bytes | bytearray | memoryview = b""
+) -> None:
+    """Write one frame to ``sock`` (the caller holds the socket's send lock). Raises OSError, ProtocolError."""
+    frame = encode(kind, fields, payload)
+    sock.sendall(frame)
+    if len(payload) > _SMALL_PAYLOAD:
+        sock.sendall(payload)
+
+
+def _check_fields(kind: str, spec: Message, fields: Mapping[str, Any]) -> None:
+    if set(fields) != set(spec.fields):
+        missing = sorted(set(spec.fields) - set(fields))
+        extra = sorted(set(fields) - set(spec.fields))
+        raise ProtocolError(f"{kind}: fields missing {missing}, unexpected {extra}")
+    for name, type_name in spec.fields.items():
+        if not _CHECKS[type_name](fields[name]):
+            raise ProtocolError(f"{kind}.{name} must be {type_name}, got {type(fields[name]).__name__}")
+
+
+def decode(body: bytes, senders: frozenset[str]) -> dict[str, Any]:
+    """The message in a frame's JSON part, checked against its row; its sender must be in ``senders``.
+
+    Raises ProtocolError: not a JSON object, not UTF-8, NaN/±Infinity, nested too deep, an unknown type,
+    a type this side does not accept, or fields that are not exactly its row's, of its row's types.
+    """
+    try:
+        value = json.loads(body, parse_constant=_no_constants)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ProtocolError(f"a frame that is not JSON: {exc}") from exc
+    if type(value) is not dict:
+        raise ProtocolError(f"a frame is a JSON object, got {type(value).__name__}")
+    kind = value.pop("t", None)
+    spec = MESSAGES.get(kind) if type(kind) is str else None
+    if spec is None or spec.sender not in senders:
+        raise ProtocolError(f"unexpected message type {kind!r}")
+    _check_fields(kind, spec, value)
+    for name, type_name in spec.fields.items():
+        if type_name == "num" and not math.isfinite(value[name]):
+            raise ProtocolError(f"{kind}.{name} must be finite")
+    value["t"] = kind
+    return value
+
+
+class Readable(Protocol):
+    """What frames are read from: a buffered binary file over a socket (``socket.makefile("rb")``)."""
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Up to ``size`` bytes; fewer only at the end of the stream."""
+        ...
+
+
+def read_frame(
+    stream: Readable, senders: frozenset[str], payload_limit: Callable[[dict[str, Any]], int]
+) -> tuple[dict[str, Any], bytes] | None:
+    """The next ``(message, payload)`` from ``stream``, or None at a clean end of stream (between frames).
+
+    ``payload_limit(message)`` is the largest payload this side accepts for that message (0: none); it
+    is asked after the JSON part is checked and before a payload byte is read.
+
+    Raises ProtocolError: a frame cut short, a length over a limit, or a message :func:`decode` refuses.
+    Raises OSError: the socket failed.
+    """
+    head = stream.read(_HEAD.size)
+    if not head:
+        return None
+    if len(head) < _HEAD.size:
+        raise ProtocolError("the stream ended inside a frame header")
+    total, json_len = _HEAD.unpack(head)
+    if json_len > MAX_JSON_BYTES or total < 4 + json_len:
+        raise ProtocolError(f"frame lengths {total}/{json_len} break the limits")
+    body = stream.read(json_len)
+    if len(body) < json_len:
+        raise ProtocolError("the stream ended inside a frame")
+    message = decode(body, senders)
+    size = total - 4 - json_len
+    if size and not MESSAGES[message["t"]].payload:
+        raise ProtocolError(f"a {message['t']} message carries no payload, got {size} bytes")
+    if size > payload_limit(message):
+        raise ProtocolError(f"a {size}-byte {message['t']} payload is over its limit")
+    payload = stream.read(size) if size else b""
+    if len(payload) < size:
+        raise ProtocolError("the stream ended inside a payload")
+    return message, payload

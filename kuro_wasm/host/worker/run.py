@@ -1,0 +1,280 @@
+"""One run on a worker process, seen from the host: its live stream, its controls, and the receipt the host signs off.
+
+## The one decision
+The receipt of a process run is assembled **by the host**, from the host's own facts wherever it has
+them, and checked by the model like any other: the session and command are the host's values; the
+output is the host's own stream, fed chunk by chunk as frames arrive (so ``on_chunk`` fires while the
+guest writes, and the cap is applied again on this side); the limits, clock readings and
+``kuro/isolation: "process"`` are the host's; ``kuro/worker`` names the worker and the hardening it
+reported. From the worker's own receipt only the facts of the guest's run are taken (exit code,
+outcome, trap, error, reads, denials, fuel, engine), through
+:func:`kuro_wasm.model.receipt.namespace` and the model's value checks; a worker may not claim
+``worker-died`` or ``abandoned``, and its new fs root is believed only after
+:func:`kuro_wasm.host.worker.verify.check_root`. Anything the model refuses is a protocol violation:
+the pool kills that worker and the run's receipt says so.
+
+A run that ends without its worker's word is decided here, with the model's rules
+(:func:`kuro_wasm.model.outcome.decide`): killed or out of time before a worker took it →
+``cancelled``/``timeout``; a worker that ignored a stop for :data:`STOP_GRACE_S` and was killed by
+the host → the stop's outcome; a worker that died on its own → ``worker-died``, exit code 128 + the
+signal (``kuro/worker`` records it), never retried.
+
+## Effects
+Calls the caller's ``on_chunk``/``on_exit`` on the pool's threads; the wall clock.
+
+## Not done here
+Transport and scheduling (:mod:`.pool`); the run itself (a :class:`kuro_wasm.host.job.Job` in the worker).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from kuro_fs.blocks import BlockStore
+from kuro_wasm.errors import HostError
+from kuro_wasm.host.job import OnChunk, OnExit
+from kuro_wasm.model import stream as _stream
+from kuro_wasm.model.limits import Limits
+from kuro_wasm.model.outcome import decide
+from kuro_wasm.model.receipt import namespace
+from kuro_wasm.model.sessions import Session
+
+__all__ = ["HOST_STATED", "ISOLATION", "STOP_GRACE_S", "RemoteRun", "died_result"]
+
+ISOLATION: Final = "process"
+#: How long a worker may take to honour a kill or its deadline before the host kills the worker itself.
+STOP_GRACE_S: Final = 1.0
+#: Keys the host states itself; the worker's values for them are dropped.
+HOST_STATED: Final = frozenset(
+    {
+        "kuro/isolation",
+        "kuro/limits",
+        "kuro/started-at",
+        "kuro/finished-at",
+        "kuro/duration-ms",
+        "kuro/worker",
+        "kuro/stdout",
+        "kuro/stderr",
+        "kuro/stdout-cid",
+        "kuro/stderr-cid",
+        "kuro/stdout-bytes",
+        "kuro/stderr-bytes",
+        "kuro/truncated?",
+        "kuro/dropped-bytes",
+        "kuro/capped-by",
+    }
+)
+_NOT_FROM_A_WORKER: Final = frozenset({"worker-died", "abandoned"})
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def died_result(status: int | None, detail: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The result keys and ``kuro/worker`` facts of a run whose worker ended with wait ``status`` (None: unknown).
+
+    The exit code is 128 + the signal that ended the worker, the worker's own exit status if it exited
+    by itself, and 128 when neither is known (the zygote is gone).
+
+    >>> died_result(9, "x")[0]["exit-code"], died_result(9, "x")[1]
+    (137, {'signal': 'SIGKILL', 'signal-number': 9})
+    >>> died_result(3 << 8, "x")[0]["exit-code"], died_result(None, "x")[0]["exit-code"]
+    (3, 128)
+    """
+    facts: dict[str, Any] = {}
+    code = 128
+    if status is not None and _signalled(status):
+        number = _termsig(status)
+        code = 128 + number
+        facts["signal"] = _signal_name(number)
+        facts["signal-number"] = number
+    elif status is not None:
+        facts["exit-status"] = (status >> 8) & 0xFF
+        code = facts["exit-status"] or 128
+    how = facts.get("signal") or (f"exit status {facts['exit-status']}" if "exit-status" in facts else "unknown")
+    result = {
+        "exit-code": code,
+        "outcome": "worker-died",
+        "error": f"the worker process running the guest ended ({how}): {detail}; the run was not retried",
+    }
+    return result, facts
+
+
+def _signalled(status: int) -> bool:
+    return (status & 0x7F) != 0 and (status & 0x7F) != 0x7F
+
+
+def _termsig(status: int) -> int:
+    return status & 0x7F
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class RemoteRun:
+    """One run's host-side state: inputs, the live stream, controls, and (at the end) the receipt.
+
+    The pool owns its scheduling fields (``conn``, ``sent``, ``head_since``); everything else changes
+    under ``lock``. The receipt is set exactly once (:meth:`settle`).
+    """
+
+    def __init__(
+        self,
+        run_id: int,
+        session: Session,
+        command: Mapping[str, Any],
+        store: BlockStore,
+        fs: Any,
+        *,
+        limits: Limits,
+        home: Any,
+        stdin: bytes | None,
+        stdin_closed: bool,
+        on_chunk: OnChunk | None,
+        on_exit: OnExit | None,
+        seed: int | None = None,
+    ) -> None:
+        self.id = run_id
+        self.seed = seed  # a deterministic run's seed, for the worker's Job
+        self.session = session
+        self.command = dict(command)
+        self.store = store
+        self.fs_arg = fs
+        self.limits = limits
+        self.home = home
+        self.on_chunk = on_chunk
+        self.on_exit = on_exit
+        self.on_settled: Callable[[], None] | None = None
+        self.started_ms = _now_ms()
+        self.started = time.monotonic()
+        self.deadline = self.started + limits.timeout_ms / 1000.0
+        self.lock = threading.Lock()
+        self.stream = _stream.new(limits.max_output_bytes, max_chunks=limits.max_output_chunks)
+        self.stdin = bytearray(stdin or b"")
+        self.stdin_closed = stdin_closed
+        self.stop_reason: str | None = None  # cancelled / timeout, as the host asked for it
+        self.stop_at: float | None = None
+        self.hard_stop: str | None = None  # set when the host killed the worker to enforce stop_reason
+        self.callback_error: str | None = None
+        self.handed: set[str] = set()
+        self.conn: Any = None
+        self.sent = False
+        self.withdrawing = False
+        self.receipt: dict[str, Any] | None = None
+        self.failure: HostError | None = None
+        self.done = threading.Event()
+
+    # ---- what the receipt says the guest saw
+
+    def receipt_session(self) -> Session:
+        """The session as the receipt states it: its fs root is the root the guest saw (as a Job decides it)."""
+        root = self.fs_arg if isinstance(self.fs_arg, str) else getattr(self.fs_arg, "root", None)
+        if isinstance(root, str) and root != self.session.fs_root_cid:
+            return dataclasses.replace(self.session, fs_root_cid=root)
+        return self.session
+
+    # ---- output, as frames arrive (the pool's reader thread)
+
+    def chunk(self, name: str, data: bytes) -> bool:
+        """Append a kept chunk the worker sent; False if it does not fit this side's cap (a violation)."""
+        with self.lock:
+            if self.receipt is not None:
+                return False
+            self.stream, kept = _stream.append(self.stream, name, data)
+            current = self.stream
+        if kept is None:
+            return False
+        if self.on_chunk is not None:
+            try:
+                self.on_chunk(current, kept)
+            except Exception as exc:
+                if self.callback_error is None:
+                    self.callback_error = f"on_chunk raised {type(exc).__name__}: {exc}"
+        return True
+
+    # ---- endings
+
+    def worker_result(self, receipt: Mapping[str, Any], counters: Mapping[str, Any]) -> dict[str, Any]:
+        """The result keys taken from a worker's receipt, after this side's stream caught up with its drops.
+
+        Raises HostError: the worker's receipt or counters disagree with what this side saw.
+        """
+        result = {k: v for k, v in namespace(receipt).items() if k not in HOST_STATED}
+        if result.get("kuro/outcome") in _NOT_FROM_A_WORKER:
+            raise HostError(f"a worker may not report the outcome {result['kuro/outcome']!r}")
+        seq, dropped, truncated = counters.get("seq"), counters.get("dropped"), counters.get("truncated")
+        capped_by = counters.get("capped_by")
+        with self.lock:
+            s = self.stream
+            kept = (receipt.get("kuro/stdout-bytes"), receipt.get("kuro/stderr-bytes"))
+            if kept != (s.stdout_bytes, s.stderr_bytes):
+                raise HostError(f"the worker kept {kept} bytes, this side received {(s.stdout_bytes, s.stderr_bytes)}")
+            if truncated is True and type(seq) is int and type(dropped) is int and seq > s.seq and dropped >= 0:
+                self.stream = _stream.drop(s, seq - s.seq, dropped - s.dropped_bytes, str(capped_by))
+            elif truncated is not False or seq != s.seq or dropped != 0:
+                raise HostError(f"the worker's stream counters {dict(counters)} do not match this side's")
+        return result
+
+    def settle(self, result: Mapping[str, Any], worker: Mapping[str, Any] | None) -> None:
+        """Build and publish the receipt from ``result`` (host keys); idempotent: the first ending wins.
+
+        Raises ModelError: the model refuses the result (the caller treats that as the worker's fault
+        when the result came from a worker).
+        """
+        with self.lock:
+            if self.receipt is not None or self.failure is not None:
+                return
+            full = dict(result)
+            full.update(
+                {
+                    "kuro/isolation": ISOLATION,
+                    "kuro/limits": self.limits.receipt_value(),
+                    "kuro/started-at": self.started_ms,
+                    "kuro/finished-at": _now_ms(),
+                    "kuro/duration-ms": max(0, int((time.monotonic() - self.started) * 1000)),
+                }
+            )
+            if worker is not None:
+                full["kuro/worker"] = dict(worker)
+            if self.callback_error is not None and not full.get("kuro/error") and not full.get("error"):
+                full["kuro/error"] = self.callback_error
+            receipt = _stream.finish(self.stream, self.receipt_session(), self.command, full)
+            self.stream = _stream.mark_exited(self.stream)
+            self.receipt = receipt
+        self._published()
+
+    def stopped(self, reason: str, detail: str | None, worker: Mapping[str, Any] | None) -> None:
+        """End with the host's own stop (``cancelled``/``timeout``), decided by the model's rules."""
+        result: dict[str, Any] = decide(stop=reason)
+        if detail is not None:
+            result["error"] = detail
+        self.settle(result, worker)
+
+    def fail(self, error: HostError) -> None:
+        """No receipt can be had (the worker's Job could not build one): waiters get ``error``."""
+        with self.lock:
+            if self.receipt is not None or self.failure is not None:
+                return
+            self.failure = error
+            self.stream = _stream.mark_exited(self.stream)
+        self._published()
+
+    def _published(self) -> None:
+        self.done.set()
+        if self.on_exit is not None and self.receipt is not None:
+            try:
+                self.on_exit(self.receipt)
+            except Exception:
+                pass
+        if self.on_settled is not None:
+            self.on_settled()

@@ -1,0 +1,351 @@
+"""A worker process: harden itself, then run the host's requests one after another, each as a plain Job.
+
+## The one decision
+A worker runs exactly the run logic of the in-process backend — one
+:class:`kuro_wasm.host.job.Job` per request, built from the request's plain data, executed on the
+worker's main thread — and adds only transport: the Job's ``on_chunk`` sends each kept chunk to the
+host as the guest writes it, stdin/close/kill frames reach the Job through its public
+``ctx.stdin`` and ``ctx.stop``, and at the end the receipt (less the output bytes, which the host
+already has) and the stream's counters go back in one ``done`` frame. The host builds the receipt
+it hands out from that (:mod:`kuro_wasm.host.worker.run`).
+
+Requests may queue (the host pipelines up to two per worker): a reader thread files them and the
+main thread takes them in order. (Two threads taking turns at reading — leader/follower — saves that
+hand-over but was measured slower here: the thread woken to read next competes with the running
+guest for the GIL at every ctypes call into wasmtime.)
+Stdin, close and kill for a queued request wait in its record and
+are applied when its Job exists; ``withdraw`` takes a request back if it has not started. When the
+host's end closes, the running guest is stopped and the worker exits.
+
+## Effects
+The inherited socket to the host, a reader thread, :mod:`.hardening` before any of that, and the
+Jobs' own effects (wasmtime, the module cache under the run's home).
+
+## Not done here
+No scheduling (the host decides what runs where), no retries.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, NoReturn
+
+from kuro_fs.cid import cid_for
+from kuro_fs.errors import BlockStoreError
+from kuro_fs.filestore import FileBlockStore
+from kuro_fs.fs import Fs
+from kuro_fs.fsdir import Entry, encode_dir
+from kuro_wasm.errors import HostError
+from kuro_wasm.host import engine
+from kuro_wasm.host.job import Job
+from kuro_wasm.host.worker import hardening
+from kuro_wasm.host.worker.protocol import ProtocolError, read_frame, send
+from kuro_wasm.host.worker.remote import RemoteStore
+from kuro_wasm.host.worker.run import HOST_STATED
+from kuro_wasm.model import stream as _stream
+from kuro_wasm.model.limits import Limits
+from kuro_wasm.model.receipt import HOST_KEYS
+from kuro_wasm.model.sessions import Session
+
+__all__ = ["MEMORY_PROFILE", "serve"]
+
+#: How a worker with an address-space limit reserves linear memory (see :mod:`.hardening`).
+#: 1 GiB reserved per memory (most guests never move), a small guard (bounds checks are explicit below 4 GiB),
+#: and 1 GiB more reserved when a memory outgrows its reservation and moves (so growing to 4 GiB moves 3 times).
+MEMORY_PROFILE: Final = engine.MemoryProfile(reservation=1 << 30, guard=64 << 10, growth=1 << 30)
+_FROM_HOST: Final = frozenset({"host"})
+_HOST_PAYLOAD_LIMIT: Final = 1 << 30
+#: What a done frame reports of the Job's receipt: the keys a host may state, less those the host states itself.
+_REPORTED: Final = frozenset(f"kuro/{k}" for k in HOST_KEYS) - HOST_STATED | {"kuro/stdout-bytes", "kuro/stderr-bytes"}
+
+
+@dataclass(eq=False)
+class _Request:
+    """A run request from the host, and what arrived for it before its Job existed."""
+
+    id: int
+    message: dict[str, Any]
+    stdin: bytearray
+    closed: bool
+    killed: bool
+    job: Job | None = None
+    taken: bool = False
+    withdrawn: bool = False
+
+
+@dataclass(eq=False)
+class _Worker:
+    sock: socket.socket
+    test_hooks: bool
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    ready: queue.SimpleQueue[_Request] = field(default_factory=queue.SimpleQueue)
+    requests: dict[int, _Request] = field(default_factory=dict)
+    replies: dict[int, tuple[bool, bytes] | None] = field(default_factory=dict)
+    next_rid: int = 0
+    host_gone: bool = False
+    lie_root: bool = False
+
+    def __post_init__(self) -> None:
+        self.stream = self.sock.makefile("rb", buffering=1 << 16)
+
+    # ---- the Link the run's RemoteStore talks through
+
+    def send(self, kind: str, fields: Mapping[str, Any], payload: bytes = b"") -> None:
+        try:
+            with self.send_lock:
+                send(self.sock, kind, fields, payload)
+        except OSError as exc:
+            raise BlockStoreError(f"the host is gone: {exc}") from exc
+
+    def request(self, kind: str, fields: Mapping[str, Any]) -> tuple[bool, bytes]:
+        with self.cond:
+            self.next_rid += 1
+            rid = self.next_rid
+            self.replies[rid] = None
+        self.send(kind, {**fields, "rid": rid})
+        with self.cond:
+            while self.replies.get(rid) is None and not self.host_gone:
+                self.cond.wait()
+            reply = self.replies.pop(rid, None)
+        if reply is None:
+            raise BlockStoreError("the host went away while a block was asked for")
+        return reply
+
+    # ---- the reader thread files requests; the main thread runs them, one after another
+
+    def read(self) -> None:
+        """The reader thread: every frame from the host, until the host's end closes (then the worker exits).
+
+        It stays blocked in ``recv`` while a guest runs, so it never competes with the run for the GIL,
+        and the hand-over of a request to the main thread is one ``SimpleQueue`` put (C code).
+        """
+        while True:
+            try:
+                frame = read_frame(self.stream, _FROM_HOST, lambda _m: _HOST_PAYLOAD_LIMIT)
+            except (OSError, ProtocolError):
+                frame = None
+            if frame is None:
+                self._host_gone()
+            self._on(*frame)
+
+    def loop(self) -> None:
+        """The main thread: take each request in order (skipping withdrawn ones) and run it."""
+        while True:
+            request = self.ready.get()
+            with self.cond:
+                if request.withdrawn:
+                    continue
+                request.taken = True
+            self._execute_and_report(request)
+
+    def _host_gone(self) -> NoReturn:
+        with self.cond:
+            self.host_gone = True
+            running = [r.job for r in self.requests.values() if r.job is not None]
+            self.cond.notify_all()
+        for job in running:
+            job.ctx.stop("cancelled")
+        os._exit(0)
+
+    def _on(self, message: dict[str, Any], payload: bytes) -> None:
+        kind = message["t"]
+        if kind == "reply":
+            with self.cond:
+                if message["rid"] in self.replies:
+                    self.replies[message["rid"]] = (message["found"], payload)
+                    self.cond.notify_all()
+            return
+        if kind == "run":
+            request = _Request(message["id"], message, bytearray(payload), message["stdin_closed"], message["killed"])
+            with self.cond:
+                self.requests[request.id] = request
+            self.ready.put(request)
+            return
+        if kind == "probe":
+            if self.test_hooks and message["what"] == "lie-block":
+                self._lie_block()
+            elif self.test_hooks and message["what"] == "lie-root":
+                self.lie_root = True  # the next run's done names a root with a block nobody handed back
+                self.send("probed", {"what": "lie-root", "result": {"armed": True}})
+            elif self.test_hooks:
+                try:
+                    result = hardening.probe(message["what"])
+                except Exception as exc:
+                    result = {"raised": f"{type(exc).__name__}: {exc}"}
+                self.send("probed", {"what": message["what"], "result": result})
+            return
+        with self.cond:
+            target = self.requests.get(message["id"])
+            if target is None:
+                return  # it finished already: a late stdin or kill has nothing left to act on
+            if kind == "withdraw":
+                ok = not target.taken
+                if ok:
+                    target.withdrawn = True
+                    del self.requests[target.id]
+                job = None
+            else:
+                job = target.job
+                if job is None:
+                    if kind == "stdin" and not target.closed:
+                        target.stdin += payload
+                    target.closed = target.closed or kind == "eof"
+                    target.killed = target.killed or kind == "kill"
+        if kind == "withdraw":
+            self.send("withdrawn", {"id": message["id"], "ok": ok})
+        elif job is not None:
+            assert job.ctx.stdin is not None
+            if kind == "stdin":
+                job.ctx.stdin.write(payload)
+            elif kind == "eof":
+                job.ctx.stdin.close()
+            elif kind == "kill":
+                job.ctx.stop("cancelled")
+
+    def _lie_block(self) -> None:
+        """Test hook: hand the host, for the running request, bytes under a CID they do not hash to."""
+        with self.cond:
+            running = [r.id for r in self.requests.values() if r.job is not None]
+        self.send("put", {"id": running[0] if running else 0, "cid": cid_for(b"what was claimed")}, b"what was sent")
+
+    def _execute_and_report(self, request: _Request) -> None:
+        try:
+            self._execute(request)
+        except BlockStoreError:
+            self._host_gone()
+        except Exception as exc:  # a request this worker cannot even start (a bug): say so, stay up
+            self.send("failed", {"id": request.id, "error": f"the worker could not start the run: {exc!r}"})
+        finally:
+            with self.cond:
+                self.requests.pop(request.id, None)
+
+    def _execute(self, request: _Request) -> None:
+        message = request.message
+        store_path = message["store_path"]
+        command = message["command"]
+        store = RemoteStore(
+            self,
+            request.id,
+            direct=None if store_path is None else FileBlockStore(store_path),
+            present={command.get("kuro/guest", ""): message["guest_present"]},
+        )
+        fs_arg: Any = message["fs"]
+        if isinstance(fs_arg, dict):
+            fs_arg = Fs(store, fs_arg["root"], fs_arg["grant"], chunk_size=fs_arg["chunk_size"], width=fs_arg["width"])
+        # The deadline is the host's (CLOCK_MONOTONIC is one clock for every process of the machine): the
+        # time the request waited in the host and in this worker's queue is part of the run's budget.
+        remaining = math.ceil((message["deadline"] - time.monotonic()) * 1000)
+        limits = Limits.from_options({**message["limits"], "timeout_ms": max(1, remaining)})
+
+        def on_chunk(_s: _stream.Stream, chunk: _stream.Chunk) -> None:
+            self.send("chunk", {"id": request.id, "stream": chunk.stream}, chunk.data)
+
+        session = _session(message["session"])
+        with self.cond:  # stdin, close and kill that arrived before the Job exists are in the request
+            job = Job(
+                session,
+                command,
+                store,
+                fs_arg,
+                on_chunk=on_chunk,
+                on_exit=None,
+                limits=limits,
+                home=message["home"],
+                stdin_closed=request.closed,
+                stdin=bytes(request.stdin) if request.stdin else None,
+                seed=message["seed"] if isinstance(message["seed"], int) else None,
+            )
+            request.job = job
+            killed = request.killed or self.host_gone
+        if killed:
+            job.ctx.stop("cancelled")
+        try:
+            receipt = job.execute()
+        except HostError as exc:
+            self.send("failed", {"id": request.id, "error": str(exc)})
+            return
+        kept = {k: v for k, v in receipt.items() if k in _REPORTED}
+        if self.lie_root:  # test hook: hand back a directory whose one file nobody has, and claim it as the root
+            self.lie_root = False
+            missing = Entry(cid_for(b"a file nobody handed back"), 25)
+            kept["kuro/fs-root-after"] = store.put(encode_dir({"lost.txt": missing}), "dag-cbor")
+        s = job.stream
+        counters = {"seq": s.seq, "dropped": s.dropped_bytes, "truncated": s.truncated, "capped_by": s.capped_by}
+        self.send("done", {"id": request.id, "receipt": kept, "stream": counters, "cpu": time.process_time()})
+
+
+_SESSIONS: dict[tuple[Any, ...], Session] = {}
+
+
+def _session(data: Any) -> Session:
+    """The session of a request, checked by :meth:`Session.from_data` once per distinct session (a warm run
+    re-sends the same one); a bounded memo."""
+    try:
+        key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(data.items()))
+        hash(key)
+    except (AttributeError, TypeError):
+        return Session.from_data(data)  # not a session's data: let the model say why
+    found = _SESSIONS.get(key)
+    if found is None:
+        found = Session.from_data(data)
+        if len(_SESSIONS) >= 256:
+            _SESSIONS.clear()
+        _SESSIONS[key] = found
+    return found
+
+
+def serve(fd: int, options: Mapping[str, Any]) -> None:
+    """The body of a worker process (never returns): harden, say hello on socket ``fd``, run requests.
+
+    ``options``: ``hardening`` (:meth:`hardening.Hardening.to_data`) and ``test_hooks`` (bool). A worker that
+    cannot apply its required hardening exits with status 3 before its hello.
+    """
+    code = 0
+    try:
+        sock = socket.socket(fileno=fd)
+        config = hardening.Hardening.from_data(options["hardening"])
+        in_force: list[str] = []
+        pid = os.getpid()
+        if config.namespaces:
+            names, pid = hardening.enter_namespaces()
+            in_force += names
+        if config.address_space is not None:
+            engine.set_memory_profile(MEMORY_PROFILE)
+        in_force += hardening.apply_limits(config)
+        in_force += hardening.set_no_new_privs()
+        in_force += hardening.install_seccomp()
+    except BaseException as exc:
+        _debug("the worker could not harden itself")
+        try:
+            send(sock, "unfit", {"error": f"{type(exc).__name__}: {exc}"})
+        except BaseException:
+            pass
+        os._exit(3)
+    try:
+        worker = _Worker(sock, bool(options.get("test_hooks")))
+        worker.send("hello", {"pid": pid, "hardening": sorted(in_force)})
+        threading.Thread(target=worker.read, name="kuro-worker-reader", daemon=True).start()
+        worker.loop()
+    except BaseException:
+        _debug("the worker failed")
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _debug(what: str) -> None:
+    """With ``KURO_DEBUG`` set (the zygote then keeps stderr), say why a worker gives up."""
+    if os.environ.get("KURO_DEBUG"):
+        import traceback
+
+        print(f"kuro worker {os.getpid()}: {what}", file=sys.stderr)
+        traceback.print_exc()

@@ -1,0 +1,233 @@
+"""isolation="process": everything works across the process boundary as it does in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hostkit import wat
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.filestore import FileBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.errors import ModelError
+from kuro_wasm.host.api import Handle, ProcessHandle, run, run_async, start
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.host.worker.pool import WorkerPool
+from kuro_wasm.model import stream as _stream
+from kuro_wasm.model.sessions import guest, session
+
+WAIT = 60.0  # a bound on waiting for an event, never a measured duration
+
+
+def _setup(store: Any, name: str, mode: str = "terminal-repo") -> tuple[Any, str]:
+    fs = Fs.empty(store).write("notes/a.txt", b"alpha").fs.write("greeting.txt", b"hi there").fs
+    return session("s-proc", fs.root, mode), add_guest(store, wat(name))
+
+
+def _started(handle: Handle | dict[str, Any]) -> ProcessHandle:
+    assert isinstance(handle, ProcessHandle), handle
+    return handle
+
+
+def test_chunks_reach_on_chunk_while_the_guest_is_still_running(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "cat")
+    seen: list[bytes] = []
+    arrived = threading.Semaphore(0)
+
+    def on_chunk(s: _stream.Stream, chunk: _stream.Chunk) -> None:
+        seen.append(chunk.data)
+        arrived.release()
+
+    handle = _started(start(sess, guest(cid, "run"), store=store, isolation=pool, on_chunk=on_chunk, home=False))
+    handle.write(b"first")
+    assert arrived.acquire(timeout=WAIT)
+    assert seen == [b"first"] and not handle.done  # the guest is blocked in read: it has not ended
+    handle.write(b"second")
+    assert arrived.acquire(timeout=WAIT)
+    handle.close_stdin()
+    receipt = handle.wait(WAIT)
+    assert (receipt["kuro/outcome"], receipt["kuro/stdout"], seen) == ("ok", b"firstsecond", [b"first", b"second"])
+    assert receipt["kuro/isolation"] == "process"
+    assert handle.stream.state == "exited"
+
+
+def test_kill_stops_a_guest_blocked_on_stdin(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "cat")
+    got = threading.Event()
+    handle = _started(start(sess, guest(cid, "run"), store=store, isolation=pool, on_chunk=lambda s, c: got.set()))
+    handle.write(b"x")
+    assert got.wait(WAIT)
+    handle.kill()
+    receipt = handle.wait(WAIT)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"], receipt["kuro/stdout"]) == ("cancelled", 130, b"x")
+
+
+def test_the_deadline_stops_an_infinite_loop(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "spin")
+    receipt = run(sess, guest(cid, "run"), store=store, isolation=pool, timeout_ms=50)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"], receipt["kuro/timed-out?"]) == ("timeout", 124, True)
+    assert receipt["kuro/limits"]["timeout-ms"] == 50
+
+
+def test_the_output_cap_and_fuel_apply_in_the_worker(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess, flood = _setup(store, "flood")
+    capped = run(sess, guest(flood, "run"), store=store, isolation=pool, max_output_bytes=4096)
+    assert (capped["kuro/outcome"], capped["kuro/stdout-bytes"], capped["kuro/truncated?"]) == (
+        "output-capped",
+        4096,
+        True,
+    )
+    assert capped["kuro/dropped-bytes"] == 1024 and capped["kuro/capped-by"] == "bytes"
+    chunks = run(sess, guest(flood, "run"), store=store, isolation=pool, max_output_chunks=5)
+    assert (chunks["kuro/capped-by"], chunks["kuro/stdout-bytes"], chunks["kuro/dropped-bytes"]) == (
+        "chunks",
+        5120,
+        1024,
+    )
+    spin = add_guest(store, wat("spin"))
+    fuel = run(sess, guest(spin, "run"), store=store, isolation=pool, fuel=10_000)
+    assert (fuel["kuro/outcome"], fuel["kuro/exit-code"]) == ("fuel-exhausted", 124)
+
+
+def test_run_async_awaits_the_receipt_and_cancelling_kills_the_guest(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "hello")
+    spin = add_guest(store, wat("spin"))
+
+    async def main() -> tuple[dict[str, Any], bool]:
+        done = await run_async(sess, guest(cid, "run"), store=store, isolation=pool)
+        task = asyncio.ensure_future(run_async(sess, guest(spin, "run"), store=store, isolation=pool))
+        await asyncio.sleep(0)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return done, True
+        return done, False
+
+    done, cancelled = asyncio.run(main())
+    assert (done["kuro/outcome"], done["kuro/stdout"], cancelled) == ("ok", b"hello, kuro\n", True)
+    after = run(sess, guest(cid, "run"), store=store, isolation=pool)  # the killed spin did not wedge the worker
+    assert after["kuro/outcome"] == "ok"
+
+
+def test_runs_waiting_for_a_worker_can_be_killed_and_time_out_there(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "spin")
+    busy = _started(start(sess, guest(cid, "run"), store=store, isolation=pool))  # holds the only active worker
+    queued = _started(start(sess, guest(cid, "run"), store=store, isolation=pool))  # pipelined behind it
+    waiting = _started(start(sess, guest(cid, "run"), store=store, isolation=pool))  # waits in the host
+    late = _started(start(sess, guest(cid, "run"), store=store, isolation=pool, timeout_ms=1))
+    assert late.wait(WAIT)["kuro/outcome"] == "timeout"
+    waiting.kill()
+    queued.kill()
+    assert waiting.wait(WAIT)["kuro/outcome"] == "cancelled"
+    assert queued.wait(WAIT)["kuro/outcome"] == "cancelled"
+    assert not busy.done
+    busy.kill()
+    assert busy.wait(WAIT)["kuro/outcome"] == "cancelled"
+
+
+def test_a_short_run_is_not_stuck_behind_a_long_one(pool2: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess, spin = _setup(store, "spin")
+    cat = add_guest(store, wat("cat"))
+    long_a = _started(start(sess, guest(spin, "run"), store=store, isolation=pool2))
+    blocked = _started(start(sess, guest(cat, "run"), store=store, isolation=pool2))
+    behind = _started(start(sess, guest(cat, "run"), store=store, isolation=pool2, stdin=b"short"))
+    behind.close_stdin()
+    blocked.close_stdin()  # the cat run ends; its worker falls idle and takes back the run queued behind spin
+    assert behind.wait(WAIT)["kuro/stdout"] == b"short"
+    long_a.kill()
+    assert long_a.wait(WAIT)["kuro/outcome"] == "cancelled"
+
+
+def test_fs_writes_come_back_verified_into_a_memory_store(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "fs-write", "terminal-build")
+    receipt = run(sess, guest(cid, "run"), store=store, isolation=pool)
+    after = Fs(store, receipt["kuro/fs-root-after"])
+    assert after.read("out/hello.txt").value == b"written by a guest"
+    assert after.read("notes/a.txt").value == b"alpha"
+
+
+def test_a_file_block_store_is_read_directly_and_written_through_the_host(pool: WorkerPool, tmp_path: Path) -> None:
+    store = FileBlockStore(tmp_path / "blocks")
+    sess, write = _setup(store, "fs-write", "terminal-build")
+    cat = add_guest(store, wat("fs-cat"))
+    written = run(sess, guest(write, "run"), store=store, isolation=pool)
+    fs = Fs(store, written["kuro/fs-root-after"])
+    read = run(sess, guest(cat, "run"), store=store, fs=fs, isolation=pool)
+    assert written["kuro/outcome"] == "ok" and read["kuro/exit-code"] == 0, read
+    assert read["kuro/stdout"] == b"hi there" and len(read["kuro/reads"]) == 1
+    assert fs.read("out/hello.txt").value == b"written by a guest"
+
+
+def test_an_fs_value_keeps_its_own_grant_across_the_boundary(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "fs-write", "terminal-build")
+    narrowed = Fs.empty(store).with_grant(["fs/read"])
+    receipt = run(sess, guest(cid, "run"), store=store, fs=narrowed, isolation=pool)
+    assert receipt["kuro/exit-code"] == 1  # -DENIED: the Fs value's grant lacks fs/write
+    assert "kuro/fs-root-after" not in receipt
+
+
+def test_the_isolation_option_names_a_backend_or_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "hello")
+    with pytest.raises(ModelError, match="names no backend") as err:
+        run(sess, guest(cid, "run"), store=store, isolation="container")
+    assert err.value.reason == "invalid-run-option"
+    with pytest.raises(ModelError):
+        run(sess, guest(cid, "run"), store=store, isolation=3)
+    monkeypatch.setenv("KURO_ISOLATION", "vm")
+    with pytest.raises(ModelError, match="KURO_ISOLATION"):
+        run(sess, guest(cid, "run"), store=store)
+    denied = run(sess, ["ls"], store=store, isolation="container")
+    assert denied["kuro/reason"] == "argv-not-a-process"  # the denial is decided first, as always
+
+
+def test_kuro_isolation_in_the_environment_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "hello")
+    monkeypatch.setenv("KURO_ISOLATION", "process")
+    assert run(sess, guest(cid, "run"), store=store)["kuro/isolation"] == "process"
+    assert run(sess, guest(cid, "run"), store=store, isolation="wasmtime")["kuro/isolation"] == "wasmtime"
+
+
+def test_a_process_handle_is_a_handle_and_overrides_all_of_it() -> None:
+    public = {n for n, _ in inspect.getmembers(Handle) if not n.startswith("_")} | {"__init__", "_start", "close"}
+    overridden = {n for n in public if n in vars(ProcessHandle)}
+    assert overridden == public  # a member added to Handle must be given its process form too
+    assert issubclass(ProcessHandle, Handle)
+
+
+def test_runs_started_from_many_threads_at_once_all_run_once_in_order_per_worker(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "hello")
+    receipts: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        handles = [start(sess, guest(cid, "add", [i, 1]), store=store, isolation=pool) for i in range(60)]
+        got = [_started(h).wait(WAIT) for h in handles]
+        with lock:
+            receipts.extend(got)
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert len(receipts) == 240
+    assert {r["kuro/outcome"] for r in receipts} == {"exit"}  # no worker was killed for a frame out of order
+    assert sorted(r["kuro/exit-code"] for r in receipts) == sorted(list(range(1, 61)) * 4)

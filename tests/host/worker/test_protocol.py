@@ -1,0 +1,136 @@
+"""The frame protocol: plain data in, plain data out, and anything else refused before it is believed."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kuro_wasm.host.worker.protocol import (
+    MAX_JSON_BYTES,
+    MESSAGES,
+    ProtocolError,
+    decode,
+    encode,
+    read_frame,
+)
+
+_SAMPLES: dict[str, Any] = {"int": 7, "num": 1.5, "str": "x", "bool": True, "data": {"a": [1, "b"]}, "str?": None}
+HOST = frozenset({"host"})
+WORKER = frozenset({"worker"})
+
+
+def _frame(kind: str, fields: dict[str, Any], payload: bytes = b"") -> bytes:
+    return encode(kind, fields, payload) + (payload if len(payload) > 65536 else b"")
+
+
+def _raw(body: bytes, payload: bytes = b"") -> bytes:
+    return struct.pack(">II", 4 + len(body) + len(payload), len(body)) + body + payload
+
+
+@pytest.mark.parametrize("kind", sorted(MESSAGES))
+def test_every_message_round_trips_as_plain_data(kind: str) -> None:
+    spec = MESSAGES[kind]
+    fields = {name: _SAMPLES[t] for name, t in spec.fields.items()}
+    payload = b"\x00\xffbytes" if spec.payload else b""
+    got = read_frame(io.BytesIO(_frame(kind, fields, payload)), frozenset({spec.sender}), lambda _m: 1 << 20)
+    assert got == ({"t": kind, **fields}, payload)
+
+
+def test_a_large_payload_rides_after_the_json_part() -> None:
+    payload = bytes(range(256)) * 1024
+    got = read_frame(io.BytesIO(_frame("chunk", {"id": 1, "stream": "stdout"}, payload)), WORKER, lambda _m: 1 << 20)
+    assert got is not None and got[1] == payload
+
+
+def test_a_clean_end_between_frames_is_none() -> None:
+    assert read_frame(io.BytesIO(b""), WORKER, lambda _m: 0) is None
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b'{"t": "nope"}', "unexpected message type"),
+        (b'{"t": "run", "id": 1}', "fields missing"),
+        (b'{"t": "kill", "id": 1, "extra": 2}', "unexpected"),
+        (b'{"t": "kill", "id": "1"}', "must be int"),
+        (b'{"t": "kill", "id": true}', "must be int"),
+        (b'{"t": "kill", "id": NaN}', "not JSON"),
+        (b'{"t": "done", "id": 1, "receipt": {}, "stream": {}, "cpu": 1e999}', "finite"),
+        (b"[1, 2]", "JSON object"),
+        (b"\xff\xfe", "not JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+    ],
+)
+def test_a_malformed_message_is_refused(body: bytes, why: str) -> None:
+    senders = HOST | WORKER
+    with pytest.raises(ProtocolError, match=why):
+        decode(body, senders)
+
+
+def test_a_message_from_the_wrong_side_is_refused() -> None:
+    with pytest.raises(ProtocolError, match="unexpected message type"):
+        decode(json.dumps({"t": "kill", "id": 1}).encode(), WORKER)  # kill is the host's to send
+
+
+def test_a_hostile_length_is_refused_before_anything_is_allocated() -> None:
+    head = struct.pack(">II", 0xFFFFFFFF, MAX_JSON_BYTES + 1)
+    with pytest.raises(ProtocolError, match="limits"):
+        read_frame(io.BytesIO(head), WORKER, lambda _m: 0)
+
+
+def test_a_payload_over_its_limit_is_refused_before_it_is_read() -> None:
+    body = json.dumps({"t": "put", "id": 1, "cid": "x"}).encode()
+    stream = io.BytesIO(struct.pack(">II", 4 + len(body) + 10**9, len(body)) + body)
+    with pytest.raises(ProtocolError, match="over its limit"):
+        read_frame(stream, WORKER, lambda _m: 1 << 20)
+    assert stream.tell() == 8 + len(body)  # not one payload byte was read
+
+
+def test_a_payload_on_a_message_that_has_none_is_refused() -> None:
+    body = json.dumps({"t": "kill", "id": 1}).encode()
+    with pytest.raises(ProtocolError, match="no payload"):
+        read_frame(io.BytesIO(_raw(body, b"xx")), HOST, lambda _m: 1 << 20)
+
+
+@pytest.mark.parametrize("cut", [3, 9, 20])
+def test_a_frame_cut_short_is_refused(cut: int) -> None:
+    frame = _frame("chunk", {"id": 1, "stream": "stdout"}, b"abcdef")
+    with pytest.raises(ProtocolError, match="ended inside"):
+        read_frame(io.BytesIO(frame[: len(frame) - cut]), WORKER, lambda _m: 1 << 20)
+
+
+def test_the_sender_cannot_encode_what_json_cannot_carry() -> None:
+    with pytest.raises(ProtocolError):
+        encode("probe", {"what": float("nan")})
+    with pytest.raises(ProtocolError):
+        encode("nope", {})
+    with pytest.raises(ProtocolError, match="no payload"):
+        encode("kill", {"id": 1}, b"x")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_bytes_from_a_worker_are_a_frame_an_end_or_a_protocol_error(data: bytes) -> None:
+    try:
+        read_frame(io.BytesIO(data), WORKER, lambda _m: 1 << 16)
+    except ProtocolError:
+        pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)
+    )
+)
+def test_any_json_value_is_a_message_or_a_protocol_error(value: Any) -> None:
+    try:
+        decode(json.dumps(value).encode(), HOST | WORKER)
+    except ProtocolError:
+        pass
