@@ -130,7 +130,7 @@ def names_a_directory(path: str) -> bool:
 def has_control(name: str) -> bool:
     """True if ``name`` holds a control character (C0, DEL, C1): no path can name it, printing it raw could lie.
 
-    >>> has_control("old\nname"), has_control("plain.txt")
+    >>> has_control("old\\nname"), has_control("plain.txt")
     (True, False)
     """
     return _CONTROL.search(name) is not None

@@ -1,10 +1,11 @@
 """kuro_wasm: run WebAssembly guests by CID and keep an auditable receipt of every run.
 
 ``kuro = session + command intent + effective grant + receipt``. This module only
-re-exports; each concept lives in the module named after it, in four layers: the pure
+re-exports; each concept lives in the module named after it, in five layers: the pure
 model (:mod:`kuro_wasm.model` — sessions, receipts, the stream, checkpoints, the ANSI
 reader), the wasmtime host (:mod:`kuro_wasm.host`), the receipt ledger
-(:mod:`kuro_wasm.ledger`) and the command line (:mod:`kuro_wasm.cli`).
+(:mod:`kuro_wasm.ledger`), batches over a cluster (:mod:`kuro_wasm.batch`) and the
+command line (:mod:`kuro_wasm.cli`).
 
 The names are resolved on first use (PEP 562), so ``import kuro_wasm`` — and the
 ``kuro`` command, which starts by importing this package — loads no wasm engine,

@@ -26,8 +26,9 @@ an optional ``hint``.
     ├── LedgerError                             the run ledger failed
     │   ├── OperationConflict                   one operation id, two different requests
     │   └── LedgerCorrupt                       the ledger's rows do not add up
-    └── HostError                               the host could not do what was asked
-        └── LoadError                           guest bytes missing, unverifiable or not a module
+    ├── HostError                               the host could not do what was asked
+    │   └── LoadError                           guest bytes missing, unverifiable or not a module
+    └── BatchError                              a batch could not go on (no cluster, no worker can run it)
 
 ## Not done here
 No error carries a denial, and no guest outcome (trap, timeout, exit) is an
@@ -37,6 +38,7 @@ error: those are receipts.
 from __future__ import annotations
 
 __all__ = [
+    "BatchError",
     "CheckpointError",
     "CheckpointVersionError",
     "FixtureError",
@@ -142,3 +144,13 @@ class LoadError(HostError):
     """Guest bytes could not be fetched, verified or compiled."""
 
     reference = "load-error"
+
+
+class BatchError(KuroError):
+    """A batch could not go on: no cluster to run on, or no worker able to run its invocations.
+
+    What had finished is stored and was handed out; what had not run is released (its op ids
+    may run later), and the error says which.
+    """
+
+    reference = "batch-error"

@@ -1,8 +1,8 @@
 """The import graph is part of the design: these tests keep it honest.
 
 - ``kuro_fs`` never imports ``kuro_wasm`` (the filesystem is usable without the host).
-- ``kuro_wasm`` is four layers, and imports run one way:
-  ``cli → ledger → host → model → kuro_fs`` (plus the leaf ``kuro_wasm.errors``, which
+- ``kuro_wasm`` is five layers, and imports run one way:
+  ``cli → batch → ledger → host → model → kuro_fs`` (plus the leaf ``kuro_wasm.errors``, which
   every layer may use and which imports nothing of ``kuro_wasm``). Lazy imports inside
   functions count too: a lazy import is still an arrow.
 - No import circle among ``kuro_wasm`` modules.
@@ -10,6 +10,8 @@
   threading, os, time, random, subprocess, pathlib. Effects live in the thin host,
   ledger and CLI modules.
 - The CLI's shared context imports no command module.
+- Importing ``kuro_wasm.batch`` (what the CLI and a library caller load) imports no Dask:
+  Dask is an optional extra, loaded only by the backend that uses it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "kuro_wasm"
 
 #: Layer of each subpackage: a module may import its own layer or a lower one, never a higher one.
-LAYERS = {"model": 0, "host": 1, "ledger": 2, "cli": 3}
+LAYERS = {"model": 0, "host": 1, "ledger": 2, "batch": 3, "cli": 4}
 
 #: Pure modules outside kuro_wasm/model/ (every module under model/ is pure by rule).
 OTHER_PURE_MODULES = [
@@ -86,7 +88,7 @@ def _layer(module: str) -> int | None:
 KURO_WASM_FILES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def test_kuro_wasm_is_four_subpackages_and_a_shared_leaf() -> None:
+def test_kuro_wasm_is_five_subpackages_and_a_shared_leaf() -> None:
     packages = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists())
     assert packages == sorted(LAYERS)
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
@@ -157,3 +159,12 @@ def test_pure_modules_import_no_effect_machinery(module: str) -> None:
     path = ROOT / module
     assert path.exists(), f"{module} is listed as a pure module but does not exist"
     assert sorted(_roots(path) & EFFECT_IMPORTS) == []
+
+
+def test_the_batch_layer_loads_dask_only_in_its_dask_backend() -> None:
+    for path in sorted((PACKAGE / "batch").glob("*.py")):
+        roots = _roots(path)
+        if path.name == "cluster.py":
+            assert "distributed" in roots
+            continue
+        assert not roots & {"dask", "distributed"}, path.name

@@ -34,6 +34,11 @@ Figures and their anchors (what each ratio divides):
   directory of as many files;
   a write into a sharded 10,000-entry directory ÷ the same directory kept in one flat block; reads and
   writes at depth 2,000 ÷ depth 1,000, per level (linear: ≈ 1×). All interleaved, load average recorded;
+* batches (``kuro_wasm.batch.run_many``, ``tools/bench_batch.py``) on a Dask LocalCluster(2): CPU-bound
+  invocations ÷ the same run one after another in one process (a speedup; goal ≥ 1.7×), batched trivial
+  invocations per second (goal ≥ 10,000/s) ÷ ``run()`` in one process, and ``run_many`` with no cluster to
+  its first receipt (goal ≤ 3 s) ÷ Dask alone starting the same cluster and running one no-op task; CPU
+  time (driver + workers) beside wall time, load average before and after;
 * the gateway (``kuro gateway serve``): raw 256 KiB block GETs per second and p99 latency under ``wrk`` with
   16 keep-alive connections ÷ ``python -m http.server`` serving the same files (goal ≥ 1× the requests/s,
   p99 below it), and ÷ nginx as the physical reference; CAR streaming of a large file (``curl``, MB/s; goal
@@ -1010,7 +1015,7 @@ def bench_gateway(tmp: Path, quick: bool) -> list[Row]:
     return rows
 
 
-# ---- 9. WASI preview 1 guests beside wasmtime's built-in WASI (tools/bench_wasi.py)
+# ---- 10. WASI preview 1 guests beside wasmtime's built-in WASI (tools/bench_wasi.py)
 
 
 def bench_wasi_rows(tmp: Path, quick: bool) -> list[Row]:
@@ -1042,6 +1047,40 @@ def bench_wasi_rows(tmp: Path, quick: bool) -> list[Row]:
              extra={"load": h["load"]}),
         _row(f"{hello} (CPU)", h["kuro_cpu_us"], "µs", "the same, stdout to /dev/null (CPU)", h["builtin_null_cpu_us"],
              goal="≤ 1.5×", extra={"load": h["load"]}),
+    ]  # fmt: skip
+
+
+# ---- 9. batches over a Dask LocalCluster(2) (tools/bench_batch.py measures, interleaved)
+
+
+def bench_batch(tmp: Path, quick: bool) -> list[Row]:
+    try:
+        import bench_batch
+    except ImportError as exc:  # the dask extra is not installed
+        return [_unavailable("batch over a LocalCluster(2)", None, "/s", "one process", f"no Dask ({exc})")]
+    m = bench_batch.measure(tmp, quick)
+    load = f"load {m['load_before']:.1f} → {m['load_after']:.1f}"
+    cpu = (
+        f"CPU: cluster {m['cpu_cluster_cpu_s']:.2f} s (driver + workers) vs {m['cpu_local_cpu_s']:.2f} s in one process"
+    )
+    triv_cpu = (
+        f"CPU per invocation: {m['trivial_cluster_cpu_per_call_us']:.0f} µs (driver + workers) vs "
+        f"{m['trivial_local_cpu_per_call_us']:.0f} µs in one process"
+    )
+    extra = {k: v for k, v in m.items() if isinstance(v, (int, float))}
+    return [
+        _row(f"CPU-bound invocations ({m['cpu_n']} × spin count {m['spin_count']:,}) on LocalCluster(2), speedup",
+             m["cpu_local_s"] / m["cpu_cluster_s"], "×", "1 (one process, one after another)", 1.0,
+             goal="≥ 1.7×",
+             note=f"{m['cpu_cluster_s']:.2f} s vs {m['cpu_local_s']:.2f} s wall; control, 2 plain processes: "
+                  f"{m['cpu_local_s'] / m['cpu_two_plain_processes_s']:.2f}×; {cpu}; {load}",
+             extra=extra),
+        _row(f"batched trivial invocations per second ({m['trivial_n']:,}, adaptive chunks) on LocalCluster(2)",
+             m["trivial_cluster_rate"], "/s", "kuro run() in one process", m["trivial_local_rate"],
+             goal="≥ 10,000/s", note=f"{triv_cpu}; {load}", extra=extra),
+        _row("run_many with no cluster: LocalCluster(2) start to first receipt", m["first_receipt_s"], "s",
+             "Dask alone: LocalCluster(2) + client + one no-op task", m["bare_dask_s"], goal="≤ 3 s",
+             note=load, extra=extra),
     ]  # fmt: skip
 
 
@@ -1094,6 +1133,7 @@ SECTIONS = (
     "components",
     "wasi",
     "workers",
+    "batch",
 )
 
 
@@ -1143,6 +1183,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_components(tmp, args.quick)
         if "wasi" in wanted:
             rows += bench_wasi_rows(tmp, args.quick)
+        if "batch" in wanted:
+            rows += bench_batch(tmp, args.quick)
         if "workers" in wanted:
             rows += bench_worker_processes(args.quick)
     facts["load_average_end"] = os.getloadavg()

@@ -37,9 +37,9 @@ and the fs commands start without loading a wasm engine or SQLite.
 
 ## Not done here
 Each command group is its own module: ``kuro run`` in :mod:`kuro_wasm.cli.run`,
-``kuro receipt``/``ledger`` in :mod:`kuro_wasm.cli.receipt`, the fs and CAR
-commands in :mod:`kuro_wasm.cli.fs`, ``kuro guest`` in :mod:`kuro_wasm.cli.guest`,
-``kuro fixtures`` in :mod:`kuro_wasm.cli.fixtures`,
+``kuro batch`` in :mod:`kuro_wasm.cli.batch`, ``kuro receipt``/``ledger`` in
+:mod:`kuro_wasm.cli.receipt`, the fs and CAR commands in :mod:`kuro_wasm.cli.fs`,
+``kuro guest`` in :mod:`kuro_wasm.cli.guest`, ``kuro fixtures`` in :mod:`kuro_wasm.cli.fixtures`,
 the demo in :mod:`kuro_wasm.cli.demo`; what they share (the context, the error
 line, the exit statuses) in :mod:`kuro_wasm.cli.context`; the renderings in
 :mod:`kuro_wasm.model.summary`.
@@ -98,6 +98,7 @@ def _add_gateway(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree; every command and option has help text (a test checks)."""
+    from kuro_wasm.cli import batch as cli_batch
     from kuro_wasm.cli import demo as cli_demo
     from kuro_wasm.cli import fixtures as cli_fixtures
     from kuro_wasm.cli import fs as cli_fs
@@ -151,6 +152,14 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("files", nargs="+", metavar="FILE", help="a .wat or .wasm file")
 
     cli_run.add_run_parser(leaf(sub, "run", "run a guest export by CID and print its receipt", cli_run.run))
+    cli_batch.add_batch_parser(
+        leaf(
+            sub,
+            "batch",
+            "run a JSON-lines file of guest invocations over a cluster, each at most once",
+            cli_batch.batch,
+        )
+    )
     cli_fs.add_fs_parsers(branch("fs", "a named kuro.fs root kept in the home (default name: main)"), leaf)
     cli_fs.add_car_parsers(branch("car", "CARv1 export and import"), leaf)
 

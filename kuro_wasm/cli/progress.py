@@ -61,7 +61,10 @@ def render(label: str, done: int, total: int | None, elapsed: float, width: int 
 
 
 class Progress:
-    """A bar for one job; ``advance`` from any thread, ``close`` (or ``with``) to finish."""
+    """A bar for one job; ``advance`` from any thread, ``close`` (or ``with``) to finish.
+
+    ``line(done, elapsed)`` draws something other than bytes (``kuro batch`` counts invocations).
+    """
 
     def __init__(
         self,
@@ -72,6 +75,7 @@ class Progress:
         enabled: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
         interval: float = 0.1,
+        line: Callable[[int, float], str] | None = None,
     ) -> None:
         self.label = label
         self.total = total
@@ -84,6 +88,7 @@ class Progress:
         self._last_draw: float | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._line = line
 
     def advance(self, n: int) -> None:
         """Count ``n`` more bytes done; redraw if the interval has passed."""
@@ -125,7 +130,11 @@ class Progress:
 
     def _draw(self, now: float) -> None:
         self._last_draw = now
-        self._stream.write("\r\x1b[K" + render(self.label, self.done, self.total, now - self._start))
+        elapsed = now - self._start
+        text = (
+            render(self.label, self.done, self.total, elapsed) if self._line is None else self._line(self.done, elapsed)
+        )
+        self._stream.write("\r\x1b[K" + text)
         self._stream.flush()
 
 

@@ -46,10 +46,11 @@ Unread stdin is not counted anywhere.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kuro_fs.blocks import BlockStore
@@ -342,12 +343,16 @@ def run(
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
     deterministic: bool = False,
     seed: int = 0,
+    on_start: Callable[[Callable[[], None]], None] | None = None,
 ) -> dict[str, Any]:
     """Run ``command`` to the end on the calling thread; return its receipt, or the denial value.
 
     ``stdin`` is all the input there is (end of input follows it). On the main
     thread, Ctrl-C cancels the guest and this returns its ``cancelled`` receipt
-    (130). Limits and errors as :func:`start`.
+    (130). ``on_start(kill)`` is called on the calling thread before the guest loads
+    (not for a denial); ``kill()`` stops this run from any thread, as
+    :meth:`Handle.kill` does (a batch worker cancels the run it is executing so).
+    Limits and errors as :func:`start`.
     """
     job = _job(
         session,
@@ -376,7 +381,14 @@ def run(
     if isinstance(job, dict):
         return job
     if isinstance(job, RemoteRun):
-        return ProcessHandle(job, _pool_of(job, isolation)).run_to_end()
+        remote = ProcessHandle(job, _pool_of(job, isolation))
+        if on_start is not None:
+            on_start(remote.kill)
+        return remote.run_to_end()
+    if on_start is not None:
+        if not callable(on_start):
+            raise ModelError(f"on_start must be callable, got {type(on_start).__name__}", reason="invalid-run-option")
+        on_start(functools.partial(job.ctx.stop, "cancelled"))
     if not _claim_ctrl_c(job):
         return job.execute()
     try:

@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kuro_wasm.errors import LedgerCorrupt, ModelError
+from kuro_wasm.errors import LedgerCorrupt
+from kuro_wasm.model.operation import check_op_id
 
 __all__ = [
     "HINT_UNKNOWN",
@@ -60,33 +61,6 @@ class Row:
     reason: str | None
     receipt: str | None
     receipt_sha256: str | None
-
-
-def check_op_id(op_id: object) -> None:
-    """Refuse an operation id that is not a non-blank string of at most 1024 characters of printable text.
-
-    Control characters (C0, DEL, C1) are refused: an op id is printed by ``kuro ledger list`` and in
-    error lines, where a newline would forge a row and an escape sequence would drive the terminal;
-    so are lone surrogates (not UTF-8, so not storable).
-
-    >>> check_op_id("tool-call-7")
-    >>> check_op_id("  ")
-    Traceback (most recent call last):
-    ...
-    kuro_wasm.errors.ModelError: operation id must be a non-blank string of at most 1024 characters, got '  '
-
-    Raises ModelError (reason ``invalid-op-id``): otherwise.
-    """
-    if not isinstance(op_id, str) or not op_id.strip() or len(op_id) > 1024:
-        raise ModelError(
-            f"operation id must be a non-blank string of at most 1024 characters, got {op_id!r}", reason="invalid-op-id"
-        )
-    bad = next((c for c in op_id if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or 0xD800 <= ord(c) <= 0xDFFF), None)
-    if bad is not None:
-        raise ModelError(
-            f"operation id must not contain control characters or lone surrogates, got {op_id!r} (has {bad!r})",
-            reason="invalid-op-id",
-        )
 
 
 def answer(value: Mapping[str, Any], *, replayed: bool, persistence: str) -> dict[str, Any]:

@@ -212,13 +212,30 @@ class LedgerDB:
 
     def insert_started(self, op_id: str, digest: str, pid: int, token: str, started_at: int) -> Row | None:
         """Claim ``op_id``: ``None`` if this call inserted its ``started`` row, else the row already there."""
+        return self.insert_started_many([(op_id, digest)], pid, token, started_at)[op_id]
+
+    def insert_started_many(
+        self, claims: list[tuple[str, str]], pid: int, token: str, started_at: int
+    ) -> dict[str, Row | None]:
+        """Claim every ``(op id, digest)`` in one transaction: op id → ``None`` if inserted, else the row there."""
+        out: dict[str, Row | None] = {}
         with self.tx() as conn:
-            inserted = conn.execute(
-                "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at) "
-                "VALUES (?, ?, 'started', ?, ?, ?) ON CONFLICT(op_id) DO NOTHING",
-                (op_id, digest, pid, token, started_at),
-            ).rowcount
-            return None if inserted == 1 else self.row(conn, op_id)
+            for op_id, digest in claims:
+                inserted = conn.execute(
+                    "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at) "
+                    "VALUES (?, ?, 'started', ?, ?, ?) ON CONFLICT(op_id) DO NOTHING",
+                    (op_id, digest, pid, token, started_at),
+                ).rowcount
+                out[op_id] = None if inserted == 1 else self.row(conn, op_id)
+        return out
+
+    def delete_started(self, op_ids: list[str], pid: int, token: str) -> None:
+        """Withdraw claims of this owner that never ran: their ``started`` rows go, as if never claimed."""
+        with self.tx() as conn:
+            conn.executemany(
+                "DELETE FROM operations WHERE op_id = ? AND status = 'started' AND owner_pid = ? AND owner_token = ?",
+                [(op_id, pid, token) for op_id in op_ids],
+            )
 
     def mark_unknown(self, row: Row, reason: str) -> Row:
         """Turn ``row`` (``started``, same owner) into ``unknown``; return the row as it now stands.

@@ -79,7 +79,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -92,14 +92,14 @@ from kuro_wasm.ledger.db import Connect, LedgerDB, default_connect
 from kuro_wasm.ledger.journal import Journal
 from kuro_wasm.ledger.live import LIVE as _LIVE
 from kuro_wasm.ledger.live import LIVE_LOCK as _LIVE_LOCK
-from kuro_wasm.ledger.live import Live, RunHandle
+from kuro_wasm.ledger.live import Claim, Live, RunHandle
 from kuro_wasm.ledger.liveness import own_token, owner_gone
 from kuro_wasm.ledger.persistence import Persistence
 from kuro_wasm.ledger.record import stored_form
 from kuro_wasm.model.operation import argument_digest, run_limits, stdin_text
 from kuro_wasm.model.sessions import Session
 
-__all__ = ["CANCEL_POLL_S", "Ledger", "RunHandle", "Starter", "page_cursor"]
+__all__ = ["CANCEL_POLL_S", "Claim", "Ledger", "RunHandle", "Starter", "page_cursor"]
 
 #: How often (seconds) a running ledgered run looks for a cancel request from another process.
 CANCEL_POLL_S: Final = 0.25
@@ -274,7 +274,132 @@ class Ledger:
         LedgerError: the start could not be recorded (nothing ran), or the ledger is closed.
         Whatever the starter raises propagates, after the row is marked ``unknown``.
         """
+        claimed = self.claim(op_id, session, command, **run_options)
+        if not isinstance(claimed, Claim):
+            return claimed
+        return self._run_claimed(claimed, session, command)
+
+    # -- claims: the run is the caller's (a batch on a cluster), the record is the ledger's
+
+    def claim(self, op_id: str, session: Session, command: object, **run_options: Any) -> Claim | dict[str, Any]:
+        """Claim ``op_id`` for a run the caller performs itself; or the answer if it is already recorded.
+
+        What :meth:`run` does before it starts anything, on its own: the ``started`` row is
+        written (this process owns it, and answers ``running`` for it) and a :class:`Claim`
+        returned, which the caller must end with :meth:`settle` (the run's receipt or denial),
+        :meth:`release` (it never started) or :meth:`abandon` (its fate is not known). An op id
+        already recorded is answered as :meth:`run` answers it — the stored receipt
+        (``kuro/replayed`` True), ``running`` or ``unknown`` — and nothing is claimed.
+        Options and errors as :meth:`run`.
+        """
+        got = self.claim_many([(op_id, session, command, run_options)])[0]
+        return got
+
+    def claim_many(
+        self, requests: Sequence[tuple[str, Session, object, Mapping[str, Any]]]
+    ) -> list[Claim | dict[str, Any]]:
+        """:meth:`claim` for each ``(op_id, session, command, run_options)``, in one SQLite transaction.
+
+        Every request is checked before anything is recorded; so is every recorded row read
+        (an op id recorded with other arguments raises before any claim is made).
+
+        Raises ModelError: a bad op id, option or argument, or one op id twice (``duplicate-op-id``).
+        OperationConflict, LedgerError: as :meth:`run`.
+        """
         self._check_open()
+        wanted = [
+            self._prepare(op_id, session, command, dict(options)) for op_id, session, command, options in requests
+        ]
+        seen: set[str] = set()
+        for claim in wanted:
+            if claim.op_id in seen:
+                raise ModelError(f"operation {claim.op_id!r} is asked for twice", reason="duplicate-op-id")
+            seen.add(claim.op_id)
+        self._persistence.drain()
+        out: list[Claim | dict[str, Any] | None] = [None] * len(wanted)
+        mine: list[int] = []
+        try:
+            for i, claim in enumerate(wanted):
+                other = self._register(claim)
+                if other is None:
+                    mine.append(i)
+                else:
+                    out[i] = other
+            answers = self._claim_rows([wanted[i] for i in mine])
+        except BaseException:
+            for i in mine:
+                self._unregister(wanted[i].op_id, wanted[i].live)
+                wanted[i].live.decide(False)
+            raise
+        for i in mine:
+            claim = wanted[i]
+            existing = answers.get(claim.op_id)
+            if existing is None:
+                claim.live.decide(True)
+                out[i] = claim
+            else:
+                self._unregister(claim.op_id, claim.live)
+                claim.live.decide(False)
+                out[i] = existing
+        return [value for value in out if value is not None]
+
+    def settle(self, claim: Claim, result: Mapping[str, Any]) -> dict[str, Any]:
+        """Record the receipt (or denial) of a claimed run; return it as the ledger hands it out."""
+        return self.settle_many([(claim, result)])[0]
+
+    def settle_many(self, results: Sequence[tuple[Claim, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+        """:meth:`settle` for several claims, saved in one SQLite transaction (else each to the journal)."""
+        pid, token = own_token()
+        conceal_env = _secret_env_values()
+        entries = []
+        for claim, result in results:
+            conceal = [stdin_text(claim.options.get("stdin")), *conceal_env]
+            stored = stored_form(
+                claim.op_id, claim.digest, result, claim.store, conceal=conceal, output_store=claim.output_store
+            )
+            entries.append(
+                {
+                    "op-id": claim.op_id,
+                    "digest": claim.digest,
+                    "owner-pid": pid,
+                    "owner-token": token,
+                    "started-at": claim.live.started_at,
+                    "finished-at": self._now(),
+                    "receipt": stored,
+                }
+            )
+        values = self._persistence.save_many(entries)
+        for (claim, _result), value in zip(results, values, strict=True):
+            self._unregister(claim.op_id, claim.live)
+            claim.live.finish({**value, "kuro/replayed": True})
+        return values
+
+    def release(self, claims: Sequence[Claim]) -> None:
+        """Withdraw claims whose runs never started: their rows go, so the op ids may run later.
+
+        Only for runs known not to have started (never sent, or refused before they began);
+        a run that may have started is :meth:`settle`-d with what is known, or :meth:`abandon`-ed.
+        If SQLite refuses, the rows stay ``started`` and become ``unknown`` once this process is gone.
+        """
+        pid, token = own_token()
+        try:
+            self._db.delete_started([claim.op_id for claim in claims], pid, token)
+        except sqlite3.Error:
+            pass  # left started: the owner (this process) gone, they read as unknown, never as done
+        for claim in claims:
+            self._unregister(claim.op_id, claim.live)
+            claim.live.finish(not_found(claim.op_id))
+
+    def abandon(self, claim: Claim, reason: str) -> dict[str, Any]:
+        """Record that the claimed run's fate is not known (``unknown``, with ``reason``); return that answer."""
+        pid, token = own_token()
+        row = Row(claim.op_id, claim.digest, "started", pid, token, claim.live.started_at, None, None, None, None)
+        unknown = status_value(self._db.mark_unknown(row, reason))
+        self._unregister(claim.op_id, claim.live)
+        claim.live.finish(unknown)
+        return unknown
+
+    def _prepare(self, op_id: str, session: Session, command: object, run_options: dict[str, Any]) -> Claim:
         check_op_id(op_id)
         store = self._store_for(run_options.pop("store", None))
         keep_output = run_options.pop("keep_output", False)
@@ -282,62 +407,76 @@ class Ledger:
             raise ModelError(f"keep_output must be a bool, got {keep_output!r}", reason="invalid-run-option")
         digest = argument_digest(session, command, **run_options)
         options = {**run_options, **run_limits(run_options)}
-        self._persistence.drain()
-        live = Live(digest, self._now())
+        output_store = self._private_output() if keep_output else None
+        return Claim(op_id, digest, options, store, output_store, Live(digest, self._now()))
+
+    def _register(self, claim: Claim) -> dict[str, Any] | None:
+        """Enter ``claim`` in this process's registry (``None``), or answer from another thread's entry."""
+        op_id, live = claim.op_id, claim.live
         while True:
             with _LIVE_LOCK:
                 other = _LIVE.setdefault(self._live_key(op_id), live)
             if other is live:
-                break
+                return None
             other.decided.wait()  # another thread of this process is claiming this op id: wait for its verdict
             if not other.owner:
                 continue  # it found the op id already recorded and left: ask SQLite ourselves
-            if other.digest != digest:
+            if other.digest != claim.digest:
                 raise OperationConflict(f"operation {op_id!r} is running with different arguments")
             return _live_value(op_id, other)
-        try:
-            existing = self._claim(op_id, digest, live.started_at)
-        except BaseException:
-            self._unregister(op_id, live)
-            live.decide(False)
-            raise
-        if existing is not None:
-            self._unregister(op_id, live)
-            live.decide(False)
-            return existing
-        live.decide(True)
-        output_store = self._private_output() if keep_output else None
-        return self._run_claimed(op_id, digest, live, session, command, store, options, output_store)
 
     def _unregister(self, op_id: str, live: Live) -> None:
         with _LIVE_LOCK:
             if _LIVE.get(self._live_key(op_id)) is live:
                 del _LIVE[self._live_key(op_id)]
 
-    def _claim(self, op_id: str, digest: str, started_at: int) -> dict[str, Any] | None:
-        """``None`` if this call now owns ``op_id``; else the answer for the existing record.
+    def _claim_rows(self, claims: list[Claim]) -> dict[str, dict[str, Any]]:
+        """Insert the ``started`` rows of ``claims``; op id → the answer for those already recorded.
 
         A row, once written, keeps its op id and digest, so a row found by a plain
         read is answered without taking the write lock: a replay is answered even
-        while another writer holds SQLite.
+        while another writer holds SQLite. Rows are read first, so an op id recorded
+        with other arguments raises before anything is inserted.
         """
-        try:
-            row = self._db.read_row(op_id)
-        except sqlite3.Error:
-            row = None  # the claim below meets the same trouble and says what it is
-        if row is not None:
-            return self._existing(row, digest)
+        answers: dict[str, dict[str, Any]] = {}
+        fresh: list[Claim] = []
+        for claim in claims:
+            try:
+                row = self._db.read_row(claim.op_id)
+            except sqlite3.Error:
+                row = None  # the claim below meets the same trouble and says what it is
+            if row is None:
+                fresh.append(claim)
+            else:
+                answers[claim.op_id] = self._existing(row, claim.digest)
+        if not fresh:
+            return answers
         pid, token = own_token()
+        started_at = min(claim.live.started_at for claim in fresh)
         try:
-            row = self._db.insert_started(op_id, digest, pid, token, started_at)
+            rows = self._db.insert_started_many([(c.op_id, c.digest) for c in fresh], pid, token, started_at)
         except sqlite3.Error as exc:
-            pending = self._persistence.pending(op_id)
-            if pending is None:
-                raise LedgerError(f"could not record the start of operation {op_id!r} ({exc}); nothing ran") from exc
-            if pending["digest"] != digest:
-                raise OperationConflict(f"operation {op_id!r} already ran with different arguments") from exc
-            return answer(pending["receipt"], replayed=True, persistence="pending")
-        return None if row is None else self._existing(row, digest)
+            for claim in fresh:
+                answers[claim.op_id] = self._pending_answer(claim, exc)
+            return answers
+        inserted = [c.op_id for c in fresh if rows[c.op_id] is None]
+        try:
+            for claim in fresh:
+                row = rows[claim.op_id]
+                if row is not None:  # another process claimed it between our read and our insert
+                    answers[claim.op_id] = self._existing(row, claim.digest)
+        except BaseException:
+            self._db.delete_started(inserted, pid, token)
+            raise
+        return answers
+
+    def _pending_answer(self, claim: Claim, exc: sqlite3.Error) -> dict[str, Any]:
+        pending = self._persistence.pending(claim.op_id)
+        if pending is None:
+            raise LedgerError(f"could not record the start of operation {claim.op_id!r} ({exc}); nothing ran") from exc
+        if pending["digest"] != claim.digest:
+            raise OperationConflict(f"operation {claim.op_id!r} already ran with different arguments") from exc
+        return answer(pending["receipt"], replayed=True, persistence="pending")
 
     def _existing(self, row: Row, digest: str) -> dict[str, Any]:
         """The answer ``run`` gives for an op id already recorded (a receipt still in the journal wins)."""
@@ -363,20 +502,11 @@ class Ledger:
                     return self._answer_for(row)
         return status_value(row)
 
-    def _run_claimed(
-        self,
-        op_id: str,
-        digest: str,
-        live: Live,
-        session: Session,
-        command: object,
-        store: BlockStore,
-        options: dict[str, Any],
-        output_store: BlockStore | None,
-    ) -> dict[str, Any]:
+    def _run_claimed(self, claim: Claim, session: Session, command: object) -> dict[str, Any]:
         phase = "host-raised"
+        live = claim.live
         try:
-            started = self._start(session, command, store, options)
+            started = self._start(session, command, claim.store, claim.options)
             if isinstance(started, Mapping):
                 result: Mapping[str, Any] = started
             else:
@@ -384,23 +514,14 @@ class Ledger:
                 close_stdin = getattr(started, "close_stdin", None)
                 if callable(close_stdin):
                     close_stdin()  # the stdin bytes given are all the input there is
-                result = self._wait(op_id, started, live)
+                result = self._wait(claim.op_id, started, live)
             phase = "ledger-raised"
-            conceal = [stdin_text(options.get("stdin")), *_secret_env_values()]
-            stored = stored_form(op_id, digest, result, store, conceal=conceal, output_store=output_store)
-            value = self._save(op_id, digest, live.started_at, stored)
+            return self.settle(claim, result)
         except BaseException as exc:
             if live.handle is not None:
                 live.handle.kill()
-            pid, token = own_token()
-            row = Row(op_id, digest, "started", pid, token, live.started_at, None, None, None, None)
-            unknown = status_value(self._db.mark_unknown(row, f"{phase}: {type(exc).__name__}"))
-            self._unregister(op_id, live)
-            live.finish(unknown)
+            self.abandon(claim, f"{phase}: {type(exc).__name__}")
             raise
-        self._unregister(op_id, live)
-        live.finish({**value, "kuro/replayed": True})
-        return value
 
     def _wait(self, op_id: str, handle: RunHandle, live: Live) -> Mapping[str, Any]:
         """The run's result; meanwhile, every :data:`CANCEL_POLL_S` s, honour a cancel request from another process.
@@ -419,19 +540,6 @@ class Ledger:
             except KeyboardInterrupt:
                 live.cancel()
                 return handle.wait()
-
-    def _save(self, op_id: str, digest: str, started_at: int, stored: dict[str, Any]) -> dict[str, Any]:
-        pid, token = own_token()
-        entry = {
-            "op-id": op_id,
-            "digest": digest,
-            "owner-pid": pid,
-            "owner-token": token,
-            "started-at": started_at,
-            "finished-at": self._now(),
-            "receipt": stored,
-        }
-        return self._persistence.save(entry)
 
     def result(self, op_id: str, *, cancel: bool = False, for_new_task: bool = False) -> dict[str, Any]:
         """What is known about ``op_id``; never starts anything.

@@ -27,7 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["LIVE", "LIVE_LOCK", "Live", "RunHandle"]
+from kuro_fs.blocks import BlockStore
+
+__all__ = ["LIVE", "LIVE_LOCK", "Claim", "Live", "RunHandle"]
 
 
 class RunHandle(Protocol):
@@ -86,3 +88,25 @@ class Live:
 #: The live runs of this process by ``(pid, database path, op id)``: a forked child sees none of its parent's.
 LIVE: dict[tuple[int, str, str], Live] = {}
 LIVE_LOCK = threading.Lock()
+
+
+@dataclass(eq=False)
+class Claim:
+    """An operation id this process has claimed (:meth:`kuro_wasm.ledger.ledger.Ledger.claim`) and not yet ended.
+
+    ``options`` are the run options with every limit filled in; ``store`` is where the run's
+    blocks and its persisted receipt go, ``output_store`` the private output store when the
+    raw output is to be kept. :meth:`attach` gives the ledger the run's handle, so that a
+    cancel (``Ledger.result(op_id, cancel=True)`` in this process) reaches it.
+    """
+
+    op_id: str
+    digest: str
+    options: dict[str, Any]
+    store: BlockStore
+    output_store: BlockStore | None
+    live: Live
+
+    def attach(self, handle: RunHandle) -> None:
+        """The run has started somewhere: cancels of this op id now kill it through ``handle``."""
+        self.live.attach(handle)

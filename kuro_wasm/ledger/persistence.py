@@ -53,12 +53,19 @@ class Persistence:
         journal) or ``failed`` (neither; ``kuro/persistence-error`` says why).
         Raises ValueError: the receipt cannot be stored as JSON (a NaN or infinity).
         """
-        stored = entry["receipt"]
+        return self.save_many([entry])[0]
+
+    def save_many(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """:meth:`save` for several entries: one SQLite transaction for all, else each to the journal."""
         try:
-            self._db.save_terminal([entry])
-            return answer(stored, replayed=False, persistence="saved")
+            self._db.save_terminal(entries)
+            return [answer(entry["receipt"], replayed=False, persistence="saved") for entry in entries]
         except sqlite3.Error as exc:
             db_error = exc
+        return [self._journal_one(entry, db_error) for entry in entries]
+
+    def _journal_one(self, entry: dict[str, Any], db_error: sqlite3.Error) -> dict[str, Any]:
+        stored = entry["receipt"]
         try:
             self._journal.append(entry)
             return answer(stored, replayed=False, persistence="pending")

@@ -1,4 +1,4 @@
-"""An operation's identity: the argument digest, and the run limits it is computed over.
+"""An operation's identity: its id's rule, the argument digest, and the run limits it is computed over.
 
 ## The one decision
 Two requests are "the same operation" exactly when their **argument digest**
@@ -29,7 +29,16 @@ from kuro_wasm.errors import ModelError
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.sessions import Session
 
-__all__ = ["DEFAULT_LIMITS", "RUN_OPTIONS", "argument_digest", "plain", "run_limits", "run_seed", "stdin_text"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "RUN_OPTIONS",
+    "argument_digest",
+    "check_op_id",
+    "plain",
+    "run_limits",
+    "run_seed",
+    "stdin_text",
+]
 
 #: The limits a run gets when the caller does not say (the host's defaults).
 DEFAULT_LIMITS: Final[Mapping[str, int | None]] = Limits().as_options()
@@ -37,6 +46,36 @@ DEFAULT_LIMITS: Final[Mapping[str, int | None]] = Limits().as_options()
 RUN_OPTIONS: Final = frozenset(
     {"fs", "stdin", "home", "isolation", "on_chunk", "on_exit", "deterministic", "seed", *DEFAULT_LIMITS}
 )
+
+# ---- operation ids
+
+
+def check_op_id(op_id: object) -> None:
+    """Refuse an operation id that is not a non-blank string of at most 1024 characters of printable text.
+
+    Control characters (C0, DEL, C1) are refused: an op id is printed by ``kuro ledger list`` and in
+    error lines, where a newline would forge a row and an escape sequence would drive the terminal;
+    so are lone surrogates (not UTF-8, so not storable).
+
+    >>> check_op_id("tool-call-7")
+    >>> check_op_id("  ")
+    Traceback (most recent call last):
+    ...
+    kuro_wasm.errors.ModelError: operation id must be a non-blank string of at most 1024 characters, got '  '
+
+    Raises ModelError (reason ``invalid-op-id``): otherwise.
+    """
+    if not isinstance(op_id, str) or not op_id.strip() or len(op_id) > 1024:
+        raise ModelError(
+            f"operation id must be a non-blank string of at most 1024 characters, got {op_id!r}", reason="invalid-op-id"
+        )
+    bad = next((c for c in op_id if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or 0xD800 <= ord(c) <= 0xDFFF), None)
+    if bad is not None:
+        raise ModelError(
+            f"operation id must not contain control characters or lone surrogates, got {op_id!r} (has {bad!r})",
+            reason="invalid-op-id",
+        )
+
 
 # ---- argument digest
 

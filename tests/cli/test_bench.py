@@ -41,6 +41,7 @@ def test_the_quick_bench_prints_a_table_and_writes_every_figure_beside_its_ancho
             assert row["value"] is not None and row["ratio"] is not None
             assert abs(row["ratio"] - row["value"] / row["anchor_value"]) < 1e-9
         assert row["figure"] in result.stdout
+    assert len([row for row in data["rows"] if "LocalCluster(2)" in row["figure"]]) == 3  # the batch section
     rates = [row for row in data["rows"] if "invocations/s" in row["figure"]]
     assert len(rates) == 2
     assert all(row["extra"]["threads"] == os.cpu_count() and "all cores" in row["figure"] for row in rates)

@@ -1,0 +1,406 @@
+"""``run_many``: fan invocations out over workers, hand back receipts as they complete, run nothing twice.
+
+## The one decision
+The driver alone owns the ledger, and it decides everything about an invocation's fate before
+and after a backend touches it:
+
+1. every invocation is checked first (a bad one refuses the batch before anything runs);
+2. a denied one gets its denial at once, never sent;
+3. op ids are claimed in one transaction (:meth:`~kuro_wasm.ledger.ledger.Ledger.claim_many`);
+   an op id the ledger already knows is answered from it — replayed, running or unknown —
+   **without touching the cluster**;
+4. the rest go out in chunks (a few invocations per task, so the per-task cost disappears;
+   the size adapts to about :data:`TARGET_CHUNK_S` of work), at most two chunks per worker
+   slot in flight;
+5. each chunk ends as the backend proves it did (:mod:`kuro_wasm.batch.backend`): receipts are
+   verified and rebuilt (:mod:`kuro_wasm.batch.verify`), their blocks stored, their op ids
+   settled, *then* handed out; a ``lost`` chunk's invocations are recorded ``worker-died``;
+   an ``unstarted`` chunk goes out again; a ``failed`` one stops the batch.
+
+Nothing is retried behind the caller's back: an invocation runs again only under a new op id.
+A ``KeyboardInterrupt`` while the batch waits (Ctrl-C; the CLI turns SIGTERM and SIGHUP into one)
+cancels it: nothing more is sent, running guests are killed (``cancelled`` receipts), what
+finished is stored and handed out, what never started is listed in :attr:`Batch.not_run` and
+its op ids released; then the interrupt is raised again. A second one stops waiting: whatever is
+still out is recorded ``unknown`` in the ledger.
+
+## Effects
+The backend's workers, the driver's block store, the ledger, the clock.
+
+## Not done here
+The command line (:mod:`kuro_wasm.cli.batch`); streaming output of running guests; keeping
+receipts without op ids anywhere (they are handed out, as :func:`kuro_wasm.host.api.run` hands
+its receipt out; the CLI stores each).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kuro_fs.blocks import BlockStore
+from kuro_wasm.batch.backend import Backend, Done
+from kuro_wasm.batch.stores import WorkerStore, worker_store_for
+from kuro_wasm.batch.verify import accepted, host_error, worker_died
+from kuro_wasm.batch.worker import to_wire
+from kuro_wasm.errors import BatchError, ModelError
+from kuro_wasm.ledger.ledger import Claim, Ledger
+from kuro_wasm.model.invocation import Invocation, invocation
+from kuro_wasm.model.sessions import denial
+
+__all__ = ["MAX_CHUNK", "TARGET_CHUNK_S", "Batch", "Completed", "backend_for", "dask_available", "run_many"]
+
+#: How much work (seconds, as measured) a chunk should hold once the batch knows its pace.
+TARGET_CHUNK_S: Final = 0.1
+#: The most invocations one chunk holds (what a worker's death can strand).
+MAX_CHUNK: Final = 512
+_FIRST_CHUNK: Final = 4
+
+
+@dataclass(frozen=True)
+class Completed:
+    """One invocation's end: its index in the batch, what was asked, and its receipt (or ledger answer).
+
+    ``value`` is a receipt, a denial, or — for an op id the ledger already knew — the ledger's
+    answer (``kuro/status`` ``done`` with ``kuro/replayed`` True, ``running`` or ``unknown``).
+    """
+
+    index: int
+    invocation: Invocation
+    value: dict[str, Any]
+
+
+def dask_available() -> bool:
+    """Whether ``distributed`` is installed (``pip install 'kuro-wasm[dask]'``); nothing is imported."""
+    import importlib.util
+
+    return importlib.util.find_spec("distributed") is not None
+
+
+def backend_for(cluster: Any, *, store: WorkerStore, workers: int | None = None, home: Any = None) -> Backend:
+    """The backend for ``cluster``: a Dask address or ``Client``, a :class:`Backend`, or None (this machine).
+
+    None: a Dask ``LocalCluster`` of ``workers`` processes (default: the cores) when Dask is
+    installed, else the spawned process pool (:class:`~kuro_wasm.batch.local.LocalPool`; when the
+    worker-process pool of ``isolation="process"`` lands, it replaces that pool here).
+
+    Raises BatchError: an address given without Dask installed.
+    """
+    if cluster is not None and hasattr(cluster, "submit") and hasattr(cluster, "wait"):
+        return cluster  # type: ignore[no-any-return]
+    if dask_available():
+        from kuro_wasm.batch.cluster import DaskBackend
+
+        return DaskBackend(cluster, store=store, workers=workers, home=home)
+    if cluster is not None:
+        raise BatchError("a Dask cluster needs Dask: pip install 'kuro-wasm[dask]'")
+    from kuro_wasm.batch.local import LocalPool
+
+    return LocalPool(workers or _cores(), store=store, home=home)
+
+
+def _cores() -> int:
+    import os
+
+    return os.cpu_count() or 1
+
+
+def run_many(
+    specs: Iterable[Invocation | Mapping[str, Any]],
+    *,
+    store: BlockStore,
+    cluster: Any = None,
+    workers: int | None = None,
+    ledger: Ledger | None = None,
+    worker_store: WorkerStore | None = None,
+    home: Any = None,
+    chunk_size: int | None = None,
+    keep_output: bool = False,
+) -> Batch:
+    """Run every spec on ``cluster``; iterate the returned :class:`Batch` for receipts as they complete.
+
+    ``specs``: :class:`~kuro_wasm.model.invocation.Invocation` values, or batch-line mappings
+    (:func:`kuro_wasm.model.invocation.invocation`: ``guest``, ``export``, ``args``, … with
+    ``fs`` a root CID). ``store``: the driver's block store (blocks the guests write land here,
+    verified). ``cluster``: a Dask scheduler address, a ``distributed.Client``, a backend, or None
+    (this machine: ``workers`` processes). ``worker_store``: where workers read blocks (default:
+    ``store``'s directory, or its gateway). ``ledger``: required when a spec has an ``op_id``.
+    ``chunk_size``: invocations per task (default: adapted to about :data:`TARGET_CHUNK_S` of work).
+    ``keep_output``: ledgered receipts keep their raw output in the ledger's private output store.
+
+    Nothing runs until the batch is iterated. Raises ModelError (before anything runs): a bad
+    spec (the message names its index), an op id without a ledger, one op id twice.
+    """
+    checked: list[Invocation] = []
+    batch_id = uuid.uuid4().hex[:12]
+    default_fs: str | None = None
+    for index, spec in enumerate(specs):
+        if isinstance(spec, Invocation):
+            checked.append(spec)
+            continue
+        if default_fs is None:
+            from kuro_fs.fs import Fs
+
+            default_fs = str(Fs.empty(store).root)
+        try:
+            checked.append(invocation(spec, session_id=f"batch-{batch_id}", default_fs=default_fs))
+        except ModelError as exc:
+            raise ModelError(f"invocation {index}: {exc}", reason=exc.reason, hint=exc.hint) from exc
+    if ledger is None and any(inv.op_id is not None for inv in checked):
+        raise ModelError("invocations with an op_id need a ledger (run_many(..., ledger=Ledger()))", reason="no-ledger")
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+        raise ModelError(f"chunk_size must be an int >= 1, got {chunk_size!r}", reason="invalid-run-option")
+    return Batch(
+        batch_id, checked, store, ledger, cluster, workers, worker_store, home, chunk_size, keep_output=keep_output
+    )
+
+
+class Batch:
+    """A batch in progress: iterate it for :class:`Completed` values, in the order they complete.
+
+    :attr:`not_run` lists the indexes that never ran (a cancel came first), once iteration ends;
+    :attr:`lost` those whose worker died holding them; :attr:`running` counts those out now.
+    :meth:`cancel` (from a signal handler or another thread) stops it as Ctrl-C does, without
+    raising; keep iterating to receive what finishes. ``with run_many(...) as batch:`` cancels
+    and drains on the way out if the loop stopped early (what finishes is still stored — blocks,
+    ledger rows — but no longer handed out).
+    """
+
+    def __init__(
+        self,
+        batch_id: str,
+        invocations: list[Invocation],
+        store: BlockStore,
+        ledger: Ledger | None,
+        cluster: Any,
+        workers: int | None,
+        worker_store: WorkerStore | None,
+        home: Any,
+        chunk_size: int | None,
+        *,
+        keep_output: bool,
+    ) -> None:
+        self.id = batch_id
+        self.invocations = invocations
+        self.not_run: list[int] = []
+        self.lost: list[int] = []
+        self.running = 0
+        self._store = store
+        self._ledger = ledger
+        self._cluster = cluster
+        self._workers = workers
+        self._worker_store = worker_store
+        self._home = home
+        self._fixed_chunk = chunk_size
+        self._keep = keep_output
+        self._claims: dict[int, Claim] = {}
+        self._cancelled = False
+        self._flow: Iterator[Completed] | None = None
+        self._per_item: float | None = None
+        self._failure: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.invocations)
+
+    def cancel(self) -> None:
+        """Stop sending; running guests are killed; the iteration still hands out what finished."""
+        self._cancelled = True
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` (or Ctrl-C) has stopped the batch."""
+        return self._cancelled
+
+    def __iter__(self) -> Iterator[Completed]:
+        return self
+
+    def __next__(self) -> Completed:
+        if self._flow is None:
+            self._flow = self._completions()
+        return next(self._flow)
+
+    def close(self) -> None:
+        """Cancel what has not finished and wait for what is out (stored, not handed out). Idempotent."""
+        if self._flow is None:
+            self._flow = iter(())
+            return
+        self.cancel()
+        for _ in self._flow:
+            pass
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _completions(self) -> Iterator[Completed]:
+        pending: deque[int] = deque()
+        denied: list[tuple[int, dict[str, Any]]] = []
+        for index, inv in enumerate(self.invocations):
+            refused = denial(inv.session, inv.command)
+            if refused is not None:
+                denied.append((index, refused))
+            elif inv.op_id is None:
+                pending.append(index)
+        answers = self._claim()
+        refused_now = {index for index, _ in denied}
+        pending.extend(index for index in self._claims if index not in refused_now)
+        yield from answers
+        for index, refused in denied:
+            yield self._finish(index, refused)
+        if pending:
+            yield from self._run(deque(sorted(pending)))
+
+    # ---- the ledger
+
+    def _claim(self) -> list[Completed]:
+        ledger = self._ledger
+        wanted = [i for i, inv in enumerate(self.invocations) if inv.op_id is not None]
+        if ledger is None or not wanted:
+            return []
+        got = ledger.claim_many(
+            [
+                (
+                    self.invocations[i].op_id or "",
+                    self.invocations[i].session,
+                    self.invocations[i].command,
+                    {**self.invocations[i].run_options(), "store": self._store, "keep_output": self._keep},
+                )
+                for i in wanted
+            ]
+        )
+        answers = []
+        for index, value in zip(wanted, got, strict=True):
+            if isinstance(value, Claim):
+                self._claims[index] = value
+            else:
+                answers.append(Completed(index, self.invocations[index], value))
+        return answers
+
+    def _finish(self, index: int, value: dict[str, Any]) -> Completed:
+        claim = self._claims.pop(index, None)
+        if claim is not None and self._ledger is not None:
+            value = self._ledger.settle(claim, value)
+        return Completed(index, self.invocations[index], value)
+
+    def _finish_many(self, values: list[tuple[int, dict[str, Any]]]) -> list[Completed]:
+        ledgered = [(i, v) for i, v in values if i in self._claims]
+        settled: dict[int, dict[str, Any]] = {}
+        if ledgered and self._ledger is not None:
+            saved = self._ledger.settle_many([(self._claims.pop(i), v) for i, v in ledgered])
+            settled = {i: s for (i, _), s in zip(ledgered, saved, strict=True)}
+        return [Completed(i, self.invocations[i], settled.get(i, v)) for i, v in values]
+
+    # ---- the backend
+
+    def _run(self, pending: deque[int]) -> Iterator[Completed]:
+        store = self._worker_store or worker_store_for(self._store)
+        backend = backend_for(self._cluster, store=store, workers=self._workers, home=self._home)
+        out: dict[str, list[int]] = {}
+        interrupt: BaseException | None = None
+        try:
+            backend.open(self.id)
+            serial = 0
+            cancel_sent = False
+            while pending or out:
+                try:
+                    if self._cancelled and not cancel_sent:
+                        cancel_sent = True
+                        backend.cancel()
+                        self.not_run.extend(pending)
+                        pending.clear()
+                    while pending and len(out) < 2 * backend.slots():
+                        chunk = [pending.popleft() for _ in range(min(len(pending), self._size()))]
+                        token = f"kuro-batch-{self.id}-{serial}"
+                        serial += 1
+                        out[token] = chunk
+                        self.running += len(chunk)
+                        backend.submit(token, to_wire([(i, self.invocations[i]) for i in chunk]))
+                    for done in backend.wait(0.25):
+                        chunk = out.pop(done.token, [])
+                        self.running -= len(chunk)
+                        yield from self._ended(done, chunk, pending)
+                except KeyboardInterrupt as exc:
+                    if interrupt is not None:
+                        raise
+                    interrupt = exc
+                    self._cancelled = True
+        except BaseException:
+            for chunk in out.values():
+                for index in chunk:
+                    self._abandon(index, "the batch stopped waiting for this invocation's worker")
+            raise
+        finally:
+            self._release(sorted(set(self.not_run)))
+            backend.close()
+        if interrupt is not None:
+            raise interrupt
+        if self._failure is not None:
+            raise BatchError(f"no worker can run this batch: {self._failure}")
+
+    def _size(self) -> int:
+        if self._fixed_chunk is not None:
+            return self._fixed_chunk
+        if self._per_item is None:
+            return _FIRST_CHUNK
+        return max(1, min(MAX_CHUNK, int(TARGET_CHUNK_S / max(self._per_item, 1e-6))))
+
+    def _ended(self, done: Done, chunk: list[int], pending: deque[int]) -> Iterator[Completed]:
+        if done.kind == "ran":
+            ran = done.detail.get("ran", [])
+            seconds = done.detail.get("seconds")
+            if ran and isinstance(seconds, (int, float)):
+                pace = seconds / len(ran)
+                self._per_item = pace if self._per_item is None else 0.7 * self._per_item + 0.3 * pace
+            values = []
+            for answer in ran:
+                index = answer.get("i") if isinstance(answer, dict) else None
+                if index in chunk:
+                    values.append((index, accepted(self._store, self.invocations[index], answer)))
+            seen = {i for i, _ in values}
+            for index in done.detail.get("skipped", []):
+                if index in chunk and index not in seen:
+                    self.not_run.append(index)
+                    seen.add(index)
+            for index in chunk:  # an invocation the worker did not account for may have run
+                if index not in seen:
+                    values.append((index, self._host_error(index, "the worker's answer left it out")))
+            yield from self._finish_many(values)
+        elif done.kind == "lost":
+            now = int(time.time() * 1000)
+            worker = dict(done.detail.get("worker") or {})
+            error = done.detail.get("error")
+            self.lost.extend(chunk)
+            if error:
+                values = [(i, self._host_error(i, f"its chunk failed after a worker took it: {error}")) for i in chunk]
+            else:
+                values = [(i, worker_died(self.invocations[i], worker, now)) for i in chunk]
+            yield from self._finish_many(values)
+        elif done.kind == "unstarted":
+            if self._cancelled:
+                self.not_run.extend(chunk)
+            else:
+                pending.extendleft(reversed(chunk))
+        else:  # no worker can run it: stop sending, let the rest drain, then say why
+            self.not_run.extend(chunk)
+            self._cancelled = True
+            if self._failure is None:
+                self._failure = str(done.detail.get("error", "unknown reason"))
+
+    def _host_error(self, index: int, why: str) -> dict[str, Any]:
+        return host_error(self.invocations[index], f"{why}; it may have run, and is not run again")
+
+    def _release(self, indexes: list[int]) -> None:
+        claims = [self._claims.pop(i) for i in indexes if i in self._claims]
+        if claims and self._ledger is not None:
+            self._ledger.release(claims)
+
+    def _abandon(self, index: int, why: str) -> None:
+        claim = self._claims.pop(index, None)
+        if claim is not None and self._ledger is not None:
+            self._ledger.abandon(claim, why)

@@ -1,0 +1,100 @@
+"""Where a batch worker reads blocks: a shared ``FileBlockStore`` directory, or a trustless gateway.
+
+## The one decision
+Blocks travel **by CID, never inside a task**: a worker is told *where* to read (a
+:class:`SharedStore` path or a :class:`GatewayStore` URL — small, plain, picklable values) and
+fetches the guest and the kuro.fs blocks it needs itself, verifying each against its CID (the
+file store re-hashes on every read; the gateway store before it keeps anything). A worker never
+writes there: what a run writes comes back with its receipt and the driver re-hashes it
+(:mod:`kuro_wasm.batch.verify`). :func:`worker_store_for` infers the spec from the driver's own
+store, and refuses a store no other process can see (a ``MemoryBlockStore``) instead of letting
+every guest end ``guest-not-found``.
+
+## Effects
+:meth:`SharedStore.open` opens a directory; :meth:`GatewayStore.open` an HTTP client (and a
+cache directory in the worker's scratch space). Nothing happens on construction.
+
+## Not done here
+No publishing: blocks a batch writes stay in the driver's store (``kuro gateway publish`` sends
+them on). A shared path must be the same path on every machine (an NFS mount, say).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from kuro_fs.blocks import BlockStore
+from kuro_wasm.errors import ModelError
+
+__all__ = ["GatewayStore", "SharedStore", "WorkerStore", "worker_store_for"]
+
+
+class WorkerStore(Protocol):
+    """What a worker opens to read blocks (a small value sent to every worker once)."""
+
+    def open(self, scratch: Path | None) -> BlockStore:
+        """The store, opened in the worker; ``scratch`` is a directory the worker may write (or None)."""
+        ...
+
+    def describe(self) -> str:
+        """A short text naming where blocks come from (for error lines)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SharedStore:
+    """A ``FileBlockStore`` directory every worker can read at the same path."""
+
+    path: str
+
+    def open(self, scratch: Path | None) -> BlockStore:
+        """The directory's store, reading with verification on. Raises BlockStoreError if it is not there."""
+        from kuro_fs.errors import BlockStoreError
+        from kuro_fs.filestore import FileBlockStore
+
+        if not Path(self.path).is_dir():
+            raise BlockStoreError(f"the shared block store {self.path} is not a directory on this worker")
+        return FileBlockStore(self.path, verify=True)
+
+    def describe(self) -> str:
+        return f"the shared block store {self.path}"
+
+
+@dataclass(frozen=True)
+class GatewayStore:
+    """A trustless gateway every worker can reach (``kuro gateway serve``), read and verified by CID."""
+
+    url: str
+
+    def open(self, scratch: Path | None) -> BlockStore:
+        """A ``GatewayBlockStore`` keeping what it fetched (verified) under ``scratch``, else in memory."""
+        from kuro_fs.filestore import FileBlockStore
+        from kuro_fs.gateway.client import GatewayBlockStore
+
+        cache = None if scratch is None else FileBlockStore(scratch / "kuro-gateway-cache")
+        return GatewayBlockStore(self.url, cache=cache)
+
+    def describe(self) -> str:
+        return f"the gateway {self.url}"
+
+
+def worker_store_for(store: BlockStore) -> WorkerStore:
+    """Where workers read the blocks of the driver's ``store``: its directory, or its gateway.
+
+    Raises ModelError (``worker-store-required``): the store lives only in this process.
+    """
+    from kuro_fs.filestore import FileBlockStore
+
+    if isinstance(store, FileBlockStore):
+        return SharedStore(os.fspath(store.root.resolve()))
+    url = getattr(store, "url", None)
+    if type(store).__name__ == "GatewayBlockStore" and isinstance(url, str):
+        return GatewayStore(url)
+    raise ModelError(
+        f"workers cannot read a {type(store).__name__} (it lives in this process only)",
+        reason="worker-store-required",
+        hint="pass worker_store=SharedStore(PATH) or GatewayStore(URL), or a FileBlockStore as store",
+    )

@@ -1,0 +1,124 @@
+"""What the driver believes of a worker's answer: blocks once re-hashed, a new fs root once complete.
+
+## The one decision
+A receipt from a worker is rebuilt by the driver, never taken as sent: the session, the command
+and everything derived from them are the driver's own (:func:`kuro_wasm.model.receipt.receipt`
+over the worker's host keys, each re-checked by kind); every block handed back is re-hashed
+before it is stored (:func:`kuro_fs.blocks.put_block`, through :func:`kuro_fs.cid.matches`); the
+kept output must hash to the receipt's ``kuro/stdout-cid``/``kuro/stderr-cid``; and a new fs root
+(``kuro/fs-root-after``) is believed only when it is a kuro.fs directory whose every block is in
+the driver's store already or was handed back in this answer (then walked in turn), so its walk
+costs what the run wrote (the worker-process pool's own check,
+:func:`kuro_wasm.host.worker.verify.check_root`). An answer that fails any check becomes a ``host-error`` receipt saying
+which check failed (the run happened, so its op id is used: it is not run again), and names no
+new root.
+
+## Effects
+Writes verified blocks to the driver's store.
+
+## Not done here
+Whether the new root is what the guest's writes *should* give is the worker's word: knowing it
+would mean running the guest again. A worker is trusted as Dask trusts it (Dask itself unpickles
+what workers send); these checks keep a damaged or misconfigured worker from filing wrong bytes
+or half a tree, they do not contain a hostile one.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping
+from typing import Any
+
+from kuro_fs.blocks import BlockStore, put_block
+from kuro_fs.cid import raw_cid
+from kuro_fs.errors import InvalidCID, KuroFsError
+from kuro_wasm.errors import ModelError
+from kuro_wasm.host.worker.verify import check_root
+from kuro_wasm.model.invocation import Invocation
+from kuro_wasm.model.receipt import receipt
+
+__all__ = ["accepted", "host_error", "worker_died"]
+
+
+def _problem(store: BlockStore, host: Mapping[str, Any], blocks: object) -> str | None:
+    if not isinstance(blocks, list):
+        return "the worker's blocks are not a list"
+    handed: set[str] = set()
+    for pair in blocks:
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[1], bytes)):
+            return "a handed-back block is not a (CID, bytes) pair"
+        cid, data = pair
+        try:
+            put_block(store, cid, data)
+        except (InvalidCID, KuroFsError, TypeError) as exc:
+            return f"a handed-back block was refused: {exc}"
+        handed.add(cid)
+    for name in ("stdout", "stderr"):
+        data, named = host.get(f"kuro/{name}"), host.get(f"kuro/{name}-cid")
+        if isinstance(data, bytes) and named is not None and raw_cid(data) != named:
+            return f"the kept {name} does not hash to kuro/{name}-cid {named}"
+    root = host.get("kuro/fs-root-after")
+    return None if root is None else check_root(store, root, handed)
+
+
+def accepted(store: BlockStore, inv: Invocation, answer: Mapping[str, Any]) -> dict[str, Any]:
+    """The receipt of ``inv`` from a worker's answer for it (``{"receipt": host keys, "blocks": [...]}``)."""
+    host = answer.get("receipt")
+    if not isinstance(host, Mapping):
+        host = {}
+    problem = _problem(store, host, answer.get("blocks"))
+    if problem is None:
+        try:
+            return receipt(inv.session, inv.command, host)
+        except ModelError as exc:
+            problem = f"the worker's receipt does not check: {exc}"
+    return host_error(inv, f"the batch worker's answer did not verify ({problem}); nothing it wrote was kept")
+
+
+def host_error(inv: Invocation, why: str) -> dict[str, Any]:
+    """A ``host-error`` receipt (70) for ``inv``: the batch machinery failed it, never the guest."""
+    return receipt(
+        inv.session,
+        inv.command,
+        {
+            "exit-code": 70,
+            "outcome": "host-error",
+            "isolation": "wasmtime",
+            "limits": inv.limits.receipt_value(),
+            "error": f"host error: {why}",
+        },
+    )
+
+
+def _signal_number(name: object) -> int:
+    """The number of a signal named like ``"SIGKILL"`` (9 when the name is missing or unknown: Dask does not say)."""
+    if isinstance(name, str):
+        try:
+            return int(signal.Signals[name])
+        except KeyError:
+            pass
+    return int(signal.SIGKILL)
+
+
+def worker_died(inv: Invocation, worker: Mapping[str, Any], finished_at: int) -> dict[str, Any]:
+    """The receipt of an invocation whose worker left the cluster before its receipt reached the driver.
+
+    The exit code is 128 + the signal that ended the worker when the backend knows it (the local
+    pool does), else 137 (as ``SIGKILL``: Dask does not say).
+    """
+    where = worker.get("address") or f"process {worker.get('pid', '?')}"
+    code = 128 + _signal_number(worker.get("signal"))
+    return receipt(
+        inv.session,
+        inv.command,
+        {
+            "exit-code": code,
+            "outcome": "worker-died",
+            "isolation": "wasmtime",
+            "limits": inv.limits.receipt_value(),
+            "finished-at": finished_at,
+            "worker": dict(worker),
+            "error": f"the worker {where} died while this invocation was in its hands: it may or may not have "
+            "run, and its receipt never came back; it is not run again (use a new op id to run it again)",
+        },
+    )

@@ -1,0 +1,63 @@
+"""The batch without Dask: spawned local worker processes, the same promises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from batch_witness import Shared, reads
+from test_batch_cluster import COMPARED, _mixed, _one_by_one, _runs, _runs_in_process, _witnessed
+
+from kuro_wasm.batch import run_many
+from kuro_wasm.batch.local import LocalPool
+from kuro_wasm.batch.stores import SharedStore
+from kuro_wasm.errors import BatchError
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def test_mixed_invocations_on_the_local_pool_give_the_receipts_of_running_them_one_by_one(shared: Shared) -> None:
+    lines = _mixed(shared, 200)
+    pool = LocalPool(2, store=SharedStore(str(shared.store.root)))
+    batch = run_many(lines, store=shared.store, cluster=pool)
+    got = {done.index: done.value for done in batch}
+    expected = _one_by_one(shared, batch.invocations)
+    assert sorted(got) == list(range(200))
+    for index, want in enumerate(expected):
+        assert {k: got[index].get(k) for k in COMPARED} == {k: want.get(k) for k in COMPARED}, lines[index]
+
+
+def test_a_pool_worker_killed_mid_batch_leaves_its_claimed_chunks_died_and_the_rest_done_once(
+    shared: Shared, tmp_path: Path
+) -> None:
+    invocations, witness, effect = _witnessed(shared, 1 + 120, tmp_path / "reads.log", kill_at=1 + 50)
+    probe = _runs_in_process(shared, invocations[0], witness, tmp_path)
+    invocations = invocations[1:]
+    batch = run_many(invocations, store=shared.store, cluster=LocalPool(2, store=witness), chunk_size=4)
+    got = {done.index: done.value for done in batch}
+    victim = next(pid for pid, cid in reads(witness.log) if effect[cid] == 1 + 50)
+    assert sorted(got) == list(range(len(invocations)))
+    ran = _runs(tmp_path / "reads.log", effect, probe, killed=victim)
+    died = {i for i, r in got.items() if r["kuro/outcome"] == "worker-died"}
+    assert 50 in died and died == set(batch.lost) and len(died) <= 2 * 4
+    for index, value in got.items():
+        pids = ran.get(index + 1, [])
+        assert len(pids) <= 1, f"invocation {index} ran {len(pids)} times"
+        if index in died:
+            assert value["kuro/exit-code"] == 137 and value["kuro/worker"] == {"pid": victim, "signal": "SIGKILL"}
+            assert pids in ([], [victim])
+        else:
+            assert value["kuro/outcome"] == "ok" and len(pids) == 1
+
+
+def test_a_store_no_worker_can_open_stops_the_batch_and_runs_nothing(shared: Shared, tmp_path: Path) -> None:
+    lines = [{"guest": shared.batch, "export": "echo", "args": [1]}]
+    batch = run_many(lines, store=shared.store, cluster=LocalPool(1, store=SharedStore(str(tmp_path / "nowhere"))))
+    with pytest.raises(BatchError, match="nowhere"):
+        list(batch)
+    assert batch.not_run == [0]
+
+
+def test_a_pool_needs_a_worker() -> None:
+    with pytest.raises(BatchError):
+        LocalPool(0, store=SharedStore("/"))

@@ -1,0 +1,44 @@
+"""The fence on the scheduler: a chunk's token is taken once, by a claim or a revoke, and never again."""
+
+from __future__ import annotations
+
+import pytest
+
+cluster = pytest.importorskip("kuro_wasm.batch.cluster", reason="the Dask extra is not installed")
+
+
+def test_a_token_is_claimed_once_and_a_second_attempt_learns_who_took_it() -> None:
+    fence = cluster.fence
+    fence("b1", "open")
+    assert fence("b1", "claim", "t1", {"pid": 1}) == {"ok": True}
+    assert fence("b1", "claim", "t1", {"pid": 2}) == {"ok": False, "state": "claimed", "by": {"pid": 1}}
+    assert fence("b1", "revoke", "t1") == {"ok": False, "state": "claimed", "by": {"pid": 1}}
+    fence("b1", "close")
+
+
+def test_a_revoked_token_is_never_claimed_so_its_chunk_can_be_sent_again_safely() -> None:
+    fence = cluster.fence
+    fence("b2", "open")
+    assert fence("b2", "revoke", "t1") == {"ok": True}
+    assert fence("b2", "claim", "t1", {"pid": 1})["state"] == "revoked"
+    fence("b2", "close")
+
+
+def test_after_a_cancel_no_new_chunk_starts_and_a_closed_batch_takes_nothing() -> None:
+    fence = cluster.fence
+    fence("b3", "open")
+    assert fence("b3", "claim", "t1", {"pid": 1})["ok"]
+    fence("b3", "cancel")
+    assert fence("b3", "status") == {"ok": True, "cancelled": True}
+    assert fence("b3", "claim", "t2", {"pid": 1})["state"] == "cancelled"
+    assert fence("b3", "revoke", "t2")["state"] == "cancelled"
+    fence("b3", "close")
+    assert fence("b3", "claim", "t3", {"pid": 1}) == {"ok": False, "state": "closed"}
+
+
+def test_a_retried_chunk_refused_at_the_fence_is_lost_not_run_again() -> None:
+    backend = cluster.DaskBackend(None, store=None)  # type: ignore[arg-type]
+    done = backend._judge("t", "finished", {"fenced": {"ok": False, "state": "claimed", "by": {"pid": 7}}})
+    assert (done.kind, done.detail) == ("lost", {"worker": {"pid": 7}})
+    assert backend._judge("t", "finished", {"fenced": {"ok": False, "state": "cancelled"}}).kind == "unstarted"
+    assert backend._judge("t", "finished", {"unavailable": "no store"}).kind == "failed"

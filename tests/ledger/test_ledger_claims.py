@@ -1,0 +1,82 @@
+"""Claims apart from runs (what a batch driver does): claim, then settle, release or abandon — never two owners."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ledger_fakes import command, fake_receipt, make_session
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.errors import ModelError, OperationConflict
+from kuro_wasm.ledger.ledger import Claim, Ledger
+
+
+def test_a_claimed_op_id_is_running_until_settled_and_then_replays(ledger: Ledger) -> None:
+    sess, cmd = make_session(), command(1)
+    claim = ledger.claim("op-1", sess, cmd)
+    assert isinstance(claim, Claim)
+    assert ledger.result("op-1")["kuro/status"] == "running"
+    assert ledger.recover() == 0 and ledger.result("op-1")["kuro/status"] == "running"  # ours, alive: not unknown
+    saved = ledger.settle(claim, fake_receipt(sess, cmd, 0, b"out"))
+    assert (saved["kuro/status"], saved["kuro/replayed"], saved["kuro/persistence"]) == ("done", False, "saved")
+    again = ledger.claim("op-1", sess, cmd)
+    assert isinstance(again, dict) and again["kuro/replayed"] is True
+    assert again["kuro/stdout-cid"] == saved["kuro/stdout-cid"]
+
+
+def test_claim_many_is_one_decision_per_op_id_and_answers_the_recorded_ones(ledger: Ledger) -> None:
+    sess = make_session()
+    first = ledger.claim("a", sess, command(1))
+    assert isinstance(first, Claim)
+    ledger.settle(first, fake_receipt(sess, command(1)))
+    got = ledger.claim_many([(op, sess, command(n), {}) for n, op in enumerate(["a", "b", "c"], start=1)])
+    assert isinstance(got[0], dict) and got[0]["kuro/replayed"] is True
+    assert isinstance(got[1], Claim) and isinstance(got[2], Claim)
+    values = ledger.settle_many([(got[1], fake_receipt(sess, command(2))), (got[2], fake_receipt(sess, command(3), 7))])
+    assert [v["kuro/exit-code"] for v in values] == [0, 7]
+    assert [row["kuro/status"] for row in ledger.operations()] == ["done", "done", "done"]
+
+
+def test_a_conflict_anywhere_in_a_claim_many_claims_nothing(ledger: Ledger) -> None:
+    sess = make_session()
+    done = ledger.claim("a", sess, command(1))
+    assert isinstance(done, Claim)
+    ledger.settle(done, fake_receipt(sess, command(1)))
+    with pytest.raises(OperationConflict):
+        ledger.claim_many([("b", sess, command(2), {}), ("a", sess, command(9), {})])
+    assert ledger.result("b")["kuro/status"] == "not-found"
+
+
+def test_one_op_id_twice_in_a_claim_many_is_refused_before_anything_is_recorded(ledger: Ledger) -> None:
+    sess = make_session()
+    with pytest.raises(ModelError, match="asked for twice"):
+        ledger.claim_many([("a", sess, command(1), {}), ("a", sess, command(1), {})])
+    assert ledger.result("a")["kuro/status"] == "not-found"
+
+
+def test_a_released_claim_leaves_no_trace_so_the_op_id_can_run_later(ledger: Ledger) -> None:
+    sess, cmd = make_session(), command(1)
+    claim = ledger.claim("op-1", sess, cmd)
+    assert isinstance(claim, Claim)
+    ledger.release([claim])
+    assert ledger.result("op-1")["kuro/status"] == "not-found"
+    assert isinstance(ledger.claim("op-1", sess, cmd), Claim)
+
+
+def test_an_abandoned_claim_is_unknown_and_never_claimed_again(ledger: Ledger) -> None:
+    sess, cmd = make_session(), command(1)
+    claim = ledger.claim("op-1", sess, cmd)
+    assert isinstance(claim, Claim)
+    unknown = ledger.abandon(claim, "the batch stopped waiting")
+    assert unknown["kuro/status"] == "unknown" and unknown["kuro/unknown-reason"] == "the batch stopped waiting"
+    assert ledger.claim("op-1", sess, cmd)["kuro/status"] == "unknown"  # type: ignore[index]
+
+
+def test_a_claim_another_ledger_object_sees_is_running_not_a_second_claim(db: Path, ledger: Ledger) -> None:
+    sess, cmd = make_session(), command(1)
+    claim = ledger.claim("op-1", sess, cmd)
+    assert isinstance(claim, Claim)
+    with Ledger(db, store=MemoryBlockStore()) as other:
+        assert other.claim("op-1", sess, cmd)["kuro/status"] == "running"  # type: ignore[index]
+    ledger.settle(claim, fake_receipt(sess, cmd))
