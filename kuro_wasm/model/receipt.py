@@ -117,7 +117,11 @@ KEYS: Final[Mapping[str, Key]] = {
     "result": Key("data", True, "a component export's typed result as plain data (absent for run's exit code)"),
     "nondeterminism": Key("data", True, "what the guest read from outside its inputs: clock readings, random bytes"),
     "deterministic": Key("data", True, "the run's clocks were fixed and its random bytes seeded: the seed"),
-    "worker": Key("data", True, 'the worker process of an isolation "process" run: pid, hardening, how it died'),
+    "worker": Key(
+        "data",
+        True,
+        "the worker process that ran the guest (isolation process, or a batch worker): pid, hardening, how it died",
+    ),
 }
 #: The keys a host result may supply.
 HOST_KEYS: Final = frozenset(k for k, spec in KEYS.items() if spec.host)
