@@ -17,11 +17,12 @@ from kuro_wasm.model.abi import IMPORTS, REASON_CODES, ErrorCode, ImportSpec
 from kuro_wasm.model.receipt import KEYS, OUTCOMES
 from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, ORIGINAL_CAPABILITIES
 from kuro_wasm.model.sessions import DENIAL_REASONS as MODEL_DENIAL_REASONS
+from kuro_wasm.model.wasi import DENIED_ERRNO, FUNCTIONS, FuncSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = {
     name: (ROOT / name).read_text(encoding="utf-8")
-    for name in ("README.md", "docs/abi.md", "docs/cli.md", "docs/components.md")
+    for name in ("README.md", "docs/abi.md", "docs/cli.md", "docs/components.md", "docs/wasi.md")
 }
 
 
@@ -54,6 +55,17 @@ def test_every_abi_import_has_a_row_with_its_signature_and_capability(spec: Impo
     assert ("i64" in params) == ("i64" in spec.params), signature
     assert results.strip() == " ".join(spec.results), signature
     assert needs == (f"`{spec.capability}`" if spec.capability else "—")
+
+
+@pytest.mark.parametrize("spec", list(FUNCTIONS.values()), ids=list(FUNCTIONS))
+def test_every_wasi_function_has_a_row_with_its_signature_needs_and_meaning(spec: FuncSpec) -> None:
+    _, signature, needs, meaning = _row("docs/wasi.md", f"`{spec.name}`")
+    assert signature == f"({', '.join(spec.params)}) → {' '.join(spec.results)}".strip()
+    assert (needs, meaning) == (spec.needs, spec.meaning)
+
+
+def test_the_wasi_page_names_the_errno_of_a_refusal() -> None:
+    assert f"**`E{DENIED_ERRNO.name}`**" in DOCS["docs/wasi.md"]
 
 
 @pytest.mark.parametrize("code", list(ErrorCode), ids=[code.name for code in ErrorCode])

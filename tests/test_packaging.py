@@ -55,6 +55,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_ships_every_guest_fixture_case_and_the_schema(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     wanted = {f"kuro_wasm/guests/{p.name}" for p in (ROOT / "guests").glob("*.wat")}
+    wanted |= {f"kuro_wasm/guests/c/{p.name}" for p in (ROOT / "guests" / "c").glob("*.wasm")}
+    wanted |= {f"kuro_wasm/guests/c/fixtures/{p.name}" for p in (ROOT / "guests" / "c" / "fixtures").glob("*.toml")}
     wanted |= {f"kuro_wasm/guests/fixtures/{p.name}" for p in (ROOT / "guests" / "fixtures").iterdir()}
     assert sorted(wanted - names) == []
     assert "kuro_wasm/py.typed" in names and "kuro_wasm/host/kinds/browser_v0.py" in names

@@ -52,6 +52,10 @@ Figures and their anchors (what each ratio divides):
 * the block store (``tools/bench_store.py``): import into the memory and the disk store ÷ same-thread
   hashing, the disk store ÷ ``cp`` + fsync and ``cp -r`` + sync, verified read-back ÷ a plain file read,
   ``import_car`` of a million four-byte blocks, and the peak memory of ``Fs.read`` ÷ the file size.
+* WASI preview 1 (``tools/bench_wasi.py``): a C program's 1-byte ``fd_write`` per call (goal ≤ 2×), its reads of a
+  64 MiB kuro.fs file in 64 KiB and 1 MiB ``read()``s (goal ≥ 1 GB/s and ≥ 0.5×) and a warm hello-world run with its
+  full receipt (goal ≤ 1.5×), each ÷ wasmtime's built-in WASI running the same program over a real preopened
+  directory, interleaved, in wall and in CPU time (``process_time``: load swings wall-clock figures 3×).
 
 The host measurements (invocation, fs_read, deadline, cache) are the functions of
 ``tools/bench_host.py``, called here and set beside their anchors; this file adds the import
@@ -85,6 +89,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import bench_calls  # noqa: E402  (tools/bench_calls.py: per-call costs, interleaved, CPU and wall)
 import bench_host  # noqa: E402  (tools/bench_host.py: the host helper's measurements, folded in here)
 import bench_store  # noqa: E402  (tools/bench_store.py: the block store's measurements)
+import bench_wasi  # noqa: E402  (tools/bench_wasi.py: kuro's WASI beside wasmtime's built-in WASI)
 import bench_workers  # noqa: E402  (tools/bench_workers.py: the worker-process backend beside the in-process one)
 import wasmtime  # noqa: E402
 
@@ -1014,6 +1019,41 @@ def bench_gateway(tmp: Path, quick: bool) -> list[Row]:
     return rows
 
 
+# ---- 10. WASI preview 1 guests beside wasmtime's built-in WASI (tools/bench_wasi.py)
+
+
+def bench_wasi_rows(tmp: Path, quick: bool) -> list[Row]:
+    """C programs (guests/c) on kuro's WASI over kuro.fs and on wasmtime's built-in WASI, interleaved."""
+    w = bench_wasi.bench_fd_write(20_000 if quick else 200_000, 2 if quick else 5, tmp)
+    r = bench_wasi.bench_read((4 if quick else 64) * MiB, 2 if quick else 5, tmp)
+    h = bench_wasi.bench_hello(50 if quick else 500, tmp)
+    size = r["bytes"] // MiB
+    write = "WASI fd_write of 1 byte to stdout, per call"
+    hello = "WASI hello-world run, warm, full receipt"
+    return [
+        _row(f"{write} (CPU)", w["kuro_cpu_us"], "µs", "built-in WASI, stdout to a file (CPU)",
+             w["builtin_file_cpu_us"], goal="≤ 2×", extra={"load": w["load"]}),
+        _row(f"{write} (wall)", w["kuro_wall_us"], "µs", "built-in WASI, stdout to a file (wall)",
+             w["builtin_file_wall_us"], goal="≤ 2×", extra={"load": w["load"]}),
+        _row(f"{write} (CPU)", w["kuro_cpu_us"], "µs", "built-in WASI, stdout to /dev/null (CPU)",
+             w["builtin_null_cpu_us"], goal="≤ 2×", extra={"load": w["load"]}),
+        *(
+            _row(f"WASI read of a {size} MiB kuro.fs file in {k} KiB reads (wall)", r[f"kuro_{k}k_wall_gb_s"], "GB/s",
+                 "built-in WASI reading a real file (page cache)", r[f"builtin_{k}k_wall_gb_s"],
+                 goal="≥ 1 GB/s, ≥ 0.5×",
+                 extra={"load": r["load"], "kuro_cpu_gb_s": r[f"kuro_{k}k_cpu_gb_s"],
+                        "builtin_cpu_gb_s": r[f"builtin_{k}k_cpu_gb_s"]})
+            for k in (64, 1024)
+        ),
+        _row(f"{hello} (CPU)", h["kuro_cpu_us"], "µs", "built-in WASI Store+instantiate+_start, stdout to a file (CPU)",
+             h["builtin_file_cpu_us"], goal="≤ 1.5×", extra={"load": h["load"]}),
+        _row(f"{hello} (wall)", h["kuro_wall_us"], "µs", "the same (wall)", h["builtin_file_wall_us"], goal="≤ 1.5×",
+             extra={"load": h["load"]}),
+        _row(f"{hello} (CPU)", h["kuro_cpu_us"], "µs", "the same, stdout to /dev/null (CPU)", h["builtin_null_cpu_us"],
+             goal="≤ 1.5×", extra={"load": h["load"]}),
+    ]  # fmt: skip
+
+
 # ---- 9. batches over a Dask LocalCluster(2) (tools/bench_batch.py measures, interleaved)
 
 
@@ -1095,6 +1135,7 @@ SECTIONS = (
     "gateway",
     "overlay",
     "components",
+    "wasi",
     "workers",
     "batch",
     "store",
@@ -1148,6 +1189,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_gateway(tmp, args.quick)
         if "components" in wanted:
             rows += bench_components(tmp, args.quick)
+        if "wasi" in wanted:
+            rows += bench_wasi_rows(tmp, args.quick)
         if "batch" in wanted:
             rows += bench_batch(tmp, args.quick)
         if "workers" in wanted:

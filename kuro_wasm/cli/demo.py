@@ -2,9 +2,10 @@
 
 ## The one decision
 The demo must work right after ``pip install kuro-wasm`` on a fresh machine, with
-no checkout beside it, so the guests it runs **ship inside the package as WAT
-text** (:mod:`kuro_wasm.cli.demo_guests`, generated verbatim from the repository's
-``guests/*.wat`` by ``tools/embed_guests.py``; a test keeps the copies identical).
+no checkout beside it, so the guests it runs **ship inside the package** — WAT as
+text, and one C program (``guests/c/wc.wasm``, a WASI command built with clang and
+wasi-libc) as its exact bytes (:mod:`kuro_wasm.cli.demo_guests`, generated from the
+repository's ``guests/`` by ``tools/embed_guests.py``; a test keeps the copies identical).
 It uses only the public library path a user would: ``add_guest`` into the
 home's block store, a kuro.fs tree kept under the fs name ``demo`` (never
 touching ``main``), ``run`` with live output, and each receipt stored as a
@@ -62,6 +63,7 @@ class Step:
     expect_exit: int | None
     check: Callable[[Mapping[str, Any]], str | None]  # None when the receipt is as expected, else why not
     argv: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()  # a WASI command's argv[1:]
 
 
 def _stdout_is(text: bytes) -> Callable[[Mapping[str, Any]], str | None]:
@@ -96,6 +98,19 @@ def _refused_write(r: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _wc(paths: tuple[str, ...]) -> bytes:
+    """What ``wc PATH...`` prints for the demo's files (lines, words, bytes; a total line for several)."""
+    rows = [(FILES[p].count(b"\n"), len(FILES[p].split()), len(FILES[p]), p) for p in paths]
+    if len(rows) > 1:
+        rows.append((sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows), "total"))
+    return "".join(f"{lines:7d} {words:7d} {size:7d} {name}\n" for lines, words, size, name in rows).encode()
+
+
+def _read_all(r: Mapping[str, Any]) -> str | None:
+    reads = r.get("kuro/reads") or []
+    return None if len(reads) == len(FILES) else f"kuro/reads names {len(reads)} files, expected {len(FILES)}"
+
+
 def _timed_out(r: Mapping[str, Any]) -> str | None:
     return None if r.get("kuro/timed-out?") is True else "kuro/timed-out? is not true"
 
@@ -113,6 +128,9 @@ def steps() -> list[Step]:
              None, 10_000, "ok", 0, _stdout_is(FILES["greeting.txt"])),
         Step("a write refused: fs/write is not in terminal-repo's grant", "fs-write.wat", "run", "terminal-repo",
              None, 10_000, "exit", 1, _refused_write),
+        Step("a C program (WASI: clang + wasi-libc) counting kuro.fs files, opened through its preopened /",
+             "c/wc.wasm", "_start", "terminal-repo", None, 10_000, "ok", 0,
+             _both(_stdout_is(_wc(tuple(FILES))), _read_all), args=tuple(FILES)),
         Step("an infinite loop stopped by its 50 ms deadline", "spin.wat", "run", "terminal-repo", None, 50,
              "timeout", 124, _timed_out),
         Step("an argv command is refused before anything loads", "", "", "terminal-repo", None, 10_000,
@@ -171,9 +189,8 @@ def run_demo(store: Any, home: Path, *, out: TextIO, json_output: bool = False, 
         if step.argv:
             label = " ".join(step.argv)
         else:
-            label = f"{cids[step.guest]} {step.export} --fs {DEMO_FS_NAME}" + (
-                f" --timeout-ms {step.timeout_ms}" if step.timeout_ms < 1000 else ""
-            )
+            words = " ".join((cids[step.guest], step.export, *step.args, "--fs", DEMO_FS_NAME))
+            label = words + (f" --timeout-ms {step.timeout_ms}" if step.timeout_ms < 1000 else "")
         say(f"\n{number}. {step.title} ({step.guest or 'argv'})\n   $ kuro run {label}\n")
         out.flush()
         sess = session(f"demo-{number}", fs.root, step.mode, grant=step.grant)
@@ -181,7 +198,8 @@ def run_demo(store: Any, home: Path, *, out: TextIO, json_output: bool = False, 
             value = denial(sess, list(step.argv))
             assert value is not None
         else:
-            value = run(sess, guest(cids[step.guest], step.export), store=store, fs=fs, timeout_ms=step.timeout_ms,
+            command = guest(cids[step.guest], step.export, list(step.args))
+            value = run(sess, command, store=store, fs=fs, timeout_ms=step.timeout_ms,
                         on_chunk=None if json_output else _live(out), home=home)  # fmt: skip
         cid = persisted_receipt(value, store)["kuro/receipt-cid"]  # as `kuro run` keeps it: no raw output
         if json_output:

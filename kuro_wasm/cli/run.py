@@ -42,7 +42,7 @@ import argparse
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +65,16 @@ _VALUE_OPTIONS = (
     "--fuel",
     "--op-id",
     "--home",
+    "--env",
+    "--argv0",
+    "--seed",
     "--fs-read-path",
+    "--args-json",
     "--isolation",
 )
+_FLAG_OPTIONS = ("--json", "--keep-output", "--deterministic", "-h", "--help")
+#: Guest kinds whose entry takes its args as argv strings (a WASI command); others take numbers.
+_ARGV_KINDS = frozenset({"wasi-preview1"})
 
 
 def add_run_parser(p: argparse.ArgumentParser) -> None:
@@ -84,7 +91,26 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("cid", metavar="CID", help="the guest's CID (from `kuro guest add`)")
     p.add_argument("export", metavar="EXPORT", nargs="?", help="the export to call")
-    p.add_argument("args", metavar="ARGS", nargs="*", help="numeric arguments for the export (ints or floats)")
+    p.add_argument(
+        "args",
+        metavar="ARGS",
+        nargs="*",
+        help="arguments: a WASI command's argv[1:] as given (words after `--` are never read as options), "
+        "or numbers (ints or floats) for a kuro ABI v1 export",
+    )
+    p.add_argument(
+        "--env",
+        metavar="NAME=VALUE",
+        action="append",
+        help="an environment variable for a WASI command; repeatable (none from this shell ever reaches a guest)",
+    )
+    p.add_argument("--argv0", metavar="NAME", help="a WASI command's argv[0] (default: the guest's CID)")
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="fixed clocks and seeded random bytes: the same inputs give the same receipt",
+    )
+    p.add_argument("--seed", metavar="N", type=int, default=0, help="the random seed of a --deterministic run")
     p.add_argument(
         "--grant",
         metavar="CAP",
@@ -140,6 +166,12 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
         help="also keep the raw output and the full receipt (in the home's private output store; off by default, "
         "so nothing the guest prints is written to disk beyond a redacted preview)",
     )
+    # Every option this parser knows (those added for all commands too), to tell guest args from kuro's options.
+    options = [(a.option_strings, a.nargs == 0) for a in p._actions if a.option_strings]
+    p.set_defaults(
+        value_options=frozenset(o for names, flag in options if not flag for o in names),
+        flag_options=frozenset(o for names, flag in options if flag for o in names),
+    )
 
 
 # ---- pure helpers
@@ -159,19 +191,90 @@ def argv_tokens(tokens: Sequence[str]) -> list[str]:
             skip = False
         elif token in _VALUE_OPTIONS:
             skip = True
-        elif token in ("--json", "--keep-output") or token.split("=", 1)[0] in _VALUE_OPTIONS:
+        elif token in _FLAG_OPTIONS or token.split("=", 1)[0] in _VALUE_OPTIONS:
             continue
         else:
             out.append(token)
     return out
 
 
-def _args(args: argparse.Namespace) -> list[Any]:
-    """The spec's args: numeric ARGS, or ``--args-json`` (a JSON list; bytes the DAG-JSON way)."""
+def guest_words(
+    tokens: Sequence[str], values: Collection[str] = _VALUE_OPTIONS, flags: Collection[str] = _FLAG_OPTIONS
+) -> list[str]:
+    """The words after ``run CID EXPORT`` that are the guest's args: kuro's own options (``values`` take a
+    value, ``flags`` none) are left out before a ``--``, everything after it is kept as it is.
+
+    >>> guest_words(["run", "bafy", "_start", "-n", "--grant", "fs/read", "in.txt", "--", "--grant", "x"])
+    ['-n', 'in.txt', '--grant', 'x']
+    """
+    rest = list(tokens[list(tokens).index("run") + 1 :]) if "run" in tokens else list(tokens)
+    out: list[str] = []
+    positional = 0
+    skip = literal = False
+    for token in rest:
+        if literal:
+            out.append(token)
+        elif skip:
+            skip = False
+        elif token == "--":
+            literal = True
+        elif token in values:
+            skip = True
+        elif token in flags or token.split("=", 1)[0] in values:
+            continue
+        elif positional < 2:
+            positional += 1
+        else:
+            out.append(token)
+    return out
+
+
+def _unknown_option(tokens: Sequence[str], known: Collection[str]) -> str | None:
+    """The first ``--word`` before a ``--`` that is not an option of ``kuro run`` (a typo, not a guest arg)."""
+    for token in tokens[list(tokens).index("run") + 1 :] if "run" in tokens else tokens:
+        if token == "--":
+            return None
+        if token.startswith("--") and token.split("=", 1)[0] not in known:
+            return token
+    return None
+
+
+def _env(pairs: list[str] | None) -> dict[str, str] | None:
+    if pairs is None:
+        return None
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--env takes NAME=VALUE, got {pair!r}")
+        env[name] = value
+    return env
+
+
+def _guest_args(ctx: Context, cid: str, words: list[str], fuel: bool) -> list[int | float | str]:
+    """The spec's args from the command line's words, by the guest's kind: a WASI command's argv words
+    as they are, numbers for a kuro ABI v1 export. A guest that cannot be loaded gets numbers if every
+    word is one, else the words (its receipt will say why it did not run)."""
+    from kuro_wasm.host.loader import kind_name
+
+    kind = kind_name(ctx.store, cid, fuel=fuel, home=ctx.home)
+    if kind in _ARGV_KINDS:
+        return list(words)
+    if kind is None:
+        try:
+            return [_number(w, i) for i, w in enumerate(words)]
+        except UsageError:
+            return list(words)
+    return [_number(w, i) for i, w in enumerate(words)]
+
+
+def _args(args: argparse.Namespace, ctx: Context, cid: str, words: list[str]) -> list[Any]:
+    """The spec's args: the ARGS words as the guest's kind reads them (:func:`_guest_args`), or
+    ``--args-json`` (a JSON list; bytes the DAG-JSON way)."""
     text = getattr(args, "args_json", None)
     if text is None:
-        return [_number(a, i) for i, a in enumerate(args.args)]
-    if args.args:
+        return _guest_args(ctx, cid, words, args.fuel is not None)
+    if words:
         raise UsageError("give the export's args as ARGS or as --args-json, not both")
     from kuro_wasm.model.receipt import from_json
 
@@ -350,9 +453,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         is_cid = False
     if not is_cid and cid_text.endswith((".wat", ".wasm")) and Path(cid_text).is_file():
         raise UsageError(f"kuro run takes a guest CID, not a file: add it first with `kuro guest add {cid_text}`")
-    extras: list[str] = getattr(args, "extras", [])
-    if is_cid and extras:
-        raise UsageError(f"unrecognized arguments: {' '.join(extras)}")
+    tokens: list[str] = getattr(args, "tokens", None) or ["run", cid_text, *([args.export] if args.export else [])]
+    values: frozenset[str] = getattr(args, "value_options", frozenset(_VALUE_OPTIONS))
+    flags: frozenset[str] = getattr(args, "flag_options", frozenset(_FLAG_OPTIONS))
+    unknown = _unknown_option(tokens, values | flags) if is_cid else None
+    if unknown is not None:
+        raise UsageError(f"unrecognized option {unknown!r} (a guest's own options go after `--`)")
     root, fs_name, before = _fs_root(ctx, args.fs)
     replaying = False
     if is_cid and args.op_id is not None and fs_name is not None:
@@ -367,7 +473,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return _deny(ctx, sess, argv_tokens(getattr(args, "tokens", [cid_text])), args.json)
     if args.export is None:
         raise UsageError("missing EXPORT: kuro run CID EXPORT [ARGS...]")
-    command = guest(cid_text, args.export, _args(args), fs_read_path=args.fs_read_path)
+    words = guest_words(tokens, values, flags) if getattr(args, "tokens", None) else list(args.args)
+    spec_args = _args(args, ctx, cid_text, words)
+    command = guest(
+        cid_text, args.export, spec_args, fs_read_path=args.fs_read_path, env=_env(args.env), argv0=args.argv0
+    )
     live = _Live(ctx)
     options: dict[str, Any] = {
         "store": ctx.store,
@@ -379,6 +489,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         "fuel": args.fuel,
         "home": ctx.home,
     }
+    if args.deterministic or args.seed:
+        options.update(deterministic=args.deterministic, seed=args.seed)
     if args.isolation is not None:
         options["isolation"] = args.isolation
     if not args.json:

@@ -13,7 +13,7 @@ ends in exactly one receipt (why it ended: :mod:`kuro_wasm.model.outcome`), with
 guarantee                          mechanism
 =================================  ==========================================================
 guest bytes are the CID's bytes    every block re-hashed before compiling (:mod:`.loader`); cache hits by tag
-only its kind's imports            imports checked at load; no WASI, no ambient imports
+only its kind's effects            imports checked at load (kuro ABI v1, or WASI preview 1 over a virtual world)
 capability per import call         checked at call time; refusals in ``kuro/denials``
 memory confined                    every (ptr, len) bounds-checked; wasm's own sandbox
 prompt stop (loop)                 epoch callback each ~1 ms tick (:mod:`.engine`)
@@ -41,7 +41,7 @@ on the caller's thread (no thread hop on the warm path). A process run uses no
 thread of its own: the worker pool's threads carry it.
 
 ## Not done here
-No WASI, no argv/env, no string args. Unread stdin is not counted anywhere.
+Unread stdin is not counted anywhere.
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ from kuro_wasm.model.limits import (
     DEFAULT_TIMEOUT_MS,
     Limits,
 )
+from kuro_wasm.model.operation import run_seed
 from kuro_wasm.model.sessions import Session, denial
 
 __all__ = ["ISOLATION", "Handle", "ProcessHandle", "add_guest", "run", "run_async", "start"]
@@ -198,6 +199,7 @@ def _job(
     *,
     stdin_closed: bool,
     isolation: object = None,
+    seed: int | None = None,
 ) -> Job | RemoteRun | dict[str, Any]:
     refused = denial(session, command)
     if refused is not None:
@@ -225,6 +227,7 @@ def _job(
             stdin_closed=stdin_closed,
             on_chunk=on_chunk,
             on_exit=on_exit,
+            seed=seed,
         )
     return Job(
         session,
@@ -237,6 +240,7 @@ def _job(
         home=home,
         stdin_closed=stdin_closed,
         stdin=None if stdin is None else bytes(stdin),
+        seed=seed,
     )
 
 
@@ -260,6 +264,8 @@ def start(
     max_tables: int = DEFAULT_MAX_TABLES,
     max_memories: int = DEFAULT_MAX_MEMORIES,
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
+    deterministic: bool = False,
+    seed: int = 0,
 ) -> Handle | dict[str, Any]:
     """Start ``command`` (a :func:`kuro_wasm.model.sessions.guest` spec) on a worker thread.
 
@@ -277,6 +283,13 @@ def start(
     Raises ModelError: a limit that is not an int from its minimum to 2**64-1 (``invalid-limit``),
     stdin that is not bytes, a ``home`` that is not a path (or None/False) or ``on_chunk``/``on_exit``
     not callable (``invalid-run-option``). Raises HostError: ``store`` is not a block store.
+
+    ``deterministic=True`` fixes what a guest could read from outside its inputs: its clocks are
+    virtual (fixed starts, +1 µs per reading, sleeps advance them without waiting) and its random
+    bytes come from ``seed`` (an int in 0..2**64-1); the receipt says ``kuro/deterministic``
+    ``{"seed": seed}``. Then the same inputs give the same receipt, but for the host's own
+    ``started-at``/``finished-at``/``duration-ms``. Raises ModelError (``invalid-run-option``): a
+    ``deterministic`` that is not a bool, or a bad ``seed``, or a ``seed`` without ``deterministic=True``.
     """
     job = _job(
         session,
@@ -299,6 +312,7 @@ def start(
         },
         home,
         stdin_closed=False,
+        seed=run_seed(deterministic, seed),
         isolation=isolation,
     )
     if isinstance(job, dict):
@@ -327,6 +341,8 @@ def run(
     max_tables: int = DEFAULT_MAX_TABLES,
     max_memories: int = DEFAULT_MAX_MEMORIES,
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
+    deterministic: bool = False,
+    seed: int = 0,
     on_start: Callable[[Callable[[], None]], None] | None = None,
 ) -> dict[str, Any]:
     """Run ``command`` to the end on the calling thread; return its receipt, or the denial value.
@@ -359,6 +375,7 @@ def run(
         },
         home,
         stdin_closed=True,
+        seed=run_seed(deterministic, seed),
         isolation=isolation,
     )
     if isinstance(job, dict):
@@ -440,6 +457,8 @@ async def run_async(
     max_tables: int = DEFAULT_MAX_TABLES,
     max_memories: int = DEFAULT_MAX_MEMORIES,
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
+    deterministic: bool = False,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Await the receipt of ``command`` (or get the denial at once); the guest runs on a worker thread.
 
@@ -470,6 +489,7 @@ async def run_async(
         },
         home,
         stdin_closed=True,
+        seed=run_seed(deterministic, seed),
         isolation=isolation,
     )
     if isinstance(job, dict):

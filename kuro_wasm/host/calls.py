@@ -59,12 +59,15 @@ __all__ = [
     "define",
     "exported_memory",
     "guest_memory",
+    "guest_view",
     "load",
+    "pack",
     "read_guest",
     "register_run",
     "run_of",
     "span",
     "store_bytes",
+    "unpack",
     "unregister_run",
 ]
 
@@ -169,6 +172,21 @@ def exported_memory(store: wasmtime.Store, memory: Any) -> Memory:
     return _address(ffi.wasmtime_memory_data(cctx, mem)), int(ffi.wasmtime_memory_data_size(cctx, mem))
 
 
+def guest_view(run: RunContext, caller: int, cctx: int) -> memoryview:
+    """The guest's exported ``memory`` now, as one byte view (empty if it has none).
+
+    The view reaches exactly the guest's memory, so an index or struct access outside it raises
+    (``IndexError``/``struct.error``) instead of touching anything else; a slice past its end is
+    short, so a caller still checks a range's end before copying. Valid for one host call (the
+    memory may move on ``memory.grow``, never during a call).
+    """
+    base, size = guest_memory(run, caller, cctx)
+    return _MEMORY[base : base + size] if size else _NO_MEMORY
+
+
+_NO_MEMORY: Final = memoryview(b"")
+
+
 def span(mem: Memory, ptr: int, length: int) -> tuple[int, int]:
     """(address, length) of guest range ``[ptr, ptr+length)`` (both read as u32). Raises Fault.
 
@@ -210,6 +228,18 @@ def store_bytes(mem: Memory, ptr: int, data: bytes | bytearray | memoryview) -> 
     address, n = span(mem, ptr, len(data))
     if n:
         _MEMORY[address : address + n] = data
+
+
+def unpack(mem: Memory, ptr: int, layout: struct.Struct) -> tuple[Any, ...]:
+    """The struct ``layout`` read from guest memory at ``ptr``, without copying the bytes first. Raises Fault."""
+    address, _ = span(mem, ptr, layout.size)
+    return layout.unpack_from(_MEMORY, address)
+
+
+def pack(mem: Memory, ptr: int, layout: struct.Struct, *values: Any) -> None:
+    """Write ``values`` as the struct ``layout`` into guest memory at ``ptr``. Raises Fault (nothing written)."""
+    address, _ = span(mem, ptr, layout.size)
+    layout.pack_into(_MEMORY, address, *values)
 
 
 # ---- trampolines

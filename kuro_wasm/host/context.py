@@ -57,6 +57,10 @@ class StdinPipe:
         """True when a read would not wait: bytes are buffered or input has ended."""
         return bool(self._buf) or self._closed
 
+    def pending(self) -> int:
+        """How many bytes are buffered (a read would get at least some of them without waiting)."""
+        return len(self._buf)
+
     def take(self, cap: int) -> bytes | None:
         """Up to ``cap`` buffered bytes; ``b""`` at end of input; None if nothing yet (caller waits)."""
         if self._buf:
@@ -87,6 +91,8 @@ class RunContext:
     fs: Any = None
     open_fs: Callable[[], Any] | None = None
     deadline: float = float("inf")
+    #: A deterministic run's seed (fixed clocks, random bytes from the seed); None: the real clocks and entropy.
+    seed: int | None = None
     cond: threading.Condition = field(default_factory=threading.Condition)
     stdin: StdinPipe | None = None
     reads: list[str] = field(default_factory=list)

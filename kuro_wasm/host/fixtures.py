@@ -182,7 +182,9 @@ def setup(case: Case, case_dir: Path, resolve: GuestResolver | None = None) -> S
         fs = written.fs
     try:
         sess = session("s-fixture", fs.root, case.mode, grant=case.grant)
-        command = guest(cid, case.export, list(case.args), fs_read_path=case.fs_read_path)
+        command = guest(
+            cid, case.export, list(case.args), fs_read_path=case.fs_read_path, env=case.env, argv0=case.argv0
+        )
     except KuroError as exc:
         raise FixtureError(f"fixture {case.name!r}: {exc}") from exc
     return Setup(store, fs, sess, command)

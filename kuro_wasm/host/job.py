@@ -76,6 +76,7 @@ class Job:
         home: Any,
         stdin_closed: bool,
         stdin: bytes | None,
+        seed: int | None = None,
     ) -> None:
         self.session = session
         self.command = dict(command)
@@ -100,6 +101,7 @@ class Job:
             cond=cond,
             stdin=StdinPipe(cond, stdin, closed=stdin_closed),
             command=self.command,
+            seed=seed,
         )
         self.receipt: dict[str, Any] | None = None
         self.failure: HostError | None = None
@@ -272,6 +274,8 @@ class Job:
                 "duration-ms": max(0, int((time.monotonic() - self.started) * 1000)),
             }
         )
+        if ctx.seed is not None:
+            result["deterministic"] = {"seed": ctx.seed}
         if ctx.wrote and ctx.fs is not None:
             after = _root_of(ctx.fs)
             if after is not None:

@@ -18,7 +18,9 @@ epoch deadline, kill, the output stream, the receipt — is the run's
    run's store;
 3. resolves the **entry**: the export and the spec's args, checked and converted,
    or a load-error text; an entry may name guest-spec keys it cannot run
-   without (:attr:`Entry.needs`), checked before anything is instantiated;
+   without (:attr:`Entry.needs`) and the optional ones it uses
+   (:attr:`Entry.takes`), checked before anything is instantiated — a spec
+   with an optional key its entry does not use is refused, never ignored;
 4. **calls** it and reports how the call ended (:class:`~kuro_wasm.host.engine.CallOutcome`).
 
 :class:`CoreModuleKind` does the linking and instantiating of core modules
@@ -61,7 +63,11 @@ class Entry:
 
     ``needs`` lists guest-spec keys this entry cannot run without, each with the
     reason (``(("kuro/fs-read-path", "…"),)``); a spec that lacks one is a
-    ``load-error`` decided before the guest is instantiated.
+    ``load-error`` decided before the guest is instantiated. ``takes`` names the
+    optional guest-spec keys the entry uses when given (a WASI command's
+    ``kuro/env`` and ``kuro/argv0``); a spec holding an optional key that is in
+    neither is a ``load-error`` too. The kind reads their values from the spec
+    being run (:attr:`RunContext.command`).
     """
 
     export: str
@@ -69,6 +75,7 @@ class Entry:
     args: tuple[Any, ...] = ()
     typed: Any = None
     needs: tuple[tuple[str, str], ...] = ()
+    takes: frozenset[str] = frozenset()
 
 
 def core_entry(shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
@@ -87,6 +94,8 @@ def core_entry(shape: WasmShape, export: str, args: Sequence[object]) -> Entry |
     odd = next((p for p in sig.params if p not in NUMBER_TYPES), None)
     if odd is not None:
         return f"export {export!r} takes a parameter of type {odd}; only i32, i64, f32 and f64 can be passed"
+    if any(isinstance(a, str) for a in args):
+        return f"export {export!r} takes numbers; string args are for WASI commands (argv)"
     reason = abi.check_args(sig.params, list(args))
     if reason is not None:
         return f"export {export!r}: {reason}"

@@ -44,11 +44,12 @@ from kuro_fs.cid import parse as parse_cid
 from kuro_fs.errors import BlockStoreError, CorruptBlock, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.unixfs import MissingBlock, iter_file, write_file
 from kuro_wasm.errors import LoadError
-from kuro_wasm.host.cache import ModuleCache
+from kuro_wasm.host.cache import ModuleCache, cache_for
 from kuro_wasm.host.component_types import component_shape
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
 from kuro_wasm.host.kind import Entry, GuestKind
 from kuro_wasm.host.kinds import classify
+from kuro_wasm.model.sessions import GUEST_OPTIONAL_KEYS
 from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, is_component, read_shape
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "check_imports",
     "fetch_guest",
     "forget_prepared",
+    "kind_name",
     "prepare",
     "resolve",
 ]
@@ -268,7 +270,8 @@ def resolve(
     """The entry point ``export`` of ``ready`` called with ``args``, as its kind resolves it, else a load-error.
 
     ``spec`` is the guest spec being run: a key the entry needs (:attr:`Entry.needs`)
-    that it lacks is a load-error too (decided before anything is instantiated).
+    that it lacks is a load-error too, and so is an optional key (``kuro/env`` …) the
+    entry neither needs nor takes (:attr:`Entry.takes`) — decided before anything is instantiated.
     The kind's answer is remembered per prepared guest (at most 64 distinct calls) when
     every arg is hashable: it depends only on the guest's shape, the export and the args
     (types included, so ``True`` is never taken for ``1``).
@@ -289,7 +292,19 @@ def resolve(
     for need, why in entry.needs:
         if spec is None or need not in spec:
             return LoadFailure("load-error", f"guest {ready.cid}: the spec has no {need}: {why}")
+    for optional in GUEST_OPTIONAL_KEYS:
+        if spec is not None and optional in spec and optional not in entry.takes:
+            if all(optional != need for need, _ in entry.needs):
+                why = f"a {ready.kind.name} guest's export {export!r} does not use it"
+                return LoadFailure("load-error", f"guest {ready.cid}: the spec's {optional} is not for it: {why}")
     return entry
+
+
+def kind_name(store: BlockStore, cid: str, *, fuel: bool = False, home: Any = None) -> str | None:
+    """The name of the guest kind that runs ``cid`` (``"kuro-abi-v1"``, ``"wasi-preview1"`` …), or None if it
+    cannot be loaded. Prepares it as a run would (cached), so the run that follows finds it ready."""
+    ready = prepare(store, cid, EngineConfig(fuel=fuel), cache_for(home))
+    return None if isinstance(ready, LoadFailure) else ready.kind.name
 
 
 def forget_prepared() -> None:

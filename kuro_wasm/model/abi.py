@@ -20,8 +20,8 @@ No wasmtime, no I/O. :mod:`kuro_wasm.host.kinds.kuro_v1` binds this table to was
 tests iterate over it.
 
 ## Not done here
-No WASI, no clocks, no randomness, no network: a guest that needs them is
-refused at load. No string arguments to exports (numbers only).
+No clocks, no randomness, no network in this ABI (a program that needs them is a
+WASI command: :mod:`kuro_wasm.model.wasi`). No string arguments to exports (numbers only).
 """
 
 from __future__ import annotations

@@ -59,6 +59,8 @@ CASE_KEYS: Final[Mapping[str, bool]] = {
     "stdin": False,
     "fs": False,
     "fs_read_path": False,
+    "env": False,
+    "argv0": False,
     "limits": False,
     "unsupported": False,
     "expect": True,
@@ -122,6 +124,8 @@ class Case:
     stdin: bytes | None = None
     fs: Mapping[str, bytes] = field(default_factory=dict)
     fs_read_path: str | None = None
+    env: Mapping[str, str] | None = None
+    argv0: str | None = None
     limits: Mapping[str, int] = field(default_factory=dict)
     unsupported: Mapping[str, str] = field(default_factory=dict)
     expect: Mapping[str, Any] = field(default_factory=dict)
@@ -249,6 +253,14 @@ def _limits(name: str, table: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def _env(name: str, value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise _fail(name, "env", f"must be a table of names to strings, got {type(value).__name__}")
+    for key, text in value.items():
+        _text(name, f"env.{key}", text, empty=True)
+    return dict(value)
+
+
 def parse_case(name: str, data: object) -> Case:
     """The case called ``name`` from its parsed file ``data`` (a TOML document as a dict).
 
@@ -276,6 +288,8 @@ def parse_case(name: str, data: object) -> Case:
         stdin=None if "stdin" not in table else _text(name, "stdin", table["stdin"], empty=True).encode("utf-8"),
         fs={p: c.encode("utf-8") for p, c in _files(name, "fs", table.get("fs", {})).items()},
         fs_read_path=None if "fs_read_path" not in table else _text(name, "fs_read_path", table["fs_read_path"]),
+        env=None if "env" not in table else _env(name, table["env"]),
+        argv0=None if "argv0" not in table else _text(name, "argv0", table["argv0"], empty=True),
         limits=_limits(name, limits),
         unsupported={k: _text(name, f"unsupported.{k}", v) for k, v in unsupported.items()},
         expect=_expect(name, table["expect"]),

@@ -3,7 +3,7 @@
 ## The one decision
 A batch line names its options with the **command line's own words** (:data:`FIELDS`:
 ``guest``, ``export``, ``args``, ``mode``, ``grant``, ``fs``, ``stdin``, ``timeout_ms``,
-``max_output_bytes``, ``max_memory_bytes``, ``fuel``, ``op_id``, ``env``), and a line is either
+``max_output_bytes``, ``max_memory_bytes``, ``fuel``, ``op_id``, ``env``, ``argv0``), and a line is either
 turned whole into an :class:`Invocation` — a validated session, guest spec, limits, stdin and
 operation id — or refused whole with a :class:`~kuro_wasm.errors.ModelError` whose message
 names the offending field (``invalid-invocation``; the rules of :func:`~kuro_wasm.model.sessions.session`,
@@ -12,8 +12,9 @@ own reasons). An unknown field is refused, with the field it was probably meant 
 ignored: a typo in ``timeout_ms`` must not silently run a guest for two minutes. Everything is
 checked here, before a batch claims an operation id or starts a cluster.
 
-``env`` is accepted only empty: guests of this host (kuro ABI v1) have no environment, and a
-line that asks for variables must not run as though it got them. ``stdin`` is text (its UTF-8
+``env`` and ``argv0`` go into the guest spec (a WASI command's environment and argv[0]; an empty
+``env`` is none); a guest whose kind takes neither refuses them when it runs (a ``load-error``),
+so a line that asks for variables never runs as though it got them. ``stdin`` is text (its UTF-8
 bytes) or DAG-JSON bytes (``{"/": {"bytes": "<base64>"}}``). ``fs`` must already be a root CID
 here: the command line resolves an fs *name* to its root before calling :func:`invocation`.
 
@@ -53,7 +54,8 @@ FIELDS: Final[Mapping[str, str]] = {
     "max_memory_bytes": "linear memory limit in bytes (--max-memory)",
     "fuel": "wasmtime fuel budget (--fuel)",
     "op_id": "run through the ledger under this operation id (--op-id): replayed if done, never run twice",
-    "env": "environment variables: only {} is accepted (guests of this host have no environment)",
+    "env": "a WASI command's environment, an object of names to strings (--env; a kuro ABI export takes none)",
+    "argv0": "a WASI command's argv[0] (--argv0; default the guest's CID)",
 }
 #: The fields every line must have.
 REQUIRED: Final = ("guest", "export")
@@ -124,7 +126,7 @@ def invocation(data: Mapping[str, Any], *, session_id: str, default_fs: str) -> 
     kuro_wasm.errors.ModelError: unknown field 'timeout': did you mean 'timeout_ms'? a line takes guest, export, ...
 
     Raises ModelError: ``invalid-invocation`` (not a map, an unknown or missing field, a value
-    of the wrong type, a non-empty ``env``); ``invalid-op-id``; the session's, guest spec's and
+    of the wrong type); ``invalid-op-id``; the session's, guest spec's and
     limits' own reasons (``invalid-fs-root``, ``unknown-mode``, ``unknown-capability``,
     ``signed-opt-in-required``, ``invalid-guest-spec``, ``invalid-limit``).
     """
@@ -139,13 +141,9 @@ def invocation(data: Mapping[str, Any], *, session_id: str, default_fs: str) -> 
     missing = [name for name in REQUIRED if name not in data]
     if missing:
         raise _refuse(f"missing {' and '.join(missing)} (every line needs guest and export)")
-    env = data.get("env", {})
-    if not isinstance(env, Mapping):
+    env = data.get("env")
+    if env is not None and not isinstance(env, Mapping):
         raise _refuse(f"env must be an object, got {type(env).__name__}")
-    if env:
-        raise _refuse(
-            f"env {sorted(env)} cannot be given: guests of this host (kuro ABI v1) have no environment; omit env"
-        )
     fs = data.get("fs", default_fs)
     if not isinstance(fs, str):
         raise _refuse(f"fs must be a root CID string, got {type(fs).__name__}")
@@ -153,7 +151,7 @@ def invocation(data: Mapping[str, Any], *, session_id: str, default_fs: str) -> 
     grant = data.get("grant")
     sess = session(session_id, fs, mode, grant=None if grant is None else _str_list("grant", grant))
     args = data.get("args", [])
-    command = guest(data["guest"], data["export"], args)
+    command = guest(data["guest"], data["export"], args, env=env or None, argv0=data.get("argv0"))
     limits = Limits.from_options({name: data[name] for name in _LIMIT_FIELDS if name in data})
     op_id = data.get("op_id")
     if op_id is not None:

@@ -29,12 +29,23 @@ from kuro_wasm.errors import ModelError
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.sessions import Session
 
-__all__ = ["DEFAULT_LIMITS", "RUN_OPTIONS", "argument_digest", "check_op_id", "plain", "run_limits", "stdin_text"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "RUN_OPTIONS",
+    "argument_digest",
+    "check_op_id",
+    "plain",
+    "run_limits",
+    "run_seed",
+    "stdin_text",
+]
 
 #: The limits a run gets when the caller does not say (the host's defaults).
 DEFAULT_LIMITS: Final[Mapping[str, int | None]] = Limits().as_options()
 #: Every keyword :meth:`Ledger.run` accepts besides the limits (passed on to the starter).
-RUN_OPTIONS: Final = frozenset({"fs", "stdin", "home", "isolation", "on_chunk", "on_exit", *DEFAULT_LIMITS})
+RUN_OPTIONS: Final = frozenset(
+    {"fs", "stdin", "home", "isolation", "on_chunk", "on_exit", "deterministic", "seed", *DEFAULT_LIMITS}
+)
 
 # ---- operation ids
 
@@ -124,6 +135,26 @@ def run_limits(options: Mapping[str, Any]) -> dict[str, Any]:
     return Limits.from_options(options).as_options()
 
 
+def run_seed(deterministic: object, seed: object) -> int | None:
+    """The seed of a ``deterministic=True`` run, None for a run that reads the real clocks and entropy.
+
+    >>> run_seed(False, 0), run_seed(True, 0), run_seed(True, 42)
+    (None, 0, 42)
+
+    Raises ModelError (``invalid-run-option``): ``deterministic`` is not a bool, ``seed`` is not an
+    int in 0..2**64-1, or a nonzero ``seed`` is given without ``deterministic=True``.
+    """
+    if not isinstance(deterministic, bool):
+        raise ModelError(f"deterministic must be True or False, got {deterministic!r}", reason="invalid-run-option")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise ModelError(f"seed must be an int in 0..2**64-1, got {seed!r}", reason="invalid-run-option")
+    if not deterministic:
+        if seed != 0:
+            raise ModelError("a seed is for deterministic runs: pass deterministic=True", reason="invalid-run-option")
+        return None
+    return seed
+
+
 def stdin_text(stdin: object) -> str:
     """``stdin`` (bytes or str, as :meth:`Ledger.run` takes it) as text, for concealing; ``""`` for ``None``."""
     if isinstance(stdin, str):
@@ -138,7 +169,8 @@ def argument_digest(session: Session, command: object, **run_options: Any) -> st
 
     Covers the session's mode and sorted grant, the command, the raw CID of stdin
     (never its bytes), the limits (defaults filled in, so omitting a limit equals
-    passing its default) and the fs root (``fs`` if given, else the session's).
+    passing its default), the fs root (``fs`` if given, else the session's) and, for a
+    ``deterministic=True`` run, its seed.
     Not covered: the session id, cwd, callbacks, ``home`` and ``isolation``.
 
     Raises ModelError: for a non-Session, an unknown option, a bad limit
@@ -153,14 +185,16 @@ def argument_digest(session: Session, command: object, **run_options: Any) -> st
             reason="unknown-run-option",
             hint=f"one of {', '.join(sorted(RUN_OPTIONS))}, store",
         )
-    return cid_of(
-        {
-            "kuro.ledger/version": 1,
-            "mode": session.mode,
-            "grant": sorted(session.grant),
-            "command": plain(command, "command"),
-            "stdin": _stdin_cid(run_options.get("stdin")),
-            "limits": {k.replace("_", "-"): v for k, v in Limits.from_options(run_options).identity().items()},
-            "fs-root": _fs_root(session, run_options.get("fs")),
-        }
-    )
+    identity = {
+        "kuro.ledger/version": 1,
+        "mode": session.mode,
+        "grant": sorted(session.grant),
+        "command": plain(command, "command"),
+        "stdin": _stdin_cid(run_options.get("stdin")),
+        "limits": {k.replace("_", "-"): v for k, v in Limits.from_options(run_options).identity().items()},
+        "fs-root": _fs_root(session, run_options.get("fs")),
+    }
+    seed = run_seed(run_options.get("deterministic", False), run_options.get("seed", 0))
+    if seed is not None:  # only then: operations digested before the option existed keep their identity
+        identity["deterministic"] = {"seed": seed}
+    return cid_of(identity)

@@ -85,6 +85,7 @@ KEYS: Final[Mapping[str, Key]] = {
     "guest": Key("cid", False, "CID of the guest module"),
     "export": Key("str", False, "the export that was called"),
     "args": Key("data", False, "the export's arguments"),
+    "env": Key("data", False, "the spec's environment, a WASI command's (only when the spec has one)"),
     "effective-capabilities": Key("strs", False, "the session's grant, sorted, in this host's capability names"),
     "grant-aliases": Key(
         "data", False, "original kuro names the grant was given in → the host capabilities each stood for (when used)"
@@ -114,7 +115,8 @@ KEYS: Final[Mapping[str, Key]] = {
     "limits": Key("data", True, "the limits actually applied"),
     "engine": Key("data", True, "the engine that ran the guest (name, version, config)"),
     "result": Key("data", True, "a component export's typed result as plain data (absent for run's exit code)"),
-    "nondeterminism": Key("data", True, "what a component read from outside its inputs: clock readings, random bytes"),
+    "nondeterminism": Key("data", True, "what the guest read from outside its inputs: clock readings, random bytes"),
+    "deterministic": Key("data", True, "the run's clocks were fixed and its random bytes seeded: the seed"),
     "worker": Key(
         "data",
         True,
@@ -405,6 +407,8 @@ def _assemble(
     }
     if sess.aliases:
         out["kuro/grant-aliases"] = sess.grant_aliases
+    if "kuro/env" in command:
+        out["kuro/env"] = dict(command["kuro/env"])
     for key, value in namespaced.items():
         if value is not None and key in _PREFIXED:
             out[key] = value if key in trusted else _typed(key, value)

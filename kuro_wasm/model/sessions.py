@@ -170,6 +170,8 @@ _GUEST_KEYS: Final = frozenset({"kuro/type", "kuro/guest", "kuro/export", "kuro/
 #: Optional guest-spec keys: name → meaning.
 GUEST_OPTIONAL_KEYS: Final[Mapping[str, str]] = {
     "kuro/fs-read-path": "the file a kuro-browser-v0 guest's fs_read(buf_ptr, len) reads (a kuro.fs path)",
+    "kuro/env": "a WASI command's environment: names (non-empty, no '=' or NUL) to values (no NUL)",
+    "kuro/argv0": "a WASI command's argv[0] (default: the guest's CID)",
 }
 
 
@@ -377,7 +379,40 @@ def _arg(value: object, where: str, depth: int = 0) -> Any:
     return value
 
 
-def guest(cid: str, export: str, args: Iterable[Any] = (), *, fs_read_path: str | None = None) -> dict[str, Any]:
+def _env(env: object) -> dict[str, str]:
+    if not isinstance(env, Mapping):
+        raise ModelError(
+            f"env must be a mapping of names to strings, got {type(env).__name__}", reason="invalid-guest-spec"
+        )
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise ModelError(f"env {name!r}: names and values are strings", reason="invalid-guest-spec")
+        if name == "" or "=" in name or "\x00" in name:
+            raise ModelError(f"env name {name!r} must be non-empty, without '=' or NUL", reason="invalid-guest-spec")
+        if "\x00" in value:
+            raise ModelError(f"env {name!r}: a value cannot hold a NUL character", reason="invalid-guest-spec")
+        out[_unicode(name, "an env name")] = _unicode(value, f"env {name!r}")
+    return dict(sorted(out.items()))
+
+
+def _unicode(value: str, where: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: no program could be given it
+        raise ModelError(f"{where} is not valid Unicode: {exc}", reason="invalid-guest-spec") from exc
+    return value
+
+
+def guest(
+    cid: str,
+    export: str,
+    args: Iterable[Any] = (),
+    *,
+    fs_read_path: str | None = None,
+    env: Mapping[str, str] | None = None,
+    argv0: str | None = None,
+) -> dict[str, Any]:
     """The guest invocation spec: run ``export`` of the guest named by ``cid`` with ``args``.
 
     ``args`` are plain data: numbers (what a core module's export takes),
@@ -390,12 +425,20 @@ def guest(cid: str, export: str, args: Iterable[Any] = (), *, fs_read_path: str 
     ``kuro-browser-v0``): the file is part of what was asked, so it is in the
     spec (and the receipt's ``kuro/command``), never implied. Absent unless given.
 
+    ``env`` (a WASI command's environment, names sorted) and ``argv0`` (its
+    argv[0]; by default the guest's CID) are in the spec only when given, too, so
+    a spec without them is the same value, with the same digest, as before they
+    existed; for a WASI command, string ``args`` are its argv[1:].
+
     Integral floats become ints (JavaScript number semantics; the
     host converts per the export's signature anyway), so a spec and every
     receipt built from it are dag-cbor-canonical.
 
     >>> guest("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku", "run", [40, 2.0])["kuro/args"]
     [40, 2]
+    >>> wc = guest("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku", "_start", ["-l"], env={"LANG": "C"})
+    >>> wc["kuro/args"], wc["kuro/env"]
+    (['-l'], {'LANG': 'C'})
 
     Raises ModelError (reason ``invalid-guest-spec``): if ``cid`` is not a CID in
     kuro's profile, ``export`` is not a non-empty string, ``args`` is not a
@@ -403,7 +446,9 @@ def guest(cid: str, export: str, args: Iterable[Any] = (), *, fs_read_path: str 
     infinite, is an integer outside i64..u64, is a string that is not valid
     Unicode (a lone surrogate), has a non-string map key, or nests deeper than 64;
     or ``fs_read_path`` is not a kuro.fs path of a file (a string
-    :func:`kuro_fs.paths.clean_path` accepts, not the root).
+    :func:`kuro_fs.paths.clean_path` accepts, not the root); or ``env`` is not a
+    mapping of strings with non-empty names free of ``=`` and NUL and values free
+    of NUL; or ``argv0`` is not a string free of NUL.
     """
     try:
         _parse_cid(cid)
@@ -426,6 +471,12 @@ def guest(cid: str, export: str, args: Iterable[Any] = (), *, fs_read_path: str 
                 f"fs_read_path must name a file under the fs root, got {fs_read_path!r}", reason="invalid-guest-spec"
             )
         spec["kuro/fs-read-path"] = fs_read_path
+    if env is not None:
+        spec["kuro/env"] = _env(env)
+    if argv0 is not None:
+        if not isinstance(argv0, str) or "\x00" in argv0:
+            raise ModelError(f"argv0 must be a string without NUL, got {argv0!r}", reason="invalid-guest-spec")
+        spec["kuro/argv0"] = _unicode(argv0, "argv0")
     return spec
 
 
@@ -459,6 +510,8 @@ def is_guest_spec(command: object) -> bool:
             command["kuro/export"],
             command["kuro/args"],
             fs_read_path=command.get("kuro/fs-read-path"),
+            env=command.get("kuro/env"),
+            argv0=command.get("kuro/argv0"),
         )
     except ModelError:
         return False

@@ -34,7 +34,7 @@ def test_bad_lines_are_each_named_and_nothing_runs(kuro: Kuro, home: Path, tmp_p
             {"guest": guest, "export": "echo", "timeout": 5},
             {"export": "echo"},
             {"guest": guest, "export": "echo", "fs": "no-such-fs"},
-            {"guest": guest, "export": "echo", "env": {"A": "1"}},
+            {"guest": guest, "export": "echo", "env": {"A=B": "1"}},
             {**good, "op_id": "x"},
             {**good, "op_id": "x"},
         ],
@@ -47,7 +47,7 @@ def test_bad_lines_are_each_named_and_nothing_runs(kuro: Kuro, home: Path, tmp_p
         (5, "did you mean 'timeout_ms'"),
         (6, "missing guest"),
         (7, "no fs named 'no-such-fs'"),
-        (8, "no environment"),
+        (8, "env name 'A=B'"),
         (10, "op_id 'x' is already line 9's"),
     ]:
         assert f"b.jsonl:{number}: " in result.stderr and says in result.stderr, (number, result.stderr)

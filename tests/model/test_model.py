@@ -109,6 +109,43 @@ def test_guest_args_are_plain_data_only(args: Any) -> None:
     assert info.value.reason == "invalid-guest-spec"
 
 
+def test_string_args_env_and_argv0_are_part_of_the_spec_only_when_given() -> None:
+    plain = guest(GUEST_CID, "_start", ["in.txt", "-n"])
+    assert set(plain) == {"kuro/type", "kuro/guest", "kuro/export", "kuro/args"}
+    full = guest(GUEST_CID, "_start", ["in.txt"], env={"LANG": "C", "A": ""}, argv0="wc")
+    assert full["kuro/args"] == ["in.txt"] and full["kuro/env"] == {"A": "", "LANG": "C"} and full["kuro/argv0"] == "wc"
+    assert is_guest_spec(full) and is_guest_spec(plain)
+    assert not is_guest_spec({**full, "kuro/env": {"A=B": "x"}})
+    assert not is_guest_spec({**full, "kuro/shell": "sh"})
+
+
+@pytest.mark.parametrize(
+    ("env", "argv0"),
+    [
+        ({"": "x"}, None),
+        ({"A=B": "x"}, None),
+        ({"A": "x\0y"}, None),
+        ({"A\0": "x"}, None),
+        ({"A": 1}, None),
+        ({1: "x"}, None),
+        (["A=B"], None),
+        ({"A": "\ud800"}, None),
+        (None, "a\0b"),
+        (None, 7),
+        (None, "\udfff"),
+    ],
+)
+def test_a_bad_env_or_argv0_is_refused_in_the_spec(env: Any, argv0: Any) -> None:
+    with pytest.raises(ModelError) as info:
+        guest(GUEST_CID, "_start", [], env=env, argv0=argv0)
+    assert info.value.reason == "invalid-guest-spec"
+
+
+def test_a_lone_surrogate_string_arg_is_refused() -> None:
+    with pytest.raises(ModelError, match="not valid Unicode"):
+        guest(GUEST_CID, "_start", ["ok", "\udc80"])
+
+
 def test_guest_args_may_be_any_plain_data_a_component_takes() -> None:
     args = [1, -2.5, "a", True, None, b"\x00", [1, [2.0]], {"k": {"v": 3.0}}, I64_MAX + 1]
     assert guest(GUEST_CID, "run", args)["kuro/args"] == [

@@ -196,3 +196,15 @@ def test_the_harness_catches_a_runner_that_differs() -> None:
             check("hello", {}, [])
     finally:
         del RUNNERS["lossy"]
+
+
+def test_raw_wasi_edge_cases_agree_with_wasmtime(tmp_path: Path) -> None:
+    """guests/c/wasiedge calls the preview 1 functions directly (no libc between): every answer, and the tree
+    left behind, must be wasmtime's. (Its ``kuro`` mode, where the hosts differ by design, is a fixture case.)"""
+    root = tmp_path / "root"
+    write_tree(root, {"keep.txt": b"kept"})
+    outcomes = run_all(WasiCase(C_GUESTS / "wasiedge.wasm", ("common",), root=root))
+    reference = outcomes.pop("builtin")
+    assert reference.exit_code == 0 and b"remove the scratch directory ok" in reference.stdout
+    for name, outcome in outcomes.items():
+        assert differences(reference, outcome) == [], f"runner {name} disagrees with the reference"

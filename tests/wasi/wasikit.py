@@ -9,6 +9,8 @@ a program, so nothing a program does leaks into the next case.
 :func:`run_builtin` is the reference: wasmtime's own WASI (wasmtime-py ``WasiConfig``) over a real
 temporary directory. A second runner (kuro's WASI over kuro.fs) is added to :data:`RUNNERS` with one
 line, and every harness built on :func:`run_all` then compares it with the reference.
+:func:`run_kuro` is kuro's WASI over kuro.fs: the folder is loaded into an ``Fs`` and the program sees
+that, through the ``wasi-preview1`` guest kind.
 
 Imported by the tests in this folder as ``wasikit`` (pytest puts the folder on ``sys.path``).
 """
@@ -26,7 +28,11 @@ from pathlib import Path
 import wasmtime
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
 from kuro_fs.importer import import_path
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.sessions import guest, session
 
 ROOT = Path(__file__).resolve().parents[2]
 C_GUESTS = ROOT / "guests" / "c"
@@ -170,8 +176,49 @@ def run_builtin(case: WasiCase) -> WasiOutcome:
         )
 
 
-#: Every WASI runner, the reference first. kuro's runner joins with one line here.
-RUNNERS: dict[str, Runner] = {"builtin": run_builtin}
+# ---- kuro's WASI over kuro.fs
+
+
+def fs_files(fs: Fs) -> dict[str, bytes | None]:
+    """Every entry of ``fs``: path → file bytes, or None for a directory (as :func:`tree_files`)."""
+    walked = fs.walk()
+    assert walked.ok, walked.receipt
+    out: dict[str, bytes | None] = {}
+    for entry in walked.value:
+        out[entry["path"]] = fs.read(entry["path"]).value if entry["kind"] == "file" else None
+    return dict(sorted(out.items()))
+
+
+def run_kuro(case: WasiCase, **options: object) -> WasiOutcome:
+    """Run ``case`` under kuro's WASI: ``case.root`` loaded into a kuro.fs ``Fs`` (never preopened for real).
+
+    The session grants every capability — but no ``fs/…`` one when the case has no root, so that
+    the program, as under the reference runner, has no preopened directory. ``options`` go to
+    :func:`kuro_wasm.host.api.run`.
+    """
+    store = MemoryBlockStore()
+    root = import_path(store, case.root, workers=1) if case.root is not None else Fs.empty(store).root
+    cid = add_guest(store, case.wasm.read_bytes())
+    grant = ALL_CAPABILITIES if case.root is not None else ["guest/invoke", "stdin/read"]
+    sess = session("wasi-kuro", root, "terminal-build", grant=grant)
+    spec = guest(cid, "_start", list(case.args), env=dict(case.env), argv0=case.argv[0])
+    receipt = run(sess, spec, store=store, stdin=case.stdin, home=False, **options)  # type: ignore[arg-type]
+    trap = receipt.get("kuro/trap")
+    after = Fs(store, receipt.get("kuro/fs-root-after", root))
+    return WasiOutcome(
+        exit_code=receipt["kuro/exit-code"] if receipt["kuro/outcome"] in ("ok", "exit") else None,
+        stdout=receipt["kuro/stdout"],
+        stderr=receipt["kuro/stderr"],
+        tree=after.root if case.root is not None else None,
+        files=fs_files(after) if case.root is not None else {},
+        trap=None if trap is None and receipt["kuro/outcome"] in ("ok", "exit") else str(trap or receipt),
+    )
+
+
+ALL_CAPABILITIES = ["guest/invoke", "fs/read", "fs/ls", "fs/write", "fs/rm", "stdin/read"]
+
+#: Every WASI runner, the reference first.
+RUNNERS: dict[str, Runner] = {"builtin": run_builtin, "kuro": run_kuro}
 
 
 def run_all(case: WasiCase) -> dict[str, WasiOutcome]:

@@ -6,8 +6,8 @@ component or core module), by asking the kinds in :data:`KINDS` in order; the
 first that claims it runs it. Only kinds that provide *every* module the guest
 imports from are asked, so a guest is never bound half by one kind and half by
 none. A guest no kind claims is a ``load-error`` that names what was found —
-the first import nobody provides (``imports wasi_snapshot_preview1.fd_write:
-no WASI support in this host``), that it is a component, or the first asked
+the first import nobody provides (``imports wasi_unstable.fd_write:
+no WASI (pre-preview-1) support in this host``), that it is a component, or the first asked
 kind's own reason (a wrong signature, a missing export). Adding a kind is one
 module here plus one line in :data:`KINDS`.
 
@@ -31,12 +31,13 @@ from kuro_wasm.host.kind import GuestKind
 from kuro_wasm.host.kinds.browser_v0 import KIND as KURO_BROWSER_V0
 from kuro_wasm.host.kinds.component import KIND as KURO_COMPONENT
 from kuro_wasm.host.kinds.kuro_v1 import KIND as KURO_ABI_V1
+from kuro_wasm.host.kinds.wasi_p1 import KIND as WASI_PREVIEW1
 from kuro_wasm.model.wasm_shape import WasmShape
 
 __all__ = ["KINDS", "KNOWN_FAMILIES", "KURO_ABI_V1", "KURO_BROWSER_V0", "by_name", "classify"]
 
 #: Every guest kind, in the order they are asked (a narrow profile before the general kind of its module).
-KINDS: Final[tuple[GuestKind, ...]] = (KURO_BROWSER_V0, KURO_ABI_V1, KURO_COMPONENT)
+KINDS: Final[tuple[GuestKind, ...]] = (KURO_BROWSER_V0, KURO_ABI_V1, WASI_PREVIEW1, KURO_COMPONENT)
 
 #: Import modules of well-known host interfaces, named in the load error when no kind provides them.
 KNOWN_FAMILIES: Final[dict[str, str]] = {
@@ -57,10 +58,14 @@ def classify(shape: WasmShape, kinds: tuple[GuestKind, ...] | None = None) -> Gu
     ``kinds`` defaults to :data:`KINDS` as it is at the time of the call.
 
     >>> from kuro_wasm.model.wasm_shape import Import
-    >>> classify(WasmShape(imports=(Import("wasi_snapshot_preview1", "fd_write", "func"),)))
-    'imports wasi_snapshot_preview1.fd_write: no WASI support in this host'
+    >>> classify(WasmShape(imports=(Import("wasi_unstable", "fd_write", "func"),)))
+    'imports wasi_unstable.fd_write: no WASI (pre-preview-1) support in this host'
     >>> classify(WasmShape()).name
     'kuro-abi-v1'
+    >>> from kuro_wasm.model.wasm_shape import FuncSig
+    >>> sig = FuncSig(("i32",), ())
+    >>> classify(WasmShape(imports=(Import("wasi_snapshot_preview1", "proc_exit", "func", sig),))).name
+    'wasi-preview1'
     """
     if kinds is None:
         kinds = KINDS

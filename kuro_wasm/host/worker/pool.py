@@ -467,6 +467,7 @@ class WorkerPool:
             "guest_present": present,
             "killed": run.stop_reason == "cancelled",
             "store_path": store_path,
+            "seed": run.seed,
         }
 
     # ---- death
@@ -533,6 +534,7 @@ class WorkerPool:
         stdin_closed: bool,
         on_chunk: OnChunk | None,
         on_exit: OnExit | None,
+        seed: int | None = None,
     ) -> RemoteRun:
         """A run for this pool (its clock starts now); :meth:`submit` sends it. Arguments are already checked."""
         resolved = home if home is False else str(resolve_home(None if home is True else home))
@@ -548,6 +550,7 @@ class WorkerPool:
             stdin_closed=stdin_closed,
             on_chunk=on_chunk,
             on_exit=on_exit,
+            seed=seed,
         )
 
     def submit(self, run: RemoteRun) -> None:

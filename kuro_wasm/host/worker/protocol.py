@@ -90,6 +90,7 @@ MESSAGES: Final[Mapping[str, Message]] = {
             "guest_present": "bool",
             "killed": "bool",
             "store_path": "str?",
+            "seed": "data",
         },
         payload=True,
     ),

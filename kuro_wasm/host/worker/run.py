@@ -142,8 +142,10 @@ class RemoteRun:
         stdin_closed: bool,
         on_chunk: OnChunk | None,
         on_exit: OnExit | None,
+        seed: int | None = None,
     ) -> None:
         self.id = run_id
+        self.seed = seed  # a deterministic run's seed, for the worker's Job
         self.session = session
         self.command = dict(command)
         self.store = store

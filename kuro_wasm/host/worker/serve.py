@@ -262,6 +262,7 @@ class _Worker:
                 home=message["home"],
                 stdin_closed=request.closed,
                 stdin=bytes(request.stdin) if request.stdin else None,
+                seed=message["seed"] if isinstance(message["seed"], int) else None,
             )
             request.job = job
             killed = request.killed or self.host_gone

@@ -1,0 +1,332 @@
+"""WASI calls that move bytes: read, write, pread, pwrite, seek, tell — and readdir.
+
+## The one decision
+Bytes to fds 1 and 2 are one stream chunk per ``fd_write`` (the one output cap: the write that does
+not fit stops the guest); bytes from fd 0 are the run's stdin, a read blocking on the run's condition
+variable until input, its end, kill or the deadline; file bytes are the overlay's, read and written
+at the descriptor's cursor (``O_APPEND``: at the end, for ``pwrite`` too, as Linux) with the
+capability checked at every call. A directory lists ``.``, ``..`` and its entries sorted by name,
+decided at cookie 0 and read from there by later cookies, so a listing read in small buffers is one
+consistent listing.
+
+## Effects
+Guest memory, the run's stream and stdin, the overlay.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import Any, Final
+
+from kuro_fs.overlay import Errno as OvErrno
+from kuro_wasm.host.calls import Handler, Memory, guest_memory, guest_view, pack, span, store_bytes
+from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.wasi_guest import (
+    BADF,
+    FAULT,
+    INVAL,
+    IO,
+    NOTCAPABLE,
+    NOTDIR,
+    OK,
+    deny,
+    gather,
+    iovecs,
+    need,
+    regular_file,
+    scatter,
+    state,
+)  # fmt: skip
+from kuro_wasm.host.wasi_state import DIR, FILE, STDIN, Fd, WasiState, errno_of
+from kuro_wasm.model import wasi
+from kuro_wasm.model.wasi import Errno, Filetype, Rights
+
+__all__ = ["IO_HANDLERS"]
+
+_U32: Final = wasi.U32
+_U64: Final = wasi.U64
+_IOVEC: Final = wasi.IOVEC
+_I64_MAX: Final = 2**63 - 1
+
+
+def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
+    fd, iovs, count, out = p
+    st: WasiState = run.kind_state["wasi"]
+    f = st.fds.get(fd)
+    if f is None:
+        return BADF
+    stream = f.stream
+    if stream is not None and count == 1:  # the hot path: printf, write(1, …): one buffer to the stream
+        view = guest_view(run, caller, cctx)
+        out %= _2_32
+        try:
+            buf, n = _IOVEC_FROM(view, iovs % _2_32)
+        except struct.error:
+            return FAULT
+        if buf + n > len(view) or out + 4 > len(view):
+            return FAULT
+        if not run.emit(stream, view[buf : buf + n].tobytes()):
+            run.stop("output-capped")
+            return None
+        _U32_INTO(view, out, n)
+        return OK
+    mem = guest_memory(run, caller, cctx)
+    span(mem, out, 4)
+    if stream is not None:
+        data = gather(mem, iovs, count)
+        if not run.emit(stream, data):
+            run.stop("output-capped")
+            return None
+        pack(mem, out, _U32, len(data))
+        return OK
+    refused = _may(run, f, Rights.FD_WRITE, "fd_write", "fs/write")
+    if refused is not None:
+        return refused
+    data = gather(mem, iovs, count)
+    end = _write_file(run, st, f, f.pos, data)
+    if end < 0:
+        return -end
+    f.pos = end
+    pack(mem, out, _U32, len(data))
+    return OK
+
+
+_2_32: Final = 2**32
+_IOVEC_FROM: Final = _IOVEC.unpack_from
+_U32_INTO: Final = _U32.pack_into
+
+
+def _may(run: RunContext, f: Fd, right: int, name: str, capability: str) -> int | None:
+    """None if ``f`` is a file opened with ``right`` and the grant holds ``capability``; else EBADF (the
+    descriptor cannot, as on POSIX) or EACCES (recorded: the grant does not allow it)."""
+    if f.kind != FILE or not f.rights & right:
+        return BADF
+    return need(run, name, (capability,))
+
+
+def _write_file(run: RunContext, st: WasiState, f: Fd, offset: int, data: bytes) -> int:
+    """Write ``data`` to ``f``'s file at ``offset`` (at its end if ``O_APPEND``, as Linux does for pwrite
+    too); the offset just past what was written, or a negated errno. A ``sync``/``dsync`` descriptor
+    commits after each write."""
+    assert st.overlay is not None and f.handle is not None
+    if f.flags & wasi.FDFLAG_APPEND:
+        stat = st.overlay.stat(f.handle)
+        if isinstance(stat, OvErrno):
+            return -errno_of(stat)
+        offset = stat.size
+    written = st.overlay.write(f.handle, offset, data)
+    if isinstance(written, OvErrno):
+        return -errno_of(written)
+    if f.flags & (wasi.FDFLAG_SYNC | wasi.FDFLAG_DSYNC) and not st.commit(run):
+        return -IO
+    return offset + written
+
+
+def _fd_pwrite(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
+    fd, iovs, count, offset, out = p
+    st = state(run)
+    got = regular_file(st, fd)
+    if isinstance(got, int):
+        return got
+    f = got[0]
+    refused = _may(run, f, Rights.FD_WRITE, "fd_pwrite", "fs/write")
+    if refused is not None:
+        return refused
+    mem = guest_memory(run, caller, cctx)
+    span(mem, out, 4)
+    data = gather(mem, iovs, count)
+    if offset < 0:
+        return INVAL
+    end = _write_file(run, st, f, offset, data)
+    if end < 0:
+        return -end
+    pack(mem, out, _U32, len(data))
+    return OK
+
+
+def _read_stdin(run: RunContext, f: Fd, bufs: list[tuple[int, int]]) -> bytes | int | None:
+    """Up to the buffers' total from stdin: bytes (b"" at end of input), EAGAIN (nonblocking), None (stop)."""
+    if "stdin/read" not in run.grant:
+        return deny(run, "fd_read", "stdin/read")
+    total = sum(n % 2**32 for _, n in bufs)
+    if total == 0:
+        return b""
+    assert run.stdin is not None
+    with run.cond:
+        while True:
+            if run.should_stop() is not None:
+                return None
+            chunk = run.stdin.take(total)
+            if chunk is not None:
+                return chunk
+            if f.flags & wasi.FDFLAG_NONBLOCK:
+                return int(Errno.AGAIN)
+            run.cond.wait(timeout=max(0.0, min(run.deadline - time.monotonic(), 0.05)))
+
+
+def _fd_read(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
+    fd, iovs, count, out = p
+    st = state(run)
+    f = st.fds.get(fd)
+    if f is None:
+        return BADF
+    mem = guest_memory(run, caller, cctx)
+    span(mem, out, 4)
+    if f.kind == STDIN:
+        bufs = iovecs(mem, iovs, count)
+        got = _read_stdin(run, f, bufs)
+        if got is None or isinstance(got, int):
+            return got
+        mem = guest_memory(run, caller, cctx)
+        scatter(mem, bufs, got)
+        pack(mem, out, _U32, len(got))
+        return OK
+    refused = _may(run, f, Rights.FD_READ, "fd_read", "fs/read")
+    if refused is not None:
+        return refused
+    n = _read_into(st, f, mem, iovs, count, f.pos)
+    if n < 0:
+        return -n
+    f.pos += n
+    pack(mem, out, _U32, n)
+    return OK
+
+
+def _read_into(st: WasiState, f: Fd, mem: Memory, iovs: int, count: int, offset: int) -> int:
+    """Read the file at ``offset`` into the iovec buffers; bytes read, or a negated errno. Raises Fault."""
+    assert st.overlay is not None and f.handle is not None
+    bufs = iovecs(mem, iovs, count)
+    n = sum(length % 2**32 for _, length in bufs)
+    data = st.overlay.read(f.handle, offset, n)
+    if isinstance(data, OvErrno):
+        return -errno_of(data)
+    scatter(mem, bufs, data)
+    return len(data)
+
+
+def _fd_pread(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
+    fd, iovs, count, offset, out = p
+    st = state(run)
+    got = regular_file(st, fd)
+    if isinstance(got, int):
+        return got
+    f, _ov, _handle = got
+    refused = _may(run, f, Rights.FD_READ, "fd_pread", "fs/read")
+    if refused is not None:
+        return refused
+    if offset < 0:
+        return INVAL
+    mem = guest_memory(run, caller, cctx)
+    span(mem, out, 4)
+    n = _read_into(st, f, mem, iovs, count, offset)
+    if n < 0:
+        return -n
+    pack(mem, out, _U32, n)
+    return OK
+
+
+def _fd_seek(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
+    fd, offset, whence, out = p
+    got = regular_file(state(run), fd)
+    if isinstance(got, int):
+        return got
+    f, ov, handle = got
+    mem = guest_memory(run, caller, cctx)
+    span(mem, out, 8)
+    if whence == wasi.WHENCE_SET:
+        base = 0
+    elif whence == wasi.WHENCE_CUR:
+        base = f.pos
+    elif whence == wasi.WHENCE_END:
+        stat = ov.stat(handle)
+        if isinstance(stat, OvErrno):
+            return errno_of(stat)
+        base = stat.size
+    else:
+        return INVAL
+    if not f.rights & (Rights.FD_SEEK | (Rights.FD_TELL if whence == wasi.WHENCE_CUR and offset == 0 else 0)):
+        return NOTCAPABLE
+    new = base + offset
+    if new < 0 or new > _I64_MAX:
+        return INVAL
+    f.pos = new
+    pack(mem, out, _U64, new)
+    return OK
+
+
+def _fd_tell(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
+    got = regular_file(state(run), p[0])
+    if isinstance(got, int):
+        return got
+    f = got[0]
+    if not f.rights & (Rights.FD_TELL | Rights.FD_SEEK):
+        return NOTCAPABLE
+    pack(guest_memory(run, caller, cctx), p[1], _U64, f.pos)
+    return OK
+
+
+def _fd_readdir(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
+    fd, buf, length, cookie, out = p
+    st = state(run)
+    f = st.fds.get(fd)
+    if f is None:
+        return BADF
+    if f.kind != DIR:
+        return NOTDIR
+    if not f.rights & Rights.FD_READDIR:
+        return NOTCAPABLE
+    refused = need(run, "fd_readdir", ("fs/ls",))
+    if refused is not None:
+        return refused
+    mem = guest_memory(run, caller, cctx)
+    _, size = span(mem, buf, length)
+    span(mem, out, 4)
+    cookie %= 2**64
+    if cookie == 0 or f.listing is None:
+        listing = _listing(st, run, f)
+        if isinstance(listing, int):
+            return listing
+        f.listing = listing
+    entries = f.listing
+    blob = bytearray()
+    index = cookie
+    while index < len(entries) and len(blob) < size:
+        name, kind, ino = entries[index]
+        index += 1
+        blob += wasi.DIRENT.pack(index, ino, len(name), kind) + name
+    store_bytes(mem, buf, blob[:size])
+    pack(mem, out, _U32, min(len(blob), size))
+    return OK
+
+
+def _listing(st: WasiState, run: RunContext, f: Fd) -> list[tuple[bytes, int, int]] | int:
+    """``.``, ``..`` and the directory's entries sorted by name: (name, filetype, inode)."""
+    ov = st.open_overlay(run)
+    handle = st.handle(f)
+    if ov is None or handle is None:
+        return IO
+    here = ov.stat(handle)
+    entries = ov.readdir(handle)
+    if isinstance(here, OvErrno):
+        return errno_of(here)
+    if isinstance(entries, OvErrno):
+        return errno_of(entries)
+    directory = int(Filetype.DIRECTORY)
+    out = [(b".", directory, here.ino), (b"..", directory, here.ino)]
+    for e in entries:
+        kind = directory if e.kind == "dir" else int(Filetype.REGULAR_FILE)
+        out.append((e.name.encode("utf-8", "surrogatepass"), kind, e.ino))
+    return out
+
+
+#: The calls that move bytes in or out, or list a directory, by name.
+IO_HANDLERS: Final[dict[str, Handler]] = {
+    "fd_pread": _fd_pread,
+    "fd_pwrite": _fd_pwrite,
+    "fd_read": _fd_read,
+    "fd_readdir": _fd_readdir,
+    "fd_seek": _fd_seek,
+    "fd_tell": _fd_tell,
+    "fd_write": _fd_write,
+}

@@ -1,0 +1,209 @@
+"""WASI preview 1 guests as runs: stopping while blocked, what the world looks like, determinism, the receipt.
+
+Byte-level behaviour (every program, every errno) is held to wasmtime's own WASI by tests/wasi; the
+fixture cases (guests/fixtures/wasi-*.toml) pin denials and commit points. These are the run-level
+rules a fixture cannot state: kill and deadline while a guest waits, argv[0], the host's environment,
+nondeterminism and seeded runs, and the spec and option errors.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hostkit import ALL_CAPS, GUESTS, make_fs
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.errors import ModelError
+from kuro_wasm.host.api import run, start
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.operation import argument_digest
+from kuro_wasm.model.receipt import KEYS
+from kuro_wasm.model.sessions import guest, session
+
+TIMING_KEYS = {"kuro/started-at", "kuro/finished-at", "kuro/duration-ms"}
+
+
+def c_guest(store: MemoryBlockStore, name: str) -> str:
+    return add_guest(store, (GUESTS / "c" / f"{name}.wasm").read_bytes())
+
+
+@pytest.fixture
+def store() -> MemoryBlockStore:
+    return MemoryBlockStore()
+
+
+def _session(store: MemoryBlockStore, files: dict[str, str] | None = None, grant: list[str] | None = None) -> Any:
+    fs = make_fs(store, files or {})
+    return session("s-wasi", fs.root, "terminal-build", grant=ALL_CAPS if grant is None else grant)
+
+
+# ---- stopping a guest that waits
+
+
+def test_a_guest_blocked_reading_stdin_is_cancelled_promptly_by_kill(store: MemoryBlockStore, home: Path) -> None:
+    echoed = threading.Event()
+    handle = start(
+        _session(store),
+        guest(c_guest(store, "cat"), "_start"),
+        store=store,
+        home=home,
+        on_chunk=lambda _s, chunk: echoed.set(),
+    )
+    assert not isinstance(handle, dict)
+    handle.write(b"first line\n")
+    assert echoed.wait(60), "cat never echoed its first read"  # it is now back in fd_read, waiting for more
+    handle.kill()
+    receipt = handle.wait(60)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("cancelled", 130)
+    assert receipt["kuro/stdout"] == b"first line\n"
+
+
+def test_a_guest_blocked_reading_stdin_stops_at_the_deadline(store: MemoryBlockStore, home: Path) -> None:
+    handle = start(_session(store), guest(c_guest(store, "cat"), "_start"), store=store, home=home, timeout_ms=200)
+    assert not isinstance(handle, dict)
+    receipt = handle.wait(60)  # stdin is never closed: only the deadline ends it
+    assert (receipt["kuro/outcome"], receipt["kuro/timed-out?"]) == ("timeout", True)
+
+
+def test_a_sleeping_guest_is_cancelled_by_kill(store: MemoryBlockStore, home: Path) -> None:
+    handle = start(_session(store), guest(c_guest(store, "sleep"), "_start", ["600000"]), store=store, home=home)
+    assert not isinstance(handle, dict)
+    handle.kill()
+    receipt = handle.wait(60)
+    assert receipt["kuro/outcome"] == "cancelled" and receipt["kuro/stdout"] == b""
+
+
+# ---- the world a WASI guest sees
+
+
+def test_argv0_is_the_guests_cid_unless_the_spec_names_it(store: MemoryBlockStore, home: Path) -> None:
+    cid = c_guest(store, "envargs")
+    plain = run(_session(store), guest(cid, "_start", ["x"]), store=store, home=home)
+    assert plain["kuro/stdout"].splitlines()[1:3] == [f"argv[0] = <{cid}>".encode(), b"argv[1] = <x>"]
+    named = run(_session(store), guest(cid, "_start", ["x"], argv0="envargs"), store=store, home=home)
+    assert named["kuro/stdout"].splitlines()[1] == b"argv[0] = <envargs>"
+
+
+def test_no_host_environment_variable_reaches_a_guest(
+    store: MemoryBlockStore, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KURO_TEST_SECRET", "from the host")
+    cid = c_guest(store, "envargs")
+    receipt = run(
+        _session(store), guest(cid, "_start", ["-g", "KURO_TEST_SECRET", "PATH", "HOME"]), store=store, home=home
+    )
+    assert receipt["kuro/stdout"] == b"KURO_TEST_SECRET unset\nPATH unset\nHOME unset\n"
+    given = run(_session(store), guest(cid, "_start", env={"A": "1"}), store=store, home=home)
+    assert given["kuro/stdout"].endswith(b"envc 1\nenv <A=1>\n")
+    assert given["kuro/env"] == {"A": "1"} and given["kuro/command"]["kuro/env"] == {"A": "1"}
+    assert "KURO_TEST_SECRET" in os.environ
+
+
+def test_a_program_that_reads_nothing_records_no_reads_and_moves_no_root(store: MemoryBlockStore, home: Path) -> None:
+    receipt = run(
+        _session(store, {"d/a.txt": "abc"}), guest(c_guest(store, "ls"), "_start", ["d"]), store=store, home=home
+    )
+    assert receipt["kuro/stdout"] == b"d:\nf 3 a.txt\n\n"
+    assert receipt["kuro/reads"] == [] and "kuro/fs-root-after" not in receipt
+    assert set(receipt) <= {f"kuro/{k}" for k in KEYS}
+
+
+# ---- clocks and random
+
+
+def test_clock_and_random_readings_are_counted_as_nondeterminism(store: MemoryBlockStore, home: Path) -> None:
+    receipt = run(_session(store), guest(c_guest(store, "clockrand"), "_start"), store=store, home=home)
+    assert receipt["kuro/stdout"] == b"clock ok\nsleep ok\nrandom ok\n"
+    seen = receipt["kuro/nondeterminism"]
+    assert seen["wall-clock"] >= 1 and seen["monotonic-clock"] >= 2 and seen["random-bytes"] == 64
+    assert "kuro/deterministic" not in receipt
+    quiet = run(_session(store), guest(c_guest(store, "hello"), "_start"), store=store, home=home)
+    assert "kuro/nondeterminism" not in quiet
+
+
+def test_a_deterministic_run_gives_the_same_receipt_for_the_same_inputs(store: MemoryBlockStore, home: Path) -> None:
+    cid = c_guest(store, "clockrand")
+
+    def once(seed: int) -> dict[str, Any]:
+        return run(_session(store), guest(cid, "_start", ["-v"]), store=store, home=home, deterministic=True, seed=seed)
+
+    first, second, other = once(7), once(7), once(8)
+    assert first["kuro/outcome"] == "ok" and first["kuro/stdout"].startswith(b"clock ok\nsleep ok\nrandom ok\n")
+    assert {k: v for k, v in first.items() if k not in TIMING_KEYS} == {
+        k: v for k, v in second.items() if k not in TIMING_KEYS
+    }
+    assert first["kuro/deterministic"] == {"seed": 7} and "kuro/nondeterminism" not in first
+    assert b"realtime 1704067200" in first["kuro/stdout"]  # the fixed clock starts at 2024-01-01T00:00:00Z
+    random_line = [line for line in first["kuro/stdout"].splitlines() if line.startswith(b"random ")][-1]
+    assert random_line not in other["kuro/stdout"].splitlines()
+
+
+def test_a_deterministic_sleep_advances_the_clock_without_waiting(store: MemoryBlockStore, home: Path) -> None:
+    receipt = run(
+        _session(store),
+        guest(c_guest(store, "sleep"), "_start", ["600000"]),
+        store=store,
+        home=home,
+        deterministic=True,
+        timeout_ms=60_000,
+    )
+    assert (receipt["kuro/outcome"], receipt["kuro/stdout"]) == ("ok", b"slept 600000\n")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"seed": 5}, "a seed is for deterministic runs"),
+        ({"deterministic": "yes"}, "deterministic must be True or False"),
+        ({"deterministic": True, "seed": -1}, "seed must be an int"),
+        ({"deterministic": True, "seed": 2**64}, "seed must be an int"),
+        ({"deterministic": True, "seed": True}, "seed must be an int"),
+    ],
+)
+def test_a_bad_deterministic_option_is_refused_before_anything_runs(
+    store: MemoryBlockStore, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ModelError, match=message) as info:
+        run(_session(store), guest(c_guest(store, "hello"), "_start"), store=store, home=False, **options)
+    assert info.value.reason == "invalid-run-option"
+
+
+def test_determinism_and_env_are_part_of_an_operations_identity(store: MemoryBlockStore) -> None:
+    sess = _session(store)
+    spec = guest(c_guest(store, "hello"), "_start")
+    plain = argument_digest(sess, spec)
+    assert argument_digest(sess, spec, deterministic=False) == plain
+    assert argument_digest(sess, spec, deterministic=True) != plain
+    assert argument_digest(sess, spec, deterministic=True, seed=1) != argument_digest(sess, spec, deterministic=True)
+    assert argument_digest(sess, {**spec, "kuro/env": {"A": "1"}}) != plain
+
+
+def test_a_ledgered_deterministic_run_replays_and_another_seed_is_another_operation(
+    store: MemoryBlockStore, tmp_path: Path
+) -> None:
+    from kuro_wasm.errors import OperationConflict
+    from kuro_wasm.ledger.ledger import Ledger
+
+    sess = _session(store)
+    spec = guest(c_guest(store, "clockrand"), "_start", ["-v"])
+    with Ledger(home=tmp_path / "home", store=store) as ledger:
+        first = ledger.run("op-seeded", sess, spec, deterministic=True, seed=9)
+        again = ledger.run("op-seeded", sess, spec, deterministic=True, seed=9)
+        assert first["kuro/deterministic"] == {"seed": 9} and again["kuro/replayed"] is True
+        with pytest.raises(OperationConflict):
+            ledger.run("op-seeded", sess, spec, deterministic=True, seed=10)
+
+
+def test_a_deterministic_run_in_a_worker_process_gives_the_in_process_receipt(store: MemoryBlockStore) -> None:
+    spec = guest(c_guest(store, "clockrand"), "_start", ["-v"])
+    facts = TIMING_KEYS | {"kuro/isolation", "kuro/worker", "kuro/engine"}
+    receipts = [
+        {k: v for k, v in run(_session(store), spec, store=store, home=False, deterministic=True, seed=5,
+                              isolation=isolation).items() if k not in facts}
+        for isolation in ("wasmtime", "process")
+    ]  # fmt: skip
+    assert receipts[0] == receipts[1] and receipts[0]["kuro/deterministic"] == {"seed": 5}
