@@ -10,6 +10,9 @@ CPU time what the work cost.
   Control, same moment: the same N split over two plain spawned processes (no Dask, no batch), which
   says how much of two cores a loaded machine lets two processes have.
 * ``trivial``: M trivial invocations through ``run_many`` (adaptive chunks) vs ``run`` in-process, per second.
+* ``pool``: the same CPU-bound and trivial batches without Dask — ``LocalPool(2)`` over a started
+  worker-process pool (what ``kuro batch --local 2`` uses when Dask is not installed), wall time only
+  (its workers are forked by a zygote, whose CPU this process does not see).
 * ``first_receipt``: ``run_many`` with no cluster (it starts a LocalCluster(2)) to its first receipt, vs
   Dask alone: a LocalCluster(2) started, a client, one no-op task's result.
 """
@@ -85,6 +88,20 @@ def _on_cluster(
     return elapsed, time.process_time() - cpu + _workers_cpu(client) - workers
 
 
+def _on_pool(store: FileBlockStore, specs: list[Invocation], workers: Any, home: Path, chunk_size: int | None) -> float:
+    from kuro_wasm.batch.local import LocalPool
+    from kuro_wasm.batch.stores import SharedStore
+
+    backend = LocalPool(workers.size, store=SharedStore(str(store.root)), home=home, pool=workers)
+    wall = time.perf_counter()
+    done = 0
+    for completed in run_many(specs, store=store, cluster=backend, home=home, chunk_size=chunk_size):
+        assert completed.value["kuro/outcome"] == "ok", completed.value
+        done += 1
+    assert done == len(specs)
+    return time.perf_counter() - wall
+
+
 def _spin_half(args: tuple[str, str, int, int, str]) -> float:
     """One plain process's half of the CPU-bound work (the control: no Dask, no batch machinery)."""
     path, wat_cid, count, n, root = args
@@ -115,21 +132,31 @@ def measure(tmp: Path, quick: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"load_before": _load(), "spin_count": count, "cpu_n": cpu_n, "trivial_n": trivial_n}
     import multiprocessing
 
+    from kuro_wasm.host.worker.pool import WorkerPool
+
     cluster, client = _cluster()
     pool = multiprocessing.get_context("spawn").Pool(2)
+    workers = WorkerPool(2)
     try:
         _two_processes(pool, store, heavy[0], 2)  # warm: the pool's processes import and compile
         _on_cluster(store, heavy[:4], client, home, 1)  # warm: workers import, compile, cache
         _on_cluster(store, light[:200], client, home, None)
+        _on_pool(store, heavy[:2], workers, home, 1)
+        _on_pool(store, light[:200], workers, home, None)
         _in_process(store, heavy[:2], home)
         cpu_cluster, cpu_local, triv_cluster, triv_local, plain = [], [], [], [], []
+        cpu_pool: list[float] = []
+        triv_pool: list[float] = []
         for _ in range(rounds):
             cpu_cluster.append(_on_cluster(store, heavy, client, home, 1))
             cpu_local.append(_in_process(store, heavy, home))
             plain.append(_two_processes(pool, store, heavy[0], cpu_n))
+            cpu_pool.append(_on_pool(store, heavy, workers, home, 1))
             triv_cluster.append(_on_cluster(store, light, client, home, None))
             triv_local.append(_in_process(store, light[: trivial_n // 4], home))
+            triv_pool.append(_on_pool(store, light[: trivial_n // 4], workers, home, None))
     finally:
+        workers.close()
         pool.close()
         pool.join()
         client.close()
@@ -143,6 +170,8 @@ def measure(tmp: Path, quick: bool) -> dict[str, Any]:
     out["trivial_cluster_cpu_per_call_us"] = statistics.median(c for _, c in triv_cluster) / trivial_n * 1e6
     out["trivial_local_rate"] = (trivial_n // 4) / statistics.median(w for w, _ in triv_local)
     out["trivial_local_cpu_per_call_us"] = statistics.median(c for _, c in triv_local) / (trivial_n // 4) * 1e6
+    out["cpu_pool_s"] = statistics.median(cpu_pool)
+    out["trivial_pool_rate"] = (trivial_n // 4) / statistics.median(triv_pool)
     starts, bare = [], []
     for _ in range(1 if quick else 2):
         starts.append(_first_receipt(store, light[:1], home))

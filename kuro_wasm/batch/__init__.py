@@ -7,8 +7,8 @@ workers, so it can sit neither in the ledger (which must not import a distribute
 receipts) nor in the host (which must not import the ledger). One concept per module: the
 invocation on the wire and the worker's side (:mod:`.worker`), where workers read blocks
 (:mod:`.stores`), what the driver believes of an answer (:mod:`.verify`), the backend seam
-(:mod:`.backend`) and its two backends — Dask (:mod:`.cluster`, the ``dask`` extra) and spawned
-local processes (:mod:`.local`) — and the driver, ``run_many`` (:mod:`.driver`).
+(:mod:`.backend`) and its two backends — Dask (:mod:`.cluster`, the ``dask`` extra) and this
+machine's worker-process pool (:mod:`.local`) — and the driver, ``run_many`` (:mod:`.driver`).
 
 Importing this package imports no Dask and no wasmtime.
 """

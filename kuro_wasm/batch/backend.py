@@ -14,8 +14,8 @@ A backend tells the driver, for every chunk it was given, exactly one of:
 =============  ==========================================================================
 
 "Provably" is the backend's job: the Dask backend asks the scheduler-side fence
-(:mod:`kuro_wasm.batch.cluster`), the process pool hears a worker's claim before it runs
-(:mod:`kuro_wasm.batch.local`). The driver never sends an invocation twice unless a backend said
+(:mod:`kuro_wasm.batch.cluster`), the local backend takes each chunk on a thread of the
+driver's own process (:mod:`kuro_wasm.batch.local`). The driver never sends an invocation twice unless a backend said
 ``unstarted`` for it; nothing is retried behind its back.
 
 ## Effects

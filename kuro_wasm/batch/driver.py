@@ -85,8 +85,8 @@ def backend_for(cluster: Any, *, store: WorkerStore, workers: int | None = None,
     """The backend for ``cluster``: a Dask address or ``Client``, a :class:`Backend`, or None (this machine).
 
     None: a Dask ``LocalCluster`` of ``workers`` processes (default: the cores) when Dask is
-    installed, else the spawned process pool (:class:`~kuro_wasm.batch.local.LocalPool`; when the
-    worker-process pool of ``isolation="process"`` lands, it replaces that pool here).
+    installed, else this machine's worker-process pool (:class:`~kuro_wasm.batch.local.LocalPool`
+    over the pool of ``isolation="process"``).
 
     Raises BatchError: an address given without Dask installed.
     """
@@ -370,6 +370,8 @@ class Batch:
             for index in chunk:  # an invocation the worker did not account for may have run
                 if index not in seen:
                     values.append((index, self._host_error(index, "the worker's answer left it out")))
+            # a run whose own worker process died under it (the worker-process pool's runs)
+            self.lost.extend(i for i, v in values if v.get("kuro/outcome") == "worker-died")
             yield from self._finish_many(values)
         elif done.kind == "lost":
             now = int(time.time() * 1000)

@@ -1,208 +1,151 @@
-"""The batch backend without Dask: a few spawned worker processes on this machine.
+"""The batch backend without Dask: this machine's worker-process pool, fed by a few driver threads.
 
 ## The one decision
-A chunk is taken at most once because a worker says so before it runs anything: it writes
-``("claimed", token)`` to its pipe, *then* runs the chunk. The pipe is the worker's only way out,
-and a write that returned is in the kernel's buffer, where the worker's death does not take it
-back, so when a worker dies the driver reads everything it said: a chunk it claimed is ``lost``
-(its invocations may have run and are recorded ``worker-died``, with the signal that ended it),
-a chunk it was sent but never claimed is ``unstarted`` and goes to another worker. A dead worker
-is replaced. Each worker holds at most two chunks (one running, one waiting), so a death strands
-little. Processes are *spawned* (never forked: a child forked from a process that has compiled a
-module can hang in wasmtime's compiler threads), with SIGINT ignored so that Ctrl-C reaches the
-driver alone, which cancels through a shared event the workers watch.
+``kuro batch --local N`` without Dask runs every invocation on the worker-process pool of
+``isolation="process"`` (:class:`~kuro_wasm.host.worker.pool.WorkerPool`, ``N`` hardened workers
+forked from a zygote), driven by ``N`` threads of the driver's own process. A thread takes a chunk
+from the queue and runs its invocations one after another, each as a process-isolated run reading
+the batch's store through a :class:`~kuro_wasm.batch.worker.CaptureStore`, exactly as a Dask worker
+runs a chunk in its own process.
 
-This is the fallback behind :class:`~kuro_wasm.batch.backend.Backend` for ``kuro batch --local N``
-when Dask is not installed; the worker-process pool of ``isolation="process"`` (branch
-``workers``) is meant to take its place (see :func:`kuro_wasm.batch.driver.backend_for`).
+So the question a backend must answer — was this chunk taken? — is answered in this process, by
+the thread that took it, with no message to lose: a chunk still in the queue when the batch is
+cancelled is ``unstarted``; a chunk a thread took always ends ``ran``. A worker process that dies
+mid-run takes down that one run, which the pool records as ``worker-died`` (with its signal) and
+never re-runs; the chunk's other invocations run on the pool's replacement worker. Nothing is
+ever ``lost``, unless the thread itself fails, and then its chunk is (it may have run part).
+
+Compared with Dask's ``LocalCluster``, every invocation crosses a process boundary (a frame each
+way, blocks served on request and re-hashed by the host): the pool's per-run cost. In return the
+runs get the pool's OS hardening (seccomp, rlimits, namespaces where allowed) and receipts that say
+``kuro/isolation: "process"``.
 
 ## Effects
-Processes, pipes, a ``multiprocessing`` event; the workers run guests and read the block store.
+Threads in this process; the pool's worker processes; reads of the batch's block store.
 
 ## Not done here
-OS hardening of the workers (the worker-process pool's job); remote machines (Dask's).
+Remote machines (Dask's, :mod:`kuro_wasm.batch.cluster`); the hardening itself
+(:mod:`kuro_wasm.host.worker.hardening`).
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import signal
+import queue
+import shutil
 import tempfile
 import threading
-from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from kuro_wasm.batch.backend import Done
 from kuro_wasm.batch.stores import WorkerStore
 from kuro_wasm.batch.worker import Kill, WorkerState
-from kuro_wasm.errors import BatchError
+from kuro_wasm.errors import BatchError, HostError
 
-__all__ = ["PER_WORKER", "LocalPool"]
+__all__ = ["LocalPool"]
 
-#: Chunks one worker holds at once (one running, one waiting).
-PER_WORKER: Final = 2
-
-
-def _serve(conn: Connection, store: WorkerStore, home: Any, cancel: Any) -> None:
-    """A worker's life: open the store once, then claim and run chunks until told to stop."""
-    with tempfile.TemporaryDirectory(prefix="kuro-batch-") as scratch:
-        state = WorkerState(store, home, Path(scratch))
-        current: list[Kill] = []
-
-        def watch() -> None:
-            cancel.wait()
-            for kill in list(current):
-                kill.pull()
-
-        threading.Thread(target=watch, name="kuro-batch-watch", daemon=True).start()
-        while True:
-            try:
-                message = conn.recv()
-            except (EOFError, OSError):
-                return
-            if message[0] != "run":
-                return
-            _, token, chunk = message
-            if state.error is not None:
-                conn.send(("failed", token, state.error))
-                continue
-            if cancel.is_set():
-                conn.send(("refused", token))
-                continue
-            conn.send(("claimed", token))
-            kill = Kill()
-            current[:] = [kill]
-            if cancel.is_set():
-                kill.pull()
-            result = state.run_chunk(chunk, kill)
-            result["worker"] = {"pid": os.getpid()}
-            conn.send(("ran", token, result))
-
-
-class _Worker:
-    def __init__(self, process: Any, conn: Connection) -> None:
-        self.process = process
-        self.conn = conn
-        self.sent: list[str] = []
-        self.claimed: set[str] = set()
+_STOP = None
 
 
 class LocalPool:
-    """``workers`` spawned processes running chunks (see the module docstring)."""
+    """``workers`` process-isolated runs at a time on this machine (see the module docstring).
 
-    def __init__(self, workers: int, *, store: WorkerStore, home: Any = None) -> None:
+    ``pool``: a :class:`~kuro_wasm.host.worker.pool.WorkerPool` to run on (kept open at the
+    end); by default one of ``workers`` workers is started by :meth:`open` and closed by
+    :meth:`close`.
+    """
+
+    def __init__(self, workers: int, *, store: WorkerStore, home: Any = None, pool: Any = None) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise BatchError(f"a local pool needs at least 1 worker, got {workers!r}")
         self._size = workers
         self._store = store
         self._home = home
-        self._context = multiprocessing.get_context("spawn")
-        self._cancel = self._context.Event()
-        self._workers: list[_Worker] = []
+        self._given = pool
+        self._pool: Any = pool
+        self._scratch: str | None = None
+        self._state: WorkerState | None = None
+        self._todo: queue.SimpleQueue[tuple[str, dict[str, Any]] | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[Done] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._kills: set[Kill] = set()
+        self._cancelled = False
+        self._threads: list[threading.Thread] = []
         self._closed = False
 
     def open(self, batch_id: str) -> None:
-        for _ in range(self._size):
-            self._workers.append(self._spawn())
+        if self._pool is None:
+            from kuro_wasm.host.worker.pool import WorkerPool
 
-    def _spawn(self) -> _Worker:
-        ours, theirs = self._context.Pipe()
-        process = self._context.Process(
-            target=_serve, args=(theirs, self._store, self._home, self._cancel), name="kuro-batch-worker", daemon=True
-        )
-        on_main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if on_main else None
-        try:
-            process.start()
-        finally:
-            if on_main:
-                signal.signal(signal.SIGINT, previous)
-        theirs.close()
-        return _Worker(process, ours)
+            try:
+                self._pool = WorkerPool(self._size)
+            except HostError as exc:
+                raise BatchError(f"the worker-process pool cannot start: {exc}") from exc
+        self._scratch = tempfile.mkdtemp(prefix="kuro-batch-")
+        self._state = WorkerState(self._store, self._home, Path(self._scratch), isolation=self._pool)
+        for n in range(self._size):
+            thread = threading.Thread(target=self._serve, name=f"kuro-batch-{batch_id}-{n}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _serve(self) -> None:
+        state = self._state
+        assert state is not None
+        while (item := self._todo.get()) is not _STOP:
+            token, chunk = item
+            with self._lock:
+                if self._cancelled:
+                    self._done.put(Done(token, "unstarted"))
+                    continue
+                kill = Kill()
+                self._kills.add(kill)
+            try:
+                if state.error is not None:
+                    self._done.put(Done(token, "failed", {"error": state.error}))
+                    continue
+                result = state.run_chunk(chunk, kill)
+            except Exception as exc:  # the thread failed mid-chunk: any of its invocations may have run
+                self._done.put(Done(token, "lost", {"worker": {}, "error": f"{type(exc).__name__}: {exc}"}))
+            else:
+                self._done.put(Done(token, "ran", result))
+            finally:
+                with self._lock:
+                    self._kills.discard(kill)
 
     def slots(self) -> int:
         return self._size
 
     def submit(self, token: str, chunk: dict[str, Any]) -> None:
-        worker = min(self._workers, key=lambda w: len(w.sent))
-        if len(worker.sent) >= PER_WORKER:
-            raise BatchError("every local worker already holds its chunks")  # the driver's window prevents this
-        worker.sent.append(token)
-        try:
-            worker.conn.send(("run", token, chunk))
-        except OSError:
-            pass  # the worker is gone: wait() sees its sentinel and reports the chunk unstarted
+        self._todo.put((token, chunk))
 
     def wait(self, timeout: float) -> list[Done]:
-        ready = wait([w.conn for w in self._workers] + [w.process.sentinel for w in self._workers], timeout)
-        out: list[Done] = []
-        for worker in list(self._workers):
-            if worker.conn in ready:
-                out.extend(self._read(worker))
-        for worker in list(self._workers):
-            if worker.process.sentinel in ready and not worker.process.is_alive():
-                out.extend(self._read(worker))  # what it said before it died counts
-                out.extend(self._bury(worker))
-        return out
-
-    def _read(self, worker: _Worker) -> list[Done]:
-        out: list[Done] = []
         try:
-            while worker.conn.poll():
-                message = worker.conn.recv()
-                kind, token = message[0], message[1]
-                if kind == "claimed":
-                    worker.claimed.add(token)
-                    continue
-                if token in worker.sent:
-                    worker.sent.remove(token)
-                worker.claimed.discard(token)
-                if kind == "ran":
-                    out.append(Done(token, "ran", message[2]))
-                elif kind == "failed":
-                    out.append(Done(token, "failed", {"error": f"worker {worker.process.pid}: {message[2]}"}))
-                else:
-                    out.append(Done(token, "unstarted"))
-        except (EOFError, OSError):
-            pass
-        return out
-
-    def _bury(self, worker: _Worker) -> list[Done]:
-        worker.process.join()
-        code = worker.process.exitcode
-        who: dict[str, Any] = {"pid": worker.process.pid}
-        if isinstance(code, int) and code < 0:
-            who["signal"] = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
-        elif code is not None:
-            who["exit-status"] = code
-        out = [
-            Done(token, "lost", {"worker": who}) if token in worker.claimed else Done(token, "unstarted")
-            for token in worker.sent
-        ]
-        worker.conn.close()
-        self._workers.remove(worker)
-        if not self._closed:
-            self._workers.append(self._spawn())
-        return out
+            out = [self._done.get(timeout=timeout)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                out.append(self._done.get_nowait())
+            except queue.Empty:
+                return out
 
     def cancel(self) -> None:
-        self._cancel.set()
+        with self._lock:
+            self._cancelled = True
+            kills = list(self._kills)
+        for kill in kills:
+            kill.pull()
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        for worker in self._workers:
-            try:
-                worker.conn.send(("stop",))
-            except OSError:
-                pass
-        for worker in self._workers:
-            worker.process.join(timeout=5)
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join()
-            worker.conn.close()
-        self._workers = []
+        self.cancel()
+        for _ in self._threads:
+            self._todo.put(_STOP)
+        for thread in self._threads:
+            thread.join()
+        if self._given is None and self._pool is not None:
+            self._pool.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)

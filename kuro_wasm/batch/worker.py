@@ -19,7 +19,7 @@ they did not run.
 Runs guests (:func:`kuro_wasm.host.api.run`), reads the worker's block store, the clock.
 
 ## Not done here
-Claims, fences and transport: the backend's (:mod:`kuro_wasm.batch.dask`, :mod:`kuro_wasm.batch.local`).
+Claims, fences and transport: the backend's (:mod:`kuro_wasm.batch.cluster`, :mod:`kuro_wasm.batch.local`).
 """
 
 from __future__ import annotations
@@ -162,11 +162,18 @@ class Kill:
 
 
 class WorkerState:
-    """What one worker process keeps between chunks: its block store (opened once) and its module cache home."""
+    """What one worker keeps between chunks: its block store (opened once) and its module cache home.
 
-    def __init__(self, store: WorkerStore, home: Any = None, scratch: Path | None = None) -> None:
+    ``isolation`` is passed to every run (None: in this process; a
+    :class:`~kuro_wasm.host.worker.pool.WorkerPool`: in its worker processes).
+    """
+
+    def __init__(
+        self, store: WorkerStore, home: Any = None, scratch: Path | None = None, isolation: Any = None
+    ) -> None:
         self.spec = store
         self.home = home
+        self.isolation = isolation
         self.error: str | None = None
         self._base: BlockStore | None = None
         try:
@@ -199,12 +206,14 @@ class WorkerState:
                     stdin=item["in"],
                     home=self.home,
                     on_start=kill.arm,
+                    isolation=self.isolation,
                     **item["l"],
                 )
                 blocks = capture.written(receipt.get("kuro/fs-root-after"))
                 part = host_part(receipt)
             except Exception as exc:  # the host failed this run; never the guest's fault, never a lost run
-                part = {"kuro/exit-code": 70, "kuro/outcome": "host-error", "kuro/isolation": "wasmtime"}
+                isolation = "wasmtime" if self.isolation is None else "process"
+                part = {"kuro/exit-code": 70, "kuro/outcome": "host-error", "kuro/isolation": isolation}
                 part["kuro/error"] = f"host error in the batch worker: {type(exc).__name__}: {exc}"
                 blocks = []
             ran.append({"i": item["i"], "receipt": part, "blocks": blocks})

@@ -9,7 +9,7 @@ nothing run, no cluster started. Blank lines are skipped (they keep their number
 
 Then :func:`kuro_wasm.batch.run_many` runs the lines: no option (or ``--local N``) starts a Dask
 ``LocalCluster`` of N processes (default: the cores) and stops it at the end — or, without Dask,
-N spawned worker processes; ``--cluster ADDRESS`` joins an existing Dask scheduler. Workers read
+N runs at a time on the worker-process pool; ``--cluster ADDRESS`` joins an existing Dask scheduler. Workers read
 blocks from the home's block directory (a path every worker must see) or, with ``--gateway URL``,
 from that gateway. An fs *name* is resolved when the batch starts and never moved: every line sees
 the root the name had then (its receipt names the root its writes made). Lines with ``op_id`` go

@@ -4,7 +4,9 @@ Each invocation of the batch tests reads its own file (``greeting.txt`` = ``b"ef
 block nobody else reads), so the log — one ``pid cid`` line per read, appended by whichever
 worker process read it — counts how often each invocation's guest ran, and where. Reading the
 ``kill_on`` block kills the reading worker (``SIGKILL``, after logging the read): a worker dies
-in the middle of a guest's run, exactly where the test says, with no timing. Workers import
+in the middle of a guest's run, exactly where the test says, with no timing. Under the local
+backend the worker-process pool's host reads blocks for its workers, on a reader thread named
+after the worker: the log names, and the kill hits, that worker. Workers import
 this module by name (it is on the test's ``sys.path``, which spawned processes inherit).
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,14 @@ from typing import Any
 from kuro_fs.blocks import BlockStore
 from kuro_fs.filestore import FileBlockStore
 from kuro_wasm.batch.stores import SharedStore
+
+
+def _reader() -> int:
+    """The pid this read is for: this process, or — read by a worker-process pool's reader thread on its
+    worker's behalf (``kuro-pool-reader-PID``) — that worker."""
+    name = threading.current_thread().name
+    prefix = "kuro-pool-reader-"
+    return int(name[len(prefix) :]) if name.startswith(prefix) else os.getpid()
 
 
 class _Logging:
@@ -30,13 +41,14 @@ class _Logging:
 
     def get(self, cid: str) -> bytes | None:
         if cid in self._watched:
+            pid = _reader()
             fd = os.open(self._log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                os.write(fd, f"{os.getpid()} {cid}\n".encode())
+                os.write(fd, f"{pid} {cid}\n".encode())
             finally:
                 os.close(fd)
             if cid == self._kill_on:
-                os.kill(os.getpid(), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
         return self._inner.get(cid)
 
     def __getattr__(self, name: str) -> Any:

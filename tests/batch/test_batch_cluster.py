@@ -118,10 +118,19 @@ def test_killing_a_worker_mid_batch_records_exactly_its_in_flight_invocations_as
             assert value["kuro/stdout"] == f"effect {index + 1}".encode()
 
 
-def _runs_in_process(shared: Shared, inv: Invocation, witness: WitnessStore, tmp_path: Path) -> int:
+def _runs_in_process(
+    shared: Shared, inv: Invocation, witness: WitnessStore, tmp_path: Path, isolation: Any = None
+) -> int:
     """How many witnessed reads one run of an invocation makes (the unit the log is counted in)."""
     store = dataclasses.replace(witness, kill_on=None).open(None)
-    receipt = run(inv.session, inv.command, store=store, home=False, **inv.run_options())  # type: ignore[arg-type]
+    receipt = run(
+        inv.session,
+        inv.command,
+        store=store,  # type: ignore[arg-type]
+        home=False,
+        isolation=isolation,
+        **inv.run_options(),  # type: ignore[arg-type]
+    )
     assert receipt["kuro/outcome"] == "ok"
     per_run = len(reads(witness.log))
     assert per_run >= 1

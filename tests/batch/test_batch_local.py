@@ -1,4 +1,4 @@
-"""The batch without Dask: spawned local worker processes, the same promises."""
+"""The batch without Dask: the worker-process pool of isolation="process", the same promises."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from kuro_wasm.batch import run_many
 from kuro_wasm.batch.local import LocalPool
 from kuro_wasm.batch.stores import SharedStore
 from kuro_wasm.errors import BatchError
+from kuro_wasm.host.worker.pool import WorkerPool
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -27,27 +28,38 @@ def test_mixed_invocations_on_the_local_pool_give_the_receipts_of_running_them_o
         assert {k: got[index].get(k) for k in COMPARED} == {k: want.get(k) for k in COMPARED}, lines[index]
 
 
-def test_a_pool_worker_killed_mid_batch_leaves_its_claimed_chunks_died_and_the_rest_done_once(
+def test_a_pool_worker_killed_mid_batch_leaves_exactly_its_run_died_and_the_rest_done_once(
     shared: Shared, tmp_path: Path
 ) -> None:
     invocations, witness, effect = _witnessed(shared, 1 + 120, tmp_path / "reads.log", kill_at=1 + 50)
-    probe = _runs_in_process(shared, invocations[0], witness, tmp_path)
+    with WorkerPool(1) as pool:  # a run on a worker reads through the pool's host: count its reads there
+        probe = _runs_in_process(shared, invocations[0], witness, tmp_path, isolation=pool)
     invocations = invocations[1:]
     batch = run_many(invocations, store=shared.store, cluster=LocalPool(2, store=witness), chunk_size=4)
     got = {done.index: done.value for done in batch}
     victim = next(pid for pid, cid in reads(witness.log) if effect[cid] == 1 + 50)
-    assert sorted(got) == list(range(len(invocations)))
+    assert sorted(got) == list(range(len(invocations))) and batch.not_run == []
     ran = _runs(tmp_path / "reads.log", effect, probe, killed=victim)
     died = {i for i, r in got.items() if r["kuro/outcome"] == "worker-died"}
-    assert 50 in died and died == set(batch.lost) and len(died) <= 2 * 4
+    assert died == {50} and batch.lost == [50]  # one run per worker at a time: only the one it was running
+    assert got[50]["kuro/exit-code"] == 137 and got[50]["kuro/worker"]["signal"] == "SIGKILL"
+    assert got[50]["kuro/worker"]["pid"] == victim and ran[51] == [victim]
     for index, value in got.items():
+        assert value["kuro/isolation"] == "process"
         pids = ran.get(index + 1, [])
-        assert len(pids) <= 1, f"invocation {index} ran {len(pids)} times"
-        if index in died:
-            assert value["kuro/exit-code"] == 137 and value["kuro/worker"] == {"pid": victim, "signal": "SIGKILL"}
-            assert pids in ([], [victim])
-        else:
-            assert value["kuro/outcome"] == "ok" and len(pids) == 1
+        assert len(pids) == 1, f"invocation {index} ran {len(pids)} times"
+        if index != 50:
+            assert value["kuro/outcome"] == "ok" and value["kuro/stdout"] == f"effect {index + 1}".encode()
+            assert pids == [value["kuro/worker"]["pid"]]  # it ran once, on the worker its receipt names
+
+
+def test_a_cancelled_local_batch_kills_what_runs_and_starts_nothing_after(shared: Shared) -> None:
+    lines = [{"guest": shared.spin, "export": "run", "timeout_ms": 600_000} for _ in range(6)]
+    batch = run_many(lines, store=shared.store, cluster=LocalPool(2, store=SharedStore(str(shared.store.root))))
+    batch.cancel()
+    got = {done.index: done.value for done in batch}
+    assert set(got) | set(batch.not_run) == set(range(6)) and not set(got) & set(batch.not_run)
+    assert all(value["kuro/outcome"] == "cancelled" for value in got.values())
 
 
 def test_a_store_no_worker_can_open_stops_the_batch_and_runs_nothing(shared: Shared, tmp_path: Path) -> None:

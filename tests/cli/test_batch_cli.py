@@ -130,3 +130,22 @@ def test_ctrl_c_cancels_the_batch_keeps_what_finished_and_lists_what_did_not_run
     rows = {row["kuro/op-id"]: row for row in map(json.loads, listed.stdout.splitlines())}
     assert len(rows) == len(cancelled)  # the ones that never ran were released
     assert all(row["kuro/outcome"] == "cancelled" and row["kuro/status"] == "done" for row in rows.values())
+
+
+def test_without_dask_a_local_batch_runs_on_the_worker_process_pool(kuro: Kuro, tmp_path: Path) -> None:
+    hidden = tmp_path / "no-dask"
+    hidden.mkdir()
+    # importlib.util.find_spec answers None for a module that sys.modules holds as None, and import fails
+    (hidden / "sitecustomize.py").write_text(
+        'import sys\nsys.modules["distributed"] = None\nsys.modules["dask"] = None\n'
+    )
+    guest, trap = add_guest(kuro, "batch.wat"), add_guest(kuro, "trap.wat")
+    lines: list[Any] = [{"guest": guest, "export": "echo", "args": [i]} for i in range(12)]
+    lines[4] = {"guest": trap, "export": "run"}
+    path = _write(tmp_path / "b.jsonl", lines)
+    result = kuro("batch", str(path), "--local", "2", "--json", env={"PYTHONPATH": str(hidden)})
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr  # one trap
+    receipts = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["kuro/exit-code"] for r in receipts] == [134 if i == 4 else 0 for i in range(12)]
+    assert {r["kuro/isolation"] for r in receipts} == {"process"}  # not a Dask worker: the hardened pool
+    assert all(isinstance(r["kuro/worker"]["pid"], int) for r in receipts)

@@ -233,6 +233,7 @@ class WorkerPool:
             conn.sock.settimeout(None)
             # Said by the worker's own code after hardening, before any guest ran in it: trusted once, here.
             conn.pid = int(hello[0]["pid"])
+            threading.current_thread().name = f"kuro-pool-reader-{conn.pid}"  # names the worker in a thread dump
             hardening = hello[0]["hardening"]
             if not isinstance(hardening, list) or not all(isinstance(h, str) for h in hardening):
                 raise ProtocolError("hello.hardening must be a list of names")
