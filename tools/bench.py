@@ -78,7 +78,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,7 @@ class Row:
     goal: str = ""
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    section: str = ""  # the SECTIONS name that measured it (set by main)
 
 
 def _row(figure: str, value: float | None, unit: str, anchor: str, anchor_value: float | None, **kw: Any) -> Row:
@@ -1112,6 +1113,11 @@ def _ratio(ratio: float | None) -> str:
     return f"{ratio:.3g}×" if ratio >= 0.01 else f"1/{1 / ratio:,.0f}"
 
 
+def _write_json(path: str, facts: dict[str, Any], quick: bool, rows: list[Row], sections: list[Any]) -> None:
+    payload = {"machine": facts, "quick": quick, "sections": sections, "rows": [asdict(r) for r in rows]}
+    Path(path).write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def table(rows: list[Row]) -> str:
     """The rows as a fixed-width text table (also valid Markdown)."""
     head = ("figure", "kuro", "anchor", "anchor value", "ratio", "goal", "note")
@@ -1166,50 +1172,47 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     rows: list[Row] = []
+    sections: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="kuro-bench-") as tmpdir:
         tmp = Path(tmpdir)
         home = tmp / "home"
-        if "calls" in wanted:
-            rows += bench_calls_section(args.quick)
-        if "invocation" in wanted:
-            rows += bench_invocation(home, args.quick)
-        if "startup" in wanted:
-            rows += bench_startup_section(args.quick)
-        if "ledger" in wanted:
-            rows += bench_ledger_section(args.quick)
-        if "import" in wanted:
-            rows += bench_import(tmp, args.quick)[0]
-        if "fs_read" in wanted:
-            rows += bench_fs_read(home, args.quick)
-        if "overlay" in wanted:
-            rows += bench_overlay(tmp, args.quick)
-        if "deadline" in wanted:
-            rows += bench_deadline(home, args.quick)
-        if "cache" in wanted:
-            rows += bench_cache(tmp, args.quick)
-        if "concurrency" in wanted:
-            rows += bench_concurrency(home, args.quick)
-        if "dirs" in wanted:
-            rows += bench_dirs(tmp, args.quick)
-        if "gateway" in wanted:
-            rows += bench_gateway(tmp, args.quick)
-        if "components" in wanted:
-            rows += bench_components(tmp, args.quick)
-        if "wasi" in wanted:
-            rows += bench_wasi_rows(tmp, args.quick)
-        if "batch" in wanted:
-            rows += bench_batch(tmp, args.quick)
-        if "workers" in wanted:
-            rows += bench_worker_processes(args.quick)
-        if "store" in wanted:
-            rows += bench_block_store(tmp, args.quick, args.car_blocks)
+        quick = args.quick
+        measures: dict[str, Callable[[], list[Row]]] = {
+            "calls": lambda: bench_calls_section(quick),
+            "invocation": lambda: bench_invocation(home, quick),
+            "startup": lambda: bench_startup_section(quick),
+            "ledger": lambda: bench_ledger_section(quick),
+            "import": lambda: bench_import(tmp, quick)[0],
+            "fs_read": lambda: bench_fs_read(home, quick),
+            "overlay": lambda: bench_overlay(tmp, quick),
+            "deadline": lambda: bench_deadline(home, quick),
+            "cache": lambda: bench_cache(tmp, quick),
+            "concurrency": lambda: bench_concurrency(home, quick),
+            "dirs": lambda: bench_dirs(tmp, quick),
+            "gateway": lambda: bench_gateway(tmp, quick),
+            "components": lambda: bench_components(tmp, quick),
+            "wasi": lambda: bench_wasi_rows(tmp, quick),
+            "batch": lambda: bench_batch(tmp, quick),
+            "workers": lambda: bench_worker_processes(quick),
+            "store": lambda: bench_block_store(tmp, quick, args.car_blocks),
+        }
+        for name in SECTIONS:
+            if name not in wanted:
+                continue
+            began, load = time.perf_counter(), os.getloadavg()[0]
+            got = [replace(row, section=name) for row in measures[name]()]
+            rows += got
+            took = time.perf_counter() - began
+            sections.append({"section": name, "seconds": took, "load_start": load, "load_end": os.getloadavg()[0]})
+            print(f"[{name}: {took:.0f} s, load {load:.1f} → {os.getloadavg()[0]:.1f}]", file=sys.stderr, flush=True)
+            if args.json:  # written after every section: a run that dies midway keeps what it measured
+                _write_json(args.json, facts, args.quick, rows, sections)
     facts["load_average_end"] = os.getloadavg()
     print(table(rows))
     print(f"load average (1, 5, 15 min): at start {_loads(facts['load_average_start'])}, "
           f"at end {_loads(facts['load_average_end'])}")  # fmt: skip
     if args.json:
-        payload = {"machine": facts, "quick": args.quick, "rows": [asdict(r) for r in rows]}
-        Path(args.json).write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        _write_json(args.json, facts, args.quick, rows, sections)
         print(f"wrote {args.json}")
     return 0
 

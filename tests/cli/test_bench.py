@@ -45,6 +45,33 @@ def test_the_quick_bench_prints_a_table_and_writes_every_figure_beside_its_ancho
     rates = [row for row in data["rows"] if "invocations/s" in row["figure"]]
     assert len(rates) == 2
     assert all(row["extra"]["threads"] == os.cpu_count() and "all cores" in row["figure"] for row in rates)
+    bench, readme_perf = _bench_module(), _tool("readme_perf")
+    assert [s["section"] for s in data["sections"]] == list(bench.SECTIONS)  # each section, its load and time
+    assert {row["section"] for row in data["rows"]} == set(bench.SECTIONS)
+    page = readme_perf.replace_between(f"intro\n{readme_perf.BEGIN}\nold\n{readme_perf.END}\nrest\n", "")
+    assert page == f"intro\n{readme_perf.BEGIN}\n{readme_perf.END}\nrest\n"
+    text = readme_perf.render(data, "tools/bench.py --quick")
+    assert "QUICK (smoke sizes)" in text and all(row["figure"] in text for row in data["rows"])
+    assert all(f"`--only {name}`" in text for name in bench.SECTIONS)
+
+
+def _tool(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"kuro_tool_{name}", ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_tables_goal_verdicts_read_every_goal_form() -> None:
+    verdict = _tool("readme_perf").verdict
+    row = {"ratio": 1.2, "value": 120.0, "unit": "µs", "anchor_value": 100.0}
+    assert [verdict({**row, "goal": g}) for g in ("≤ 1.5×", "≤ 1.1×", "≤ +50 µs", "≤ +10 µs", "≤ 1 ms", "≈ 1×")] == [
+        "✓", "✗", "✓", "✗", "✓", "",
+    ]  # fmt: skip
+    rate = {"ratio": 0.8, "value": 20_393.0, "unit": "/s", "anchor_value": 25_000.0}
+    assert verdict({**rate, "goal": "≥ 20,000/s"}) == "✓" and verdict({**rate, "goal": "≥ 10,000/s, ≥ 1×"}) == "✗"
+    assert verdict({"ratio": None, "value": None, "unit": "s", "anchor_value": None, "goal": "≤ 3 s"}) == ""
 
 
 def _bench_module() -> ModuleType:
