@@ -4,17 +4,17 @@
 A receipt from a worker is rebuilt by the driver, never taken as sent: the session, the command
 and everything derived from them are the driver's own (:func:`kuro_wasm.model.receipt.receipt`
 over the worker's host keys, each re-checked by kind); every block handed back is re-hashed
-before it is stored (:func:`kuro_fs.blocks.put_block`, through :func:`kuro_fs.cid.matches`); the
-kept output must hash to the receipt's ``kuro/stdout-cid``/``kuro/stderr-cid``; and a new fs root
-(``kuro/fs-root-after``) is believed only when it is a kuro.fs directory whose every block is in
-the driver's store already or was handed back in this answer (then walked in turn), so its walk
-costs what the run wrote (the worker-process pool's own check,
-:func:`kuro_wasm.host.worker.verify.check_root`). An answer that fails any check becomes a ``host-error`` receipt saying
-which check failed (the run happened, so its op id is used: it is not run again), and names no
-new root.
+and held apart (:class:`kuro_wasm.host.worker.verify.Staged`); the kept output must hash to the
+receipt's ``kuro/stdout-cid``/``kuro/stderr-cid``; and a new fs root (``kuro/fs-root-after``) is
+believed only when it is a kuro.fs directory whose every block is in the driver's store already or
+was handed back in this answer (then walked in turn), so its walk costs what the run wrote (the
+worker-process pool's own check, :func:`kuro_wasm.host.worker.verify.accept_root`). Only a
+believed answer's blocks reach the driver's store, and only those its root reaches. An answer that
+fails any check becomes a ``host-error`` receipt saying which check failed (the run happened, so its
+op id is used: it is not run again), names no new root, and leaves nothing in the store.
 
 ## Effects
-Writes verified blocks to the driver's store.
+Writes the blocks of believed roots to the driver's store.
 
 ## Not done here
 Whether the new root is what the guest's writes *should* give is the worker's word: knowing it
@@ -29,49 +29,57 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
-from kuro_fs.blocks import BlockStore, put_block
+from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import raw_cid
-from kuro_fs.errors import InvalidCID, KuroFsError
 from kuro_wasm.errors import ModelError
-from kuro_wasm.host.worker.verify import check_root
+from kuro_wasm.host.worker.verify import Staged, accept_root, check_root
 from kuro_wasm.model.invocation import Invocation
 from kuro_wasm.model.receipt import receipt
 
 __all__ = ["accepted", "host_error", "worker_died"]
 
 
-def _problem(store: BlockStore, host: Mapping[str, Any], blocks: object) -> str | None:
+def _problem(store: BlockStore, host: Mapping[str, Any], blocks: object, staged: Staged) -> str | None:
     if not isinstance(blocks, list):
         return "the worker's blocks are not a list"
-    handed: set[str] = set()
     for pair in blocks:
         if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[1], bytes)):
             return "a handed-back block is not a (CID, bytes) pair"
-        cid, data = pair
-        try:
-            put_block(store, cid, data)
-        except (InvalidCID, KuroFsError, TypeError) as exc:
-            return f"a handed-back block was refused: {exc}"
-        handed.add(cid)
+        refused = staged.add(pair[0], pair[1])
+        if refused is not None:
+            return f"a handed-back block was refused: {refused}"
     for name in ("stdout", "stderr"):
         data, named = host.get(f"kuro/{name}"), host.get(f"kuro/{name}-cid")
         if isinstance(data, bytes) and named is not None and raw_cid(data) != named:
             return f"the kept {name} does not hash to kuro/{name}-cid {named}"
     root = host.get("kuro/fs-root-after")
-    return None if root is None else check_root(store, root, handed)
+    return None if root is None else check_root(store, root, staged)
 
 
 def accepted(store: BlockStore, inv: Invocation, answer: Mapping[str, Any]) -> dict[str, Any]:
-    """The receipt of ``inv`` from a worker's answer for it (``{"receipt": host keys, "blocks": [...]}``)."""
+    """The receipt of ``inv`` from a worker's answer for it (``{"receipt": host keys, "blocks": [...]}``).
+
+    The blocks under a believed new root are stored once the receipt checks; a refused answer stores nothing.
+    """
     host = answer.get("receipt")
     if not isinstance(host, Mapping):
         host = {}
-    problem = _problem(store, host, answer.get("blocks"))
-    if problem is None:
-        try:
-            return receipt(inv.session, inv.command, host)
-        except ModelError as exc:
-            problem = f"the worker's receipt does not check: {exc}"
+    staged = Staged()
+    try:
+        problem = _problem(store, host, answer.get("blocks"), staged)
+        if problem is None:
+            try:
+                built = receipt(inv.session, inv.command, host)
+            except ModelError as exc:
+                problem = f"the worker's receipt does not check: {exc}"
+            else:
+                root = built.get("kuro/fs-root-after")
+                if root is not None:
+                    problem = accept_root(store, root, staged)  # checked above: this stores what it reaches
+                if problem is None:
+                    return built
+    finally:
+        staged.close()
     return host_error(inv, f"the batch worker's answer did not verify ({problem}); nothing it wrote was kept")
 
 

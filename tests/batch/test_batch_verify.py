@@ -77,3 +77,11 @@ def test_a_died_receipt_says_which_worker_and_that_it_is_not_run_again(shared: S
     assert got["kuro/worker"] == {"address": "tcp://10.0.0.9:1234", "pid": 42}
     assert "not run again" in got["kuro/error"]
     assert worker_died(inv, {"pid": 1, "signal": "SIGSEGV"}, 1)["kuro/exit-code"] == 139
+
+
+def test_an_answer_whose_root_is_not_believed_leaves_nothing_in_the_store(shared: Shared) -> None:
+    inv, answer = _note(shared)
+    answer["blocks"] = answer["blocks"][:1]
+    driver = MemoryBlockStore()
+    assert accepted(driver, inv, answer)["kuro/outcome"] == "host-error"
+    assert driver.cids() == []  # the root block it did hand back was not kept either

@@ -60,7 +60,7 @@ from kuro_wasm.host.job import OnChunk, OnExit
 from kuro_wasm.host.worker.hardening import Hardening
 from kuro_wasm.host.worker.protocol import MAX_BLOCK_BYTES, ProtocolError, read_frame, send
 from kuro_wasm.host.worker.run import STOP_GRACE_S, RemoteRun, died_result
-from kuro_wasm.host.worker.verify import accept_block, check_root
+from kuro_wasm.host.worker.verify import accept_root
 from kuro_wasm.host.worker.zygote import Zygote
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
@@ -302,10 +302,9 @@ class WorkerPool:
             self._answer(conn, run, kind, message)
         elif kind == "put":
             run = self._head(conn, message["id"])
-            problem = accept_block(run.store, message["cid"], payload)
+            problem = run.staged.add(message["cid"], payload)  # held apart until the run's root is believed
             if problem is not None:
                 raise ProtocolError(problem)
-            run.handed.add(message["cid"])
         elif kind == "done":
             self._done(conn, message)
         elif kind == "failed":
@@ -349,7 +348,7 @@ class WorkerPool:
             raise ProtocolError(f"the worker's result is refused: {exc}") from exc
         after = result.pop("kuro/fs-root-after", None)
         if after is not None:
-            problem = check_root(run.store, after, run.handed)
+            problem = accept_root(run.store, after, run.staged)
             if problem is not None:
                 raise ProtocolError(problem)
             result["kuro/fs-root-after"] = after

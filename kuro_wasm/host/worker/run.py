@@ -38,6 +38,7 @@ from typing import Any, Final
 from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import HostError
 from kuro_wasm.host.job import OnChunk, OnExit
+from kuro_wasm.host.worker.verify import Staged
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.outcome import decide
@@ -166,7 +167,7 @@ class RemoteRun:
         self.stop_at: float | None = None
         self.hard_stop: str | None = None  # set when the host killed the worker to enforce stop_reason
         self.callback_error: str | None = None
-        self.handed: set[str] = set()
+        self.staged = Staged()  # the blocks the worker handed back, stored only with a believed root
         self.conn: Any = None
         self.sent = False
         self.withdrawing = False
@@ -270,6 +271,7 @@ class RemoteRun:
         self._published()
 
     def _published(self) -> None:
+        self.staged.close()  # what no believed root took is dropped
         self.done.set()
         if self.on_exit is not None and self.receipt is not None:
             try:

@@ -92,7 +92,7 @@ class _Worker:
     replies: dict[int, tuple[bool, bytes] | None] = field(default_factory=dict)
     next_rid: int = 0
     host_gone: bool = False
-    lie_root: bool = False
+    lie: str | None = None  # test hook: how the next run's done lies about its fs root (see _lie_about_root)
 
     def __post_init__(self) -> None:
         self.stream = self.sock.makefile("rb", buffering=1 << 16)
@@ -173,9 +173,9 @@ class _Worker:
         if kind == "probe":
             if self.test_hooks and message["what"] == "lie-block":
                 self._lie_block()
-            elif self.test_hooks and message["what"] == "lie-root":
-                self.lie_root = True  # the next run's done names a root with a block nobody handed back
-                self.send("probed", {"what": "lie-root", "result": {"armed": True}})
+            elif self.test_hooks and message["what"] in _LIES:
+                self.lie = message["what"]  # the next run's done lies about its fs root (see _lie_about_root)
+                self.send("probed", {"what": message["what"], "result": {"armed": True}})
             elif self.test_hooks:
                 try:
                     result = hardening.probe(message["what"])
@@ -274,15 +274,25 @@ class _Worker:
             self.send("failed", {"id": request.id, "error": str(exc)})
             return
         kept = {k: v for k, v in receipt.items() if k in _REPORTED}
-        if self.lie_root:  # test hook: hand back a directory whose one file nobody has, and claim it as the root
-            self.lie_root = False
-            missing = Entry(cid_for(b"a file nobody handed back"), 25)
-            kept["kuro/fs-root-after"] = store.put(encode_dir({"lost.txt": missing}), "dag-cbor")
+        if self.lie is not None:
+            self._lie_about_root(store, kept)
         s = job.stream
         counters = {"seq": s.seq, "dropped": s.dropped_bytes, "truncated": s.truncated, "capped_by": s.capped_by}
         self.send("done", {"id": request.id, "receipt": kept, "stream": counters, "cpu": time.process_time()})
 
+    def _lie_about_root(self, store: RemoteStore, kept: dict[str, Any]) -> None:
+        """Test hook: ``lie-root`` hands back :data:`INCOMPLETE_DIR` (a directory whose one file nobody has) and
+        claims it as the new root; ``plant`` only hands it back; ``claim`` claims it without handing it back."""
+        lie, self.lie = self.lie, None
+        if lie in ("lie-root", "plant"):
+            store.put(INCOMPLETE_DIR, "dag-cbor")
+        if lie in ("lie-root", "claim"):
+            kept["kuro/fs-root-after"] = cid_for(INCOMPLETE_DIR, "dag-cbor")
 
+
+#: Test hooks: a kuro.fs directory naming one file whose block nobody ever handed back.
+INCOMPLETE_DIR: Final = encode_dir({"lost.txt": Entry(cid_for(b"a file nobody handed back"), 25)})
+_LIES: Final = frozenset({"lie-root", "plant", "claim"})
 _SESSIONS: dict[tuple[Any, ...], Session] = {}
 
 

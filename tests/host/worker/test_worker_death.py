@@ -17,6 +17,7 @@ from kuro_wasm.host.api import ProcessHandle, run, start
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.host.worker.hardening import Hardening
 from kuro_wasm.host.worker.pool import WorkerPool
+from kuro_wasm.host.worker.serve import INCOMPLETE_DIR
 from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.sessions import guest, session
 
@@ -144,12 +145,29 @@ def test_a_frozen_worker_is_killed_by_the_host_and_the_run_ends_with_its_stop(po
     assert "the host killed it" in receipt["kuro/error"] and receipt["kuro/worker"]["signal"] == "SIGKILL"
 
 
-def test_a_new_fs_root_that_is_not_complete_is_not_believed(pool: WorkerPool) -> None:
+def test_a_new_fs_root_that_is_not_complete_is_not_believed_and_leaves_nothing_in_the_store(pool: WorkerPool) -> None:
     store = MemoryBlockStore()
     sess = session("s-root", Fs.empty(store).root, "terminal-build")
     cid = add_guest(store, wat("fs-write"))
+    before = set(store.cids())
     assert pool.probe("lie-root") == {"armed": True}
     receipt = run(sess, guest(cid, "run"), store=store, isolation=pool)
     assert (receipt["kuro/outcome"], receipt["kuro/worker"]["signal"]) == ("worker-died", "SIGKILL")
     assert "neither in the store nor handed back" in receipt["kuro/error"]
     assert "kuro/fs-root-after" not in receipt
+    assert set(store.cids()) == before  # not the lie, nor the blocks the guest's writes handed back
+
+
+def test_a_block_handed_back_in_one_run_is_not_believed_as_a_root_in_a_later_one(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess = session("s-plant", Fs.empty(store).root, "terminal-build")
+    cid = add_guest(store, wat("fs-write"))
+    assert pool.probe("plant") == {"armed": True}  # hand back an incomplete directory, do not claim it
+    planted = run(sess, guest(cid, "run"), store=store, isolation=pool)
+    assert planted["kuro/outcome"] == "ok"
+    assert not store.has(cid_for(INCOMPLETE_DIR, "dag-cbor"))  # not under the believed root: not kept
+    assert Fs(store, planted["kuro/fs-root-after"]).read("out/hello.txt").value == b"written by a guest"
+    assert pool.probe("claim") == {"armed": True}  # now claim it as a root, handing nothing back
+    claimed = run(sess, guest(cid, "run"), store=store, isolation=pool)
+    assert claimed["kuro/outcome"] == "worker-died" and "kuro/fs-root-after" not in claimed
+    assert "is neither in the block store nor handed back" in claimed["kuro/error"]
