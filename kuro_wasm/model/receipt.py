@@ -56,6 +56,7 @@ __all__ = [
     "Key",
     "exit_code_for",
     "from_json",
+    "host_value",
     "namespace",
     "receipt",
     "receipt_cid",
@@ -293,6 +294,21 @@ def _typed_general(key: str, kind: str, value: Any) -> Any:
     if kind == "strs" and not (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
         raise ModelError(f"{where} must be a list of strings", reason="invalid-receipt-value")
     return _plain(value, where)
+
+
+def host_value(key: str, value: Any) -> Any:
+    """``value`` checked against the kind of the namespaced host key ``key`` (``"kuro/exit-code"`` …), made plain.
+
+    The check :func:`receipt` applies to each host value, for a caller that must know before it
+    assembles one (a value from another process). Raises ModelError: ``key`` is not a host key, or
+    ``value`` is not of its kind.
+
+    >>> host_value("kuro/reads", ("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku",))
+    ['bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku']
+    """
+    if not isinstance(key, str) or key not in _PREFIXED:
+        raise ModelError(f"{key!r} is not a key a host may state", reason="invalid-receipt-value")
+    return _typed(key, value)
 
 
 def namespace(result: Mapping[str, Any]) -> dict[str, Any]:

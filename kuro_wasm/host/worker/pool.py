@@ -87,7 +87,8 @@ class _Conn:
         self.ready = False
         self.dead = False
         self.retiring = False
-        self.violation: str | None = None
+        self.violation: str | None = None  # why the host stopped trusting it (a protocol violation)
+        self.host_failure: str | None = None  # the host's own error while reading its frames
         self.hard_stop: tuple[RemoteRun, str] | None = None
         self.probes: deque[dict[str, Any]] = deque()
         self.probe_cond = threading.Condition()
@@ -259,10 +260,12 @@ class WorkerPool:
                 self._on_frame(conn, *frame)
         except ProtocolError as exc:
             conn.violation = str(exc)
-            conn.kill()
         except (OSError, ValueError):
-            pass
+            pass  # the connection broke (the worker is going): its runs are settled below
+        except Exception as exc:  # a host bug on this worker's frames: no traceback, no half-trusted worker left
+            conn.host_failure = f"{type(exc).__name__}: {exc}"
         finally:
+            conn.kill()  # whatever ended this reader, the worker is not used again
             self._died(conn)
             try:
                 stream.close()
@@ -339,11 +342,8 @@ class WorkerPool:
 
     def _done(self, conn: _Conn, message: Mapping[str, Any]) -> None:
         run = self._head(conn, message["id"])
-        receipt, counters = message["receipt"], message["stream"]
-        if not isinstance(receipt, dict) or not isinstance(counters, dict):
-            raise ProtocolError("done.receipt and done.stream must be maps")
         try:
-            result = run.worker_result(receipt, counters)
+            result = run.worker_result(message["receipt"], message["stream"])
         except KuroError as exc:
             raise ProtocolError(f"the worker's result is refused: {exc}") from exc
         after = result.pop("kuro/fs-root-after", None)
@@ -515,6 +515,10 @@ class WorkerPool:
             return
         if closing:
             head.stopped("cancelled", "the worker pool was closed while the guest ran", conn.facts())
+            return
+        if conn.host_failure is not None:  # the host failed, not the guest nor (as far as anyone knows) the worker
+            why = f"host error: reading the worker's frames failed ({conn.host_failure}); the host killed the worker"
+            head.settle({"exit-code": 70, "outcome": "host-error", "error": why}, conn.facts())
             return
         result, facts = died_result(status, conn.violation or "it ended mid-run")
         head.settle(result, {**conn.facts(), **facts})

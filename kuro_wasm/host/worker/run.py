@@ -17,7 +17,7 @@ A run that ends without its worker's word is decided here, with the model's rule
 (:func:`kuro_wasm.model.outcome.decide`): killed or out of time before a worker took it →
 ``cancelled``/``timeout``; a worker that ignored a stop for :data:`STOP_GRACE_S` and was killed by
 the host → the stop's outcome; a worker that died on its own → ``worker-died``, exit code 128 + the
-signal (``kuro/worker`` records it), never retried.
+signal (``kuro/worker`` records it, or says the status is unknown), never retried.
 
 ## Effects
 Calls the caller's ``on_chunk``/``on_exit`` on the pool's threads; the wall clock.
@@ -42,7 +42,7 @@ from kuro_wasm.host.worker.verify import Staged
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.outcome import decide
-from kuro_wasm.model.receipt import namespace
+from kuro_wasm.model.receipt import exit_code_for, host_value, namespace
 from kuro_wasm.model.sessions import Session
 
 __all__ = ["HOST_STATED", "ISOLATION", "STOP_GRACE_S", "RemoteRun", "died_result"]
@@ -71,6 +71,8 @@ HOST_STATED: Final = frozenset(
     }
 )
 _NOT_FROM_A_WORKER: Final = frozenset({"worker-died", "abandoned"})
+_COUNTERS: Final = frozenset({"seq", "dropped", "truncated", "capped_by"})
+_CAPPED_BY: Final = (None, "bytes", "chunks")
 
 
 def _now_ms() -> int:
@@ -80,25 +82,34 @@ def _now_ms() -> int:
 def died_result(status: int | None, detail: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The result keys and ``kuro/worker`` facts of a run whose worker ended with wait ``status`` (None: unknown).
 
-    The exit code is 128 + the signal that ended the worker, the worker's own exit status if it exited
-    by itself, and 128 when neither is known (the zygote is gone).
+    The exit code is 128 + the signal that ended the worker, or the worker's own exit status if it
+    exited by itself with a nonzero one. When neither is known (the zygote that would report it is
+    gone) ``kuro/worker`` says ``"status": "unknown"`` and the code is the outcome's own (137, as a
+    batch worker whose end nobody reported); a worker that exited with status 0 mid-run gets that
+    code too, with its ``exit-status`` recorded.
 
     >>> died_result(9, "x")[0]["exit-code"], died_result(9, "x")[1]
     (137, {'signal': 'SIGKILL', 'signal-number': 9})
-    >>> died_result(3 << 8, "x")[0]["exit-code"], died_result(None, "x")[0]["exit-code"]
-    (3, 128)
+    >>> died_result(3 << 8, "x")[0]["exit-code"], died_result(0, "x")[1]
+    (3, {'exit-status': 0})
+    >>> died_result(None, "x")[1], died_result(None, "x")[0]["exit-code"]
+    ({'status': 'unknown'}, 137)
     """
     facts: dict[str, Any] = {}
-    code = 128
-    if status is not None and _signalled(status):
+    code = exit_code_for("worker-died")
+    if status is None:
+        facts["status"] = "unknown"
+        how = "how is unknown: no process reported its wait status"
+    elif _signalled(status):
         number = _termsig(status)
         code = 128 + number
         facts["signal"] = _signal_name(number)
         facts["signal-number"] = number
-    elif status is not None:
+        how = facts["signal"]
+    else:
         facts["exit-status"] = (status >> 8) & 0xFF
-        code = facts["exit-status"] or 128
-    how = facts.get("signal") or (f"exit status {facts['exit-status']}" if "exit-status" in facts else "unknown")
+        code = facts["exit-status"] or code
+        how = f"exit status {facts['exit-status']}"
     result = {
         "exit-code": code,
         "outcome": "worker-died",
@@ -205,25 +216,42 @@ class RemoteRun:
 
     # ---- endings
 
-    def worker_result(self, receipt: Mapping[str, Any], counters: Mapping[str, Any]) -> dict[str, Any]:
+    def worker_result(self, receipt: object, counters: object) -> dict[str, Any]:
         """The result keys taken from a worker's receipt, after this side's stream caught up with its drops.
 
-        Raises HostError: the worker's receipt or counters disagree with what this side saw.
+        Every field is the worker's word and checked here before anything uses it: ``receipt`` a map
+        whose host keys have their kinds (:func:`kuro_wasm.model.receipt.host_value`), ``counters`` a
+        map of exactly ``seq``/``dropped`` (counts), ``truncated`` (bool) and ``capped_by`` (None,
+        ``"bytes"`` or ``"chunks"``). Raises HostError or ModelError (both KuroError): a field of the
+        wrong form, or counters that disagree with what this side saw.
         """
-        result = {k: v for k, v in namespace(receipt).items() if k not in HOST_STATED}
-        if result.get("kuro/outcome") in _NOT_FROM_A_WORKER:
-            raise HostError(f"a worker may not report the outcome {result['kuro/outcome']!r}")
-        seq, dropped, truncated = counters.get("seq"), counters.get("dropped"), counters.get("truncated")
-        capped_by = counters.get("capped_by")
+        if type(receipt) is not dict or type(counters) is not dict:
+            raise HostError("a done frame's receipt and stream counters must be maps")
+        if set(counters) != _COUNTERS:
+            raise HostError(f"the stream counters must be exactly {sorted(_COUNTERS)}, got {sorted(counters)}")
+        seq, dropped, truncated, capped_by = (counters[k] for k in ("seq", "dropped", "truncated", "capped_by"))
+        if type(seq) is not int or type(dropped) is not int or seq < 0 or dropped < 0:
+            raise HostError(f"the stream counters seq and dropped must be counts, got {seq!r}, {dropped!r}")
+        if type(truncated) is not bool or capped_by not in _CAPPED_BY:
+            raise HostError(
+                f"truncated must be a bool and capped_by one of {_CAPPED_BY}, got {truncated!r}, {capped_by!r}"
+            )
+        stated = {k: host_value(k, v) for k, v in namespace(receipt).items() if v is not None}
+        result = {k: v for k, v in stated.items() if k not in HOST_STATED}
+        outcome = result.get("kuro/outcome")
+        if outcome is not None and type(outcome) is not str:
+            raise HostError(f"a worker's outcome must be a string, got {type(outcome).__name__}")
+        if outcome in _NOT_FROM_A_WORKER:
+            raise HostError(f"a worker may not report the outcome {outcome!r}")
         with self.lock:
             s = self.stream
-            kept = (receipt.get("kuro/stdout-bytes"), receipt.get("kuro/stderr-bytes"))
+            kept = (stated.get("kuro/stdout-bytes"), stated.get("kuro/stderr-bytes"))
             if kept != (s.stdout_bytes, s.stderr_bytes):
                 raise HostError(f"the worker kept {kept} bytes, this side received {(s.stdout_bytes, s.stderr_bytes)}")
-            if truncated is True and type(seq) is int and type(dropped) is int and seq > s.seq and dropped >= 0:
-                self.stream = _stream.drop(s, seq - s.seq, dropped - s.dropped_bytes, str(capped_by))
-            elif truncated is not False or seq != s.seq or dropped != 0:
-                raise HostError(f"the worker's stream counters {dict(counters)} do not match this side's")
+            if truncated and seq > s.seq and capped_by is not None and dropped >= s.dropped_bytes:
+                self.stream = _stream.drop(s, seq - s.seq, dropped - s.dropped_bytes, capped_by)
+            elif truncated or seq != s.seq or dropped != 0:
+                raise HostError(f"the worker's stream counters {counters} do not match this side's")
         return result
 
     def settle(self, result: Mapping[str, Any], worker: Mapping[str, Any] | None) -> None:

@@ -27,6 +27,7 @@ No scheduling (the host decides what runs where), no retries.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import queue
@@ -93,6 +94,7 @@ class _Worker:
     next_rid: int = 0
     host_gone: bool = False
     lie: str | None = None  # test hook: how the next run's done lies about its fs root (see _lie_about_root)
+    forge: dict[str, Any] | None = None  # test hook: fields the next run's done frame carries instead of its own
 
     def __post_init__(self) -> None:
         self.stream = self.sock.makefile("rb", buffering=1 << 16)
@@ -173,6 +175,9 @@ class _Worker:
         if kind == "probe":
             if self.test_hooks and message["what"] == "lie-block":
                 self._lie_block()
+            elif self.test_hooks and message["what"].startswith("forge:"):
+                self.forge = json.loads(message["what"].partition(":")[2])  # {"receipt": {...}, "stream": {...}}
+                self.send("probed", {"what": "forge", "result": {"armed": True}})
             elif self.test_hooks and message["what"] in _LIES:
                 self.lie = message["what"]  # the next run's done lies about its fs root (see _lie_about_root)
                 self.send("probed", {"what": message["what"], "result": {"armed": True}})
@@ -278,6 +283,10 @@ class _Worker:
             self._lie_about_root(store, kept)
         s = job.stream
         counters = {"seq": s.seq, "dropped": s.dropped_bytes, "truncated": s.truncated, "capped_by": s.capped_by}
+        if self.forge is not None:  # test hook: a done frame with fields of the test's choosing
+            forge, self.forge = self.forge, None
+            kept.update(forge.get("receipt", {}))
+            counters.update(forge.get("stream", {}))
         self.send("done", {"id": request.id, "receipt": kept, "stream": counters, "cpu": time.process_time()})
 
     def _lie_about_root(self, store: RemoteStore, kept: dict[str, Any]) -> None:
