@@ -22,7 +22,12 @@ life of a worker; the pool retires a worker before it spends half of it.
 The seccomp filter (``pyseccomp`` over the system's ``libseccomp``) allows by default and refuses
 :data:`DENIED_SYSCALLS` with ``EPERM``; ``clone`` only when it makes a thread (``CLONE_THREAD``),
 ``clone3`` with ``ENOSYS`` (its flags sit behind a pointer a filter cannot read; glibc then falls
-back to ``clone``), ``kill``/``tgkill`` only towards the worker itself, ``prlimit64`` only to read.
+back to ``clone``), ``kill``/``tgkill``/``rt_sigqueueinfo``/``rt_tgsigqueueinfo`` only towards the
+worker itself (:data:`SELF_ONLY_SYSCALLS`: the filter is installed after the last fork, so the
+worker's pid is known; ``abort()`` signals itself with ``tgkill``), and ``prlimit64`` only to read.
+What reaches another process by a pid or a pidfd — ``tkill`` (a bare thread id, whose process the
+filter cannot tell), ``pidfd_open``, ``pidfd_send_signal``, ``ptrace`` and the calls that read,
+write, compare or move another process's memory — is refused outright.
 
 ## Effects
 ``unshare``, ``mount``, ``/proc/self/{uid,gid}_map``, ``fork`` (once, for the pid namespace),
@@ -43,6 +48,7 @@ import resource
 import socket
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -50,8 +56,11 @@ from typing import Any, Final
 __all__ = [
     "DENIED_SYSCALLS",
     "MEASURES",
+    "SELF_ONLY_SYSCALLS",
+    "TRIES",
     "Hardening",
     "apply_limits",
+    "build_seccomp",
     "enter_namespaces",
     "install_seccomp",
     "probe",
@@ -78,7 +87,18 @@ DENIED_SYSCALLS: Final[Mapping[str, tuple[str, ...]]] = {
     "exec": ("execve", "execveat"),
     "fork": ("fork", "vfork"),
     "sockets": ("socket", "socketpair"),
-    "ptrace": ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"),
+    "ptrace": (
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "pidfd_getfd",
+        "kcmp",
+        "process_madvise",
+        "process_mrelease",
+        "move_pages",
+        "migrate_pages",
+    ),
+    "signals": ("tkill", "pidfd_open", "pidfd_send_signal"),
     "mount": ("mount", "umount2", "pivot_root", "chroot", "fsopen", "fsmount", "move_mount", "open_tree"),
     "namespaces": ("unshare", "setns"),
     "bpf": ("bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register"),
@@ -86,6 +106,8 @@ DENIED_SYSCALLS: Final[Mapping[str, tuple[str, ...]]] = {
     "limits": ("setrlimit",),
     "keys": ("add_key", "request_key", "keyctl"),
 }
+#: Syscalls the filter allows only towards the worker itself: their first argument (a pid or tgid) must be its own.
+SELF_ONLY_SYSCALLS: Final = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 
 _CLONE_NEWNS: Final = 0x00020000
 _CLONE_NEWUSER: Final = 0x10000000
@@ -209,8 +231,11 @@ def set_no_new_privs() -> list[str]:
     return ["no-new-privs"]
 
 
-def install_seccomp() -> list[str]:
-    """Load the filter described in the module docstring. Raises OSError, or ImportError without libseccomp."""
+def build_seccomp(me: int) -> Any:
+    """The filter (a ``pyseccomp.SyscallFilter``, not loaded) for a worker whose pid, as it sees it, is ``me``.
+
+    Raises ImportError/RuntimeError: no libseccomp.
+    """
     import pyseccomp as sc  # a ctypes binding; raises RuntimeError at import when libseccomp is missing
 
     deny = sc.ERRNO(errno.EPERM)
@@ -220,13 +245,17 @@ def install_seccomp() -> list[str]:
             if sc.resolve_syscall(sc.Arch.NATIVE, name) < 0:
                 continue  # not a syscall of this architecture (e.g. fork on aarch64): nothing to refuse
             rules.add_rule(deny, name)
-    me = os.getpid()
     rules.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
     rules.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
-    rules.add_rule(deny, "kill", sc.Arg(0, sc.NE, me))
-    rules.add_rule(deny, "tgkill", sc.Arg(0, sc.NE, me))
+    for name in SELF_ONLY_SYSCALLS:  # abort() is tgkill(getpid(), gettid(), SIGABRT): a worker may signal itself
+        rules.add_rule(deny, name, sc.Arg(0, sc.NE, me))
     rules.add_rule(deny, "prlimit64", sc.Arg(2, sc.NE, 0))
-    rules.load()
+    return rules
+
+
+def install_seccomp() -> list[str]:
+    """Load the filter described in the module docstring. Raises OSError, or ImportError without libseccomp."""
+    build_seccomp(os.getpid()).load()
     return ["seccomp"]
 
 
@@ -267,6 +296,66 @@ def _open_many() -> dict[str, Any]:
     return {"opened": len(fds)}
 
 
+def _siginfo() -> Any:
+    """A ``siginfo_t`` a process may queue to another of its user: signo 0, ``si_code`` ``SI_QUEUE`` (-1)."""
+    info = ctypes.create_string_buffer(128)
+    ctypes.memmove(info, (ctypes.c_int * 3)(0, 0, -1), 12)
+    return info
+
+
+#: Test hooks: one call of each syscall the filter refuses, with arguments that make the kernel itself answer
+#: something other than EPERM where it can (bad pointers, bad fds, signal 0) — so an EPERM is the filter's.
+#: ``t`` is the pid to aim at (another process, or the worker itself), ``i`` a siginfo the kernel accepts.
+TRIES: Final[Mapping[str, Any]] = {
+    "kill": lambda t, i: (t, 0),
+    "tkill": lambda t, i: (t, 0),
+    "tgkill": lambda t, i: (t, t, 0),
+    "rt_sigqueueinfo": lambda t, i: (t, 0, ctypes.addressof(i)),
+    "rt_tgsigqueueinfo": lambda t, i: (t, t, 0, ctypes.addressof(i)),
+    "pidfd_open": lambda t, i: (t, 0),
+    "pidfd_send_signal": lambda t, i: (-1, 0, 0, 0),
+    "pidfd_getfd": lambda t, i: (-1, 0, 0),
+    "ptrace": lambda t, i: (-1, t, 0, 0),
+    "process_vm_readv": lambda t, i: (t, 0, 1, 0, 1, 0),
+    "process_vm_writev": lambda t, i: (t, 0, 1, 0, 1, 0),
+    "kcmp": lambda t, i: (t, t, -1, 0, 0),
+    "process_madvise": lambda t, i: (-1, 0, 0, 0, 0),
+    "move_pages": lambda t, i: (t, 0, 0, 0, 0, -1),
+    "mount": lambda t, i: (1, 1, 1, 0, 0),
+    "chroot": lambda t, i: (1,),
+    "fsopen": lambda t, i: (1, 0),
+    "bpf": lambda t, i: (-1, 0, 0),
+    "perf_event_open": lambda t, i: (0, 0, -1, -1, 0),
+    "userfaultfd": lambda t, i: (-1,),
+    "io_uring_setup": lambda t, i: (0, 0),
+    "init_module": lambda t, i: (0, 0, 0),
+    "finit_module": lambda t, i: (-1, 0, -1),
+    "delete_module": lambda t, i: (1, 0),
+    "kexec_file_load": lambda t, i: (-1, -1, 0, 0, -1),
+}
+
+
+def try_syscall(name: str, target: int) -> dict[str, Any]:
+    """Make the :data:`TRIES` call of syscall ``name`` aimed at pid ``target``: ``{"ok": bool, "errno": name}``.
+
+    Harmless by construction (signal 0, invalid arguments); a pidfd it happens to get is closed.
+    """
+    import pyseccomp as sc
+
+    number = sc.resolve_syscall(sc.Arch.NATIVE, name)
+    info = _siginfo()
+    call = _libc.syscall
+    call.restype = ctypes.c_long
+    ctypes.set_errno(0)
+    result = call(ctypes.c_long(number), *(ctypes.c_long(a) for a in TRIES[name](target, info)))
+    if result < 0:
+        code = ctypes.get_errno()
+        return {"ok": False, "errno": errno.errorcode.get(code, str(code))}
+    if name == "pidfd_open":
+        os.close(result)
+    return {"ok": True}
+
+
 def probe(what: str) -> dict[str, Any]:
     """Try one forbidden thing and say how it went (test hooks only): ``{"ok": bool, "errno": name}`` or facts."""
     if what == "socket":
@@ -284,8 +373,26 @@ def probe(what: str) -> dict[str, Any]:
         return _errno_of(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard - 1)))
     if what.startswith("fsize:"):
         return _errno_of(lambda: _fill_file(int(what.partition(":")[2])))
-    if what.startswith("signal:"):
-        return _errno_of(lambda: os.kill(int(what.partition(":")[2]), 0))
+    if what.startswith("syscall:"):  # syscall:NAME:PID (PID "self": the worker itself)
+        _, name, target = what.split(":")
+        return try_syscall(name, os.getpid() if target == "self" else int(target))
+    if what == "self-signals":  # what the filter must still allow: signal 0 to itself, by each self-only call
+        me, tid, info = os.getpid(), threading.get_native_id(), _siginfo()
+        calls = {
+            "kill": (me, 0),
+            "tgkill": (me, tid, 0),
+            "rt_sigqueueinfo": (me, 0, ctypes.addressof(info)),
+            "rt_tgsigqueueinfo": (me, tid, 0, ctypes.addressof(info)),
+        }
+        import pyseccomp as sc
+
+        out = {}
+        for name, args in calls.items():
+            ctypes.set_errno(0)
+            number = ctypes.c_long(sc.resolve_syscall(sc.Arch.NATIVE, name))
+            rc = _libc.syscall(number, *(ctypes.c_long(a) for a in args))  # full-width: the filter compares 64 bits
+            out[name] = "ok" if rc == 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+        return out
     if what == "nofile":
         return _open_many()
     if what == "status":

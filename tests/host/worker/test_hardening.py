@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import os
+import re
+import tempfile
+from collections.abc import Iterator
 
 import pytest
 
 from kuro_wasm.errors import HostError
-from kuro_wasm.host.worker.hardening import MEASURES, Hardening
+from kuro_wasm.host.worker.hardening import (
+    DENIED_SYSCALLS,
+    MEASURES,
+    SELF_ONLY_SYSCALLS,
+    TRIES,
+    Hardening,
+    build_seccomp,
+    try_syscall,
+)
 from kuro_wasm.host.worker.pool import WorkerPool
 
 
@@ -38,8 +49,63 @@ def test_no_new_privileges_seccomp_and_no_core_files(pool: WorkerPool) -> None:
     assert status["core"] == 0
 
 
-def test_the_host_cannot_be_signalled_from_a_worker(pool: WorkerPool) -> None:
-    assert pool.probe(f"signal:{os.getpid()}")["ok"] is False
+@pytest.fixture(scope="module")
+def plain() -> Iterator[WorkerPool]:
+    """A worker without namespaces: it sees the host's pid, so only the filter stands between them."""
+    with WorkerPool(1, spare=0, hardening=Hardening(namespaces=False), test_hooks=True) as started:
+        assert started.wait_ready(60)
+        yield started
+
+
+def _filtered(pool: WorkerPool, name: str, target: int) -> None:
+    """The worker's try of ``name`` at ``target`` gets the filter's EPERM, where the same call unfiltered (in
+    this test process) gets another answer from the kernel — or, where the kernel itself says EPERM to an
+    unprivileged caller, the filter names the syscall all the same."""
+    assert pool.probe(f"syscall:{name}:{target}") == {"ok": False, "errno": "EPERM"}, name
+    here = try_syscall(name, os.getpid())
+    if here.get("errno") == "EPERM":  # e.g. module loading: refused to any unprivileged process
+        rule = rf'filter for syscall "{name}" \(\d+\) \[priority: \d+\]\s+if \(\$syscall == \d+\)\s+action ERRNO\(1\);'
+        assert re.search(rule, _filter_text()), name
+    else:
+        assert here != {"ok": False, "errno": "EPERM"}, name
+
+
+def _filter_text() -> str:
+    with tempfile.TemporaryFile("w+") as out:
+        build_seccomp(os.getpid()).export_pfc(out)
+        out.seek(0)
+        return out.read()
+
+
+@pytest.mark.parametrize(
+    "name", ["kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open", "pidfd_send_signal"]
+)
+def test_the_host_cannot_be_signalled_from_a_worker(plain: WorkerPool, name: str) -> None:
+    _filtered(plain, name, os.getpid())
+
+
+def test_a_worker_can_still_signal_itself(plain: WorkerPool, pool: WorkerPool) -> None:
+    expected = dict.fromkeys(SELF_ONLY_SYSCALLS, "ok")
+    assert plain.probe("self-signals") == expected
+    assert pool.probe("self-signals") == expected  # PID 1 of its own pid namespace too
+
+
+@pytest.mark.parametrize(
+    ("group", "name"),
+    [
+        (group, name)
+        for group in ("ptrace", "mount", "bpf", "modules")
+        for name in DENIED_SYSCALLS[group]
+        if name in TRIES
+    ],
+)
+def test_the_filter_refuses_ptrace_mount_bpf_and_module_loading(plain: WorkerPool, group: str, name: str) -> None:
+    _filtered(plain, name, os.getpid())
+
+
+def test_every_group_of_the_filter_has_a_try_in_a_test() -> None:
+    tried = {group for group, names in DENIED_SYSCALLS.items() if set(names) & set(TRIES)}
+    assert tried >= {"ptrace", "signals", "mount", "bpf", "modules"}
 
 
 def test_in_its_namespaces_a_worker_sees_no_network_and_no_other_process(pool: WorkerPool) -> None:
