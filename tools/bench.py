@@ -695,6 +695,32 @@ def bench_worker_processes(quick: bool) -> list[Row]:
                 extra={"samples_ms": died[key], "load_average": load},
             )
         )
+    load = bench_workers.load_average()
+    grown = bench_workers.memory_growth(2 if quick else 6)
+    rows.append(
+        _row(
+            "guests/grow.wat (memory.grow to 4 GiB, no memory limit) through a worker process",
+            grown["process"],
+            "ms",
+            "the same run in-process, alternating",
+            grown["wasmtime"],
+            note=f"worker peak RSS {grown['worker_peak_rss_mib']:.0f} MiB · load {load:.1f}",
+            extra={"worker_peak_rss_mib": grown["worker_peak_rss_mib"], "load_average": load},
+        )
+    )
+    load = bench_workers.load_average()
+    cold = bench_workers.cold_first_run(3 if quick else 10)
+    rows.append(
+        _row(
+            "a guest's first run on a fresh worker (compiled artifact from the host)",
+            cold["first_ms"],
+            "ms",
+            "its next run on that worker",
+            cold["warm_ms"],
+            note=f"load {load:.1f}",
+            extra={"load_average": load},
+        )
+    )
     return rows  # fmt: skip
 
 

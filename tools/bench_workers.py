@@ -7,7 +7,12 @@ Folded into ``tools/bench.py`` (section ``workers``); each function returns plai
 * runs per second on a pool of 2 workers vs a pool of 1, CPU-bound and trivial, with the host keeping
   a window of runs in flight (so a worker is never idle waiting for the host): goals ≥ 1.8× and ≥ 1.5×;
 * a worker killed mid-run (``SIGKILL`` while its guest blocks on stdin): time to the run's receipt
-  (goal ≤ 10 ms) and to a ready replacement (the spare promoted and a new spare forked; goal ≤ 50 ms).
+  (goal ≤ 10 ms) and to a ready replacement (the spare promoted and a new spare forked; goal ≤ 50 ms);
+* memory growth: ``guests/grow.wat`` (``memory.grow`` one page at a time to 4 GiB, no memory limit)
+  in-process and through a worker, alternating, with the worker's peak RSS (a worker's engine is the
+  in-process one, so growth neither moves nor commits the memory);
+* a guest's first run on a fresh worker (its compiled artifact comes from the host) against its
+  next, warm, run there.
 """
 
 from __future__ import annotations
@@ -15,12 +20,13 @@ from __future__ import annotations
 import os
 import signal
 import statistics
+import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.fs import Fs
@@ -152,6 +158,59 @@ def death(samples: int) -> dict[str, list[float]]:
             receipt_ms.append((ended[0] - t0) * 1000)
             time.sleep(0.05)  # let the replaced worker's namespaces go before the next sample
     return {"receipt_ms": receipt_ms, "ready_ms": ready_ms}
+
+
+def _rss_peak_mib(pid: int) -> float:
+    """A process's peak resident set (VmHWM) in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")  # pragma: no cover - not Linux
+
+
+def memory_growth(rounds: int) -> dict[str, float]:
+    """Median ms of grow.wat in-process and through a 1-worker pool (alternating), and the worker's peak RSS MiB."""
+    store = MemoryBlockStore()
+    sess = session("bench", Fs.empty(store).root)
+    command = guest(add_guest(store, _wat("grow")), "run")
+    samples: dict[str, list[float]] = {"wasmtime": [], "process": []}
+    with WorkerPool(1, spare=0) as pool:
+        assert pool.wait_ready(60)
+        backends: dict[str, Any] = {"wasmtime": "wasmtime", "process": pool}
+        for isolation in backends.values():  # compiled and pre-linked on both sides
+            assert run(sess, command, store=store, isolation=isolation, home=False)["kuro/exit-code"] == 65535
+        for _ in range(rounds):
+            for name, isolation in backends.items():
+                t0 = time.perf_counter()
+                receipt = run(sess, command, store=store, isolation=isolation, home=False, timeout_ms=600_000)
+                samples[name].append((time.perf_counter() - t0) * 1000)
+                assert receipt["kuro/exit-code"] == 65535, receipt
+        peak = _rss_peak_mib(pool.pids[0])
+    return {**{name: statistics.median(xs) for name, xs in samples.items()}, "worker_peak_rss_mib": peak}
+
+
+COLD_GUEST: Final = ROOT / "tests" / "wasi" / "testsuite" / "c" / "lseek.wasm"
+
+
+def cold_first_run(samples: int, wasm: Path = COLD_GUEST) -> dict[str, float]:
+    """Median ms of a guest's first run on a fresh worker and of its next run there (a 254 KB WASI C program
+    by default), with a module cache on disk that already holds it (the host compiled it first)."""
+    store = MemoryBlockStore()
+    sess = session("bench", Fs.empty(store).root)
+    command = guest(add_guest(store, wasm.read_bytes()), "_start")
+    first: list[float] = []
+    warm: list[float] = []
+    with tempfile.TemporaryDirectory() as home:
+        run(sess, command, store=store, home=home)  # compiled once, into the host's cache (memory and disk)
+        for _ in range(samples):
+            with WorkerPool(1, spare=0) as pool:
+                assert pool.wait_ready(60)
+                for times in (first, warm):
+                    t0 = time.perf_counter()
+                    receipt = run(sess, command, store=store, isolation=pool, home=home)
+                    times.append((time.perf_counter() - t0) * 1000)
+                    assert receipt["kuro/outcome"] not in ("load-error", "host-error", "worker-died"), receipt
+    return {"first_ms": statistics.median(first), "warm_ms": statistics.median(warm)}
 
 
 def load_average() -> float:

@@ -13,11 +13,19 @@ Order: namespaces (they need ``fork``; the worker becomes PID 1 of its own pid n
 resource limits, then ``PR_SET_NO_NEW_PRIVS``, then the seccomp filter last (it forbids what came
 before: ``unshare``, ``mount``, ``setrlimit``).
 
-``RLIMIT_AS`` bounds the worker's whole address space. wasmtime's default reserves 4 GiB + a 2 GiB
-guard of address space for every linear memory, which any useful limit refuses, so a worker first
-narrows the reservation (:func:`kuro_wasm.host.engine.set_memory_profile`): bounds checks become
-explicit, and ``memory.grow`` past what the limit leaves answers -1. ``RLIMIT_CPU`` counts the whole
-life of a worker; the pool retires a worker before it spends half of it.
+``RLIMIT_AS`` bounds the worker's whole address space, sized so that the worker's engine can be
+*exactly* the in-process one: wasmtime's default reserves :data:`MEMORY_RESERVATION` (4 GiB plus a
+32 MiB guard on each side) of address space per linear memory, so a 32-bit memory never moves when
+it grows and its bounds checks are elided; the default limit (:data:`DEFAULT_ADDRESS_SPACE`) leaves
+room for a store's :data:`~kuro_wasm.model.limits.DEFAULT_MAX_MEMORIES` memories at once, plus the
+interpreter. (A narrower reservation that a small limit would allow makes every memory that grows
+past it move — copy and commit the whole memory — on each growth: ``guests/grow.wat`` took 5 s and
+5 GB of RSS in a worker against 25 ms and 41 MB in-process; and its compiled code differs, so
+artifacts could not be shared with the host.) A limit below :data:`MIN_ADDRESS_SPACE` would refuse
+every guest with a memory and is refused when made; a run whose memories need more than the limit
+leaves gets ``host-error`` ("Cannot allocate memory"), and a guest's own bound is
+``max_memory_bytes``, as in-process. ``RLIMIT_CPU`` counts the whole life of a worker; the pool
+retires a worker before it spends half of it.
 
 The seccomp filter (``pyseccomp`` over the system's ``libseccomp``) allows by default and refuses
 :data:`DENIED_SYSCALLS` with ``EPERM``; ``clone`` only when it makes a thread (``CLONE_THREAD``),
@@ -53,9 +61,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kuro_wasm.model.limits import DEFAULT_MAX_MEMORIES
+
 __all__ = [
+    "DEFAULT_ADDRESS_SPACE",
     "DENIED_SYSCALLS",
     "MEASURES",
+    "MEMORY_RESERVATION",
+    "MIN_ADDRESS_SPACE",
     "SELF_ONLY_SYSCALLS",
     "TRIES",
     "Hardening",
@@ -73,7 +86,7 @@ MEASURES: Final[Mapping[str, str]] = {
     "rlimit-nofile": "RLIMIT_NOFILE: at most this many open files",
     "rlimit-fsize": "RLIMIT_FSIZE: no file the worker writes grows past this size (EFBIG)",
     "rlimit-cpu": "RLIMIT_CPU: the worker is killed (SIGXCPU, then SIGKILL) past this much CPU time",
-    "rlimit-as": "RLIMIT_AS: the worker's address space is bounded (memory.grow past it answers -1)",
+    "rlimit-as": "RLIMIT_AS: the worker's address space is bounded (room for a store's memories at full reservation)",
     "no-new-privs": "PR_SET_NO_NEW_PRIVS: nothing the worker could execute gains privileges",
     "seccomp": "a seccomp filter refuses exec, fork, sockets, ptrace, mount, namespaces, bpf, modules",
     "user-namespace": "an unprivileged user namespace: no capability in the host's namespaces",
@@ -81,6 +94,17 @@ MEASURES: Final[Mapping[str, str]] = {
     "pid-namespace": "its own pid namespace (it is PID 1): no other process can be seen or signalled",
     "mount-namespace": "its own mount namespace, with a /proc that shows only its pid namespace",
 }
+
+#: Address space wasmtime's default configuration reserves per linear memory: 4 GiB, and a 32 MiB guard
+#: before and after it (wasmtime 50; a test instantiates a memory and checks this still covers it).
+MEMORY_RESERVATION: Final = (4 << 30) + (64 << 20)
+#: The interpreter, wasmtime and their threads besides linear memories: a worker idles at ~0.35 GiB, and each
+#: thread may add a 64 MiB malloc arena and its stack (wasmtime compiles on one thread per core).
+_HEADROOM: Final = (1 << 30) + (os.cpu_count() or 1) * (128 << 20)
+#: The default ``RLIMIT_AS``: a store's default maximum of memories, each at full reservation, plus headroom.
+DEFAULT_ADDRESS_SPACE: Final = DEFAULT_MAX_MEMORIES * MEMORY_RESERVATION + _HEADROOM
+#: The smallest ``RLIMIT_AS`` a worker accepts: one memory at full reservation, plus headroom.
+MIN_ADDRESS_SPACE: Final = MEMORY_RESERVATION + _HEADROOM
 
 #: Syscalls the filter refuses outright (EPERM), by group.
 DENIED_SYSCALLS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -128,13 +152,14 @@ _libc = ctypes.CDLL(None, use_errno=True)
 class Hardening:
     """The limits a worker applies to itself (bytes, files, CPU seconds) and whether to try namespaces.
 
-    Raises ValueError: a limit that is not an int >= 1 (``address_space`` may be None: no ``RLIMIT_AS``).
+    Raises ValueError: a limit that is not an int >= 1, or an ``address_space`` below :data:`MIN_ADDRESS_SPACE`
+    (it may be None: no ``RLIMIT_AS``).
     """
 
     nofile: int = 256
     fsize: int = 256 << 20
     cpu_seconds: int = 3600
-    address_space: int | None = 8 << 30
+    address_space: int | None = DEFAULT_ADDRESS_SPACE
     namespaces: bool = True
 
     def __post_init__(self) -> None:
@@ -143,8 +168,11 @@ class Hardening:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         space = self.address_space
-        if space is not None and (isinstance(space, bool) or not isinstance(space, int) or space < 1):
-            raise ValueError(f"address_space must be an int >= 1 or None, got {space!r}")
+        if space is not None and (isinstance(space, bool) or not isinstance(space, int) or space < MIN_ADDRESS_SPACE):
+            raise ValueError(
+                f"address_space must be an int >= {MIN_ADDRESS_SPACE} (one linear memory at wasmtime's full "
+                f"reservation, plus the interpreter) or None, got {space!r}"
+            )
         if not isinstance(self.namespaces, bool):
             raise ValueError(f"namespaces must be a bool, got {self.namespaces!r}")
 
@@ -410,6 +438,16 @@ def probe(what: str) -> dict[str, Any]:
             "interfaces": interfaces,
             "core": resource.getrlimit(resource.RLIMIT_CORE)[1],
             "visible-pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+        }
+    if what == "engine":  # the engine configuration runs get here (it must be the in-process one)
+        from kuro_wasm.host import engine
+
+        profile = engine.memory_profile()
+        return {
+            "key": engine.engine_key(engine.EngineConfig()),
+            "fuel-key": engine.engine_key(engine.EngineConfig(fuel=True)),
+            "profile": None if profile is None else [profile.reservation, profile.guard, profile.growth],
+            "address-space": resource.getrlimit(resource.RLIMIT_AS)[1],
         }
     if what == "abort":
         os.abort()

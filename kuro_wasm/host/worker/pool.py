@@ -56,6 +56,7 @@ from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
 from kuro_fs.home import resolve_home
 from kuro_wasm.errors import HostError, KuroError
+from kuro_wasm.host import engine as _engine
 from kuro_wasm.host.job import OnChunk, OnExit
 from kuro_wasm.host.worker.hardening import Hardening
 from kuro_wasm.host.worker.protocol import MAX_BLOCK_BYTES, ProtocolError, read_frame, send
@@ -239,6 +240,8 @@ class WorkerPool:
             if not isinstance(hardening, list) or not all(isinstance(h, str) for h in hardening):
                 raise ProtocolError("hello.hardening must be a list of names")
             conn.hardening = sorted(hardening)
+            if hello[0]["engine"] != _engine.engine_key(_engine.EngineConfig()):  # its runs must be the in-process ones
+                raise ProtocolError(f"the worker's engine is {hello[0]['engine']}, not this host's")
             conn.pidfd = os.pidfd_open(conn.pid)
             with self._cond:
                 self._starting -= 1

@@ -101,7 +101,7 @@ MESSAGES: Final[Mapping[str, Message]] = {
     "reply": Message("host", {"rid": "int", "found": "bool"}, payload=True),
     "probe": Message("host", {"what": "str"}),
     # worker → host
-    "hello": Message("worker", {"pid": "int", "hardening": "data"}),
+    "hello": Message("worker", {"pid": "int", "hardening": "data", "engine": "str"}),
     "unfit": Message("worker", {"error": "str"}),  # instead of hello: the worker could not harden itself
     "chunk": Message("worker", {"id": "int", "stream": "str"}, payload=True),
     "get": Message("worker", {"id": "int", "rid": "int", "cid": "str"}),

@@ -56,13 +56,10 @@ from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.receipt import HOST_KEYS
 from kuro_wasm.model.sessions import Session
 
-__all__ = ["MEMORY_PROFILE", "serve"]
+__all__ = ["serve"]
 
-#: How a worker with an address-space limit reserves linear memory (see :mod:`.hardening`).
-#: 1 GiB reserved per memory (most guests never move), a small guard (bounds checks are explicit below 4 GiB),
-#: and 1 GiB more reserved when a memory outgrows its reservation and moves (so growing to 4 GiB moves 3 times).
-MEMORY_PROFILE: Final = engine.MemoryProfile(reservation=1 << 30, guard=64 << 10, growth=1 << 30)
 _FROM_HOST: Final = frozenset({"host"})
+_PLAIN: Final = engine.EngineConfig()
 _HOST_PAYLOAD_LIMIT: Final = 1 << 30
 #: What a done frame reports of the Job's receipt: the keys a host may state, less those the host states itself.
 _REPORTED: Final = frozenset(f"kuro/{k}" for k in HOST_KEYS) - HOST_STATED | {"kuro/stdout-bytes", "kuro/stderr-bytes"}
@@ -337,8 +334,6 @@ def serve(fd: int, options: Mapping[str, Any]) -> None:
         if config.namespaces:
             names, pid = hardening.enter_namespaces()
             in_force += names
-        if config.address_space is not None:
-            engine.set_memory_profile(MEMORY_PROFILE)
         in_force += hardening.apply_limits(config)
         in_force += hardening.set_no_new_privs()
         in_force += hardening.install_seccomp()
@@ -351,7 +346,7 @@ def serve(fd: int, options: Mapping[str, Any]) -> None:
         os._exit(3)
     try:
         worker = _Worker(sock, bool(options.get("test_hooks")))
-        worker.send("hello", {"pid": pid, "hardening": sorted(in_force)})
+        worker.send("hello", {"pid": pid, "hardening": sorted(in_force), "engine": engine.engine_key(_PLAIN)})
         threading.Thread(target=worker.read, name="kuro-worker-reader", daemon=True).start()
         worker.loop()
     except BaseException:

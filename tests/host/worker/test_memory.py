@@ -1,0 +1,91 @@
+"""A worker's engine is the in-process engine: memory is reserved, grown and bounded exactly as in-process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from hostkit import wat
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.host import engine
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.host.worker.hardening import DEFAULT_ADDRESS_SPACE, MEMORY_RESERVATION, MIN_ADDRESS_SPACE, Hardening
+from kuro_wasm.host.worker.pool import WorkerPool
+from kuro_wasm.model.sessions import guest, session
+
+TWO_MEMORIES = '(module (memory 1) (memory $b 1) (func (export "run") (result i32) (i32.const 0)))'
+
+
+def test_a_worker_runs_the_in_process_engine_under_an_address_space_that_fits_it(pool: WorkerPool) -> None:
+    assert pool.probe("engine") == {
+        "key": engine.engine_key(engine.EngineConfig()),
+        "fuel-key": engine.engine_key(engine.EngineConfig(fuel=True)),
+        "profile": None,  # wasmtime's own reservation, as in-process: nothing narrowed
+        "address-space": DEFAULT_ADDRESS_SPACE,
+    }
+    assert engine.memory_profile() is None
+
+
+@pytest.mark.parametrize("max_memory_bytes", [None, 1 << 20, 64 << 20])
+def test_memory_grows_as_far_in_a_worker_as_in_process(pool: WorkerPool, max_memory_bytes: int | None) -> None:
+    store = MemoryBlockStore()
+    sess = session("s-grow", Fs.empty(store).root)
+    cid = add_guest(store, wat("grow"))
+    receipts: dict[str, Any] = {
+        name: run(sess, guest(cid, "run"), store=store, isolation=iso, max_memory_bytes=max_memory_bytes)
+        for name, iso in (("wasmtime", "wasmtime"), ("process", pool))
+    }
+    inproc, worker = receipts["wasmtime"], receipts["process"]
+    for key in ("kuro/outcome", "kuro/exit-code", "kuro/engine", "kuro/limits"):
+        assert worker[key] == inproc[key], key
+    pages = 65535 if max_memory_bytes is None else max_memory_bytes // 65536 - 1
+    assert worker["kuro/exit-code"] == pages
+
+
+_RESERVED = """
+import ctypes
+import wasmtime
+def maps():
+    with open("/proc/self/maps") as f:
+        return {tuple(int(x, 16) for x in line.split()[0].split("-")) for line in f}
+e = wasmtime.Engine(); m = wasmtime.Module(e, '(module (memory (export "m") 1))'); s = wasmtime.Store(e)
+before = maps(); i = wasmtime.Instance(s, m, []); new = sorted(maps() - before)
+address = ctypes.cast(i.exports(s)["m"].data_ptr(s), ctypes.c_void_p).value
+chain = [next((a, b) for a, b in new if a <= address < b)]
+for a, b in new:  # the new mappings contiguous with the one holding the memory: guard, memory, rest, guard
+    if a == chain[-1][1]:
+        chain.append((a, b))
+for a, b in reversed(new):
+    if b == chain[0][0]:
+        chain.insert(0, (a, b))
+print(sum(b - a for a, b in chain))
+"""
+
+
+def test_the_reservation_a_worker_makes_room_for_covers_what_wasmtime_reserves() -> None:
+    done = subprocess.run([sys.executable, "-c", _RESERVED], capture_output=True, check=True, text=True)
+    assert 4 << 30 <= int(done.stdout) <= MEMORY_RESERVATION, done.stdout
+
+
+def test_an_address_space_for_one_memory_runs_one_and_refuses_two_as_a_host_error() -> None:
+    store = MemoryBlockStore()
+    sess = session("s-as", Fs.empty(store).root)
+    grow, two = add_guest(store, wat("grow")), add_guest(store, TWO_MEMORIES)
+    with WorkerPool(1, spare=0, hardening=Hardening(address_space=MIN_ADDRESS_SPACE)) as tight:
+        grown = run(sess, guest(grow, "run"), store=store, isolation=tight)
+        refused = run(sess, guest(two, "run"), store=store, isolation=tight)
+    assert (grown["kuro/outcome"], grown["kuro/exit-code"]) == ("exit", 65535)
+    assert "rlimit-as" in grown["kuro/worker"]["hardening"]
+    assert (refused["kuro/outcome"], refused["kuro/exit-code"]) == ("host-error", 70)
+    assert "Cannot allocate memory" in refused["kuro/error"]
+    assert run(sess, guest(two, "run"), store=store)["kuro/outcome"] == "ok"  # in-process has no such limit
+
+
+def test_an_address_space_too_small_for_any_memory_is_refused_when_made() -> None:
+    with pytest.raises(ValueError, match="one linear memory"):
+        Hardening(address_space=MIN_ADDRESS_SPACE - 1)
