@@ -10,8 +10,8 @@ limits, ``no_new_privs`` and the seccomp filter are required — a worker that c
 them exits before saying hello, so no guest ever runs on a worker weaker than its receipt says.
 
 Order: namespaces (they need ``fork``; the worker becomes PID 1 of its own pid namespace), then the
-resource limits, then ``PR_SET_NO_NEW_PRIVS``, then the seccomp filter last (it forbids what came
-before: ``unshare``, ``mount``, ``setrlimit``).
+resource limits, then ``PR_SET_NO_NEW_PRIVS``, then Landlock (it needs ``no_new_privs``), then the
+seccomp filter last (it forbids what came before: ``unshare``, ``mount``, ``setrlimit``).
 
 ``RLIMIT_AS`` bounds the worker's whole address space, sized so that the worker's engine can be
 *exactly* the in-process one: wasmtime's default reserves :data:`MEMORY_RESERVATION` (4 GiB plus a
@@ -39,12 +39,20 @@ write, compare or move another process's memory — is refused outright.
 
 ## Effects
 ``unshare``, ``mount``, ``/proc/self/{uid,gid}_map``, ``fork`` (once, for the pid namespace),
-``setrlimit``, ``prctl``, ``seccomp``. :func:`probe` (test hooks only) tries what the measures forbid.
+``setrlimit``, ``prctl``, ``landlock_*``, ``seccomp``. :func:`probe` (test hooks only) tries what the measures forbid.
+
+The filesystem is confined with Landlock (:func:`confine_filesystem`, after ``no_new_privs`` and
+before the filter): a worker reads only its code, system libraries, its own ``/proc`` entry and the
+block store directories the pool grants (``Hardening.stores``), and writes no file but
+``/dev/null`` — above all it can neither read the module cache's key nor write an artifact the host
+or another worker would run. It is required unless the pool opts out (``filesystem=False``); on
+Landlock ABI 6+ signals and abstract sockets are also scoped to the worker's own domain
+(``signal-scope``).
 
 ## Not done here
-No filesystem confinement: a worker reads and writes files with the user's rights (no landlock, no
-read-only remount). No allow-list filter: Python and wasmtime use too many syscalls for one that
-would not break on the next version of either.
+No allow-list filter: Python and wasmtime use too many syscalls for one that would not break on the
+next version of either. No separate user: a worker runs as the host's user (a user namespace maps
+it). Confinement of what a worker may *read* stops at the directories above.
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kuro_fs.home import resolve_home
 from kuro_wasm.model.limits import DEFAULT_MAX_MEMORIES
 
 __all__ = [
@@ -74,6 +83,10 @@ __all__ = [
     "Hardening",
     "apply_limits",
     "build_seccomp",
+    "check_stores",
+    "confine_filesystem",
+    "landlock_abi",
+    "readable_paths",
     "enter_namespaces",
     "install_seccomp",
     "probe",
@@ -89,6 +102,8 @@ MEASURES: Final[Mapping[str, str]] = {
     "rlimit-as": "RLIMIT_AS: the worker's address space is bounded (room for a store's memories at full reservation)",
     "no-new-privs": "PR_SET_NO_NEW_PRIVS: nothing the worker could execute gains privileges",
     "seccomp": "a seccomp filter refuses exec, fork, sockets, ptrace, mount, namespaces, bpf, modules",
+    "landlock": "Landlock: the worker reads only code, system libraries and the block stores given; it writes no file",
+    "signal-scope": "Landlock scope: no signal reaches a process outside the worker's own Landlock domain",
     "user-namespace": "an unprivileged user namespace: no capability in the host's namespaces",
     "net-namespace": "a network namespace with no interface up: no network at all",
     "pid-namespace": "its own pid namespace (it is PID 1): no other process can be seen or signalled",
@@ -150,7 +165,9 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 @dataclass(frozen=True, slots=True)
 class Hardening:
-    """The limits a worker applies to itself (bytes, files, CPU seconds) and whether to try namespaces.
+    """The limits a worker applies to itself (bytes, files, CPU seconds), whether to try namespaces, whether to
+    confine its filesystem (Landlock; required when asked), and the block store directories it may read
+    (``stores``; None: the default kuro home's, resolved when the pool starts).
 
     Raises ValueError: a limit that is not an int >= 1, or an ``address_space`` below :data:`MIN_ADDRESS_SPACE`
     (it may be None: no ``RLIMIT_AS``).
@@ -161,6 +178,8 @@ class Hardening:
     cpu_seconds: int = 3600
     address_space: int | None = DEFAULT_ADDRESS_SPACE
     namespaces: bool = True
+    filesystem: bool = True
+    stores: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("nofile", "fsize", "cpu_seconds"):
@@ -173,8 +192,12 @@ class Hardening:
                 f"address_space must be an int >= {MIN_ADDRESS_SPACE} (one linear memory at wasmtime's full "
                 f"reservation, plus the interpreter) or None, got {space!r}"
             )
-        if not isinstance(self.namespaces, bool):
-            raise ValueError(f"namespaces must be a bool, got {self.namespaces!r}")
+        for name in ("namespaces", "filesystem"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        stores = self.stores
+        if stores is not None and not (isinstance(stores, tuple) and all(isinstance(d, str) and d for d in stores)):
+            raise ValueError(f"stores must be a tuple of directory names or None, got {stores!r}")
 
     def to_data(self) -> dict[str, Any]:
         """Plain data for the fork request."""
@@ -184,12 +207,16 @@ class Hardening:
             "cpu_seconds": self.cpu_seconds,
             "address_space": self.address_space,
             "namespaces": self.namespaces,
+            "filesystem": self.filesystem,
+            "stores": None if self.stores is None else list(self.stores),
         }
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Hardening:
         """Rebuild from :meth:`to_data`. Raises ValueError (KeyError) on anything else."""
-        return cls(**{k: data[k] for k in ("nofile", "fsize", "cpu_seconds", "address_space", "namespaces")})
+        fields = {k: data[k] for k in ("nofile", "fsize", "cpu_seconds", "address_space", "namespaces", "filesystem")}
+        stores = data["stores"]
+        return cls(**fields, stores=None if stores is None else tuple(stores))
 
 
 def _check(result: int, what: str) -> None:
@@ -253,6 +280,158 @@ def apply_limits(hardening: Hardening) -> list[str]:
     return [name for name, _, _ in limits]
 
 
+_LANDLOCK_CREATE_RULESET: Final = 444  # the same number on every architecture (a syscall added after the split)
+_LANDLOCK_ADD_RULE: Final = 445
+_LANDLOCK_RESTRICT_SELF: Final = 446
+_LANDLOCK_CREATE_RULESET_VERSION: Final = 1
+_LANDLOCK_RULE_PATH_BENEATH: Final = 1
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 14, 1 << 15
+#: Filesystem rights each Landlock ABI version knows (v1: 13 rights; v2 adds REFER, v3 TRUNCATE, v5 IOCTL_DEV).
+_FS_RIGHTS: Final = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
+_FILE_RIGHTS: Final = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
+_NET_RIGHTS: Final = (1 << 2) - 1  # v4: BIND_TCP, CONNECT_TCP
+_SCOPES: Final = (1 << 2) - 1  # v6: ABSTRACT_UNIX_SOCKET, SIGNAL
+#: System directories a worker reads (shared libraries loaded late, CPU and cgroup facts for thread counts).
+_SYSTEM_READ: Final = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/sys/devices/system/cpu")
+_SYSTEM_FILES: Final = ("/etc/ld.so.cache", "/dev/urandom", "/dev/zero")
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = (
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    )
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version this kernel offers; 0 when it has none (or it is disabled)."""
+    version = _libc.syscall(ctypes.c_long(_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(0, int(version))
+
+
+def _within(path: str, directory: str) -> bool:
+    """True if ``path`` is ``directory`` or beneath it (both already resolved)."""
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def check_stores(stores: tuple[str, ...], home: str | None = None) -> None:
+    """Refuse block store grants that would open the kuro home to a worker: a directory holding the home
+    (its module cache key, ledger, refs), or one inside the home but outside its ``blocks/``.
+
+    ``home``: the kuro home to keep closed (default: the one ``$KURO_HOME`` or ``~/.kuro`` names).
+    Raises ValueError.
+    """
+    kuro_home = os.path.realpath(home if home is not None else resolve_home())
+    blocks = os.path.realpath(os.path.join(kuro_home, "blocks"))
+    for store in stores:
+        where = os.path.realpath(store)
+        if _within(kuro_home, where) or (_within(where, kuro_home) and not _within(where, blocks)):
+            raise ValueError(
+                f"block store directory {store!r} would let a worker read the kuro home {kuro_home!r} "
+                "(its module cache key, ledger and refs): grant the home's blocks/ or a directory outside it"
+            )
+
+
+def readable_paths(stores: tuple[str, ...], namespaced: bool) -> tuple[list[str], list[str]]:
+    """``(directories, files)`` a confined worker may read: the Python installation and the paths it imports
+    from (never the working directory), kuro's own packages, system libraries, its own ``/proc`` entry, and
+    ``stores`` (checked by :func:`check_stores`). Only those that exist.
+
+    An import path that holds the kuro home or the user's home directory (``PYTHONPATH=~``, say) is not
+    granted whole: only the directories of the modules already imported from it are. Raises ValueError
+    (a store grant :func:`check_stores` refuses).
+    """
+    import kuro_fs
+    import kuro_wasm
+
+    check_stores(stores)
+    cwd = os.path.realpath(os.getcwd())
+    closed = [os.path.realpath(resolve_home()), os.path.realpath(os.path.expanduser("~"))]
+    imports: list[str] = []
+    for entry in (p for p in sys.path if p and os.path.isabs(p)):
+        where = os.path.realpath(entry)
+        if where == cwd:
+            continue
+        if any(_within(c, where) for c in closed):
+            imports += _imported_from(where)
+        else:
+            imports.append(where)
+    dirs = [sys.prefix, sys.base_prefix, sys.exec_prefix, *_SYSTEM_READ, *stores, "/proc/self", *imports]
+    dirs += [os.path.dirname(kuro_fs.__file__), os.path.dirname(kuro_wasm.__file__)]
+    if namespaced:
+        dirs.append("/proc")  # listing it shows only the worker's own pid namespace
+    found = sorted({os.path.realpath(d) for d in dirs if os.path.isdir(d)})
+    files = sorted({os.path.realpath(f) for f in _SYSTEM_FILES if os.path.isfile(f) or os.path.exists(f)})
+    return found, files
+
+
+def _imported_from(entry: str) -> list[str]:
+    """The top-level package directories of the modules already imported from import path ``entry`` (a
+    single-file module imported from it needs no more reading)."""
+    found: set[str] = set()
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str) or not _within(os.path.realpath(file), entry):
+            continue
+        first = os.path.relpath(os.path.realpath(file), entry).split(os.sep)[0]
+        top = os.path.join(entry, first)
+        if os.path.isdir(top):
+            found.add(top)
+    return sorted(found)
+
+
+def confine_filesystem(stores: tuple[str, ...], namespaced: bool) -> tuple[list[str], list[str]]:
+    """Landlock the calling thread (and every thread and child it makes after): read only
+    :func:`readable_paths`, write nothing but ``/dev/null``; on ABI 6+ also scope signals and abstract
+    sockets to its own domain. ``(measures in force, store directories granted)``.
+
+    Needs ``no_new_privs`` first. Raises OSError: the kernel has no Landlock, or a rule is refused.
+    """
+    abi = landlock_abi()
+    if abi < 1:
+        raise OSError(errno.EOPNOTSUPP, "this kernel offers no Landlock (needed to confine a worker's filesystem)")
+    handled = _FS_RIGHTS.get(abi, _FS_RIGHTS[5])
+    attr = _RulesetAttr(handled, _NET_RIGHTS if abi >= 4 else 0, _SCOPES if abi >= 6 else 0)
+    ruleset = _libc.syscall(
+        ctypes.c_long(_LANDLOCK_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), 0
+    )
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
+    dirs, files = readable_paths(stores, namespaced)
+    granted: list[str] = []
+    try:
+        rules = [(d, _FS_READ_FILE | _FS_READ_DIR) for d in dirs] + [(f, _FS_READ_FILE) for f in files]
+        rules.append((os.devnull, _FS_READ_FILE | _FS_WRITE_FILE))
+        for path, allowed in rules:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                beneath = _PathBeneath(allowed & handled & (~0 if os.path.isdir(path) else _FILE_RIGHTS), fd)
+                result = _libc.syscall(
+                    ctypes.c_long(_LANDLOCK_ADD_RULE), ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(beneath), 0
+                )
+                if result != 0:
+                    raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}: {os.strerror(ctypes.get_errno())}")
+            finally:
+                os.close(fd)
+        granted = [d for d in dirs if any(d == os.path.realpath(s) for s in stores)]
+        if _libc.syscall(ctypes.c_long(_LANDLOCK_RESTRICT_SELF), ruleset, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(ruleset)
+    sys.dont_write_bytecode = True  # nothing could be written anyway: do not even try
+    sys.path[:] = [
+        p for p in sys.path if p and os.path.isabs(p) and os.path.realpath(p) != os.path.realpath(os.getcwd())
+    ]
+    return (["landlock", "signal-scope"] if abi >= 6 else ["landlock"]), granted
+
+
 def set_no_new_privs() -> list[str]:
     """``prctl(PR_SET_NO_NEW_PRIVS, 1)``. Raises OSError."""
     _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
@@ -309,6 +488,16 @@ def _fill_file(size: int) -> None:
     with tempfile.TemporaryFile() as f:
         f.write(b"\0" * size)
         f.flush()
+
+
+def _read_file(path: str) -> None:
+    with open(path, "rb") as f:
+        f.read(1)
+
+
+def _write_file(path: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.close(fd)
 
 
 def _open_many() -> dict[str, Any]:
@@ -401,6 +590,10 @@ def probe(what: str) -> dict[str, Any]:
         return _errno_of(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard - 1)))
     if what.startswith("fsize:"):
         return _errno_of(lambda: _fill_file(int(what.partition(":")[2])))
+    if what.startswith("read:"):
+        return _errno_of(lambda: _read_file(what.partition(":")[2]))
+    if what.startswith("write:"):
+        return _errno_of(lambda: _write_file(what.partition(":")[2]))
     if what.startswith("syscall:"):  # syscall:NAME:PID (PID "self": the worker itself)
         _, name, target = what.split(":")
         return try_syscall(name, os.getpid() if target == "self" else int(target))
@@ -432,12 +625,16 @@ def probe(what: str) -> dict[str, Any]:
                     fields[key] = value.strip()
         with open("/proc/self/net/dev", encoding="ascii") as dev:
             interfaces = sorted(line.split(":")[0].strip() for line in dev.readlines()[2:])
+        try:
+            visible: list[int] | None = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+        except PermissionError:
+            visible = None  # confined outside a pid namespace: /proc cannot even be listed
         return {
             "status": fields,
             "pid": os.getpid(),
             "interfaces": interfaces,
             "core": resource.getrlimit(resource.RLIMIT_CORE)[1],
-            "visible-pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+            "visible-pids": visible,
         }
     if what == "engine":  # the engine configuration runs get here (it must be the in-process one)
         from kuro_wasm.host import engine

@@ -15,18 +15,26 @@ between two short runs. A worker that falls idle while another still has a queue
 (``withdraw``: the worker gives it up only if it has not started), so a short run is not stuck
 behind a long one. The pool keeps ``workers`` active workers plus ``spare`` started and idle ones:
 when a worker dies or retires, a spare takes its place at once and a new spare is forked from the
-zygote in the background.
+zygote in the background. Whatever ends a worker's reader thread, the worker is killed.
 
 The host keeps its own clock on every run: a run still waiting for a worker when its deadline
 passes, or killed while waiting, ends at once (``timeout``/``cancelled``); a worker that has not
 stopped its head :data:`~kuro_wasm.host.worker.run.STOP_GRACE_S` after its deadline or a kill is
 killed (``SIGKILL`` through a pidfd), and the run ends with the stop's outcome. A frame that breaks
 the protocol, a block that does not hash to its CID, or a result the model refuses gets the worker
-killed the same way; its head's receipt says why.
+killed the same way; its head's receipt says why (``worker-died``). An error of the host's own while
+it reads a worker's frames gets the worker killed too, and its head ends ``host-error``: neither is
+ever the guest's fault, and no reader thread ends in a traceback.
+
+Compiled guests go one way only: a worker asks for a guest it has not run (``module``), and the
+host compiles it — or loads it from its own module cache, whose tags it verifies — and answers with
+the serialized artifact (one compile for workers asking at once). A worker never writes anything
+the host deserializes.
 
 ## Effects
 The zygote process and the workers it forks; one reader thread per worker, one watchdog thread;
-pidfds; the callers' block stores (blocks in and out).
+pidfds; the callers' block stores (blocks in and out); the host's module cache (guests compiled for
+workers).
 
 ## Not done here
 No scheduling across machines (the frames are the protocol a remote pool would speak too), no
@@ -36,6 +44,7 @@ priorities, no per-tenant pools.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import itertools
 import os
@@ -44,21 +53,25 @@ import signal
 import socket
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
+
+import wasmtime.component
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import parse
 from kuro_fs.errors import InvalidCID, KuroFsError
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
-from kuro_fs.home import resolve_home
+from kuro_fs.home import blocks_dir, resolve_home
 from kuro_wasm.errors import HostError, KuroError
 from kuro_wasm.host import engine as _engine
+from kuro_wasm.host import loader
+from kuro_wasm.host.cache import COMPONENT, MODULE, cache_for
 from kuro_wasm.host.job import OnChunk, OnExit
-from kuro_wasm.host.worker.hardening import Hardening
+from kuro_wasm.host.worker.hardening import Hardening, check_stores
 from kuro_wasm.host.worker.protocol import MAX_BLOCK_BYTES, ProtocolError, read_frame, send
 from kuro_wasm.host.worker.run import STOP_GRACE_S, RemoteRun, died_result
 from kuro_wasm.host.worker.verify import accept_root
@@ -84,6 +97,7 @@ class _Conn:
         self.pid: int | None = None
         self.pidfd: int | None = None
         self.hardening: list[str] = []
+        self.stores: tuple[str, ...] = ()  # the block store directories it may read directly (its hello says)
         self.outstanding: list[RemoteRun] = []
         self.ready = False
         self.dead = False
@@ -128,7 +142,9 @@ class WorkerPool:
 
     ``workers`` active workers (default: ``$KURO_WORKERS``, else the number of CPUs) plus ``spare`` idle
     ones; ``hardening`` is what each worker applies to itself; ``test_hooks`` makes workers answer
-    :meth:`probe` (tests only). Raises HostError: the zygote could not be started.
+    :meth:`probe` (tests only). Raises HostError: the zygote could not be started; ValueError: a confined
+    pool's ``hardening.stores`` would open the kuro home to its workers
+    (:func:`~kuro_wasm.host.worker.hardening.check_stores`).
     """
 
     def __init__(
@@ -147,7 +163,12 @@ class WorkerPool:
         self.size = count
         self.spare = spare
         self.depth = depth
-        self.hardening = hardening or Hardening()
+        chosen = hardening or Hardening()
+        if chosen.stores is None:  # the default kuro home's block store, as the CLI opens it
+            chosen = dataclasses.replace(chosen, stores=(_resolved(str(blocks_dir())),))
+        if chosen.filesystem:
+            check_stores(chosen.stores or ())  # a grant that opens the kuro home to workers: refused here, clearly
+        self.hardening = chosen
         self._options = {"hardening": self.hardening.to_data(), "test_hooks": test_hooks}
         self._start_timeout = start_timeout
         lock = threading.Lock()
@@ -163,6 +184,9 @@ class WorkerPool:
         self._ids = itertools.count(1)
         self._closed = False
         self._watch_due = 0.0  # when the watchdog wakes next (a run due sooner wakes it)
+        #: How many requests of each kind (``get``, ``has``, ``module``) the host has answered for its workers.
+        self.answered: Counter[str] = Counter()
+        self._compiling: dict[tuple[object, ...], threading.Lock] = {}  # (cid, engine config, home) being prepared
         self._zygote = Zygote()
         self._watchdog = threading.Thread(target=self._watch_loop, name="kuro-pool-watchdog", daemon=True)
         self._watchdog.start()
@@ -242,6 +266,10 @@ class WorkerPool:
             conn.hardening = sorted(hardening)
             if hello[0]["engine"] != _engine.engine_key(_engine.EngineConfig()):  # its runs must be the in-process ones
                 raise ProtocolError(f"the worker's engine is {hello[0]['engine']}, not this host's")
+            stores = hello[0]["stores"]
+            if not isinstance(stores, list) or not all(isinstance(d, str) for d in stores):
+                raise ProtocolError("hello.stores must be a list of directory names")
+            conn.stores = tuple(stores)
             conn.pidfd = os.pidfd_open(conn.pid)
             with self._cond:
                 self._starting -= 1
@@ -306,6 +334,8 @@ class WorkerPool:
         elif kind in ("get", "has"):
             run = self._head(conn, message["id"])
             self._answer(conn, run, kind, message)
+        elif kind == "module":
+            self._compiled(conn, self._head(conn, message["id"]), message)
         elif kind == "put":
             run = self._head(conn, message["id"])
             problem = run.staged.add(message["cid"], payload)  # held apart until the run's root is believed
@@ -341,7 +371,32 @@ class WorkerPool:
                 found = block is not None
         except KuroFsError:  # a corrupt block or a failing store: the run sees it as absent (block-missing)
             found, block = False, None
+        self.answered[kind] += 1
         conn.send("reply", {"rid": message["rid"], "found": found}, block or b"")
+
+    def _compiled(self, conn: _Conn, run: RemoteRun, message: Mapping[str, Any]) -> None:
+        """Answer a worker's ``module``: the guest compiled by this host (or loaded from its own verified module
+        cache) for the run's engine, serialized, with its shape; ``kind`` None when it cannot be loaded (the
+        worker's run then reports why). Workers only ever deserialize what the host hands them, and the host
+        compiles for a worker only the guest its run names, for that run's engine (anything else is a protocol
+        breach: a taken-over worker cannot make the host compile other blocks)."""
+        if message["cid"] != run.command.get("kuro/guest") or message["fuel"] is not (run.limits.fuel is not None):
+            raise ProtocolError("a worker asked for a compiled guest other than its run's own")
+        kind: str | None = None
+        meta = artifact = b""
+        config = _engine.EngineConfig(fuel=message["fuel"])
+        key = (message["cid"], config, run.home)
+        with self._cond:
+            once = self._compiling.setdefault(key, threading.Lock())
+        with once:  # workers asking for one guest at once: the first compiles, the others find it prepared
+            ready = loader.prepare(run.store, message["cid"], config, cache_for(run.home))
+        with self._cond:
+            self._compiling.pop(key, None)
+        if not isinstance(ready, loader.LoadFailure):
+            form = COMPONENT if isinstance(ready.module, wasmtime.component.Component) else MODULE
+            kind, meta, artifact = form.name, ready.shape.to_bytes(), form.serialize(ready.module)
+        self.answered["module"] += 1
+        conn.send("compiled", {"rid": message["rid"], "kind": kind, "meta": len(meta)}, meta + artifact)
 
     def _done(self, conn: _Conn, message: Mapping[str, Any]) -> None:
         run = self._head(conn, message["id"])
@@ -414,7 +469,7 @@ class WorkerPool:
             run.conn, run.sent = conn, True
             conn.outstanding.append(run)
             with run.lock:
-                fields = self._request(run)
+                fields = self._request(run, conn)
                 payload = bytes(run.stdin)
             if len(conn.outstanding) == 1:
                 run.stdin.clear()  # the head may start at once: it can no longer be withdrawn
@@ -446,7 +501,7 @@ class WorkerPool:
                             conn.outbox.clear()  # the worker is gone: its reader sees that and settles its runs
                         break
 
-    def _request(self, run: RemoteRun) -> dict[str, Any]:
+    def _request(self, run: RemoteRun, conn: _Conn) -> dict[str, Any]:
         fs_arg = run.fs_arg
         fs: Any = fs_arg
         if isinstance(fs_arg, Fs):
@@ -457,7 +512,7 @@ class WorkerPool:
             present = isinstance(guest, str) and run.store.has(guest)
         except (KuroFsError, ValueError):
             present = False
-        store_path = str(Path(run.store.root).resolve()) if isinstance(run.store, FileBlockStore) else None
+        store_path = _readable(run.store, conn.stores)
         return {
             "id": run.id,
             "session": _session_data(run.session),
@@ -465,7 +520,6 @@ class WorkerPool:
             "fs": fs,
             "limits": _limits_data(run.limits),
             "deadline": run.deadline,
-            "home": run.home,
             "stdin_closed": run.stdin_closed,
             "guest_present": present,
             "killed": run.stop_reason == "cancelled",
@@ -753,6 +807,20 @@ def _exit_status(conn: _Conn) -> int | None:
             except (OSError, ValueError, IndexError):
                 pass  # reaped already (or another process now): the zygote reports it
     return conn.zygote.exit_status(conn.pid, _EXIT_STATUS_WAIT_S)
+
+
+def _readable(store: BlockStore, granted: tuple[str, ...]) -> str | None:
+    """The directory of ``store`` if the worker may read it directly (a file store under a directory it was
+    granted), else None: its blocks then come as frames."""
+    if not isinstance(store, FileBlockStore) or not granted:
+        return None
+    root = _resolved(str(store.root))
+    return root if any(root == d or root.startswith(d.rstrip("/") + "/") for d in granted) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _resolved(path: str) -> str:
+    return str(Path(path).resolve())
 
 
 @functools.lru_cache(maxsize=256)

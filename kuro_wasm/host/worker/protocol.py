@@ -85,7 +85,6 @@ MESSAGES: Final[Mapping[str, Message]] = {
             "fs": "data",
             "limits": "data",
             "deadline": "num",
-            "home": "data",
             "stdin_closed": "bool",
             "guest_present": "bool",
             "killed": "bool",
@@ -99,13 +98,16 @@ MESSAGES: Final[Mapping[str, Message]] = {
     "kill": Message("host", {"id": "int"}),
     "withdraw": Message("host", {"id": "int"}),
     "reply": Message("host", {"rid": "int", "found": "bool"}, payload=True),
+    # the compiled guest a worker asked for: payload = meta (its first ``meta`` bytes) ‖ artifact; kind None: none
+    "compiled": Message("host", {"rid": "int", "kind": "str?", "meta": "int"}, payload=True),
     "probe": Message("host", {"what": "str"}),
     # worker → host
-    "hello": Message("worker", {"pid": "int", "hardening": "data", "engine": "str"}),
+    "hello": Message("worker", {"pid": "int", "hardening": "data", "engine": "str", "stores": "data"}),
     "unfit": Message("worker", {"error": "str"}),  # instead of hello: the worker could not harden itself
     "chunk": Message("worker", {"id": "int", "stream": "str"}, payload=True),
     "get": Message("worker", {"id": "int", "rid": "int", "cid": "str"}),
     "has": Message("worker", {"id": "int", "rid": "int", "cid": "str"}),
+    "module": Message("worker", {"id": "int", "rid": "int", "cid": "str", "fuel": "bool"}),
     "put": Message("worker", {"id": "int", "cid": "str"}, payload=True),
     "done": Message("worker", {"id": "int", "receipt": "data", "stream": "data", "cpu": "num"}),
     "failed": Message("worker", {"id": "int", "error": "str"}),

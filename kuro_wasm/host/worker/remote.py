@@ -6,7 +6,8 @@ A worker never writes the host's store. Every block a run writes is kept in the 
 re-hashes it before storing it (:mod:`kuro_wasm.host.worker.verify`). Reads come from the overlay,
 then from blocks this run already fetched, then from the host, one ``get`` frame per block — the
 host's store may be a :class:`~kuro_fs.blocks.MemoryBlockStore` no other process can see. When the
-host's store is a :class:`~kuro_fs.filestore.FileBlockStore`, the worker opens the same directory
+host's store is a :class:`~kuro_fs.filestore.FileBlockStore` in a directory the worker may read (its
+filesystem confinement grants the pool's ``Hardening.stores``), the worker opens the same directory
 and reads it directly (with ``verify`` on: every block is re-hashed on the way in, whatever the
 host's store was opened with), saving a round trip per block; writes still go through the host.
 

@@ -17,9 +17,17 @@ Stdin, close and kill for a queued request wait in its record and
 are applied when its Job exists; ``withdraw`` takes a request back if it has not started. When the
 host's end closes, the running guest is stopped and the worker exits.
 
+A worker never touches a module cache on disk and is never told the kuro home: a guest it has not
+run yet is asked of the host (``module``), which compiles it — or loads it from its own
+tag-verified cache — and sends the serialized artifact; the worker deserializes it into its
+in-memory cache (:meth:`kuro_wasm.host.cache.ModuleCache.seed`), so its warm runs ask nothing. A
+taken-over worker therefore cannot leave anything for the host or another worker to deserialize
+(and :mod:`.hardening`'s filesystem confinement keeps it from the cache's key and from writing
+any file).
+
 ## Effects
 The inherited socket to the host, a reader thread, :mod:`.hardening` before any of that, and the
-Jobs' own effects (wasmtime, the module cache under the run's home).
+Jobs' own effects (wasmtime, the worker's in-memory module cache).
 
 ## Not done here
 No scheduling (the host decides what runs where), no retries.
@@ -46,6 +54,7 @@ from kuro_fs.fs import Fs
 from kuro_fs.fsdir import Entry, encode_dir
 from kuro_wasm.errors import HostError
 from kuro_wasm.host import engine
+from kuro_wasm.host.cache import ARTIFACTS, ModuleCache
 from kuro_wasm.host.job import Job
 from kuro_wasm.host.worker import hardening
 from kuro_wasm.host.worker.protocol import ProtocolError, read_frame, send
@@ -87,7 +96,7 @@ class _Worker:
     cond: threading.Condition = field(default_factory=threading.Condition)
     ready: queue.SimpleQueue[_Request] = field(default_factory=queue.SimpleQueue)
     requests: dict[int, _Request] = field(default_factory=dict)
-    replies: dict[int, tuple[bool, bytes] | None] = field(default_factory=dict)
+    replies: dict[int, tuple[dict[str, Any], bytes] | None] = field(default_factory=dict)
     next_rid: int = 0
     host_gone: bool = False
     lie: str | None = None  # test hook: how the next run's done lies about its fs root (see _lie_about_root)
@@ -106,6 +115,11 @@ class _Worker:
             raise BlockStoreError(f"the host is gone: {exc}") from exc
 
     def request(self, kind: str, fields: Mapping[str, Any]) -> tuple[bool, bytes]:
+        message, payload = self.ask(kind, fields)
+        return bool(message.get("found")), payload
+
+    def ask(self, kind: str, fields: Mapping[str, Any]) -> tuple[dict[str, Any], bytes]:
+        """Send a request and wait for the host's reply to it (``reply`` or ``compiled``). Raises BlockStoreError."""
         with self.cond:
             self.next_rid += 1
             rid = self.next_rid
@@ -116,7 +130,7 @@ class _Worker:
                 self.cond.wait()
             reply = self.replies.pop(rid, None)
         if reply is None:
-            raise BlockStoreError("the host went away while a block was asked for")
+            raise BlockStoreError("the host went away while it was asked something")
         return reply
 
     # ---- the reader thread files requests; the main thread runs them, one after another
@@ -157,10 +171,10 @@ class _Worker:
 
     def _on(self, message: dict[str, Any], payload: bytes) -> None:
         kind = message["t"]
-        if kind == "reply":
+        if kind in ("reply", "compiled"):
             with self.cond:
                 if message["rid"] in self.replies:
-                    self.replies[message["rid"]] = (message["found"], payload)
+                    self.replies[message["rid"]] = (message, payload)
                     self.cond.notify_all()
             return
         if kind == "run":
@@ -172,6 +186,8 @@ class _Worker:
         if kind == "probe":
             if self.test_hooks and message["what"] == "lie-block":
                 self._lie_block()
+            elif self.test_hooks and message["what"].startswith("ask-module:"):
+                self._ask_module(message["what"].partition(":")[2])
             elif self.test_hooks and message["what"].startswith("forge:"):
                 self.forge = json.loads(message["what"].partition(":")[2])  # {"receipt": {...}, "stream": {...}}
                 self.send("probed", {"what": "forge", "result": {"armed": True}})
@@ -213,11 +229,44 @@ class _Worker:
             elif kind == "kill":
                 job.ctx.stop("cancelled")
 
+    def _compiled_by_host(self, run_id: int, cid: object, config: engine.EngineConfig) -> None:
+        """Make sure this worker's memory holds guest ``cid`` compiled for ``config``: if not, ask the host for
+        the artifact (compiled by the host, or loaded from its own module cache) and deserialize it.
+
+        A worker never compiles into, or reads from, the module cache on disk: what it deserializes comes
+        from the host. Where the host has nothing to give (the guest is missing or does not compile) the
+        run's own load reports why, as in-process; an artifact this engine refuses is compiled here instead
+        (in memory).
+        """
+        if not isinstance(cid, str):
+            return
+        key = engine.engine_key(config)
+        if ModuleCache.holds(cid, key):  # the warm path: one dict lookup
+            return
+        reply, payload = self.ask("module", {"id": run_id, "cid": cid, "fuel": config.fuel})
+        artifact = next((a for a in ARTIFACTS if a.name == reply["kind"]), None)
+        split = reply["meta"]
+        if artifact is None or not 0 <= split <= len(payload):
+            return
+        try:
+            compiled = artifact.deserialize(engine.engine_for(config), payload[split:])
+        except Exception:
+            return  # not for this engine: the run's load compiles the verified bytes in memory instead
+        ModuleCache.seed(cid, key, compiled, payload[:split])
+
     def _lie_block(self) -> None:
         """Test hook: hand the host, for the running request, bytes under a CID they do not hash to."""
         with self.cond:
             running = [r.id for r in self.requests.values() if r.job is not None]
         self.send("put", {"id": running[0] if running else 0, "cid": cid_for(b"what was claimed")}, b"what was sent")
+
+    def _ask_module(self, cid: str) -> None:
+        """Test hook: ask the host, for the running request, to compile ``cid`` (not waiting for an answer)."""
+        with self.cond:
+            running = [r.id for r in self.requests.values() if r.job is not None]
+            self.next_rid += 1
+            rid = self.next_rid
+        self.send("module", {"id": running[0] if running else 0, "rid": rid, "cid": cid, "fuel": False})
 
     def _execute_and_report(self, request: _Request) -> None:
         try:
@@ -247,6 +296,7 @@ class _Worker:
         # time the request waited in the host and in this worker's queue is part of the run's budget.
         remaining = math.ceil((message["deadline"] - time.monotonic()) * 1000)
         limits = Limits.from_options({**message["limits"], "timeout_ms": max(1, remaining)})
+        self._compiled_by_host(request.id, command.get("kuro/guest"), engine.EngineConfig(fuel=limits.fuel is not None))
 
         def on_chunk(_s: _stream.Stream, chunk: _stream.Chunk) -> None:
             self.send("chunk", {"id": request.id, "stream": chunk.stream}, chunk.data)
@@ -261,7 +311,7 @@ class _Worker:
                 on_chunk=on_chunk,
                 on_exit=None,
                 limits=limits,
-                home=message["home"],
+                home=False,  # compiled guests come from the host (_compiled_by_host); no module cache on disk here
                 stdin_closed=request.closed,
                 stdin=bytes(request.stdin) if request.stdin else None,
                 seed=message["seed"] if isinstance(message["seed"], int) else None,
@@ -336,6 +386,10 @@ def serve(fd: int, options: Mapping[str, Any]) -> None:
             in_force += names
         in_force += hardening.apply_limits(config)
         in_force += hardening.set_no_new_privs()
+        stores: list[str] = []
+        if config.filesystem:
+            names, stores = hardening.confine_filesystem(config.stores or (), "pid-namespace" in in_force)
+            in_force += names
         in_force += hardening.install_seccomp()
     except BaseException as exc:
         _debug("the worker could not harden itself")
@@ -346,7 +400,8 @@ def serve(fd: int, options: Mapping[str, Any]) -> None:
         os._exit(3)
     try:
         worker = _Worker(sock, bool(options.get("test_hooks")))
-        worker.send("hello", {"pid": pid, "hardening": sorted(in_force), "engine": engine.engine_key(_PLAIN)})
+        hello = {"pid": pid, "hardening": sorted(in_force), "engine": engine.engine_key(_PLAIN), "stores": stores}
+        worker.send("hello", hello)
         threading.Thread(target=worker.read, name="kuro-worker-reader", daemon=True).start()
         worker.loop()
     except BaseException:

@@ -160,16 +160,21 @@ def test_fs_writes_come_back_verified_into_a_memory_store(pool: WorkerPool) -> N
     assert after.read("notes/a.txt").value == b"alpha"
 
 
-def test_a_file_block_store_is_read_directly_and_written_through_the_host(pool: WorkerPool, tmp_path: Path) -> None:
-    store = FileBlockStore(tmp_path / "blocks")
+@pytest.mark.parametrize("granted", [True, False])
+def test_a_file_block_store_is_read_directly_where_granted_and_written_through_the_host(
+    pool: WorkerPool, store_dir: Path, tmp_path: Path, granted: bool
+) -> None:
+    store = FileBlockStore((store_dir if granted else tmp_path) / f"blocks-{tmp_path.name}")
     sess, write = _setup(store, "fs-write", "terminal-build")
     cat = add_guest(store, wat("fs-cat"))
     written = run(sess, guest(write, "run"), store=store, isolation=pool)
     fs = Fs(store, written["kuro/fs-root-after"])
+    asked = pool.answered["get"]
     read = run(sess, guest(cat, "run"), store=store, fs=fs, isolation=pool)
     assert written["kuro/outcome"] == "ok" and read["kuro/exit-code"] == 0, read
     assert read["kuro/stdout"] == b"hi there" and len(read["kuro/reads"]) == 1
     assert fs.read("out/hello.txt").value == b"written by a guest"
+    assert (pool.answered["get"] == asked) is granted  # a store it may not read comes block by block as frames
 
 
 def test_an_fs_value_keeps_its_own_grant_across_the_boundary(pool: WorkerPool) -> None:
