@@ -84,6 +84,7 @@ __all__ = [
     "apply_limits",
     "build_seccomp",
     "check_stores",
+    "closed_homes",
     "confine_filesystem",
     "landlock_abi",
     "readable_paths",
@@ -339,21 +340,26 @@ def check_stores(stores: tuple[str, ...], home: str | None = None) -> None:
             )
 
 
-def readable_paths(stores: tuple[str, ...], namespaced: bool) -> tuple[list[str], list[str]]:
+def closed_homes() -> tuple[str, ...]:
+    """The directories no worker may read in full, resolved in the host (a worker has neither its environment
+    nor its user name): the kuro home (``$KURO_HOME`` or ``~/.kuro``) and the user's home directory."""
+    return (os.path.realpath(resolve_home()), os.path.realpath(os.path.expanduser("~")))
+
+
+def readable_paths(stores: tuple[str, ...], namespaced: bool, closed: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """``(directories, files)`` a confined worker may read: the Python installation and the paths it imports
     from (never the working directory), kuro's own packages, system libraries, its own ``/proc`` entry, and
-    ``stores`` (checked by :func:`check_stores`). Only those that exist.
+    ``stores`` (checked by :func:`check_stores` against the kuro home, ``closed[0]``). Only those that exist.
 
-    An import path that holds the kuro home or the user's home directory (``PYTHONPATH=~``, say) is not
-    granted whole: only the directories of the modules already imported from it are. Raises ValueError
+    An import path that holds a ``closed`` directory (:func:`closed_homes`: ``PYTHONPATH=~``, say) is not
+    granted whole: only the directories of the packages already imported from it are. Raises ValueError
     (a store grant :func:`check_stores` refuses).
     """
     import kuro_fs
     import kuro_wasm
 
-    check_stores(stores)
+    check_stores(stores, closed[0] if closed else None)
     cwd = os.path.realpath(os.getcwd())
-    closed = [os.path.realpath(resolve_home()), os.path.realpath(os.path.expanduser("~"))]
     imports: list[str] = []
     for entry in (p for p in sys.path if p and os.path.isabs(p)):
         where = os.path.realpath(entry)
@@ -387,7 +393,9 @@ def _imported_from(entry: str) -> list[str]:
     return sorted(found)
 
 
-def confine_filesystem(stores: tuple[str, ...], namespaced: bool) -> tuple[list[str], list[str]]:
+def confine_filesystem(
+    stores: tuple[str, ...], namespaced: bool, closed: tuple[str, ...]
+) -> tuple[list[str], list[str]]:
     """Landlock the calling thread (and every thread and child it makes after): read only
     :func:`readable_paths`, write nothing but ``/dev/null``; on ABI 6+ also scope signals and abstract
     sockets to its own domain. ``(measures in force, store directories granted)``.
@@ -404,7 +412,7 @@ def confine_filesystem(stores: tuple[str, ...], namespaced: bool) -> tuple[list[
     )
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
-    dirs, files = readable_paths(stores, namespaced)
+    dirs, files = readable_paths(stores, namespaced, closed)
     granted: list[str] = []
     try:
         rules = [(d, _FS_READ_FILE | _FS_READ_DIR) for d in dirs] + [(f, _FS_READ_FILE) for f in files]

@@ -71,7 +71,7 @@ from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import loader
 from kuro_wasm.host.cache import COMPONENT, MODULE, cache_for
 from kuro_wasm.host.job import OnChunk, OnExit
-from kuro_wasm.host.worker.hardening import Hardening, check_stores
+from kuro_wasm.host.worker.hardening import Hardening, check_stores, closed_homes
 from kuro_wasm.host.worker.protocol import MAX_BLOCK_BYTES, ProtocolError, read_frame, send
 from kuro_wasm.host.worker.run import STOP_GRACE_S, RemoteRun, died_result
 from kuro_wasm.host.worker.verify import accept_root
@@ -167,9 +167,11 @@ class WorkerPool:
         if chosen.stores is None:  # the default kuro home's block store, as the CLI opens it
             chosen = dataclasses.replace(chosen, stores=(_resolved(str(blocks_dir())),))
         if chosen.filesystem:
-            check_stores(chosen.stores or ())  # a grant that opens the kuro home to workers: refused here, clearly
+            check_stores(
+                chosen.stores or (), closed_homes()[0]
+            )  # a grant that opens the kuro home to workers: refused here, clearly
         self.hardening = chosen
-        self._options = {"hardening": self.hardening.to_data(), "test_hooks": test_hooks}
+        self._options = {"hardening": self.hardening.to_data(), "test_hooks": test_hooks, "closed": closed_homes()}
         self._start_timeout = start_timeout
         lock = threading.Lock()
         self._cond = threading.Condition(lock)  # the pool's state

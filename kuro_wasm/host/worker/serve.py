@@ -372,7 +372,8 @@ def _session(data: Any) -> Session:
 def serve(fd: int, options: Mapping[str, Any]) -> None:
     """The body of a worker process (never returns): harden, say hello on socket ``fd``, run requests.
 
-    ``options``: ``hardening`` (:meth:`hardening.Hardening.to_data`) and ``test_hooks`` (bool). A worker that
+    ``options``: ``hardening`` (:meth:`hardening.Hardening.to_data`), ``closed`` (:func:`hardening.closed_homes`,
+    resolved by the host) and ``test_hooks`` (bool). A worker that
     cannot apply its required hardening exits with status 3 before its hello.
     """
     code = 0
@@ -388,7 +389,8 @@ def serve(fd: int, options: Mapping[str, Any]) -> None:
         in_force += hardening.set_no_new_privs()
         stores: list[str] = []
         if config.filesystem:
-            names, stores = hardening.confine_filesystem(config.stores or (), "pid-namespace" in in_force)
+            closed = tuple(str(c) for c in options["closed"])
+            names, stores = hardening.confine_filesystem(config.stores or (), "pid-namespace" in in_force, closed)
             in_force += names
         in_force += hardening.install_seccomp()
     except BaseException as exc:

@@ -154,11 +154,10 @@ def test_an_import_path_holding_the_kuro_home_is_granted_only_for_what_was_impor
 ) -> None:
     (tmp_path / "kuro_probe_pkg").mkdir()
     (tmp_path / "kuro_probe_pkg" / "__init__.py").write_text("")
-    monkeypatch.setenv("KURO_HOME", str(tmp_path / ".kuro"))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "kuro_probe_pkg", raising=False)
     __import__("kuro_probe_pkg")
-    dirs, _ = readable_paths((), namespaced=False)
+    dirs, _ = readable_paths((), namespaced=False, closed=(str(tmp_path.resolve() / ".kuro"),))
     assert str(tmp_path.resolve() / "kuro_probe_pkg") in dirs
     assert not any(
         str(tmp_path.resolve()).startswith(d.rstrip("/") + "/") or d == str(tmp_path.resolve()) for d in dirs
