@@ -89,6 +89,8 @@ __all__ = [
     "landlock_abi",
     "readable_paths",
     "enter_namespaces",
+    "explain_address_space",
+    "memories_that_fit",
     "install_seccomp",
     "probe",
     "set_no_new_privs",
@@ -438,6 +440,28 @@ def confine_filesystem(
         p for p in sys.path if p and os.path.isabs(p) and os.path.realpath(p) != os.path.realpath(os.getcwd())
     ]
     return (["landlock", "signal-scope"] if abi >= 6 else ["landlock"]), granted
+
+
+def memories_that_fit(address_space: int) -> int:
+    """How many linear memories at wasmtime's full reservation an ``RLIMIT_AS`` of ``address_space`` holds."""
+    return max(0, (address_space - _HEADROOM) // MEMORY_RESERVATION)
+
+
+def explain_address_space(error: str, max_memories: int) -> str:
+    """``error`` (a run's ``host-error`` text) with the reason spelled out when it is this process's
+    ``RLIMIT_AS`` that refused a reservation (``ENOMEM``): how many memories the limit holds, what the run
+    allowed, and that in-process has no such limit. Any other error comes back as it was."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY or "Cannot allocate memory" not in error:
+        return error
+    fit = memories_that_fit(soft)
+    return (
+        f"{error}: the worker's address space limit (RLIMIT_AS, {soft / (1 << 30):.1f} GiB) has room for "
+        f"{fit} linear memor{'y' if fit == 1 else 'ies'} at wasmtime's reservation of "
+        f"{MEMORY_RESERVATION / (1 << 30):.2f} GiB each, and this run allowed max_memories={max_memories}; "
+        "in-process runs have no such limit "
+        "(a pool made with a larger Hardening(address_space=...) has room for more)"
+    )
 
 
 def set_no_new_privs() -> list[str]:

@@ -326,6 +326,8 @@ class _Worker:
             self.send("failed", {"id": request.id, "error": str(exc)})
             return
         kept = {k: v for k, v in receipt.items() if k in _REPORTED}
+        if kept.get("kuro/outcome") == "host-error" and isinstance(kept.get("kuro/error"), str):
+            kept["kuro/error"] = hardening.explain_address_space(kept["kuro/error"], limits.max_memories)
         if self.lie is not None:
             self._lie_about_root(store, kept)
         s = job.stream

@@ -14,7 +14,13 @@ from kuro_fs.fs import Fs
 from kuro_wasm.host import engine
 from kuro_wasm.host.api import run
 from kuro_wasm.host.loader import add_guest
-from kuro_wasm.host.worker.hardening import DEFAULT_ADDRESS_SPACE, MEMORY_RESERVATION, MIN_ADDRESS_SPACE, Hardening
+from kuro_wasm.host.worker.hardening import (
+    DEFAULT_ADDRESS_SPACE,
+    MEMORY_RESERVATION,
+    MIN_ADDRESS_SPACE,
+    Hardening,
+    memories_that_fit,
+)
 from kuro_wasm.host.worker.pool import WorkerPool
 from kuro_wasm.model.sessions import guest, session
 
@@ -85,9 +91,38 @@ def test_an_address_space_for_one_memory_runs_one_and_refuses_two_as_a_host_erro
     assert "rlimit-as" in grown["kuro/worker"]["hardening"]
     assert (refused["kuro/outcome"], refused["kuro/exit-code"]) == ("host-error", 70)
     assert "Cannot allocate memory" in refused["kuro/error"]
+    assert "RLIMIT_AS" in refused["kuro/error"] and "room for 1 linear memory" in refused["kuro/error"]
     assert run(sess, guest(two, "run"), store=store)["kuro/outcome"] == "ok"  # in-process has no such limit
 
 
 def test_an_address_space_too_small_for_any_memory_is_refused_when_made() -> None:
     with pytest.raises(ValueError, match="one linear memory"):
         Hardening(address_space=MIN_ADDRESS_SPACE - 1)
+
+
+def test_more_memories_than_the_default_address_space_holds_end_host_error_saying_why(pool: WorkerPool) -> None:
+    """``max_memories`` raised past the default: the store's memories at full reservation no longer fit the
+    worker's ``RLIMIT_AS``. The run ends ``host-error`` (never a crash, never the guest's fault), the worker
+    stays up, and the reason names the limit; in-process the same run is fine."""
+    store = MemoryBlockStore()
+    sess = session("s-many", Fs.empty(store).root)
+    fits = memories_that_fit(DEFAULT_ADDRESS_SPACE)
+    many = add_guest(store, _memories(fits + 1))
+    receipts = {
+        name: run(sess, guest(many, "run"), store=store, isolation=iso, max_memories=fits + 1)
+        for name, iso in (("wasmtime", "wasmtime"), ("process", pool))
+    }
+    assert receipts["wasmtime"]["kuro/outcome"] == "ok"
+    refused = receipts["process"]
+    assert (refused["kuro/outcome"], refused["kuro/exit-code"]) == ("host-error", 70), refused
+    assert f"room for {fits} linear memories" in refused["kuro/error"]
+    assert f"max_memories={fits + 1}" in refused["kuro/error"]
+    assert (
+        run(sess, guest(add_guest(store, _memories(fits)), "run"), store=store, isolation=pool)["kuro/outcome"] == "ok"
+    )
+    assert refused["kuro/worker"]["pid"] in pool.pids  # the worker that refused it is still serving
+
+
+def _memories(count: int) -> str:
+    memories = " ".join(f"(memory $m{i} 1)" for i in range(count))
+    return f'(module {memories} (func (export "run") (result i32) (i32.const 0)))'
