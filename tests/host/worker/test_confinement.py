@@ -27,7 +27,7 @@ DENIED = {"ok": False, "errno": "EACCES"}
 def home(tmp_path: Path) -> Path:
     """A kuro home whose module cache holds a compiled guest, its tag and the cache's secret key."""
     store = MemoryBlockStore()
-    cid = add_guest(store, wat("hello"))
+    cid = add_guest(store, _fresh(wat("hello"), tmp_path.name))  # compiled by no earlier test: it reaches the disk
     run(session("s-home", Fs.empty(store).root), guest(cid, "run"), store=store, home=tmp_path)
     assert (module_cache_dir(tmp_path) / ".hmac-key").is_file()
     return tmp_path
@@ -57,7 +57,7 @@ def test_a_worker_reads_code_and_writes_no_file_at_all(pool: WorkerPool, tmp_pat
 def test_compiled_guests_come_from_the_host_once_per_worker(pool2: WorkerPool, tmp_path: Path) -> None:
     store = MemoryBlockStore()
     sess = session("s-art", Fs.empty(store).root)
-    cat = guest(add_guest(store, wat("cat")), "run")
+    cat = guest(add_guest(store, _fresh(wat("cat"), tmp_path.name)), "run")  # compiled by no earlier test
     stats = cache_for(tmp_path).stats
     asked = pool2.answered["module"]
     pids: set[int] = set()
@@ -162,3 +162,11 @@ def test_an_import_path_holding_the_kuro_home_is_granted_only_for_what_was_impor
     assert not any(
         str(tmp_path.resolve()).startswith(d.rstrip("/") + "/") or d == str(tmp_path.resolve()) for d in dirs
     )
+
+
+def _fresh(source: str, name: str) -> str:
+    """``source`` (a WAT module) with one more export, ``name``: a guest no other test compiled, so no module
+    cache (the host's or a worker's, in memory) holds it yet."""
+    body = source.rstrip()
+    assert body.endswith(")")
+    return f'{body[:-1]} (func (export "{name}")))'
