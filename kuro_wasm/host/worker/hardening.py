@@ -678,6 +678,10 @@ def probe(what: str) -> dict[str, Any]:
             "profile": None if profile is None else [profile.reservation, profile.guard, profile.growth],
             "address-space": resource.getrlimit(resource.RLIMIT_AS)[1],
         }
+    if what == "compiles":  # how many guests this worker compiled itself (in memory: it has no cache on disk)
+        from kuro_wasm.host.cache import cache_for
+
+        return {"compiles": cache_for(False).stats.compiles}
     if what == "abort":
         os.abort()
     return {"unknown": what}

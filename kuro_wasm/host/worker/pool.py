@@ -71,6 +71,7 @@ from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import loader
 from kuro_wasm.host.cache import COMPONENT, MODULE, cache_for
 from kuro_wasm.host.job import OnChunk, OnExit
+from kuro_wasm.host.worker import protocol
 from kuro_wasm.host.worker.hardening import Hardening, check_stores, closed_homes
 from kuro_wasm.host.worker.protocol import MAX_BLOCK_BYTES, ProtocolError, read_frame, send
 from kuro_wasm.host.worker.run import STOP_GRACE_S, RemoteRun, died_result
@@ -397,6 +398,8 @@ class WorkerPool:
         if not isinstance(ready, loader.LoadFailure):
             form = COMPONENT if isinstance(ready.module, wasmtime.component.Component) else MODULE
             kind, meta, artifact = form.name, ready.shape.to_bytes(), form.serialize(ready.module)
+            if len(meta) + len(artifact) > protocol.MAX_ARTIFACT_BYTES:  # too big for a frame: it compiles it itself
+                kind, meta, artifact = None, b"", b""
         self.answered["module"] += 1
         conn.send("compiled", {"rid": message["rid"], "kind": kind, "meta": len(meta)}, meta + artifact)
 

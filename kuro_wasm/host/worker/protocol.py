@@ -38,6 +38,7 @@ from typing import Any, Final, Protocol
 from kuro_wasm.errors import HostError
 
 __all__ = [
+    "MAX_ARTIFACT_BYTES",
     "MAX_BLOCK_BYTES",
     "MAX_JSON_BYTES",
     "MESSAGES",
@@ -54,6 +55,9 @@ __all__ = [
 MAX_JSON_BYTES: Final = 4 << 20
 #: The largest block a worker may hand back or ask for (kuro.fs leaves are 256 KiB; directories are one block).
 MAX_BLOCK_BYTES: Final = 64 << 20
+#: The largest compiled guest (shape ‖ artifact) the host sends a worker; a larger one the worker compiles itself,
+#: in memory (a frame's length is 32 bits; a worker refuses any host payload past this).
+MAX_ARTIFACT_BYTES: Final = 1 << 30
 _HEAD: Final = struct.Struct(">II")
 _SMALL_PAYLOAD: Final = 64 << 10
 

@@ -57,7 +57,7 @@ from kuro_wasm.host import engine
 from kuro_wasm.host.cache import ARTIFACTS, ModuleCache
 from kuro_wasm.host.job import Job
 from kuro_wasm.host.worker import hardening
-from kuro_wasm.host.worker.protocol import ProtocolError, read_frame, send
+from kuro_wasm.host.worker.protocol import MAX_ARTIFACT_BYTES, ProtocolError, read_frame, send
 from kuro_wasm.host.worker.remote import RemoteStore
 from kuro_wasm.host.worker.run import HOST_STATED
 from kuro_wasm.model import stream as _stream
@@ -69,7 +69,7 @@ __all__ = ["serve"]
 
 _FROM_HOST: Final = frozenset({"host"})
 _PLAIN: Final = engine.EngineConfig()
-_HOST_PAYLOAD_LIMIT: Final = 1 << 30
+_HOST_PAYLOAD_LIMIT: Final = MAX_ARTIFACT_BYTES
 #: What a done frame reports of the Job's receipt: the keys a host may state, less those the host states itself.
 _REPORTED: Final = frozenset(f"kuro/{k}" for k in HOST_KEYS) - HOST_STATED | {"kuro/stdout-bytes", "kuro/stderr-bytes"}
 

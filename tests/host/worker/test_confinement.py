@@ -16,6 +16,7 @@ from kuro_fs.home import module_cache_dir
 from kuro_wasm.host.api import run, start
 from kuro_wasm.host.cache import cache_for
 from kuro_wasm.host.loader import add_guest
+from kuro_wasm.host.worker import protocol
 from kuro_wasm.host.worker.hardening import Hardening, check_stores, landlock_abi, readable_paths
 from kuro_wasm.host.worker.pool import WorkerPool
 from kuro_wasm.model.sessions import guest, session
@@ -59,7 +60,7 @@ def test_compiled_guests_come_from_the_host_once_per_worker(pool2: WorkerPool, t
     sess = session("s-art", Fs.empty(store).root)
     cat = guest(add_guest(store, _fresh(wat("cat"), tmp_path.name)), "run")  # compiled by no earlier test
     stats = cache_for(tmp_path).stats
-    asked = pool2.answered["module"]
+    asked, compiled = pool2.answered["module"], pool2.probe("compiles")["compiles"]
     pids: set[int] = set()
     for _ in range(3):
         handles = [start(sess, cat, store=store, isolation=pool2, home=tmp_path) for _ in range(2)]  # one per worker
@@ -72,6 +73,7 @@ def test_compiled_guests_come_from_the_host_once_per_worker(pool2: WorkerPool, t
     assert pids == set(pool2.pids)
     assert pool2.answered["module"] - asked == 2  # once per worker; then each runs it from its own memory
     assert stats.compiles == 1  # compiled by the host, once, into the host's own cache
+    assert pool2.probe("compiles")["compiles"] == compiled  # and never by a worker (this one ran it too)
     suffixes = sorted(p.suffix for p in module_cache_dir(tmp_path).iterdir() if not p.name.startswith("."))
     assert suffixes == [".cwasm", ".meta", ".tag"]  # one entry, the host's: a worker has no cache on disk
 
@@ -96,6 +98,21 @@ def test_a_worker_asking_the_host_to_compile_anything_but_its_runs_guest_is_kill
     assert (receipt["kuro/outcome"], receipt["kuro/worker"]["signal"]) == ("worker-died", "SIGKILL")
     assert "other than its run's own" in receipt["kuro/error"]
     assert pool.answered["module"] == compiled  # the host compiled nothing for it
+
+
+def test_a_compiled_guest_too_big_for_a_frame_is_compiled_by_the_worker_in_memory(
+    pool: WorkerPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryBlockStore()
+    hello = guest(add_guest(store, _fresh(wat("hello"), tmp_path.name)), "run")
+    monkeypatch.setattr(protocol, "MAX_ARTIFACT_BYTES", 100)  # smaller than any artifact: none is sent
+    asked, compiled = pool.answered["module"], pool.probe("compiles")["compiles"]
+    receipt = run(session("s-big", Fs.empty(store).root), hello, store=store, isolation=pool, home=tmp_path)
+    assert (receipt["kuro/outcome"], receipt["kuro/stdout"]) == ("ok", b"hello, kuro\n"), receipt
+    assert pool.answered["module"] == asked + 1  # asked, answered "none": the worker compiled it, in memory
+    assert pool.probe("compiles")["compiles"] == compiled + 1
+    entries = sorted(p.suffix for p in module_cache_dir(tmp_path).iterdir() if not p.name.startswith("."))
+    assert entries == [".cwasm", ".meta", ".tag"]  # the host's own entry only
 
 
 def test_a_guest_the_host_cannot_compile_fails_to_load_in_the_worker_as_in_process(pool: WorkerPool) -> None:
