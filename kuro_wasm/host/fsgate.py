@@ -116,16 +116,23 @@ def _denied(result: Any) -> str | None:
     return reason if isinstance(reason, str) else "block-missing"
 
 
-def _read_into(fs: Fs, path: str, cap: int, sink: Callable[[int, bytes | memoryview], None]) -> Answer:
+def _read_into(
+    fs: Fs, path: str, cap: int, sink: Callable[[int, bytes | memoryview], None], whole: bool = False
+) -> Answer:
+    # The bytes this call would copy, min(size, cap), are known from the root block before any leaf is
+    # read: past the Fs budget's bytes — or, with ``whole``, a file longer than ``cap`` — it is over-budget
+    # and nothing is copied. A DAG cannot yield more than its root claims (iter_file checks every node).
     probe = fs.read_range(path, 0, 0)
     reason = _denied(probe)
     if reason is not None:
         return Answer(reason=reason)
     cid = probe.receipt["kuro.fs/cid"]
     size = file_root_info(fs.store.get, cid).size
+    if min(size, cap) > fs.budget.bytes or (whole and size > cap):
+        return Answer(reason="over-budget")
     at = 0
     try:
-        for piece in iter_file(fs.store.get, cid, 0, min(size, cap)):
+        for piece in iter_file(fs.store.get, cid, 0, min(size, cap), size=size):
             sink(at, piece)
             at += len(piece)
     except (MissingBlock, CorruptBlock, DagPbError, KuroFsError):

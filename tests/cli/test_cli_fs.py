@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import ROOT, Kuro
+from cli_helpers import ROOT, Kuro, one_error_line
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.car import export_car
@@ -262,3 +262,60 @@ def test_ls_escapes_names_that_would_lie_on_a_terminal(kuro: Kuro, home: Path) -
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines() == ["evil\\x0afake", "plain.txt", "title\\x1b]0;pwned\\x07"]
     assert "\x1b" not in listed.stdout
+
+
+def _fs_car(tmp_path: Path, files: dict[str, bytes], links: dict[str, str] | None = None,
+            store: MemoryBlockStore | None = None) -> Path:  # fmt: skip
+    """A CAR of a kuro.fs root holding ``files`` (path → bytes) and ``links`` (path → a file CID in ``store``)."""
+    from kuro_fs.fs import Fs
+
+    fs = Fs.empty(store or MemoryBlockStore())
+    for path, cid in (links or {}).items():
+        fs = fs.link(path, cid).fs
+    for path, data in files.items():
+        fs = fs.write(path, data).fs
+    car = tmp_path / "fs.car"
+    export_car(fs.store, fs.root, car)
+    return car
+
+
+def _claims_gigabytes(store: MemoryBlockStore) -> str:
+    """4 blocks naming one 1 KiB leaf 174^3 times: a file that claims 5.4 GB."""
+    from kuro_fs.dagpb import PBLink, PBNode
+    from kuro_fs.dagpb import encode as encode_pb
+    from kuro_fs.unixfs import NodeType, UnixFSData, encode_data
+
+    cid, size, tsize = store.put(bytes(1024)), 1024, 1024
+    for _ in range(3):
+        data = encode_data(UnixFSData(NodeType.FILE, filesize=size * 174, blocksizes=(size,) * 174))
+        block = encode_pb(PBNode(tuple(PBLink.to(cid, "", tsize) for _ in range(174)), data))
+        cid, size, tsize = store.put(block, "dag-pb"), size * 174, len(block) + 174 * tsize
+    return cid
+
+
+def test_cat_and_get_refuse_a_file_over_the_byte_budget_before_writing(kuro: Kuro, tmp_path: Path) -> None:
+    store = MemoryBlockStore()
+    car = _fs_car(tmp_path, {}, {"big": _claims_gigabytes(store)}, store)
+    assert kuro("car", "import", str(car), "--name", "main").returncode == 0
+    cat = kuro("fs", "cat", "big")
+    assert (cat.stdout, cat.returncode) == ("", 1)
+    line = one_error_line(cat)
+    assert f"cat big: over-budget ({1024 * 174**3} bytes claimed, budget {4 << 30} bytes; --max-bytes" in line
+    get = kuro("fs", "get", "big", str(tmp_path / "out.bin"))
+    assert "over-budget" in one_error_line(get) and not (tmp_path / "out.bin").exists()
+    assert kuro("fs", "cat", "big", "--max-bytes", "-1").returncode == 2
+
+
+def test_get_of_a_tree_counts_every_byte_it_would_write(kuro: Kuro, tmp_path: Path) -> None:
+    car = _fs_car(tmp_path, {"d/a": b"x" * 1000, "d/b": b"y" * 1000})
+    assert kuro("car", "import", str(car), "--name", "main").returncode == 0
+    out = tmp_path / "out"
+    refused = kuro("fs", "get", "d", str(out), "--max-bytes", "1999")
+    assert "get d: over-budget (2000 bytes claimed, budget 1999 bytes" in one_error_line(refused)
+    assert not out.exists()
+    walk = kuro("fs", "get", "d", str(out), "--max-entries", "1")
+    assert "more than 1 entries; --max-entries" in one_error_line(walk) and not out.exists()
+    assert kuro("fs", "get", "d", str(out), "--max-bytes", "2000").returncode == 0
+    assert (out / "a").read_bytes() == b"x" * 1000 and (out / "b").read_bytes() == b"y" * 1000
+    assert kuro("fs", "cat", "d/a", "--max-bytes", "999").returncode == 1
+    assert kuro("fs", "cat", "d/a", "--max-bytes", "1000").stdout == "x" * 1000
