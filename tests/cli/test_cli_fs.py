@@ -319,3 +319,5 @@ def test_get_of_a_tree_counts_every_byte_it_would_write(kuro: Kuro, tmp_path: Pa
     assert (out / "a").read_bytes() == b"x" * 1000 and (out / "b").read_bytes() == b"y" * 1000
     assert kuro("fs", "cat", "d/a", "--max-bytes", "999").returncode == 1
     assert kuro("fs", "cat", "d/a", "--max-bytes", "1000").stdout == "x" * 1000
+    shown = " ".join(kuro("fs", "get", "--help").stdout.split())
+    assert f"more than N bytes (default {4 << 30})" in shown and "more than N entries (default 500000)" in shown
