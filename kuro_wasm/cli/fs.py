@@ -225,6 +225,8 @@ def _new(result: Any, what: str) -> Any:
 
 
 def _get(args: argparse.Namespace, ctx: Context) -> int:
+    from kuro_fs.paths import escape_name, has_control
+
     fs, _ = _open(ctx, args.name)
     fs = fs.with_budget(entries=args.max_entries, bytes=args.max_bytes)
     stat = _check(fs.stat(args.path), f"get {args.path}")
@@ -246,6 +248,11 @@ def _get(args: argparse.Namespace, ctx: Context) -> int:
     total = sum(item["size"] for item in items if item["kind"] != "dir")
     if total > args.max_bytes:
         raise _Refused(f"get {args.path}: over-budget ({_over(total, {'bytes': args.max_bytes})})")
+    # A name stored before kuro.fs refused control characters would make a local file whose name
+    # lies (a newline, a terminal escape): refused, shown escaped, before anything is written.
+    odd = next((item["path"] for item in items if has_control(item["path"])), None)
+    if odd is not None:
+        raise _Refused(f"get {args.path}: bad-path ({escape_name(odd)} has a control character; nothing written)")
     base = Path(target)
     base.mkdir(parents=True, exist_ok=True)
     prefix = len([p for p in args.path.split("/") if p not in ("", ".")])

@@ -321,3 +321,19 @@ def test_get_of_a_tree_counts_every_byte_it_would_write(kuro: Kuro, tmp_path: Pa
     assert kuro("fs", "cat", "d/a", "--max-bytes", "1000").stdout == "x" * 1000
     shown = " ".join(kuro("fs", "get", "--help").stdout.split())
     assert f"more than N bytes (default {4 << 30})" in shown and "more than N entries (default 500000)" in shown
+
+
+def test_get_refuses_a_tree_holding_a_name_with_a_control_character(kuro: Kuro, tmp_path: Path) -> None:
+    # A directory written before kuro.fs refused such names: the local copy would be a lying file name.
+    from kuro_fs import dagcbor
+
+    store = MemoryBlockStore()
+    legacy = {"evil\nfake": {"cid": dagcbor.Link(store.put(b"x")), "size": 1}}
+    old = store.put(dagcbor.encode({"entries": legacy, "type": "kuro.fs/dir", "version": 1}), "dag-cbor")
+    car = _fs_car(tmp_path, {"ok.txt": b"fine"}, {"d": old}, store)
+    assert kuro("car", "import", str(car), "--name", "main").returncode == 0
+    out = tmp_path / "out"
+    got = kuro("fs", "get", ".", str(out))
+    assert "get .: bad-path (d/evil\\x0afake has a control character; nothing written)" in one_error_line(got)
+    assert not out.exists()
+    assert kuro("fs", "ls", "d").stdout == "evil\\x0afake\n"
