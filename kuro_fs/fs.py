@@ -59,7 +59,7 @@ from typing import Any, Final, NamedTuple
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import parse
 from kuro_fs.dircache import DirCache
-from kuro_fs.errors import CorruptBlock, DagCborError, DagPbError, InvalidCID
+from kuro_fs.errors import CorruptBlock, DagCborError, DagPbError, FileTooDeep, InvalidCID
 from kuro_fs.fileread import read_bytes
 from kuro_fs.fsdir import (
     DIR_TYPE,
@@ -111,7 +111,8 @@ DENIAL_REASONS: Final[Mapping[str, str]] = {
     "directory-not-empty": "rm of a directory that has entries",
     "block-missing": "a block the DAG names is absent, corrupt or malformed (kuro.fs/cid names it)",
     "over-budget": "a walk would list more entries, or a read return more bytes, than the Fs budget "
-    "allows (kuro.fs/budget names the limit); a subtree shared by several paths counts once per path",
+    "allows, or a file's DAG nests deeper than a read follows (kuro.fs/budget names the limit: entries, "
+    "bytes or depth); a subtree shared by several paths counts once per path",
 }
 CAPABILITIES: Final = ("fs/ls", "fs/publish", "fs/read", "fs/rm", "fs/write")
 DEFAULT_GRANT: Final = frozenset(CAPABILITIES)
@@ -355,6 +356,8 @@ class Fs:
             data = read_bytes(self.store, entry.cid, offset, length, size=entry.size)
             if length == 0 and file_root_info(self.store.get, entry.cid).size != entry.size:
                 raise Refusal("block-missing", cid=entry.cid)  # an empty range fetched nothing: check the root
+        except FileTooDeep as exc:
+            raise Refusal("over-budget", cid=entry.cid, budget={"depth": exc.depth}) from exc
         except DagPbError as exc:
             raise Refusal("block-missing", cid=entry.cid) from exc
         return data

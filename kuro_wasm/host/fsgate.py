@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore, MemoryBlockStore
-from kuro_fs.errors import CorruptBlock, DagPbError, InvalidCID, KuroFsError
+from kuro_fs.errors import CorruptBlock, DagPbError, FileTooDeep, InvalidCID, KuroFsError
 from kuro_fs.fs import Fs
 from kuro_fs.paths import clean_path, has_control, join_path
 from kuro_fs.unixfs import MissingBlock, file_root_info, iter_file
@@ -198,6 +198,8 @@ def _read_into(
         for piece in iter_file(fs.store.get, cid, 0, min(size, cap), size=size):
             sink(at, piece)
             at += len(piece)
+    except FileTooDeep:  # a budget of its own: kuro.fs refuses it over-budget too
+        return Answer(reason="over-budget", read=cid if at else None)
     except (MissingBlock, CorruptBlock, DagPbError, KuroFsError):
         # a leaf missing or corrupt after others were copied: those bytes are in guest memory now
         return Answer(reason="block-missing", read=cid if at else None)
@@ -277,6 +279,8 @@ def call(fs: Any, op: str, *args: Any) -> Answer:
         return Answer(reason="block-missing")
     try:
         return _OPS[op](fs, *args)
+    except FileTooDeep:
+        return Answer(reason="over-budget")
     except (MissingBlock, CorruptBlock, DagPbError, KuroFsError):
         return Answer(reason="block-missing")
 
