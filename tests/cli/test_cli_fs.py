@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import ROOT, Kuro, one_error_line
+from dagkit import diamond_file
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.car import export_car
@@ -279,23 +280,9 @@ def _fs_car(tmp_path: Path, files: dict[str, bytes], links: dict[str, str] | Non
     return car
 
 
-def _claims_gigabytes(store: MemoryBlockStore) -> str:
-    """4 blocks naming one 1 KiB leaf 174^3 times: a file that claims 5.4 GB."""
-    from kuro_fs.dagpb import PBLink, PBNode
-    from kuro_fs.dagpb import encode as encode_pb
-    from kuro_fs.unixfs import NodeType, UnixFSData, encode_data
-
-    cid, size, tsize = store.put(bytes(1024)), 1024, 1024
-    for _ in range(3):
-        data = encode_data(UnixFSData(NodeType.FILE, filesize=size * 174, blocksizes=(size,) * 174))
-        block = encode_pb(PBNode(tuple(PBLink.to(cid, "", tsize) for _ in range(174)), data))
-        cid, size, tsize = store.put(block, "dag-pb"), size * 174, len(block) + 174 * tsize
-    return cid
-
-
 def test_cat_and_get_refuse_a_file_over_the_byte_budget_before_writing(kuro: Kuro, tmp_path: Path) -> None:
     store = MemoryBlockStore()
-    car = _fs_car(tmp_path, {}, {"big": _claims_gigabytes(store)}, store)
+    car = _fs_car(tmp_path, {}, {"big": diamond_file(store, 3)[0]}, store)  # 4 blocks claiming 5.4 GB
     assert kuro("car", "import", str(car), "--name", "main").returncode == 0
     cat = kuro("fs", "cat", "big")
     assert (cat.stdout, cat.returncode) == ("", 1)

@@ -10,15 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from dagkit import diamond_file
 from fshelpers import CountingStore, ok
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.car import export_car, read_car
-from kuro_fs.dagpb import PBLink, PBNode
-from kuro_fs.dagpb import encode as encode_pb
 from kuro_fs.fs import Budget, Fs
 from kuro_fs.fsdir import Entry, to_unixfs_dir, write_dir
-from kuro_fs.unixfs import NodeType, UnixFSData, encode_data
 
 
 def diamond_dir(store: MemoryBlockStore, depth: int) -> str:
@@ -27,16 +25,6 @@ def diamond_dir(store: MemoryBlockStore, depth: int) -> str:
     for _ in range(depth):
         below = write_dir(store, {"a": Entry(below, 0), "b": Entry(below, 0)})
     return below
-
-
-def diamond_file(store: MemoryBlockStore, levels: int) -> tuple[str, int]:
-    """A file of ``levels + 1`` blocks whose every node links one child 174 times: it claims 1 KiB × 174^levels."""
-    cid, size, tsize = store.put(bytes(1024)), 1024, 1024
-    for _ in range(levels):
-        data = encode_data(UnixFSData(NodeType.FILE, filesize=size * 174, blocksizes=(size,) * 174))
-        block = encode_pb(PBNode(tuple(PBLink.to(cid, "", tsize) for _ in range(174)), data))
-        cid, size, tsize = store.put(block, "dag-pb"), size * 174, len(block) + 174 * tsize
-    return cid, size
 
 
 def paths_below(depth: int) -> int:
