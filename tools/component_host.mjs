@@ -9,7 +9,8 @@
 //
 // request: {module: path of the transpiled .js, export, func: WitFunc data, args: lowered args
 //   (JSON: tuples as lists, bytes as {"/": {"bytes": b64}}, big ints as {"$big": "…"}), grant,
-//   stdin: b64 | null, root: fs root CID, blocks: {cid: b64}, max_output_bytes, timeout_ms}
+//   stdin: b64 | null, root: fs root CID, blocks: {cid: b64}, max_output_bytes, timeout_ms,
+//   env: {name: value} (the spec's kuro/env), argv0: the spec's kuro/argv0 or the guest's CID}
 // answer: {exit_code, outcome, stdout, stderr (b64), stdout_cid, stderr_cid, result?, reads, denials}
 //
 // What this host does not do (the parity test skips those fixtures): fuel and memory limits (V8
@@ -147,9 +148,9 @@ class Exited extends Error {
 }
 
 // The virtual WASI 0.2 of kuro_wasm/host/wasi_p2.py, in JavaScript: stdio on the run's stream, stdin
-// gated by stdin/read, no environment, exit, the host's clocks and randomness, no preopens; the
-// filesystem's descriptors and the sockets exist only as names (calling them fails).
-function virtualWasi ({ emit, readStdin, stdinReady }) {
+// gated by stdin/read, the spec's environment and argv, exit, the host's clocks and randomness, no
+// preopens; the filesystem's descriptors and the sockets exist only as names (calling them fails).
+function virtualWasi ({ emit, readStdin, stdinReady, environment, args }) {
   const closed = () => { const e = new Error('closed'); e.payload = { tag: 'closed' }; return e }
   class Pollable {
     constructor (ready = () => true) { this.isReady = ready }
@@ -177,7 +178,7 @@ function virtualWasi ({ emit, readStdin, stdinReady }) {
     'wasi:cli/stdout': { getStdout: () => new OutputStream('stdout') },
     'wasi:cli/stderr': { getStderr: () => new OutputStream('stderr') },
     'wasi:cli/stdin': { getStdin: () => new InputStream() },
-    'wasi:cli/environment': { getEnvironment: () => [], getArguments: () => [], initialCwd: () => undefined },
+    'wasi:cli/environment': { getEnvironment: () => environment, getArguments: () => args, initialCwd: () => undefined },
     'wasi:cli/exit': { exit: (status) => { throw new Exited(status.tag === 'ok' ? 0 : 1) } },
     'wasi:cli/terminal-input': { TerminalInput: class TerminalInput {} },
     'wasi:cli/terminal-output': { TerminalOutput: class TerminalOutput {} },
@@ -209,6 +210,9 @@ function virtualWasi ({ emit, readStdin, stdinReady }) {
     'wasi:random/random': {
       getRandomBytes: (len) => crypto.getRandomValues(new Uint8Array(Number(len))),
       getRandomU64: () => crypto.getRandomValues(new BigUint64Array(1))[0]
+    },
+    'wasi:random/insecure-seed': {
+      insecureSeed: () => { const [a, b] = crypto.getRandomValues(new BigUint64Array(2)); return [a, b] }
     },
     'wasi:filesystem/preopens': { getDirectories: () => [] },
     'wasi:filesystem/types': { Descriptor: Stub, DirectoryEntryStream: Stub, filesystemErrorCode: () => undefined },
@@ -258,6 +262,10 @@ async function runGuest (req) {
   const imports = {
     ...virtualWasi({
       emit,
+      // as kuro_wasm/host/kinds/component.py: names sorted by their UTF-8 bytes; argv[0], then a list<string> export's args
+      environment: Object.entries(req.env ?? {}).sort(([a], [b]) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
+      args: [req.argv0, ...(req.func.params.length === 1 && JSON.stringify(req.func.params[0][1]) ===
+        JSON.stringify({ kind: 'list', items: ['string'] }) ? req.args[0] : [])],
       readStdin: (max) => {
         if (!grant.has('stdin/read')) {
           const name = 'wasi:io/streams#[method]input-stream.read'

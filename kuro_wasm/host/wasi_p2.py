@@ -11,13 +11,15 @@ wasi:cli/stdout, stderr       an output stream onto the run's stream (same cap)
 wasi:cli/stdin                an input stream on the run's stdin (``stdin/read``;
                               without it reads end at once and are recorded in
                               ``kuro/denials``)
-wasi:cli/environment          the run's ``kind_state["env"]`` pairs (none unless the
-                              host sets them), no arguments, no cwd
+wasi:cli/environment          the spec's ``kuro/env`` (sorted by name), arguments
+                              ``argv0`` then the spec's string args, no cwd
 wasi:cli/exit                 ends the run with exit code 0 (ok) or 1 (err)
 wasi:cli/terminal-*           no terminal (``none``)
 wasi:io/poll, streams, error  the streams above; pollables on stdin and the clocks
-wasi:clocks/*                 the host's clocks (readings counted: ``nondeterminism``)
-wasi:random/*                 the host's randomness (bytes counted)
+wasi:clocks/*                 the run's clocks (:mod:`kuro_wasm.host.clocks`: the host's,
+                              readings counted; virtual in a deterministic run)
+wasi:random/*                 the run's random bytes (the host's, counted; the
+                              seeded stream in a deterministic run)
 wasi:filesystem/preopens      no preopened directory (kuro.fs is ``kuro:host/fs``)
 wasi:filesystem/types         linked, unreachable: without a preopen no descriptor
                               exists; every function traps if called
@@ -33,28 +35,35 @@ and one that calls them stops with a trap that names the function.
 Clock readings and random bytes are the run's nondeterminism: their counts go
 into the receipt as ``kuro/nondeterminism`` (``{"monotonic-clock": n,
 "wall-clock": n, "random-bytes": n}``, only the ones that happened), so a run
-that read neither says so by its absence.
+that read neither says so by its absence. A deterministic run (``deterministic=True``)
+reads neither from the world: its clocks and random bytes are those of a WASI
+preview 1 run with the same seed (:class:`~kuro_wasm.host.clocks.RunClocks`), a
+timer pollable is due when the virtual clock is moved to it (a sleep takes no
+time), and nothing is counted.
+
+The environment and arguments are what the component kind put in
+``kind_state["wasi-cli"]`` from the spec (``kuro/env``, ``kuro/argv0``, the args).
 
 ## Effects
 Host resources through wasmtime's component C API; the run's stream, stdin and
-condition variable; the host's clocks and ``os.urandom``.
+condition variable; the run's clocks (the host's, unless deterministic).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 import time
 from collections.abc import Callable
 from typing import Any, Final
 
 from wasmtime import _ffi as ffi
 
+from kuro_wasm.host.clocks import RunClocks
 from kuro_wasm.host.component_values import bytes_of, write
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.model.wit import WitType
 
-__all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "provides"]
+__all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "clocks_of", "provides"]
 
 _RESOURCE_KIND: Final = ffi.WASMTIME_COMPONENT_RESOURCE.value
 _MAX_RANDOM: Final = 1 << 20
@@ -132,10 +141,12 @@ def _table(run: RunContext) -> dict[int, Any]:
     return table
 
 
-def _count(run: RunContext, what: str, n: int = 1) -> None:
-    """Count a clock reading or random bytes into the receipt's ``kuro/nondeterminism``."""
-    seen: dict[str, int] = run.kind_state.setdefault("receipt", {}).setdefault("nondeterminism", {})
-    seen[what] = seen.get(what, 0) + n
+def clocks_of(run: RunContext) -> RunClocks:
+    """The run's clocks and random stream (made on first use, seeded when the run is deterministic)."""
+    clocks: RunClocks | None = run.kind_state.get("clocks")
+    if clocks is None:
+        clocks = run.kind_state["clocks"] = RunClocks(run.seed)
+    return clocks
 
 
 def _new_resource(run: RunContext, cctx: Any, val: _Val, kind: str, obj: Any) -> None:
@@ -297,12 +308,17 @@ def _ready(run: RunContext, p: Any) -> bool:
             assert run.stdin is not None
             return run.stdin.ready()
         if p.deadline_ns is not None:
-            return time.monotonic_ns() >= p.deadline_ns
+            return clocks_of(run).monotonic_now_ns() >= p.deadline_ns
     return True
 
 
 def _wait(run: RunContext, pollables: list[Any]) -> list[int] | None:
-    """Indexes of the ready pollables, waiting until one is; None if the run must stop."""
+    """Indexes of the ready pollables, waiting until one is; None if the run must stop.
+
+    In a deterministic run a timer is never waited for: when nothing is ready the virtual clock
+    moves to the earliest timer (stdin, input the caller gave, is still waited for).
+    """
+    clocks = clocks_of(run)
     with run.cond:
         while True:
             if run.should_stop() is not None:
@@ -311,6 +327,9 @@ def _wait(run: RunContext, pollables: list[Any]) -> list[int] | None:
             if ready:
                 return ready
             waits = [p.deadline_ns for p in pollables if isinstance(p, _Pollable) and p.deadline_ns is not None]
+            if waits and clocks.virtual:
+                clocks.advance(min(waits) - clocks.monotonic_now_ns())
+                continue
             until = (min(waits) - time.monotonic_ns()) / 1e9 if waits else 0.05
             run.cond.wait(timeout=max(0.0, min(until, run.deadline - time.monotonic(), 0.05)))
 
@@ -338,8 +357,7 @@ def _poll(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
 
 
 def _mono_now(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    _count(run, "monotonic-clock")
-    write(_U64, time.monotonic_ns(), results)
+    write(_U64, clocks_of(run).monotonic_ns(run), results)
     return True
 
 
@@ -354,14 +372,13 @@ def _subscribe_instant(run: RunContext, cctx: Any, args: _Val, results: _Val) ->
 
 
 def _subscribe_duration(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    deadline = time.monotonic_ns() + int(args[0].of.u64)
+    deadline = clocks_of(run).monotonic_now_ns() + int(args[0].of.u64)
     _new_resource(run, cctx, results, "pollable", _Pollable(deadline_ns=deadline))
     return True
 
 
 def _wall_now(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    _count(run, "wall-clock")
-    ns = time.time_ns()
+    ns = clocks_of(run).realtime_ns(run)
     write(_DATETIME, (ns // 1_000_000_000, ns % 1_000_000_000), results)
     return True
 
@@ -376,20 +393,17 @@ def _random_bytes(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool
     if n > _MAX_RANDOM:
         run.stop("host-error", f"wasi:random get-random-bytes({n}): more than {_MAX_RANDOM} bytes asked")
         return None
-    _count(run, "random-bytes", n)
-    write(_BYTES, os.urandom(n), results)
+    write(_BYTES, clocks_of(run).random(run, n), results)
     return True
 
 
 def _random_u64(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    _count(run, "random-bytes", 8)
-    write(_U64, int.from_bytes(os.urandom(8), "little"), results)
+    write(_U64, int.from_bytes(clocks_of(run).random(run, 8), "little"), results)
     return True
 
 
 def _insecure_seed(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    _count(run, "random-bytes", 16)
-    seed = os.urandom(16)
+    seed = clocks_of(run).random(run, 16)
     write(
         WitType("tuple", (_U64, _U64)),
         (int.from_bytes(seed[:8], "little"), int.from_bytes(seed[8:], "little")),
@@ -401,9 +415,19 @@ def _insecure_seed(run: RunContext, cctx: Any, args: _Val, results: _Val) -> boo
 # ---- cli
 
 
+def _cli(run: RunContext) -> tuple[list[tuple[str, str]], list[str]]:
+    """The environment pairs and the arguments the component kind set for this run (none if it set none)."""
+    env, argv = run.kind_state.get("wasi-cli", ((), ()))
+    return list(env), list(argv)
+
+
 def _environment(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    """``kind_state["env"]`` (name, value) pairs if the run was given any; none otherwise."""
-    write(_ENV, [(str(k), str(v)) for k, v in run.kind_state.get("env", ())], results)
+    write(_ENV, _cli(run)[0], results)
+    return True
+
+
+def _arguments(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    write(_STRINGS, _cli(run)[1], results)
     return True
 
 
@@ -435,7 +459,7 @@ FUNCTIONS: Final[dict[str, dict[str, _Handler]]] = {
     "wasi:cli/stdin": {"get-stdin": _get_stream("input-stream", _In)},
     "wasi:cli/environment": {
         "get-environment": _environment,
-        "get-arguments": _empty(_STRINGS),
+        "get-arguments": _arguments,
         "initial-cwd": _empty(_OPTION_STRING),
     },
     "wasi:cli/exit": {"exit": _exit},

@@ -154,7 +154,8 @@ def test_a_component_fixture_gives_the_same_answer_on_wasmtime_and_v8(
     args = case.get("args", [])
     stdin = case.get("stdin")
     limits = case.get("limits", {})
-    receipt = run(sess, guest(cid, case["export"], args), store=store, fs=fs,
+    spec = guest(cid, case["export"], args, env=case.get("env"), argv0=case.get("argv0"))
+    receipt = run(sess, spec, store=store, fs=fs,
                   stdin=None if stdin is None else stdin.encode(), home=tmp_path / "home", **limits)  # fmt: skip
     ready = prepare(store, cid, EngineConfig(), cache_for(tmp_path / "home"))
     assert not isinstance(ready, LoadFailure), ready
@@ -171,6 +172,8 @@ def test_a_component_fixture_gives_the_same_answer_on_wasmtime_and_v8(
         "blocks": {c: base64.b64encode(b).decode() for c, b in store.blocks.items()},
         "max_output_bytes": limits.get("max_output_bytes", 1_048_576),
         "timeout_ms": limits.get("timeout_ms", 120_000),
+        "env": case.get("env", {}),
+        "argv0": case.get("argv0", cid),
     }
     done = subprocess.run(
         ["node", "--experimental-wasm-extended-const", str(HOST)],

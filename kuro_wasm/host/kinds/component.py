@@ -27,7 +27,10 @@ anything runs — a function whose only parameter is ``list<string>`` (the
 world's ``run``) takes the spec's args as that list. The exit code is
 ``run``'s ``u32``; for any other export it is 0, or 1 when its result is a
 ``result`` whose case is ``err`` (or what ``wasi:cli/exit`` said); the typed
-result goes to ``kuro/result``.
+result goes to ``kuro/result``. A component that imports ``wasi:cli/environment``
+takes the spec's ``kuro/env`` and ``kuro/argv0`` (:attr:`Entry.takes`): its
+environment is the env, its arguments ``argv0`` (by default the guest's CID) and,
+for a ``list<string>`` export, the args; one that does not import it refuses them.
 
 ## Effects
 wasmtime's component C API: one linker per engine, or per component for one
@@ -66,6 +69,9 @@ __all__ = ["CAPABILITIES", "HOST_FUNCTIONS", "KIND", "WORLD_PACKAGE", "Component
 
 _LIST_STRING: Final = WitType("list", (WitType("string"),))
 _RUN_RESULT: Final = WitType("u32")
+_ENVIRONMENT: Final = "wasi:cli/environment"
+#: The optional spec keys a component reads when it imports wasi:cli/environment (its env and argv[0]).
+_CLI_KEYS: Final = frozenset({"kuro/env", "kuro/argv0"})
 
 
 # ---- the trampoline
@@ -273,7 +279,8 @@ class ComponentKind:
         lowered = wit.lower(func, given)
         if isinstance(lowered, str):
             return f"export {export!r}: {lowered}"
-        return Entry(export, FuncSig((), ()), lowered, typed=func)
+        takes = _CLI_KEYS if any(i.module.partition("@")[0] == _ENVIRONMENT for i in shape.imports) else frozenset()
+        return Entry(export, FuncSig((), ()), lowered, typed=func, takes=takes)
 
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
         func: wit.WitFunc = entry.typed
@@ -281,6 +288,7 @@ class ComponentKind:
         raw = _lookup(ctx, instance, entry.export)
         if raw is None:  # pragma: no cover - the shape named it
             return CallOutcome(error=f"export {entry.export!r} not found in the instance")
+        run.kind_state["wasi-cli"] = _cli(run.command, func, entry.args)
         params: Any = (ffi.wasmtime_component_val_t * max(1, len(func.params)))()
         written = 0
         result = ffi.wasmtime_component_val_t()
@@ -319,6 +327,17 @@ class ComponentKind:
             return CallOutcome(values=(int(value),))
         code = 1 if func.result.kind == "result" and value[0] == "err" else 0
         return CallOutcome(values=(code,), result=(wit.plain(func.result, value),))
+
+
+def _cli(spec: Any, func: wit.WitFunc, args: tuple[Any, ...]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The virtual ``wasi:cli/environment`` of a run: the spec's env sorted by name (as WASI preview 1's), and
+    the arguments ``argv0`` (the spec's ``kuro/argv0``, else the guest's CID) then the args when the export
+    takes them as ``list<string>`` (the world's ``run``)."""
+    env = sorted(spec.get("kuro/env", {}).items(), key=lambda kv: kv[0].encode("utf-8", "surrogatepass"))
+    argv = [spec.get("kuro/argv0", spec.get("kuro/guest", ""))]
+    if len(func.params) == 1 and func.params[0][1] == _LIST_STRING:
+        argv.extend(args[0])
+    return env, argv
 
 
 def _unpassable(t: WitType | None) -> str | None:
