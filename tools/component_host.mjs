@@ -10,7 +10,8 @@
 // request: {module: path of the transpiled .js, export, func: WitFunc data, args: lowered args
 //   (JSON: tuples as lists, bytes as {"/": {"bytes": b64}}, big ints as {"$big": "…"}), grant,
 //   stdin: b64 | null, root: fs root CID, blocks: {cid: b64}, max_output_bytes, timeout_ms,
-//   env: {name: value} (the spec's kuro/env), argv0: the spec's kuro/argv0 or the guest's CID}
+//   env: {name: value} (the spec's kuro/env), argv0: the spec's kuro/argv0 or the guest's CID,
+//   spec_args: the spec's args as given (strings become argv[1:])}
 // answer: {exit_code, outcome, stdout, stderr (b64), stdout_cid, stderr_cid, result?, reads, denials}
 //
 // What this host does not do (the parity test skips those fixtures): fuel and memory limits (V8
@@ -262,10 +263,10 @@ async function runGuest (req) {
   const imports = {
     ...virtualWasi({
       emit,
-      // as kuro_wasm/host/kinds/component.py: names sorted by their UTF-8 bytes; argv[0], then a list<string> export's args
+      // as kuro_wasm/host/kinds/component.py: names sorted by their UTF-8 bytes; argv[0], then the spec's args
+      // when every one is a string
       environment: Object.entries(req.env ?? {}).sort(([a], [b]) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
-      args: [req.argv0, ...(req.func.params.length === 1 && JSON.stringify(req.func.params[0][1]) ===
-        JSON.stringify({ kind: 'list', items: ['string'] }) ? req.args[0] : [])],
+      args: [req.argv0, ...(req.spec_args.every((a) => typeof a === 'string') ? req.spec_args : [])],
       readStdin: (max) => {
         if (!grant.has('stdin/read')) {
           const name = 'wasi:io/streams#[method]input-stream.read'

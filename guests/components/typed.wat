@@ -125,4 +125,13 @@
     (local.get $sum))
 
   (func (export "nothing"))
+
+  ;; fill(n) -> list<u8>: n bytes of 7 (a result much larger than its argument)
+  (func (export "fill") (param $n i32) (result i32)
+    (local $p i32)
+    (local.set $p (call $realloc (i32.const 0) (i32.const 0) (i32.const 1) (local.get $n)))
+    (memory.fill (local.get $p) (i32.const 7) (local.get $n))
+    (i32.store (i32.const 320) (local.get $p))
+    (i32.store (i32.const 324) (local.get $n))
+    (i32.const 320))
 )

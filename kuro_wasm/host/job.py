@@ -102,6 +102,7 @@ class Job:
             stdin=StdinPipe(cond, stdin, closed=stdin_closed),
             command=self.command,
             seed=seed,
+            max_value_bytes=limits.value_bound(),
         )
         self.receipt: dict[str, Any] | None = None
         self.failure: HostError | None = None
@@ -191,7 +192,9 @@ class Job:
         ready = loader.prepare(self.store, self.command["kuro/guest"], config, cache_for(self.home))
         if isinstance(ready, LoadFailure):
             return self._load_failed(ready), session
-        entry = loader.resolve(ready, self.command["kuro/export"], self.command["kuro/args"], self.command)
+        entry = loader.resolve(
+            ready, self.command["kuro/export"], self.command["kuro/args"], self.command, ctx.max_value_bytes
+        )
         if isinstance(entry, LoadFailure):
             return self._load_failed(entry), session
         if ctx.should_stop() is not None:  # killed (or out of time) while loading: nothing runs

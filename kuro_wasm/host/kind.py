@@ -20,7 +20,9 @@ epoch deadline, kill, the output stream, the receipt — is the run's
    or a load-error text; an entry may name guest-spec keys it cannot run
    without (:attr:`Entry.needs`) and the optional ones it uses
    (:attr:`Entry.takes`), checked before anything is instantiated — a spec
-   with an optional key its entry does not use is refused, never ignored;
+   with an optional key its entry does not use is refused, never ignored — and
+   the size of each arg the engine must build as a value (:attr:`Entry.arg_bytes`),
+   refused past the run's ``max_value_bytes``;
 4. **calls** it and reports how the call ended (:class:`~kuro_wasm.host.engine.CallOutcome`).
 
 :class:`CoreModuleKind` does the linking and instantiating of core modules
@@ -68,6 +70,13 @@ class Entry:
     ``kuro/env`` and ``kuro/argv0``); a spec holding an optional key that is in
     neither is a ``load-error`` too. The kind reads their values from the spec
     being run (:attr:`RunContext.command`).
+
+    ``arg_bytes`` is, for each arg that crosses the guest's boundary as a value the
+    engine must build (a component's), where it is and its size as
+    :meth:`~kuro_wasm.model.limits.Limits.value_bound` counts it
+    (``(("parameter data (list<u8>)", 1001),)``); an arg above the run's bound
+    is a ``load-error`` decided before anything is instantiated. Numbers passed
+    to a core module are not counted.
     """
 
     export: str
@@ -76,6 +85,7 @@ class Entry:
     typed: Any = None
     needs: tuple[tuple[str, str], ...] = ()
     takes: frozenset[str] = frozenset()
+    arg_bytes: tuple[tuple[str, int], ...] = ()
 
 
 def core_entry(shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:

@@ -265,13 +265,19 @@ def _first_line(exc: BaseException) -> str:
 
 
 def resolve(
-    ready: Prepared, export: str, args: Sequence[object], spec: Mapping[str, Any] | None = None
+    ready: Prepared,
+    export: str,
+    args: Sequence[object],
+    spec: Mapping[str, Any] | None = None,
+    max_value_bytes: int | None = None,
 ) -> Entry | LoadFailure:
     """The entry point ``export`` of ``ready`` called with ``args``, as its kind resolves it, else a load-error.
 
     ``spec`` is the guest spec being run: a key the entry needs (:attr:`Entry.needs`)
     that it lacks is a load-error too, and so is an optional key (``kuro/env`` …) the
-    entry neither needs nor takes (:attr:`Entry.takes`) — decided before anything is instantiated.
+    entry neither needs nor takes (:attr:`Entry.takes`) — decided before anything is instantiated;
+    and so is an arg that would carry more than ``max_value_bytes`` across the guest's boundary
+    (:attr:`Entry.arg_bytes`, the run's :meth:`~kuro_wasm.model.limits.Limits.value_bound`).
     The kind's answer is remembered per prepared guest (at most 64 distinct calls) when
     every arg is hashable: it depends only on the guest's shape, the export and the args
     (types included, so ``True`` is never taken for ``1``).
@@ -289,6 +295,11 @@ def resolve(
     entry = known
     if isinstance(entry, LoadFailure):
         return entry
+    if max_value_bytes is not None:
+        for where, size in entry.arg_bytes:
+            if size > max_value_bytes:
+                why = f"{size} bytes, more than max_value_bytes ({max_value_bytes}) lets one call carry"
+                return LoadFailure("load-error", f"guest {ready.cid}: export {export!r}: {where}: {why}")
     for need, why in entry.needs:
         if spec is None or need not in spec:
             return LoadFailure("load-error", f"guest {ready.cid}: the spec has no {need}: {why}")

@@ -44,6 +44,12 @@ time), and nothing is counted.
 The environment and arguments are what the component kind put in
 ``kind_state["wasi-cli"]`` from the spec (``kuro/env``, ``kuro/argv0``, the args).
 
+Values are bounded by the run's ``max_value_bytes`` as the kuro world's are:
+``check-write`` grants at most that (and 1 MiB), a read returns at most that, and
+a guest that writes more than it was granted or asks for more random bytes than
+fit (WASI gives neither call an error to answer) traps with a message saying so
+(:func:`fault`) — the guest's fault, not the host's.
+
 ## Effects
 Host resources through wasmtime's component C API; the run's stream, stdin and
 condition variable; the run's clocks (the host's, unless deterministic).
@@ -63,7 +69,7 @@ from kuro_wasm.host.component_values import bytes_of, write
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.model.wit import WitType
 
-__all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "clocks_of", "provides"]
+__all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "clocks_of", "fault", "provides"]
 
 _RESOURCE_KIND: Final = ffi.WASMTIME_COMPONENT_RESOURCE.value
 _MAX_RANDOM: Final = 1 << 20
@@ -139,6 +145,12 @@ def _table(run: RunContext) -> dict[int, Any]:
     if table is None:
         table = run.kind_state["wasi-resources"] = {}
     return table
+
+
+def fault(run: RunContext, message: str) -> None:
+    """Trap the guest for breaking a rule of the call it made: the component kind ends the run as a ``trap``
+    whose message is ``message``. Returns None (a handler's "trap" answer)."""
+    run.kind_state["fault"] = message
 
 
 def clocks_of(run: RunContext) -> RunClocks:
@@ -239,10 +251,18 @@ def _get_stream(kind: str, obj_of: Callable[[], Any]) -> Any:
     return get
 
 
+def _write_budget(run: RunContext) -> int:
+    return min(_WRITE_BUDGET, run.max_value_bytes)
+
+
 def _emit(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
     out = _resource(run, cctx, args[0])
     if not isinstance(out, _Out):
         return _result(results, False)
+    n = int(args[1].of.list.size)
+    if n > run.max_value_bytes:
+        fault(run, f"kuro: wasi:io/streams write of {n} bytes: more than max_value_bytes ({run.max_value_bytes})")
+        return None
     if not run.emit(out.stream, bytes_of(args[1].of.list)):
         run.stop("output-capped")
         return None
@@ -251,7 +271,7 @@ def _emit(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
 
 def _check_write(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
     _resource(run, cctx, args[0])  # every method's self is a borrow, given back before the call ends
-    return _result(results, True, lambda v: write(_U64, _WRITE_BUDGET, v))
+    return _result(results, True, lambda v: write(_U64, _write_budget(run), v))
 
 
 def _flush(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
@@ -282,7 +302,7 @@ def _read(run: RunContext, cctx: Any, args: _Val, results: _Val, *, blocking: bo
     _resource(run, cctx, args[0])
     if _stdin_denied(run):
         return _result(results, False)
-    cap = min(int(args[1].of.u64), _WRITE_BUDGET)
+    cap = min(int(args[1].of.u64), _write_budget(run))
     assert run.stdin is not None
     with run.cond:
         while True:
@@ -390,8 +410,9 @@ def _wall_resolution(run: RunContext, cctx: Any, args: _Val, results: _Val) -> b
 
 def _random_bytes(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
     n = int(args[0].of.u64)
-    if n > _MAX_RANDOM:
-        run.stop("host-error", f"wasi:random get-random-bytes({n}): more than {_MAX_RANDOM} bytes asked")
+    most = min(_MAX_RANDOM, run.max_value_bytes)
+    if n > most:
+        fault(run, f"kuro: wasi:random get-random-bytes({n}): more than {most} bytes (max_value_bytes, 1 MiB)")
         return None
     write(_BYTES, clocks_of(run).random(run, n), results)
     return True

@@ -41,6 +41,13 @@ variants/results → ``{case: payload}`` (``"case"`` without one), options →
 ``list<u8>`` → bytes, and non-finite floats → the strings ``"NaN"``,
 ``"Infinity"``, ``"-Infinity"`` (dag-cbor has no NaN).
 
+:func:`value_bytes` is the size a value is bounded by when it crosses
+(``max_value_bytes``, :mod:`kuro_wasm.model.limits`): as it lies in the guest's
+memory under the canonical ABI, without alignment padding — a scalar its size
+(:data:`SCALAR_BYTES`), a string its UTF-8 bytes, a list its elements (each at
+least 1 byte), a record or tuple its fields, a variant, result or option 1 byte
+and its payload, an enum 1, flags 1 byte per 8.
+
 ## Pure
 Values in, values out; the types are built by the host from the engine's view
 of a compiled component and kept as JSON beside the artifact.
@@ -60,12 +67,14 @@ from typing import Any, Final
 __all__ = [
     "INT_RANGES",
     "PRIMITIVES",
+    "SCALAR_BYTES",
     "WitFunc",
     "WitType",
     "func_from_data",
     "lower",
     "plain",
     "type_from_data",
+    "value_bytes",
 ]
 
 #: Integer types and their ranges.
@@ -78,6 +87,22 @@ INT_RANGES: Final[dict[str, tuple[int, int]]] = {
     "u32": (0, 2**32 - 1),
     "s64": (-(2**63), 2**63 - 1),
     "u64": (0, 2**64 - 1),
+}
+#: The size of each fixed-size type in the guest's memory (canonical ABI).
+SCALAR_BYTES: Final[dict[str, int]] = {
+    "bool": 1,
+    "s8": 1,
+    "u8": 1,
+    "s16": 2,
+    "u16": 2,
+    "s32": 4,
+    "u32": 4,
+    "f32": 4,
+    "char": 4,
+    "s64": 8,
+    "u64": 8,
+    "f64": 8,
+    "enum": 1,
 }
 #: The types without parameters.
 PRIMITIVES: Final = frozenset({"bool", "f32", "f64", "char", "string", "error-context", *INT_RANGES})
@@ -378,3 +403,43 @@ def plain(t: WitType, v: Any) -> Any:
     if k == "flags":
         return [n for n in t.names if n in v]
     return None
+
+
+# ---- size
+
+
+def value_bytes(t: WitType, v: Any) -> int:
+    """The size of the lowered value ``v`` of type ``t`` as ``max_value_bytes`` counts it (module docstring).
+
+    >>> value_bytes(WitType("list", (WitType("u8"),)), b"abc"), value_bytes(WitType("string"), "héllo")
+    (3, 6)
+    >>> value_bytes(WitType("list", (WitType("record", (WitType("u32"), WitType("string")), ("n", "s")),)),
+    ...             [(1, ""), (2, "ab")])
+    10
+    """
+    k = t.kind
+    fixed = SCALAR_BYTES.get(k)
+    if fixed is not None:
+        return fixed
+    if k == "string":
+        return len(v.encode("utf-8", "surrogatepass"))
+    if k == "list":
+        elem = t.items[0]
+        assert elem is not None
+        size = SCALAR_BYTES.get(elem.kind)
+        if size is not None:
+            return size * len(v)
+        return sum(max(1, value_bytes(elem, x)) for x in v)
+    if k in ("record", "tuple"):
+        return sum(value_bytes(ft, fv) for ft, fv in zip((i for i in t.items if i is not None), v, strict=True))
+    if k in ("variant", "result"):
+        case, payload = v
+        pt = t.items[(t.names if k == "variant" else ("ok", "err")).index(case)]
+        return 1 + (0 if pt is None else value_bytes(pt, payload))
+    if k == "option":
+        inner = t.items[0]
+        assert inner is not None
+        return 1 + (0 if v is None else value_bytes(inner, v[0]))
+    if k == "flags":
+        return max(1, (len(t.names) + 7) // 8)
+    return 1
