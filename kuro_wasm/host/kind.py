@@ -25,6 +25,11 @@ epoch deadline, kill, the output stream, the receipt — is the run's
    refused past the run's ``max_value_bytes``;
 4. **calls** it and reports how the call ended (:class:`~kuro_wasm.host.engine.CallOutcome`).
 
+A kind also says how command-line words become its entry's args
+(:meth:`GuestKind.args_from_words`: ``kuro run CID EXPORT WORDS…``): numbers for
+a core export (the default of :class:`CoreModuleKind`), argv strings for a WASI
+command, a component export's WIT parameter types.
+
 :class:`CoreModuleKind` does the linking and instantiating of core modules
 (one shared ``wasmtime.Linker`` per engine, an ``InstancePre`` per guest); a
 core-module kind only says which host functions its linker holds.
@@ -149,6 +154,10 @@ class GuestKind(Protocol):
         """Call ``entry`` in the instantiated ``instance`` and report how the call ended."""
         ...
 
+    def args_from_words(self, shape: WasmShape, export: str, words: Sequence[str]) -> list[object] | str:
+        """The spec's args for ``export`` from command-line words, or why they cannot be (a usage error text)."""
+        ...
+
 
 class CoreModuleKind:
     """Linking and instantiating for kinds of *core module*: one shared linker per engine, an InstancePre per guest.
@@ -183,3 +192,8 @@ class CoreModuleKind:
 
     def instantiate(self, store: wasmtime.Store, linked: Any) -> tuple[Any, CallOutcome | None]:
         return _engine.instantiate(linked, store)
+
+    def args_from_words(self, shape: WasmShape, export: str, words: Sequence[str]) -> list[object] | str:
+        """Numbers: a core export takes ints and floats (:func:`kuro_wasm.model.abi.numbers_from_words`)."""
+        numbers = abi.numbers_from_words(list(words))
+        return numbers if isinstance(numbers, str) else list(numbers)

@@ -56,6 +56,7 @@ __all__ = [
     "LoadFailure",
     "Prepared",
     "add_guest",
+    "args_from_words",
     "check_imports",
     "fetch_guest",
     "forget_prepared",
@@ -309,6 +310,18 @@ def resolve(
                 why = f"a {ready.kind.name} guest's export {export!r} does not use it"
                 return LoadFailure("load-error", f"guest {ready.cid}: the spec's {optional} is not for it: {why}")
     return entry
+
+
+def args_from_words(
+    store: BlockStore, cid: str, export: str, words: Sequence[str], *, fuel: bool = False, home: Any = None
+) -> list[object] | str | None:
+    """The spec's args for ``export`` of ``cid`` from command-line words, as the guest's kind reads them
+    (:meth:`~kuro_wasm.host.kind.GuestKind.args_from_words`); a text saying why they cannot be; or None if
+    the guest cannot be loaded. Prepares it as a run would (cached), so the run that follows finds it ready."""
+    ready = prepare(store, cid, EngineConfig(fuel=fuel), cache_for(home))
+    if isinstance(ready, LoadFailure):
+        return None
+    return ready.kind.args_from_words(ready.shape, export, words)
 
 
 def kind_name(store: BlockStore, cid: str, *, fuel: bool = False, home: Any = None) -> str | None:

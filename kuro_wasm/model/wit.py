@@ -70,6 +70,7 @@ __all__ = [
     "SCALAR_BYTES",
     "WitFunc",
     "WitType",
+    "from_words",
     "func_from_data",
     "lower",
     "plain",
@@ -353,6 +354,82 @@ def lower(func: WitFunc, args: list[object] | tuple[object, ...]) -> tuple[Any, 
         except _Refused as exc:
             return str(exc)
     return tuple(out)
+
+
+# ---- command-line words → spec args
+
+
+class _NotAWord(Exception):
+    """A word that spells no value of its parameter's type; the message says why."""
+
+
+def _word_value(t: WitType, word: str) -> object:
+    """The spec value one word spells for type ``t``. Raises _NotAWord."""
+    k = t.kind
+    if k in ("string", "char", "enum"):
+        if word.startswith('"'):  # a JSON string: quotes, escapes, an empty string
+            got = _json_word(word)
+            if not isinstance(got, str):
+                raise _NotAWord("is not a JSON string")
+            return got
+        return word  # as written; lower() checks a char's length and an enum's case
+    if k == "bool":
+        if word not in ("true", "false"):
+            raise _NotAWord(f"is not a {t.text()} (true or false)")
+        return word == "true"
+    if k in INT_RANGES:
+        try:
+            return int(word, 0) if word.lower().lstrip("-+").startswith("0x") else int(word)
+        except ValueError:
+            raise _NotAWord(f"is not a {t.text()}") from None
+    if k in ("f32", "f64"):
+        try:
+            return float(word)
+        except ValueError:
+            raise _NotAWord(f"is not a {t.text()}") from None
+    return _json_word(word)  # lists, records, tuples, options, results, variants, flags …: lower() checks
+
+
+def _json_word(word: str) -> object:
+    from kuro_wasm.model.receipt import from_json  # DAG-JSON: bytes as {"/": {"bytes": …}}
+
+    try:
+        return from_json(word)
+    except ValueError as exc:
+        raise _NotAWord(f"is not JSON ({exc})") from None
+
+
+def from_words(func: WitFunc, words: list[str] | tuple[str, ...]) -> list[object] | str:
+    """The spec's args for ``func`` from command-line words, by its parameter types, or why they cannot be.
+
+    A function whose only parameter is ``list<string>`` (the world's ``run``) takes the words as they
+    are; otherwise each word is one parameter: integers (decimal or ``0x`` hex), floats, ``true`` or
+    ``false`` for a bool, strings, chars and enum cases as written (or as a JSON string: ``'"-x"'``),
+    and every other type as one JSON (DAG-JSON) value — ``'[1, 2]'`` for a ``list<u32>``,
+    ``'{"x": 1}'`` for a record. What the words spell is then checked as any spec's args are
+    (:func:`lower`); JSON nested too deeply is refused, never a RecursionError.
+
+    >>> f = WitFunc("f", (("n", WitType("u32")), ("s", WitType("string")), ("b", WitType("bool"))), None)
+    >>> from_words(f, ["0x10", "cat", "true"]), from_words(f, ["1", '"two words"', "false"])
+    ([16, 'cat', True], [1, 'two words', False])
+    >>> from_words(f, ["ten", "cat", "true"])
+    "argument 0 'ten' is not a u32 (parameter n of func(n: u32, s: string, b: bool))"
+    >>> from_words(WitFunc("g", (("l", WitType("list", (WitType("u8"),))),), None), ["[1, 2"])  # doctest: +ELLIPSIS
+    "argument 0 '[1, 2' is not JSON (Expecting ',' delimiter...) (parameter l of func(l: list<u8>))"
+    """
+    if len(func.params) == 1 and func.params[0][1] == WitType("list", (WitType("string"),)):
+        return list(words)
+    if len(words) != len(func.params):
+        return f"{func.text()} takes {len(func.params)} argument(s), {len(words)} given"
+    out: list[object] = []
+    for index, ((name, t), word) in enumerate(zip(func.params, words, strict=True)):
+        try:
+            out.append(_word_value(t, word))
+        except _NotAWord as exc:
+            shown = word if len(word) <= 40 else word[:37] + "..."
+            return f"argument {index} {shown!r} {exc} (parameter {name} of {func.text()})"
+    lowered = lower(func, out)
+    return lowered if isinstance(lowered, str) else out
 
 
 # ---- lowered value → receipt data

@@ -305,6 +305,13 @@ class ComponentKind:
         )
         return Entry(export, FuncSig((), ()), lowered, typed=func, takes=takes, arg_bytes=sizes)
 
+    def args_from_words(self, shape: WasmShape, export: str, words: Sequence[str]) -> list[object] | str:
+        """By the export's WIT parameter types (:func:`kuro_wasm.model.wit.from_words`)."""
+        func = shape.typed_export(export)
+        if func is None:
+            return list(words)  # no such export: the run's load-error will say so
+        return wit.from_words(func, list(words))
+
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
         func: wit.WitFunc = entry.typed
         ctx = store._context()
