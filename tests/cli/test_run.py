@@ -388,6 +388,7 @@ def test_a_component_exports_words_are_read_by_its_wit_parameter_types(kuro: Kur
     assert result("echo-point", '{"x": 1, "y": 2, "label": "a b"}') == {"x": 1, "y": 2, "label": "a b"}
     assert result("echo-shape", '{"circle": 0.5}') == {"circle": 0.5}
     assert result("sum-bytes", '{"/": {"bytes": "AQID"}}') == 6
+    assert result("kuro:fixtures/calc@1.0.0#double", "21") == 42  # interface#function
     argv = kuro("run", cid, "run", "a", "-b", "c")  # run(args: list<string>): the words as they are
     assert argv.returncode == 3 and argv.stdout == "hello, kuro\n"
 
