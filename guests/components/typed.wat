@@ -134,4 +134,10 @@
     (i32.store (i32.const 320) (local.get $p))
     (i32.store (i32.const 324) (local.get $n))
     (i32.const 320))
+
+  ;; ---- interface kuro:fixtures/calc (exported as an instance: `kuro:fixtures/calc@1.0.0#double`)
+  (func (export "kuro:fixtures/calc@1.0.0#double") (param $n i32) (result i32)
+    (i32.mul (local.get $n) (i32.const 2)))
+  (func (export "kuro:fixtures/calc@1.0.0#length") (param $p i32) (param $len i32) (result i32)
+    (local.get $len))
 )
