@@ -148,6 +148,17 @@ class Exited extends Error {
   constructor (code) { super(`exit ${code}`); this.code = code }
 }
 
+// As kuro_wasm/host/wasi_p2.py: at most 1 MiB per get-random-bytes call, more is the guest's trap
+// (crypto.getRandomValues fills at most 64 KiB at a time).
+const MAX_RANDOM = 1 << 20
+function randomBytes (len) {
+  const n = Number(len)
+  if (n > MAX_RANDOM) throw new Error(`kuro: wasi:random get-random-bytes(${n}): more than ${MAX_RANDOM} bytes`)
+  const out = new Uint8Array(n)
+  for (let at = 0; at < n; at += 65536) crypto.getRandomValues(out.subarray(at, Math.min(n, at + 65536)))
+  return out
+}
+
 // The virtual WASI 0.2 of kuro_wasm/host/wasi_p2.py, in JavaScript: stdio on the run's stream, stdin
 // gated by stdin/read, the spec's environment and argv, exit, the host's clocks and randomness, no
 // preopens; the filesystem's descriptors and the sockets exist only as names (calling them fails).
@@ -209,7 +220,7 @@ function virtualWasi ({ emit, readStdin, stdinReady, environment, args }) {
       resolution: () => ({ seconds: 0n, nanoseconds: 1000 })
     },
     'wasi:random/random': {
-      getRandomBytes: (len) => crypto.getRandomValues(new Uint8Array(Number(len))),
+      getRandomBytes: (len) => randomBytes(len),
       getRandomU64: () => crypto.getRandomValues(new BigUint64Array(1))[0]
     },
     'wasi:random/insecure-seed': {

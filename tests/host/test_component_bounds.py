@@ -133,6 +133,15 @@ def test_a_result_far_past_the_bound_is_refused_by_wasmtime_before_the_host_hold
     assert "fuel allocated for hostcalls has been exhausted" in receipt["kuro/trap"]["message"], receipt
 
 
+def test_a_wasi_random_request_past_the_cap_is_the_guests_trap_not_a_host_error() -> None:
+    receipt = _run("entropy", "run", ["greedy"])  # it asks get-random-bytes(1 MiB + 1)
+    assert (receipt["kuro/exit-code"], receipt["kuro/outcome"], receipt["kuro/trap"]["kind"]) == (134, "trap", "trap")
+    assert receipt["kuro/trap"]["message"] == (
+        "kuro: wasi:random get-random-bytes(1048577): more than 1048576 bytes (max_value_bytes, 1 MiB)"
+    )
+    assert receipt["kuro/stdout"] == b""
+
+
 def test_a_wasi_random_request_past_the_bound_is_the_guests_trap_not_a_host_error() -> None:
     receipt = _run("entropy", "run", [], max_value_bytes=8)  # it asks get-random-bytes(16)
     assert (receipt["kuro/outcome"], receipt["kuro/trap"]["kind"]) == ("trap", "trap"), receipt
