@@ -548,13 +548,13 @@ def _run_live(
     handle = start(sess, command, **options)
     if isinstance(handle, Mapping):
         return handle  # a denial: nothing was loaded or run
-    if live is not None:
-        live.attach(handle.kill)
-    if pump_stdin:
-        threading.Thread(target=_pump, args=(handle, stdin_fd), name="kuro-stdin", daemon=True).start()
-    else:
-        handle.close_stdin()
-    try:
+    try:  # from here the guest runs (it may already have written): a signal now is a cancel, never lost
+        if live is not None:
+            live.attach(handle.kill)
+        if pump_stdin:
+            threading.Thread(target=_pump, args=(handle, stdin_fd), name="kuro-stdin", daemon=True).start()
+        else:
+            handle.close_stdin()
         while True:
             try:
                 return handle.wait(0.2)
