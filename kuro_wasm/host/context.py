@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kuro_wasm.model.abi import ErrorCode
+from kuro_wasm.model.limits import DEFAULT_MAX_VALUE_BYTES
 
 __all__ = ["MAX_DENIAL_ENTRIES", "Emit", "RunContext", "StdinPipe", "Stopped"]
 
@@ -106,6 +107,8 @@ class RunContext:
     deadline: float = float("inf")
     #: A deterministic run's seed (fixed clocks, random bytes from the seed); None: the real clocks and entropy.
     seed: int | None = None
+    #: The most bytes one value may have crossing a component's boundary (``Limits.value_bound``).
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
     cond: threading.Condition = field(default_factory=threading.Condition)
     stdin: StdinPipe | None = None
     reads: list[str] = field(default_factory=list)

@@ -102,6 +102,7 @@ class Job:
             stdin=StdinPipe(cond, stdin, closed=stdin_closed),
             command=self.command,
             seed=seed,
+            max_value_bytes=limits.value_bound(),
         )
         self.receipt: dict[str, Any] | None = None
         self.guest_kind: str | None = None  # the kind that claimed the guest (kuro/guest-kind), once loaded
@@ -193,7 +194,9 @@ class Job:
         if isinstance(ready, LoadFailure):
             return self._load_failed(ready), session
         self.guest_kind = ready.kind.name
-        entry = loader.resolve(ready, self.command["kuro/export"], self.command["kuro/args"], self.command)
+        entry = loader.resolve(
+            ready, self.command["kuro/export"], self.command["kuro/args"], self.command, ctx.max_value_bytes
+        )
         if isinstance(entry, LoadFailure):
             return self._load_failed(entry), session
         if ctx.should_stop() is not None:  # killed (or out of time) while loading: nothing runs

@@ -58,6 +58,7 @@ __all__ = [
     "MAX_GUEST_BYTES",
     "Prepared",
     "add_guest",
+    "args_from_words",
     "check_imports",
     "fetch_guest",
     "forget_prepared",
@@ -286,13 +287,19 @@ def _first_line(exc: BaseException) -> str:
 
 
 def resolve(
-    ready: Prepared, export: str, args: Sequence[object], spec: Mapping[str, Any] | None = None
+    ready: Prepared,
+    export: str,
+    args: Sequence[object],
+    spec: Mapping[str, Any] | None = None,
+    max_value_bytes: int | None = None,
 ) -> Entry | LoadFailure:
     """The entry point ``export`` of ``ready`` called with ``args``, as its kind resolves it, else a load-error.
 
     ``spec`` is the guest spec being run: a key the entry needs (:attr:`Entry.needs`)
     that it lacks is a load-error too, and so is an optional key (``kuro/env`` …) the
-    entry neither needs nor takes (:attr:`Entry.takes`) — decided before anything is instantiated.
+    entry neither needs nor takes (:attr:`Entry.takes`) — decided before anything is instantiated;
+    and so is an arg that would carry more than ``max_value_bytes`` across the guest's boundary
+    (:attr:`Entry.arg_bytes`, the run's :meth:`~kuro_wasm.model.limits.Limits.value_bound`).
     The kind's answer is remembered per prepared guest (at most 64 distinct calls) when
     every arg is hashable: it depends only on the guest's shape, the export and the args
     (types included, so ``True`` is never taken for ``1``).
@@ -310,6 +317,11 @@ def resolve(
     entry = known
     if isinstance(entry, LoadFailure):
         return entry
+    if max_value_bytes is not None:
+        for where, size in entry.arg_bytes:
+            if size > max_value_bytes:
+                why = f"{size} bytes, more than max_value_bytes ({max_value_bytes}) lets one call carry"
+                return LoadFailure("load-error", f"guest {ready.cid}: export {export!r}: {where}: {why}")
     for need, why in entry.needs:
         if spec is None or need not in spec:
             return LoadFailure("load-error", f"guest {ready.cid}: the spec has no {need}: {why}")
@@ -319,6 +331,18 @@ def resolve(
                 why = f"a {ready.kind.name} guest's export {export!r} does not use it"
                 return LoadFailure("load-error", f"guest {ready.cid}: the spec's {optional} is not for it: {why}")
     return entry
+
+
+def args_from_words(
+    store: BlockStore, cid: str, export: str, words: Sequence[str], *, fuel: bool = False, home: Any = None
+) -> list[object] | str | None:
+    """The spec's args for ``export`` of ``cid`` from command-line words, as the guest's kind reads them
+    (:meth:`~kuro_wasm.host.kind.GuestKind.args_from_words`); a text saying why they cannot be; or None if
+    the guest cannot be loaded. Prepares it as a run would (cached), so the run that follows finds it ready."""
+    ready = prepare(store, cid, EngineConfig(fuel=fuel), cache_for(home))
+    if isinstance(ready, LoadFailure):
+        return None
+    return ready.kind.args_from_words(ready.shape, export, words)
 
 
 def kind_name(store: BlockStore, cid: str, *, fuel: bool = False, home: Any = None) -> str | None:

@@ -20,7 +20,9 @@ elements in any one table (a single ``table.grow`` by 2**28 elements otherwise
 takes seconds and gigabytes while no deadline can interrupt it — an
 instruction runs to its end), and at most ``max_instances``, ``max_tables``
 and ``max_memories`` per store, and at most ``max_output_chunks`` kept output
-chunks (each write costs host memory whatever its size, an empty one too).
+chunks (each write costs host memory whatever its size, an empty one too),
+and ``max_value_bytes``: the largest value one call may carry across a
+component's boundary, either way (see below).
 The defaults are what real guests use: one memory (a C, Rust or Zig program,
 and the components componentize-py builds, have one), four tables (a program
 has one, a componentize-py component two), 64 instances (a component
@@ -49,6 +51,20 @@ each memory may reach wasmtime's own ceiling (4 GiB for a 32-bit memory, 1 GiB
 in a worker process) and each table ``max_table_elements``: with the defaults,
 4 GiB and 32 MiB of tables.
 
+``max_value_bytes`` exists because wasmtime's component C API holds a value as
+one 32-byte C value per element, converted into wasmtime's own values (~48
+bytes each): a ``list<u8>`` costs the host ~80 bytes per byte while it crosses
+(measured: a 48 MiB ``fs.read`` took a host from 77 to 3881 MiB of RSS, whatever
+the guest's memory limit). A value is counted as it lies in the guest's memory
+under the canonical ABI, without alignment padding — a ``list<u8>`` or string by
+its bytes, every other value by its size (at least 1 byte): so the host holds at
+most ~80 × the bound for bytes, a few hundred × for lists of small records, per
+call. The default (4 MiB: ~330 MiB of host memory at worst; wasmtime itself
+refuses a ``list<u8>`` of more than ~2.7 MiB from guest to host) keeps that well
+below the host's memory; :meth:`Limits.value_bound` also never exceeds
+``max_memory_bytes`` (no larger value could be in the guest's memory anyway).
+Core modules pass numbers only; the bound is in every receipt all the same.
+
 ## Pure
 Values only.
 """
@@ -74,6 +90,7 @@ __all__ = [
     "DEFAULT_MAX_OUTPUT_CHUNKS",
     "DEFAULT_MAX_TABLES",
     "DEFAULT_MAX_TABLE_ELEMENTS",
+    "DEFAULT_MAX_VALUE_BYTES",
     "DEFAULT_TIMEOUT_MS",
     "LIMIT_NAMES",
     "Limits",
@@ -94,6 +111,7 @@ _MINIMUM: Final[Mapping[str, int]] = {
     "max_tables": 0,
     "max_memories": 0,
     "max_output_chunks": 0,
+    "max_value_bytes": 0,
 }
 #: Wasmtime's store limits take these as ``int`` counts; larger values mean "as wasmtime allows".
 DEFAULT_MAX_TABLE_ELEMENTS: Final = 1_000_000
@@ -106,6 +124,8 @@ TABLE_ELEMENT_BYTES: Final = 8
 TABLE_SHARE: Final = 16
 #: Kept output chunks per run, whatever their size (each costs host memory; see kuro_wasm.model.stream).
 DEFAULT_MAX_OUTPUT_CHUNKS: Final = 100_000
+#: The largest value (canonical-ABI bytes) one call may carry across a component's boundary, either way.
+DEFAULT_MAX_VALUE_BYTES: Final = 4 * 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +134,8 @@ class Limits:
 
     >>> Limits(timeout_ms=50).receipt_value()  # doctest: +NORMALIZE_WHITESPACE
     {'timeout-ms': 50, 'max-output-bytes': 1048576, 'max-table-elements': 1000000, 'max-instances': 64,
-     'max-tables': 4, 'max-memories': 1, 'max-output-chunks': 100000, 'per-table-elements': 1000000}
+     'max-tables': 4, 'max-memories': 1, 'max-output-chunks': 100000, 'max-value-bytes': 4194304,
+     'per-table-elements': 1000000}
     >>> Limits(fuel=-1)
     Traceback (most recent call last):
     ...
@@ -130,6 +151,7 @@ class Limits:
     max_tables: int = DEFAULT_MAX_TABLES
     max_memories: int = DEFAULT_MAX_MEMORIES
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
 
     def __post_init__(self) -> None:
         # Every run builds one: checked field by field from a precomputed table (no dataclasses.fields()).
@@ -180,6 +202,17 @@ class Limits:
                 out[name] = value
         return out
 
+    def value_bound(self) -> int:
+        """The most bytes one value may have crossing a component's boundary: ``max_value_bytes``, and never
+        more than ``max_memory_bytes`` when that is set.
+
+        >>> Limits(max_value_bytes=100).value_bound(), Limits(max_memory_bytes=65536).value_bound()
+        (100, 65536)
+        """
+        if self.max_memory_bytes is None:
+            return self.max_value_bytes
+        return min(self.max_value_bytes, self.max_memory_bytes)
+
     def receipt_value(self) -> dict[str, int]:
         """The receipt's ``kuro/limits``: kebab-case names; memory and fuel only when set; the bounds always;
         then the store's applied bounds (:meth:`store_bounds`): ``per-table-elements`` always,
@@ -227,6 +260,7 @@ BOUNDS: Final[tuple[str, ...]] = (
     "max_tables",
     "max_memories",
     "max_output_chunks",
+    "max_value_bytes",
 )
 #: The keyword names of every limit, in a fixed order.
 LIMIT_NAMES: Final[tuple[str, ...]] = CHOSEN_LIMITS + BOUNDS

@@ -41,7 +41,7 @@ from kuro_wasm.host.job import OnChunk, OnExit
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.outcome import decide
-from kuro_wasm.model.receipt import namespace
+from kuro_wasm.model.receipt import from_json, namespace
 from kuro_wasm.model.sessions import Session
 
 __all__ = ["HOST_STATED", "ISOLATION", "STOP_GRACE_S", "RemoteRun", "died_result"]
@@ -209,6 +209,12 @@ class RemoteRun:
 
         Raises HostError: the worker's receipt or counters disagree with what this side saw.
         """
+        if "kuro/result" in receipt:  # DAG-JSON text (kuro_wasm.host.worker.serve): bytes survive the frame
+            text = receipt["kuro/result"]
+            try:
+                receipt = {**receipt, "kuro/result": from_json(text if type(text) is str else "")}
+            except ValueError as exc:
+                raise HostError(f"the worker's kuro/result is not DAG-JSON text: {exc}") from None
         result = {k: v for k, v in namespace(receipt).items() if k not in HOST_STATED}
         if result.get("kuro/outcome") in _NOT_FROM_A_WORKER:
             raise HostError(f"a worker may not report the outcome {result['kuro/outcome']!r}")
