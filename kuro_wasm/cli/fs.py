@@ -222,6 +222,7 @@ def _stream(ctx: Context, fs: Any, cid: str, handle: Any) -> None:
     if handle is None:
         ctx.out.flush()
         handle = getattr(ctx.out, "buffer", None)
+    ctx.prefetch(cid)  # through a gateway: the whole file in one request, not one per block
     for piece in iter_file(fs.store.get, cid):
         if handle is None:
             ctx.out.write(bytes(piece).decode("utf-8", "replace"))
@@ -320,6 +321,7 @@ def _car_export(args: argparse.Namespace, ctx: Context) -> int:
     folder = Path(args.file).absolute().parent
     if not folder.is_dir():  # name the user's path, not the temporary file the export writes first
         raise FileNotFoundError(2, "No such directory", str(folder))
+    ctx.prefetch(root, "all")  # through a gateway: the whole DAG in one request
     with _progress(ctx, f"export {Path(args.file).name}", None) as bar:
         export_car(ProgressStore(ctx.store, bar, count_put=False, count_get=True), root, args.file)
     ctx.say(f"{root}  {args.file}")

@@ -71,6 +71,21 @@ def test_serve_refuses_a_bad_port_and_an_empty_token_file(kuro: Kuro, tmp_path: 
     assert "is empty" in one_error_line(kuro("gateway", "serve", "--token-file", str(empty)))
 
 
+@pytest.mark.parametrize("where", ["before", "after", "joined"])
+@pytest.mark.parametrize("command", [["fs", "ls"], ["run", "bafkqaaa", "run"], ["ledger", "list"]])
+def test_a_malformed_gateway_url_is_one_typed_line_wherever_it_is_given(
+    kuro: Kuro, where: str, command: list[str]
+) -> None:
+    bad = "http://[::1"
+    args = {
+        "before": ["--gateway", bad, *command],
+        "after": [*command, "--gateway", bad],
+        "joined": [f"--gateway={bad}", *command],
+    }[where]
+    line = one_error_line(kuro(*args))
+    assert "malformed gateway URL" in line and "[invalid-gateway-url]" in line and "internal" not in line
+
+
 def test_publish_needs_a_gateway(kuro: Kuro) -> None:
     assert "needs a gateway" in one_error_line(kuro("gateway", "publish", "bafkqaaa"))
 
@@ -118,6 +133,21 @@ def test_kuro_fs_and_car_work_on_blocks_held_only_by_the_gateway(
     with out.open("rb") as f:
         roots, sections = read_car(f)
         assert roots == [root] and len(list(sections)) >= 2
+
+
+def test_gateway_is_a_global_option_given_before_the_command(
+    served: tuple[str, Kuro], kuro: Kuro, tmp_path: Path
+) -> None:
+    url, owner = served
+    data = bytes(range(256)) * 4000  # four blocks
+    (tmp_path / "big.bin").write_bytes(data)
+    assert owner("fs", "put", str(tmp_path / "big.bin")).returncode == 0
+    root = owner("fs", "log").stdout.splitlines()[-1].lstrip("* ").split()[1]
+    exported = kuro("--gateway", url, "car", "export", str(tmp_path / "a.car"), root)
+    assert exported.returncode == 0, exported.stderr
+    joined = kuro(f"--gateway={url}", "--home", str(tmp_path / "other"), "car", "export", str(tmp_path / "b.car"), root)
+    assert joined.returncode == 0, joined.stderr
+    assert (tmp_path / "a.car").read_bytes() == (tmp_path / "b.car").read_bytes()
 
 
 def test_publish_pushes_a_dag_from_this_home_to_the_gateway(
