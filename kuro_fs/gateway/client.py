@@ -23,6 +23,7 @@ The store speaks the block-store vocabulary (:mod:`kuro_fs.blocks`) over a local
 ``prefetch``   one CAR (``dag-scope=entity``: a whole UnixFS file, or ``all``: a whole DAG;
                optionally ``entity-bytes``), verified block by block into the cache
 ``has``        cache, else ``HEAD /ipfs/{cid}?format=raw``
+``probe``      ``GET /ipfs/bafkqaaa?format=raw``: is this a trustless gateway at all
 ``put``        the cache only — nothing is pushed implicitly
 ``publish``    ``PUT /ipld/{cid}`` of each named block and, for a root, every block of its DAG
                held in the cache; ``rejected``/``reasons`` say why a block was not taken
@@ -90,7 +91,7 @@ from kuro_fs.gateway.request import CAR_TYPE, RAW_TYPE
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_ERROR_BODY", "MAX_FETCHED_BLOCK", "GatewayBlockStore", "check_url"]
+__all__ = ["DEFAULT_TIMEOUT", "MAX_ERROR_BODY", "MAX_FETCHED_BLOCK", "PROBE_CID", "GatewayBlockStore", "check_url"]
 
 DEFAULT_TIMEOUT: Final = 30.0
 #: The largest block accepted from a gateway: 2 MiB, the IPFS stack's block limit (bitswap refuses
@@ -102,6 +103,8 @@ MAX_ERROR_BODY: Final = 4096
 _MAX_CID_BYTES: Final = 256
 _CAR_ACCEPT: Final = f"{CAR_TYPE}; version=1; order=dfs; dups=n"
 _SCOPES: Final = ("block", "entity", "all")
+#: The empty identity block: what :meth:`GatewayBlockStore.probe` asks for.
+PROBE_CID: Final = "bafkqaaa"
 
 
 def _httpx() -> Any:
@@ -137,12 +140,13 @@ class _ChunkReader(io.RawIOBase):
 class _Answer:
     """A response's status and at most ``cap`` bytes of its body; ``over`` if the gateway sent (or declared) more."""
 
-    __slots__ = ("body", "over", "status")
+    __slots__ = ("body", "content_type", "over", "status")
 
-    def __init__(self, status: int, body: bytes, over: bool) -> None:
+    def __init__(self, status: int, body: bytes, over: bool, content_type: str = "") -> None:
         self.status = status
         self.body = body
         self.over = over
+        self.content_type = content_type
 
     def first_line(self) -> str:
         text = self.body.decode("utf-8", "replace").strip()
@@ -152,14 +156,15 @@ class _Answer:
 def _capped(response: httpx.Response, cap: int) -> _Answer:
     # Read at most ``cap`` bytes of a streamed body (decoded: a compressed bomb is capped too), then stop.
     declared = response.headers.get("content-length", "")
+    kind = response.headers.get("content-type", "")
     if declared.isdigit() and int(declared) > cap:
-        return _Answer(response.status_code, b"", True)
+        return _Answer(response.status_code, b"", True, kind)
     body = bytearray()
     for chunk in response.iter_bytes():
         body += chunk
         if len(body) > cap:
-            return _Answer(response.status_code, bytes(body[:cap]), True)
-    return _Answer(response.status_code, bytes(body), False)
+            return _Answer(response.status_code, bytes(body[:cap]), True, kind)
+    return _Answer(response.status_code, bytes(body), False, kind)
 
 
 def check_url(url: object) -> str:
@@ -282,6 +287,29 @@ class GatewayBlockStore:
         return GatewayRefused(f"{what}: gateway answered {answer.status} {answer.first_line()}".rstrip(), answer.status)
 
     # ---- reading
+
+    def probe(self) -> None:
+        """Check that the gateway is there and speaks the trustless protocol, before relying on it.
+
+        Asks for the empty identity block ``bafkqaaa`` as ``?format=raw`` (the trustless-gateway
+        spec's own probe): a trustless gateway answers 200, ``application/vnd.ipld.raw``, no bytes.
+
+        Raises GatewayUnreachable, GatewayTimeout; GatewayRefused (with the status) for any other
+        answer — a web server, a path gateway that redirects, a proxy's error page.
+        """
+        answer = self._exchange(
+            "GET", f"/ipfs/{PROBE_CID}", MAX_ERROR_BODY, params={"format": "raw"}, headers={"Accept": RAW_TYPE}
+        )
+        kind = answer.content_type.split(";", 1)[0].strip().lower()
+        if answer.status == 200 and kind == RAW_TYPE and answer.body == b"":
+            return
+        said = f"{answer.status} {kind or 'no content type'}" + (
+            f" ({answer.first_line()})" if answer.status != 200 else ""
+        )
+        raise GatewayRefused(
+            f"{self._url} does not answer the trustless gateway protocol: GET /ipfs/{PROBE_CID}?format=raw got {said}",
+            answer.status,
+        )
 
     def get(self, cid: str) -> bytes | None:
         """The block ``cid`` from the cache, else from the gateway (verified, then cached); None on 404.

@@ -134,6 +134,9 @@ def run_many(
 
     Nothing runs until the batch is iterated. Raises ModelError (before anything runs): a bad
     spec (the message names its index), an op id without a ledger, one op id twice.
+    Raises GatewayUnreachable, GatewayTimeout, GatewayRefused (before any op id is claimed):
+    workers would read from a gateway that does not answer its probe
+    (:meth:`~kuro_wasm.batch.stores.WorkerStore.check`).
     """
     checked: list[Invocation] = []
     batch_id = uuid.uuid4().hex[:12]
@@ -154,6 +157,13 @@ def run_many(
         raise ModelError("invocations with an op_id need a ledger (run_many(..., ledger=Ledger()))", reason="no-ledger")
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
         raise ModelError(f"chunk_size must be an int >= 1, got {chunk_size!r}", reason="invalid-run-option")
+    if any(denial(inv.session, inv.command) is None for inv in checked):  # something may be sent: can workers read?
+        try:
+            where = worker_store or worker_store_for(store)
+        except ModelError:
+            where = None  # refused when the batch starts, as it always was
+        if where is not None:
+            where.check()
     return Batch(
         batch_id, checked, store, ledger, cluster, workers, worker_store, home, chunk_size, keep_output=keep_output
     )

@@ -71,6 +71,9 @@ class WitnessStore:
     def describe(self) -> str:
         return f"the witnessed store {self.path}"
 
+    def check(self) -> None:
+        pass
+
 
 def reads(log: str) -> list[tuple[int, str]]:
     """``(pid, cid)`` for every logged read."""

@@ -6,13 +6,15 @@ from pathlib import Path
 
 import pytest
 from batch_witness import Shared, reads
-from test_batch_cluster import COMPARED, _mixed, _one_by_one, _runs, _runs_in_process, _witnessed
+from test_batch_cluster import COMPARED, _mixed, _one_by_one, _runs, _runs_in_process, _Untouchable, _witnessed
 
+from kuro_fs.errors import GatewayUnreachable
 from kuro_wasm.batch import run_many
 from kuro_wasm.batch.local import LocalPool
-from kuro_wasm.batch.stores import SharedStore
+from kuro_wasm.batch.stores import GatewayStore, SharedStore
 from kuro_wasm.errors import BatchError
 from kuro_wasm.host.worker.pool import WorkerPool
+from kuro_wasm.ledger.ledger import Ledger
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -73,3 +75,14 @@ def test_a_store_no_worker_can_open_stops_the_batch_and_runs_nothing(shared: Sha
 def test_a_pool_needs_a_worker() -> None:
     with pytest.raises(BatchError):
         LocalPool(0, store=SharedStore("/"))
+
+
+def test_a_gateway_that_does_not_answer_refuses_the_batch_before_any_op_id_is_claimed(
+    shared: Shared, tmp_path: Path
+) -> None:
+    lines = [{"guest": shared.batch, "export": "echo", "args": [1], "op_id": "first"}]
+    nowhere = GatewayStore("http://127.0.0.1:9")
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        with pytest.raises(GatewayUnreachable, match=r"127\.0\.0\.1:9"):
+            run_many(lines, store=shared.store, ledger=ledger, worker_store=nowhere, cluster=_Untouchable())
+        assert ledger.result("first")["kuro/status"] == "not-found"

@@ -19,6 +19,7 @@ import pytest
 from cli_helpers import Kuro, add_guest, kuro_runner, one_error_line
 
 from kuro_fs.car import read_car
+from kuro_fs.cid import raw_cid
 
 TOKEN = "cli-test-token"
 
@@ -162,3 +163,63 @@ def test_publish_pushes_a_dag_from_this_home_to_the_gateway(
     assert json.loads(pushed.stdout) == {"published": 1, "rejected": [], "reasons": {}}
     ran = owner("run", cid, "run")  # the gateway's home now holds it
     assert ran.returncode == 0 and ran.stdout == "hello, kuro\n"
+
+
+# ---- kuro batch --gateway URL: the gateway is probed before anything runs
+
+
+def _batch_file(path: Path, guest: str, n: int) -> Path:
+    lines = [{"guest": guest, "export": "run", "op_id": f"gw-{i}"} for i in range(n)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_a_batch_reads_its_guest_from_the_gateway(served: tuple[str, Kuro], kuro: Kuro, tmp_path: Path) -> None:
+    url, owner = served
+    cid = add_guest(owner, "hello.wat")  # held by the gateway only
+    result = kuro("batch", str(_batch_file(tmp_path / "b.jsonl", cid, 2)), "--local", "1", "--json", "--gateway", url)
+    assert result.returncode == 0, result.stderr
+    receipts = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["kuro/stdout-cid"] for r in receipts] == [raw_cid(b"hello, kuro\n")] * 2, receipts
+
+
+def _nothing_recorded(kuro: Kuro, result: subprocess.CompletedProcess[str]) -> str:
+    line = one_error_line(result)
+    assert result.returncode == 2 and result.stdout == "" and "nothing was run" in line
+    listed = kuro("ledger", "list", "--json")
+    assert listed.returncode == 0 and listed.stdout == "", listed.stdout  # no op id claimed, none recorded
+    return line
+
+
+def test_a_batch_on_an_unreachable_gateway_is_one_typed_line_and_runs_nothing(kuro: Kuro, tmp_path: Path) -> None:
+    cid = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+    result = kuro(
+        "batch", str(_batch_file(tmp_path / "b.jsonl", cid, 3)), "--local", "1", "--gateway", "http://127.0.0.1:9"
+    )
+    line = _nothing_recorded(kuro, result)
+    assert "http://127.0.0.1:9" in line and line.endswith("[gateway-unreachable]"), line
+
+
+def test_a_batch_on_a_server_that_is_no_trustless_gateway_runs_nothing(kuro: Kuro, tmp_path: Path) -> None:
+    import http.server
+
+    site = tmp_path / "site"
+    site.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, directory=str(site), **kwargs)  # type: ignore[arg-type]
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            url = f"http://127.0.0.1:{server.server_address[1]}"
+            cid = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+            result = kuro("batch", str(_batch_file(tmp_path / "b.jsonl", cid, 3)), "--gateway", url)
+        finally:
+            server.shutdown()
+    line = _nothing_recorded(kuro, result)
+    assert "does not answer the trustless gateway protocol" in line and line.endswith("[gateway-refused]"), line

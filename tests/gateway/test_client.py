@@ -128,6 +128,40 @@ def test_an_unreachable_gateway_is_unreachable() -> None:
         store.get(HELLO)
 
 
+def test_the_probe_passes_a_real_trustless_gateway(gateway: str) -> None:
+    with GatewayBlockStore(gateway) as store:
+        store.probe()
+
+
+@pytest.mark.parametrize(
+    ("respond", "says"),
+    [
+        (lambda r: httpx.Response(200, text="<html>hello</html>", headers={"content-type": "text/html"}), "text/html"),
+        (lambda r: httpx.Response(200, content=b"x", headers={"content-type": "application/vnd.ipld.raw"}), "200"),
+        (lambda r: httpx.Response(404, text="no such path"), "404"),
+        (lambda r: httpx.Response(301, headers={"location": "http://elsewhere/"}), "301"),
+    ],
+    ids=["web-page", "wrong-bytes", "404", "redirect"],
+)
+def test_the_probe_refuses_a_server_that_is_no_trustless_gateway(
+    respond: Callable[[httpx.Request], httpx.Response], says: str
+) -> None:
+    asked: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        return respond(request)
+
+    with pytest.raises(GatewayRefused, match="does not answer the trustless gateway protocol") as info:
+        _fake(handler).probe()
+    assert says in str(info.value) and asked == ["http://gateway.test/ipfs/bafkqaaa?format=raw"]
+
+
+def test_the_probe_of_an_unreachable_gateway_is_unreachable() -> None:
+    with pytest.raises(GatewayUnreachable):
+        GatewayBlockStore("http://127.0.0.1:9", timeout=5).probe()
+
+
 def test_a_closed_store_refuses_network_operations_and_closing_twice_is_fine() -> None:
     store = _fake(lambda r: httpx.Response(404))
     store.close()
