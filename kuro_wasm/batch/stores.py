@@ -15,9 +15,14 @@ driver (``GET /ipfs/bafkqaaa?format=raw``), so an unreachable one — or a serve
 trustless gateway — is one typed error before a worker starts or an op id is claimed, never a
 batch of ``load-error`` receipts.
 
+A worker's cache home is its own, resolved where it runs (:func:`kuro_fs.home.worker_home`: a
+``worker_home`` the caller names, else the worker's ``$KURO_HOME``, else
+``<temp dir>/kuro-worker-<uid>``), never a path of the driver's: blocks fetched from a gateway are
+kept, verified, in that home's ``blocks/``, compiled guests in its ``cache/modules``.
+
 ## Effects
-:meth:`SharedStore.open` opens a directory; :meth:`GatewayStore.open` an HTTP client (and a
-cache directory in the worker's scratch space); :meth:`GatewayStore.check` one HTTP request.
+:meth:`SharedStore.open` opens a directory; :meth:`GatewayStore.open` an HTTP client (and the
+block store of the worker's cache home); :meth:`GatewayStore.check` one HTTP request.
 Nothing happens on construction.
 
 ## Not done here
@@ -44,8 +49,8 @@ PROBE_TIMEOUT: Final = 10.0
 class WorkerStore(Protocol):
     """What a worker opens to read blocks (a small value sent to every worker once)."""
 
-    def open(self, scratch: Path | None) -> BlockStore:
-        """The store, opened in the worker; ``scratch`` is a directory the worker may write (or None)."""
+    def open(self, home: Path | None) -> BlockStore:
+        """The store, opened in the worker; ``home`` is the worker's cache home (None: keep nothing on disk)."""
         ...
 
     def describe(self) -> str:
@@ -66,8 +71,11 @@ class SharedStore:
 
     path: str
 
-    def open(self, scratch: Path | None) -> BlockStore:
-        """The directory's store, reading with verification on. Raises BlockStoreError if it is not there."""
+    def open(self, home: Path | None) -> BlockStore:
+        """The directory's store, reading with verification on (``home`` unused).
+
+        Raises BlockStoreError: the directory is not there.
+        """
         from kuro_fs.errors import BlockStoreError
         from kuro_fs.filestore import FileBlockStore
 
@@ -89,12 +97,13 @@ class GatewayStore:
 
     url: str
 
-    def open(self, scratch: Path | None) -> BlockStore:
-        """A ``GatewayBlockStore`` keeping what it fetched (verified) under ``scratch``, else in memory."""
+    def open(self, home: Path | None) -> BlockStore:
+        """A ``GatewayBlockStore`` keeping what it fetched (verified) in ``home``'s block store, else in memory."""
         from kuro_fs.filestore import FileBlockStore
         from kuro_fs.gateway.client import GatewayBlockStore
+        from kuro_fs.home import blocks_dir
 
-        cache = None if scratch is None else FileBlockStore(scratch / "kuro-gateway-cache")
+        cache = None if home is None else FileBlockStore(blocks_dir(home))
         return GatewayBlockStore(self.url, cache=cache)
 
     def describe(self) -> str:

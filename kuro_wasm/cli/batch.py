@@ -96,6 +96,12 @@ def add_batch_parser(p: argparse.ArgumentParser) -> None:
         type=int,
         help="N worker processes on this machine, started and stopped by the command (default: the cores)",
     )
+    p.add_argument(
+        "--worker-home",
+        metavar="DIR",
+        help="where Dask workers keep their caches, a path on each worker (default: the worker's $KURO_HOME, "
+        "else $TMPDIR/kuro-worker-UID; never this home)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per input line, in input order, on stdout")
     p.add_argument("--chunk-size", metavar="N", type=int, help="invocations per task (default: adapted to the pace)")
     p.add_argument(
@@ -319,6 +325,7 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
                 ledger=ledger,
                 worker_store=_worker_store(ctx),
                 home=ctx.home,
+                worker_home=args.worker_home,
                 chunk_size=args.chunk_size,
                 keep_output=args.keep_output,
             )

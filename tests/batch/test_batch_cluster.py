@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,13 @@ from kuro_fs.cid import raw_cid
 from kuro_fs.fs import Fs
 from kuro_wasm.batch import run_many
 from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
 from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.invocation import Invocation, invocation
 
 pytestmark = pytest.mark.timeout(240)
+
+GUESTS = Path(__file__).resolve().parents[2] / "guests"
 
 WRITE = ["guest/invoke", "fs/read", "fs/write"]
 COMPARED = ("kuro/exit-code", "kuro/outcome", "kuro/stdout-cid", "kuro/stderr-cid", "kuro/fs-root-after", "kuro/trap")
@@ -191,3 +195,43 @@ def test_a_cancel_kills_the_running_guests_keeps_their_receipts_and_releases_wha
             assert ledger.result(f"slow-{done.index}")["kuro/outcome"] == "cancelled"
         for index in batch.not_run:
             assert ledger.result(f"slow-{index}")["kuro/status"] == "not-found"  # released: it may run later
+
+
+def test_dask_workers_keep_their_caches_in_their_own_home_never_the_drivers(shared: Shared, tmp_path: Path) -> None:
+    dask = pytest.importorskip("dask")
+    distributed = pytest.importorskip("distributed")
+    from kuro_fs.filestore import FileBlockStore
+    from kuro_fs.gateway.serve import running_gateway
+    from kuro_wasm.batch.stores import GatewayStore
+
+    driver_home, worker_home, named = tmp_path / "driver-home", tmp_path / "worker-home", tmp_path / "named-home"
+    hello = add_guest(shared.store, (GUESTS / "hello.wat").read_text())  # a guest new to the worker process
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+            env={"KURO_HOME": str(worker_home)},  # what the workers see; the driver's home is another
+        )
+    client = distributed.Client(cluster, set_as_default=False)
+    try:
+        with running_gateway(shared.store) as url:
+            rounds = [(None, worker_home, shared.batch, "echo", [1]), (str(named), named, hello, "run", [])]
+            for given, home, guest, export, args in rounds:
+                batch = run_many(
+                    [{"guest": guest, "export": export, "args": args}] * 3,
+                    store=shared.store,
+                    cluster=client,
+                    worker_store=GatewayStore(url),
+                    home=str(driver_home),
+                    worker_home=given,
+                )
+                assert [d.value["kuro/outcome"] for d in batch] == ["ok"] * 3
+                assert FileBlockStore(home / "blocks").has(guest), "the verified guest is cached in its home"
+                assert any((home / "cache" / "modules").iterdir()), "the compiled guest is cached in its home"
+    finally:
+        client.close()
+        cluster.close()
+    assert not driver_home.exists(), "a worker wrote under the driver's home"
