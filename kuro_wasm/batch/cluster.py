@@ -133,7 +133,9 @@ class KuroWorker(WorkerPlugin):
             engine.engine_for(engine.EngineConfig(fuel=False))  # the engine exists before the first chunk
 
     def teardown(self, worker: Any) -> None:
-        self.state = None
+        state, self.state = self.state, None
+        if state is not None:
+            state.close()
 
 
 def _ask(worker: Any, **message: Any) -> dict[str, Any]:

@@ -141,5 +141,7 @@ class LocalPool:
             self._todo.put(_STOP)
         for thread in self._threads:
             thread.join()
+        if self._state is not None:
+            self._state.close()
         if self._given is None and self._pool is not None:
             self._pool.close()

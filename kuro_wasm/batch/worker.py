@@ -182,6 +182,13 @@ class WorkerState:
         except (KuroFsError, KuroError, OSError) as exc:
             self.error = f"{store.describe()} cannot be opened here: {exc}"
 
+    def close(self) -> None:
+        """Close the block store (a gateway store's HTTP client, a file store's handles). Idempotent."""
+        base, self._base = self._base, None
+        close = getattr(base, "close", None)
+        if callable(close):
+            close()
+
     def run_chunk(self, chunk: Mapping[str, Any], kill: Kill) -> dict[str, Any]:
         """Run a chunk (:func:`to_wire`) in order; ``{"ran": [...], "skipped": [indexes], "seconds": s}``."""
         from kuro_wasm.host.api import run

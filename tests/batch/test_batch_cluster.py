@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from batch_witness import Shared, WitnessStore, reads
+from batch_witness import Shared, WitnessStore, reads, when_read
 
 from kuro_fs.cid import raw_cid
 from kuro_fs.fs import Fs
@@ -179,15 +178,14 @@ class _Untouchable:
 def test_a_cancel_kills_the_running_guests_keeps_their_receipts_and_releases_what_never_ran(
     shared: Shared, client: Any, tmp_path: Path
 ) -> None:
-    lines = [{"guest": shared.spin, "export": "run", "timeout_ms": 120_000, "op_id": f"slow-{i}"} for i in range(12)]
+    log = str(tmp_path / "reads.log")
+    witness = WitnessStore(str(shared.store.root), log, frozenset({shared.spin}), log_has=True)
+    lines = [{"guest": shared.spin, "export": "run", "timeout_ms": 30_000, "op_id": f"slow-{i}"} for i in range(12)]
     with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
-        batch = run_many(lines, store=shared.store, cluster=client, ledger=ledger, chunk_size=1)
-        timer = threading.Timer(1.0, batch.cancel)
-        timer.start()
-        try:
-            finished = list(batch)
-        finally:
-            timer.cancel()
+        batch = run_many(lines, store=shared.store, cluster=client, ledger=ledger, chunk_size=1, worker_store=witness)
+        when_read(log, batch.cancel)  # a worker claimed a spinner and is loading it: only a kill ends it
+        finished = list(batch)
+        assert finished, "the spinner that was loading when the cancel came ends with a receipt"
         assert len(finished) + len(batch.not_run) == 12
         assert {d.index for d in finished}.isdisjoint(batch.not_run)
         for done in finished:

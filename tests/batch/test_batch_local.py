@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from batch_witness import Shared, reads
+from batch_witness import Shared, WitnessStore, reads, when_read
 from test_batch_cluster import COMPARED, _mixed, _one_by_one, _runs, _runs_in_process, _Untouchable, _witnessed
 
 from kuro_fs.errors import GatewayUnreachable
@@ -55,13 +55,18 @@ def test_a_pool_worker_killed_mid_batch_leaves_exactly_its_run_died_and_the_rest
             assert pids == [value["kuro/worker"]["pid"]]  # it ran once, on the worker its receipt names
 
 
-def test_a_cancelled_local_batch_kills_what_runs_and_starts_nothing_after(shared: Shared) -> None:
-    lines = [{"guest": shared.spin, "export": "run", "timeout_ms": 600_000} for _ in range(6)]
-    batch = run_many(lines, store=shared.store, cluster=LocalPool(2, store=SharedStore(str(shared.store.root))))
-    batch.cancel()
+def test_a_cancelled_local_batch_kills_what_runs_and_starts_nothing_after(shared: Shared, tmp_path: Path) -> None:
+    log = str(tmp_path / "reads.log")
+    witness = WitnessStore(str(shared.store.root), log, frozenset({shared.spin}), log_has=True)
+    lines = [
+        {"guest": shared.spin, "export": "run", "timeout_ms": 30_000} for _ in range(6)
+    ]  # a kill, not this, ends them
+    batch = run_many(lines, store=shared.store, cluster=LocalPool(2, store=witness), chunk_size=1)
+    when_read(log, batch.cancel)  # a spinner is loading: it was taken, and only a kill ends it
     got = {done.index: done.value for done in batch}
+    assert got, "the spinner that was loading when the cancel came ends with a receipt"
     assert set(got) | set(batch.not_run) == set(range(6)) and not set(got) & set(batch.not_run)
-    assert all(value["kuro/outcome"] == "cancelled" for value in got.values())
+    assert all((v["kuro/outcome"], v["kuro/exit-code"]) == ("cancelled", 130) for v in got.values())
 
 
 def test_a_store_no_worker_can_open_stops_the_batch_and_runs_nothing(shared: Shared, tmp_path: Path) -> None:
