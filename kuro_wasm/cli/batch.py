@@ -63,6 +63,8 @@ _SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: How many bad lines are reported before the rest are only counted.
 MAX_REPORTED: Final = 20
+#: How often (s) the progress line is redrawn on a terminal while nothing finishes.
+TICK_S: Final = 0.5
 
 
 class _BadLines(UsageError):
@@ -338,7 +340,8 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
             return f"batch {done}/{total} done · {the_batch.running} running · {out.failed} failed{rate}"
 
         progress = Progress("batch", None, stream=ctx.err, line=line)
-        with the_batch, _signals_cancel(the_batch):
+        with the_batch, _signals_cancel(the_batch), progress:  # the bar (and its ticker) ends first
+            progress.start_ticking(TICK_S)  # the rate and the running count move while guests run
             try:
                 for completed in the_batch:
                     value = completed.value
