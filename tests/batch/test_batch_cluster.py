@@ -99,16 +99,28 @@ def _runs(log: Path, effect: dict[str, int], per_run: int, killed: int | None = 
 def test_killing_a_worker_mid_batch_records_exactly_its_in_flight_invocations_as_died_and_runs_nothing_twice(
     shared: Shared, client: Any, tmp_path: Path
 ) -> None:
-    invocations, witness, effect = _witnessed(shared, 1 + 240, tmp_path / "reads.log", kill_at=1 + 100)
+    _kill_a_worker_mid_batch(shared, client, tmp_path, 240, 100)
+
+
+def test_with_dask_retrying_a_dead_workers_tasks_the_fence_still_runs_nothing_twice(
+    shared: Shared, retrying_client: Any, tmp_path: Path
+) -> None:
+    # allowed-failures 3: Dask re-runs the dead worker's chunk elsewhere; only the fence refuses it
+    _kill_a_worker_mid_batch(shared, retrying_client, tmp_path, 60, 20)
+
+
+def _kill_a_worker_mid_batch(shared: Shared, client: Any, tmp_path: Path, n: int, at: int) -> None:
+    """Kill the worker running invocation ``at`` of ``n``: exactly its chunks died, everything else ran once."""
+    invocations, witness, effect = _witnessed(shared, 1 + n, tmp_path / "reads.log", kill_at=1 + at)
     probe = _runs_in_process(shared, invocations[0], witness, tmp_path)
     invocations = invocations[1:]
     batch = run_many(invocations, store=shared.store, cluster=client, worker_store=witness, chunk_size=6)
     got = {done.index: done.value for done in batch}
-    victim = next(pid for pid, cid in reads(witness.log) if effect[cid] == 1 + 100)
+    victim = next(pid for pid, cid in reads(witness.log) if effect[cid] == 1 + at)
     assert sorted(got) == list(range(len(invocations))) and batch.not_run == []
     ran = _runs(tmp_path / "reads.log", effect, probe, killed=victim)
     died = {i for i, r in got.items() if r["kuro/outcome"] == "worker-died"}
-    assert 100 in died and died == set(batch.lost)  # the invocation its worker died running
+    assert at in died and died == set(batch.lost)  # the invocation its worker died running
     assert len(died) <= 2 * 6, "at most the chunks the worker held (one running, one waiting)"
     for index, value in got.items():
         pids = ran.get(index + 1, [])
