@@ -150,7 +150,12 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
         default=1_048_576,
         help="output cap in bytes, stdout and stderr together (default 1048576)",
     )
-    p.add_argument("--max-memory", metavar="N", type=int, help="linear memory limit in bytes")
+    p.add_argument(
+        "--max-memory",
+        metavar="N",
+        type=int,
+        help="memory limit in bytes: all the guest's memories and tables together",
+    )
     p.add_argument("--fuel", metavar="N", type=int, help="wasmtime fuel budget (off by default)")
     p.add_argument(
         "--isolation",

@@ -18,7 +18,7 @@ capability per import call         checked at call time; refusals in ``kuro/deni
 memory confined                    every (ptr, len) bounds-checked; wasm's own sandbox
 prompt stop (loop)                 epoch callback each ~1 ms tick (:mod:`.engine`)
 prompt stop (blocked in ``read``)  condition variable woken by stdin/kill/deadline
-memory limit                       ``Store.set_limits``: ``memory.grow`` returns -1
+memory limit                       ``Store.set_limits``: ``memory.grow`` returns -1 (all memories + tables)
 stack overflow                     wasmtime's guard: a ``stack-overflow`` trap
 one run cannot disturb another     one ``Store`` per run; run state in its own context
 =================================  ==========================================================

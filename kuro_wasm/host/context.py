@@ -23,13 +23,26 @@ from typing import Any, Final
 
 from kuro_wasm.model.abi import ErrorCode
 
-__all__ = ["MAX_DENIAL_ENTRIES", "Emit", "RunContext", "StdinPipe"]
+__all__ = ["MAX_DENIAL_ENTRIES", "Emit", "RunContext", "StdinPipe", "Stopped"]
 
 #: At most this many distinct (import, capability, path) entries in ``kuro/denials`` (plus one per import).
 MAX_DENIAL_ENTRIES: Final = 256
 
 #: Emit one output chunk: (stream name, bytes) → False when the output cap is reached.
 Emit = Callable[[str, bytes], bool]
+
+
+class Stopped(Exception):
+    """Raised inside a host call that found its run must stop (deadline, kill) part-way, between two blocks.
+
+    The import trampolines turn it into the stop (the run's ``stop_reason`` says why), never a
+    ``host-error``. ``read`` names a file whose bytes had already reached guest memory, for ``kuro/reads``.
+    """
+
+    def __init__(self, reason: str, read: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.read = read
 
 
 class StdinPipe:

@@ -202,13 +202,13 @@ class Job:
         fuel_left: int | None = None
         interrupt_key: int | None = None
         try:
-            limits = self.limits
+            bounds = self.limits.store_bounds()  # max_memory_bytes split over every memory and table
             wstore.set_limits(
-                memory_size=-1 if limits.max_memory_bytes is None else limits.max_memory_bytes,
-                table_elements=limits.max_table_elements,
-                instances=limits.max_instances,
-                tables=limits.max_tables,
-                memories=limits.max_memories,
+                memory_size=-1 if bounds.per_memory_bytes is None else bounds.per_memory_bytes,
+                table_elements=bounds.per_table_elements,
+                instances=bounds.instances,
+                tables=bounds.tables,
+                memories=bounds.memories,
             )
             if self.limits.fuel is not None:
                 wstore.set_fuel(self.limits.fuel)

@@ -162,12 +162,11 @@ def _read_file(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool |
     if path is None:
         return True
     pieces: list[bytes] = []
-    answer = _answer(run, "read", "read_into", path, _MAX_LIST, lambda _at, piece: pieces.append(bytes(piece)))
+    # ``whole``: a file longer than a list can hold is refused (over-budget) before a byte is copied.
+    answer = _answer(run, "read", "read_into", path, _MAX_LIST, lambda _at, piece: pieces.append(bytes(piece)), True)
     if answer.reason is not None:
         return _err(results, abi.error_for_reason(answer.reason))
-    size, cid = answer.value
-    if size > _MAX_LIST:
-        return _err(results, ErrorCode.FAULT)
+    _size, cid = answer.value
     if cid not in run.reads:
         run.reads.append(cid)
     return _ok(results, _BYTES, b"".join(pieces))

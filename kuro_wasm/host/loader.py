@@ -42,7 +42,8 @@ from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import cid_for, matches
 from kuro_fs.cid import parse as parse_cid
 from kuro_fs.errors import BlockStoreError, DagPbError, InvalidCID, KuroFsError
-from kuro_fs.unixfs import MissingBlock, iter_file, write_file
+from kuro_fs.fileread import read_bytes
+from kuro_fs.unixfs import MissingBlock, file_root_info, write_file
 from kuro_wasm.errors import LoadError
 from kuro_wasm.host.cache import ModuleCache, cache_for
 from kuro_wasm.host.component_types import component_shape
@@ -54,6 +55,7 @@ from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, is_component, read
 
 __all__ = [
     "LoadFailure",
+    "MAX_GUEST_BYTES",
     "unreadable",
     "Prepared",
     "add_guest",
@@ -107,6 +109,20 @@ def _verified_get(store: BlockStore) -> Any:
     return get
 
 
+#: The most bytes a guest module or component may be (a DAG of a few blocks can claim terabytes; the largest real
+#: guests here are ~20 MB components). Checked from the file's root block, before a leaf is read.
+MAX_GUEST_BYTES: Final = 1 << 30
+
+
+class _Verified:
+    """A store whose ``get`` is the loader's re-hashing one (what kuro_fs.fileread reads through)."""
+
+    __slots__ = ("get",)
+
+    def __init__(self, get: Any) -> None:
+        self.get = get
+
+
 def fetch_guest(store: BlockStore, cid: str) -> bytes | LoadFailure:
     """The guest bytes named by ``cid``, each block re-hashed, or the failure.
 
@@ -128,7 +144,12 @@ def fetch_guest(store: BlockStore, cid: str) -> bytes | LoadFailure:
             return bytes(block)
         if parsed.codec != "dag-pb":
             return LoadFailure("load-error", f"guest {cid} is {parsed.codec}, not a raw block or a UnixFS file")
-        return b"".join(bytes(piece) for piece in iter_file(get, cid))
+        size = file_root_info(get, cid).size  # what the DAG claims, from its root: checked before any leaf
+        if size > MAX_GUEST_BYTES:
+            return LoadFailure(
+                "load-error", f"guest {cid} claims {size} bytes, more than a guest may be ({MAX_GUEST_BYTES})"
+            )
+        return read_bytes(_Verified(get), cid, size=size)  # one buffer; the DAG must yield exactly the size claimed
     except _Corrupt as exc:
         return LoadFailure("load-error", f"guest {cid}: block {exc} does not hash to its CID; not compiled")
     except MissingBlock as exc:

@@ -40,6 +40,7 @@ from kuro_fs.fs import Fs
 from kuro_fs.overlay import Errno as OvErrno
 from kuro_fs.overlay import Handle, Overlay
 from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.fsgate import opened_fs
 from kuro_wasm.model import wasi
 from kuro_wasm.model.wasi import SeededBytes
 
@@ -119,10 +120,9 @@ class WasiState:
         """The run's overlay, made from its ``Fs`` on first use; None if the run has no kuro.fs root."""
         if not self._opened:
             self._opened = True
-            if run.fs is None and run.open_fs is not None:
-                run.fs, run.open_fs = run.open_fs(), None
-            if isinstance(run.fs, Fs):
-                self.overlay = Overlay(run.fs)
+            fs = opened_fs(run)  # interruptible: a long read ends at the next block once the run must stop
+            if isinstance(fs, Fs):
+                self.overlay = Overlay(fs)
         return self.overlay
 
     def handle(self, fd: Fd) -> Handle | None:

@@ -54,7 +54,7 @@ from wasmtime import _ffi as ffi
 from kuro_wasm.host import wasi_p2
 from kuro_wasm.host.calls import run_of
 from kuro_wasm.host.component_values import delete, read, write
-from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.context import RunContext, Stopped
 from kuro_wasm.host.engine import CallOutcome, TrapInfo
 from kuro_wasm.host.kind import Entry
 from kuro_wasm.host.kuro_world import CAPABILITIES, HOST_FUNCTIONS, WORLD_PACKAGE, Handler, error_name
@@ -90,6 +90,8 @@ def _trampoline(name: str, handler: Handler) -> Any:
             if handler(run, cctx, args, results) is None:
                 return _error_ptr(f"kuro: stopped ({run.stop_reason})")
             return 0
+        except Stopped as stop:  # the deadline or a kill, found between two blocks of a long host call
+            return _error_ptr(f"kuro: stopped ({stop.reason})")
         except BaseException as exc:
             if run is not None:
                 run.stop("host-error", f"{name}: {type(exc).__name__}: {exc}")
