@@ -25,6 +25,7 @@ stable kebab-case ``reference`` that user-facing tools print.
         │   └── GatewayLied                a gateway sent bytes that are not the block asked for
         ├── MissingBlock                   a block the DAG names is not in the store
         └── GatewayError                   a block store behind a gateway could not reach an answer
+            ├── InvalidGatewayURL (ValueError) not http(s)://host[:port]: refused before any request
             ├── GatewayUnreachable         connection refused, reset or dropped mid-response
             ├── GatewayTimeout             no answer within the store's timeout
             └── GatewayRefused             an HTTP status that is no answer (401, 403, 413, 5xx …)
@@ -51,6 +52,7 @@ __all__ = [
     "GatewayTimeout",
     "GatewayUnreachable",
     "InvalidCID",
+    "InvalidGatewayURL",
     "KuroFsError",
     "MissingBlock",
     "ShardingNotSupported",
@@ -147,6 +149,12 @@ class GatewayError(BlockStoreError):
     """A block store behind a gateway could not get an answer from it."""
 
     reference = "gateway-error"
+
+
+class InvalidGatewayURL(GatewayError, ValueError):
+    """A gateway URL that is not ``http(s)://host[:port]`` (bad input: refused before any request)."""
+
+    reference = "invalid-gateway-url"
 
 
 class GatewayUnreachable(GatewayError):

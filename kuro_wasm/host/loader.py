@@ -41,7 +41,7 @@ import wasmtime.component
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import cid_for, matches
 from kuro_fs.cid import parse as parse_cid
-from kuro_fs.errors import BlockStoreError, CorruptBlock, DagPbError, InvalidCID, KuroFsError
+from kuro_fs.errors import BlockStoreError, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.fileread import read_bytes
 from kuro_fs.unixfs import MissingBlock, file_root_info, write_file
 from kuro_wasm.errors import LoadError
@@ -56,6 +56,7 @@ from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, is_component, read
 __all__ = [
     "LoadFailure",
     "MAX_GUEST_BYTES",
+    "unreadable",
     "Prepared",
     "add_guest",
     "args_from_words",
@@ -150,14 +151,28 @@ def fetch_guest(store: BlockStore, cid: str) -> bytes | LoadFailure:
                 "load-error", f"guest {cid} claims {size} bytes, more than a guest may be ({MAX_GUEST_BYTES})"
             )
         return read_bytes(_Verified(get), cid, size=size)  # one buffer; the DAG must yield exactly the size claimed
-    except (_Corrupt, CorruptBlock) as exc:
-        return LoadFailure("load-error", f"guest block {exc} does not hash to its CID; not compiled")
+    except _Corrupt as exc:
+        return LoadFailure("load-error", f"guest {cid}: block {exc} does not hash to its CID; not compiled")
     except MissingBlock as exc:
         return LoadFailure("load-error", f"guest {cid} is incomplete: {exc}")
-    except BlockStoreError as exc:  # a store that could not answer (a gateway down, slow, refusing)
-        return LoadFailure("load-error", f"guest {cid} could not be fetched: {exc} [{exc.reference}]")
+    except BlockStoreError as exc:  # corrupt on disk, a gateway that lied, was down, slow or refusing
+        return LoadFailure("load-error", unreadable(cid, exc))
     except (DagPbError, KuroFsError, ValueError) as exc:
         return LoadFailure("load-error", f"guest {cid} is not a UnixFS file: {exc}")
+
+
+def unreadable(cid: str, exc: KuroFsError) -> str:
+    """The one line a ``load-error`` receipt gives when the store failed to hand over a block of guest ``cid``.
+
+    It names the guest, the block and what failed (the store error's own text, which names the
+    block, and its reference: ``corrupt-block``, ``gateway-lied``, ``gateway-unreachable`` …).
+
+    >>> from kuro_fs.errors import CorruptBlock
+    >>> unreadable("g", CorruptBlock("b"))
+    'guest g could not be read: corrupt block b: stored bytes do not hash to this CID [corrupt-block]; not compiled'
+    """
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"guest {cid} could not be read: {text} [{exc.reference}]; not compiled"
 
 
 # ---- the shape, kept beside the compiled artifact

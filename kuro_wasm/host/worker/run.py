@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
+from kuro_fs.errors import KuroFsError
 from kuro_wasm.errors import HostError
 from kuro_wasm.host.job import OnChunk, OnExit
 from kuro_wasm.model import stream as _stream
@@ -166,6 +167,7 @@ class RemoteRun:
         self.stop_at: float | None = None
         self.hard_stop: str | None = None  # set when the host killed the worker to enforce stop_reason
         self.callback_error: str | None = None
+        self.store_failure: KuroFsError | None = None  # the first block read the host's store failed
         self.handed: set[str] = set()
         self.conn: Any = None
         self.sent = False
@@ -221,6 +223,7 @@ class RemoteRun:
         seq, dropped, truncated = counters.get("seq"), counters.get("dropped"), counters.get("truncated")
         capped_by = counters.get("capped_by")
         with self.lock:
+            failure = self.store_failure
             s = self.stream
             kept = (receipt.get("kuro/stdout-bytes"), receipt.get("kuro/stderr-bytes"))
             if kept != (s.stdout_bytes, s.stderr_bytes):
@@ -229,7 +232,20 @@ class RemoteRun:
                 self.stream = _stream.drop(s, seq - s.seq, dropped - s.dropped_bytes, str(capped_by))
             elif truncated is not False or seq != s.seq or dropped != 0:
                 raise HostError(f"the worker's stream counters {dict(counters)} do not match this side's")
+        if failure is not None and result.get("kuro/outcome") in ("guest-not-found", "load-error"):
+            # the worker saw a block as absent because this side's store failed on it: say so, not "not found"
+            from kuro_wasm.host.loader import unreadable
+
+            guest = self.command.get("guest")
+            result.update({"kuro/outcome": "load-error", "kuro/exit-code": 126})
+            result["kuro/error"] = unreadable(guest if isinstance(guest, str) else "?", failure)
         return result
+
+    def store_failed(self, exc: KuroFsError) -> None:
+        """The host's store failed on a block this run asked for (the worker was told it is absent)."""
+        with self.lock:
+            if self.store_failure is None:
+                self.store_failure = exc
 
     def settle(self, result: Mapping[str, Any], worker: Mapping[str, Any] | None) -> None:
         """Build and publish the receipt from ``result`` (host keys); idempotent: the first ending wins.
