@@ -495,6 +495,14 @@ def to_json(r: Mapping[str, Any]) -> str:
 def from_json(text: str) -> Any:
     """Inverse of :func:`to_json`: ``{"/": {"bytes": …}}`` comes back as bytes.
 
-    Raises ValueError: if ``text`` is not JSON or holds malformed base64.
+    Raises ValueError: if ``text`` is not JSON, holds malformed base64, or is nested too deeply to read.
+
+    >>> from_json("[" * 100_000)
+    Traceback (most recent call last):
+    ...
+    ValueError: JSON nested too deeply to read
     """
-    return _from_json_value(json.loads(text))
+    try:
+        return _from_json_value(json.loads(text))
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None

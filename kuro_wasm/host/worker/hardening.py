@@ -17,15 +17,16 @@ seccomp filter last (it forbids what came before: ``unshare``, ``mount``, ``setr
 *exactly* the in-process one: wasmtime's default reserves :data:`MEMORY_RESERVATION` (4 GiB plus a
 32 MiB guard on each side) of address space per linear memory, so a 32-bit memory never moves when
 it grows and its bounds checks are elided; the default limit (:data:`DEFAULT_ADDRESS_SPACE`) leaves
-room for a store's :data:`~kuro_wasm.model.limits.DEFAULT_MAX_MEMORIES` memories at once, plus the
-interpreter. (A narrower reservation that a small limit would allow makes every memory that grows
-past it move — copy and commit the whole memory — on each growth: ``guests/grow.wat`` took 5 s and
-5 GB of RSS in a worker against 25 ms and 41 MB in-process; and its compiled code differs, so
-artifacts could not be shared with the host.) A limit below :data:`MIN_ADDRESS_SPACE` would refuse
-every guest with a memory and is refused when made; a run whose memories need more than the limit
-leaves gets ``host-error`` ("Cannot allocate memory"), and a guest's own bound is
-``max_memory_bytes``, as in-process. ``RLIMIT_CPU`` counts the whole life of a worker; the pool
-retires a worker before it spends half of it.
+room for :data:`MEMORY_ROOM` (16) memories at once, plus the interpreter — more than a run's default
+``max_memories`` (1), so a run that raises it to 16 still fits. (A narrower reservation that a small
+limit would allow makes every memory that grows past it move — copy and commit the whole memory — on
+each growth: ``guests/grow.wat`` took 5 s and 5 GB of RSS in a worker against 25 ms and 41 MB
+in-process; and its compiled code differs, so artifacts could not be shared with the host.) A limit
+below :data:`MIN_ADDRESS_SPACE` would refuse every guest with a memory and is refused when made; a
+run whose memories need more than the limit leaves gets ``host-error`` ("Cannot allocate memory",
+explained by :func:`explain_address_space`), and a guest's own bound is ``max_memory_bytes``, as
+in-process. ``RLIMIT_CPU`` counts the whole life of a worker; the pool retires a worker before it
+spends half of it.
 
 The seccomp filter (``pyseccomp`` over the system's ``libseccomp``) allows by default and refuses
 :data:`DENIED_SYSCALLS` with ``EPERM``; ``clone`` only when it makes a thread (``CLONE_THREAD``),
@@ -70,13 +71,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kuro_fs.home import resolve_home
-from kuro_wasm.model.limits import DEFAULT_MAX_MEMORIES
 
 __all__ = [
     "DEFAULT_ADDRESS_SPACE",
     "DENIED_SYSCALLS",
     "MEASURES",
     "MEMORY_RESERVATION",
+    "MEMORY_ROOM",
     "MIN_ADDRESS_SPACE",
     "SELF_ONLY_SYSCALLS",
     "TRIES",
@@ -119,8 +120,12 @@ MEMORY_RESERVATION: Final = (4 << 30) + (64 << 20)
 #: The interpreter, wasmtime and their threads besides linear memories: a worker idles at ~0.35 GiB, and each
 #: thread may add a 64 MiB malloc arena and its stack (wasmtime compiles on one thread per core).
 _HEADROOM: Final = (1 << 30) + (os.cpu_count() or 1) * (128 << 20)
-#: The default ``RLIMIT_AS``: a store's default maximum of memories, each at full reservation, plus headroom.
-DEFAULT_ADDRESS_SPACE: Final = DEFAULT_MAX_MEMORIES * MEMORY_RESERVATION + _HEADROOM
+#: How many linear memories at full reservation the default ``RLIMIT_AS`` has room for. Address space, not RAM:
+#: a reservation is PROT_NONE until the guest grows into it. Independent of the run's ``max_memories`` (default
+#: :data:`~kuro_wasm.model.limits.DEFAULT_MAX_MEMORIES`, which it must stay at or above).
+MEMORY_ROOM: Final = 16
+#: The default ``RLIMIT_AS``: :data:`MEMORY_ROOM` memories, each at full reservation, plus headroom.
+DEFAULT_ADDRESS_SPACE: Final = MEMORY_ROOM * MEMORY_RESERVATION + _HEADROOM
 #: The smallest ``RLIMIT_AS`` a worker accepts: one memory at full reservation, plus headroom.
 MIN_ADDRESS_SPACE: Final = MEMORY_RESERVATION + _HEADROOM
 

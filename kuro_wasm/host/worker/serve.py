@@ -62,7 +62,7 @@ from kuro_wasm.host.worker.remote import RemoteStore
 from kuro_wasm.host.worker.run import HOST_STATED
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
-from kuro_wasm.model.receipt import HOST_KEYS
+from kuro_wasm.model.receipt import HOST_KEYS, to_json
 from kuro_wasm.model.sessions import Session
 
 __all__ = ["serve"]
@@ -328,6 +328,8 @@ class _Worker:
         kept = {k: v for k, v in receipt.items() if k in _REPORTED}
         if kept.get("kuro/outcome") == "host-error" and isinstance(kept.get("kuro/error"), str):
             kept["kuro/error"] = hardening.explain_address_space(kept["kuro/error"], limits.max_memories)
+        if "kuro/result" in kept:  # a component's typed result may hold bytes: it travels as DAG-JSON text
+            kept["kuro/result"] = to_json(kept["kuro/result"])
         if self.lie is not None:
             self._lie_about_root(store, kept)
         s = job.stream

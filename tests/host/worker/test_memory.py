@@ -17,11 +17,13 @@ from kuro_wasm.host.loader import add_guest
 from kuro_wasm.host.worker.hardening import (
     DEFAULT_ADDRESS_SPACE,
     MEMORY_RESERVATION,
+    MEMORY_ROOM,
     MIN_ADDRESS_SPACE,
     Hardening,
     memories_that_fit,
 )
 from kuro_wasm.host.worker.pool import WorkerPool
+from kuro_wasm.model.limits import DEFAULT_MAX_MEMORIES
 from kuro_wasm.model.sessions import guest, session
 
 TWO_MEMORIES = '(module (memory 1) (memory $b 1) (func (export "run") (result i32) (i32.const 0)))'
@@ -49,7 +51,8 @@ def test_memory_grows_as_far_in_a_worker_as_in_process(pool: WorkerPool, max_mem
     inproc, worker = receipts["wasmtime"], receipts["process"]
     for key in ("kuro/outcome", "kuro/exit-code", "kuro/engine", "kuro/limits"):
         assert worker[key] == inproc[key], key
-    pages = 65535 if max_memory_bytes is None else max_memory_bytes // 65536 - 1
+    per_memory = inproc["kuro/limits"].get("per-memory-bytes")  # the memories' share of max_memory_bytes
+    pages = 65535 if max_memory_bytes is None else per_memory // 65536 - 1
     assert worker["kuro/exit-code"] == pages
 
 
@@ -86,13 +89,13 @@ def test_an_address_space_for_one_memory_runs_one_and_refuses_two_as_a_host_erro
     grow, two = add_guest(store, wat("grow")), add_guest(store, TWO_MEMORIES)
     with WorkerPool(1, spare=0, hardening=Hardening(address_space=MIN_ADDRESS_SPACE)) as tight:
         grown = run(sess, guest(grow, "run"), store=store, isolation=tight)
-        refused = run(sess, guest(two, "run"), store=store, isolation=tight)
+        refused = run(sess, guest(two, "run"), store=store, isolation=tight, max_memories=2)
     assert (grown["kuro/outcome"], grown["kuro/exit-code"]) == ("exit", 65535)
     assert "rlimit-as" in grown["kuro/worker"]["hardening"]
     assert (refused["kuro/outcome"], refused["kuro/exit-code"]) == ("host-error", 70)
     assert "Cannot allocate memory" in refused["kuro/error"]
     assert "RLIMIT_AS" in refused["kuro/error"] and "room for 1 linear memory" in refused["kuro/error"]
-    assert run(sess, guest(two, "run"), store=store)["kuro/outcome"] == "ok"  # in-process has no such limit
+    assert run(sess, guest(two, "run"), store=store, max_memories=2)["kuro/outcome"] == "ok"  # no such limit here
 
 
 def test_an_address_space_too_small_for_any_memory_is_refused_when_made() -> None:
@@ -117,12 +120,15 @@ def test_more_memories_than_the_default_address_space_holds_end_host_error_sayin
     assert (refused["kuro/outcome"], refused["kuro/exit-code"]) == ("host-error", 70), refused
     assert f"room for {fits} linear memories" in refused["kuro/error"]
     assert f"max_memories={fits + 1}" in refused["kuro/error"]
-    assert (
-        run(sess, guest(add_guest(store, _memories(fits)), "run"), store=store, isolation=pool)["kuro/outcome"] == "ok"
-    )
+    fitting = run(sess, guest(add_guest(store, _memories(fits)), "run"), store=store, isolation=pool, max_memories=fits)
+    assert fitting["kuro/outcome"] == "ok", fitting
     assert refused["kuro/worker"]["pid"] in pool.pids  # the worker that refused it is still serving
 
 
 def _memories(count: int) -> str:
     memories = " ".join(f"(memory $m{i} 1)" for i in range(count))
     return f'(module {memories} (func (export "run") (result i32) (i32.const 0)))'
+
+
+def test_the_default_address_space_has_room_for_more_memories_than_a_run_allows_by_default() -> None:
+    assert memories_that_fit(DEFAULT_ADDRESS_SPACE) == MEMORY_ROOM >= DEFAULT_MAX_MEMORIES
