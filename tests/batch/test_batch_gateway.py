@@ -13,6 +13,8 @@ from kuro_fs.filestore import FileBlockStore
 from kuro_fs.gateway.serve import running_gateway
 from kuro_wasm.batch import GatewayStore, run_many
 from kuro_wasm.batch.local import LocalPool
+from kuro_wasm.host.cache import ModuleCache
+from kuro_wasm.host.loader import forget_prepared
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,6 +36,10 @@ class _Lying:
 
 @pytest.fixture
 def lying_gateway(shared: Shared) -> Iterator[str]:
+    # cold: a module compiled earlier in this process from verified bytes may be reused by CID without reading
+    # the gateway again (the host compiles guests for its workers, so a LocalPool's runs share that cache)
+    ModuleCache.forget_memory()
+    forget_prepared()
     with running_gateway(_Lying(shared.store, shared.batch)) as url:  # type: ignore[arg-type]
         yield url
 
