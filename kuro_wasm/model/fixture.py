@@ -257,6 +257,8 @@ def _env(name: str, value: object) -> dict[str, str]:
     if not isinstance(value, dict):
         raise _fail(name, "env", f"must be a table of names to strings, got {type(value).__name__}")
     for key, text in value.items():
+        if key == "":
+            raise _fail(name, "env", "names must not be empty")
         _text(name, f"env.{key}", text, empty=True)
     return dict(value)
 

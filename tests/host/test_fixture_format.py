@@ -130,6 +130,11 @@ def test_the_parser_accepts_and_refuses_what_the_schema_does(name: str) -> None:
 _scalars = st.none() | st.booleans() | st.integers(-3, 3) | st.floats(-2, 2, allow_nan=False) | st.text(max_size=3)
 
 
+def test_an_env_name_that_is_empty_is_refused_by_both() -> None:
+    doc = {**copy.deepcopy(CASES[sorted(CASES)[0]]), "env": {"": ""}}  # hypothesis found the parser took it
+    assert not _schema_accepts(doc) and not _parser_accepts(doc)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.sampled_from(sorted(CASES)),
