@@ -4,7 +4,9 @@
  * Exit status 0 when every check ran (a check's answer is printed, never judged here).
  *   wasiedge common  the checks on which every conforming host agrees (compared with wasmtime's WASI)
  *   wasiedge kuro    answers particular to kuro's WASI (allocate, CPU clocks, times, symlinks, rights: where
- *                    wasmtime answers otherwise — it ignores fd rights, has no fd_allocate, real file times) */
+ *                    wasmtime answers otherwise — it ignores fd rights, has no fd_allocate, real file times)
+ *                    and, through a directory descriptor whose rights were cut, every call that needs one
+ *                    of them (ENOTCAPABLE, 76), with what the uncut descriptor sees after each */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +44,11 @@ static const __wasi_rights_t RW = __WASI_RIGHTS_FD_READ | __WASI_RIGHTS_FD_WRITE
                                   __WASI_RIGHTS_FD_TELL | __WASI_RIGHTS_FD_FILESTAT_GET |
                                   __WASI_RIGHTS_FD_FILESTAT_SET_SIZE | __WASI_RIGHTS_FD_FILESTAT_SET_TIMES |
                                   __WASI_RIGHTS_FD_ALLOCATE;
+
+/* Every right, and the ones a directory cannot have (opening one with them is EISDIR). */
+static const __wasi_rights_t ALL = ((__wasi_rights_t)1 << 30) - 1;
+static const __wasi_rights_t WRITES = __WASI_RIGHTS_FD_WRITE | __WASI_RIGHTS_FD_DATASYNC | __WASI_RIGHTS_FD_ALLOCATE |
+                                      __WASI_RIGHTS_FD_FILESTAT_SET_SIZE;
 
 static void put(__wasi_fd_t fd, const char *text) {
     __wasi_ciovec_t iov = {(const uint8_t *)text, strlen(text)};
@@ -156,7 +163,8 @@ static void common(void) {
     say("stat d/x/", e);
 
     __wasi_fd_t d = open_at(dir, "d", __WASI_OFLAGS_DIRECTORY, __WASI_RIGHTS_FD_READDIR |
-                            __WASI_RIGHTS_FD_FILESTAT_GET | __WASI_RIGHTS_PATH_OPEN, &e);
+                            __WASI_RIGHTS_FD_FILESTAT_GET | __WASI_RIGHTS_PATH_OPEN |
+                            __WASI_RIGHTS_PATH_FILESTAT_GET, &e);
     say("open d", e);
     __wasi_filestat_t dst;
     (void)__wasi_fd_filestat_get(d, &dst);
@@ -207,6 +215,77 @@ static void common(void) {
     say("rmdir d at the end", __wasi_path_remove_directory(dir, "d"));
 }
 
+/* A second descriptor of the scratch directory, cut to PATH_OPEN with no inheriting rights: every call that
+ * needs another right of it is ENOTCAPABLE and changes nothing (the uncut `dir` checks), and path_open asks
+ * for rights within what the directory passes on. Then one that passes on only reading. */
+static void rights(void) {
+    __wasi_errno_t e;
+    __wasi_fd_t f = open_at(dir, "f", __WASI_OFLAGS_CREAT, RW, &e);
+    put(f, "abc");
+    (void)__wasi_fd_close(f);
+    say("mkdir sub", __wasi_path_create_directory(dir, "sub"));
+    __wasi_fd_t cut = (__wasi_fd_t)-1;
+    e = __wasi_path_open(dir, 0, ".", __WASI_OFLAGS_DIRECTORY, ALL & ~WRITES, ALL, 0, &cut);
+    say("open the directory again", e);
+    say("cut it to path_open", __wasi_fd_fdstat_set_rights(cut, __WASI_RIGHTS_PATH_OPEN, 0));
+    __wasi_fdstat_t st;
+    e = __wasi_fd_fdstat_get(cut, &st);
+    printf("its rights: base %llu inheriting %llu\n", (unsigned long long)st.fs_rights_base,
+           (unsigned long long)st.fs_rights_inheriting);
+    __wasi_filestat_t fst;
+    say("cut: path_filestat_get", __wasi_path_filestat_get(cut, 0, "f", &fst));
+    say("cut: path_filestat_set_times", __wasi_path_filestat_set_times(cut, 0, "f", 0, 1, __WASI_FSTFLAGS_MTIM));
+    say("cut: path_create_directory", __wasi_path_create_directory(cut, "nd"));
+    say("  made nothing", __wasi_path_filestat_get(dir, 0, "nd", &fst));
+    __wasi_fd_t g = (__wasi_fd_t)-1;
+    say("cut: path_open with creat", __wasi_path_open(cut, 0, "new", __WASI_OFLAGS_CREAT, 0, 0, 0, &g));
+    say("  made nothing", __wasi_path_filestat_get(dir, 0, "new", &fst));
+    say("cut: path_open with trunc", __wasi_path_open(cut, 0, "f", __WASI_OFLAGS_TRUNC, 0, 0, 0, &g));
+    e = __wasi_path_filestat_get(dir, 0, "f", &fst);
+    value("  f's size", e, fst.size);
+    say("cut: path_open asking for fd_read", __wasi_path_open(cut, 0, "f", 0, __WASI_RIGHTS_FD_READ, 0, 0, &g));
+    say("cut: path_open of sub passing on fd_read",
+        __wasi_path_open(cut, 0, "sub", __WASI_OFLAGS_DIRECTORY, 0, __WASI_RIGHTS_FD_READ, 0, &g));
+    e = __wasi_path_open(cut, 0, "f", 0, 0, 0, 0, &g);
+    say("cut: path_open asking for nothing", e);
+    if (e == 0) (void)__wasi_fd_close(g);
+    say("cut: path_unlink_file", __wasi_path_unlink_file(cut, "f"));
+    say("cut: path_remove_directory", __wasi_path_remove_directory(cut, "sub"));
+    say("cut: path_rename from it", __wasi_path_rename(cut, "f", dir, "f2"));
+    say("cut: path_rename into it", __wasi_path_rename(dir, "f", cut, "f2"));
+    say("  f is still f", __wasi_path_filestat_get(dir, 0, "f", &fst));
+    uint8_t buf[64];
+    __wasi_size_t used;
+    say("cut: path_readlink", __wasi_path_readlink(cut, "f", buf, sizeof buf, &used));
+    say("cut: path_symlink", __wasi_path_symlink("f", cut, "link"));
+    say("cut: path_link from it", __wasi_path_link(cut, 0, "f", dir, "hard"));
+    say("cut: path_link into it", __wasi_path_link(dir, 0, "f", cut, "hard"));
+    say("cut: fd_readdir", __wasi_fd_readdir(cut, buf, sizeof buf, 0, &used));
+    say("close it", __wasi_fd_close(cut));
+
+    __wasi_fd_t reader = (__wasi_fd_t)-1;
+    e = __wasi_path_open(dir, 0, ".", __WASI_OFLAGS_DIRECTORY, __WASI_RIGHTS_PATH_OPEN,
+                         __WASI_RIGHTS_FD_READ | __WASI_RIGHTS_FD_SEEK, 0, &reader);
+    say("open the directory passing on fd_read and fd_seek", e);
+    say("  open f for writing through it", __wasi_path_open(reader, 0, "f", 0, __WASI_RIGHTS_FD_WRITE, 0, 0, &g));
+    e = __wasi_path_open(reader, 0, "f", 0, __WASI_RIGHTS_FD_READ | __WASI_RIGHTS_PATH_OPEN, 0, 0, &g);
+    say("  open f for reading through it (path_open does not apply to a file: dropped)", e);
+    if (e == 0) {
+        (void)__wasi_fd_fdstat_get(g, &st);
+        printf("  its rights: base %llu inheriting %llu\n", (unsigned long long)st.fs_rights_base,
+               (unsigned long long)st.fs_rights_inheriting);
+        __wasi_iovec_t iov = {buf, sizeof buf};
+        e = __wasi_fd_read(g, &iov, 1, &used);
+        value("  read it", e, used);
+        say("  fd_filestat_get without the right", __wasi_fd_filestat_get(g, &fst));
+        say("  fd_filestat_set_times without the right", __wasi_fd_filestat_set_times(g, 0, 1, __WASI_FSTFLAGS_MTIM));
+        (void)__wasi_fd_close(g);
+    }
+    (void)__wasi_fd_close(reader);
+    (void)__wasi_path_unlink_file(dir, "f");
+    say("rmdir sub", __wasi_path_remove_directory(dir, "sub"));
+}
+
 static void kuro(void) {
     __wasi_errno_t e;
     __wasi_fd_t f = open_at(dir, "f", __WASI_OFLAGS_CREAT, RW, &e);
@@ -241,16 +320,14 @@ static void kuro(void) {
     say("proc_raise", (__wasi_errno_t)raw_proc_raise(15));
     (void)__wasi_fd_close(f);
     say("unlink f", __wasi_path_unlink_file(dir, "f"));
+    rights();
 }
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "common";
     __wasi_errno_t e = __wasi_path_create_directory(3, SCRATCH);
-    __wasi_rights_t all = ((__wasi_rights_t)1 << 30) - 1;
-    __wasi_rights_t writes = __WASI_RIGHTS_FD_WRITE | __WASI_RIGHTS_FD_DATASYNC | __WASI_RIGHTS_FD_ALLOCATE |
-                             __WASI_RIGHTS_FD_FILESTAT_SET_SIZE;
     __wasi_fd_t opened = (__wasi_fd_t)-1;
-    if (e == 0) e = __wasi_path_open(3, 0, SCRATCH, __WASI_OFLAGS_DIRECTORY, all & ~writes, all, 0, &opened);
+    if (e == 0) e = __wasi_path_open(3, 0, SCRATCH, __WASI_OFLAGS_DIRECTORY, ALL & ~WRITES, ALL, 0, &opened);
     dir = (int)opened;
     if (e != 0) {
         printf("no scratch directory: errno %u\n", (unsigned)e);

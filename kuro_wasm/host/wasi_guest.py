@@ -115,13 +115,16 @@ def scatter(mem: Memory, bufs: list[tuple[int, int]], data: bytes | memoryview) 
         at += len(piece)
 
 
-def directory(st: WasiState, run: RunContext, fd: int) -> tuple[Overlay, Handle] | int:
-    """The overlay and handle of directory descriptor ``fd``, or an errno (BADF, NOTDIR, IO)."""
+def directory(st: WasiState, run: RunContext, fd: int, rights: int = 0) -> tuple[Overlay, Handle] | int:
+    """The overlay and handle of directory descriptor ``fd``, which must hold ``rights``, or an errno
+    (BADF, NOTDIR, NOTCAPABLE: it lacks one of ``rights``, IO)."""
     f = st.fds.get(fd)
     if f is None:
         return BADF
     if f.kind != DIR:
         return NOTDIR
+    if rights & ~f.rights:
+        return NOTCAPABLE
     ov = st.open_overlay(run)
     if ov is None:
         return IO
