@@ -185,7 +185,7 @@ def _fd_read(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     refused = _may(run, f, Rights.FD_READ, "fd_read", "fs/read")
     if refused is not None:
         return refused
-    n = _read_into(st, f, mem, iovs, count, f.pos)
+    n = _read_into(st, f, guest_view(run, caller, cctx), mem, iovs, count, f.pos)
     if n < 0:
         return -n
     f.pos += n
@@ -193,16 +193,19 @@ def _fd_read(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     return OK
 
 
-def _read_into(st: WasiState, f: Fd, mem: Memory, iovs: int, count: int, offset: int) -> int:
-    """Read the file at ``offset`` into the iovec buffers; bytes read, or a negated errno. Raises Fault."""
+def _read_into(st: WasiState, f: Fd, view: memoryview, mem: Memory, iovs: int, count: int, offset: int) -> int:
+    """Read the file at ``offset`` straight into the iovec buffers (``view`` is guest memory); bytes read,
+    or a negated errno. Raises Fault."""
     assert st.overlay is not None and f.handle is not None
-    bufs = iovecs(mem, iovs, count)
-    n = sum(length % 2**32 for _, length in bufs)
-    data = st.overlay.read(f.handle, offset, n)
-    if isinstance(data, OvErrno):
-        return -errno_of(data)
-    scatter(mem, bufs, data)
-    return len(data)
+    done = 0
+    for buf, length in iovecs(mem, iovs, count):
+        n = st.overlay.read_into(f.handle, offset + done, view[buf : buf + length])
+        if isinstance(n, OvErrno):
+            return -errno_of(n)
+        done += n
+        if n < length:
+            break
+    return done
 
 
 def _fd_pread(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
@@ -219,7 +222,7 @@ def _fd_pread(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         return INVAL
     mem = guest_memory(run, caller, cctx)
     span(mem, out, 4)
-    n = _read_into(st, f, mem, iovs, count, offset)
+    n = _read_into(st, f, guest_view(run, caller, cctx), mem, iovs, count, offset)
     if n < 0:
         return -n
     pack(mem, out, _U32, n)
