@@ -139,7 +139,7 @@ def _sched_yield(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
 
 
 def _proc_exit(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
-    state(run).exit_code = p[0]
+    state(run).exit_code = p[0] % 2**32  # the witx ``exitcode`` is a u32: exit(-1) is 4294967295, never negative
     return None  # a trap ends the guest; the kind reads the exit code (it is not a stop)
 
 

@@ -136,6 +136,23 @@ def test_a_call_the_descriptor_has_no_right_for_is_enotcapable_and_no_denial(
     assert receipt.get("kuro/denials") == [] and "kuro/fs-root-after" not in receipt
 
 
+@pytest.mark.parametrize("code", [1, 255, 256, 2**31, 2**32 - 1])
+def test_the_exit_code_is_proc_exits_u32_as_the_program_passed_it(
+    store: MemoryBlockStore, home: Path, code: int
+) -> None:
+    """C's exit(-1) passes 4294967295 (the witx exitcode is u32): never a negative code, never ok."""
+    signed = code - 2**32 if code >= 2**31 else code
+    source = f"""(module
+      (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+      (memory (export "memory") 1)
+      (func (export "_start") (call $exit (i32.const {signed})))
+      (func (export "returns") (result i32) (i32.const {signed})))"""
+    cid = add_guest(store, bytes(wasmtime.wat2wasm(source)))
+    for export in ("_start", "returns"):  # an entry's i32 result is read the same way
+        receipt = run(_session(store), guest(cid, export), store=store, home=home)
+        assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", code)
+
+
 # ---- clocks and random
 
 
