@@ -7,9 +7,10 @@ and started by :mod:`kuro_wasm.cli.launch` (the executable's entry point).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # not typing's: the executable imports this package before its signal guard
 if TYPE_CHECKING:
+    from typing import Any
+
     from kuro_wasm.cli.kuro import main
 
 

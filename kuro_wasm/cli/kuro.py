@@ -256,6 +256,14 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    try:
+        return _main(argv, out, err)
+    except KeyboardInterrupt as exc:  # a signal while the parser was built or the home resolved
+        err.write("kuro: interrupted\n")
+        return interrupted_status(exc)
+
+
+def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     tokens = list(sys.argv[1:] if argv is None else argv)
     unknown = _unknown_global_option(tokens)
     if unknown is not None:

@@ -51,7 +51,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import HostError, ModelError
@@ -59,8 +59,6 @@ from kuro_wasm.host.fsgate import open_fs
 from kuro_wasm.host.isolation import resolve_isolation
 from kuro_wasm.host.job import ISOLATION, Job, OnChunk, OnExit
 from kuro_wasm.host.loader import add_guest
-from kuro_wasm.host.worker.pool import WorkerPool, default_pool
-from kuro_wasm.host.worker.run import RemoteRun
 from kuro_wasm.model import checkpoint as _checkpoint
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import (
@@ -75,6 +73,10 @@ from kuro_wasm.model.limits import (
 )
 from kuro_wasm.model.operation import run_seed
 from kuro_wasm.model.sessions import Session, denial
+
+if TYPE_CHECKING:  # the worker-process backend loads on the first isolation="process" run (~15 ms of imports)
+    from kuro_wasm.host.worker.pool import WorkerPool
+    from kuro_wasm.host.worker.run import RemoteRun
 
 __all__ = ["ISOLATION", "Handle", "ProcessHandle", "add_guest", "run", "run_async", "start"]
 
@@ -215,7 +217,7 @@ def _job(
         if isinstance(problem, str):
             raise ModelError(problem, reason="invalid-fs-root")
     if resolve_isolation(isolation) == "process":
-        pool = isolation if isinstance(isolation, WorkerPool) else default_pool()
+        pool = _pool_for(isolation)
         return pool.prepare(
             session,
             command,
@@ -317,7 +319,7 @@ def start(
     )
     if isinstance(job, dict):
         return job
-    handle = ProcessHandle(job, _pool_of(job, isolation)) if isinstance(job, RemoteRun) else Handle(job)
+    handle = Handle(job) if isinstance(job, Job) else ProcessHandle(job, _pool_for(isolation))
     handle._start()
     return handle
 
@@ -380,8 +382,8 @@ def run(
     )
     if isinstance(job, dict):
         return job
-    if isinstance(job, RemoteRun):
-        remote = ProcessHandle(job, _pool_of(job, isolation))
+    if not isinstance(job, Job):
+        remote = ProcessHandle(job, _pool_for(isolation))
         if on_start is not None:
             on_start(remote.kill)
         return remote.run_to_end()
@@ -494,7 +496,7 @@ async def run_async(
     )
     if isinstance(job, dict):
         return job
-    handle = ProcessHandle(job, _pool_of(job, isolation)) if isinstance(job, RemoteRun) else Handle(job)
+    handle = Handle(job) if isinstance(job, Job) else ProcessHandle(job, _pool_for(isolation))
 
     def settle() -> None:
         if future.done():
@@ -522,7 +524,10 @@ async def run_async(
 # ---- isolation="process": the same Handle, its guest in a worker process (kuro_wasm.host.worker)
 
 
-def _pool_of(run: RemoteRun, isolation: Any) -> WorkerPool:
+def _pool_for(isolation: Any) -> WorkerPool:
+    """The pool an isolation="process" run goes to: the one given, else the default pool."""
+    from kuro_wasm.host.worker.pool import WorkerPool, default_pool
+
     return isolation if isinstance(isolation, WorkerPool) else default_pool()
 
 

@@ -104,6 +104,7 @@ class Job:
             seed=seed,
         )
         self.receipt: dict[str, Any] | None = None
+        self.guest_kind: str | None = None  # the kind that claimed the guest (kuro/guest-kind), once loaded
         self.failure: HostError | None = None
         self.on_settled: Callable[[], None] | None = None
         self._done: threading.Event | None = None
@@ -191,6 +192,7 @@ class Job:
         ready = loader.prepare(self.store, self.command["kuro/guest"], config, cache_for(self.home))
         if isinstance(ready, LoadFailure):
             return self._load_failed(ready), session
+        self.guest_kind = ready.kind.name
         entry = loader.resolve(ready, self.command["kuro/export"], self.command["kuro/args"], self.command)
         if isinstance(entry, LoadFailure):
             return self._load_failed(entry), session
@@ -274,6 +276,8 @@ class Job:
                 "duration-ms": max(0, int((time.monotonic() - self.started) * 1000)),
             }
         )
+        if self.guest_kind is not None:
+            result["guest-kind"] = self.guest_kind
         if ctx.seed is not None:
             result["deterministic"] = {"seed": ctx.seed}
         if ctx.wrote and ctx.fs is not None:

@@ -91,6 +91,9 @@ KEYS: Final[Mapping[str, Key]] = {
         "data", False, "original kuro names the grant was given in → the host capabilities each stood for (when used)"
     ),
     "isolation": Key("str", True, 'what isolated the run; "none" unless the host says otherwise'),
+    "guest-kind": Key(
+        "str", True, "the guest kind that claimed and ran the guest (absent when the guest did not load)"
+    ),
     "exit-code": Key("int", True, "the exit code (see OUTCOMES)"),
     "outcome": Key("str", True, "how the run ended (see OUTCOMES)"),
     "stdout": Key("bytes", True, "kept stdout bytes"),

@@ -39,6 +39,7 @@ a whole line; a fragment the guest transformed (upper-cased, re-encoded) passes.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -98,8 +99,19 @@ SECRET_PATTERNS: tuple[tuple[str, str, str | None], ...] = (
 )
 
 _COMBINED_TEXT = "|".join(f"(?:{pattern.replace('(?P<keep>', '(?:')})" for _, pattern, _ in SECRET_PATTERNS)
-_COMBINED = re.compile(_COMBINED_TEXT)
-_COMPILED = tuple((name, re.compile(pattern), keep) for name, pattern, keep in SECRET_PATTERNS)
+
+
+@functools.cache
+def _combined() -> re.Pattern[str]:
+    """The secret patterns as one regex, compiled on first use (~10 ms: not paid by a run that redacts nothing)."""
+    return re.compile(_COMBINED_TEXT)
+
+
+@functools.cache
+def _compiled() -> tuple[tuple[str, re.Pattern[str], str | None], ...]:
+    return tuple((name, re.compile(pattern), keep) for name, pattern, keep in SECRET_PATTERNS)
+
+
 # A whole line equal to a concealed fragment is first swapped for this, which the pattern then matches.
 _LINE_MARK = "\x00kuro-concealed-line\x00"
 
@@ -130,7 +142,7 @@ def conceal_fragments(texts: Iterable[str]) -> frozenset[str]:
 
 def _pattern(conceal: frozenset[str]) -> re.Pattern[str]:
     if not conceal:
-        return _COMBINED
+        return _combined()
     longest = sorted(conceal, key=lambda f: (-len(f), f))[:CONCEAL_MAX_FRAGMENTS]
     literals = "|".join(re.escape(f) for f in [_LINE_MARK, *longest])
     return re.compile(f"(?P<conceal>{literals})|{_COMBINED_TEXT}")
@@ -149,10 +161,10 @@ def _mark_lines(text: str, conceal: frozenset[str]) -> str:
 
 
 def _replacement(match: re.Match[str]) -> str:
-    if match.re is not _COMBINED and match.group("conceal") is not None:
+    if match.re is not _combined() and match.group("conceal") is not None:
         return REDACTED
     matched = match.group(0)
-    for _, pattern, keep in _COMPILED:
+    for _, pattern, keep in _compiled():
         inner = pattern.match(matched)
         if inner is not None and inner.end() == len(matched):
             return (inner.group(keep) if keep else "") + REDACTED

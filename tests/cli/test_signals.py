@@ -7,6 +7,7 @@ command's imports — so a loaded machine cannot turn these into tests of the lo
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -131,6 +132,23 @@ def test_a_signal_while_the_command_is_still_loading_is_one_line_never_a_traceba
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)
     assert (proc.returncode, err) == (status, "kuro: interrupted\n")
+
+
+@pytest.mark.parametrize("where", ["build_parser", "resolve_home"])
+def test_a_signal_after_loading_but_before_the_command_runs_is_one_line(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # launch.main has installed the raising handler; the parser is still being built (or the home resolved)
+    from kuro_wasm.cli import kuro
+    from kuro_wasm.cli.context import Interrupted
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(kuro, where, interrupted)
+    out, err = io.StringIO(), io.StringIO()
+    assert kuro.main(["fs", "ls"], out=out, err=err) == 143
+    assert (out.getvalue(), err.getvalue()) == ("", "kuro: interrupted\n")
 
 
 def test_kuro_names_an_unknown_option() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import wasmtime
-from hostkit import make_fs, make_session
+from hostkit import ROOT, component, make_fs, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.host import engine as _engine
@@ -145,3 +145,35 @@ def test_the_shape_round_trips_through_its_byte_form() -> None:
         tables=2,
     )
     assert WasmShape.from_bytes(shape.to_bytes()) == shape
+
+
+@pytest.mark.parametrize(
+    ("source", "export", "args", "kind"),
+    [
+        ("hello.wat", "run", [], "kuro-abi-v1"),
+        ("stream.wat", "run", [0, 0], "kuro-browser-v0"),
+        ("c/hello.wasm", "_start", [], "wasi-preview1"),
+        ("components/exiting.wat", "run", [], "kuro-component"),
+    ],
+)
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_the_receipt_names_the_kind_that_ran_the_guest(
+    source: str, export: str, args: list[int], kind: str, isolation: str
+) -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    path = ROOT / "guests" / source
+    data = component(path.stem) if source.startswith("components/") else path.read_bytes()
+    receipt = run(
+        make_session(fs), guest(add_guest(store, data), export, args), store=store, fs=fs, isolation=isolation
+    )
+    assert receipt["kuro/guest-kind"] == kind and kind in {k.name for k in kinds.KINDS}
+    assert receipt["kuro/outcome"] in ("ok", "exit"), receipt.get("kuro/error")
+
+
+def test_a_guest_that_did_not_load_names_no_kind() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, (ROOT / "guests" / "unknown-import.wat").read_text())
+    receipt = run(make_session(fs), guest(cid, "run"), store=store, fs=fs)
+    assert receipt["kuro/outcome"] == "load-error" and "kuro/guest-kind" not in receipt
