@@ -18,6 +18,7 @@ import wasmtime
 from hostkit import ALL_CAPS, GUESTS, make_fs
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
 from kuro_wasm.errors import ModelError
 from kuro_wasm.host.api import run, start
 from kuro_wasm.host.loader import add_guest
@@ -76,6 +77,32 @@ def test_a_sleeping_guest_is_cancelled_by_kill(store: MemoryBlockStore, home: Pa
     handle.kill()
     receipt = handle.wait(60)
     assert receipt["kuro/outcome"] == "cancelled" and receipt["kuro/stdout"] == b""
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_kill_keeps_what_was_committed_and_drops_the_pending_writes(
+    store: MemoryBlockStore, home: Path, isolation: str
+) -> None:
+    """docs/wasi.md: a killed run gets no end-of-run commit. commit.c wrote kept.txt and closed it (a commit
+    point), then wrote pending.txt and left it open, and waits on stdin: only kept.txt survives the kill."""
+    waiting = threading.Event()
+    before = make_fs(store, {"old.txt": "old"})
+    handle = start(
+        session("s-wasi", before.root, "terminal-build", grant=ALL_CAPS),
+        guest(c_guest(store, "commit"), "_start", ["wait"]),
+        store=store,
+        home=home,
+        isolation=isolation,  # type: ignore[arg-type]
+        on_chunk=lambda _s, chunk: waiting.set() if b"waiting" in chunk.data else None,
+    )
+    assert not isinstance(handle, dict)
+    assert waiting.wait(60), "commit never said it was waiting"  # both files are written by now
+    handle.kill()
+    receipt = handle.wait(60)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("cancelled", 130)
+    after = Fs(store, receipt["kuro/fs-root-after"])
+    assert [e["name"] for e in after.ls(".").value] == ["kept.txt", "old.txt"]
+    assert after.read("kept.txt").value == b"kept"
 
 
 # ---- the world a WASI guest sees

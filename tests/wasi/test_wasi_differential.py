@@ -177,6 +177,22 @@ def test_the_benchmark_programs(program: str, args: list[str]) -> None:
     check(program, {}, args)
 
 
+@pytest.mark.parametrize(
+    ("mode", "stdin"), [("exit", b""), ("sync", b""), ("wait", b"read to its end"), ("bogus", b"")]
+)
+def test_commit_points_leave_the_tree_a_real_directory_holds(mode: str, stdin: bytes) -> None:
+    """Where a run ends normally, or a file is fsynced before a trap, kuro's commit points keep every write,
+    as a real directory does. (A trap, kill or cap with a write pending differs by design: docs/wasi.md,
+    the fixture cases and tests/host/test_wasi.py.)"""
+    check("commit", {"kept.txt": b"old", "pending.txt": b"old too"}, [mode], stdin=stdin)
+
+
+@SETTINGS
+@given(ms=st.one_of(st.integers(-2500, 15).map(str), st.sampled_from(["", "x", " 3", "4ms", "-1000", "-0"])))
+def test_sleep(ms: str) -> None:
+    check("sleep", {}, [ms])
+
+
 @SETTINGS
 @given(tree=TREES, path=PATH_ARGS, size=st.sampled_from(["1", "7", "65536", "0", "x"]))
 def test_readfile(tree: dict[str, bytes | None], path: str, size: str) -> None:
