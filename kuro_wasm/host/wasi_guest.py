@@ -24,8 +24,8 @@ from kuro_wasm.model.wasi import Errno, Filetype
 
 __all__ = [
     "BADF", "DENIED", "DEVICE", "FAULT", "INVAL", "IO", "ISDIR", "NOTCAPABLE", "NOTDIR", "NOTSUP", "OK", "SPIPE",
-    "deny", "directory", "filestat", "gather", "iovecs", "need", "path_text", "record_path", "regular_file",
-    "scatter", "state",
+    "deny", "directory", "filestat", "gather", "iovec_total", "iovecs", "need", "path_text", "record_path",
+    "regular_file", "scatter", "state",
 ]  # fmt: skip
 
 OK: Final = 0
@@ -93,6 +93,19 @@ def iovecs(mem: Memory, iovs: int, count: int) -> list[tuple[int, int]]:
     for buf, length in out:
         span(mem, buf, length)
     return out
+
+
+def iovec_total(mem: Memory, iovs: int, count: int) -> int:
+    """The bytes an iovec array names in all, every buffer bounds-checked, none copied. Raises Fault.
+
+    Buffers may overlap, so the total may be ``count`` times the memory's size: an output write is
+    measured with this before it is gathered, and one no output bound lets through is never built.
+    """
+    total = 0
+    for buf, length in _IOVEC.iter_unpack(load(mem, iovs, (count % 2**32) * _IOVEC.size)):
+        span(mem, buf, length)
+        total += length
+    return total
 
 
 def gather(mem: Memory, iovs: int, count: int) -> bytes:

@@ -2,12 +2,13 @@
 
 ## The one decision
 Bytes to fds 1 and 2 are one stream chunk per ``fd_write`` (the one output cap: the write that does
-not fit stops the guest); bytes from fd 0 are the run's stdin, a read blocking on the run's condition
-variable until input, its end, kill or the deadline; file bytes are the overlay's, read and written
-at the descriptor's cursor (``O_APPEND``: at the end, for ``pwrite`` too, as Linux) with the
-capability checked at every call. A directory lists ``.``, ``..`` and its entries sorted by name,
-decided at cookie 0 and read from there by later cookies, so a listing read in small buffers is one
-consistent listing.
+not fit stops the guest, and is measured before its bytes are gathered, so a write the cap drops costs
+no host memory — its iovecs may name the same memory many times over); bytes from fd 0 are the run's
+stdin, a read blocking on the run's condition variable until input, its end, kill or the deadline;
+file bytes are the overlay's, read and written at the descriptor's cursor (``O_APPEND``: at the end,
+for ``pwrite`` too, as Linux) with the capability checked at every call. A directory lists ``.``,
+``..`` and its entries sorted by name, decided at cookie 0 and read from there by later cookies, so a
+listing read in small buffers is one consistent listing.
 
 ## Effects
 Guest memory, the run's stream and stdin, the overlay.
@@ -32,6 +33,7 @@ from kuro_wasm.host.wasi_guest import (
     OK,
     deny,
     gather,
+    iovec_total,
     iovecs,
     need,
     regular_file,
@@ -66,16 +68,15 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
             return FAULT
         if buf + n > len(view) or out + 4 > len(view):
             return FAULT
-        if not run.emit(stream, view[buf : buf + n].tobytes()):
+        if (n > _SMALL and not run.admit(n)) or not run.emit(stream, view[buf : buf + n].tobytes()):
             run.stop("output-capped")
             return None
         _U32_INTO(view, out, n)
         return OK
     mem = guest_memory(run, caller, cctx)
     span(mem, out, 4)
-    if stream is not None:
-        data = gather(mem, iovs, count)
-        if not run.emit(stream, data):
+    if stream is not None:  # measured first: the iovecs may name one buffer many times over
+        if not run.admit(iovec_total(mem, iovs, count)) or not run.emit(stream, data := gather(mem, iovs, count)):
             run.stop("output-capped")
             return None
         pack(mem, out, _U32, len(data))
@@ -93,6 +94,9 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
 
 
 _2_32: Final = 2**32
+#: A one-buffer write to a stream up to this size is copied before the stream's bounds see it (cheaper than
+#: asking first); a larger one is admitted first, so one the cap drops is never copied.
+_SMALL: Final = 65536
 _IOVEC_FROM: Final = _IOVEC.unpack_from
 _U32_INTO: Final = _U32.pack_into
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,52 @@ def test_the_exit_code_is_proc_exits_u32_as_the_program_passed_it(
     for export in ("_start", "returns"):  # an entry's i32 result is read the same way
         receipt = run(_session(store), guest(cid, export), store=store, home=home)
         assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", code)
+
+
+# ---- stdout and stderr are the stream
+
+
+@pytest.mark.parametrize(("fd", "name"), [(1, "stdout"), (2, "stderr")])
+@pytest.mark.parametrize("iovs", ["1", "64"])
+def test_a_write_the_cap_must_drop_is_never_built(
+    store: MemoryBlockStore, home: Path, fd: int, name: str, iovs: str
+) -> None:
+    """spew writes 4 MiB from one buffer, once or as 64 iovecs over it (256 MiB): past the 1 MiB cap either
+    way, so dropped whole and the guest stopped — and the host never gathers what it drops (before it did,
+    a 256 MiB write cost the host 512 MiB). The receipt states the drop; nothing is kept."""
+    args = [str(fd), "1", str(4 << 20), iovs]
+    tracemalloc.start()
+    try:
+        receipt = run(_session(store), guest(c_guest(store, "spew"), "_start", args), store=store, home=home)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("output-capped", 125)
+    assert (receipt["kuro/truncated?"], receipt["kuro/capped-by"]) == (True, "bytes")
+    assert receipt["kuro/dropped-bytes"] == int(iovs) * (4 << 20)
+    assert (receipt["kuro/stdout"], receipt["kuro/stderr"]) == (b"", b"")
+    assert peak < 2 << 20, f"the host built {peak} bytes for a {name} write it dropped"
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_stderr_is_bounded_and_live_like_stdout(store: MemoryBlockStore, home: Path, isolation: str) -> None:
+    """Many stderr writes (spew: 2000 writes of 1000 bytes) share the one cap with stdout on both backends:
+    the kept stderr is an exact prefix — whole writes — each kept write a live chunk, the drop stated."""
+    seen: list[tuple[str, bytes]] = []
+    receipt = run(
+        _session(store),
+        guest(c_guest(store, "spew"), "_start", ["2", "2000", "1000"]),
+        store=store,
+        home=home,
+        isolation=isolation,  # type: ignore[arg-type]
+        max_output_bytes=300_500,
+        on_chunk=lambda _s, chunk: seen.append((chunk.stream, chunk.data)),
+    )
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("output-capped", 125)
+    expected = b"".join(bytes([97 + i % 26]) * 999 + b"\n" for i in range(300))
+    assert receipt["kuro/stderr"] == expected and receipt["kuro/stdout"] == b""
+    assert (receipt["kuro/stderr-bytes"], receipt["kuro/dropped-bytes"]) == (300_000, 1000)
+    assert seen == [("stderr", expected[i : i + 1000]) for i in range(0, 300_000, 1000)]
 
 
 # ---- clocks and random

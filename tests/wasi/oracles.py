@@ -572,6 +572,21 @@ def sleep(g: Guest, args: list[str]) -> int:
     return 0
 
 
+def spew(g: Guest, args: list[str]) -> int:
+    if not 3 <= len(args) <= 4:
+        return 2
+    numbers = [strtoll_whole(text) for text in args]
+    bounds = [(1, 2), (0, 2**30), (1, 2**26), (1, 1024)]
+    if any(n is None or not least <= n <= most for n, (least, most) in zip(numbers, bounds, strict=False)):
+        return 2
+    fd, count, size, iovs = (*numbers, 1) if len(numbers) == 3 else numbers
+    assert fd is not None and count is not None and size is not None and iovs is not None
+    into = g.out if fd == 1 else g.err
+    for i in range(count):
+        into += (bytes([97 + i % 26]) * (size - 1) + b"\n") * iovs
+    return 0
+
+
 def oracle(case: WasiCase) -> WasiOutcome:
     """The outcome ``case`` must have, by the program it runs (guests/c/NAME.wasm)."""
     name = case.wasm.stem
@@ -590,5 +605,6 @@ def oracle(case: WasiCase) -> WasiOutcome:
         "readfile": readfile,
         "commit": commit,
         "sleep": sleep,
+        "spew": spew,
     }
     return run(case, programs[name])
