@@ -6,7 +6,9 @@
  *   wasiedge kuro    answers particular to kuro's WASI (allocate, CPU clocks, times, symlinks, rights: where
  *                    wasmtime answers otherwise — it ignores fd rights, has no fd_allocate, real file times)
  *                    and, through a directory descriptor whose rights were cut, every call that needs one
- *                    of them (ENOTCAPABLE, 76), with what the uncut descriptor sees after each */
+ *                    of them (ENOTCAPABLE, 76), with what the uncut descriptor sees after each
+ *   wasiedge deny    each call a capability governs, on the preopen itself and stdin (no scratch directory):
+ *                    run under a partial grant, the refused ones answer EACCES (2) */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -75,6 +77,14 @@ static void common(void) {
     say("fd_close of fd 99", __wasi_fd_close(99));
     say("sock_shutdown of the preopen", __wasi_sock_shutdown(3, __WASI_SDFLAGS_RD));
     say("sock_shutdown of fd 99", __wasi_sock_shutdown(99, __WASI_SDFLAGS_RD));
+    __wasi_fd_t accepted;
+    say("sock_accept of the preopen", __wasi_sock_accept(3, 0, &accepted));
+    say("sock_accept of fd 99", __wasi_sock_accept(99, 0, &accepted));
+    __wasi_roflags_t roflags;
+    say("sock_recv of stdin", __wasi_sock_recv(0, &iov, 1, 0, &n, &roflags));
+    say("sock_recv of fd 99", __wasi_sock_recv(99, &iov, 1, 0, &n, &roflags));
+    say("sock_send of stdout", __wasi_sock_send(1, (const __wasi_ciovec_t *)&iov, 1, 0, &n));
+    say("sock_send of fd 99", __wasi_sock_send(99, (const __wasi_ciovec_t *)&iov, 1, 0, &n));
     say("fd_prestat_get of fd 99", __wasi_fd_prestat_get(99, &(__wasi_prestat_t){0}));
     open_at(dir, ".", __WASI_OFLAGS_DIRECTORY, __WASI_RIGHTS_FD_READ | __WASI_RIGHTS_FD_WRITE, &e);
     say("open . for writing", e);
@@ -120,6 +130,8 @@ static void common(void) {
     value("pread past the end", e, n);
     e = __wasi_fd_filestat_set_size(f, 3);
     say("set size 3", e);
+    say("datasync f", __wasi_fd_datasync(f));
+    say("sync f", __wasi_fd_sync(f));
     e = __wasi_fd_filestat_get(f, &fst);
     value("size", e, fst.size);
     say("set_times with MTIM and MTIM_NOW", __wasi_fd_filestat_set_times(f, 0, 0, __WASI_FSTFLAGS_MTIM |
@@ -134,6 +146,29 @@ static void common(void) {
     e = __wasi_fd_filestat_get(g, &fst);
     value("g is now f: size", e, fst.size);
     say("renumber onto a closed fd", __wasi_fd_renumber(g, 99));
+
+    __wasi_fd_t ro = open_at(dir, "g", 0, __WASI_RIGHTS_FD_READ, &e);
+    say("open g read-only", e);
+    e = __wasi_fd_pwrite(ro, &tail, 1, 0, &n);
+    say("pwrite to a read-only descriptor", e);
+    say("set_size of a read-only descriptor", __wasi_fd_filestat_set_size(ro, 0));
+    say("readdir of a file", __wasi_fd_readdir(ro, buf, sizeof buf, 0, &n));
+    say("close g read-only", __wasi_fd_close(ro));
+    e = __wasi_fd_pwrite(1, &tail, 1, 0, &n);
+    say("pwrite to stdout", e);
+    e = __wasi_fd_pwrite(dir, &tail, 1, 0, &n);
+    say("pwrite to a directory", e);
+    e = __wasi_fd_pwrite(99, &tail, 1, 0, &n);
+    say("pwrite to fd 99", e);
+    say("set_size of stdout", __wasi_fd_filestat_set_size(1, 0));
+    say("set_size of a directory", __wasi_fd_filestat_set_size(dir, 0));
+    say("set_size of fd 99", __wasi_fd_filestat_set_size(99, 0));
+    e = __wasi_fd_filestat_get(99, &fst);
+    say("filestat_get of fd 99", e);
+    say("datasync of stdout", __wasi_fd_datasync(1));
+    say("datasync of fd 99", __wasi_fd_datasync(99));
+    say("readdir of fd 99", __wasi_fd_readdir(99, buf, sizeof buf, 0, &n));
+    say("readdir of stdout", __wasi_fd_readdir(1, buf, sizeof buf, 0, &n));
 
     say("unlink f while open", __wasi_path_unlink_file(dir, "f"));
     put(g, "!");
@@ -206,6 +241,26 @@ static void common(void) {
     printf("poll a 1 ms clock: errno %u, %u event(s), userdata %llu, type %u\n", (unsigned)e, (unsigned)n,
            (unsigned long long)ev.userdata, (unsigned)ev.type);
     say("poll nothing", __wasi_poll_oneoff(&sub, &ev, 0, &n));
+    const struct {
+        const char *what;
+        __wasi_eventtype_t tag;
+        __wasi_fd_t fd;
+    } polls[] = {{"fd 99 for reading", __WASI_EVENTTYPE_FD_READ, 99},
+                 {"fd 99 for writing", __WASI_EVENTTYPE_FD_WRITE, 99},
+                 {"stdout for writing", __WASI_EVENTTYPE_FD_WRITE, 1},
+                 {"stdout for reading", __WASI_EVENTTYPE_FD_READ, 1},
+                 {"a directory for reading", __WASI_EVENTTYPE_FD_READ, 3},
+                 {"a directory for writing", __WASI_EVENTTYPE_FD_WRITE, 3},
+                 {"stdin for writing", __WASI_EVENTTYPE_FD_WRITE, 0}};
+    for (unsigned i = 0; i < sizeof polls / sizeof *polls; i++) {
+        memset(&ev, 0, sizeof ev);
+        n = 0;
+        sub.u.tag = polls[i].tag;
+        sub.u.u.fd_read.file_descriptor = polls[i].fd;
+        e = __wasi_poll_oneoff(&sub, &ev, 1, &n);
+        printf("poll %s: errno %u, %u event(s), error %u, type %u\n", polls[i].what, (unsigned)e, (unsigned)n,
+               (unsigned)ev.error, (unsigned)ev.type);
+    }
     say("random_get of 0 bytes", __wasi_random_get(buf, 0));
     say("sched_yield", __wasi_sched_yield());
 
@@ -323,8 +378,52 @@ static void kuro(void) {
     rights();
 }
 
+/* Each call a capability governs, straight on the preopen (no scratch directory: the grant may allow no
+ * writing) over the tree f, e, d/keep, and on stdin: what the run's grant allows, or EACCES (2). */
+static void deny(void) {
+    __wasi_errno_t e;
+    uint8_t buf[64];
+    __wasi_size_t n;
+    e = __wasi_fd_readdir(3, buf, sizeof buf, 0, &n);
+    value("fd_readdir of / (bytes)", e, n);
+    __wasi_filestat_t fst;
+    e = __wasi_path_filestat_get(3, 0, "f", &fst);
+    value("path_filestat_get f: size", e, fst.size);
+    e = __wasi_path_readlink(3, "f", buf, sizeof buf, &n);
+    say("readlink f", e);
+    say("set f's mtim", __wasi_path_filestat_set_times(3, 0, "f", 0, 5, __WASI_FSTFLAGS_MTIM));
+    __wasi_fd_t f = open_at(3, "f", 0, __WASI_RIGHTS_FD_READ, &e);
+    say("open f for reading", e);
+    __wasi_iovec_t iov = {buf, sizeof buf};
+    e = __wasi_fd_pread(f, &iov, 1, 0, &n);
+    value("pread f", e, n);
+    (void)__wasi_fd_close(f);
+    open_at(3, "new", __WASI_OFLAGS_CREAT, RW, &e);
+    say("create new", e);
+    open_at(3, "f", __WASI_OFLAGS_TRUNC, RW, &e);
+    say("truncate f", e);
+    say("mkdir n", __wasi_path_create_directory(3, "n"));
+    say("rename f to g", __wasi_path_rename(3, "f", 3, "g"));
+    say("unlink d/keep", __wasi_path_unlink_file(3, "d/keep"));
+    say("rmdir d", __wasi_path_remove_directory(3, "d"));
+    e = __wasi_fd_read(0, &iov, 1, &n);
+    value("read stdin", e, n);
+    __wasi_subscription_t sub;
+    memset(&sub, 0, sizeof sub);
+    sub.u.tag = __WASI_EVENTTYPE_FD_READ;
+    sub.u.u.fd_read.file_descriptor = 0;
+    __wasi_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    e = __wasi_poll_oneoff(&sub, &ev, 1, &n);
+    printf("poll stdin: errno %u, event error %u\n", (unsigned)e, (unsigned)ev.error);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "common";
+    if (strcmp(mode, "deny") == 0) {
+        deny();
+        return 0;
+    }
     __wasi_errno_t e = __wasi_path_create_directory(3, SCRATCH);
     __wasi_fd_t opened = (__wasi_fd_t)-1;
     if (e == 0) e = __wasi_path_open(3, 0, SCRATCH, __WASI_OFLAGS_DIRECTORY, ALL & ~WRITES, ALL, 0, &opened);

@@ -142,8 +142,10 @@ def _fd_filestat_set_size(run: RunContext, caller: int, cctx: int, p: Any) -> in
     if isinstance(got, int):
         return BADF  # only a regular file opened for writing has a size to set
     f, ov, handle = got
+    if not f.rights & Rights.FD_WRITE:
+        return INVAL  # not open for writing: EINVAL, as Linux's ftruncate and wasmtime's WASI
     if not f.rights & Rights.FD_FILESTAT_SET_SIZE:
-        return BADF
+        return NOTCAPABLE
     refused = need(run, "fd_filestat_set_size", ("fs/write",))
     if refused is not None:
         return refused

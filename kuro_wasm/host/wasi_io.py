@@ -29,7 +29,6 @@ from kuro_wasm.host.wasi_guest import (
     INVAL,
     IO,
     NOTCAPABLE,
-    NOTDIR,
     OK,
     deny,
     gather,
@@ -277,10 +276,8 @@ def _fd_readdir(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     fd, buf, length, cookie, out = p
     st = state(run)
     f = st.fds.get(fd)
-    if f is None:
+    if f is None or f.kind != DIR:  # a file or stdio too: EBADF, as wasmtime's WASI
         return BADF
-    if f.kind != DIR:
-        return NOTDIR
     if not f.rights & Rights.FD_READDIR:
         return NOTCAPABLE
     refused = need(run, "fd_readdir", ("fs/ls",))

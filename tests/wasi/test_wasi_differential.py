@@ -242,3 +242,18 @@ def test_raw_wasi_edge_cases_agree_with_wasmtime(tmp_path: Path) -> None:
     assert reference.exit_code == 0 and b"remove the scratch directory ok" in reference.stdout
     for name, outcome in outcomes.items():
         assert differences(reference, outcome) == [], f"runner {name} disagrees with the reference"
+
+
+def test_every_call_a_capability_governs_succeeds_as_on_wasmtime_when_granted(tmp_path: Path) -> None:
+    """``wasiedge deny`` with every capability granted: readdir, stat, read, create, truncate, mkdir, rename,
+    unlink, rmdir, stdin read and poll answer and leave what wasmtime's WASI does. (Under partial grants the
+    refusals are kuro's own: the fixture cases grant-*.)"""
+    root = tmp_path / "root"
+    write_tree(root, {"f": b"hello", "e": b"y", "d/keep": b"z"})
+    outcomes = run_all(WasiCase(C_GUESTS / "wasiedge.wasm", ("deny",), root=root, stdin=b"input"))
+    reference = outcomes.pop("builtin")
+    assert reference.exit_code == 0 and b"rmdir d ok\nread stdin = 5\npoll stdin: errno 0, event error 0\n" in (
+        reference.stdout
+    )
+    for name, outcome in outcomes.items():
+        assert differences(reference, outcome) == [], f"runner {name} disagrees with the reference"
