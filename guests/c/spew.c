@@ -1,9 +1,11 @@
-/* spew FD COUNT SIZE [IOVS]: COUNT writev(FD, …) calls, each of IOVS iovecs (default 1) that all point
- * at one SIZE-byte buffer: write number i repeats the letter 'a' + i % 26, its last byte '\n'. So one
- * write puts IOVS * SIZE bytes on FD (1 stdout, 2 stderr). For output caps on either stream, and for a
- * write whose iovecs name the same memory many times over. A short write is continued, as stdio
- * does (wasmtime's own WASI writes one buffer of several to stdout per call). Exit status 2 for bad
- * arguments, 1 if a write fails. */
+/* spew TARGET COUNT SIZE [IOVS]: COUNT writev calls to TARGET (1 stdout, 2 stderr, or a file path it
+ * creates or truncates), each of IOVS iovecs (default 1) that all point at one SIZE-byte buffer: write
+ * number i repeats the letter 'a' + i % 26, its last byte '\n'. So one write puts IOVS * SIZE bytes on
+ * TARGET. For output caps on either stream, and for a write whose iovecs name the same memory many
+ * times over. A short write is continued, as stdio does (wasmtime's own WASI writes one buffer of
+ * several to stdout per call). Exit status 2 for bad arguments, 1 if the file cannot be opened or a
+ * write fails. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -31,7 +33,8 @@ static int write_all(int fd, struct iovec *iov, int n) {
 
 int main(int argc, char **argv) {
     if (argc < 4 || argc > 5) return 2;
-    int fd = (int)number(argv[1], 1, 2);
+    int fd = strcmp(argv[1], "1") == 0 ? 1 : strcmp(argv[1], "2") == 0 ? 2 : -1;
+    if (fd < 0 && (fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) return 1;
     long count = number(argv[2], 0, 1L << 30);
     long size = number(argv[3], 1, 1L << 26);
     long iovs = argc > 4 ? number(argv[4], 1, 1024) : 1;

@@ -21,7 +21,7 @@ import time
 from typing import Any, Final
 
 from kuro_fs.overlay import Errno as OvErrno
-from kuro_wasm.host.calls import Handler, Memory, guest_memory, guest_view, pack, span, store_bytes
+from kuro_wasm.host.calls import Handler, Memory, guest_memory, guest_view, load, pack, span, store_bytes
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.wasi_guest import (
     BADF,
@@ -83,12 +83,12 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     refused = _may(run, f, Rights.FD_WRITE, "fd_write", "fs/write")
     if refused is not None:
         return refused
-    data = gather(mem, iovs, count)
-    end = _write_file(run, st, f, f.pos, data)
+    iovec_total(mem, iovs, count)  # every buffer bounds-checked before any is written
+    end, written = _write_file(run, st, f, f.pos, mem, iovs, count)
     if end < 0:
         return -end
     f.pos = end
-    pack(mem, out, _U32, len(data))
+    pack(mem, out, _U32, written)
     return OK
 
 
@@ -108,22 +108,34 @@ def _may(run: RunContext, f: Fd, right: int, name: str, capability: str) -> int 
     return need(run, name, (capability,))
 
 
-def _write_file(run: RunContext, st: WasiState, f: Fd, offset: int, data: bytes) -> int:
-    """Write ``data`` to ``f``'s file at ``offset`` (at its end if ``O_APPEND``, as Linux does for pwrite
-    too); the offset just past what was written, or a negated errno. A ``sync``/``dsync`` descriptor
-    commits after each write."""
+def _write_file(
+    run: RunContext, st: WasiState, f: Fd, offset: int, mem: Memory, iovs: int, count: int
+) -> tuple[int, int]:
+    """Write the buffers of an iovec array (bounds-checked by the caller) to ``f``'s file from ``offset``
+    (at its end if ``O_APPEND``, as Linux does for pwrite too): ``(offset past the last byte written,
+    bytes written)``, or ``(negated errno, 0)``. One buffer at a time, so a write whose iovecs name the
+    same memory many times over costs the host one buffer, not their sum; a buffer that fails after
+    others were written ends the write short, as ``writev`` does. A ``sync``/``dsync`` descriptor
+    commits after the write."""
     assert st.overlay is not None and f.handle is not None
-    if f.flags & wasi.FDFLAG_APPEND:
-        stat = st.overlay.stat(f.handle)
-        if isinstance(stat, OvErrno):
-            return -errno_of(stat)
-        offset = stat.size
-    written = st.overlay.write(f.handle, offset, data)
-    if isinstance(written, OvErrno):
-        return -errno_of(written)
+    written = 0
+    raw = load(mem, iovs, (count % _2_32) * _IOVEC.size) or bytes(_IOVEC.size)  # no buffer: one empty write
+    for buf, n in _IOVEC.iter_unpack(raw):
+        if f.flags & wasi.FDFLAG_APPEND:
+            stat = st.overlay.stat(f.handle)
+            if isinstance(stat, OvErrno):
+                return (-errno_of(stat), 0) if written == 0 else (offset, written)
+            offset = stat.size
+        done = st.overlay.write(f.handle, offset, load(mem, buf, n))
+        if isinstance(done, OvErrno):
+            if written == 0:
+                return -errno_of(done), 0
+            break
+        offset += done
+        written += done
     if f.flags & (wasi.FDFLAG_SYNC | wasi.FDFLAG_DSYNC) and not st.commit(run):
-        return -IO
-    return offset + written
+        return -IO, 0
+    return offset, written
 
 
 def _fd_pwrite(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
@@ -138,13 +150,13 @@ def _fd_pwrite(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         return refused
     mem = guest_memory(run, caller, cctx)
     span(mem, out, 4)
-    data = gather(mem, iovs, count)
+    iovec_total(mem, iovs, count)  # every buffer bounds-checked before any is written
     if offset < 0:
         return INVAL
-    end = _write_file(run, st, f, offset, data)
+    end, written = _write_file(run, st, f, offset, mem, iovs, count)
     if end < 0:
         return -end
-    pack(mem, out, _U32, len(data))
+    pack(mem, out, _U32, written)
     return OK
 
 

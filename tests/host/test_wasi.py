@@ -206,6 +206,24 @@ def test_a_write_the_cap_must_drop_is_never_built(
     assert peak < 2 << 20, f"the host built {peak} bytes for a {name} write it dropped"
 
 
+def test_a_file_write_naming_one_buffer_many_times_is_written_a_buffer_at_a_time(
+    store: MemoryBlockStore, home: Path
+) -> None:
+    """spew writes one writev of 32 iovecs over one 1 MiB buffer to a file: 32 MiB land in it, and the host
+    never holds them gathered (before, the peak was twice the write; kuro.fs keeps the repeated leaves once)."""
+    tracemalloc.start()
+    try:
+        args = ["out", "1", str(1 << 20), "32"]
+        receipt = run(_session(store), guest(c_guest(store, "spew"), "_start", args), store=store, home=home)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert receipt["kuro/outcome"] == "ok"
+    after = Fs(store, receipt["kuro/fs-root-after"]).read("out").value
+    assert after == (b"a" * ((1 << 20) - 1) + b"\n") * 32
+    assert peak < 16 << 20, f"the host held {peak} bytes for a 32 MiB write of one 1 MiB buffer"
+
+
 @pytest.mark.parametrize("isolation", ["wasmtime", "process"])
 def test_stderr_is_bounded_and_live_like_stdout(store: MemoryBlockStore, home: Path, isolation: str) -> None:
     """Many stderr writes (spew: 2000 writes of 1000 bytes) share the one cap with stdout on both backends:

@@ -575,15 +575,25 @@ def sleep(g: Guest, args: list[str]) -> int:
 def spew(g: Guest, args: list[str]) -> int:
     if not 3 <= len(args) <= 4:
         return 2
-    numbers = [strtoll_whole(text) for text in args]
-    bounds = [(1, 2), (0, 2**30), (1, 2**26), (1, 1024)]
+    target: Handle | None = None
+    if args[0] not in ("1", "2"):  # a file, created or truncated before the numbers are read
+        opened = g.open(args[0], write=True, create=True, truncate=True)
+        if isinstance(opened, Errno):
+            return 1
+        target = opened
+    numbers = [strtoll_whole(text) for text in args[1:]]
+    bounds = [(0, 2**30), (1, 2**26), (1, 1024)]
     if any(n is None or not least <= n <= most for n, (least, most) in zip(numbers, bounds, strict=False)):
         return 2
-    fd, count, size, iovs = (*numbers, 1) if len(numbers) == 3 else numbers
-    assert fd is not None and count is not None and size is not None and iovs is not None
-    into = g.out if fd == 1 else g.err
-    for i in range(count):
-        into += (bytes([97 + i % 26]) * (size - 1) + b"\n") * iovs
+    count, size, iovs = (*numbers, 1) if len(numbers) == 2 else numbers
+    assert count is not None and size is not None and iovs is not None
+    data = b"".join((bytes([97 + i % 26]) * (size - 1) + b"\n") * iovs for i in range(count))
+    if target is not None:
+        g.ov.write(target, 0, data)
+    elif args[0] == "1":
+        g.out += data
+    else:
+        g.err += data
     return 0
 
 

@@ -193,22 +193,23 @@ def test_sleep(ms: str) -> None:
     check("sleep", {}, [ms])
 
 
+SPEW_TARGETS = st.sampled_from(["1", "2", "out", "dir/out", "missing/out", "dir"])
+
+
 @SETTINGS
 @given(
     args=st.one_of(
-        st.tuples(st.sampled_from(["1", "2"]), st.integers(0, 30).map(str), st.integers(1, 3000).map(str)).map(list),
+        st.tuples(SPEW_TARGETS, st.integers(0, 30).map(str), st.integers(1, 3000).map(str)).map(list),
         st.tuples(
-            st.sampled_from(["1", "2"]),
-            st.integers(0, 5).map(str),
-            st.integers(1, 500).map(str),
-            st.integers(1, 40).map(str),
+            SPEW_TARGETS, st.integers(0, 5).map(str), st.integers(1, 500).map(str), st.integers(1, 40).map(str)
         ).map(list),
         st.lists(st.sampled_from(["0", "3", "1", "2", "-1", "x", "", " 2", "2 ", "1025", "99999999999"]), max_size=5),
     )
 )
-def test_spew_many_writes_to_stdout_or_stderr(args: list[str]) -> None:
-    """Below the cap, every write to either stream — one iovec or many over one buffer — is kept whole, in order."""
-    check("spew", {}, args)
+def test_spew_many_writes_to_stdout_stderr_or_a_file(args: list[str]) -> None:
+    """Below the cap, every write to either stream — one iovec or many over one buffer — is kept whole, in order;
+    to a file, every byte lands where a real directory puts it."""
+    check("spew", {"dir/out": b"old"}, args)
 
 
 @SETTINGS
