@@ -198,33 +198,39 @@ def _read_header(stream: IO[bytes]) -> tuple[list[str], int]:
     return [r.cid for r in roots], used + length
 
 
-def _sections(stream: IO[bytes], offset: int) -> Iterator[_Section]:
+def _sections(stream: IO[bytes], offset: int, cap: int = MAX_SECTION_BYTES) -> Iterator[_Section]:
     # Every section after the header as (parsed CID, block, offset), its CID checked against the
     # reading profile but its block NOT hashed: the callers verify (each once, with _check_block).
+    # A section longer than ``cap`` is refused from its length prefix, before it is read.
     pos = offset
     while True:
         got = _read_varint(stream, "section length", pos)
         if got is None:
             return
         length, used = got
-        if length == 0 or length > MAX_SECTION_BYTES:
-            raise CarError(f"section length {length} at offset {pos} out of range (1..{MAX_SECTION_BYTES})")
+        if length == 0 or length > cap:
+            raise CarError(f"section length {length} at offset {pos} out of range (1..{cap})")
         parsed, block = _split_cid(_exact(stream, length, "section", pos + used), pos)
         yield parsed, block, pos
         pos += used + length
 
 
-def read_car(stream: IO[bytes]) -> tuple[list[str], Iterator[tuple[str, bytes]]]:
+def read_car(
+    stream: IO[bytes], *, max_section: int = MAX_SECTION_BYTES
+) -> tuple[list[str], Iterator[tuple[str, bytes]]]:
     """Parse a CARv1 ``stream``: the roots now, then ``(cid, block)`` pairs, each verified, lazily.
 
+    ``max_section`` caps one section (CID + block) in bytes; a longer one is refused from its
+    length prefix, before its bytes are read (a reader of a stranger's CAR passes its block cap).
+
     Raises CarError: a bad header (not dag-cbor, not v1, zero roots), a bad or
-    non-minimal varint, a truncated section, a CID outside kuro's profile, or a
+    non-minimal varint, a truncated or over-long section, a CID outside kuro's profile, or a
     block that does not hash to its CID — naming the byte offset.
     """
     roots, offset = _read_header(stream)
 
     def verified() -> Iterator[tuple[str, bytes]]:
-        for parsed, block, pos in _sections(stream, offset):
+        for parsed, block, pos in _sections(stream, offset, max_section):
             _check_block(parsed, block, pos)
             yield str(parsed), block
 

@@ -30,9 +30,15 @@ library is asked about a digest it cannot compute. Both fast paths are checked a
 ## Pure
 No I/O. Values in, values out.
 
+Names that come from outside (a gateway URL, a ``GatewayBlockStore`` caller) may be written in any
+multibase the IPFS stack reads — base58btc ``z…``, base36 ``k…``, base16 ``f…``, base32 upper-case
+``B…`` …: :func:`canonical` turns them into the one string the rest of kuro uses (``b…`` lower-case
+for CIDv1, ``Qm…`` for CIDv0), so that one block never has two names in a store. ``parse`` itself
+stays strict: inside kuro a CID is always written canonically.
+
 ## Not done here
-No CIDv0 or non-sha2-256 *minting*; no base58btc/base36 CIDv1 strings (JS ``CID.parse`` reads them;
-kuro asks for base32); no codecs beyond the three (dag-json, libp2p-key … are refused).
+No CIDv0 or non-sha2-256 *minting*; ``parse`` reads no multibase but base32 lower-case for CIDv1
+(:func:`canonical` translates first); no codecs beyond the three (dag-json, libp2p-key … are refused).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ __all__ = [
     "HASHES",
     "MAX_IDENTITY_DIGEST",
     "ParsedCID",
+    "canonical",
     "cid_bytes",
     "cid_for",
     "cid_from_bytes",
@@ -358,6 +365,46 @@ def cid_from_bytes(binary: bytes) -> str:
     if end != len(binary):
         raise InvalidCID(f"truncated or overlong digest in binary CID {binary[:8].hex()}…")
     return str(parsed)
+
+
+def canonical(text: object) -> str:
+    """The canonical string of a CID written in any multibase: ``b…`` (CIDv1) or ``Qm…`` (CIDv0).
+
+    What go-cid's ``Decode`` and JS ``CID.parse`` read — CIDv0 ``Qm…``, a CIDv1 (or the bare
+    CIDv0 multihash) under any multibase prefix — within kuro's reading profile (:func:`parse`).
+
+    >>> canonical("zb2rhmy65F3REf8SZp7De11gxtECBGgUKaLdiDj7MCGCHxbDW")
+    'bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku'
+    >>> canonical("BAFKREIHDWDCEFGH4DQKJV67UZCMW7OJEE6XEDZDETOJUZJEVTENXQUVYKU")
+    'bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku'
+
+    Raises InvalidCID: not a string, an unknown multibase prefix, characters outside its alphabet,
+    or bytes that are not one CID :func:`parse` reads.
+    """
+    if not isinstance(text, str):
+        raise InvalidCID(f"a CID must be a string, got {type(text).__name__}")
+    first: InvalidCID | None = None
+    if text[:1] == "b" or text[:2] == "Qm":
+        try:
+            parse(text)  # the canonical forms: checked, returned as they are
+            return text
+        except InvalidCID as exc:  # a CIDv0's bytes under ``b`` are still a CID go-cid reads
+            if text[:2] == "Qm":
+                raise
+            first = exc
+    shown = repr(text if len(text) <= 80 else text[:77] + "...")
+    if not text or len(text) > 512:
+        raise InvalidCID(f"not a CID: {shown}")
+    from multiformats import multibase  # off the fast path: the package costs ~30 ms to import
+
+    try:
+        binary = bytes(multibase.decode(text))
+    except (ValueError, KeyError) as exc:  # the library's errors subclass these (bases: binascii.Error)
+        raise first or InvalidCID(f"not a CID in any multibase: {shown} ({exc})") from None
+    try:
+        return cid_from_bytes(binary)
+    except InvalidCID as exc:
+        raise first or InvalidCID(f"{shown} does not decode to a CID kuro reads: {exc}") from None
 
 
 def cid_bytes(cid: str) -> bytes:

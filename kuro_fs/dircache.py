@@ -15,7 +15,16 @@ cache; what a hit skips is the fetch, the hash and the decoding.
 
 The bound is on the summed **block bytes** of what is held (default
 :data:`DEFAULT_MAX_BYTES`, 16 MiB; the decoded Python objects take about five
-to eight times that). Least recently used entries go first.
+to eight times that). Least recently used entries go first — except versions
+a write has just superseded (:meth:`DirCache.demote`, called by
+:class:`kuro_fs.fsdir.WorkingTree` on commit): they go before everything else.
+Without that, a chain of writes into a large sharded directory fills the
+cache with dead copies of the nodes on its paths (a new root and interior
+node every write, ~20–60 KB) and evicts the live nodes of the rest of the
+directory, which then cost milliseconds each to decode again: writes into a
+100k–200k-entry directory settled at 1.7–2.9 ms instead of ~0.3–0.6 ms.
+A directory whose live nodes alone exceed the bound (about 200,000 entries
+of short names) still misses; its writes then cost more, not fail.
 
 ## Effects
 Process memory, shared across threads behind one lock. :data:`SHARED` is the
@@ -34,7 +43,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final, Protocol, TypedDict, TypeVar
 
 from kuro_fs.cid import parse
@@ -104,6 +113,18 @@ class DirCache:
             while self._bytes > self.max_bytes:
                 _, (_, gone) = self._items.popitem(last=False)
                 self._bytes -= gone
+
+    def demote(self, cids: Iterable[str]) -> None:
+        """Put ``cids`` (those held) first in line for eviction, keeping them: versions a write superseded.
+
+        A chain of writes replaces the nodes on its path by new versions; left as most recently used,
+        the dead versions would outrank the live nodes of the rest of the directory and push them out.
+        """
+        with self._lock:
+            items = self._items
+            for cid in cids:
+                if cid in items:
+                    items.move_to_end(cid, last=False)
 
     def clear(self) -> None:
         """Drop everything held (the counters too)."""

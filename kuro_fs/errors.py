@@ -17,6 +17,7 @@ stable kebab-case ``reference`` that user-facing tools print.
     ├── InvalidCID          (ValueError)   malformed / unsupported CID string or bytes
     ├── DagCborError        (ValueError)   non-canonical or unencodable dag-cbor
     ├── DagPbError          (ValueError)   malformed dag-pb / UnixFS bytes
+    │   └── FileTooDeep                    a file's DAG nests deeper than a reader follows (``depth`` names it)
     ├── CarError            (ValueError)   malformed or tampered CAR file
     ├── ShardingNotSupported               (no longer raised: kept importable for callers that catch it)
     └── BlockStoreError                    the store failed to do what was asked
@@ -24,6 +25,7 @@ stable kebab-case ``reference`` that user-facing tools print.
         │   └── GatewayLied                a gateway sent bytes that are not the block asked for
         ├── MissingBlock                   a block the DAG names is not in the store
         └── GatewayError                   a block store behind a gateway could not reach an answer
+            ├── InvalidGatewayURL (ValueError) not http(s)://host[:port]: refused before any request
             ├── GatewayUnreachable         connection refused, reset or dropped mid-response
             ├── GatewayTimeout             no answer within the store's timeout
             └── GatewayRefused             an HTTP status that is no answer (401, 403, 413, 5xx …)
@@ -43,12 +45,14 @@ __all__ = [
     "CorruptBlock",
     "DagCborError",
     "DagPbError",
+    "FileTooDeep",
     "GatewayError",
     "GatewayLied",
     "GatewayRefused",
     "GatewayTimeout",
     "GatewayUnreachable",
     "InvalidCID",
+    "InvalidGatewayURL",
     "KuroFsError",
     "MissingBlock",
     "ShardingNotSupported",
@@ -81,6 +85,21 @@ class DagPbError(KuroFsError, ValueError):
     """Bytes are not a well-formed dag-pb node or UnixFS Data message."""
 
     reference = "invalid-dag-pb"
+
+
+class FileTooDeep(DagPbError):
+    """A UnixFS file's DAG nests File nodes deeper than ``depth`` levels, the most a reader follows.
+
+    ``cid`` names the node found past that depth. :class:`kuro_fs.fs.Fs` refuses such a read
+    ``over-budget`` with ``kuro.fs/budget`` ``{"depth": depth}``.
+    """
+
+    reference = "file-too-deep"
+
+    def __init__(self, cid: str, depth: int) -> None:
+        super().__init__(f"file tree deeper than {depth} levels at {cid}")
+        self.cid = cid
+        self.depth = depth
 
 
 class CarError(KuroFsError, ValueError):
@@ -130,6 +149,12 @@ class GatewayError(BlockStoreError):
     """A block store behind a gateway could not get an answer from it."""
 
     reference = "gateway-error"
+
+
+class InvalidGatewayURL(GatewayError, ValueError):
+    """A gateway URL that is not ``http(s)://host[:port]`` (bad input: refused before any request)."""
+
+    reference = "invalid-gateway-url"
 
 
 class GatewayUnreachable(GatewayError):

@@ -33,7 +33,8 @@ raises: that is a broken host, not a refusal.
 
 A DAG may share subtrees (``{a: d, b: d}``), so a tree of 20 blocks can hold
 2^18 paths, and a file of a few blocks can claim terabytes. Every walk and
-whole read therefore has a :class:`Budget` (entries listed, bytes
+whole read (and :meth:`Fs.stream`, which reads a file of any size a block
+at a time) therefore has a :class:`Budget` (entries listed, bytes
 materialised): past it the op is refused ``over-budget`` with
 ``kuro.fs/budget`` naming the limit, before anything is materialised past it.
 The defaults are above any tree a session builds (a walk of 500,000 entries,
@@ -51,14 +52,14 @@ No persistence of named roots (the CLI's job), no recursive rm, no symlinks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, NamedTuple
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import parse
 from kuro_fs.dircache import DirCache
-from kuro_fs.errors import CorruptBlock, DagCborError, DagPbError, InvalidCID
+from kuro_fs.errors import CorruptBlock, DagCborError, DagPbError, FileTooDeep, InvalidCID
 from kuro_fs.fileread import read_bytes
 from kuro_fs.fsdir import (
     DIR_TYPE,
@@ -73,7 +74,7 @@ from kuro_fs.fsdir import (
     write_dir,
 )
 from kuro_fs.paths import clean_path, join_path, names_a_directory
-from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, MissingBlock, file_root_info
+from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, MissingBlock, file_root_info, iter_file
 from kuro_fs.unixfs import write_file as _write_file
 
 __all__ = [
@@ -110,7 +111,8 @@ DENIAL_REASONS: Final[Mapping[str, str]] = {
     "directory-not-empty": "rm of a directory that has entries",
     "block-missing": "a block the DAG names is absent, corrupt or malformed (kuro.fs/cid names it)",
     "over-budget": "a walk would list more entries, or a read return more bytes, than the Fs budget "
-    "allows (kuro.fs/budget names the limit); a subtree shared by several paths counts once per path",
+    "allows, or a file's DAG nests deeper than a read follows (kuro.fs/budget names the limit: entries, "
+    "bytes or depth); a subtree shared by several paths counts once per path",
 }
 CAPABILITIES: Final = ("fs/ls", "fs/publish", "fs/read", "fs/rm", "fs/write")
 DEFAULT_GRANT: Final = frozenset(CAPABILITIES)
@@ -354,6 +356,8 @@ class Fs:
             data = read_bytes(self.store, entry.cid, offset, length, size=entry.size)
             if length == 0 and file_root_info(self.store.get, entry.cid).size != entry.size:
                 raise Refusal("block-missing", cid=entry.cid)  # an empty range fetched nothing: check the root
+        except FileTooDeep as exc:
+            raise Refusal("over-budget", cid=entry.cid, budget={"depth": exc.depth}) from exc
         except DagPbError as exc:
             raise Refusal("block-missing", cid=entry.cid) from exc
         return data
@@ -382,6 +386,37 @@ class Fs:
                 raise Refusal("over-budget", cid=entry.cid, size=entry.size, budget={"bytes": self.budget.bytes})
             data = self._file_bytes(entry)
             return self._ok("read", path, data, cid=entry.cid, size=len(data))
+
+        return self._run("read", path, body, _NO_DST)
+
+    def stream(self, path: object) -> FsResult:
+        """The whole file at ``path`` as an iterator of pieces (bytes or memoryviews), read one block at a time.
+
+        For a file too large to hold in memory (``kuro fs cat``/``get``): nothing is read until the
+        iterator is, and then one leaf at a time. Decided before the first piece, as :meth:`read`:
+        the denials of :meth:`read` (over-budget for a file larger than ``budget.bytes``, receipt
+        ``size`` its size), and block-missing for a root block that is absent, malformed, or covers
+        another size than its directory entry names. The pieces are then exactly ``size`` bytes:
+        every File node's sizes are checked against its parent's on the way, so a DAG cannot yield
+        more than its entry claims. Receipt: ``cid``, ``size``.
+
+        Iterating raises MissingBlock, CorruptBlock (a leaf absent or failing its hash part-way) or
+        DagPbError (a node below the root that disagrees with its parent).
+        """
+
+        def body(op: _Op) -> FsResult:
+            self._need("read")
+            entry = self._file(op)
+            if entry.size > self.budget.bytes:
+                raise Refusal("over-budget", cid=entry.cid, size=entry.size, budget={"bytes": self.budget.bytes})
+            try:
+                claimed = file_root_info(self.store.get, entry.cid).size
+            except DagPbError as exc:
+                raise Refusal("block-missing", cid=entry.cid) from exc
+            if claimed != entry.size:
+                raise Refusal("block-missing", cid=entry.cid)
+            pieces: Iterator[bytes | memoryview] = iter_file(self.store.get, entry.cid, size=entry.size)
+            return self._ok("read", path, pieces, cid=entry.cid, size=entry.size)
 
         return self._run("read", path, body, _NO_DST)
 

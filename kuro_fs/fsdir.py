@@ -288,8 +288,11 @@ class _Reader:
     def __init__(self, store: BlockStore, cache: DirCache) -> None:
         self.store = store
         self.cache = cache
+        #: Every block this reader loaded (a write's commit demotes them: see :meth:`WorkingTree.commit`).
+        self.loaded: list[str] = []
 
     def dir(self, cid: str) -> FlatDir | ShardedDir:
+        self.loaded.append(cid)
         try:
             value = load_verified(self.store, cid, self.cache, decode_dir_block, (FlatDir, ShardedDir))
         except (DagCborError, InvalidCID) as exc:
@@ -299,6 +302,7 @@ class _Reader:
 
     def hamt(self, shape: Shape) -> Hamt:
         def load(cid: str, depth: int, prefix: int) -> Node:
+            self.loaded.append(cid)
             try:
                 node = load_verified(self.store, cid, self.cache, lambda b: _decode_node(b, shape), Node)
                 hamt.check(node, depth, prefix)
@@ -593,6 +597,9 @@ class WorkingTree:
         except (MissingBlock, CorruptBlock, _Malformed) as exc:
             raise Refusal("block-missing", cid=exc.cid) from exc
         cache = self.reader.cache
+        # What this op loaded is (nearly all) the path it just replaced: those versions go first when
+        # the cache is full, and the new ones (put below, most recently used) stay.
+        cache.demote(self.reader.loaded)
         for cid, block, decoded in blocks:
             self.store.put(block, "dag-cbor")
             cache.put(cid, decoded, len(block))

@@ -42,7 +42,7 @@ No I/O; strings in, tuples out.
 ## Not done here
 No symlinks, no case folding, no Unicode normalisation: names compare as exact
 code points (the same bytes a UnixFS link carries). Bidirectional overrides and
-look-alike characters are not refused.
+look-alike characters are not refused (:func:`escape_name` shows the overrides escaped).
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ PATH_REASONS: Final = ("bad-path",)
 _SEP: Final = re.compile(r"/+")
 _CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
 _DIR_SUFFIX: Final = re.compile(r"(?:^|/)\.?$")
-_SHOWN: Final = re.compile("[\x00-\x1f\x7f-\x9f\\\\]")
+# Also the bidirectional controls (U+061C, U+200E/F, U+202A–E, U+2066–9): they reorder a printed line unseen.
+_SHOWN: Final = re.compile("[\x00-\x1f\x7f-\x9f\\\\\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def stored_name_ok(name: object) -> bool:
@@ -137,7 +138,8 @@ def has_control(name: str) -> bool:
 
 
 def escape_name(name: str) -> str:
-    """``name`` as it may be printed: control characters as ``\\xNN`` and ``\\`` as ``\\\\``.
+    """``name`` as it may be printed: control characters as ``\\xNN``, bidirectional controls
+    (which reorder the printed line unseen) as ``\\uNNNN``, and ``\\`` as ``\\\\``.
 
     The result holds no control character, and two different names never print
     the same (the backslash is escaped too). A name that needs no escaping is
@@ -146,7 +148,14 @@ def escape_name(name: str) -> str:
     >>> escape_name("evil\\nfake"), escape_name("a\\\\b"), escape_name("\\x9b2J"), escape_name("plain.txt")
     ('evil\\\\x0afake', 'a\\\\\\\\b', '\\\\x9b2J', 'plain.txt')
     """
-    return _SHOWN.sub(lambda m: "\\\\" if m.group() == "\\" else f"\\x{ord(m.group()):02x}", name)
+    return _SHOWN.sub(_shown, name)
+
+
+def _shown(m: re.Match[str]) -> str:
+    c = m.group()
+    if c == "\\":
+        return "\\\\"
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
 
 
 def join_path(parts: tuple[str, ...]) -> str:

@@ -41,7 +41,7 @@ from kuro_fs.cid import cid_from_bytes, format_binary, parse
 from kuro_fs.dagpb import PBLink, PBNode, decode_uvarint, encode_uvarint
 from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.dagpb import encode as encode_pb
-from kuro_fs.errors import DagPbError, MissingBlock
+from kuro_fs.errors import DagPbError, FileTooDeep, MissingBlock
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -388,7 +388,7 @@ def walk_file(get: Get, cid: str, expect: int | None, lo: int, hi: int | None, d
     if hi is not None and hi <= lo:
         return
     if depth > MAX_FILE_DEPTH:
-        raise DagPbError(f"file tree deeper than {MAX_FILE_DEPTH} levels at {cid}")
+        raise FileTooDeep(cid, MAX_FILE_DEPTH)
     if _codec_is(cid, "bafkrei", "raw"):  # raw leaf: the block is the bytes
         yield Run(cid, b"", expect, lo, hi)
         return
@@ -442,7 +442,7 @@ def iter_leaves(get: Get, cid: str) -> Iterator[tuple[int, str, int]]:
     while stack:
         here, offset, expect, depth = stack.pop()
         if depth > MAX_FILE_DEPTH:
-            raise DagPbError(f"file tree deeper than {MAX_FILE_DEPTH} levels at {here}")
+            raise FileTooDeep(here, MAX_FILE_DEPTH)
         if _codec_is(here, "bafkrei", "raw"):
             if expect is None:
                 expect = len(_get(get, here))

@@ -80,7 +80,7 @@ def _on_cluster(
 ) -> tuple[float, float]:
     wall, cpu, workers = time.perf_counter(), time.process_time(), _workers_cpu(client)
     done = 0
-    for completed in run_many(specs, store=store, cluster=client, home=home, chunk_size=chunk_size):
+    for completed in run_many(specs, store=store, cluster=client, worker_home=str(home), chunk_size=chunk_size):
         assert completed.value["kuro/outcome"] == "ok", completed.value
         done += 1
     assert done == len(specs)
@@ -185,7 +185,7 @@ def measure(tmp: Path, quick: bool) -> dict[str, Any]:
 
 def _first_receipt(store: FileBlockStore, specs: list[Invocation], home: Path) -> float:
     began = time.perf_counter()
-    batch = run_many(specs, store=store, workers=2, home=home)
+    batch = run_many(specs, store=store, workers=2, home=home, worker_home=str(home))
     with batch:
         first = next(iter(batch))
         elapsed = time.perf_counter() - began

@@ -9,7 +9,9 @@
 //
 // request: {module: path of the transpiled .js, export, func: WitFunc data, args: lowered args
 //   (JSON: tuples as lists, bytes as {"/": {"bytes": b64}}, big ints as {"$big": "…"}), grant,
-//   stdin: b64 | null, root: fs root CID, blocks: {cid: b64}, max_output_bytes, timeout_ms}
+//   stdin: b64 | null, root: fs root CID, blocks: {cid: b64}, max_output_bytes, timeout_ms,
+//   env: {name: value} (the spec's kuro/env), argv0: the spec's kuro/argv0 or the guest's CID,
+//   spec_args: the spec's args as given (strings become argv[1:])}
 // answer: {exit_code, outcome, stdout, stderr (b64), stdout_cid, stderr_cid, result?, reads, denials}
 //
 // What this host does not do (the parity test skips those fixtures): fuel and memory limits (V8
@@ -146,10 +148,21 @@ class Exited extends Error {
   constructor (code) { super(`exit ${code}`); this.code = code }
 }
 
+// As kuro_wasm/host/wasi_p2.py: at most 1 MiB per get-random-bytes call, more is the guest's trap
+// (crypto.getRandomValues fills at most 64 KiB at a time).
+const MAX_RANDOM = 1 << 20
+function randomBytes (len) {
+  const n = Number(len)
+  if (n > MAX_RANDOM) throw new Error(`kuro: wasi:random get-random-bytes(${n}): more than ${MAX_RANDOM} bytes`)
+  const out = new Uint8Array(n)
+  for (let at = 0; at < n; at += 65536) crypto.getRandomValues(out.subarray(at, Math.min(n, at + 65536)))
+  return out
+}
+
 // The virtual WASI 0.2 of kuro_wasm/host/wasi_p2.py, in JavaScript: stdio on the run's stream, stdin
-// gated by stdin/read, no environment, exit, the host's clocks and randomness, no preopens; the
-// filesystem's descriptors and the sockets exist only as names (calling them fails).
-function virtualWasi ({ emit, readStdin, stdinReady }) {
+// gated by stdin/read, the spec's environment and argv, exit, the host's clocks and randomness, no
+// preopens; the filesystem's descriptors and the sockets exist only as names (calling them fails).
+function virtualWasi ({ emit, readStdin, stdinReady, environment, args }) {
   const closed = () => { const e = new Error('closed'); e.payload = { tag: 'closed' }; return e }
   class Pollable {
     constructor (ready = () => true) { this.isReady = ready }
@@ -177,7 +190,7 @@ function virtualWasi ({ emit, readStdin, stdinReady }) {
     'wasi:cli/stdout': { getStdout: () => new OutputStream('stdout') },
     'wasi:cli/stderr': { getStderr: () => new OutputStream('stderr') },
     'wasi:cli/stdin': { getStdin: () => new InputStream() },
-    'wasi:cli/environment': { getEnvironment: () => [], getArguments: () => [], initialCwd: () => undefined },
+    'wasi:cli/environment': { getEnvironment: () => environment, getArguments: () => args, initialCwd: () => undefined },
     'wasi:cli/exit': { exit: (status) => { throw new Exited(status.tag === 'ok' ? 0 : 1) } },
     'wasi:cli/terminal-input': { TerminalInput: class TerminalInput {} },
     'wasi:cli/terminal-output': { TerminalOutput: class TerminalOutput {} },
@@ -207,8 +220,11 @@ function virtualWasi ({ emit, readStdin, stdinReady }) {
       resolution: () => ({ seconds: 0n, nanoseconds: 1000 })
     },
     'wasi:random/random': {
-      getRandomBytes: (len) => crypto.getRandomValues(new Uint8Array(Number(len))),
+      getRandomBytes: (len) => randomBytes(len),
       getRandomU64: () => crypto.getRandomValues(new BigUint64Array(1))[0]
+    },
+    'wasi:random/insecure-seed': {
+      insecureSeed: () => { const [a, b] = crypto.getRandomValues(new BigUint64Array(2)); return [a, b] }
     },
     'wasi:filesystem/preopens': { getDirectories: () => [] },
     'wasi:filesystem/types': { Descriptor: Stub, DirectoryEntryStream: Stub, filesystemErrorCode: () => undefined },
@@ -258,6 +274,10 @@ async function runGuest (req) {
   const imports = {
     ...virtualWasi({
       emit,
+      // as kuro_wasm/host/kinds/component.py: names sorted by their UTF-8 bytes; argv[0], then the spec's args
+      // when every one is a string
+      environment: Object.entries(req.env ?? {}).sort(([a], [b]) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
+      args: [req.argv0, ...(req.spec_args.every((a) => typeof a === 'string') ? req.spec_args : [])],
       readStdin: (max) => {
         if (!grant.has('stdin/read')) {
           const name = 'wasi:io/streams#[method]input-stream.read'

@@ -125,4 +125,19 @@
     (local.get $sum))
 
   (func (export "nothing"))
+
+  ;; fill(n) -> list<u8>: n bytes of 7 (a result much larger than its argument)
+  (func (export "fill") (param $n i32) (result i32)
+    (local $p i32)
+    (local.set $p (call $realloc (i32.const 0) (i32.const 0) (i32.const 1) (local.get $n)))
+    (memory.fill (local.get $p) (i32.const 7) (local.get $n))
+    (i32.store (i32.const 320) (local.get $p))
+    (i32.store (i32.const 324) (local.get $n))
+    (i32.const 320))
+
+  ;; ---- interface kuro:fixtures/calc (exported as an instance: `kuro:fixtures/calc@1.0.0#double`)
+  (func (export "kuro:fixtures/calc@1.0.0#double") (param $n i32) (result i32)
+    (i32.mul (local.get $n) (i32.const 2)))
+  (func (export "kuro:fixtures/calc@1.0.0#length") (param $p i32) (param $len i32) (result i32)
+    (local.get $len))
 )

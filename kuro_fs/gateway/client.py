@@ -1,19 +1,29 @@
 """A block store that lives behind a trustless gateway: fetch by CID, verify, then cache.
 
 ## The one decision
-Nothing a gateway sends is trusted: every block is hashed against the CID it was asked for
-(:func:`kuro_fs.cid.matches`) **before** it is cached or returned, and a CAR is accepted block by
-block only while each block is the root or a link of a block already accepted (so a gateway can
-neither slip in wrong bytes nor fill the cache with blocks nobody asked for). Bytes that fail are a
+Nothing a gateway sends is trusted — neither its bytes nor its sizes: every block is hashed
+against the CID it was asked for (:func:`kuro_fs.cid.matches`) **before** it is cached or
+returned, no answer is read past a cap (a block: :data:`MAX_FETCHED_BLOCK`, 2 MiB, the IPFS
+stack's largest block — bitswap's message limit and this gateway's custody default; an error
+answer: its first :data:`MAX_ERROR_BODY` bytes; a CAR section: the block cap plus its CID), and a
+CAR is accepted block by block only while each block is the root or a link of a block already
+accepted, and only once (so a gateway can neither slip in wrong bytes, nor fill the cache with
+blocks nobody asked for, nor repeat one forever). Bytes that fail are a
 :class:`~kuro_fs.errors.GatewayLied` and nothing after them is kept.
+
+``get`` fetches exactly the block asked for (``?format=raw``): a guest reading 5 bytes of a
+40 MB file fetches the file's root and one leaf, never the file. A caller that knows it wants a
+whole file or tree asks for it in one request with :meth:`GatewayBlockStore.prefetch`
+(``kuro fs get``/``cat`` and ``kuro car export`` do).
 
 The store speaks the block-store vocabulary (:mod:`kuro_fs.blocks`) over a local ``cache``:
 
 ============== ==================================================================================
-``get``        cache, else the gateway: a dag-pb root is fetched as one CAR
-               (``dag-scope=entity``: a whole UnixFS file in one request), anything else (or a
-               gateway without CARs) as ``?format=raw``; ``None`` on 404
+``get``        cache, else ``GET /ipfs/{cid}?format=raw``; ``None`` on 404
+``prefetch``   one CAR (``dag-scope=entity``: a whole UnixFS file, or ``all``: a whole DAG;
+               optionally ``entity-bytes``), verified block by block into the cache
 ``has``        cache, else ``HEAD /ipfs/{cid}?format=raw``
+``probe``      ``GET /ipfs/bafkqaaa?format=raw``: is this a trustless gateway at all
 ``put``        the cache only — nothing is pushed implicitly
 ``publish``    ``PUT /ipld/{cid}`` of each named block and, for a root, every block of its DAG
                held in the cache; ``rejected``/``reasons`` say why a block was not taken
@@ -24,10 +34,16 @@ The store speaks the block-store vocabulary (:mod:`kuro_fs.blocks`) over a local
 ``drop_cache``
 ============== ==================================================================================
 
+A CID may be given in any multibase the IPFS stack reads (``z…``, ``k…``, ``B…``, ``Qm…`` …):
+it is turned into its canonical name (:func:`kuro_fs.cid.canonical`) before the cache or the
+gateway sees it.
+
 Failures are distinct types (all :class:`~kuro_fs.errors.BlockStoreError`): the gateway cannot be
 reached (``GatewayUnreachable``), is too slow (``GatewayTimeout``), answers with a status that is
-no answer (``GatewayRefused``, e.g. 500 or 401), or lies (``GatewayLied``). A network failure in
-``publish`` raises; it is not counted as a rejection.
+no answer (``GatewayRefused``, e.g. 500 or 401), or lies (``GatewayLied``: wrong bytes, a block
+over the cap, a CAR block nobody asked for or sent twice). A network failure in ``publish``
+raises; it is not counted as a rejection. A URL that is not ``http(s)://host[:port]`` is refused
+when the store is made (``InvalidGatewayURL``, also a ``ValueError``), never at the first request.
 
 ## Effects
 HTTP through httpx (imported when the first store is made; the ``gateway`` extra) and the cache.
@@ -35,7 +51,7 @@ The transport is injectable (``httpx.MockTransport`` in tests).
 
 ## Not done here
 No retries or backoff, no several gateways at once, no deletion from custody (a gateway keeps what
-it was given).
+it was given), no read-ahead guessed from a reader's pattern (``prefetch`` is asked for).
 """
 
 from __future__ import annotations
@@ -44,6 +60,7 @@ import io
 from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
 
 from kuro_fs.blocks import (
     BlockStore,
@@ -55,7 +72,7 @@ from kuro_fs.blocks import (
     put_block,
 )
 from kuro_fs.car import links_of, read_car
-from kuro_fs.cid import matches, parse
+from kuro_fs.cid import canonical, matches, parse
 from kuro_fs.errors import (
     BlockStoreError,
     CarError,
@@ -67,18 +84,27 @@ from kuro_fs.errors import (
     GatewayTimeout,
     GatewayUnreachable,
     InvalidCID,
+    InvalidGatewayURL,
 )
 from kuro_fs.gateway.request import CAR_TYPE, RAW_TYPE
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_FETCHED_BLOCK", "GatewayBlockStore"]
+__all__ = ["DEFAULT_TIMEOUT", "MAX_ERROR_BODY", "MAX_FETCHED_BLOCK", "PROBE_CID", "GatewayBlockStore", "check_url"]
 
 DEFAULT_TIMEOUT: Final = 30.0
-#: The largest block accepted from a gateway (the IPFS ecosystem's 2 MiB block limit).
+#: The largest block accepted from a gateway: 2 MiB, the IPFS stack's block limit (bitswap refuses
+#: larger messages; go and JS importers chunk at 256 KiB–1 MiB) and ``kuro gateway serve``'s custody cap.
 MAX_FETCHED_BLOCK: Final = 2 * 1024 * 1024
+#: How much of an error answer is read (its first line names the problem; the rest is dropped unread).
+MAX_ERROR_BODY: Final = 4096
+#: The longest CID a CAR section may start with (a CIDv1 with a 64-byte digest is 68 bytes).
+_MAX_CID_BYTES: Final = 256
 _CAR_ACCEPT: Final = f"{CAR_TYPE}; version=1; order=dfs; dups=n"
+_SCOPES: Final = ("block", "entity", "all")
+#: The empty identity block: what :meth:`GatewayBlockStore.probe` asks for.
+PROBE_CID: Final = "bafkqaaa"
 
 
 def _httpx() -> Any:
@@ -111,6 +137,59 @@ class _ChunkReader(io.RawIOBase):
         return n
 
 
+class _Answer:
+    """A response's status and at most ``cap`` bytes of its body; ``over`` if the gateway sent (or declared) more."""
+
+    __slots__ = ("body", "content_type", "over", "status")
+
+    def __init__(self, status: int, body: bytes, over: bool, content_type: str = "") -> None:
+        self.status = status
+        self.body = body
+        self.over = over
+        self.content_type = content_type
+
+    def first_line(self) -> str:
+        text = self.body.decode("utf-8", "replace").strip()
+        return text.splitlines()[0][:200] if text else ""
+
+
+def _capped(response: httpx.Response, cap: int) -> _Answer:
+    # Read at most ``cap`` bytes of a streamed body (decoded: a compressed bomb is capped too), then stop.
+    declared = response.headers.get("content-length", "")
+    kind = response.headers.get("content-type", "")
+    if declared.isdigit() and int(declared) > cap:
+        return _Answer(response.status_code, b"", True, kind)
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > cap:
+            return _Answer(response.status_code, bytes(body[:cap]), True, kind)
+    return _Answer(response.status_code, bytes(body), False, kind)
+
+
+def check_url(url: object) -> str:
+    """``url`` without a trailing ``/`` if it is ``http(s)://host[:port][/path]``.
+
+    >>> check_url("http://127.0.0.1:8080/")
+    'http://127.0.0.1:8080'
+
+    Raises InvalidGatewayURL: anything else (no scheme, no host, a port past 65535, a broken IPv6 literal …).
+    """
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise InvalidGatewayURL(f"a gateway URL is http(s)://host[:port], got {url!r}")
+    httpx = _httpx()
+    try:
+        split = urlsplit(url)
+        port = split.port  # raises ValueError past 65535
+        httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise InvalidGatewayURL(f"malformed gateway URL {url!r}: {exc}") from None
+    host = split.hostname or ""
+    if not host or any(ch.isspace() or ord(ch) < 0x20 for ch in host) or port == 0:
+        raise InvalidGatewayURL(f"a gateway URL is http(s)://host[:port], got {url!r} (no usable host or port)")
+    return url.rstrip("/")
+
+
 #: Seconds an idle pooled connection is kept (below common servers' keep-alive timeouts).
 _KEEPALIVE_EXPIRY: Final = 2.0
 
@@ -123,7 +202,8 @@ class GatewayBlockStore:
     is the custody write token ``publish`` sends. ``close()`` is idempotent and closes the HTTP
     client (not the cache); ``with`` works.
 
-    Raises BlockStoreError: if ``url`` is not an http(s) URL.
+    Raises InvalidGatewayURL (a ``BlockStoreError`` and ``ValueError``): ``url`` is not a
+    well-formed http(s) URL with a host.
     """
 
     def __init__(
@@ -134,15 +214,11 @@ class GatewayBlockStore:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
-        prefetch_entities: bool = True,
     ) -> None:
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise BlockStoreError(f"a gateway URL is http(s)://host[:port], got {url!r}")
+        self._url = check_url(url)
         httpx = _httpx()
-        self._url = url.rstrip("/")
         self._cache: BlockStore = cache if cache is not None else MemoryBlockStore()
         self._token = token
-        self._prefetch = prefetch_entities
         self._client = httpx.Client(
             base_url=self._url,
             timeout=httpx.Timeout(timeout),
@@ -183,134 +259,167 @@ class GatewayBlockStore:
     def __repr__(self) -> str:
         return f"GatewayBlockStore({self._url!r}, cache={self._cache!r})" + (" [closed]" if self._closed else "")
 
-    # ---- HTTP, with httpx's errors translated
+    # ---- HTTP, bounded, with httpx's errors translated
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _exchange(self, method: str, path: str, cap: int, **kwargs: Any) -> _Answer:
+        """One request; the status and at most ``cap`` bytes of a 2xx body (:data:`MAX_ERROR_BODY` otherwise)."""
         if self._closed:
             raise BlockStoreError(f"gateway block store for {self._url} is closed")
         httpx = _httpx()
+
+        def once() -> _Answer:
+            with self._client.stream(method, path, **kwargs) as response:
+                return _capped(response, cap if 200 <= response.status_code < 300 else MAX_ERROR_BODY)
+
         try:
             try:
-                return self._client.request(method, path, **kwargs)  # type: ignore[no-any-return]
+                return once()
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
                 # A pooled keep-alive connection the server closed as we reused it: every request here is
                 # idempotent (GET, HEAD, PUT of content-addressed bytes), so it is sent once more, on a new one.
-                return self._client.request(method, path, **kwargs)  # type: ignore[no-any-return]
+                return once()
         except httpx.TimeoutException as exc:
             raise GatewayTimeout(f"{method} {self._url}{path}: no answer in time ({exc})") from exc
-        except (httpx.TransportError, OSError) as exc:
+        except (httpx.RequestError, OSError) as exc:
             raise GatewayUnreachable(f"{method} {self._url}{path}: {exc or type(exc).__name__}") from exc
 
-    @staticmethod
-    def _status_error(response: httpx.Response, what: str) -> GatewayRefused:
-        detail = response.text.strip().splitlines()[0][:200] if response.text.strip() else ""
-        return GatewayRefused(
-            f"{what}: gateway answered {response.status_code} {detail}".rstrip(), response.status_code
-        )
+    def _status_error(self, answer: _Answer, what: str) -> GatewayRefused:
+        return GatewayRefused(f"{what}: gateway answered {answer.status} {answer.first_line()}".rstrip(), answer.status)
 
     # ---- reading
+
+    def probe(self) -> None:
+        """Check that the gateway is there and speaks the trustless protocol, before relying on it.
+
+        Asks for the empty identity block ``bafkqaaa`` as ``?format=raw`` (the trustless-gateway
+        spec's own probe): a trustless gateway answers 200, ``application/vnd.ipld.raw``, no bytes.
+
+        Raises GatewayUnreachable, GatewayTimeout; GatewayRefused (with the status) for any other
+        answer — a web server, a path gateway that redirects, a proxy's error page.
+        """
+        answer = self._exchange(
+            "GET", f"/ipfs/{PROBE_CID}", MAX_ERROR_BODY, params={"format": "raw"}, headers={"Accept": RAW_TYPE}
+        )
+        kind = answer.content_type.split(";", 1)[0].strip().lower()
+        if answer.status == 200 and kind == RAW_TYPE and answer.body == b"":
+            return
+        said = f"{answer.status} {kind or 'no content type'}" + (
+            f" ({answer.first_line()})" if answer.status != 200 else ""
+        )
+        raise GatewayRefused(
+            f"{self._url} does not answer the trustless gateway protocol: GET /ipfs/{PROBE_CID}?format=raw got {said}",
+            answer.status,
+        )
 
     def get(self, cid: str) -> bytes | None:
         """The block ``cid`` from the cache, else from the gateway (verified, then cached); None on 404.
 
-        Raises InvalidCID, GatewayLied, GatewayUnreachable, GatewayTimeout, GatewayRefused;
+        One block, one request (``?format=raw``): the DAG below a block is never fetched with it
+        (:meth:`prefetch` does that, when asked).
+
+        Raises InvalidCID, GatewayLied (bytes that do not hash to ``cid``, or more than
+        :data:`MAX_FETCHED_BLOCK`), GatewayUnreachable, GatewayTimeout, GatewayRefused;
         CorruptBlock from the cache.
         """
+        cid = canonical(cid)
         parsed = parse(cid)
         if parsed.hash == "identity":
             return parsed.digest
         cached = self._cache.get(cid)
         if cached is not None:
             return cached
-        if self._prefetch and parsed.codec == "dag-pb":
-            try:
-                self.fetch_entity(cid)
-            except GatewayRefused as exc:
-                if exc.status == 404:
-                    return None  # the root is not held: no second request
-            except (CarError, DagPbError, DagCborError):
-                pass  # a broken DAG below the root: the raw block may still be servable
-            except (GatewayUnreachable, GatewayTimeout):
-                if not self._cache.has(cid):
-                    raise
-            cached = self._cache.get(cid)
-            if cached is not None:
-                return cached
-        return self._fetch_raw(cid)
-
-    def _fetch_raw(self, cid: str) -> bytes | None:
-        parsed = parse(cid)
-        response = self._request("GET", f"/ipfs/{cid}", params={"format": "raw"}, headers={"Accept": RAW_TYPE})
-        if response.status_code == 404:
+        answer = self._exchange(
+            "GET", f"/ipfs/{cid}", MAX_FETCHED_BLOCK, params={"format": "raw"}, headers={"Accept": RAW_TYPE}
+        )
+        if answer.status == 404:
             return None
-        if response.status_code != 200:
-            raise self._status_error(response, f"GET {cid}")
-        data = response.content
-        if len(data) > MAX_FETCHED_BLOCK or not matches(parsed, data):
+        if answer.status != 200:
+            raise self._status_error(answer, f"GET {cid}")
+        if answer.over:
+            raise GatewayLied(cid, f"the gateway sent more than the {MAX_FETCHED_BLOCK}-byte block cap; not cached")
+        data = answer.body
+        if not matches(parsed, data):
             raise GatewayLied(cid, f"the gateway sent {len(data)} bytes that do not hash to this CID; not cached")
         put_block(self._cache, cid, data)
         return data
 
     def has(self, cid: str) -> bool:
         """True if the cache holds ``cid`` or the gateway says it does (``HEAD``, nothing fetched)."""
+        cid = canonical(cid)
         parsed = parse(cid)
         if parsed.hash == "identity" or self._cache.has(cid):
             return True
-        response = self._request("HEAD", f"/ipfs/{cid}", params={"format": "raw"}, headers={"Accept": RAW_TYPE})
-        if response.status_code == 200:
+        answer = self._exchange("HEAD", f"/ipfs/{cid}", 0, params={"format": "raw"}, headers={"Accept": RAW_TYPE})
+        if answer.status == 200:
             return True
-        if response.status_code == 404:
+        if answer.status == 404:
             return False
-        raise self._status_error(response, f"HEAD {cid}")
+        raise self._status_error(answer, f"HEAD {cid}")
 
-    def fetch_entity(self, cid: str, scope: str = "entity") -> int:
+    def prefetch(self, cid: str, scope: str = "entity", entity_bytes: tuple[int, int | None] | None = None) -> int:
         """Fetch the DAG entity at ``cid`` as one CAR, verify each block, cache it; return how many.
 
-        ``scope`` is the ``dag-scope`` (``block``, ``entity`` — a whole UnixFS file — or ``all``).
-        Blocks are accepted only while each is the root or linked from one already accepted;
-        a block that is neither, or that does not hash to its CID, raises GatewayLied (blocks
-        accepted before it stay cached: each was verified). A CAR cut short keeps what arrived.
+        ``scope`` is the ``dag-scope`` (``block``, ``entity`` — a whole UnixFS file — or ``all``);
+        ``entity_bytes`` (``(from, to)``, inclusive, ``to`` None for the end) asks for only the
+        file blocks overlapping that range. Blocks are accepted only while each is the root or
+        linked from one already accepted, and each once; a block that is neither, that does not
+        hash to its CID, or whose section is longer than a block may be raises GatewayLied
+        (blocks accepted before it stay cached: each was verified). A CAR cut short keeps what
+        arrived and raises GatewayUnreachable.
 
-        Raises InvalidCID, GatewayLied, GatewayUnreachable, GatewayTimeout, GatewayRefused (also
-        for 404: the root is not held).
+        Raises InvalidCID, ValueError (a bad ``scope`` or ``entity_bytes``), GatewayLied,
+        GatewayUnreachable, GatewayTimeout, GatewayRefused (also for 404: the root is not held).
         """
+        cid = canonical(cid)
         parse(cid)
-        if scope not in ("block", "entity", "all"):
+        if scope not in _SCOPES:
             raise ValueError(f"dag-scope must be block, entity or all, got {scope!r}")
+        params = {"format": "car", "dag-scope": scope}
+        if entity_bytes is not None:
+            first, last = entity_bytes
+            if scope != "entity" or not isinstance(first, int) or not (last is None or isinstance(last, int)):
+                raise ValueError(
+                    f"entity_bytes is (from, to|None) of ints, with dag-scope entity; got {entity_bytes!r}"
+                )
+            params["entity-bytes"] = f"{first}:{'*' if last is None else last}"
         if self._closed:
             raise BlockStoreError(f"gateway block store for {self._url} is closed")
         httpx = _httpx()
-        params = {"format": "car", "dag-scope": scope}
-        stored = 0
         try:
             with self._client.stream("GET", f"/ipfs/{cid}", params=params, headers={"Accept": _CAR_ACCEPT}) as resp:
                 if resp.status_code != 200:
-                    resp.read()
-                    raise self._status_error(resp, f"GET {cid} as CAR")
-                stored = self._accept_car(cid, io.BufferedReader(_ChunkReader(resp.iter_bytes())))
+                    raise self._status_error(_capped(resp, MAX_ERROR_BODY), f"GET {cid} as CAR")
+                return self._accept_car(cid, io.BufferedReader(_ChunkReader(resp.iter_bytes())))
         except httpx.TimeoutException as exc:
             raise GatewayTimeout(f"CAR of {cid} from {self._url}: no answer in time ({exc})") from exc
-        except (httpx.TransportError, OSError) as exc:
+        except (httpx.RequestError, OSError) as exc:
             raise GatewayUnreachable(f"CAR of {cid} from {self._url}: {exc or type(exc).__name__}") from exc
-        return stored
+
+    #: The former name of :meth:`prefetch`.
+    fetch_entity = prefetch
 
     def _accept_car(self, root: str, stream: io.BufferedReader) -> int:
         expected = {parse(root).key}
+        taken: set[str] = set()
         stored = 0
         try:
-            _roots, sections = read_car(stream)
+            _roots, sections = read_car(stream, max_section=MAX_FETCHED_BLOCK + _MAX_CID_BYTES)
             for cid, block in sections:  # read_car has already hashed each block against its CID
                 parsed = parse(cid)
-                if parsed.key not in expected:
+                key = parsed.key
+                if key not in expected:
                     raise GatewayLied(cid, f"the gateway sent a block nobody asked for in the CAR of {root}")
+                if key in taken:
+                    raise GatewayLied(cid, f"the gateway sent a block twice in the dups=n CAR of {root}")
+                taken.add(key)
+                if len(block) > MAX_FETCHED_BLOCK:
+                    raise GatewayLied(cid, f"a {len(block)}-byte block in the CAR of {root} exceeds the block cap")
                 if parsed.hash != "identity":
                     put_block(self._cache, cid, block)
                     stored += 1
                 expected.update(parse(link).key for link in links_of(cid, block))
-        except CarError as exc:
-            if "does not hash" in str(exc):
-                raise GatewayLied(root, f"a block in the CAR does not hash to its CID: {exc}") from exc
-            raise
+        except CarError as exc:  # a block that does not hash, a section over the cap, a CAR that is no CAR
+            raise GatewayLied(root, f"the CAR the gateway sent breaks the rules: {exc}") from exc
         return stored
 
     # ---- the local side
@@ -376,7 +485,7 @@ class GatewayBlockStore:
         for cid in cids:
             key = cid if isinstance(cid, str) else repr(cid)
             try:
-                parse(cid)
+                cid = canonical(cid)
             except InvalidCID:
                 if key not in reasons:
                     rejected.append(key)
@@ -395,14 +504,14 @@ class GatewayBlockStore:
                 if parse(here).hash == "identity":
                     published += 1
                     continue
-                response = self._request("PUT", f"/ipld/{here}", content=block, headers=headers)
-                if response.status_code in (200, 201):
+                answer = self._exchange("PUT", f"/ipld/{here}", MAX_ERROR_BODY, content=block, headers=headers)
+                if answer.status in (200, 201):
                     published += 1
                     continue
-                if response.status_code >= 500:
-                    raise self._status_error(response, f"PUT {here}")
+                if answer.status >= 500:
+                    raise self._status_error(answer, f"PUT {here}")
                 rejected.append(here)
                 reasons[here] = {401: "unauthorized", 403: "unauthorized", 413: "too-large"}.get(
-                    response.status_code, "refused"
+                    answer.status, "refused"
                 )
         return {"published": published, "rejected": rejected, "reasons": reasons}

@@ -19,8 +19,15 @@ blocks of a HAMT (not what they point to), and the block itself for anything els
 symlinks). ``all`` follows every link.
 
 A missing root or path block, or a path that does not exist, is found before anything is sent
-(:class:`NotHeld`, :class:`NoSuchPath`): a local store can say 404 up front. A block missing in
-the middle of the walk raises :class:`~kuro_fs.errors.MissingBlock` while streaming.
+(:class:`NotHeld`, :class:`NoSuchPath`): a local store can say 404 up front; so is a terminal
+block that does not decode as the walk needs it (:func:`walk` decodes it before it returns). A
+block missing in the middle of the walk raises :class:`~kuro_fs.errors.MissingBlock` while
+streaming. The walk never sends less than it claims: a UnixFS file whose ``blocksizes`` and links
+disagree, a file DAG deeper than :data:`MAX_FILE_DEPTH` or a HAMT deeper than 8 levels raises
+:class:`Unservable` instead of quietly skipping what it cannot place. Repeats are bounded by the
+kuro.fs walk budget (:class:`~kuro_fs.fs.Budget`): every visit of a block already visited counts,
+every byte re-sent with ``dups=y`` too (:class:`OverBudget`), so a diamond DAG — n levels, 2ⁿ
+paths — cannot make one response stream terabytes.
 
 ## Pure
 Blocks come through the injected ``get``.
@@ -42,10 +49,22 @@ from kuro_fs.cid import ParsedCID, parse
 from kuro_fs.dagpb import PBNode
 from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.errors import DagCborError, DagPbError, InvalidCID, MissingBlock
+from kuro_fs.fs import Budget
 from kuro_fs.gateway.request import CarParams, EntityBytes
 from kuro_fs.unixfs import NodeType, UnixFSData, decode_data
 
-__all__ = ["NoSuchPath", "NotHeld", "Resolved", "hamt_index", "resolve", "walk"]
+__all__ = [
+    "MALFORMED",
+    "MAX_FILE_DEPTH",
+    "NoSuchPath",
+    "NotHeld",
+    "OverBudget",
+    "Resolved",
+    "Unservable",
+    "hamt_index",
+    "resolve",
+    "walk",
+]
 
 Get = Callable[[str], "bytes | None"]
 _MAX_HAMT_LEVELS: Final = 8
@@ -189,12 +208,31 @@ def resolve(get: Get, root: str, segments: tuple[str, ...]) -> Resolved:
 # ---- the walk
 
 
+class Unservable(ValueError):
+    """The entity cannot be sent whole: a UnixFS file whose ``blocksizes`` and links disagree, a file
+    DAG deeper than :data:`MAX_FILE_DEPTH` or a HAMT deeper than one 64-bit hash addresses. Sending
+    less would be a 200 with an incomplete entity, so the walk stops here instead."""
+
+
+class OverBudget(Exception):
+    """A response would repeat more blocks (or, with ``dups=y``, re-send more bytes) than its budget allows."""
+
+
+#: How deep a UnixFS file DAG may be (a balanced 174-wide tree of 256 KiB leaves needs 6 levels for a petabyte).
+MAX_FILE_DEPTH: Final = _MAX_FILE_DEPTH
+
+
 class _Emitter:
-    def __init__(self, get: Get, dups: bool, known: tuple[str, bytes]) -> None:
+    """Emits blocks once (``dups=n``) or per link (``dups=y``), and charges every repeated visit to the budget."""
+
+    def __init__(self, get: Get, dups: bool, known: tuple[str, bytes], budget: Budget) -> None:
         self.get = get
         self.dups = dups
         self.seen: set[str] = set()
         self.known = known  # the terminal block, already read by resolve
+        self.budget = budget
+        self.repeats = 0
+        self.repeated_bytes = 0
 
     def block(self, cid: str) -> tuple[ParsedCID, bytes]:
         parsed = parse(cid)
@@ -205,13 +243,28 @@ class _Emitter:
             raise MissingBlock(cid)
         return parsed, data
 
+    def charge(self, size: int) -> None:
+        """Count one more visit of a block visited before (``size`` bytes re-sent); OverBudget past the budget."""
+        self.repeats += 1
+        self.repeated_bytes += size
+        if self.repeats > self.budget.entries or self.repeated_bytes > self.budget.bytes:
+            raise OverBudget(
+                f"the response would repeat more than {self.budget.entries} blocks or re-send more than "
+                f"{self.budget.bytes} bytes (a DAG whose links meet again and again)"
+            )
+
+    def seen_before(self, parsed: ParsedCID) -> bool:
+        return parsed.key in self.seen
+
     def emit(self, parsed: ParsedCID, cid: str, data: bytes) -> Iterator[tuple[str, bytes]]:
         if parsed.hash == "identity":
             return
-        if not self.dups:
-            key = parsed.key
-            if key in self.seen:
+        key = parsed.key
+        if key in self.seen:
+            self.charge(len(data) if self.dups else 0)
+            if not self.dups:
                 return
+        else:
             self.seen.add(key)
         yield cid, data
 
@@ -241,11 +294,24 @@ def _all(em: _Emitter, cid: str) -> Iterator[tuple[str, bytes]]:
     stack = [cid]
     while stack:
         here = stack.pop()
-        if not em.dups and parse(here).key in em.seen:
-            continue
+        if not em.dups and em.seen_before(parse(here)):
+            continue  # its whole DAG was sent (or is being sent) already
         parsed, data = em.block(here)
         yield from em.emit(parsed, here, data)
         stack.extend(reversed(_links(parsed, data)))
+
+
+def _file_node(cid: str, data: bytes) -> tuple[PBNode, UnixFSData] | None:
+    # A dag-pb node of a UnixFS file, checked: its blocksizes describe its links one for one. None: not a file node.
+    node, meta = _unixfs(data)
+    if meta is None or meta.type not in (NodeType.FILE, NodeType.RAW):
+        return None
+    if len(meta.blocksizes) != len(node.links):
+        raise Unservable(
+            f"UnixFS file node {cid} has {len(node.links)} links but {len(meta.blocksizes)} blocksizes; "
+            "which bytes each link holds is unknown"
+        )
+    return node, meta
 
 
 def _file(
@@ -253,20 +319,30 @@ def _file(
 ) -> Iterator[tuple[str, bytes]]:
     # The blocks of the file subtree at ``cid`` overlapping [lo, hi) (relative to its start).
     yield from em.emit(parsed, cid, data)
-    if parsed.codec != "dag-pb" or depth > _MAX_FILE_DEPTH:
+    if parsed.codec != "dag-pb":
         return
-    node, meta = _unixfs(data)
-    if meta is None or len(meta.blocksizes) != len(node.links):
-        return
+    if depth > MAX_FILE_DEPTH:
+        raise Unservable(f"UnixFS file DAG deeper than {MAX_FILE_DEPTH} levels at {cid}")
+    checked = _file_node(cid, data)
+    if checked is None:
+        if depth == 0:
+            return
+        raise Unservable(f"block {cid} inside a UnixFS file is not a file node")
+    node, meta = checked
     start = len(meta.data or b"")
     for link, size in zip(node.links, meta.blocksizes, strict=True):
         stop = start + size
         if start >= hi:
             break
         if stop > lo:
-            child = link.cid
-            child_parsed, child_data = em.block(child)
-            yield from _file(em, child, child_parsed, child_data, max(lo - start, 0), min(hi, stop) - start, depth + 1)
+            child_parsed = parse(link.cid)
+            if not em.dups and child_parsed.codec == "raw" and em.seen_before(child_parsed):
+                em.charge(0)  # a leaf sent already: nothing to read or send
+            else:
+                _, child_data = em.block(link.cid)
+                yield from _file(
+                    em, link.cid, child_parsed, child_data, max(lo - start, 0), min(hi, stop) - start, depth + 1
+                )
         start = stop
 
 
@@ -291,23 +367,47 @@ def _entity(em: _Emitter, cid: str, entity_bytes: EntityBytes | None) -> Iterato
 
 def _shards(em: _Emitter, cid: str, parsed: ParsedCID, data: bytes, depth: int) -> Iterator[tuple[str, bytes]]:
     yield from em.emit(parsed, cid, data)
-    if depth >= _MAX_HAMT_LEVELS:
-        return
     node, meta = _unixfs(data)
     width = len(f"{(meta.fanout if meta and meta.fanout else 256) - 1:X}")
-    for link in node.links:
-        if len(link.name) == width:  # a bucket that is itself a shard
-            child_parsed, child_data = em.block(link.cid)
-            yield from _shards(em, link.cid, child_parsed, child_data, depth + 1)
+    buckets = [link.cid for link in node.links if len(link.name) == width]  # a bucket that is itself a shard
+    if buckets and depth + 1 >= _MAX_HAMT_LEVELS:
+        raise Unservable(f"HAMT shard {cid} is deeper than {_MAX_HAMT_LEVELS} levels: no name can reach it")
+    for child in buckets:
+        child_parsed, child_data = em.block(child)
+        yield from _shards(em, child, child_parsed, child_data, depth + 1)
 
 
-def walk(get: Get, resolved: Resolved, car: CarParams) -> Iterator[tuple[str, bytes]]:
+def _check_terminal(resolved: Resolved, car: CarParams) -> None:
+    # Decode the terminal block as the walk will, before anything is sent: a malformed root is refused, not cut.
+    parsed = parse(resolved.terminal)
+    if car.scope == "block" or parsed.hash == "identity":
+        return
+    if car.scope == "all":
+        _links(parsed, resolved.block)
+    elif parsed.codec == "dag-pb":
+        _file_node(resolved.terminal, resolved.block)
+
+
+def walk(get: Get, resolved: Resolved, car: CarParams, budget: Budget | None = None) -> Iterator[tuple[str, bytes]]:
     """The ``(cid, block)`` pairs of a CAR response for ``resolved`` under ``car``, lazily.
 
-    Raises MissingBlock: a block of the entity is not held (the stream ends there).
-    Raises DagPbError / DagCborError / InvalidCID: a malformed block on the way.
+    The terminal block is decoded here, at once, as the walk will need it: a malformed one raises
+    before the first pair (so a server can refuse the request instead of cutting a started stream).
+    ``budget`` (default :class:`~kuro_fs.fs.Budget`'s) bounds the repeats: every visit of a block
+    already visited in this response counts against ``entries``, and every re-sent byte
+    (``dups=y``) against ``bytes`` — a DAG whose links meet again and again cannot make one
+    response stream without end.
+
+    Raises (now) DagPbError / DagCborError / InvalidCID / Unservable: the terminal block is
+    malformed. Raises (while iterating) MissingBlock: a block of the entity is not held; DagPbError,
+    DagCborError, InvalidCID, Unservable: a malformed block below; OverBudget: too many repeats.
     """
-    em = _Emitter(get, car.dups, (resolved.terminal, resolved.block))
+    _check_terminal(resolved, car)
+    em = _Emitter(get, car.dups, (resolved.terminal, resolved.block), budget or Budget())
+    return _walk(em, resolved, car)
+
+
+def _walk(em: _Emitter, resolved: Resolved, car: CarParams) -> Iterator[tuple[str, bytes]]:
     for cid, data in resolved.path_blocks:
         yield from em.emit(parse(cid), cid, data)
     if car.scope == "block":
@@ -320,4 +420,4 @@ def walk(get: Get, resolved: Resolved, car: CarParams) -> Iterator[tuple[str, by
 
 
 #: The errors a malformed DAG raises while it is resolved or walked.
-MALFORMED: Final = (InvalidCID, DagPbError, DagCborError)
+MALFORMED: Final = (InvalidCID, DagPbError, DagCborError, Unservable)

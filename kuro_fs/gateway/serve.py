@@ -31,6 +31,7 @@ No TLS, no HTTP/2, no multi-process workers (run several behind a proxy if one c
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -120,7 +121,27 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
     return BoundedHttpToolsProtocol
 
 
+class _CutIsLogged(logging.Filter):
+    """Drops uvicorn's generic line for a response left incomplete: the app cuts a broken CAR on purpose
+    and has logged one line naming it (:class:`kuro_fs.gateway.server._CarStream`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != _INCOMPLETE
+
+
+_INCOMPLETE: Final = "ASGI callable returned without completing response."
+_CUT_FILTER: Final = _CutIsLogged()
+
+
 def _config(
+    store: BlockStore, host: str, port: int, config: GatewayConfig, limits: ServerLimits, log_level: str
+) -> uvicorn.Config:
+    built = _uvicorn_config(store, host, port, config, limits, log_level)
+    logging.getLogger("uvicorn.error").addFilter(_CUT_FILTER)  # after uvicorn configured its logging; once
+    return built
+
+
+def _uvicorn_config(
     store: BlockStore, host: str, port: int, config: GatewayConfig, limits: ServerLimits, log_level: str
 ) -> uvicorn.Config:
     return uvicorn.Config(

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Final
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Final, TypeVar
 
 import anyio
 from starlette.applications import Starlette
@@ -46,9 +47,10 @@ from starlette.types import Receive, Scope, Send
 
 from kuro_fs.blocks import BlockStore, put_block
 from kuro_fs.car import write_car
-from kuro_fs.cid import parse
-from kuro_fs.errors import CorruptBlock, InvalidCID, KuroFsError, MissingBlock
-from kuro_fs.gateway.dag import MALFORMED, NoSuchPath, NotHeld, Resolved, resolve, walk
+from kuro_fs.cid import canonical, parse
+from kuro_fs.errors import CorruptBlock, InvalidCID, KuroFsError
+from kuro_fs.fs import Budget
+from kuro_fs.gateway.dag import MALFORMED, NoSuchPath, NotHeld, OverBudget, Resolved, resolve, walk
 from kuro_fs.gateway.request import (
     RAW_TYPE,
     Refused,
@@ -64,7 +66,14 @@ __all__ = ["DEFAULT_MAX_BLOCK_BYTES", "GatewayConfig", "create_app"]
 
 DEFAULT_MAX_BLOCK_BYTES: Final = 2 * 1024 * 1024
 _CACHE_CONTROL: Final = "public, max-age=29030400, immutable"
+#: Every method a client may send; the ones a route does not take are answered 405 with ``Allow``.
+_METHODS: Final = ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"]
+_IPFS_PATH: Final = re.compile(r"/ipfs/[^/]+(/.*)?")
+_IPLD_PATH: Final = re.compile(r"/ipld/[^/]+/?")
+#: How many bytes of CAR one trip to a worker thread produces before they are sent.
+_CAR_BATCH: Final = 256 * 1024
 _log = logging.getLogger("kuro.gateway")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +82,14 @@ class GatewayConfig:
 
     ``token`` None makes the gateway read-only. ``max_block_bytes`` caps a custody upload;
     ``body_timeout`` bounds reading one upload and ``send_timeout`` each chunk sent (seconds).
+    ``budget`` bounds the repeats of one CAR response (:func:`kuro_fs.gateway.dag.walk`).
     """
 
     token: str | None = None
     max_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES
     body_timeout: float = 30.0
     send_timeout: float = 30.0
+    budget: Budget = field(default_factory=Budget)
 
 
 # ---- small responses
@@ -93,8 +104,19 @@ def _refusal(refused: Refused) -> Response:
     return _text(refused.status, refused.message)
 
 
+async def _off_loop(call: Callable[..., _T], *args: object) -> _T:
+    """Run a blocking store read (and its hashing) on a worker thread: the event loop keeps serving."""
+    return await anyio.to_thread.run_sync(call, *args)
+
+
 class _CarStream(StreamingResponse):
-    """A streamed CAR body: each chunk sent under ``send_timeout``; a broken DAG cuts the stream."""
+    """A streamed CAR body: blocks read on worker threads, each chunk sent under ``send_timeout``.
+
+    A DAG that breaks mid-walk (a block missing, corrupt or malformed, too many repeats) is logged
+    in one line and the response is left incomplete, so the server drops the connection: a cut
+    CAR never looks complete (chunked encoding never gets its last chunk). A client that goes
+    away stops the walk.
+    """
 
     def __init__(self, chunks: Iterator[bytes], headers: dict[str, str], send_timeout: float, what: str) -> None:
         super().__init__(iter(()), status_code=200, headers=headers)  # no Content-Length: it is chunked
@@ -103,23 +125,36 @@ class _CarStream(StreamingResponse):
         self._what = what
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def client_left() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(client_left)
+            await self._stream(send)
+            tg.cancel_scope.cancel()
+
+    async def _stream(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        batches = _coalesced(self._chunks)
         try:
-            for chunk in _coalesced(self._chunks):  # each step reads and re-hashes blocks from the store
+            while (chunk := await _off_loop(next, batches, None)) is not None:
                 with anyio.fail_after(self._send_timeout):
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except TimeoutError:
             _log.info("gateway: client stopped reading %s; stream abandoned", self._what)
             return
-        except (MissingBlock, CorruptBlock, *MALFORMED) as exc:
-            _log.warning("gateway: CAR stream of %s cut short: %s", self._what, exc)
-            raise _StreamCut(str(exc)) from None
+        except (KuroFsError, OverBudget, *MALFORMED) as exc:
+            _log.warning("gateway: CAR of %s cut short: %s", self._what, exc)
+            return  # incomplete on purpose: the server closes the connection
         except OSError:  # the client went away
             return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def _coalesced(chunks: Iterator[bytes], at_least: int = 64 * 1024) -> Iterator[bytes]:
+def _coalesced(chunks: Iterator[bytes], at_least: int = _CAR_BATCH) -> Iterator[bytes]:
     # A CAR section's small varint+CID prefix rides with the block after it: one send per block or so.
     pending: list[bytes] = []
     size = 0
@@ -133,10 +168,6 @@ def _coalesced(chunks: Iterator[bytes], at_least: int = 64 * 1024) -> Iterator[b
         yield b"".join(pending)
 
 
-class _StreamCut(Exception):
-    """Raised to make the ASGI server drop the connection: a CAR cut short must not look complete."""
-
-
 # ---- the app
 
 
@@ -145,33 +176,78 @@ def create_app(store: BlockStore, config: GatewayConfig | None = None) -> Starle
     cfg = config or GatewayConfig()
 
     async def ipfs(request: Request) -> Response:
-        return _serve_ipfs(request, store, cfg)
+        return await _serve_ipfs(request, store, cfg)
 
     async def ipld(request: Request) -> Response:
         if request.method == "PUT":
             return await _custody_put(request, store, cfg)
-        cid = request.path_params["cid"]
-        return _serve_ipfs(request, store, cfg, forced=Want("raw"), cid=cid)
+        return await _serve_ipfs(request, store, cfg, forced=Want("raw"))
 
-    async def probe(request: Request) -> Response:
+    async def other(request: Request) -> Response:
+        path = request.url.path
+        if _IPFS_PATH.fullmatch(path):
+            return _text(405, f"{request.method} is not served on /ipfs/: use GET or HEAD", {"Allow": "GET, HEAD"})
+        if _IPLD_PATH.fullmatch(path):
+            return _text(
+                405, f"{request.method} is not served on /ipld/: use GET, HEAD or PUT", {"Allow": "GET, HEAD, PUT"}
+            )
         return _text(404, "not a gateway path: use /ipfs/{cid} or /ipld/{cid}")
 
     routes = [
         Route("/ipfs/{cid}", ipfs, methods=["GET", "HEAD"]),
         Route("/ipfs/{cid}/{path:path}", ipfs, methods=["GET", "HEAD"]),
         Route("/ipld/{cid}", ipld, methods=["GET", "HEAD", "PUT"]),
-        Route("/{rest:path}", probe, methods=["GET", "HEAD", "PUT", "POST", "DELETE"]),
+        Route("/{rest:path}", other, methods=_METHODS),
     ]
     return Starlette(routes=routes)
 
 
-def _serve_ipfs(
-    request: Request, store: BlockStore, cfg: GatewayConfig, forced: Want | None = None, cid: str | None = None
-) -> Response:
-    cid = cid if cid is not None else request.path_params["cid"]
+@dataclass(frozen=True, slots=True)
+class _Ready:
+    """A request resolved before its response starts: the path's blocks and, for a CAR, the walk."""
+
+    resolved: Resolved
+    blocks: Iterator[tuple[str, bytes]] | None
+
+
+def _prepare(
+    store: BlockStore, cid: str, segments: tuple[str, ...], want: Want, budget: Budget, only_cached: bool
+) -> _Ready | Response:
+    """Everything that reads the store before a status is chosen (run on a worker thread)."""
+    try:
+        resolved = resolve(store.get, cid, segments)
+    except NotHeld as exc:
+        return _text(412 if only_cached else 404, str(exc))
+    except NoSuchPath as exc:
+        return _text(404, f"no such path: {exc}")
+    except MALFORMED as exc:
+        return _text(422, f"cannot resolve {'/'.join(segments)!r} in {cid}: {exc}")
+    except CorruptBlock as exc:
+        return _text(500, f"stored block is corrupt: {exc}")
+    except KuroFsError as exc:
+        return _text(503, f"block store failed: {exc}")
+    if want.kind == "raw" or want.car is None:
+        return _Ready(resolved, None)
+    try:
+        blocks = walk(store.get, resolved, want.car, budget)
+    except MALFORMED as exc:  # the terminal block cannot be walked: refused before a 200 is promised
+        _log.warning("gateway: refused a CAR of %s: %s", resolved.terminal, exc)
+        return _text(422, f"cannot send {resolved.terminal} as a CAR (dag-scope={want.car.scope}): {exc}")
+    return _Ready(resolved, blocks)
+
+
+def _held(store: BlockStore, cid: str) -> bool | Response:
+    try:
+        return store.has(cid)
+    except KuroFsError as exc:
+        return _text(503, f"block store failed: {exc}")
+
+
+async def _serve_ipfs(request: Request, store: BlockStore, cfg: GatewayConfig, forced: Want | None = None) -> Response:
+    given = request.path_params["cid"]
     path = request.path_params.get("path", "").strip("/")
     try:
-        parse(cid)
+        cid = canonical(given)  # z…, k…, f…, B… and Qm… are the same block as its b… name
     except InvalidCID as exc:
         return _text(400, f"invalid CID: {exc}")
     query = dict(request.query_params)
@@ -187,27 +263,25 @@ def _serve_ipfs(
         "Cache-Control": _CACHE_CONTROL,
         "X-Content-Type-Options": "nosniff",
         "Vary": "Accept",
-        "X-Ipfs-Path": f"/ipfs/{cid}" + (f"/{path}" if path else ""),
+        "X-Ipfs-Path": f"/ipfs/{given}" + (f"/{path}" if path else ""),
     }
+    only_cached = "only-if-cached" in request.headers.get("cache-control", "").lower()
+    if etag_matches(request.headers.get("if-none-match"), tag) and not segments:
+        held = await _off_loop(_held, store, cid)  # is there a representation at all? (a stat: nothing read)
+        if isinstance(held, Response):
+            return held
+        if held:
+            return Response(status_code=304, headers=common)
+        return _text(412 if only_cached else 404, f"root block {cid} is not held by this gateway")
+    ready = await _off_loop(_prepare, store, cid, segments, want, cfg.budget, only_cached)
+    if isinstance(ready, Response):
+        return ready
     if etag_matches(request.headers.get("if-none-match"), tag):
         return Response(status_code=304, headers=common)
-    only_cached = "only-if-cached" in request.headers.get("cache-control", "").lower()
-    try:
-        resolved = resolve(store.get, cid, segments)
-    except NotHeld as exc:
-        return _text(412 if only_cached else 404, str(exc))
-    except NoSuchPath as exc:
-        return _text(404, f"no such path: {exc}")
-    except MALFORMED as exc:
-        return _text(422, f"cannot resolve {path!r} in {cid}: {exc}")
-    except CorruptBlock as exc:
-        return _text(500, f"stored block is corrupt: {exc}")
-    except KuroFsError as exc:
-        return _text(503, f"block store failed: {exc}")
-    common["X-Ipfs-Roots"] = ",".join(resolved.roots)
-    if want.kind == "raw":
-        return _raw(request, resolved, common, query.get("filename"))
-    return _car(request, store, cfg, cid, resolved, want, common, query.get("filename"))
+    common["X-Ipfs-Roots"] = ",".join(ready.resolved.roots)
+    if ready.blocks is None:
+        return _raw(request, ready.resolved, common, query.get("filename"))
+    return _car(request, cfg, cid, ready.blocks, want, common, query.get("filename"))
 
 
 def _raw(request: Request, resolved: Resolved, headers: dict[str, str], filename: str | None) -> Response:
@@ -232,10 +306,9 @@ def _raw(request: Request, resolved: Resolved, headers: dict[str, str], filename
 
 def _car(
     request: Request,
-    store: BlockStore,
     cfg: GatewayConfig,
     cid: str,
-    resolved: Resolved,
+    blocks: Iterator[tuple[str, bytes]],
     want: Want,
     headers: dict[str, str],
     filename: str | None,
@@ -248,8 +321,7 @@ def _car(
     }
     if request.method == "HEAD":
         return Response(b"", 200, headers)
-    chunks = write_car([cid], walk(store.get, resolved, want.car))
-    return _CarStream(chunks, headers, cfg.send_timeout, f"/ipfs/{cid}")
+    return _CarStream(write_car([cid], blocks), headers, cfg.send_timeout, f"/ipfs/{cid}")
 
 
 # ---- custody
@@ -282,12 +354,24 @@ async def _read_capped(request: Request, cap: int) -> bytes | Response:
     return bytes(body)
 
 
+def _store(store: BlockStore, cid: str, data: bytes) -> bool | Response:
+    """Verify and file ``data`` under ``cid`` (on a worker thread); True if the block was held already."""
+    try:
+        held = store.has(cid)
+        put_block(store, cid, data)
+    except CorruptBlock:
+        return _text(400, f"the {len(data)} bytes sent do not hash to {cid}; nothing stored")
+    except KuroFsError as exc:
+        return _text(503, f"block store failed: {exc}")
+    return held
+
+
 async def _custody_put(request: Request, store: BlockStore, cfg: GatewayConfig) -> Response:
     denied = _authorized(request, cfg)
     if denied is not None:
         return denied
-    cid = request.path_params["cid"]
     try:
+        cid = canonical(request.path_params["cid"])
         parsed = parse(cid)
     except InvalidCID as exc:
         return _text(400, f"invalid CID: {exc}")
@@ -300,12 +384,8 @@ async def _custody_put(request: Request, store: BlockStore, cfg: GatewayConfig) 
         return _text(400, "client disconnected during upload")
     if isinstance(got, Response):
         return got
-    try:
-        held = store.has(cid)
-        put_block(store, cid, got)
-    except CorruptBlock:
-        return _text(400, f"the {len(got)} bytes sent do not hash to {cid}; nothing stored")
-    except KuroFsError as exc:
-        return _text(503, f"block store failed: {exc}")
+    held = await _off_loop(_store, store, cid, got)
+    if isinstance(held, Response):
+        return held
     status = 200 if held or parsed.hash == "identity" else 201
     return JSONResponse({"cid": cid, "stored": not held}, status_code=status)

@@ -41,7 +41,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from queue import Empty
 from typing import Any, Final
 
@@ -113,22 +112,30 @@ class Fence(SchedulerPlugin):
 
 
 class KuroWorker(WorkerPlugin):
-    """Holds one :class:`WorkerState` per worker process for a batch (its store, opened once)."""
+    """Holds one :class:`WorkerState` per worker process for a batch (its store, opened once).
 
-    def __init__(self, store: WorkerStore, home: Any) -> None:
+    ``home`` is a path as the caller wrote it, or None: resolved *on the worker*
+    (:func:`kuro_fs.home.worker_home`), so a worker's caches are its own, never the driver's.
+    """
+
+    def __init__(self, store: WorkerStore, home: str | None) -> None:
         self.store = store
         self.home = home
         self.state: WorkerState | None = None
 
     def setup(self, worker: Any) -> None:
-        self.state = WorkerState(self.store, self.home, Path(worker.local_directory))
+        from kuro_fs.home import worker_home
+
+        self.state = WorkerState(self.store, worker_home(self.home))
         if self.state.error is None:
             from kuro_wasm.host import engine
 
             engine.engine_for(engine.EngineConfig(fuel=False))  # the engine exists before the first chunk
 
     def teardown(self, worker: Any) -> None:
-        self.state = None
+        state, self.state = self.state, None
+        if state is not None:
+            state.close()
 
 
 def _ask(worker: Any, **message: Any) -> dict[str, Any]:
@@ -192,14 +199,17 @@ class DaskBackend:
     """Chunks on a Dask cluster: ``address`` (``tcp://host:8786``), a ``distributed.Client``, or None (local).
 
     ``workers``: the local cluster's size (default: this machine's cores). ``store``: where
-    workers read blocks. ``home``: the workers' module cache (default: their own kuro home).
+    workers read blocks. ``worker_home``: each worker's cache home, a path on the worker (default:
+    its own, :func:`kuro_fs.home.worker_home`); the driver's home is never sent.
     """
 
-    def __init__(self, cluster: Any = None, *, store: WorkerStore, workers: int | None = None, home: Any = None):
+    def __init__(
+        self, cluster: Any = None, *, store: WorkerStore, workers: int | None = None, worker_home: str | None = None
+    ):
         self._target = cluster
         self._workers = workers
         self._store = store
-        self._home = home
+        self._home = worker_home
         self._client: Any = None
         self._local: Any = None
         self._batch = ""

@@ -81,8 +81,13 @@ def dask_available() -> bool:
     return importlib.util.find_spec("distributed") is not None
 
 
-def backend_for(cluster: Any, *, store: WorkerStore, workers: int | None = None, home: Any = None) -> Backend:
+def backend_for(
+    cluster: Any, *, store: WorkerStore, workers: int | None = None, home: Any = None, worker_home: str | None = None
+) -> Backend:
     """The backend for ``cluster``: a Dask address or ``Client``, a :class:`Backend`, or None (this machine).
+
+    ``home`` is the cache home of runs in this process (the worker-process pool's); ``worker_home``
+    the one Dask workers resolve where they run (:func:`kuro_fs.home.worker_home`).
 
     None: a Dask ``LocalCluster`` of ``workers`` processes (default: the cores) when Dask is
     installed, else this machine's worker-process pool (:class:`~kuro_wasm.batch.local.LocalPool`
@@ -95,7 +100,7 @@ def backend_for(cluster: Any, *, store: WorkerStore, workers: int | None = None,
     if dask_available():
         from kuro_wasm.batch.cluster import DaskBackend
 
-        return DaskBackend(cluster, store=store, workers=workers, home=home)
+        return DaskBackend(cluster, store=store, workers=workers, worker_home=worker_home)
     if cluster is not None:
         raise BatchError("a Dask cluster needs Dask: pip install 'kuro-wasm[dask]'")
     from kuro_wasm.batch.local import LocalPool
@@ -118,6 +123,7 @@ def run_many(
     ledger: Ledger | None = None,
     worker_store: WorkerStore | None = None,
     home: Any = None,
+    worker_home: str | None = None,
     chunk_size: int | None = None,
     keep_output: bool = False,
 ) -> Batch:
@@ -128,12 +134,20 @@ def run_many(
     ``fs`` a root CID). ``store``: the driver's block store (blocks the guests write land here,
     verified). ``cluster``: a Dask scheduler address, a ``distributed.Client``, a backend, or None
     (this machine: ``workers`` processes). ``worker_store``: where workers read blocks (default:
-    ``store``'s directory, or its gateway). ``ledger``: required when a spec has an ``op_id``.
+    ``store``'s directory, or its gateway). ``home``: the cache home (compiled modules, a gateway's
+    verified blocks) of runs on this machine's worker-process pool — this process's home (None: its
+    own kuro home, False: memory only). ``worker_home``: the cache home of Dask workers, a path
+    resolved on each worker (None: the worker's own, :func:`kuro_fs.home.worker_home` — its
+    ``$KURO_HOME``, else ``<temp dir>/kuro-worker-<uid>``); ``home`` is never sent to a Dask worker.
+    ``ledger``: required when a spec has an ``op_id``.
     ``chunk_size``: invocations per task (default: adapted to about :data:`TARGET_CHUNK_S` of work).
     ``keep_output``: ledgered receipts keep their raw output in the ledger's private output store.
 
     Nothing runs until the batch is iterated. Raises ModelError (before anything runs): a bad
     spec (the message names its index), an op id without a ledger, one op id twice.
+    Raises GatewayUnreachable, GatewayTimeout, GatewayRefused (before any op id is claimed):
+    workers would read from a gateway that does not answer its probe
+    (:meth:`~kuro_wasm.batch.stores.WorkerStore.check`).
     """
     checked: list[Invocation] = []
     batch_id = uuid.uuid4().hex[:12]
@@ -154,8 +168,29 @@ def run_many(
         raise ModelError("invocations with an op_id need a ledger (run_many(..., ledger=Ledger()))", reason="no-ledger")
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
         raise ModelError(f"chunk_size must be an int >= 1, got {chunk_size!r}", reason="invalid-run-option")
+    if worker_home is not None and (not isinstance(worker_home, str) or not worker_home or "\0" in worker_home):
+        raise ModelError(
+            f"worker_home must be a non-empty path string, got {worker_home!r}", reason="invalid-run-option"
+        )
+    if any(denial(inv.session, inv.command) is None for inv in checked):  # something may be sent: can workers read?
+        try:
+            where = worker_store or worker_store_for(store)
+        except ModelError:
+            where = None  # refused when the batch starts, as it always was
+        if where is not None:
+            where.check()
     return Batch(
-        batch_id, checked, store, ledger, cluster, workers, worker_store, home, chunk_size, keep_output=keep_output
+        batch_id,
+        checked,
+        store,
+        ledger,
+        cluster,
+        workers,
+        worker_store,
+        home,
+        chunk_size,
+        keep_output=keep_output,
+        worker_home=worker_home,
     )
 
 
@@ -183,6 +218,7 @@ class Batch:
         chunk_size: int | None,
         *,
         keep_output: bool,
+        worker_home: str | None = None,
     ) -> None:
         self.id = batch_id
         self.invocations = invocations
@@ -195,6 +231,7 @@ class Batch:
         self._workers = workers
         self._worker_store = worker_store
         self._home = home
+        self._worker_home = worker_home
         self._fixed_chunk = chunk_size
         self._keep = keep_output
         self._claims: dict[int, Claim] = {}
@@ -300,7 +337,9 @@ class Batch:
 
     def _run(self, pending: deque[int]) -> Iterator[Completed]:
         store = self._worker_store or worker_store_for(self._store)
-        backend = backend_for(self._cluster, store=store, workers=self._workers, home=self._home)
+        backend = backend_for(
+            self._cluster, store=store, workers=self._workers, home=self._home, worker_home=self._worker_home
+        )
         out: dict[str, list[int]] = {}
         interrupt: BaseException | None = None
         try:

@@ -31,10 +31,7 @@ Remote machines (Dask's, :mod:`kuro_wasm.batch.cluster`); the hardening itself
 from __future__ import annotations
 
 import queue
-import shutil
-import tempfile
 import threading
-from pathlib import Path
 from typing import Any
 
 from kuro_wasm.batch.backend import Done
@@ -50,9 +47,10 @@ _STOP = None
 class LocalPool:
     """``workers`` process-isolated runs at a time on this machine (see the module docstring).
 
-    ``pool``: a :class:`~kuro_wasm.host.worker.pool.WorkerPool` to run on (kept open at the
-    end); by default one of ``workers`` workers is started by :meth:`open` and closed by
-    :meth:`close`.
+    ``home``: the runs' cache home (this process's: None is its own kuro home, False memory only;
+    a gateway's verified blocks go to its ``blocks/``). ``pool``: a
+    :class:`~kuro_wasm.host.worker.pool.WorkerPool` to run on (kept open at the end); by default
+    one of ``workers`` workers is started by :meth:`open` and closed by :meth:`close`.
     """
 
     def __init__(self, workers: int, *, store: WorkerStore, home: Any = None, pool: Any = None) -> None:
@@ -63,7 +61,6 @@ class LocalPool:
         self._home = home
         self._given = pool
         self._pool: Any = pool
-        self._scratch: str | None = None
         self._state: WorkerState | None = None
         self._todo: queue.SimpleQueue[tuple[str, dict[str, Any]] | None] = queue.SimpleQueue()
         self._done: queue.SimpleQueue[Done] = queue.SimpleQueue()
@@ -81,8 +78,7 @@ class LocalPool:
                 self._pool = WorkerPool(self._size)
             except HostError as exc:
                 raise BatchError(f"the worker-process pool cannot start: {exc}") from exc
-        self._scratch = tempfile.mkdtemp(prefix="kuro-batch-")
-        self._state = WorkerState(self._store, self._home, Path(self._scratch), isolation=self._pool)
+        self._state = WorkerState(self._store, self._home, isolation=self._pool)
         for n in range(self._size):
             thread = threading.Thread(target=self._serve, name=f"kuro-batch-{batch_id}-{n}", daemon=True)
             thread.start()
@@ -145,7 +141,7 @@ class LocalPool:
             self._todo.put(_STOP)
         for thread in self._threads:
             thread.join()
+        if self._state is not None:
+            self._state.close()
         if self._given is None and self._pool is not None:
             self._pool.close()
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)

@@ -10,9 +10,20 @@ writes there: what a run writes comes back with its receipt and the driver re-ha
 store, and refuses a store no other process can see (a ``MemoryBlockStore``) instead of letting
 every guest end ``guest-not-found``.
 
+Before anything is sent the driver calls :meth:`WorkerStore.check`: a gateway is probed from the
+driver (``GET /ipfs/bafkqaaa?format=raw``), so an unreachable one — or a server that is no
+trustless gateway — is one typed error before a worker starts or an op id is claimed, never a
+batch of ``load-error`` receipts.
+
+A worker's cache home is its own, resolved where it runs (:func:`kuro_fs.home.worker_home`: a
+``worker_home`` the caller names, else the worker's ``$KURO_HOME``, else
+``<temp dir>/kuro-worker-<uid>``), never a path of the driver's: blocks fetched from a gateway are
+kept, verified, in that home's ``blocks/``, compiled guests in its ``cache/modules``.
+
 ## Effects
-:meth:`SharedStore.open` opens a directory; :meth:`GatewayStore.open` an HTTP client (and a
-cache directory in the worker's scratch space). Nothing happens on construction.
+:meth:`SharedStore.open` opens a directory; :meth:`GatewayStore.open` an HTTP client (and the
+block store of the worker's cache home); :meth:`GatewayStore.check` one HTTP request.
+Nothing happens on construction.
 
 ## Not done here
 No publishing: blocks a batch writes stay in the driver's store (``kuro gateway publish`` sends
@@ -24,23 +35,33 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Final, Protocol
 
 from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import ModelError
 
-__all__ = ["GatewayStore", "SharedStore", "WorkerStore", "worker_store_for"]
+__all__ = ["PROBE_TIMEOUT", "GatewayStore", "SharedStore", "WorkerStore", "worker_store_for"]
+
+#: Seconds the driver waits for a gateway to answer its probe before a batch starts.
+PROBE_TIMEOUT: Final = 10.0
 
 
 class WorkerStore(Protocol):
     """What a worker opens to read blocks (a small value sent to every worker once)."""
 
-    def open(self, scratch: Path | None) -> BlockStore:
-        """The store, opened in the worker; ``scratch`` is a directory the worker may write (or None)."""
+    def open(self, home: Path | None) -> BlockStore:
+        """The store, opened in the worker; ``home`` is the worker's cache home (None: keep nothing on disk)."""
         ...
 
     def describe(self) -> str:
         """A short text naming where blocks come from (for error lines)."""
+        ...
+
+    def check(self) -> None:
+        """Run by the driver before anything is sent: raise if workers plainly cannot read there.
+
+        Raises BlockStoreError (a gateway that cannot be reached or is no trustless gateway).
+        """
         ...
 
 
@@ -50,8 +71,11 @@ class SharedStore:
 
     path: str
 
-    def open(self, scratch: Path | None) -> BlockStore:
-        """The directory's store, reading with verification on. Raises BlockStoreError if it is not there."""
+    def open(self, home: Path | None) -> BlockStore:
+        """The directory's store, reading with verification on (``home`` unused).
+
+        Raises BlockStoreError: the directory is not there.
+        """
         from kuro_fs.errors import BlockStoreError
         from kuro_fs.filestore import FileBlockStore
 
@@ -62,6 +86,10 @@ class SharedStore:
     def describe(self) -> str:
         return f"the shared block store {self.path}"
 
+    def check(self) -> None:
+        """Nothing: the path is the workers' (a mount the driver may not see); a worker that lacks it
+        fails the batch at its first chunk (``failed``), before anything runs."""
+
 
 @dataclass(frozen=True)
 class GatewayStore:
@@ -69,16 +97,29 @@ class GatewayStore:
 
     url: str
 
-    def open(self, scratch: Path | None) -> BlockStore:
-        """A ``GatewayBlockStore`` keeping what it fetched (verified) under ``scratch``, else in memory."""
+    def open(self, home: Path | None) -> BlockStore:
+        """A ``GatewayBlockStore`` keeping what it fetched (verified) in ``home``'s block store, else in memory."""
         from kuro_fs.filestore import FileBlockStore
         from kuro_fs.gateway.client import GatewayBlockStore
+        from kuro_fs.home import blocks_dir
 
-        cache = None if scratch is None else FileBlockStore(scratch / "kuro-gateway-cache")
+        cache = None if home is None else FileBlockStore(blocks_dir(home))
         return GatewayBlockStore(self.url, cache=cache)
 
     def describe(self) -> str:
         return f"the gateway {self.url}"
+
+    def check(self) -> None:
+        """Probe the gateway from the driver (:meth:`~kuro_fs.gateway.client.GatewayBlockStore.probe`,
+        within :data:`PROBE_TIMEOUT` s): an unreachable one, or a server that is no trustless gateway,
+        refuses the batch before a worker starts or an op id is claimed.
+
+        Raises InvalidGatewayURL, GatewayUnreachable, GatewayTimeout, GatewayRefused.
+        """
+        from kuro_fs.gateway.client import GatewayBlockStore
+
+        with GatewayBlockStore(self.url, timeout=PROBE_TIMEOUT) as store:
+            store.probe()
 
 
 def worker_store_for(store: BlockStore) -> WorkerStore:

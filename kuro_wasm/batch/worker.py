@@ -27,7 +27,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 from kuro_fs.blocks import BlockStore, DeleteResult, DropResult, MemoryBlockStore, PublishResult, StatsResult
@@ -162,24 +161,33 @@ class Kill:
 
 
 class WorkerState:
-    """What one worker keeps between chunks: its block store (opened once) and its module cache home.
+    """What one worker keeps between chunks: its block store (opened once) and its cache home.
 
-    ``isolation`` is passed to every run (None: in this process; a
-    :class:`~kuro_wasm.host.worker.pool.WorkerPool`: in its worker processes).
+    ``home`` is the runs' ``home`` (:func:`kuro_wasm.host.api.run`: the compiled-module cache;
+    None: this process's own kuro home, False: memory only), and the store's cache home too
+    (a gateway's verified blocks in its ``blocks/``). ``isolation`` is passed to every run
+    (None: in this process; a :class:`~kuro_wasm.host.worker.pool.WorkerPool`: in its worker processes).
     """
 
-    def __init__(
-        self, store: WorkerStore, home: Any = None, scratch: Path | None = None, isolation: Any = None
-    ) -> None:
+    def __init__(self, store: WorkerStore, home: Any = None, isolation: Any = None) -> None:
+        from kuro_fs.home import resolve_home
+
         self.spec = store
         self.home = home
         self.isolation = isolation
         self.error: str | None = None
         self._base: BlockStore | None = None
         try:
-            self._base = store.open(scratch)
+            self._base = store.open(None if home is False else resolve_home(home))
         except (KuroFsError, KuroError, OSError) as exc:
             self.error = f"{store.describe()} cannot be opened here: {exc}"
+
+    def close(self) -> None:
+        """Close the block store (a gateway store's HTTP client, a file store's handles). Idempotent."""
+        base, self._base = self._base, None
+        close = getattr(base, "close", None)
+        if callable(close):
+            close()
 
     def run_chunk(self, chunk: Mapping[str, Any], kill: Kill) -> dict[str, Any]:
         """Run a chunk (:func:`to_wire`) in order; ``{"ran": [...], "skipped": [indexes], "seconds": s}``."""

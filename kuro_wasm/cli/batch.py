@@ -11,9 +11,11 @@ Then :func:`kuro_wasm.batch.run_many` runs the lines: no option (or ``--local N`
 ``LocalCluster`` of N processes (default: the cores) and stops it at the end — or, without Dask,
 N runs at a time on the worker-process pool; ``--cluster ADDRESS`` joins an existing Dask scheduler. Workers read
 blocks from the home's block directory (a path every worker must see) or, with ``--gateway URL``,
-from that gateway. An fs *name* is resolved when the batch starts and never moved: every line sees
-the root the name had then (its receipt names the root its writes made). Lines with ``op_id`` go
-through the home's ledger: one already recorded is replayed without touching the cluster.
+from that gateway — probed first (``GET /ipfs/bafkqaaa?format=raw``): one that cannot be reached, or
+that is no trustless gateway, is one line and exit 2 before any op id is claimed or worker started.
+An fs *name* is resolved when the batch starts and never moved: every line sees the root the name had
+then (its receipt names the root its writes made). Lines with ``op_id`` go through the home's ledger:
+one already recorded is replayed without touching the cluster.
 
 Every receipt and denial is stored as ``kuro run`` stores it (persisted form, a dag-cbor block).
 stdout: one line per finished invocation, ``LINE<TAB>OUTCOME<TAB>EXIT<TAB>RECEIPT-CID``, as they
@@ -45,6 +47,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from kuro_fs.errors import GatewayError
 from kuro_fs.home import ledger_path, refs_dir
 from kuro_wasm.cli.context import RECEIVED, Context, Interrupted, UsageError, interrupted_status, looks_like_cid
 from kuro_wasm.errors import ModelError
@@ -60,10 +63,20 @@ _SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: How many bad lines are reported before the rest are only counted.
 MAX_REPORTED: Final = 20
+#: How often (s) the progress line is redrawn on a terminal while nothing finishes.
+TICK_S: Final = 0.5
 
 
 class _BadLines(UsageError):
     reference = "bad-batch-file"
+
+
+class _GatewayUnusable(UsageError):
+    """``--gateway URL`` names no trustless gateway that answers (exit 2: the command's input is wrong)."""
+
+    def __init__(self, message: str, reference: str) -> None:
+        super().__init__(message)
+        self.reference = reference
 
 
 def add_batch_parser(p: argparse.ArgumentParser) -> None:
@@ -84,6 +97,12 @@ def add_batch_parser(p: argparse.ArgumentParser) -> None:
         metavar="N",
         type=int,
         help="N worker processes on this machine, started and stopped by the command (default: the cores)",
+    )
+    p.add_argument(
+        "--worker-home",
+        metavar="DIR",
+        help="where Dask workers keep their caches, a path on each worker (default: the worker's $KURO_HOME, "
+        "else $TMPDIR/kuro-worker-UID; never this home)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per input line, in input order, on stdout")
     p.add_argument("--chunk-size", metavar="N", type=int, help="invocations per task (default: adapted to the pace)")
@@ -302,17 +321,21 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
             ledger = stack.enter_context(Ledger(home=ctx.home, store=ctx.store))
         numbers = [number for number, _ in lines]
         out = _Output(ctx, numbers, args.json)
-        the_batch = run_many(
-            invocations,
-            store=ctx.store,
-            cluster=args.cluster,
-            workers=args.local,
-            ledger=ledger,
-            worker_store=_worker_store(ctx),
-            home=ctx.home,
-            chunk_size=args.chunk_size,
-            keep_output=args.keep_output,
-        )
+        try:
+            the_batch = run_many(
+                invocations,
+                store=ctx.store,
+                cluster=args.cluster,
+                workers=args.local,
+                ledger=ledger,
+                worker_store=_worker_store(ctx),
+                home=ctx.home,
+                worker_home=args.worker_home,
+                chunk_size=args.chunk_size,
+                keep_output=args.keep_output,
+            )
+        except GatewayError as exc:  # the probe: nothing claimed, no worker started
+            raise _GatewayUnusable(f"{exc}; nothing was run", exc.reference) from exc
         total = len(invocations)
 
         def line(done: int, elapsed: float) -> str:
@@ -320,7 +343,8 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
             return f"batch {done}/{total} done · {the_batch.running} running · {out.failed} failed{rate}"
 
         progress = Progress("batch", None, stream=ctx.err, line=line)
-        with the_batch, _signals_cancel(the_batch):
+        with the_batch, _signals_cancel(the_batch), progress:  # the bar (and its ticker) ends first
+            progress.start_ticking(TICK_S)  # the rate and the running count move while guests run
             try:
                 for completed in the_batch:
                     value = completed.value

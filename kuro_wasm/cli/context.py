@@ -136,6 +136,25 @@ class Context:
                 self._store = GatewayBlockStore(self.gateway, cache=local, token=token)
         return self._store
 
+    def prefetch(self, cid: str, scope: str = "entity") -> None:
+        """With a gateway: fetch a whole file (``entity``) or DAG (``all``) the home lacks in one CAR request.
+
+        Nothing happens without a gateway or when the home holds the root already. A gateway that
+        will not send the CAR is left to the block-by-block reads that follow (they report what
+        is wrong); a gateway that lies raises here.
+        """
+        if self.gateway is None:
+            return
+        from kuro_fs.errors import GatewayRefused
+
+        store = self.store
+        if store.cache.has(cid):
+            return
+        try:
+            store.prefetch(cid, scope)
+        except GatewayRefused:
+            pass
+
     def close(self) -> None:
         """Close the stores that were opened (and the home's store behind a gateway store)."""
         for store in (self._store, getattr(self._store, "cache", None), self._output):

@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,11 +61,13 @@ def add_fs_parsers(group: Any, leaf: Leaf) -> None:
     p = fs_leaf("get", "copy a file or directory out of the fs", _get)
     p.add_argument("path", metavar="PATH", help="the fs path")
     p.add_argument("local", metavar="LOCAL", nargs="?", help="where to write (default: PATH's name; `-` = stdout)")
+    _budget_options(p, entries=True)
     p = fs_leaf("ls", "list a directory (directories end in /)", _ls)
     p.add_argument("path", metavar="PATH", nargs="?", default=".", help="the fs path (default: the root)")
     p.add_argument("--long", "-l", action="store_true", help="also show each entry's size and CID")
     p = fs_leaf("cat", "write a file's bytes to stdout", _cat)
     p.add_argument("path", metavar="PATH", help="the fs path")
+    _budget_options(p, entries=False)
     p = fs_leaf("rm", "remove a file or an empty directory", _rm)
     p.add_argument("path", metavar="PATH", help="the fs path")
     p = fs_leaf("mkdir", "create a directory and its missing parents (an existing one is kept as is)", _mkdir)
@@ -76,6 +78,30 @@ def add_fs_parsers(group: Any, leaf: Leaf) -> None:
     fs_leaf("log", "the history of the named root: every root it held, newest last (* = current)", _log)
     p = fs_leaf("checkout", "move the named root back to an earlier root (by history number or CID)", _checkout)
     p.add_argument("target", metavar="CID|N", help="a root CID, or a history number from `kuro fs log`")
+
+
+def _budget_options(p: argparse.ArgumentParser, *, entries: bool) -> None:
+    """``--max-bytes`` (and for ``get``, ``--max-entries``): the kuro.fs budget, defaults as :class:`Budget`."""
+    from kuro_fs.fs import Budget
+
+    default = Budget()
+    flags = [
+        ("--max-bytes", default.bytes, "refuse, before writing a byte, files that together claim more than N bytes")
+    ]
+    if entries:
+        flags.append(("--max-entries", default.entries, "refuse a directory whose walk lists more than N entries"))
+    for flag, value, text in flags:
+        p.add_argument(flag, metavar="N", type=_count, default=value, help=f"{text} (default {value})")
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
+    return value
 
 
 def add_car_parsers(group: Any, leaf: Leaf) -> None:
@@ -121,8 +147,19 @@ def _check(result: Any, what: str) -> Any:
         return result.value
     receipt = result.receipt
     reason = receipt.get("kuro.fs/reason", "denied")
+    budget = receipt.get("kuro.fs/budget")
+    if reason == "over-budget" and isinstance(budget, dict):
+        raise _Refused(f"{what}: over-budget ({_over(receipt.get('kuro.fs/size'), budget)})")
     extra = receipt.get("kuro.fs/missing") or receipt.get("kuro.fs/cid")
     raise _Refused(f"{what}: {reason}" + (f" ({extra})" if extra else ""))
+
+
+def _over(size: object, budget: dict[str, int]) -> str:
+    """What an over-budget refusal names: the limit passed, and the flag that raises it."""
+    if "entries" in budget:
+        return f"the walk lists more than {budget['entries']} entries; --max-entries raises the limit"
+    claimed = f"{size} bytes" if isinstance(size, int) else "more bytes"
+    return f"{claimed} claimed, budget {budget.get('bytes')} bytes; --max-bytes raises it"
 
 
 class _Refused(Failed):
@@ -188,41 +225,64 @@ def _new(result: Any, what: str) -> Any:
 
 
 def _get(args: argparse.Namespace, ctx: Context) -> int:
+    from kuro_fs.paths import escape_name, has_control
+
     fs, _ = _open(ctx, args.name)
+    fs = fs.with_budget(entries=args.max_entries, bytes=args.max_bytes)
     stat = _check(fs.stat(args.path), f"get {args.path}")
     target = args.local or Path(args.path).name or args.name
     if stat["kind"] != "dir":
+        _prefetch(ctx, stat, args.max_bytes)
+        pieces = _check(fs.stream(args.path), f"get {args.path}")
         if target == "-":
-            _stream(ctx, fs, stat["cid"], None)
+            _stream(ctx, pieces, None)
         else:
             with open(target, "wb") as handle:
-                _stream(ctx, fs, stat["cid"], handle)
+                _stream(ctx, pieces, handle)
             ctx.note(f"wrote {target}")
         return 0
     if target == "-":
         raise UsageError(f"{args.path} is a directory; give a local directory to copy it into")
+    items = _check(fs.walk(args.path), f"get {args.path}")
+    # Every byte the copy would write is known from the listing: a DAG that shares one big file
+    # under many paths is refused here, before a directory is made or a byte written.
+    total = sum(item["size"] for item in items if item["kind"] != "dir")
+    if total > args.max_bytes:
+        raise _Refused(f"get {args.path}: over-budget ({_over(total, {'bytes': args.max_bytes})})")
+    # A name stored before kuro.fs refused control characters would make a local file whose name
+    # lies (a newline, a terminal escape): refused, shown escaped, before anything is written.
+    odd = next((item["path"] for item in items if has_control(item["path"])), None)
+    if odd is not None:
+        raise _Refused(f"get {args.path}: bad-path ({escape_name(odd)} has a control character; nothing written)")
     base = Path(target)
     base.mkdir(parents=True, exist_ok=True)
     prefix = len([p for p in args.path.split("/") if p not in ("", ".")])
-    for item in _check(fs.walk(args.path), f"get {args.path}"):
+    for item in items:
         local = base.joinpath(*item["path"].split("/")[prefix:])
         if item["kind"] == "dir":
             local.mkdir(parents=True, exist_ok=True)
         else:
+            _prefetch(ctx, item, args.max_bytes)
+            pieces = _check(fs.stream(item["path"]), f"get {item['path']}")
             with open(local, "wb") as handle:
-                _stream(ctx, fs, item["cid"], handle)
+                _stream(ctx, pieces, handle)
     ctx.note(f"wrote {base}/")
     return 0
 
 
-def _stream(ctx: Context, fs: Any, cid: str, handle: Any) -> None:
-    """Write file ``cid`` block by block (a large file never sits in memory whole)."""
-    from kuro_fs.unixfs import iter_file
+def _prefetch(ctx: Context, entry: Mapping[str, Any], budget: int) -> None:
+    """Through a gateway, a file's whole DAG in one request instead of one per block — only when its
+    claimed size is within the read budget (a file the budget refuses is not fetched first)."""
+    if entry.get("kind") != "dir" and isinstance(entry.get("size"), int) and entry["size"] <= budget:
+        ctx.prefetch(entry["cid"])
 
+
+def _stream(ctx: Context, pieces: Iterable[bytes | memoryview], handle: Any) -> None:
+    """Write a file's pieces (:meth:`kuro_fs.fs.Fs.stream`) as they are read: never the whole file in memory."""
     if handle is None:
         ctx.out.flush()
         handle = getattr(ctx.out, "buffer", None)
-    for piece in iter_file(fs.store.get, cid):
+    for piece in pieces:
         if handle is None:
             ctx.out.write(bytes(piece).decode("utf-8", "replace"))
         else:
@@ -243,10 +303,9 @@ def _ls(args: argparse.Namespace, ctx: Context) -> int:
 
 def _cat(args: argparse.Namespace, ctx: Context) -> int:
     fs, _ = _open(ctx, args.name)
-    stat = _check(fs.stat(args.path), f"cat {args.path}")
-    if stat["kind"] == "dir":
-        raise _Refused(f"cat {args.path}: not-a-file")
-    _stream(ctx, fs, stat["cid"], None)
+    fs = fs.with_budget(bytes=args.max_bytes)
+    _prefetch(ctx, _check(fs.stat(args.path), f"cat {args.path}"), args.max_bytes)
+    _stream(ctx, _check(fs.stream(args.path), f"cat {args.path}"), None)
     return 0
 
 
@@ -320,6 +379,7 @@ def _car_export(args: argparse.Namespace, ctx: Context) -> int:
     folder = Path(args.file).absolute().parent
     if not folder.is_dir():  # name the user's path, not the temporary file the export writes first
         raise FileNotFoundError(2, "No such directory", str(folder))
+    ctx.prefetch(root, "all")  # through a gateway: the whole DAG in one request
     with _progress(ctx, f"export {Path(args.file).name}", None) as bar:
         export_car(ProgressStore(ctx.store, bar, count_put=False, count_get=True), root, args.file)
     ctx.say(f"{root}  {args.file}")

@@ -232,7 +232,9 @@ def _metavar(action: argparse.Action) -> str:
     return name
 
 
-_GLOBAL_OPTIONS: Final = frozenset({"-h", "--help", "--home"})
+_GLOBAL_OPTIONS: Final = frozenset({"-h", "--help", "--home", "--gateway"})
+#: The global options that take a value (``--home DIR``, ``--gateway URL``; or ``--home=DIR``).
+_WITH_VALUE: Final = frozenset({"--home", "--gateway"})
 
 
 def _unknown_global_option(tokens: Sequence[str]) -> str | None:
@@ -248,7 +250,7 @@ def _unknown_global_option(tokens: Sequence[str]) -> str | None:
         name = token.split("=", 1)[0]
         if name not in _GLOBAL_OPTIONS:
             return token
-        skip = name == "--home" and "=" not in token
+        skip = name in _WITH_VALUE and "=" not in token
     return None
 
 
@@ -282,6 +284,10 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         err.write(f"kuro: error: unrecognized arguments: {' '.join(extras)} (see `kuro --help`)\n")
         return EXIT_BAD_INPUT
     try:
+        if gateway is not None:  # refused up front, whether or not the command reaches for a block
+            from kuro_fs.gateway.client import check_url
+
+            check_url(gateway)
         handler: Handler = args.handler
         return handler(args, ctx)
     except KeyboardInterrupt as exc:

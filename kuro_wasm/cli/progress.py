@@ -9,10 +9,17 @@ put (import) or got (export), so the importer and the CAR code need no callback
 parameter. For a file import the bytes put are the file's bytes plus a little
 dag-pb, so the count is clamped to the total and finished explicitly.
 
+A line that moves without traffic (``kuro batch``: the rate and the running count change while
+guests run) can tick: :meth:`Progress.start_ticking` redraws it every ``period`` seconds from a
+daemon thread, which :meth:`Progress.close` (or leaving the ``with``, failed or not) stops and
+joins before it draws the final state — so a tick can neither keep the process alive nor print
+after the end: a draw happens under the lock only while the bar is open, and closing is done
+under the same lock.
+
 ## Pure / Effects
 :func:`render` is pure (numbers in, one line out). :class:`Progress` writes to its
 stream, at most every ``interval`` seconds (clock injected), under a lock so a
-multi-threaded importer can report from any thread.
+multi-threaded importer can report from any thread; a ticking bar owns one thread.
 
 ## Not done here
 No ETA smoothing, no multi-bar layout, no colour.
@@ -89,6 +96,8 @@ class Progress:
         self._lock = threading.Lock()
         self._closed = False
         self._line = line
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     def advance(self, n: int) -> None:
         """Count ``n`` more bytes done; redraw if the interval has passed."""
@@ -100,8 +109,37 @@ class Progress:
             if self._last_draw is None or now - self._last_draw >= self._interval:
                 self._draw(now)
 
+    def tick(self) -> None:
+        """Redraw now (the line may have moved without an advance); nothing once closed or when disabled."""
+        with self._lock:
+            if self.enabled and not self._closed:
+                self._draw(self._clock())
+
+    def start_ticking(self, period: float, *, wait: Callable[[threading.Event, float], bool] | None = None) -> None:
+        """Redraw every ``period`` s from a daemon thread until the bar is closed (nothing when disabled).
+
+        ``wait(stop, period)`` returns True to stop (default: ``stop.wait(period)``; tests drive it).
+        """
+        if not self.enabled or self._ticker is not None or self._closed:
+            return
+        pause = wait if wait is not None else _wait
+
+        def loop() -> None:
+            while not pause(self._stop, period):
+                self.tick()
+
+        self._ticker = threading.Thread(target=loop, name=f"kuro-progress-{self.label}", daemon=True)
+        self._ticker.start()
+
+    def _stop_ticking(self) -> None:
+        self._stop.set()
+        ticker = self._ticker
+        if ticker is not None and ticker is not threading.current_thread():
+            ticker.join()
+
     def close(self) -> None:
-        """Draw the final state and end the line (idempotent; silent when disabled)."""
+        """Stop ticking, draw the final state and end the line (idempotent; silent when disabled)."""
+        self._stop_ticking()
         with self._lock:
             if self._closed:
                 return
@@ -122,6 +160,7 @@ class Progress:
         if kind is None:
             self.close()
             return
+        self._stop_ticking()
         with self._lock:  # a failed job: wipe the bar instead of claiming 100 %
             if self.enabled and not self._closed and self._last_draw is not None:
                 self._stream.write("\r\x1b[K")
@@ -136,6 +175,10 @@ class Progress:
         )
         self._stream.write("\r\x1b[K" + text)
         self._stream.flush()
+
+
+def _wait(stop: threading.Event, period: float) -> bool:
+    return stop.wait(period)
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -73,8 +73,6 @@ _VALUE_OPTIONS = (
     "--isolation",
 )
 _FLAG_OPTIONS = ("--json", "--keep-output", "--deterministic", "-h", "--help")
-#: Guest kinds whose entry takes its args as argv strings (a WASI command); others take numbers.
-_ARGV_KINDS = frozenset({"wasi-preview1"})
 
 
 def add_run_parser(p: argparse.ArgumentParser) -> None:
@@ -96,7 +94,9 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
         metavar="ARGS",
         nargs="*",
         help="arguments: a WASI command's argv[1:] as given (words after `--` are never read as options), "
-        "or numbers (ints or floats) for a kuro ABI v1 export",
+        "numbers (ints or floats) for a kuro ABI v1 export, or a component export's parameters by their WIT "
+        "types: numbers, true/false, strings and enum cases as written (or as a JSON string), other types as "
+        "one JSON value each ('[1, 2]'); `run: func(args: list<string>)` takes the words as they are",
     )
     p.add_argument(
         "--env",
@@ -150,7 +150,12 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
         default=1_048_576,
         help="output cap in bytes, stdout and stderr together (default 1048576)",
     )
-    p.add_argument("--max-memory", metavar="N", type=int, help="linear memory limit in bytes")
+    p.add_argument(
+        "--max-memory",
+        metavar="N",
+        type=int,
+        help="memory limit in bytes: all the guest's memories and tables together",
+    )
     p.add_argument("--fuel", metavar="N", type=int, help="wasmtime fuel budget (off by default)")
     p.add_argument(
         "--isolation",
@@ -253,21 +258,21 @@ def _env(pairs: list[str] | None) -> dict[str, str] | None:
     return env
 
 
-def _guest_args(ctx: Context, cid: str, words: list[str], fuel: bool) -> list[int | float | str]:
-    """The spec's args from the command line's words, by the guest's kind: a WASI command's argv words
-    as they are, numbers for a kuro ABI v1 export. A guest that cannot be loaded gets numbers if every
-    word is one, else the words (its receipt will say why it did not run)."""
-    from kuro_wasm.host.loader import kind_name
+def _guest_args(ctx: Context, cid: str, export: str, words: list[str], fuel: bool) -> list[Any]:
+    """The spec's args from the command line's words, as the guest's kind reads them
+    (:func:`kuro_wasm.host.loader.args_from_words`: a WASI command's argv words as they are, numbers for a
+    kuro ABI v1 export, a component export's WIT parameter types). A guest that cannot be loaded gets
+    numbers if every word is one, else the words (its receipt will say why it did not run)."""
+    from kuro_wasm.host.loader import args_from_words
+    from kuro_wasm.model.abi import numbers_from_words
 
-    kind = kind_name(ctx.store, cid, fuel=fuel, home=ctx.home)
-    if kind in _ARGV_KINDS:
-        return list(words)
-    if kind is None:
-        try:
-            return [_number(w, i) for i, w in enumerate(words)]
-        except UsageError:
-            return list(words)
-    return [_number(w, i) for i, w in enumerate(words)]
+    got = args_from_words(ctx.store, cid, export, words, fuel=fuel, home=ctx.home)
+    if got is None:
+        numbers = numbers_from_words(words)
+        return list(words) if isinstance(numbers, str) else list(numbers)
+    if isinstance(got, str):
+        raise UsageError(got)
+    return got
 
 
 def _args(args: argparse.Namespace, ctx: Context, cid: str, words: list[str]) -> list[Any]:
@@ -275,7 +280,7 @@ def _args(args: argparse.Namespace, ctx: Context, cid: str, words: list[str]) ->
     ``--args-json`` (a JSON list; bytes the DAG-JSON way)."""
     text = getattr(args, "args_json", None)
     if text is None:
-        return _guest_args(ctx, cid, words, args.fuel is not None)
+        return _guest_args(ctx, cid, args.export, words, args.fuel is not None)
     if words:
         raise UsageError("give the export's args as ARGS or as --args-json, not both")
     from kuro_wasm.model.receipt import from_json
@@ -289,17 +294,6 @@ def _args(args: argparse.Namespace, ctx: Context, cid: str, words: list[str]) ->
     if not isinstance(value, list):
         raise UsageError(f"--args-json must be a JSON list, got {type(value).__name__}")
     return value
-
-
-def _number(text: str, index: int) -> int | float:
-    try:
-        return int(text, 0) if text.lower().startswith(("0x", "-0x")) else int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        raise UsageError(f"argument {index} {text!r} is not a number (guest args are ints or floats)") from None
 
 
 # ---- effects
@@ -563,13 +557,13 @@ def _run_live(
     handle = start(sess, command, **options)
     if isinstance(handle, Mapping):
         return handle  # a denial: nothing was loaded or run
-    if live is not None:
-        live.attach(handle.kill)
-    if pump_stdin:
-        threading.Thread(target=_pump, args=(handle, stdin_fd), name="kuro-stdin", daemon=True).start()
-    else:
-        handle.close_stdin()
-    try:
+    try:  # from here the guest runs (it may already have written): a signal now is a cancel, never lost
+        if live is not None:
+            live.attach(handle.kill)
+        if pump_stdin:
+            threading.Thread(target=_pump, args=(handle, stdin_fd), name="kuro-stdin", daemon=True).start()
+        else:
+            handle.close_stdin()
         while True:
             try:
                 return handle.wait(0.2)

@@ -18,7 +18,7 @@ capability per import call         checked at call time; refusals in ``kuro/deni
 memory confined                    every (ptr, len) bounds-checked; wasm's own sandbox
 prompt stop (loop)                 epoch callback each ~1 ms tick (:mod:`.engine`)
 prompt stop (blocked in ``read``)  condition variable woken by stdin/kill/deadline
-memory limit                       ``Store.set_limits``: ``memory.grow`` returns -1
+memory limit                       ``Store.set_limits``: ``memory.grow`` returns -1 (all memories + tables)
 stack overflow                     wasmtime's guard: a ``stack-overflow`` trap
 one run cannot disturb another     one ``Store`` per run; run state in its own context
 =================================  ==========================================================
@@ -68,6 +68,7 @@ from kuro_wasm.model.limits import (
     DEFAULT_MAX_OUTPUT_CHUNKS,
     DEFAULT_MAX_TABLE_ELEMENTS,
     DEFAULT_MAX_TABLES,
+    DEFAULT_MAX_VALUE_BYTES,
     DEFAULT_TIMEOUT_MS,
     Limits,
 )
@@ -266,6 +267,7 @@ def start(
     max_tables: int = DEFAULT_MAX_TABLES,
     max_memories: int = DEFAULT_MAX_MEMORIES,
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     deterministic: bool = False,
     seed: int = 0,
 ) -> Handle | dict[str, Any]:
@@ -311,6 +313,7 @@ def start(
             "max_tables": max_tables,
             "max_memories": max_memories,
             "max_output_chunks": max_output_chunks,
+            "max_value_bytes": max_value_bytes,
         },
         home,
         stdin_closed=False,
@@ -343,6 +346,7 @@ def run(
     max_tables: int = DEFAULT_MAX_TABLES,
     max_memories: int = DEFAULT_MAX_MEMORIES,
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     deterministic: bool = False,
     seed: int = 0,
     on_start: Callable[[Callable[[], None]], None] | None = None,
@@ -374,6 +378,7 @@ def run(
             "max_tables": max_tables,
             "max_memories": max_memories,
             "max_output_chunks": max_output_chunks,
+            "max_value_bytes": max_value_bytes,
         },
         home,
         stdin_closed=True,
@@ -459,6 +464,7 @@ async def run_async(
     max_tables: int = DEFAULT_MAX_TABLES,
     max_memories: int = DEFAULT_MAX_MEMORIES,
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS,
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     deterministic: bool = False,
     seed: int = 0,
 ) -> dict[str, Any]:
@@ -488,6 +494,7 @@ async def run_async(
             "max_tables": max_tables,
             "max_memories": max_memories,
             "max_output_chunks": max_output_chunks,
+            "max_value_bytes": max_value_bytes,
         },
         home,
         stdin_closed=True,

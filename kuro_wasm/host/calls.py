@@ -50,7 +50,7 @@ from typing import Any, Final
 import wasmtime
 from wasmtime import _ffi as ffi
 
-from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.context import RunContext, Stopped
 
 __all__ = [
     "Fault",
@@ -285,6 +285,8 @@ def _trampoline(name: str, handler: Handler, fault: int, params: Sequence[str], 
             if has_result:  # a count past 2 GiB must not wrap into an error code
                 pack_into(view, vals, value if value <= _I32_MAX else _I32_MAX)
             return None
+        except Stopped as stop:  # the deadline or a kill, found between two blocks of a long host call
+            return _trap(f"kuro: stopped ({stop.reason})")
         except BaseException as exc:
             if run is not None:
                 run.stop("host-error", f"{name}: {type(exc).__name__}: {exc}")

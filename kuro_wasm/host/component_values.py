@@ -32,9 +32,20 @@ from typing import Any, Final
 
 from wasmtime import _ffi as ffi
 
-from kuro_wasm.model.wit import INT_RANGES, WitType
+from kuro_wasm.model.wit import INT_RANGES, SCALAR_BYTES, WitType
 
-__all__ = ["VAL_SIZE", "bytes_of", "delete", "name_of", "new_name", "read", "write", "write_bytes"]
+__all__ = [
+    "VAL_SIZE",
+    "Budget",
+    "ValueTooLarge",
+    "bytes_of",
+    "delete",
+    "name_of",
+    "new_name",
+    "read",
+    "write",
+    "write_bytes",
+]
 
 #: sizeof(wasmtime_component_val_t); the byte of a ``u8`` value sits at offset 8.
 VAL_SIZE: Final = ctypes.sizeof(ffi.wasmtime_component_val_t)
@@ -260,9 +271,36 @@ _WRITERS: Final[dict[str, Callable[[WitType, Any, _ValPtr], None]]] = {
 # ---- read (C → lowered form); never frees
 
 
-def read(t: WitType, c: Any) -> Any:
-    """The lowered value of type ``t`` held by the ``wasmtime_component_val_t`` ``c``."""
+class ValueTooLarge(Exception):
+    """A value read from the engine is larger than the :class:`Budget` it was read under (nothing more was read)."""
+
+
+class Budget:
+    """How many more bytes (:func:`kuro_wasm.model.wit.value_bytes`) a value being read may have."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+    def spend(self, n: int) -> None:
+        """Count ``n`` bytes. Raises ValueTooLarge: past the budget."""
+        self.left -= n
+        if self.left < 0:
+            raise ValueTooLarge
+
+
+def read(t: WitType, c: Any, budget: Budget | None = None) -> Any:
+    """The lowered value of type ``t`` held by the ``wasmtime_component_val_t`` ``c``.
+
+    With a ``budget`` each part is counted as :func:`~kuro_wasm.model.wit.value_bytes` counts it
+    *before* it is converted, so a value past the budget is never built. Raises ValueTooLarge.
+    """
     k = t.kind
+    if budget is not None:
+        fixed = SCALAR_BYTES.get(k)
+        if fixed is not None:
+            budget.spend(fixed)
     if k in INT_RANGES:
         return int(getattr(c.of, k))
     if k == "bool":
@@ -272,45 +310,64 @@ def read(t: WitType, c: Any) -> Any:
     if k == "char":
         return chr(c.of.character)
     if k == "string":
+        if budget is not None:
+            budget.spend(int(c.of.string.size))
         return name_of(c.of.string)
     if k == "list":
-        elem = t.items[0]
-        assert elem is not None
-        if elem.kind == "u8":
-            return bytes_of(c.of.list)
-        base = _address(c.of.list.data)
-        return [
-            read(elem, ffi.wasmtime_component_val_t.from_address(base + i * VAL_SIZE)) for i in range(c.of.list.size)
-        ]
+        return _read_list(t, c.of.list, budget)
     if k == "record":
         rec = c.of.record
-        return tuple(read(ft, rec.data[i].val) for i, ft in enumerate(t.items) if ft is not None)
+        return tuple(read(ft, rec.data[i].val, budget) for i, ft in enumerate(t.items) if ft is not None)
     if k == "tuple":
         base = _address(c.of.tuple.data)
         return tuple(
-            read(et, ffi.wasmtime_component_val_t.from_address(base + i * VAL_SIZE))
+            read(et, ffi.wasmtime_component_val_t.from_address(base + i * VAL_SIZE), budget)
             for i, et in enumerate(t.items)
             if et is not None
         )
+    if budget is not None and k in ("result", "variant", "option"):
+        budget.spend(1)
     if k == "result":
         ok = bool(c.of.result.is_ok)
         pt = t.items[0 if ok else 1]
-        payload = None if pt is None or not c.of.result.val else read(pt, c.of.result.val.contents)
+        payload = None if pt is None or not c.of.result.val else read(pt, c.of.result.val.contents, budget)
         return ("ok" if ok else "err", payload)
     if k == "variant":
         case = name_of(c.of.variant.discriminant)
         pt = t.items[t.names.index(case)]
-        return (case, None if pt is None or not c.of.variant.val else read(pt, c.of.variant.val.contents))
+        return (case, None if pt is None or not c.of.variant.val else read(pt, c.of.variant.val.contents, budget))
     if k == "enum":
         return name_of(c.of.enumeration)
     if k == "option":
         inner = t.items[0]
         assert inner is not None
-        return None if not c.of.option else (read(inner, c.of.option.contents),)
+        return None if not c.of.option else (read(inner, c.of.option.contents, budget),)
     if k == "flags":
+        if budget is not None:
+            budget.spend(max(1, (len(t.names) + 7) // 8))
         got = {name_of(c.of.flags.data[i]) for i in range(c.of.flags.size)}
         return tuple(n for n in t.names if n in got)
     raise ValueError(f"cannot read a {t.text()}")
+
+
+def _read_list(t: WitType, lst: Any, budget: Budget | None) -> Any:
+    elem = t.items[0]
+    assert elem is not None
+    n = int(lst.size)
+    fixed = SCALAR_BYTES.get(elem.kind)
+    if budget is not None and fixed is not None:
+        budget.spend(fixed * n)  # the whole list at once; its elements are then read uncounted
+        budget = None
+    if elem.kind == "u8":
+        return bytes_of(lst)
+    base = _address(lst.data)
+    out = []
+    for i in range(n):
+        before = 0 if budget is None else budget.left
+        out.append(read(elem, ffi.wasmtime_component_val_t.from_address(base + i * VAL_SIZE), budget))
+        if budget is not None and before - budget.left < 1:
+            budget.spend(1 - (before - budget.left))  # every element counts at least 1 byte
+    return out
 
 
 def delete(val: _ValPtr) -> None:

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kuro_wasm.model.abi import ErrorCode
+from kuro_wasm.model.limits import DEFAULT_MAX_VALUE_BYTES
 
-__all__ = ["MAX_DENIAL_ENTRIES", "Admit", "Emit", "RunContext", "StdinPipe"]
+__all__ = ["MAX_DENIAL_ENTRIES", "Admit", "Emit", "RunContext", "StdinPipe", "Stopped"]
 
 #: At most this many distinct (import, capability, path) entries in ``kuro/denials`` (plus one per import).
 MAX_DENIAL_ENTRIES: Final = 256
@@ -37,6 +38,19 @@ Admit = Callable[[int], bool]
 
 def _admit_all(n: int) -> bool:
     return True
+
+
+class Stopped(Exception):
+    """Raised inside a host call that found its run must stop (deadline, kill) part-way, between two blocks.
+
+    The import trampolines turn it into the stop (the run's ``stop_reason`` says why), never a
+    ``host-error``. ``read`` names a file whose bytes had already reached guest memory, for ``kuro/reads``.
+    """
+
+    def __init__(self, reason: str, read: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.read = read
 
 
 class StdinPipe:
@@ -102,6 +116,8 @@ class RunContext:
     deadline: float = float("inf")
     #: A deterministic run's seed (fixed clocks, random bytes from the seed); None: the real clocks and entropy.
     seed: int | None = None
+    #: The most bytes one value may have crossing a component's boundary (``Limits.value_bound``).
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
     cond: threading.Condition = field(default_factory=threading.Condition)
     stdin: StdinPipe | None = None
     reads: list[str] = field(default_factory=list)

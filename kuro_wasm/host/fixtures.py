@@ -120,13 +120,15 @@ def case_files(directory: str | os.PathLike[str]) -> list[Path]:
 def load_case(path: str | os.PathLike[str]) -> Case:
     """The case in the file ``path`` (named by the file's stem).
 
-    Raises FixtureError: the file cannot be read, is not TOML, or is not a case.
+    Raises FixtureError: the file cannot be read, is not TOML (or nests too deeply to read), or is not a case.
     """
     where = Path(path)
     try:
         data = tomllib.loads(where.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise FixtureError(f"fixture {where.stem!r}: cannot read {where}: {exc}") from exc
+    except RecursionError:
+        raise FixtureError(f"fixture {where.stem!r}: cannot read {where}: nested too deeply") from None
     return parse_case(where.stem, data)
 
 

@@ -15,6 +15,13 @@ grant, existence, type), so the gate adds nothing kuro.fs would refuse.
 ``Fs.read_range(path, 0, 0)`` has accepted the path), so a large read costs one
 copy, not two.
 
+**A long call stops with its run.** The run's ``Fs`` reads its blocks through a
+store that checks the run's deadline and kill before each block (:func:`opened_fs`),
+so an ``fs_read`` of a file of many leaves, or a listing of a large sharded
+directory, ends at the next block once the run must stop (the import traps with
+the run's stop reason: ``timeout``, ``cancelled``), not after the whole call; bytes
+already copied into guest memory still put the file in ``kuro/reads``.
+
 ``entries`` and ``stat`` answer kuro.fs's own values (a component's ``ls``
 and ``stat`` return them typed); ``ls`` answers the ABI v1 listing bytes.
 
@@ -41,16 +48,16 @@ listed in its parent (``fs_ls(".")`` shows the fs root's own entries).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore, MemoryBlockStore
-from kuro_fs.errors import CorruptBlock, DagPbError, InvalidCID, KuroFsError
+from kuro_fs.errors import CorruptBlock, DagPbError, FileTooDeep, InvalidCID, KuroFsError
 from kuro_fs.fs import Fs
 from kuro_fs.paths import clean_path, has_control, join_path
 from kuro_fs.unixfs import MissingBlock, file_root_info, iter_file
 from kuro_wasm.host.calls import Memory, span, store_bytes
-from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.context import RunContext, Stopped
 from kuro_wasm.model import abi
 from kuro_wasm.model.abi import ErrorCode
 
@@ -63,6 +70,7 @@ __all__ = [
     "call_in",
     "call_in_run",
     "open_fs",
+    "opened_fs",
     "read_into_guest",
     "record_read",
     "scratch_path",
@@ -109,6 +117,61 @@ def open_fs(store: BlockStore, fs: object, session_root: str) -> Fs | str | None
     return f"fs must be a kuro_fs.Fs or a root CID string, got {type(fs).__name__}"
 
 
+class _Interruptible:
+    """A run's block store that checks the run's deadline and kill before handing out each block.
+
+    Every kuro.fs operation reads its blocks through ``get``, so a host call that reads many
+    (an ``fs_read`` of a large file, a listing of a large sharded directory) ends at the next block
+    once the run must stop — :class:`~kuro_wasm.host.context.Stopped`, which the trampoline turns
+    into the stop — instead of after the whole call. Everything else is the store's own.
+    """
+
+    __slots__ = ("_should_stop", "_store")
+
+    def __init__(self, store: BlockStore, should_stop: Callable[[], str | None]) -> None:
+        self._store = store
+        self._should_stop = should_stop
+
+    def _check(self) -> None:
+        reason = self._should_stop()
+        if reason is not None:
+            raise Stopped(reason)
+
+    def get(self, cid: str) -> bytes | None:
+        self._check()
+        return self._store.get(cid)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "get_many_into":  # only _Batch has it: kuro_fs.fileread asks for it by getattr
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+class _Batch(_Interruptible):
+    """:class:`_Interruptible` over a store that reads many leaves at once (checked before each batch)."""
+
+    __slots__ = ()
+
+    def get_many_into(self, requests: Any) -> Any:
+        self._check()
+        return self._store.get_many_into(requests)  # type: ignore[attr-defined]
+
+
+def _interruptible(fs: Any, run: RunContext) -> Any:
+    """The run's ``Fs`` reading through :class:`_Interruptible` (anything else as it is)."""
+    if not isinstance(fs, Fs):
+        return fs
+    kind = _Batch if callable(getattr(fs.store, "get_many_into", None)) else _Interruptible
+    return replace(fs, store=kind(fs.store, run.should_stop))
+
+
+def opened_fs(run: RunContext) -> Any:
+    """The run's ``Fs``, opened (and made interruptible) by its first fs call."""
+    if run.fs is None and run.open_fs is not None:
+        run.fs, run.open_fs = _interruptible(run.open_fs(), run), None
+    return run.fs
+
+
 def _denied(result: Any) -> str | None:
     if result.receipt.get("kuro.fs/type") == "kuro.fs/receipt":
         return None
@@ -116,21 +179,33 @@ def _denied(result: Any) -> str | None:
     return reason if isinstance(reason, str) else "block-missing"
 
 
-def _read_into(fs: Fs, path: str, cap: int, sink: Callable[[int, bytes | memoryview], None]) -> Answer:
+def _read_into(
+    fs: Fs, path: str, cap: int, sink: Callable[[int, bytes | memoryview], None], whole: bool = False
+) -> Answer:
+    # The bytes this call would copy, min(size, cap), are known from the root block before any leaf is
+    # read: past the Fs budget's bytes — or, with ``whole``, a file longer than ``cap`` — it is over-budget
+    # and nothing is copied. A DAG cannot yield more than its root claims (iter_file checks every node).
     probe = fs.read_range(path, 0, 0)
     reason = _denied(probe)
     if reason is not None:
         return Answer(reason=reason)
     cid = probe.receipt["kuro.fs/cid"]
     size = file_root_info(fs.store.get, cid).size
+    if min(size, cap) > fs.budget.bytes or (whole and size > cap):
+        return Answer(reason="over-budget")
     at = 0
     try:
-        for piece in iter_file(fs.store.get, cid, 0, min(size, cap)):
+        for piece in iter_file(fs.store.get, cid, 0, min(size, cap), size=size):
             sink(at, piece)
             at += len(piece)
+    except FileTooDeep:  # a budget of its own: kuro.fs refuses it over-budget too
+        return Answer(reason="over-budget", read=cid if at else None)
     except (MissingBlock, CorruptBlock, DagPbError, KuroFsError):
         # a leaf missing or corrupt after others were copied: those bytes are in guest memory now
         return Answer(reason="block-missing", read=cid if at else None)
+    except Stopped as stop:  # the run must stop: so must the copy, at the next leaf
+        stop.read = cid if at else None
+        raise
     return Answer(value=(size, cid), read=cid)
 
 
@@ -204,6 +279,8 @@ def call(fs: Any, op: str, *args: Any) -> Answer:
         return Answer(reason="block-missing")
     try:
         return _OPS[op](fs, *args)
+    except FileTooDeep:
+        return Answer(reason="over-budget")
     except (MissingBlock, CorruptBlock, DagPbError, KuroFsError):
         return Answer(reason="block-missing")
 
@@ -213,9 +290,7 @@ def call_in_run(run: Any, op: str, *args: Any) -> Answer:
 
     ``run`` is a :class:`~kuro_wasm.host.context.RunContext` (``fs``, ``open_fs``).
     """
-    if run.fs is None and run.open_fs is not None:
-        run.fs, run.open_fs = run.open_fs(), None
-    return call(run.fs, op, *args)
+    return call(opened_fs(run), op, *args)
 
 
 # ---- one run's view: the fs root, and the scratch directory under tmp/
@@ -224,7 +299,7 @@ def call_in_run(run: Any, op: str, *args: Any) -> Answer:
 def scratch_path(run: RunContext, path: str) -> str | None:
     """``path`` inside the run's scratch directory, or None if it is not there (or ``fs/scratch`` is not granted).
 
-    >>> from kuro_wasm.host.context import RunContext
+    >>> from kuro_wasm.host.context import RunContext, Stopped
     >>> run = RunContext(grant=frozenset({"fs/scratch"}), emit=lambda name, data: True)
     >>> scratch_path(run, "/tmp/a.txt"), scratch_path(run, "tmp"), scratch_path(run, "docs/tmp")
     ('a.txt', '.', None)
@@ -252,9 +327,7 @@ def call_in(run: RunContext, name: str, capability: str, op: str, *args: Any, sc
             if run.scratch_bytes > SCRATCH_MAX_BYTES:
                 return Answer(reason="over-budget")
         return call(run.scratch, op, *args)
-    if run.fs is None and run.open_fs is not None:
-        run.fs, run.open_fs = run.open_fs(), None
-    answer = call(run.fs, op, *args)
+    answer = call(opened_fs(run), op, *args)
     if answer.reason is not None and abi.error_for_reason(answer.reason) == ErrorCode.DENIED:
         run.deny(name, capability, args[0] if args and isinstance(args[0], str) else None)
     return answer
@@ -270,16 +343,20 @@ def read_into_guest(
     reached guest memory has its CID added to the run's reads (:func:`record_read`).
     """
     span(mem, buf_ptr, cap)
-    answer = call_in(
-        run,
-        name,
-        "fs/read",
-        "read_into",
-        path,
-        cap % 2**32,
-        lambda at, data: store_bytes(mem, buf_ptr + at, data),
-        scratch=scratch,
-    )
+    try:
+        answer = call_in(
+            run,
+            name,
+            "fs/read",
+            "read_into",
+            path,
+            cap % 2**32,
+            lambda at, data: store_bytes(mem, buf_ptr + at, data),
+            scratch=scratch,
+        )
+    except Stopped as stop:  # stopped part-way: what was copied is still a read
+        record_read(run, Answer(read=stop.read), scratch=scratch)
+        raise
     record_read(run, answer, scratch=scratch)
     if answer.reason is not None:
         return int(abi.error_for_reason(answer.reason))

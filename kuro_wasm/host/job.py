@@ -103,6 +103,7 @@ class Job:
             stdin=StdinPipe(cond, stdin, closed=stdin_closed),
             command=self.command,
             seed=seed,
+            max_value_bytes=limits.value_bound(),
         )
         self.receipt: dict[str, Any] | None = None
         self.guest_kind: str | None = None  # the kind that claimed the guest (kuro/guest-kind), once loaded
@@ -194,7 +195,9 @@ class Job:
         if isinstance(ready, LoadFailure):
             return self._load_failed(ready), session
         self.guest_kind = ready.kind.name
-        entry = loader.resolve(ready, self.command["kuro/export"], self.command["kuro/args"], self.command)
+        entry = loader.resolve(
+            ready, self.command["kuro/export"], self.command["kuro/args"], self.command, ctx.max_value_bytes
+        )
         if isinstance(entry, LoadFailure):
             return self._load_failed(entry), session
         if ctx.should_stop() is not None:  # killed (or out of time) while loading: nothing runs
@@ -203,13 +206,13 @@ class Job:
         fuel_left: int | None = None
         interrupt_key: int | None = None
         try:
-            limits = self.limits
+            bounds = self.limits.store_bounds()  # max_memory_bytes split over every memory and table
             wstore.set_limits(
-                memory_size=-1 if limits.max_memory_bytes is None else limits.max_memory_bytes,
-                table_elements=limits.max_table_elements,
-                instances=limits.max_instances,
-                tables=limits.max_tables,
-                memories=limits.max_memories,
+                memory_size=-1 if bounds.per_memory_bytes is None else bounds.per_memory_bytes,
+                table_elements=bounds.per_table_elements,
+                instances=bounds.instances,
+                tables=bounds.tables,
+                memories=bounds.memories,
             )
             if self.limits.fuel is not None:
                 wstore.set_fuel(self.limits.fuel)

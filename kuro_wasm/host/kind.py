@@ -20,8 +20,15 @@ epoch deadline, kill, the output stream, the receipt — is the run's
    or a load-error text; an entry may name guest-spec keys it cannot run
    without (:attr:`Entry.needs`) and the optional ones it uses
    (:attr:`Entry.takes`), checked before anything is instantiated — a spec
-   with an optional key its entry does not use is refused, never ignored;
+   with an optional key its entry does not use is refused, never ignored — and
+   the size of each arg the engine must build as a value (:attr:`Entry.arg_bytes`),
+   refused past the run's ``max_value_bytes``;
 4. **calls** it and reports how the call ended (:class:`~kuro_wasm.host.engine.CallOutcome`).
+
+A kind also says how command-line words become its entry's args
+(:meth:`GuestKind.args_from_words`: ``kuro run CID EXPORT WORDS…``): numbers for
+a core export (the default of :class:`CoreModuleKind`), argv strings for a WASI
+command, a component export's WIT parameter types.
 
 :class:`CoreModuleKind` does the linking and instantiating of core modules
 (one shared ``wasmtime.Linker`` per engine, an ``InstancePre`` per guest); a
@@ -68,6 +75,13 @@ class Entry:
     ``kuro/env`` and ``kuro/argv0``); a spec holding an optional key that is in
     neither is a ``load-error`` too. The kind reads their values from the spec
     being run (:attr:`RunContext.command`).
+
+    ``arg_bytes`` is, for each arg that crosses the guest's boundary as a value the
+    engine must build (a component's), where it is and its size as
+    :meth:`~kuro_wasm.model.limits.Limits.value_bound` counts it
+    (``(("parameter data (list<u8>)", 1001),)``); an arg above the run's bound
+    is a ``load-error`` decided before anything is instantiated. Numbers passed
+    to a core module are not counted.
     """
 
     export: str
@@ -76,6 +90,7 @@ class Entry:
     typed: Any = None
     needs: tuple[tuple[str, str], ...] = ()
     takes: frozenset[str] = frozenset()
+    arg_bytes: tuple[tuple[str, int], ...] = ()
 
 
 def core_entry(shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
@@ -139,6 +154,10 @@ class GuestKind(Protocol):
         """Call ``entry`` in the instantiated ``instance`` and report how the call ended."""
         ...
 
+    def args_from_words(self, shape: WasmShape, export: str, words: Sequence[str]) -> list[object] | str:
+        """The spec's args for ``export`` from command-line words, or why they cannot be (a usage error text)."""
+        ...
+
 
 class CoreModuleKind:
     """Linking and instantiating for kinds of *core module*: one shared linker per engine, an InstancePre per guest.
@@ -173,3 +192,8 @@ class CoreModuleKind:
 
     def instantiate(self, store: wasmtime.Store, linked: Any) -> tuple[Any, CallOutcome | None]:
         return _engine.instantiate(linked, store)
+
+    def args_from_words(self, shape: WasmShape, export: str, words: Sequence[str]) -> list[object] | str:
+        """Numbers: a core export takes ints and floats (:func:`kuro_wasm.model.abi.numbers_from_words`)."""
+        numbers = abi.numbers_from_words(list(words))
+        return numbers if isinstance(numbers, str) else list(numbers)

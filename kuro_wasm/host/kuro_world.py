@@ -9,6 +9,14 @@ and ``kuro/reads`` through the run's :class:`~kuro_wasm.host.context.RunContext`
 — so a component and a core module see one host. A refused call names the
 function as ``interface#function`` (``kuro:host/fs@1.0.0#read``).
 
+What crosses is bounded by the run's ``max_value_bytes``
+(:meth:`~kuro_wasm.model.limits.Limits.value_bound`), counted by
+:func:`~kuro_wasm.model.wit.value_bytes` *before* any engine value is built: a
+path or ``list<u8>`` from the guest past it, or an answer past it (a file, a
+range, a listing), is ``err(too-large)``; ``stdin.read`` returns at most that
+many bytes (a short read, as always allowed). Core modules need no such bound:
+their bytes are copied into guest memory directly.
+
 ## Effects
 The run's stream, stdin (blocking on its condition variable), and kuro.fs value;
 results are written into wasmtime's C value vectors
@@ -30,7 +38,7 @@ from kuro_wasm.host.component_values import bytes_of, name_of, write
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.model import abi
 from kuro_wasm.model.abi import ErrorCode
-from kuro_wasm.model.wit import WitType
+from kuro_wasm.model.wit import WitType, value_bytes
 
 __all__ = ["CAPABILITIES", "HOST_FUNCTIONS", "WORLD_PACKAGE", "Handler", "error_name"]
 
@@ -84,6 +92,13 @@ def _ok(results: _Val, t: WitType | None = None, payload: Any = None) -> bool:
     return True
 
 
+def _answer_value(run: RunContext, results: _Val, t: WitType, payload: Any) -> bool:
+    """``ok(payload)``, or ``err(too-large)`` when the payload is past the run's ``max_value_bytes``."""
+    if value_bytes(t, payload) > run.max_value_bytes:
+        return _err(results, ErrorCode.TOO_LARGE)
+    return _ok(results, t, payload)
+
+
 def _err(results: _Val, code: ErrorCode | int) -> bool:
     raw = ffi.wasmtime_component_val_t()
     write(_ERROR, error_name(code), ctypes.pointer(raw))
@@ -111,6 +126,8 @@ CAPABILITIES: Final[dict[str, str]] = {
 
 def _write(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | None:
     stream = name_of(args[0].of.enumeration)
+    if int(args[1].of.list.size) > run.max_value_bytes:
+        return _err(results, ErrorCode.TOO_LARGE)
     if not run.emit(stream, bytes_of(args[1].of.list)):
         run.stop("output-capped")
         return None
@@ -124,6 +141,9 @@ def _stdin_read(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool 
     cap = int(args[0].of.u32)
     if cap == 0:
         return _ok(results, _BYTES, b"")
+    if run.max_value_bytes == 0:
+        return _err(results, ErrorCode.TOO_LARGE)
+    cap = min(cap, run.max_value_bytes)  # a short read: the guest asks again
     assert run.stdin is not None
     with run.cond:
         while True:
@@ -139,10 +159,14 @@ def _stdin_read(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool 
 def _gate(run: RunContext, func: str, args: _Val, results: _Val) -> str | None:
     """The call's path if the grant allows it and the path is not empty; otherwise answers and returns None."""
     capability = CAPABILITIES[f"{_FS}#{func}"]
-    path = name_of(args[0].of.string)
+    size = int(args[0].of.string.size)
+    path = name_of(args[0].of.string) if size <= max(MAX_PATH_BYTES, run.max_value_bytes) else None
     if capability not in run.grant:
-        shown = path if len(path.encode("utf-8")) <= MAX_PATH_BYTES else None
+        shown = path if size <= MAX_PATH_BYTES else None
         _err(results, run.deny(f"{_FS}#{func}", capability, shown))
+        return None
+    if path is None or size > run.max_value_bytes:
+        _err(results, ErrorCode.TOO_LARGE)
         return None
     if path == "":
         _err(results, ErrorCode.BAD_PATH)
@@ -162,12 +186,13 @@ def _read_file(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool |
     if path is None:
         return True
     pieces: list[bytes] = []
-    answer = _answer(run, "read", "read_into", path, _MAX_LIST, lambda _at, piece: pieces.append(bytes(piece)))
+    # ``whole``: a file longer than one call may carry (``max_value_bytes``, and never more than a list can
+    # hold) is refused (over-budget → too-large) from its root block, before a byte is copied.
+    cap = min(_MAX_LIST, run.max_value_bytes)
+    answer = _answer(run, "read", "read_into", path, cap, lambda _at, piece: pieces.append(bytes(piece)), True)
     if answer.reason is not None:
         return _err(results, abi.error_for_reason(answer.reason))
-    size, cid = answer.value
-    if size > _MAX_LIST:
-        return _err(results, ErrorCode.FAULT)
+    _size, cid = answer.value
     if cid not in run.reads:
         run.reads.append(cid)
     return _ok(results, _BYTES, b"".join(pieces))
@@ -178,10 +203,13 @@ def _read_at(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | N
     if path is None:
         return True
     offset, length = int(args[1].of.u64), int(args[2].of.u32)
-    answer = _answer(run, "read-at", "read_at", path, offset, length)
+    # at most one byte past the bound is read: enough to know the answer is too large
+    answer = _answer(run, "read-at", "read_at", path, offset, min(length, run.max_value_bytes + 1))
     if answer.reason is not None:
         return _err(results, abi.error_for_reason(answer.reason))
     data, cid = answer.value
+    if len(data) > run.max_value_bytes:
+        return _err(results, ErrorCode.TOO_LARGE)
     if cid not in run.reads:
         run.reads.append(cid)
     return _ok(results, _BYTES, data)
@@ -191,6 +219,8 @@ def _fs_write(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | 
     path = _gate(run, "write", args, results)
     if path is None:
         return True
+    if int(args[1].of.list.size) > run.max_value_bytes:
+        return _err(results, ErrorCode.TOO_LARGE)
     answer = _answer(run, "write", "write", path, bytes_of(args[1].of.list))
     if answer.reason is not None:
         return _err(results, abi.error_for_reason(answer.reason))
@@ -207,7 +237,7 @@ def _ls(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | None:
     if answer.reason is not None:
         return _err(results, abi.error_for_reason(answer.reason))
     entries = [(e["name"], e["kind"], e["size"], e["cid"]) for e in answer.value]
-    return _ok(results, _ENTRIES, entries)
+    return _answer_value(run, results, _ENTRIES, entries)
 
 
 def _rm(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | None:
@@ -230,7 +260,7 @@ def _stat(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool | None
     if answer.reason is not None:
         return _err(results, abi.error_for_reason(answer.reason))
     meta = answer.value
-    return _ok(results, _METADATA, (meta["kind"], meta["size"], meta["cid"]))
+    return _answer_value(run, results, _METADATA, (meta["kind"], meta["size"], meta["cid"]))
 
 
 #: instance → function → handler: everything a component of the world may import.

@@ -41,8 +41,9 @@ import wasmtime.component
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import cid_for, matches
 from kuro_fs.cid import parse as parse_cid
-from kuro_fs.errors import BlockStoreError, CorruptBlock, DagPbError, InvalidCID, KuroFsError
-from kuro_fs.unixfs import MissingBlock, iter_file, write_file
+from kuro_fs.errors import BlockStoreError, DagPbError, InvalidCID, KuroFsError
+from kuro_fs.fileread import read_bytes
+from kuro_fs.unixfs import MissingBlock, file_root_info, write_file
 from kuro_wasm.errors import LoadError
 from kuro_wasm.host.cache import ModuleCache, cache_for
 from kuro_wasm.host.component_types import component_shape
@@ -54,8 +55,11 @@ from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, is_component, read
 
 __all__ = [
     "LoadFailure",
+    "MAX_GUEST_BYTES",
+    "unreadable",
     "Prepared",
     "add_guest",
+    "args_from_words",
     "check_imports",
     "fetch_guest",
     "forget_prepared",
@@ -106,6 +110,20 @@ def _verified_get(store: BlockStore) -> Any:
     return get
 
 
+#: The most bytes a guest module or component may be (a DAG of a few blocks can claim terabytes; the largest real
+#: guests here are ~20 MB components). Checked from the file's root block, before a leaf is read.
+MAX_GUEST_BYTES: Final = 1 << 30
+
+
+class _Verified:
+    """A store whose ``get`` is the loader's re-hashing one (what kuro_fs.fileread reads through)."""
+
+    __slots__ = ("get",)
+
+    def __init__(self, get: Any) -> None:
+        self.get = get
+
+
 def fetch_guest(store: BlockStore, cid: str) -> bytes | LoadFailure:
     """The guest bytes named by ``cid``, each block re-hashed, or the failure.
 
@@ -127,15 +145,34 @@ def fetch_guest(store: BlockStore, cid: str) -> bytes | LoadFailure:
             return bytes(block)
         if parsed.codec != "dag-pb":
             return LoadFailure("load-error", f"guest {cid} is {parsed.codec}, not a raw block or a UnixFS file")
-        return b"".join(bytes(piece) for piece in iter_file(get, cid))
-    except (_Corrupt, CorruptBlock) as exc:
-        return LoadFailure("load-error", f"guest block {exc} does not hash to its CID; not compiled")
+        size = file_root_info(get, cid).size  # what the DAG claims, from its root: checked before any leaf
+        if size > MAX_GUEST_BYTES:
+            return LoadFailure(
+                "load-error", f"guest {cid} claims {size} bytes, more than a guest may be ({MAX_GUEST_BYTES})"
+            )
+        return read_bytes(_Verified(get), cid, size=size)  # one buffer; the DAG must yield exactly the size claimed
+    except _Corrupt as exc:
+        return LoadFailure("load-error", f"guest {cid}: block {exc} does not hash to its CID; not compiled")
     except MissingBlock as exc:
         return LoadFailure("load-error", f"guest {cid} is incomplete: {exc}")
-    except BlockStoreError as exc:  # a store that could not answer (a gateway down, slow, refusing)
-        return LoadFailure("load-error", f"guest {cid} could not be fetched: {exc} [{exc.reference}]")
+    except BlockStoreError as exc:  # corrupt on disk, a gateway that lied, was down, slow or refusing
+        return LoadFailure("load-error", unreadable(cid, exc))
     except (DagPbError, KuroFsError, ValueError) as exc:
         return LoadFailure("load-error", f"guest {cid} is not a UnixFS file: {exc}")
+
+
+def unreadable(cid: str, exc: KuroFsError) -> str:
+    """The one line a ``load-error`` receipt gives when the store failed to hand over a block of guest ``cid``.
+
+    It names the guest, the block and what failed (the store error's own text, which names the
+    block, and its reference: ``corrupt-block``, ``gateway-lied``, ``gateway-unreachable`` …).
+
+    >>> from kuro_fs.errors import CorruptBlock
+    >>> unreadable("g", CorruptBlock("b"))
+    'guest g could not be read: corrupt block b: stored bytes do not hash to this CID [corrupt-block]; not compiled'
+    """
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"guest {cid} could not be read: {text} [{exc.reference}]; not compiled"
 
 
 # ---- the shape, kept beside the compiled artifact
@@ -265,13 +302,19 @@ def _first_line(exc: BaseException) -> str:
 
 
 def resolve(
-    ready: Prepared, export: str, args: Sequence[object], spec: Mapping[str, Any] | None = None
+    ready: Prepared,
+    export: str,
+    args: Sequence[object],
+    spec: Mapping[str, Any] | None = None,
+    max_value_bytes: int | None = None,
 ) -> Entry | LoadFailure:
     """The entry point ``export`` of ``ready`` called with ``args``, as its kind resolves it, else a load-error.
 
     ``spec`` is the guest spec being run: a key the entry needs (:attr:`Entry.needs`)
     that it lacks is a load-error too, and so is an optional key (``kuro/env`` …) the
-    entry neither needs nor takes (:attr:`Entry.takes`) — decided before anything is instantiated.
+    entry neither needs nor takes (:attr:`Entry.takes`) — decided before anything is instantiated;
+    and so is an arg that would carry more than ``max_value_bytes`` across the guest's boundary
+    (:attr:`Entry.arg_bytes`, the run's :meth:`~kuro_wasm.model.limits.Limits.value_bound`).
     The kind's answer is remembered per prepared guest (at most 64 distinct calls) when
     every arg is hashable: it depends only on the guest's shape, the export and the args
     (types included, so ``True`` is never taken for ``1``).
@@ -289,6 +332,11 @@ def resolve(
     entry = known
     if isinstance(entry, LoadFailure):
         return entry
+    if max_value_bytes is not None:
+        for where, size in entry.arg_bytes:
+            if size > max_value_bytes:
+                why = f"{size} bytes, more than max_value_bytes ({max_value_bytes}) lets one call carry"
+                return LoadFailure("load-error", f"guest {ready.cid}: export {export!r}: {where}: {why}")
     for need, why in entry.needs:
         if spec is None or need not in spec:
             return LoadFailure("load-error", f"guest {ready.cid}: the spec has no {need}: {why}")
@@ -298,6 +346,18 @@ def resolve(
                 why = f"a {ready.kind.name} guest's export {export!r} does not use it"
                 return LoadFailure("load-error", f"guest {ready.cid}: the spec's {optional} is not for it: {why}")
     return entry
+
+
+def args_from_words(
+    store: BlockStore, cid: str, export: str, words: Sequence[str], *, fuel: bool = False, home: Any = None
+) -> list[object] | str | None:
+    """The spec's args for ``export`` of ``cid`` from command-line words, as the guest's kind reads them
+    (:meth:`~kuro_wasm.host.kind.GuestKind.args_from_words`); a text saying why they cannot be; or None if
+    the guest cannot be loaded. Prepares it as a run would (cached), so the run that follows finds it ready."""
+    ready = prepare(store, cid, EngineConfig(fuel=fuel), cache_for(home))
+    if isinstance(ready, LoadFailure):
+        return None
+    return ready.kind.args_from_words(ready.shape, export, words)
 
 
 def kind_name(store: BlockStore, cid: str, *, fuel: bool = False, home: Any = None) -> str | None:

@@ -11,13 +11,15 @@ wasi:cli/stdout, stderr       an output stream onto the run's stream (same cap)
 wasi:cli/stdin                an input stream on the run's stdin (``stdin/read``;
                               without it reads end at once and are recorded in
                               ``kuro/denials``)
-wasi:cli/environment          the run's ``kind_state["env"]`` pairs (none unless the
-                              host sets them), no arguments, no cwd
+wasi:cli/environment          the spec's ``kuro/env`` (sorted by name), arguments
+                              ``argv0`` then the spec's string args, no cwd
 wasi:cli/exit                 ends the run with exit code 0 (ok) or 1 (err)
 wasi:cli/terminal-*           no terminal (``none``)
 wasi:io/poll, streams, error  the streams above; pollables on stdin and the clocks
-wasi:clocks/*                 the host's clocks (readings counted: ``nondeterminism``)
-wasi:random/*                 the host's randomness (bytes counted)
+wasi:clocks/*                 the run's clocks (:mod:`kuro_wasm.host.clocks`: the host's,
+                              readings counted; virtual in a deterministic run)
+wasi:random/*                 the run's random bytes (the host's, counted; the
+                              seeded stream in a deterministic run)
 wasi:filesystem/preopens      no preopened directory (kuro.fs is ``kuro:host/fs``)
 wasi:filesystem/types         linked, unreachable: without a preopen no descriptor
                               exists; every function traps if called
@@ -33,28 +35,41 @@ and one that calls them stops with a trap that names the function.
 Clock readings and random bytes are the run's nondeterminism: their counts go
 into the receipt as ``kuro/nondeterminism`` (``{"monotonic-clock": n,
 "wall-clock": n, "random-bytes": n}``, only the ones that happened), so a run
-that read neither says so by its absence.
+that read neither says so by its absence. A deterministic run (``deterministic=True``)
+reads neither from the world: its clocks and random bytes are those of a WASI
+preview 1 run with the same seed (:class:`~kuro_wasm.host.clocks.RunClocks`), a
+timer pollable is due when the virtual clock is moved to it (a sleep takes no
+time), and nothing is counted.
+
+The environment and arguments are what the component kind put in
+``kind_state["wasi-cli"]`` from the spec (``kuro/env``, ``kuro/argv0``, the args).
+
+Values are bounded by the run's ``max_value_bytes`` as the kuro world's are:
+``check-write`` grants at most that (and 1 MiB), a read returns at most that, and
+a guest that writes more than it was granted or asks for more random bytes than
+fit (WASI gives neither call an error to answer) traps with a message saying so
+(:func:`fault`) — the guest's fault, not the host's.
 
 ## Effects
 Host resources through wasmtime's component C API; the run's stream, stdin and
-condition variable; the host's clocks and ``os.urandom``.
+condition variable; the run's clocks (the host's, unless deterministic).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 import time
 from collections.abc import Callable
 from typing import Any, Final
 
 from wasmtime import _ffi as ffi
 
+from kuro_wasm.host.clocks import RunClocks
 from kuro_wasm.host.component_values import bytes_of, write
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.model.wit import WitType
 
-__all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "provides"]
+__all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "clocks_of", "fault", "provides"]
 
 _RESOURCE_KIND: Final = ffi.WASMTIME_COMPONENT_RESOURCE.value
 _MAX_RANDOM: Final = 1 << 20
@@ -132,10 +147,18 @@ def _table(run: RunContext) -> dict[int, Any]:
     return table
 
 
-def _count(run: RunContext, what: str, n: int = 1) -> None:
-    """Count a clock reading or random bytes into the receipt's ``kuro/nondeterminism``."""
-    seen: dict[str, int] = run.kind_state.setdefault("receipt", {}).setdefault("nondeterminism", {})
-    seen[what] = seen.get(what, 0) + n
+def fault(run: RunContext, message: str) -> None:
+    """Trap the guest for breaking a rule of the call it made: the component kind ends the run as a ``trap``
+    whose message is ``message``. Returns None (a handler's "trap" answer)."""
+    run.kind_state["fault"] = message
+
+
+def clocks_of(run: RunContext) -> RunClocks:
+    """The run's clocks and random stream (made on first use, seeded when the run is deterministic)."""
+    clocks: RunClocks | None = run.kind_state.get("clocks")
+    if clocks is None:
+        clocks = run.kind_state["clocks"] = RunClocks(run.seed)
+    return clocks
 
 
 def _new_resource(run: RunContext, cctx: Any, val: _Val, kind: str, obj: Any) -> None:
@@ -228,10 +251,18 @@ def _get_stream(kind: str, obj_of: Callable[[], Any]) -> Any:
     return get
 
 
+def _write_budget(run: RunContext) -> int:
+    return min(_WRITE_BUDGET, run.max_value_bytes)
+
+
 def _emit(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
     out = _resource(run, cctx, args[0])
     if not isinstance(out, _Out):
         return _result(results, False)
+    n = int(args[1].of.list.size)
+    if n > run.max_value_bytes:
+        fault(run, f"kuro: wasi:io/streams write of {n} bytes: more than max_value_bytes ({run.max_value_bytes})")
+        return None
     if not run.emit(out.stream, bytes_of(args[1].of.list)):
         run.stop("output-capped")
         return None
@@ -240,7 +271,7 @@ def _emit(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
 
 def _check_write(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
     _resource(run, cctx, args[0])  # every method's self is a borrow, given back before the call ends
-    return _result(results, True, lambda v: write(_U64, _WRITE_BUDGET, v))
+    return _result(results, True, lambda v: write(_U64, _write_budget(run), v))
 
 
 def _flush(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
@@ -271,7 +302,7 @@ def _read(run: RunContext, cctx: Any, args: _Val, results: _Val, *, blocking: bo
     _resource(run, cctx, args[0])
     if _stdin_denied(run):
         return _result(results, False)
-    cap = min(int(args[1].of.u64), _WRITE_BUDGET)
+    cap = min(int(args[1].of.u64), _write_budget(run))
     assert run.stdin is not None
     with run.cond:
         while True:
@@ -297,12 +328,17 @@ def _ready(run: RunContext, p: Any) -> bool:
             assert run.stdin is not None
             return run.stdin.ready()
         if p.deadline_ns is not None:
-            return time.monotonic_ns() >= p.deadline_ns
+            return clocks_of(run).monotonic_now_ns() >= p.deadline_ns
     return True
 
 
 def _wait(run: RunContext, pollables: list[Any]) -> list[int] | None:
-    """Indexes of the ready pollables, waiting until one is; None if the run must stop."""
+    """Indexes of the ready pollables, waiting until one is; None if the run must stop.
+
+    In a deterministic run a timer is never waited for: when nothing is ready the virtual clock
+    moves to the earliest timer (stdin, input the caller gave, is still waited for).
+    """
+    clocks = clocks_of(run)
     with run.cond:
         while True:
             if run.should_stop() is not None:
@@ -311,6 +347,9 @@ def _wait(run: RunContext, pollables: list[Any]) -> list[int] | None:
             if ready:
                 return ready
             waits = [p.deadline_ns for p in pollables if isinstance(p, _Pollable) and p.deadline_ns is not None]
+            if waits and clocks.virtual:
+                clocks.advance(min(waits) - clocks.monotonic_now_ns())
+                continue
             until = (min(waits) - time.monotonic_ns()) / 1e9 if waits else 0.05
             run.cond.wait(timeout=max(0.0, min(until, run.deadline - time.monotonic(), 0.05)))
 
@@ -338,8 +377,7 @@ def _poll(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
 
 
 def _mono_now(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    _count(run, "monotonic-clock")
-    write(_U64, time.monotonic_ns(), results)
+    write(_U64, clocks_of(run).monotonic_ns(run), results)
     return True
 
 
@@ -354,14 +392,13 @@ def _subscribe_instant(run: RunContext, cctx: Any, args: _Val, results: _Val) ->
 
 
 def _subscribe_duration(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    deadline = time.monotonic_ns() + int(args[0].of.u64)
+    deadline = clocks_of(run).monotonic_now_ns() + int(args[0].of.u64)
     _new_resource(run, cctx, results, "pollable", _Pollable(deadline_ns=deadline))
     return True
 
 
 def _wall_now(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    _count(run, "wall-clock")
-    ns = time.time_ns()
+    ns = clocks_of(run).realtime_ns(run)
     write(_DATETIME, (ns // 1_000_000_000, ns % 1_000_000_000), results)
     return True
 
@@ -373,23 +410,21 @@ def _wall_resolution(run: RunContext, cctx: Any, args: _Val, results: _Val) -> b
 
 def _random_bytes(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
     n = int(args[0].of.u64)
-    if n > _MAX_RANDOM:
-        run.stop("host-error", f"wasi:random get-random-bytes({n}): more than {_MAX_RANDOM} bytes asked")
+    most = min(_MAX_RANDOM, run.max_value_bytes)
+    if n > most:
+        fault(run, f"kuro: wasi:random get-random-bytes({n}): more than {most} bytes (max_value_bytes, 1 MiB)")
         return None
-    _count(run, "random-bytes", n)
-    write(_BYTES, os.urandom(n), results)
+    write(_BYTES, clocks_of(run).random(run, n), results)
     return True
 
 
 def _random_u64(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    _count(run, "random-bytes", 8)
-    write(_U64, int.from_bytes(os.urandom(8), "little"), results)
+    write(_U64, int.from_bytes(clocks_of(run).random(run, 8), "little"), results)
     return True
 
 
 def _insecure_seed(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    _count(run, "random-bytes", 16)
-    seed = os.urandom(16)
+    seed = clocks_of(run).random(run, 16)
     write(
         WitType("tuple", (_U64, _U64)),
         (int.from_bytes(seed[:8], "little"), int.from_bytes(seed[8:], "little")),
@@ -401,9 +436,19 @@ def _insecure_seed(run: RunContext, cctx: Any, args: _Val, results: _Val) -> boo
 # ---- cli
 
 
+def _cli(run: RunContext) -> tuple[list[tuple[str, str]], list[str]]:
+    """The environment pairs and the arguments the component kind set for this run (none if it set none)."""
+    env, argv = run.kind_state.get("wasi-cli", ((), ()))
+    return list(env), list(argv)
+
+
 def _environment(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    """``kind_state["env"]`` (name, value) pairs if the run was given any; none otherwise."""
-    write(_ENV, [(str(k), str(v)) for k, v in run.kind_state.get("env", ())], results)
+    write(_ENV, _cli(run)[0], results)
+    return True
+
+
+def _arguments(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+    write(_STRINGS, _cli(run)[1], results)
     return True
 
 
@@ -435,7 +480,7 @@ FUNCTIONS: Final[dict[str, dict[str, _Handler]]] = {
     "wasi:cli/stdin": {"get-stdin": _get_stream("input-stream", _In)},
     "wasi:cli/environment": {
         "get-environment": _environment,
-        "get-arguments": _empty(_STRINGS),
+        "get-arguments": _arguments,
         "initial-cwd": _empty(_OPTION_STRING),
     },
     "wasi:cli/exit": {"exit": _exit},

@@ -19,7 +19,8 @@ Time and randomness come from the real world (counted into the receipt's
 ``kuro/nondeterminism``: ``wall-clock`` and ``monotonic-clock`` readings, ``random-bytes``) unless
 the run is deterministic (``RunContext.seed``): then the clocks are virtual (fixed starts, +1 µs per
 reading, a sleep advances them by its length without waiting) and random bytes come from
-:class:`kuro_wasm.model.wasi.SeededBytes`.
+:class:`kuro_wasm.model.wasi.SeededBytes` — the run's :class:`~kuro_wasm.host.clocks.RunClocks`,
+the same as a component's.
 
 ## Effects
 The overlay's block store (reads, and blocks written at commit), the host's clocks and
@@ -31,17 +32,16 @@ The calls (:mod:`kuro_wasm.host.wasi_calls`); capability checks (each call does 
 
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from kuro_fs.fs import Fs
 from kuro_fs.overlay import Errno as OvErrno
 from kuro_fs.overlay import Handle, Overlay
+from kuro_wasm.host.clocks import RunClocks
 from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.fsgate import opened_fs
 from kuro_wasm.model import wasi
-from kuro_wasm.model.wasi import SeededBytes
 
 __all__ = ["FS_CAPABILITIES", "MAX_FDS", "PREOPEN_FD", "PREOPEN_NAME", "Fd", "WasiState", "initial_fds"]
 
@@ -110,8 +110,10 @@ class WasiState:
     #: access and modification times the program set (``*_set_times``), by inode; kept for the run only
     times: dict[int, tuple[int, int]] = field(default_factory=dict)
     _opened: bool = False
-    _elapsed_ns: int = 0
-    _random: SeededBytes | None = None
+    clocks: RunClocks = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.clocks = RunClocks(self.seed)
 
     # ---- the filesystem
 
@@ -119,10 +121,9 @@ class WasiState:
         """The run's overlay, made from its ``Fs`` on first use; None if the run has no kuro.fs root."""
         if not self._opened:
             self._opened = True
-            if run.fs is None and run.open_fs is not None:
-                run.fs, run.open_fs = run.open_fs(), None
-            if isinstance(run.fs, Fs):
-                self.overlay = Overlay(run.fs)
+            fs = opened_fs(run)  # interruptible: a long read ends at the next block once the run must stop
+            if isinstance(fs, Fs):
+                self.overlay = Overlay(fs)
         return self.overlay
 
     def handle(self, fd: Fd) -> Handle | None:
@@ -172,44 +173,23 @@ class WasiState:
         if fd.handle is not None and self.overlay is not None:
             self.overlay.close(fd.handle)
 
-    # ---- clocks and random
+    # ---- clocks and random (one RunClocks for every kind: kuro_wasm.host.clocks)
 
     def now(self, run: RunContext, clock: int) -> int | None:
         """Nanoseconds on ``clock`` (realtime or monotonic), or None for a clock this host does not offer."""
-        if clock not in (wasi.CLOCK_REALTIME, wasi.CLOCK_MONOTONIC):
-            return None
-        if self.seed is not None:
-            self._elapsed_ns += wasi.DETERMINISTIC_TICK_NS
-            start = (
-                wasi.DETERMINISTIC_REALTIME_START_NS
-                if clock == wasi.CLOCK_REALTIME
-                else wasi.DETERMINISTIC_MONOTONIC_START_NS
-            )
-            return start + self._elapsed_ns
         if clock == wasi.CLOCK_REALTIME:
-            count(run, "wall-clock")
-            return time.time_ns()
-        count(run, "monotonic-clock")
-        return time.monotonic_ns()
+            return self.clocks.realtime_ns(run)
+        if clock == wasi.CLOCK_MONOTONIC:
+            return self.clocks.monotonic_ns(run)
+        return None
 
     def advance(self, ns: int) -> None:
         """A deterministic run's sleep: the virtual clocks move on by ``ns`` without waiting."""
-        self._elapsed_ns += max(0, ns)
+        self.clocks.advance(ns)
 
     def random(self, run: RunContext, n: int) -> bytes:
         """``n`` random bytes: the host's entropy (counted), or the seeded stream of a deterministic run."""
-        if self.seed is not None:
-            if self._random is None:
-                self._random = SeededBytes(self.seed)
-            return self._random.take(n)
-        count(run, "random-bytes", n)
-        return os.urandom(n)
-
-
-def count(run: RunContext, what: str, n: int = 1) -> None:
-    """Count a clock reading or random bytes into the receipt's ``kuro/nondeterminism``."""
-    seen: dict[str, Any] = run.kind_state.setdefault("receipt", {}).setdefault("nondeterminism", {})
-    seen[what] = seen.get(what, 0) + n
+        return self.clocks.random(run, n)
 
 
 def errno_of(value: OvErrno) -> int:

@@ -47,6 +47,8 @@ __all__ = [
     "checked_range",
     "clamp_i32",
     "error_for_reason",
+    "number_of_word",
+    "numbers_from_words",
 ]
 
 ABI_VERSION: Final = 1
@@ -256,3 +258,34 @@ def check_args(params: tuple[str, ...], args: tuple[object, ...] | list[object])
             if not low <= arg <= high:
                 return f"argument {index}: {arg} does not fit {kind}"
     return None
+
+
+def number_of_word(text: str) -> int | float | None:
+    """The number a command-line word spells (an int, ``0x…`` hex, or a float), or None.
+
+    >>> number_of_word("42"), number_of_word("-0x10"), number_of_word("2.5"), number_of_word("cat")
+    (42, -16, 2.5, None)
+    """
+    try:
+        return int(text, 0) if text.lower().startswith(("0x", "-0x")) else int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def numbers_from_words(words: list[str] | tuple[str, ...]) -> list[int | float] | str:
+    """A core export's args from command-line words (each a number), or why not.
+
+    >>> numbers_from_words(["1", "2.5"]), numbers_from_words(["1", "cat"])
+    ([1, 2.5], "argument 1 'cat' is not a number (this export's args are ints or floats)")
+    """
+    out: list[int | float] = []
+    for index, word in enumerate(words):
+        number = number_of_word(word)
+        if number is None:
+            return f"argument {index} {word!r} is not a number (this export's args are ints or floats)"
+        out.append(number)
+    return out

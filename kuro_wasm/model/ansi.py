@@ -10,7 +10,9 @@ erase modes 0/1/2 (what really collapses a progress bar) and OSC 8 hyperlinks
 addressing, scroll regions, alternate screen, private modes, window-title OSC,
 DCS/APC/PM/SOS strings, unknown CSI, other C0/C1 controls — is **discarded,
 never printed**, so no ESC byte ever reaches span text, for any input, and
-nothing here raises.
+nothing here raises. Bidirectional controls (U+202E RIGHT-TO-LEFT OVERRIDE …),
+which reorder what the reader sees without being seen, become the visible text
+``\u202e``: kept as evidence, never acting.
 
 Malformed and truncated escapes: a CSI interrupted by a byte that cannot belong
 to it is dropped up to that byte, and the byte is kept as text (the text after
@@ -34,13 +36,19 @@ import html
 from itertools import groupby
 from typing import Any, Final
 
-__all__ = ["NAMED_COLOURS", "TAB_WIDTH", "lines", "plain", "split_tail", "to_html"]
+__all__ = ["BIDI_CONTROLS", "NAMED_COLOURS", "TAB_WIDTH", "lines", "plain", "split_tail", "to_html"]
 
 TAB_WIDTH: Final = 8
 NAMED_COLOURS: Final = ("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white")
 _MAX_PENDING: Final = 4096
-# C0 controls other than \b \t \n \r, DEL and C1 controls: never printed.
-_DROP: Final = {c: None for c in [*range(0x00, 0x08), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0)]}
+#: The bidirectional controls (embeddings, overrides, isolates, marks): they reorder what a reader sees
+#: ("Trojan Source", CVE-2021-42574), so they are shown as the visible text ``\u202e``, never passed through.
+BIDI_CONTROLS: Final = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+# C0 controls other than \b \t \n \r, DEL and C1 controls: never printed; bidi controls: shown escaped.
+_DROP: Final[dict[int, str | None]] = {
+    **{c: None for c in [*range(0x00, 0x08), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0)]},
+    **{c: f"\\u{c:04x}" for c in BIDI_CONTROLS},
+}
 _FLAGS: Final = {1: "bold", 2: "dim", 3: "italic", 4: "underline", 7: "inverse", 9: "strike"}
 _CLEARS: Final = {22: ("bold", "dim"), 23: ("italic",), 24: ("underline",), 27: ("inverse",), 29: ("strike",)}
 _BLANK: Final[dict[str, Any]] = {}
@@ -270,6 +278,8 @@ def plain(text: str | bytes, tab_width: int = TAB_WIDTH) -> str:
 
     >>> plain("\x1b]8;;https://x.test\x1b\\link\x1b]8;;\x1b\\ \x1b[1mbold\x1b[0m\tx")
     'link bold       x'
+    >>> plain("if admin \u202e} {")
+    'if admin \\u202e} {'
     """
     return "\n".join("".join(span["text"] for span in line) for line in lines(text, tab_width))
 

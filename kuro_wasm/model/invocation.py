@@ -51,7 +51,7 @@ FIELDS: Final[Mapping[str, str]] = {
     "stdin": 'the guest\'s stdin: text, or bytes as {"/": {"bytes": "<base64>"}} (--stdin)',
     "timeout_ms": "deadline in ms (--timeout-ms; default 120000)",
     "max_output_bytes": "output cap in bytes, stdout and stderr together (--max-output; default 1048576)",
-    "max_memory_bytes": "linear memory limit in bytes (--max-memory)",
+    "max_memory_bytes": "memory limit in bytes, all memories and tables together (--max-memory)",
     "fuel": "wasmtime fuel budget (--fuel)",
     "op_id": "run through the ledger under this operation id (--op-id): replayed if done, never run twice",
     "env": "a WASI command's environment, an object of names to strings (--env; a kuro ABI export takes none)",

@@ -19,13 +19,51 @@ always apply and are always in the receipt: at most ``max_table_elements``
 elements in any one table (a single ``table.grow`` by 2**28 elements otherwise
 takes seconds and gigabytes while no deadline can interrupt it — an
 instruction runs to its end), and at most ``max_instances``, ``max_tables``
-and ``max_memories`` per store (wasmtime's own defaults are 10,000 each; every
-memory reserves address space), and at most ``max_output_chunks`` kept output
-chunks (each write costs host memory whatever its size, an empty one too). The defaults are far above what real guests
-use (a C or Rust program has one memory, one table of a few thousand
-functions); a caller may set them, and only values other than the defaults
-enter an operation's identity, so operations digested before these bounds
-existed keep their identity.
+and ``max_memories`` per store, and at most ``max_output_chunks`` kept output
+chunks (each write costs host memory whatever its size, an empty one too),
+and ``max_value_bytes``: the largest value one call may carry across a
+component's boundary, either way (see below).
+The defaults are what real guests use: one memory (a C, Rust or Zig program,
+and the components componentize-py builds, have one), four tables (a program
+has one, a componentize-py component two), 64 instances (a component
+instantiates dozens of core modules); a guest of the multi-memory proposal
+must be given ``max_memories``. A caller may set them, and only values other
+than the defaults enter an operation's identity.
+
+**``max_memory_bytes`` bounds the whole guest** (:meth:`Limits.store_bounds`):
+wasmtime's store limits are per memory and per table, so the budget ``M`` is
+split by the counts the store allows, and what a guest can reach in all its
+memories and tables together never passes ``M``:
+
+* the tables may take at most a sixteenth of ``M``, split evenly: each table
+  holds at most ``E = min(max_table_elements, M // (16 × 8 × max_tables))``
+  elements (8 bytes an element: wasmtime's ``funcref`` slot; GC references take 4);
+* the memories share the rest evenly: each may grow to
+  ``(M − max_tables × E × 8) // max_memories`` bytes.
+
+So a guest of one memory and no table gets all of ``M`` only with
+``max_tables=0``; with the default four tables its memory gets ``M − 4·E·8``
+(15/16 of ``M`` for ``M`` up to 512 MiB). The bounds depend on the limits
+alone, never on the guest, so the same limits give the same store on every
+backend and the receipt can state them: ``kuro/limits`` carries
+``per-memory-bytes`` and ``per-table-elements``. Without ``max_memory_bytes``
+each memory may reach wasmtime's own ceiling (4 GiB for a 32-bit memory, 1 GiB
+in a worker process) and each table ``max_table_elements``: with the defaults,
+4 GiB and 32 MiB of tables.
+
+``max_value_bytes`` exists because wasmtime's component C API holds a value as
+one 32-byte C value per element, converted into wasmtime's own values (~48
+bytes each): a ``list<u8>`` costs the host ~80 bytes per byte while it crosses
+(measured: a 48 MiB ``fs.read`` took a host from 77 to 3881 MiB of RSS, whatever
+the guest's memory limit). A value is counted as it lies in the guest's memory
+under the canonical ABI, without alignment padding — a ``list<u8>`` or string by
+its bytes, every other value by its size (at least 1 byte): so the host holds at
+most ~80 × the bound for bytes, a few hundred × for lists of small records, per
+call. The default (4 MiB: ~330 MiB of host memory at worst; wasmtime itself
+refuses a ``list<u8>`` of more than ~2.7 MiB from guest to host) keeps that well
+below the host's memory; :meth:`Limits.value_bound` also never exceeds
+``max_memory_bytes`` (no larger value could be in the guest's memory anyway).
+Core modules pass numbers only; the bound is in every receipt all the same.
 
 ## Pure
 Values only.
@@ -44,15 +82,19 @@ from kuro_wasm.errors import ModelError
 __all__ = [
     "BOUNDS",
     "CHOSEN_LIMITS",
+    "TABLE_ELEMENT_BYTES",
+    "TABLE_SHARE",
     "DEFAULT_MAX_INSTANCES",
     "DEFAULT_MAX_MEMORIES",
     "DEFAULT_MAX_OUTPUT_BYTES",
     "DEFAULT_MAX_OUTPUT_CHUNKS",
     "DEFAULT_MAX_TABLES",
     "DEFAULT_MAX_TABLE_ELEMENTS",
+    "DEFAULT_MAX_VALUE_BYTES",
     "DEFAULT_TIMEOUT_MS",
     "LIMIT_NAMES",
     "Limits",
+    "StoreBounds",
 ]
 
 DEFAULT_TIMEOUT_MS: Final = 120_000
@@ -69,14 +111,21 @@ _MINIMUM: Final[Mapping[str, int]] = {
     "max_tables": 0,
     "max_memories": 0,
     "max_output_chunks": 0,
+    "max_value_bytes": 0,
 }
 #: Wasmtime's store limits take these as ``int`` counts; larger values mean "as wasmtime allows".
 DEFAULT_MAX_TABLE_ELEMENTS: Final = 1_000_000
 DEFAULT_MAX_INSTANCES: Final = 64
-DEFAULT_MAX_TABLES: Final = 64
-DEFAULT_MAX_MEMORIES: Final = 16
+DEFAULT_MAX_TABLES: Final = 4
+DEFAULT_MAX_MEMORIES: Final = 1
+#: Bytes one table element may take in wasmtime (a ``funcref`` slot; GC references take 4).
+TABLE_ELEMENT_BYTES: Final = 8
+#: With ``max_memory_bytes`` set, the tables together may take at most this fraction's reciprocal of it.
+TABLE_SHARE: Final = 16
 #: Kept output chunks per run, whatever their size (each costs host memory; see kuro_wasm.model.stream).
 DEFAULT_MAX_OUTPUT_CHUNKS: Final = 100_000
+#: The largest value (canonical-ABI bytes) one call may carry across a component's boundary, either way.
+DEFAULT_MAX_VALUE_BYTES: Final = 4 * 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +134,8 @@ class Limits:
 
     >>> Limits(timeout_ms=50).receipt_value()  # doctest: +NORMALIZE_WHITESPACE
     {'timeout-ms': 50, 'max-output-bytes': 1048576, 'max-table-elements': 1000000, 'max-instances': 64,
-     'max-tables': 64, 'max-memories': 16, 'max-output-chunks': 100000}
+     'max-tables': 4, 'max-memories': 1, 'max-output-chunks': 100000, 'max-value-bytes': 4194304,
+     'per-table-elements': 1000000}
     >>> Limits(fuel=-1)
     Traceback (most recent call last):
     ...
@@ -101,6 +151,7 @@ class Limits:
     max_tables: int = DEFAULT_MAX_TABLES
     max_memories: int = DEFAULT_MAX_MEMORIES
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
 
     def __post_init__(self) -> None:
         # Every run builds one: checked field by field from a precomputed table (no dataclasses.fields()).
@@ -151,9 +202,53 @@ class Limits:
                 out[name] = value
         return out
 
+    def value_bound(self) -> int:
+        """The most bytes one value may have crossing a component's boundary: ``max_value_bytes``, and never
+        more than ``max_memory_bytes`` when that is set.
+
+        >>> Limits(max_value_bytes=100).value_bound(), Limits(max_memory_bytes=65536).value_bound()
+        (100, 65536)
+        """
+        if self.max_memory_bytes is None:
+            return self.max_value_bytes
+        return min(self.max_value_bytes, self.max_memory_bytes)
+
     def receipt_value(self) -> dict[str, int]:
-        """The receipt's ``kuro/limits``: kebab-case names; memory and fuel only when set; the bounds always."""
+        """The receipt's ``kuro/limits``: kebab-case names; memory and fuel only when set; the bounds always;
+        then the store's applied bounds (:meth:`store_bounds`): ``per-table-elements`` always,
+        ``per-memory-bytes`` when ``max_memory_bytes`` is set."""
         return dict(_receipt_value(self))
+
+    def store_bounds(self) -> StoreBounds:
+        """What the guest's store is given: the budget split over its memories and tables (module docstring).
+
+        >>> b = Limits(max_memory_bytes=64 << 20).store_bounds()
+        >>> b.per_memory_bytes, b.per_table_elements, b.per_memory_bytes + 4 * b.per_table_elements * 8
+        (62914560, 131072, 67108864)
+        >>> Limits(max_memory_bytes=655360, max_tables=0).store_bounds().per_memory_bytes
+        655360
+        """
+        return _store_bounds(self)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreBounds:
+    """The bounds a wasmtime store is given for one run (``Store.set_limits``).
+
+    ``per_memory_bytes`` None: no bound but wasmtime's own ceiling.
+    """
+
+    per_memory_bytes: int | None
+    per_table_elements: int
+    instances: int
+    tables: int
+    memories: int
+
+    def total_bytes(self) -> int | None:
+        """The most the guest's memories and tables can hold together (None: no bound was asked)."""
+        if self.per_memory_bytes is None:
+            return None
+        return self.memories * self.per_memory_bytes + self.tables * self.per_table_elements * TABLE_ELEMENT_BYTES
 
 
 #: The limits a caller chooses per run (always part of an operation's identity).
@@ -165,6 +260,7 @@ BOUNDS: Final[tuple[str, ...]] = (
     "max_tables",
     "max_memories",
     "max_output_chunks",
+    "max_value_bytes",
 )
 #: The keyword names of every limit, in a fixed order.
 LIMIT_NAMES: Final[tuple[str, ...]] = CHOSEN_LIMITS + BOUNDS
@@ -178,6 +274,19 @@ _KNOWN: dict[tuple[object, ...], Limits] = {}
 
 
 @functools.lru_cache(maxsize=64)
+def _store_bounds(limits: Limits) -> StoreBounds:
+    budget, tables, memories = limits.max_memory_bytes, limits.max_tables, limits.max_memories
+    if budget is None:
+        return StoreBounds(None, limits.max_table_elements, limits.max_instances, tables, memories)
+    per_table = 0
+    if tables:
+        per_table = min(limits.max_table_elements, budget // (TABLE_SHARE * TABLE_ELEMENT_BYTES * tables))
+    rest = budget - tables * per_table * TABLE_ELEMENT_BYTES
+    per_memory = rest // memories if memories else 0
+    return StoreBounds(per_memory, per_table, limits.max_instances, tables, memories)
+
+
+@functools.lru_cache(maxsize=64)
 def _receipt_value(limits: Limits) -> dict[str, int]:
     """Shared and memoized (most runs have the same limits): callers copy it."""
     out = {"timeout-ms": limits.timeout_ms, "max-output-bytes": limits.max_output_bytes}
@@ -187,4 +296,8 @@ def _receipt_value(limits: Limits) -> dict[str, int]:
         out["fuel"] = limits.fuel
     for name in BOUNDS:
         out[_KEBAB[name]] = getattr(limits, name)
+    applied = _store_bounds(limits)
+    if applied.per_memory_bytes is not None:
+        out["per-memory-bytes"] = applied.per_memory_bytes
+    out["per-table-elements"] = applied.per_table_elements
     return out

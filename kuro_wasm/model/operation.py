@@ -67,14 +67,33 @@ def check_op_id(op_id: object) -> None:
     """
     if not isinstance(op_id, str) or not op_id.strip() or len(op_id) > 1024:
         raise ModelError(
-            f"operation id must be a non-blank string of at most 1024 characters, got {op_id!r}", reason="invalid-op-id"
+            f"operation id must be a non-blank string of at most 1024 characters, got {_echo(op_id)}",
+            reason="invalid-op-id",
         )
     bad = next((c for c in op_id if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or 0xD800 <= ord(c) <= 0xDFFF), None)
     if bad is not None:
         raise ModelError(
-            f"operation id must not contain control characters or lone surrogates, got {op_id!r} (has {bad!r})",
+            f"operation id must not contain control characters or lone surrogates, got {_echo(op_id)} (has {bad!r})",
             reason="invalid-op-id",
         )
+
+
+#: The most characters of a refused op id an error message echoes (an error line stays one readable line).
+ECHO_CHARS: Final = 64
+
+
+def _echo(value: object) -> str:
+    """``repr(value)`` cut to :data:`ECHO_CHARS` characters, saying how long a cut string was.
+
+    >>> _echo("a" * 5000)
+    "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'… (5000 characters)"
+    >>> _echo("ok\\n")
+    "'ok\\\\n'"
+    """
+    if isinstance(value, str) and len(value) > ECHO_CHARS - 2:
+        return f"{value[: ECHO_CHARS - 2]!r}… ({len(value)} characters)"
+    shown = repr(value)
+    return shown if len(shown) <= ECHO_CHARS else shown[:ECHO_CHARS] + "…"
 
 
 # ---- argument digest

@@ -486,11 +486,18 @@ def from_json(text: str) -> Any:
     Traceback (most recent call last):
     ...
     kuro_wasm.errors.ModelError: key 'A' is given twice in one object; give each key once
+    >>> from_json("[" * 100_000)
+    Traceback (most recent call last):
+    ...
+    ValueError: JSON nested too deeply to read
 
     Raises ModelError (a ValueError, reason ``duplicate-key``): a key given twice. Raises
-    ValueError: if ``text`` is not JSON or holds malformed base64.
+    ValueError: if ``text`` is not JSON, holds malformed base64, or is nested too deeply to read.
     """
-    return _from_json_value(json.loads(text, object_pairs_hook=_unique_keys))
+    try:
+        return _from_json_value(json.loads(text, object_pairs_hook=_unique_keys))
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

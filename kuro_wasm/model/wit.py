@@ -41,6 +41,13 @@ variants/results → ``{case: payload}`` (``"case"`` without one), options →
 ``list<u8>`` → bytes, and non-finite floats → the strings ``"NaN"``,
 ``"Infinity"``, ``"-Infinity"`` (dag-cbor has no NaN).
 
+:func:`value_bytes` is the size a value is bounded by when it crosses
+(``max_value_bytes``, :mod:`kuro_wasm.model.limits`): as it lies in the guest's
+memory under the canonical ABI, without alignment padding — a scalar its size
+(:data:`SCALAR_BYTES`), a string its UTF-8 bytes, a list its elements (each at
+least 1 byte), a record or tuple its fields, a variant, result or option 1 byte
+and its payload, an enum 1, flags 1 byte per 8.
+
 ## Pure
 Values in, values out; the types are built by the host from the engine's view
 of a compiled component and kept as JSON beside the artifact.
@@ -60,12 +67,15 @@ from typing import Any, Final
 __all__ = [
     "INT_RANGES",
     "PRIMITIVES",
+    "SCALAR_BYTES",
     "WitFunc",
     "WitType",
+    "from_words",
     "func_from_data",
     "lower",
     "plain",
     "type_from_data",
+    "value_bytes",
 ]
 
 #: Integer types and their ranges.
@@ -78,6 +88,22 @@ INT_RANGES: Final[dict[str, tuple[int, int]]] = {
     "u32": (0, 2**32 - 1),
     "s64": (-(2**63), 2**63 - 1),
     "u64": (0, 2**64 - 1),
+}
+#: The size of each fixed-size type in the guest's memory (canonical ABI).
+SCALAR_BYTES: Final[dict[str, int]] = {
+    "bool": 1,
+    "s8": 1,
+    "u8": 1,
+    "s16": 2,
+    "u16": 2,
+    "s32": 4,
+    "u32": 4,
+    "f32": 4,
+    "char": 4,
+    "s64": 8,
+    "u64": 8,
+    "f64": 8,
+    "enum": 1,
 }
 #: The types without parameters.
 PRIMITIVES: Final = frozenset({"bool", "f32", "f64", "char", "string", "error-context", *INT_RANGES})
@@ -330,6 +356,82 @@ def lower(func: WitFunc, args: list[object] | tuple[object, ...]) -> tuple[Any, 
     return tuple(out)
 
 
+# ---- command-line words → spec args
+
+
+class _NotAWord(Exception):
+    """A word that spells no value of its parameter's type; the message says why."""
+
+
+def _word_value(t: WitType, word: str) -> object:
+    """The spec value one word spells for type ``t``. Raises _NotAWord."""
+    k = t.kind
+    if k in ("string", "char", "enum"):
+        if word.startswith('"'):  # a JSON string: quotes, escapes, an empty string
+            got = _json_word(word)
+            if not isinstance(got, str):
+                raise _NotAWord("is not a JSON string")
+            return got
+        return word  # as written; lower() checks a char's length and an enum's case
+    if k == "bool":
+        if word not in ("true", "false"):
+            raise _NotAWord(f"is not a {t.text()} (true or false)")
+        return word == "true"
+    if k in INT_RANGES:
+        try:
+            return int(word, 0) if word.lower().lstrip("-+").startswith("0x") else int(word)
+        except ValueError:
+            raise _NotAWord(f"is not a {t.text()}") from None
+    if k in ("f32", "f64"):
+        try:
+            return float(word)
+        except ValueError:
+            raise _NotAWord(f"is not a {t.text()}") from None
+    return _json_word(word)  # lists, records, tuples, options, results, variants, flags …: lower() checks
+
+
+def _json_word(word: str) -> object:
+    from kuro_wasm.model.receipt import from_json  # DAG-JSON: bytes as {"/": {"bytes": …}}
+
+    try:
+        return from_json(word)
+    except ValueError as exc:
+        raise _NotAWord(f"is not JSON ({exc})") from None
+
+
+def from_words(func: WitFunc, words: list[str] | tuple[str, ...]) -> list[object] | str:
+    """The spec's args for ``func`` from command-line words, by its parameter types, or why they cannot be.
+
+    A function whose only parameter is ``list<string>`` (the world's ``run``) takes the words as they
+    are; otherwise each word is one parameter: integers (decimal or ``0x`` hex), floats, ``true`` or
+    ``false`` for a bool, strings, chars and enum cases as written (or as a JSON string: ``'"-x"'``),
+    and every other type as one JSON (DAG-JSON) value — ``'[1, 2]'`` for a ``list<u32>``,
+    ``'{"x": 1}'`` for a record. What the words spell is then checked as any spec's args are
+    (:func:`lower`); JSON nested too deeply is refused, never a RecursionError.
+
+    >>> f = WitFunc("f", (("n", WitType("u32")), ("s", WitType("string")), ("b", WitType("bool"))), None)
+    >>> from_words(f, ["0x10", "cat", "true"]), from_words(f, ["1", '"two words"', "false"])
+    ([16, 'cat', True], [1, 'two words', False])
+    >>> from_words(f, ["ten", "cat", "true"])
+    "argument 0 'ten' is not a u32 (parameter n of func(n: u32, s: string, b: bool))"
+    >>> from_words(WitFunc("g", (("l", WitType("list", (WitType("u8"),))),), None), ["[1, 2"])  # doctest: +ELLIPSIS
+    "argument 0 '[1, 2' is not JSON (Expecting ',' delimiter...) (parameter l of func(l: list<u8>))"
+    """
+    if len(func.params) == 1 and func.params[0][1] == WitType("list", (WitType("string"),)):
+        return list(words)
+    if len(words) != len(func.params):
+        return f"{func.text()} takes {len(func.params)} argument(s), {len(words)} given"
+    out: list[object] = []
+    for index, ((name, t), word) in enumerate(zip(func.params, words, strict=True)):
+        try:
+            out.append(_word_value(t, word))
+        except _NotAWord as exc:
+            shown = word if len(word) <= 40 else word[:37] + "..."
+            return f"argument {index} {shown!r} {exc} (parameter {name} of {func.text()})"
+    lowered = lower(func, out)
+    return lowered if isinstance(lowered, str) else out
+
+
 # ---- lowered value → receipt data
 
 
@@ -378,3 +480,43 @@ def plain(t: WitType, v: Any) -> Any:
     if k == "flags":
         return [n for n in t.names if n in v]
     return None
+
+
+# ---- size
+
+
+def value_bytes(t: WitType, v: Any) -> int:
+    """The size of the lowered value ``v`` of type ``t`` as ``max_value_bytes`` counts it (module docstring).
+
+    >>> value_bytes(WitType("list", (WitType("u8"),)), b"abc"), value_bytes(WitType("string"), "héllo")
+    (3, 6)
+    >>> value_bytes(WitType("list", (WitType("record", (WitType("u32"), WitType("string")), ("n", "s")),)),
+    ...             [(1, ""), (2, "ab")])
+    10
+    """
+    k = t.kind
+    fixed = SCALAR_BYTES.get(k)
+    if fixed is not None:
+        return fixed
+    if k == "string":
+        return len(v.encode("utf-8", "surrogatepass"))
+    if k == "list":
+        elem = t.items[0]
+        assert elem is not None
+        size = SCALAR_BYTES.get(elem.kind)
+        if size is not None:
+            return size * len(v)
+        return sum(max(1, value_bytes(elem, x)) for x in v)
+    if k in ("record", "tuple"):
+        return sum(value_bytes(ft, fv) for ft, fv in zip((i for i in t.items if i is not None), v, strict=True))
+    if k in ("variant", "result"):
+        case, payload = v
+        pt = t.items[(t.names if k == "variant" else ("ok", "err")).index(case)]
+        return 1 + (0 if pt is None else value_bytes(pt, payload))
+    if k == "option":
+        inner = t.items[0]
+        assert inner is not None
+        return 1 + (0 if v is None else value_bytes(inner, v[0]))
+    if k == "flags":
+        return max(1, (len(t.names) + 7) // 8)
+    return 1

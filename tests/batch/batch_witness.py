@@ -3,8 +3,9 @@
 Each invocation of the batch tests reads its own file (``greeting.txt`` = ``b"effect N"``, a raw
 block nobody else reads), so the log — one ``pid cid`` line per read, appended by whichever
 worker process read it — counts how often each invocation's guest ran, and where. Reading the
-``kill_on`` block kills the reading worker (``SIGKILL``, after logging the read): a worker dies
-in the middle of a guest's run, exactly where the test says, with no timing. Under the local
+``kill_on`` block kills the reading worker (``SIGKILL``, after logging the read) the first time it
+is read, never again: a worker dies in the middle of a guest's run, exactly where the test says,
+with no timing — and a second run of it (what the fence exists to prevent) is counted, not killed. Under the local
 backend the worker-process pool's host reads blocks for its workers, on a reader thread named
 after the worker: the log names, and the kill hits, that worker. Workers import
 this module by name (it is on the test's ``sys.path``, which spawned processes inherit).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,24 +34,46 @@ def _reader() -> int:
     return int(name[len(prefix) :]) if name.startswith(prefix) else os.getpid()
 
 
+def _append(path: str, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def _first(marker: str) -> bool:
+    """True for the one caller, in any process, that creates ``marker``."""
+    try:
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return False
+    return True
+
+
 class _Logging:
-    def __init__(self, inner: BlockStore, log: str, watched: frozenset[str], kill_on: str | None) -> None:
+    def __init__(
+        self, inner: BlockStore, log: str, watched: frozenset[str], kill_on: str | None, log_has: bool
+    ) -> None:
         self._inner = inner
         self._log = log
         self._watched = watched
         self._kill_on = kill_on
+        self._log_has = log_has
 
     def get(self, cid: str) -> bytes | None:
         if cid in self._watched:
             pid = _reader()
-            fd = os.open(self._log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, f"{pid} {cid}\n".encode())
-            finally:
-                os.close(fd)
-            if cid == self._kill_on:
+            _append(self._log, f"{pid} {cid}\n")
+            if cid == self._kill_on and _first(self._log + ".killed"):
                 os.kill(pid, signal.SIGKILL)
         return self._inner.get(cid)
+
+    def has(self, cid: str) -> bool:
+        if self._log_has and cid in self._watched:
+            _append(self._log, f"{_reader()} {cid}\n")
+        found: bool = self._inner.has(cid)
+        return found
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -57,19 +81,24 @@ class _Logging:
 
 @dataclass(frozen=True)
 class WitnessStore:
-    """:class:`SharedStore` at ``path``, whose reads of ``watched`` CIDs are logged to ``log``."""
+    """:class:`SharedStore` at ``path``, whose reads of ``watched`` CIDs are logged to ``log``
+    (and their ``has`` lookups too, with ``log_has``: a worker that compiled a guest before only looks it up)."""
 
     path: str
     log: str
     watched: frozenset[str]
     kill_on: str | None = None
+    log_has: bool = False
 
-    def open(self, scratch: Path | None) -> BlockStore:
-        inner = SharedStore(self.path).open(scratch)
-        return _Logging(inner, self.log, self.watched, self.kill_on)  # type: ignore[return-value]
+    def open(self, home: Path | None) -> BlockStore:
+        inner = SharedStore(self.path).open(home)
+        return _Logging(inner, self.log, self.watched, self.kill_on, self.log_has)  # type: ignore[return-value]
 
     def describe(self) -> str:
         return f"the witnessed store {self.path}"
+
+    def check(self) -> None:
+        pass
 
 
 def reads(log: str) -> list[tuple[int, str]]:
@@ -78,6 +107,20 @@ def reads(log: str) -> list[tuple[int, str]]:
         return []
     with open(log, encoding="utf-8") as f:
         return [(int(pid), cid) for pid, cid in (line.split() for line in f if line.strip())]
+
+
+def when_read(log: str, then: Callable[[], None]) -> threading.Thread:
+    """A thread that calls ``then()`` once ``log`` names a first read (waits for the event, not a time)."""
+
+    def watch() -> None:
+        stop = threading.Event()
+        while not reads(log):
+            stop.wait(0.01)
+        then()
+
+    thread = threading.Thread(target=watch, name="witness-when-read", daemon=True)
+    thread.start()
+    return thread
 
 
 @dataclass

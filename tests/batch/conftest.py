@@ -30,9 +30,19 @@ def shared(tmp_path: Path) -> Iterator[Shared]:
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
     """A real Dask LocalCluster: 2 worker processes, one thread each, retries after a worker death off."""
+    yield from _cluster(allowed_failures=0)
+
+
+@pytest.fixture
+def retrying_client() -> Iterator[Any]:
+    """The same, with Dask's default of re-running a dead worker's tasks elsewhere (as an existing cluster may)."""
+    yield from _cluster(allowed_failures=3)
+
+
+def _cluster(allowed_failures: int) -> Iterator[Any]:
     dask = pytest.importorskip("dask")
     distributed = pytest.importorskip("distributed")
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+    with dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures}):
         cluster = distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL
         )

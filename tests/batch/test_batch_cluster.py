@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
-import threading
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
-from batch_witness import Shared, WitnessStore, reads
+from batch_witness import Shared, WitnessStore, reads, when_read
 
 from kuro_fs.cid import raw_cid
 from kuro_fs.fs import Fs
 from kuro_wasm.batch import run_many
 from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
 from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.invocation import Invocation, invocation
 
 pytestmark = pytest.mark.timeout(240)
+
+GUESTS = Path(__file__).resolve().parents[2] / "guests"
 
 WRITE = ["guest/invoke", "fs/read", "fs/write"]
 COMPARED = ("kuro/exit-code", "kuro/outcome", "kuro/stdout-cid", "kuro/stderr-cid", "kuro/fs-root-after", "kuro/trap")
@@ -96,16 +99,28 @@ def _runs(log: Path, effect: dict[str, int], per_run: int, killed: int | None = 
 def test_killing_a_worker_mid_batch_records_exactly_its_in_flight_invocations_as_died_and_runs_nothing_twice(
     shared: Shared, client: Any, tmp_path: Path
 ) -> None:
-    invocations, witness, effect = _witnessed(shared, 1 + 240, tmp_path / "reads.log", kill_at=1 + 100)
+    _kill_a_worker_mid_batch(shared, client, tmp_path, 240, 100)
+
+
+def test_with_dask_retrying_a_dead_workers_tasks_the_fence_still_runs_nothing_twice(
+    shared: Shared, retrying_client: Any, tmp_path: Path
+) -> None:
+    # allowed-failures 3: Dask re-runs the dead worker's chunk elsewhere; only the fence refuses it
+    _kill_a_worker_mid_batch(shared, retrying_client, tmp_path, 60, 20)
+
+
+def _kill_a_worker_mid_batch(shared: Shared, client: Any, tmp_path: Path, n: int, at: int) -> None:
+    """Kill the worker running invocation ``at`` of ``n``: exactly its chunks died, everything else ran once."""
+    invocations, witness, effect = _witnessed(shared, 1 + n, tmp_path / "reads.log", kill_at=1 + at)
     probe = _runs_in_process(shared, invocations[0], witness, tmp_path)
     invocations = invocations[1:]
     batch = run_many(invocations, store=shared.store, cluster=client, worker_store=witness, chunk_size=6)
     got = {done.index: done.value for done in batch}
-    victim = next(pid for pid, cid in reads(witness.log) if effect[cid] == 1 + 100)
+    victim = next(pid for pid, cid in reads(witness.log) if effect[cid] == 1 + at)
     assert sorted(got) == list(range(len(invocations))) and batch.not_run == []
     ran = _runs(tmp_path / "reads.log", effect, probe, killed=victim)
     died = {i for i, r in got.items() if r["kuro/outcome"] == "worker-died"}
-    assert 100 in died and died == set(batch.lost)  # the invocation its worker died running
+    assert at in died and died == set(batch.lost)  # the invocation its worker died running
     assert len(died) <= 2 * 6, "at most the chunks the worker held (one running, one waiting)"
     for index, value in got.items():
         pids = ran.get(index + 1, [])
@@ -175,15 +190,14 @@ class _Untouchable:
 def test_a_cancel_kills_the_running_guests_keeps_their_receipts_and_releases_what_never_ran(
     shared: Shared, client: Any, tmp_path: Path
 ) -> None:
-    lines = [{"guest": shared.spin, "export": "run", "timeout_ms": 120_000, "op_id": f"slow-{i}"} for i in range(12)]
+    log = str(tmp_path / "reads.log")
+    witness = WitnessStore(str(shared.store.root), log, frozenset({shared.spin}), log_has=True)
+    lines = [{"guest": shared.spin, "export": "run", "timeout_ms": 30_000, "op_id": f"slow-{i}"} for i in range(12)]
     with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
-        batch = run_many(lines, store=shared.store, cluster=client, ledger=ledger, chunk_size=1)
-        timer = threading.Timer(1.0, batch.cancel)
-        timer.start()
-        try:
-            finished = list(batch)
-        finally:
-            timer.cancel()
+        batch = run_many(lines, store=shared.store, cluster=client, ledger=ledger, chunk_size=1, worker_store=witness)
+        when_read(log, batch.cancel)  # a worker claimed a spinner and is loading it: only a kill ends it
+        finished = list(batch)
+        assert finished, "the spinner that was loading when the cancel came ends with a receipt"
         assert len(finished) + len(batch.not_run) == 12
         assert {d.index for d in finished}.isdisjoint(batch.not_run)
         for done in finished:
@@ -191,3 +205,43 @@ def test_a_cancel_kills_the_running_guests_keeps_their_receipts_and_releases_wha
             assert ledger.result(f"slow-{done.index}")["kuro/outcome"] == "cancelled"
         for index in batch.not_run:
             assert ledger.result(f"slow-{index}")["kuro/status"] == "not-found"  # released: it may run later
+
+
+def test_dask_workers_keep_their_caches_in_their_own_home_never_the_drivers(shared: Shared, tmp_path: Path) -> None:
+    dask = pytest.importorskip("dask")
+    distributed = pytest.importorskip("distributed")
+    from kuro_fs.filestore import FileBlockStore
+    from kuro_fs.gateway.serve import running_gateway
+    from kuro_wasm.batch.stores import GatewayStore
+
+    driver_home, worker_home, named = tmp_path / "driver-home", tmp_path / "worker-home", tmp_path / "named-home"
+    hello = add_guest(shared.store, (GUESTS / "hello.wat").read_text())  # a guest new to the worker process
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+            env={"KURO_HOME": str(worker_home)},  # what the workers see; the driver's home is another
+        )
+    client = distributed.Client(cluster, set_as_default=False)
+    try:
+        with running_gateway(shared.store) as url:
+            rounds = [(None, worker_home, shared.batch, "echo", [1]), (str(named), named, hello, "run", [])]
+            for given, home, guest, export, args in rounds:
+                batch = run_many(
+                    [{"guest": guest, "export": export, "args": args}] * 3,
+                    store=shared.store,
+                    cluster=client,
+                    worker_store=GatewayStore(url),
+                    home=str(driver_home),
+                    worker_home=given,
+                )
+                assert [d.value["kuro/outcome"] for d in batch] == ["ok"] * 3
+                assert FileBlockStore(home / "blocks").has(guest), "the verified guest is cached in its home"
+                assert any((home / "cache" / "modules").iterdir()), "the compiled guest is cached in its home"
+    finally:
+        client.close()
+        cluster.close()
+    assert not driver_home.exists(), "a worker wrote under the driver's home"

@@ -5,14 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from batch_witness import Shared, reads
-from test_batch_cluster import COMPARED, _mixed, _one_by_one, _runs, _runs_in_process, _witnessed
+from batch_witness import Shared, WitnessStore, reads, when_read
+from test_batch_cluster import COMPARED, _mixed, _one_by_one, _runs, _runs_in_process, _Untouchable, _witnessed
 
+from kuro_fs.errors import GatewayUnreachable
 from kuro_wasm.batch import run_many
 from kuro_wasm.batch.local import LocalPool
-from kuro_wasm.batch.stores import SharedStore
+from kuro_wasm.batch.stores import GatewayStore, SharedStore
 from kuro_wasm.errors import BatchError
 from kuro_wasm.host.worker.pool import WorkerPool
+from kuro_wasm.ledger.ledger import Ledger
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -53,13 +55,18 @@ def test_a_pool_worker_killed_mid_batch_leaves_exactly_its_run_died_and_the_rest
             assert pids == [value["kuro/worker"]["pid"]]  # it ran once, on the worker its receipt names
 
 
-def test_a_cancelled_local_batch_kills_what_runs_and_starts_nothing_after(shared: Shared) -> None:
-    lines = [{"guest": shared.spin, "export": "run", "timeout_ms": 600_000} for _ in range(6)]
-    batch = run_many(lines, store=shared.store, cluster=LocalPool(2, store=SharedStore(str(shared.store.root))))
-    batch.cancel()
+def test_a_cancelled_local_batch_kills_what_runs_and_starts_nothing_after(shared: Shared, tmp_path: Path) -> None:
+    log = str(tmp_path / "reads.log")
+    witness = WitnessStore(str(shared.store.root), log, frozenset({shared.spin}), log_has=True)
+    lines = [
+        {"guest": shared.spin, "export": "run", "timeout_ms": 30_000} for _ in range(6)
+    ]  # a kill, not this, ends them
+    batch = run_many(lines, store=shared.store, cluster=LocalPool(2, store=witness), chunk_size=1)
+    when_read(log, batch.cancel)  # a spinner is loading: it was taken, and only a kill ends it
     got = {done.index: done.value for done in batch}
+    assert got, "the spinner that was loading when the cancel came ends with a receipt"
     assert set(got) | set(batch.not_run) == set(range(6)) and not set(got) & set(batch.not_run)
-    assert all(value["kuro/outcome"] == "cancelled" for value in got.values())
+    assert all((v["kuro/outcome"], v["kuro/exit-code"]) == ("cancelled", 130) for v in got.values())
 
 
 def test_a_store_no_worker_can_open_stops_the_batch_and_runs_nothing(shared: Shared, tmp_path: Path) -> None:
@@ -73,3 +80,14 @@ def test_a_store_no_worker_can_open_stops_the_batch_and_runs_nothing(shared: Sha
 def test_a_pool_needs_a_worker() -> None:
     with pytest.raises(BatchError):
         LocalPool(0, store=SharedStore("/"))
+
+
+def test_a_gateway_that_does_not_answer_refuses_the_batch_before_any_op_id_is_claimed(
+    shared: Shared, tmp_path: Path
+) -> None:
+    lines = [{"guest": shared.batch, "export": "echo", "args": [1], "op_id": "first"}]
+    nowhere = GatewayStore("http://127.0.0.1:9")
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        with pytest.raises(GatewayUnreachable, match=r"127\.0\.0\.1:9"):
+            run_many(lines, store=shared.store, ledger=ledger, worker_store=nowhere, cluster=_Untouchable())
+        assert ledger.result("first")["kuro/status"] == "not-found"

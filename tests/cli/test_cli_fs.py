@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import ROOT, Kuro
+from cli_helpers import ROOT, Kuro, one_error_line
+from dagkit import diamond_file
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.car import export_car
@@ -262,3 +263,64 @@ def test_ls_escapes_names_that_would_lie_on_a_terminal(kuro: Kuro, home: Path) -
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines() == ["evil\\x0afake", "plain.txt", "title\\x1b]0;pwned\\x07"]
     assert "\x1b" not in listed.stdout
+
+
+def _fs_car(tmp_path: Path, files: dict[str, bytes], links: dict[str, str] | None = None,
+            store: MemoryBlockStore | None = None) -> Path:  # fmt: skip
+    """A CAR of a kuro.fs root holding ``files`` (path → bytes) and ``links`` (path → a file CID in ``store``)."""
+    from kuro_fs.fs import Fs
+
+    fs = Fs.empty(store or MemoryBlockStore())
+    for path, cid in (links or {}).items():
+        fs = fs.link(path, cid).fs
+    for path, data in files.items():
+        fs = fs.write(path, data).fs
+    car = tmp_path / "fs.car"
+    export_car(fs.store, fs.root, car)
+    return car
+
+
+def test_cat_and_get_refuse_a_file_over_the_byte_budget_before_writing(kuro: Kuro, tmp_path: Path) -> None:
+    store = MemoryBlockStore()
+    car = _fs_car(tmp_path, {}, {"big": diamond_file(store, 3)[0]}, store)  # 4 blocks claiming 5.4 GB
+    assert kuro("car", "import", str(car), "--name", "main").returncode == 0
+    cat = kuro("fs", "cat", "big")
+    assert (cat.stdout, cat.returncode) == ("", 1)
+    line = one_error_line(cat)
+    assert f"cat big: over-budget ({1024 * 174**3} bytes claimed, budget {4 << 30} bytes; --max-bytes" in line
+    get = kuro("fs", "get", "big", str(tmp_path / "out.bin"))
+    assert "over-budget" in one_error_line(get) and not (tmp_path / "out.bin").exists()
+    assert kuro("fs", "cat", "big", "--max-bytes", "-1").returncode == 2
+
+
+def test_get_of_a_tree_counts_every_byte_it_would_write(kuro: Kuro, tmp_path: Path) -> None:
+    car = _fs_car(tmp_path, {"d/a": b"x" * 1000, "d/b": b"y" * 1000})
+    assert kuro("car", "import", str(car), "--name", "main").returncode == 0
+    out = tmp_path / "out"
+    refused = kuro("fs", "get", "d", str(out), "--max-bytes", "1999")
+    assert "get d: over-budget (2000 bytes claimed, budget 1999 bytes" in one_error_line(refused)
+    assert not out.exists()
+    walk = kuro("fs", "get", "d", str(out), "--max-entries", "1")
+    assert "more than 1 entries; --max-entries" in one_error_line(walk) and not out.exists()
+    assert kuro("fs", "get", "d", str(out), "--max-bytes", "2000").returncode == 0
+    assert (out / "a").read_bytes() == b"x" * 1000 and (out / "b").read_bytes() == b"y" * 1000
+    assert kuro("fs", "cat", "d/a", "--max-bytes", "999").returncode == 1
+    assert kuro("fs", "cat", "d/a", "--max-bytes", "1000").stdout == "x" * 1000
+    shown = " ".join(kuro("fs", "get", "--help").stdout.split())
+    assert f"more than N bytes (default {4 << 30})" in shown and "more than N entries (default 500000)" in shown
+
+
+def test_get_refuses_a_tree_holding_a_name_with_a_control_character(kuro: Kuro, tmp_path: Path) -> None:
+    # A directory written before kuro.fs refused such names: the local copy would be a lying file name.
+    from kuro_fs import dagcbor
+
+    store = MemoryBlockStore()
+    legacy = {"evil\nfake": {"cid": dagcbor.Link(store.put(b"x")), "size": 1}}
+    old = store.put(dagcbor.encode({"entries": legacy, "type": "kuro.fs/dir", "version": 1}), "dag-cbor")
+    car = _fs_car(tmp_path, {"ok.txt": b"fine"}, {"d": old}, store)
+    assert kuro("car", "import", str(car), "--name", "main").returncode == 0
+    out = tmp_path / "out"
+    got = kuro("fs", "get", ".", str(out))
+    assert "get .: bad-path (d/evil\\x0afake has a control character; nothing written)" in one_error_line(got)
+    assert not out.exists()
+    assert kuro("fs", "ls", "d").stdout == "evil\\x0afake\n"

@@ -19,6 +19,7 @@ import pytest
 from cli_helpers import Kuro, add_guest, kuro_runner, one_error_line
 
 from kuro_fs.car import read_car
+from kuro_fs.cid import raw_cid
 
 TOKEN = "cli-test-token"
 
@@ -71,6 +72,21 @@ def test_serve_refuses_a_bad_port_and_an_empty_token_file(kuro: Kuro, tmp_path: 
     assert "is empty" in one_error_line(kuro("gateway", "serve", "--token-file", str(empty)))
 
 
+@pytest.mark.parametrize("where", ["before", "after", "joined"])
+@pytest.mark.parametrize("command", [["fs", "ls"], ["run", "bafkqaaa", "run"], ["ledger", "list"]])
+def test_a_malformed_gateway_url_is_one_typed_line_wherever_it_is_given(
+    kuro: Kuro, where: str, command: list[str]
+) -> None:
+    bad = "http://[::1"
+    args = {
+        "before": ["--gateway", bad, *command],
+        "after": [*command, "--gateway", bad],
+        "joined": [f"--gateway={bad}", *command],
+    }[where]
+    line = one_error_line(kuro(*args))
+    assert "malformed gateway URL" in line and "[invalid-gateway-url]" in line and "internal" not in line
+
+
 def test_publish_needs_a_gateway(kuro: Kuro) -> None:
     assert "needs a gateway" in one_error_line(kuro("gateway", "publish", "bafkqaaa"))
 
@@ -120,6 +136,21 @@ def test_kuro_fs_and_car_work_on_blocks_held_only_by_the_gateway(
         assert roots == [root] and len(list(sections)) >= 2
 
 
+def test_gateway_is_a_global_option_given_before_the_command(
+    served: tuple[str, Kuro], kuro: Kuro, tmp_path: Path
+) -> None:
+    url, owner = served
+    data = bytes(range(256)) * 4000  # four blocks
+    (tmp_path / "big.bin").write_bytes(data)
+    assert owner("fs", "put", str(tmp_path / "big.bin")).returncode == 0
+    root = owner("fs", "log").stdout.splitlines()[-1].lstrip("* ").split()[1]
+    exported = kuro("--gateway", url, "car", "export", str(tmp_path / "a.car"), root)
+    assert exported.returncode == 0, exported.stderr
+    joined = kuro(f"--gateway={url}", "--home", str(tmp_path / "other"), "car", "export", str(tmp_path / "b.car"), root)
+    assert joined.returncode == 0, joined.stderr
+    assert (tmp_path / "a.car").read_bytes() == (tmp_path / "b.car").read_bytes()
+
+
 def test_publish_pushes_a_dag_from_this_home_to_the_gateway(
     served: tuple[str, Kuro], kuro: Kuro, tmp_path: Path
 ) -> None:
@@ -132,3 +163,63 @@ def test_publish_pushes_a_dag_from_this_home_to_the_gateway(
     assert json.loads(pushed.stdout) == {"published": 1, "rejected": [], "reasons": {}}
     ran = owner("run", cid, "run")  # the gateway's home now holds it
     assert ran.returncode == 0 and ran.stdout == "hello, kuro\n"
+
+
+# ---- kuro batch --gateway URL: the gateway is probed before anything runs
+
+
+def _batch_file(path: Path, guest: str, n: int) -> Path:
+    lines = [{"guest": guest, "export": "run", "op_id": f"gw-{i}"} for i in range(n)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_a_batch_reads_its_guest_from_the_gateway(served: tuple[str, Kuro], kuro: Kuro, tmp_path: Path) -> None:
+    url, owner = served
+    cid = add_guest(owner, "hello.wat")  # held by the gateway only
+    result = kuro("batch", str(_batch_file(tmp_path / "b.jsonl", cid, 2)), "--local", "1", "--json", "--gateway", url)
+    assert result.returncode == 0, result.stderr
+    receipts = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["kuro/stdout-cid"] for r in receipts] == [raw_cid(b"hello, kuro\n")] * 2, receipts
+
+
+def _nothing_recorded(kuro: Kuro, result: subprocess.CompletedProcess[str]) -> str:
+    line = one_error_line(result)
+    assert result.returncode == 2 and result.stdout == "" and "nothing was run" in line
+    listed = kuro("ledger", "list", "--json")
+    assert listed.returncode == 0 and listed.stdout == "", listed.stdout  # no op id claimed, none recorded
+    return line
+
+
+def test_a_batch_on_an_unreachable_gateway_is_one_typed_line_and_runs_nothing(kuro: Kuro, tmp_path: Path) -> None:
+    cid = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+    result = kuro(
+        "batch", str(_batch_file(tmp_path / "b.jsonl", cid, 3)), "--local", "1", "--gateway", "http://127.0.0.1:9"
+    )
+    line = _nothing_recorded(kuro, result)
+    assert "http://127.0.0.1:9" in line and line.endswith("[gateway-unreachable]"), line
+
+
+def test_a_batch_on_a_server_that_is_no_trustless_gateway_runs_nothing(kuro: Kuro, tmp_path: Path) -> None:
+    import http.server
+
+    site = tmp_path / "site"
+    site.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, directory=str(site), **kwargs)  # type: ignore[arg-type]
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            url = f"http://127.0.0.1:{server.server_address[1]}"
+            cid = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+            result = kuro("batch", str(_batch_file(tmp_path / "b.jsonl", cid, 3)), "--gateway", url)
+        finally:
+            server.shutdown()
+    line = _nothing_recorded(kuro, result)
+    assert "does not answer the trustless gateway protocol" in line and line.endswith("[gateway-refused]"), line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import threading
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.cli.progress import Progress, ProgressStore, render
@@ -87,3 +88,79 @@ def test_the_store_wrapper_can_count_gets_instead_of_puts() -> None:
     wrapped.put(b"zz")
     wrapped.get(cid)
     assert bar.done == 6
+
+
+# ---- a ticking line (kuro batch): redrawn while nothing advances, never after the end
+
+
+class _Ticks:
+    """A ``wait`` the test drives: each :meth:`release` lets the ticker draw once; ``close`` ends it."""
+
+    def __init__(self) -> None:
+        self.allowed = threading.Semaphore(0)
+        self.waiting = threading.Semaphore(0)
+        self.thread: threading.Thread | None = None
+
+    def __call__(self, stop: threading.Event, period: float) -> bool:
+        self.thread = threading.current_thread()
+        self.waiting.release()  # the ticker is between draws
+        while not self.allowed.acquire(timeout=0.05):  # a poll for the stop, not a timing margin
+            if stop.is_set():
+                return True
+        return stop.is_set()
+
+    def release(self) -> None:
+        """Let one tick happen and wait until the ticker is between draws again."""
+        self.allowed.release()
+        self.waiting.acquire()
+
+
+def test_a_ticking_line_redraws_without_advances_and_stops_at_close() -> None:
+    out, clock, ticks = _Tty(), _Clock(), _Ticks()
+    bar = Progress("batch", None, stream=out, clock=clock, line=lambda done, elapsed: f"{done} after {elapsed:.0f}s")
+    bar.start_ticking(0.5, wait=ticks)
+    ticks.waiting.acquire()  # the ticker waits for its first tick
+    for second in (1, 2, 3):
+        clock.now = float(second)
+        ticks.release()
+    assert out.getvalue() == "".join(f"\r\x1b[K0 after {s}s" for s in (1, 2, 3))
+    bar.close()
+    assert ticks.thread is not None and ticks.thread.daemon and not ticks.thread.is_alive()
+    assert out.getvalue().endswith("\r\x1b[K0 after 3s\n")  # the final state, then nothing
+    end = out.getvalue()
+    bar.tick()
+    assert out.getvalue() == end
+
+
+def test_close_wakes_a_ticker_that_waits_a_long_period_and_joins_it() -> None:
+    out = _Tty()
+    bar = Progress("batch", None, stream=out, line=lambda done, elapsed: "line")
+    bar.start_ticking(10**6)
+    ticker = next(t for t in threading.enumerate() if t.name == "kuro-progress-batch")
+    assert ticker.daemon  # a batch that ends without close() (a crash) does not wait for it
+    bar.close()
+    assert not ticker.is_alive() and out.getvalue() == "\r\x1b[Kline\n"
+
+
+def test_a_failed_job_stops_the_ticker_and_wipes_the_line() -> None:
+    out, ticks = _Tty(), _Ticks()
+    try:
+        with Progress("batch", None, stream=out, line=lambda done, elapsed: "line") as bar:
+            bar.start_ticking(0.5, wait=ticks)
+            ticks.waiting.acquire()
+            ticks.release()
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    assert ticks.thread is not None and not ticks.thread.is_alive()
+    assert out.getvalue() == "\r\x1b[Kline\r\x1b[K"
+    bar.tick()
+    assert out.getvalue() == "\r\x1b[Kline\r\x1b[K"
+
+
+def test_a_line_that_is_not_on_a_terminal_starts_no_ticker() -> None:
+    before = set(threading.enumerate())
+    bar = Progress("batch", None, stream=io.StringIO(), line=lambda done, elapsed: "line")
+    bar.start_ticking(0.01)
+    assert set(threading.enumerate()) == before
+    bar.close()

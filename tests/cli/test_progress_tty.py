@@ -101,3 +101,18 @@ def test_receipt_show_colours_guest_output_on_a_terminal_by_default(home: Path, 
     assert status == 0, output
     assert b"\x1b[0;31mred\x1b[0m" in output  # re-coloured from the ANSI reader's spans
     assert b"\x1b" not in kuro("receipt", "show", stored).stdout.encode()  # piped: plain text
+
+
+def test_a_batch_on_a_terminal_ends_its_progress_line_before_the_summary_and_exits(home: Path, tmp_path: Path) -> None:
+    import json
+
+    kuro = kuro_runner(home, tmp_path)
+    guest = kuro("guest", "add", str(Path(__file__).resolve().parents[2] / "guests" / "batch.wat")).stdout.split()[0]
+    lines = tmp_path / "b.jsonl"
+    lines.write_text("".join(json.dumps({"guest": guest, "export": "echo", "args": [i]}) + "\n" for i in range(3)))
+    status, output = _run_on_a_pty(["batch", str(lines), "--local", "1"], home, tmp_path)
+    assert status == 0, output
+    last_draw = output.rindex(b"\r\x1b[K")
+    summary = output.index(b"kuro: batch: 3 invocation(s), 0 did not exit 0")
+    assert b"batch 3/3 done" in output[last_draw:summary]  # the final state, drawn before the summary
+    assert output.endswith(b"0 did not exit 0\r\n")  # and nothing after it: the ticker stopped first

@@ -7,8 +7,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-from cli_helpers import GUESTS, ROOT, Kuro, add_guest, kuro_runner
+from cli_helpers import GUESTS, ROOT, Kuro, add_guest, kuro_runner, one_error_line
 
 from kuro_wasm.model.receipt import from_json
 
@@ -370,3 +371,42 @@ def test_an_unknown_isolation_is_bad_input(kuro: Kuro) -> None:
     cid = add_guest(kuro, "hello.wat")
     result = kuro("run", cid, "run", "--isolation", "vm")
     assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+def test_a_component_exports_words_are_read_by_its_wit_parameter_types(kuro: Kuro) -> None:
+    cid = _component_cid(kuro)
+
+    def result(*words: str) -> Any:
+        got = kuro("run", cid, *words, "--json")
+        assert got.returncode == 0, got.stderr
+        return from_json(got.stdout).get("kuro/result")  # none for an option that is none
+
+    assert result("add", "40", "-0x2") == 38
+    assert result("echo-color", "green") == "green"
+    assert result("echo-opt", "7") == 7 and result("echo-opt", "null") is None
+    assert result("echo-list", "[1, 2, 3]") == [1, 2, 3]
+    assert result("echo-point", '{"x": 1, "y": 2, "label": "a b"}') == {"x": 1, "y": 2, "label": "a b"}
+    assert result("echo-shape", '{"circle": 0.5}') == {"circle": 0.5}
+    assert result("sum-bytes", '{"/": {"bytes": "AQID"}}') == 6
+    assert result("kuro:fixtures/calc@1.0.0#double", "21") == 42  # interface#function
+    argv = kuro("run", cid, "run", "a", "-b", "c")  # run(args: list<string>): the words as they are
+    assert argv.returncode == 3 and argv.stdout == "hello, kuro\n"
+
+
+def test_a_word_that_does_not_fit_its_wit_parameter_is_one_typed_line(kuro: Kuro) -> None:
+    cid = _component_cid(kuro)
+    for words, why in [
+        (["add", "3", "x"], "argument 1 'x' is not a s32 (parameter b of func(a: s32, b: s32) -> s32)"),
+        (["add", "3"], "func(a: s32, b: s32) -> s32 takes 2 argument(s), 1 given"),
+        (["add", "3", "0x100000000"], "parameter b (s32): 4294967296 does not fit s32"),
+        (["echo-color", "purple"], "'purple' is not one of ['red', 'green', 'blue']"),
+        (["echo-list", "[1, 2"], "argument 0 '[1, 2' is not JSON"),
+        (["echo-list", '["a"]'], "parameter l (list<u32>)[0]: 'a' is not an integer"),
+        (["echo-list", "[" * 100_000], "is not JSON (JSON nested too deeply to read)"),
+        (["echo-list", "[" * 500 + "]" * 500], "nested too deeply"),
+        (["echo-point", '"x"'], "parameter p (record"),
+    ]:
+        got = kuro("run", cid, *words)
+        assert got.returncode == 2, (words, got)
+        line = one_error_line(got)
+        assert line.startswith("kuro: error:") and why in line, (words[:1], line)

@@ -22,6 +22,7 @@ from kuro_fs.cid import (
     HASHES,
     ParsedCID,
     _decode_canonical,
+    canonical,
     cid_bytes,
     cid_for,
     cid_from_bytes,
@@ -381,3 +382,45 @@ def test_the_binary_fast_path_reads_what_the_string_parser_reads(digest: bytes, 
 def test_a_binary_cid_cut_short_of_its_digest_is_refused_not_read_fast() -> None:
     with pytest.raises(InvalidCID, match="truncated"):
         decode_binary(cid_bytes(raw_cid(b"hello"))[:35])
+
+
+# ---- CIDs written in other multibases (canonical)
+
+_BASES = ("base58btc", "base36", "base36upper", "base16", "base16upper", "base32upper", "base64url", "base32hex")
+
+
+@given(st.binary(min_size=32, max_size=32), st.sampled_from(sorted(CODECS)), st.sampled_from(_BASES))
+def test_a_cid_in_any_multibase_is_read_as_the_library_reads_it_and_named_canonically(
+    digest: bytes, codec: str, base: str
+) -> None:
+    from multiformats import CID
+
+    cid = cid_from_digest(digest, codec)
+    written = CID.decode(cid).encode(base)
+    assert canonical(written) == cid == str(CID.decode(written).encode("base32"))
+    assert canonical(cid) == cid
+
+
+def test_a_cidv0_in_any_form_is_named_qm() -> None:
+    from multiformats import multibase
+
+    v0 = "QmUNLLsPACCz1vLxQVkXqqLX5R1X345qqfHbsf67hvA3Nn"
+    multihash = parse(v0).multihash
+    assert canonical(v0) == v0
+    assert {canonical(multibase.encode(multihash, base)) for base in ("base32", "base58btc", "base16")} == {v0}
+
+
+@pytest.mark.parametrize("text", ["", "xyz", "k!!", "B", "f00", "zQm", "bafyfoo", "Qmfoo", "z" + "1" * 600])
+def test_a_string_that_is_no_cid_in_any_multibase_is_refused(text: str) -> None:
+    with pytest.raises(InvalidCID):
+        canonical(text)
+
+
+@given(st.text(max_size=80))
+@settings(max_examples=300)
+def test_canonical_never_raises_anything_but_invalid_cid(text: str) -> None:
+    try:
+        got = canonical(text)
+    except InvalidCID:
+        return
+    assert parse(got) is not None

@@ -12,7 +12,7 @@ from kuro_fs.cid import cid_for
 from kuro_fs.dircache import DirCache, load_verified
 from kuro_fs.errors import CorruptBlock, MissingBlock
 from kuro_fs.fs import Fs
-from kuro_fs.fsdir import Entry, encode_dir
+from kuro_fs.fsdir import Entry, encode_dir, write_dir
 
 
 class LyingStore(MemoryBlockStore):
@@ -119,3 +119,32 @@ def test_many_threads_reading_through_a_tiny_cache_get_the_right_answers() -> No
     for t in threads:
         t.join()
     assert failures == []
+
+
+def test_demoted_entries_are_evicted_before_everything_else_and_kept_until_then() -> None:
+    cache = DirCache(max_bytes=100)
+    for name in "abc":
+        cache.put(name, name.upper(), 30)
+    cache.demote(["c", "never-held"])  # c was the most recently used; now it goes first
+    assert cache.get("c") == "C"  # demoted, not dropped (and a hit makes it recent again)
+    cache.demote(["c"])
+    cache.put("d", "D", 30)
+    assert (cache.get("a"), cache.get("b"), cache.get("c"), cache.get("d")) == ("A", "B", None, "D")
+
+
+def test_a_chain_of_writes_keeps_the_live_nodes_of_a_large_directory_cached() -> None:
+    # Each write into a sharded directory supersedes the nodes on its path; left most recently used,
+    # those dead versions used to push the live nodes of the rest of the directory out of the cache,
+    # and every later write decoded them again (writes into 100k-200k entries settled at 2-3 ms CPU).
+    # A directory of ~1.4 MB of nodes and a 2 MiB cache: its live nodes fit, its dead versions do not.
+    store = MemoryBlockStore()
+    files = {f"file-{i:05d}": Entry(store.put(b"%d" % i), 1) for i in range(20_000)}
+    root = ok(Fs.empty(store).link("big", write_dir(store, files))).fs.root
+    cache = DirCache(max_bytes=2 << 20)
+    fs = Fs(store, root, cache=cache)
+    for i in range(600):  # every interior node touched at least once: the cache reaches its steady state
+        fs = ok(fs.write(f"big/warm-{i}", b"x")).fs
+    before = cache.stats()["misses"]
+    for i in range(300):
+        fs = ok(fs.write(f"big/new-{i}", b"x")).fs
+    assert (cache.stats()["misses"] - before) / 300 < 0.15  # before the fix: 0.65 blocks decoded again per write

@@ -15,7 +15,7 @@ from kuro_fs.dagcbor import encode
 from kuro_fs.dagpb import PBLink, PBNode
 from kuro_fs.dagpb import encode as encode_pb
 from kuro_fs.dircache import DirCache
-from kuro_fs.errors import CorruptBlock, InvalidCID
+from kuro_fs.errors import CorruptBlock, DagPbError, FileTooDeep, InvalidCID
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import (
     CAPABILITIES,
@@ -31,7 +31,7 @@ from kuro_fs.fs import (
 )
 from kuro_fs.importer import import_bytes, import_path
 from kuro_fs.paths import MAX_PATH_BYTES
-from kuro_fs.unixfs import NodeType, UnixFSData, directory_node, encode_data, write_file
+from kuro_fs.unixfs import MAX_FILE_DEPTH, NodeType, UnixFSData, directory_node, encode_data, write_file
 
 EMPTY_DIR = "bafybeiczsscdsbs7ffqz55asqdf3smv6klcw3gofszvwlyarci47bgf354"
 
@@ -315,8 +315,13 @@ def test_a_hostile_deep_file_dag_is_denied_not_raised(fs: Fs, store: MemoryBlock
         block = encode_pb(PBNode((PBLink.to(cid, "", tsize),), data))
         cid, tsize = store.put(block, "dag-pb"), tsize + len(block)
     fs = ok(fs.link("deep", cid)).fs  # link reads only the root block
-    assert denied(fs.read("deep"), "block-missing")["kuro.fs/cid"] == cid
-    denied(fs.read_range("deep", 1, 1), "block-missing")
+    # Refused as a budget that names its limit: the depth a read follows (kuro_fs.unixfs.MAX_FILE_DEPTH).
+    refused = denied(fs.read("deep"), "over-budget")
+    assert (refused["kuro.fs/cid"], refused["kuro.fs/budget"]) == (cid, {"depth": MAX_FILE_DEPTH})
+    assert denied(fs.read_range("deep", 1, 1), "over-budget")["kuro.fs/budget"] == {"depth": MAX_FILE_DEPTH}
+    with pytest.raises(FileTooDeep, match=f"deeper than {MAX_FILE_DEPTH} levels") as raised:
+        list(ok(fs.stream("deep")).value)  # a stream meets it part-way: the typed error, naming the depth
+    assert raised.value.depth == MAX_FILE_DEPTH and isinstance(raised.value, DagPbError)
 
 
 def test_read_range_through_fs_fetches_only_the_blocks_on_its_way() -> None:

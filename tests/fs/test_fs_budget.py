@@ -10,15 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from dagkit import diamond_file
 from fshelpers import CountingStore, ok
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.car import export_car, read_car
-from kuro_fs.dagpb import PBLink, PBNode
-from kuro_fs.dagpb import encode as encode_pb
 from kuro_fs.fs import Budget, Fs
 from kuro_fs.fsdir import Entry, to_unixfs_dir, write_dir
-from kuro_fs.unixfs import NodeType, UnixFSData, encode_data
 
 
 def diamond_dir(store: MemoryBlockStore, depth: int) -> str:
@@ -27,16 +25,6 @@ def diamond_dir(store: MemoryBlockStore, depth: int) -> str:
     for _ in range(depth):
         below = write_dir(store, {"a": Entry(below, 0), "b": Entry(below, 0)})
     return below
-
-
-def diamond_file(store: MemoryBlockStore, levels: int) -> tuple[str, int]:
-    """A file of ``levels + 1`` blocks whose every node links one child 174 times: it claims 1 KiB × 174^levels."""
-    cid, size, tsize = store.put(bytes(1024)), 1024, 1024
-    for _ in range(levels):
-        data = encode_data(UnixFSData(NodeType.FILE, filesize=size * 174, blocksizes=(size,) * 174))
-        block = encode_pb(PBNode(tuple(PBLink.to(cid, "", tsize) for _ in range(174)), data))
-        cid, size, tsize = store.put(block, "dag-pb"), size * 174, len(block) + 174 * tsize
-    return cid, size
 
 
 def paths_below(depth: int) -> int:
@@ -104,3 +92,36 @@ def test_a_budget_is_a_pair_of_non_negative_ints() -> None:
     fs = Fs.empty(MemoryBlockStore())
     assert fs.with_budget(entries=3).budget == Budget(3, 4 << 30)
     assert fs.with_budget(bytes=3).with_budget(entries=2).budget == Budget(2, 3)
+
+
+def test_stream_refuses_a_file_over_budget_before_reading_a_leaf() -> None:
+    store = CountingStore()
+    cid, claimed = diamond_file(store, 4)
+    fs = ok(Fs.empty(store).link("big", cid)).fs
+    store.fetched.clear()
+    receipt = fs.stream("big").receipt
+    assert receipt["kuro.fs/reason"] == "over-budget"
+    assert (receipt["kuro.fs/size"], receipt["kuro.fs/budget"]) == (claimed, {"bytes": 4 << 30})
+    assert cid not in store.fetched  # decided from the directory entry's size alone
+
+
+def test_stream_yields_the_file_one_block_at_a_time_within_the_budget() -> None:
+    store = MemoryBlockStore()
+    cid, size = diamond_file(store, 1)
+    fs = ok(Fs.empty(store).link("f", cid)).fs
+    result = ok(fs.with_budget(bytes=size).stream("f"))
+    assert result.receipt["kuro.fs/size"] == size
+    pieces = list(result.value)
+    assert len(pieces) == 174 and b"".join(pieces) == bytes(size)
+    assert fs.with_budget(bytes=size - 1).stream("f").receipt["kuro.fs/reason"] == "over-budget"
+    assert fs.stream(".").receipt["kuro.fs/reason"] == "not-a-file"
+
+
+def test_stream_refuses_a_root_that_covers_another_size_than_its_entry() -> None:
+    # A directory entry that says 1 KiB over a DAG that yields 174 KiB: refused before a byte is yielded.
+    store = MemoryBlockStore()
+    cid, _ = diamond_file(store, 1)
+    lying = write_dir(store, {"f": Entry(cid, 1024)})
+    fs = ok(Fs.empty(store).link("d", lying)).fs
+    receipt = fs.stream("d/f").receipt
+    assert (receipt["kuro.fs/reason"], receipt["kuro.fs/cid"]) == ("block-missing", cid)

@@ -128,8 +128,18 @@ def test_a_stored_name_may_hold_a_control_character_but_nothing_that_breaks_a_pa
 @given(st.text(max_size=12), st.text(max_size=12))
 def test_an_escaped_name_has_no_control_character_and_no_two_names_print_alike(a: str, b: str) -> None:
     shown = escape_name(a)
-    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in shown)
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c in BIDI for c in shown)
     if a != b:
         assert shown != escape_name(b)
-    if clean_path(a) == (a,) and "\\" not in a:
+    if clean_path(a) == (a,) and "\\" not in a and not set(a) & BIDI:
         assert shown == a  # a name a path may hold prints as itself
+
+
+BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def test_a_name_with_a_bidi_override_prints_escaped_in_order() -> None:
+    # "Trojan Source": U+202E would show "txt.exe" as "exe.txt"; printed, the override is visible text.
+    assert escape_name("\u202etxt.exe") == "\\u202etxt.exe"
+    assert escape_name("a\u2066b\u2069") == "a\\u2066b\\u2069"
+    assert escape_name("\\u202e") == "\\\\u202e"  # the literal text stays distinguishable

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.fs import DENIAL_REASONS, RECEIPT_KEYS, Fs, FsResult
+from kuro_wasm.host import fsgate
 
 _segments = st.sampled_from(["a", "b.txt", "..", ".", "", "d", "a/b.txt", "\x00", "\\", "é", "\ud800", "x" * 300])
 _joined = st.lists(_segments, max_size=6).map("/".join)
@@ -150,3 +151,37 @@ def test_a_write_of_a_released_memoryview_is_bytes_required() -> None:
     result = fs.write("new.txt", _released(b"gone"))
     assert result.receipt["kuro.fs/reason"] == "bytes-required"
     _check(fs, before, result)
+
+
+# Positions at the edges: each side of every leaf boundary of a 3-leaf file (chunks of 7, 20 bytes),
+# of its end, and of the integer widths an import's offset and length pass through (i32, u32, i64, u64).
+_EDGE_FILE = bytes(range(20))
+_WIDTHS = [2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1, 2**64]
+_positions = st.one_of(
+    st.sampled_from([n + d for n in (0, 7, 14, 20) for d in (-1, 0, 1) if n + d >= 0] + _WIDTHS),
+    st.integers(0, 25),
+)
+
+
+def _edge_fs() -> Fs:
+    store = MemoryBlockStore()
+    return Fs(store, Fs.empty(store).root, chunk_size=7).write("f", _EDGE_FILE).fs
+
+
+@settings(max_examples=200, deadline=None)
+@given(_positions, _positions)
+def test_read_range_at_the_edges_is_exactly_the_slice(offset: int, length: int) -> None:
+    result = _edge_fs().read_range("f", offset, length)  # at most 20 bytes come back: never over the budget
+    assert result.ok, result.receipt
+    assert result.value == _EDGE_FILE[offset : offset + length]
+    assert result.receipt["kuro.fs/size"] == len(result.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_positions, st.sampled_from([0, 1, 6, 7, 8, 20, 21, 2**32 - 1]))
+def test_fs_read_at_through_the_gate_at_the_edges(offset: int, cap: int) -> None:
+    # What a guest's fs_read_at(offset: i64, cap: u32) reaches: the gate answers the slice or a reason, never raises.
+    answer = fsgate.call(_edge_fs(), "read_at", "f", offset, cap)
+    assert answer.reason is None, answer
+    data, _cid = answer.value
+    assert data == _EDGE_FILE[offset : offset + cap]

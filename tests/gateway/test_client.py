@@ -7,7 +7,7 @@ gateway on 127.0.0.1.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -16,7 +16,7 @@ from gateway_helpers import MANIFEST, TOKEN
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.car import write_car
-from kuro_fs.cid import cid_for, raw_cid
+from kuro_fs.cid import cid_for, parse, raw_cid
 from kuro_fs.errors import (
     BlockStoreError,
     CorruptBlock,
@@ -30,8 +30,9 @@ from kuro_fs.errors import (
 from kuro_fs.fileread import read_file
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
-from kuro_fs.gateway.client import GatewayBlockStore
+from kuro_fs.gateway.client import MAX_ERROR_BODY, MAX_FETCHED_BLOCK, GatewayBlockStore
 from kuro_fs.importer import import_bytes
+from kuro_fs.varint import encode_uvarint
 
 HELLO = raw_cid(b"hello")
 
@@ -127,6 +128,40 @@ def test_an_unreachable_gateway_is_unreachable() -> None:
         store.get(HELLO)
 
 
+def test_the_probe_passes_a_real_trustless_gateway(gateway: str) -> None:
+    with GatewayBlockStore(gateway) as store:
+        store.probe()
+
+
+@pytest.mark.parametrize(
+    ("respond", "says"),
+    [
+        (lambda r: httpx.Response(200, text="<html>hello</html>", headers={"content-type": "text/html"}), "text/html"),
+        (lambda r: httpx.Response(200, content=b"x", headers={"content-type": "application/vnd.ipld.raw"}), "200"),
+        (lambda r: httpx.Response(404, text="no such path"), "404"),
+        (lambda r: httpx.Response(301, headers={"location": "http://elsewhere/"}), "301"),
+    ],
+    ids=["web-page", "wrong-bytes", "404", "redirect"],
+)
+def test_the_probe_refuses_a_server_that_is_no_trustless_gateway(
+    respond: Callable[[httpx.Request], httpx.Response], says: str
+) -> None:
+    asked: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        return respond(request)
+
+    with pytest.raises(GatewayRefused, match="does not answer the trustless gateway protocol") as info:
+        _fake(handler).probe()
+    assert says in str(info.value) and asked == ["http://gateway.test/ipfs/bafkqaaa?format=raw"]
+
+
+def test_the_probe_of_an_unreachable_gateway_is_unreachable() -> None:
+    with pytest.raises(GatewayUnreachable):
+        GatewayBlockStore("http://127.0.0.1:9", timeout=5).probe()
+
+
 def test_a_closed_store_refuses_network_operations_and_closing_twice_is_fine() -> None:
     store = _fake(lambda r: httpx.Response(404))
     store.close()
@@ -140,26 +175,148 @@ def test_identity_cids_never_touch_the_network() -> None:
     assert store.get("bafkqablimvwgy3y") == b"hello" and store.has("bafkqaaa")
 
 
+# ---- a hostile gateway cannot make the client hold more than a block
+
+
+class _Hose:
+    """An endless body (bounded at 64 MiB so a broken cap fails instead of hanging), counting what was taken."""
+
+    def __init__(self, first: bytes = b"", chunk: bytes = b"x" * 65536) -> None:
+        self.first = first
+        self.chunk = chunk
+        self.taken = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.first
+        self.taken += len(self.first)
+        while self.taken < 64 << 20:
+            self.taken += len(self.chunk)
+            yield self.chunk
+
+
+def test_a_raw_body_past_the_block_cap_is_refused_without_reading_the_rest() -> None:
+    hose = _Hose()
+    cache = MemoryBlockStore()
+    store = _fake(lambda r: httpx.Response(200, content=hose), cache)
+    with pytest.raises(GatewayLied, match="block cap"):
+        store.get(HELLO)
+    assert MAX_FETCHED_BLOCK < hose.taken <= MAX_FETCHED_BLOCK + 2 * 65536
+    assert cache.stats()["blocks"] == 0
+
+
+def test_a_declared_length_past_the_block_cap_is_refused_before_the_body_is_read() -> None:
+    hose = _Hose()
+    store = _fake(lambda r: httpx.Response(200, content=hose, headers={"Content-Length": str(64 << 20)}))
+    with pytest.raises(GatewayLied, match="block cap"):
+        store.get(HELLO)
+    assert hose.taken == 0
+
+
+def test_an_endless_error_body_is_read_only_as_far_as_its_first_kilobytes() -> None:
+    hose = _Hose(first=b"the gateway is sad\n")
+    store = _fake(lambda r: httpx.Response(500, content=hose))
+    with pytest.raises(GatewayRefused, match="500 the gateway is sad") as info:
+        store.get(HELLO)
+    assert hose.taken <= MAX_ERROR_BODY + 65536 + 32 and len(str(info.value)) < 400
+    with pytest.raises(GatewayRefused):
+        store.prefetch(cid_for(b"x", "dag-pb"))
+    assert hose.taken <= 2 * (MAX_ERROR_BODY + 65536 + 32)
+
+
+def _car_head(root: str) -> bytes:
+    return b"".join(write_car([root], []))
+
+
+def test_a_car_section_longer_than_a_block_is_refused_from_its_length_prefix() -> None:
+    root = cid_for(b"x", "dag-pb")
+    hose = _Hose(first=_car_head(root) + encode_uvarint(200 << 20))
+    cache = MemoryBlockStore()
+    with pytest.raises(GatewayLied, match="out of range"):
+        _fake(lambda r: httpx.Response(200, content=hose), cache).prefetch(root)
+    assert hose.taken <= 2 * 65536 and cache.stats()["blocks"] == 0
+
+
+def test_a_car_that_repeats_a_block_is_a_lie_at_the_second_copy() -> None:
+    block = b"the one block"
+    root = raw_cid(block)
+    section = b"".join(write_car([root], [(root, block)]))[len(_car_head(root)) :]
+    hose = _Hose(first=_car_head(root), chunk=section)
+    cache = MemoryBlockStore()
+    with pytest.raises(GatewayLied, match="twice"):
+        _fake(lambda r: httpx.Response(200, content=hose), cache).prefetch(root)
+    assert hose.taken < 65536 and cache.stats()["blocks"] == 1
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://", "http://host:99999", "http://:80", "http://a b/"])
+def test_a_malformed_gateway_url_is_refused_when_the_store_is_made(url: str) -> None:
+    with pytest.raises(BlockStoreError, match="gateway URL"):
+        GatewayBlockStore(url)
+
+
+# ---- CIDs in every multibase the IPFS stack reads
+
+
+def _multibase_forms(cid: str) -> list[str]:
+    from multiformats import CID
+
+    parsed = CID.decode(cid)
+    return [parsed.encode(base) for base in ("base58btc", "base36", "base16", "base32upper")]
+
+
+def test_a_cid_in_any_multibase_is_fetched_and_cached_under_its_canonical_name() -> None:
+    asked: list[str] = []
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        return httpx.Response(200, content=b"hello")
+
+    cache = MemoryBlockStore()
+    store = _fake(serve, cache)
+    for form in _multibase_forms(HELLO):
+        assert store.get(form) == b"hello" and store.has(form)
+    assert asked == [f"/ipfs/{HELLO}"] and cache.cids() == [HELLO]
+
+
 # ---- against the real gateway
 
 
-def test_a_whole_file_comes_as_one_verified_car_and_reads_back(gateway: str, kuro_fs_tree: Fs) -> None:
-    requests: list[str] = []
+def _counting(store: GatewayBlockStore) -> list[httpx.Request]:
+    sent: list[httpx.Request] = []
+    store._client.event_hooks["request"] = [sent.append]
+    return sent
 
-    def count(request: httpx.Request) -> None:
-        requests.append(str(request.url))
 
+def test_reading_a_few_bytes_of_a_big_file_fetches_only_the_blocks_on_the_way(
+    gateway: str, kuro_fs_tree: Fs, fixture_store: FileBlockStore
+) -> None:
+    from gateway_helpers import KURO_FS_FILE
+
+    file_cid = kuro_fs_tree.stat("docs/big/file.bin").value["cid"]
     cache = MemoryBlockStore()
     with GatewayBlockStore(gateway, cache) as store:
-        store._client.event_hooks["request"] = [count]
         fs = Fs(store, kuro_fs_tree.root)
-        from gateway_helpers import KURO_FS_FILE
+        sent = _counting(store)
+        assert fs.read_range("docs/big/file.bin", 300_000, 5).value == KURO_FS_FILE[300_000:300_005]
+    assert all(r.url.params["format"] == "raw" for r in sent)
+    assert cache.get(file_cid) is not None
+    leaves = [c for c in cache.cids() if c != file_cid and parse(c).codec == "raw"]
+    assert len(leaves) == 1 and len(fixture_store.get(leaves[0]) or b"") == 262_144  # one leaf, not the file
 
-        assert fs.read("docs/big/file.bin").value == KURO_FS_FILE
-        assert fs.read("docs/readme.txt").value == b"kuro.fs over a gateway\n"
-        cars = [u for u in requests if "format=car" in u]
-        assert len(cars) >= 1 and len(requests) < 12  # not one request per block
-        assert cache.stats()["blocks"] > 3
+
+def test_a_whole_file_asked_for_with_prefetch_comes_as_one_verified_car_and_reads_back(
+    gateway: str, kuro_fs_tree: Fs
+) -> None:
+    from gateway_helpers import KURO_FS_FILE
+
+    file_cid = kuro_fs_tree.stat("docs/big/file.bin").value["cid"]
+    cache = MemoryBlockStore()
+    with GatewayBlockStore(gateway, cache) as store:
+        sent = _counting(store)
+        assert store.prefetch(file_cid) == 4  # the root and its three leaves
+        assert [r.url.params["format"] for r in sent] == ["car"]
+        assert read_file(store, file_cid) == KURO_FS_FILE
+        assert len(sent) == 1  # every block was in the cache
+        assert store.prefetch(file_cid, entity_bytes=(0, 4)) == 2  # a range: the root and the first leaf
 
 
 def test_real_ipfs_data_reads_through_the_store(gateway: str) -> None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import pytest
 from gateway_helpers import MANIFEST
 
+from kuro_fs import dagcbor
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.dagpb import PBLink, PBNode
 from kuro_fs.dagpb import encode as encode_pb
-from kuro_fs.errors import MissingBlock
+from kuro_fs.errors import DagPbError, MissingBlock
 from kuro_fs.filestore import FileBlockStore
-from kuro_fs.gateway.dag import NoSuchPath, NotHeld, resolve, walk
+from kuro_fs.fs import Budget
+from kuro_fs.gateway.dag import MAX_FILE_DEPTH, NoSuchPath, NotHeld, OverBudget, Unservable, resolve, walk
 from kuro_fs.gateway.request import CarParams
 from kuro_fs.unixfs import NodeType, UnixFSData, encode_data
 
@@ -90,3 +92,91 @@ def test_an_identity_link_is_never_emitted() -> None:
     root = store.put(node, "dag-pb")
     for scope in ("all", "entity", "block"):
         assert [c for c, _ in walk(store.get, resolve(store.get, root, ()), CarParams(scope, dups=True))] == [root]  # type: ignore[arg-type]
+
+
+# ---- nothing less than the entity, nothing without end
+
+
+def _file_node(links: list[tuple[str, int]], blocksizes: tuple[int, ...] | None = None) -> bytes:
+    sizes = tuple(size for _, size in links) if blocksizes is None else blocksizes
+    return encode_pb(
+        PBNode(
+            tuple(PBLink.to(cid, "", size) for cid, size in links),
+            encode_data(UnixFSData(NodeType.FILE, blocksizes=sizes)),
+        )
+    )
+
+
+@pytest.mark.parametrize("scope", ["entity", "all"])
+def test_a_malformed_terminal_block_is_refused_before_the_walk_yields_anything(scope: str) -> None:
+    store = MemoryBlockStore()
+    root = store.put(b"\xff\xffthis is no dag-pb", "dag-pb")
+    with pytest.raises(DagPbError):
+        walk(store.get, resolve(store.get, root, ()), CarParams(scope))  # type: ignore[arg-type]
+    assert [c for c, _ in walk(store.get, resolve(store.get, root, ()), CarParams("block"))] == [root]
+
+
+def test_a_file_whose_blocksizes_and_links_disagree_is_refused_not_sent_as_its_root_alone() -> None:
+    store = MemoryBlockStore()
+    leaves = [store.put(bytes([i]) * 10) for i in range(3)]
+    root = store.put(_file_node([(c, 10) for c in leaves], blocksizes=(10, 10)), "dag-pb")
+    with pytest.raises(Unservable, match="3 links but 2 blocksizes"):
+        walk(store.get, resolve(store.get, root, ()), CarParams("entity"))
+    inner = store.put(_file_node([(c, 10) for c in leaves], blocksizes=(10,)), "dag-pb")
+    outer = store.put(_file_node([(leaves[0], 10), (inner, 30)]), "dag-pb")
+    blocks = walk(store.get, resolve(store.get, outer, ()), CarParams("entity"))
+    assert [next(blocks)[0], next(blocks)[0], next(blocks)[0]] == [outer, leaves[0], inner]
+    with pytest.raises(Unservable, match="blocksizes"):
+        next(blocks)
+
+
+def test_a_file_dag_deeper_than_the_limit_is_refused_at_that_depth() -> None:
+    store = MemoryBlockStore()
+    cid = store.put(b"bottom")
+    for _ in range(MAX_FILE_DEPTH + 2):
+        cid = store.put(_file_node([(cid, 6)]), "dag-pb")
+    with pytest.raises(Unservable, match="deeper than"):
+        list(walk(store.get, resolve(store.get, cid, ()), CarParams("entity")))
+
+
+def _diamond(store: MemoryBlockStore, levels: int, codec: str) -> str:
+    """``levels`` nodes, each linking twice to the one below: 2**levels paths to the leaf."""
+    cid = store.put(b"leaf of the diamond" * 10)
+    size = 190
+    for _ in range(levels):
+        if codec == "dag-cbor":
+            cid = store.put(dagcbor.encode({"a": dagcbor.Link(cid), "b": dagcbor.Link(cid)}), "dag-cbor")
+        else:
+            cid = store.put(_file_node([(cid, size), (cid, size)]), "dag-pb")
+            size *= 2
+    return cid
+
+
+@pytest.mark.parametrize(("codec", "scope"), [("dag-cbor", "all"), ("dag-pb", "entity"), ("dag-pb", "all")])
+def test_a_diamond_dag_with_dups_y_stops_at_the_repeat_budget(codec: str, scope: str) -> None:
+    store = MemoryBlockStore()
+    root = _diamond(store, 50, codec)
+    blocks = walk(store.get, resolve(store.get, root, ()), CarParams(scope, dups=True), Budget(entries=1000))  # type: ignore[arg-type]
+    with pytest.raises(OverBudget):
+        for _ in range(1_000_000):
+            next(blocks)
+    if scope == "all":  # dups=n sends each block once, and skips a block seen before without reading it
+        assert len(list(walk(store.get, resolve(store.get, root, ()), CarParams(scope)))) == 51
+
+
+def test_a_diamond_file_with_dups_n_is_bounded_too_and_repeated_bytes_count() -> None:
+    store = MemoryBlockStore()
+    root = _diamond(store, 50, "dag-pb")
+    with pytest.raises(OverBudget):
+        list(walk(store.get, resolve(store.get, root, ()), CarParams("entity"), Budget(entries=5000)))
+    with pytest.raises(OverBudget, match="re-send more than 10000 bytes"):
+        list(walk(store.get, resolve(store.get, root, ()), CarParams("all", dups=True), Budget(bytes=10_000)))
+
+
+def test_a_file_of_repeated_leaves_fits_the_default_budget() -> None:
+    store = MemoryBlockStore()
+    leaf = store.put(bytes(262_144))
+    root = store.put(_file_node([(leaf, 262_144)] * 174), "dag-pb")
+    resolved = resolve(store.get, root, ())
+    assert len(list(walk(store.get, resolved, CarParams("entity", dups=True)))) == 175
+    assert len(list(walk(store.get, resolved, CarParams("entity")))) == 2

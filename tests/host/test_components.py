@@ -224,13 +224,3 @@ def test_a_wasi_guests_clock_and_random_reads_are_its_recorded_nondeterminism() 
     assert seen["random-bytes"] >= 8 and seen["wall-clock"] >= 2 and seen["monotonic-clock"] >= 2
     plain = run(make_session(fs), guest(add_guest(store, component("typed")), "run", []), store=store, fs=fs)
     assert "kuro/nondeterminism" not in plain  # read neither: says so by its absence
-
-
-def test_the_virtual_wasi_environment_is_empty_when_the_run_is_given_none() -> None:
-    from kuro_wasm.host import wasi_p2
-
-    assert wasi_p2.provides("wasi:cli/environment@0.2.0") and not wasi_p2.provides("wasi:cli/environment@0.3.0")
-    store = MemoryBlockStore()
-    fs = make_fs(store)
-    receipt = run(make_session(fs), guest(add_guest(store, component("exiting")), "run", []), store=store, fs=fs)
-    assert receipt["kuro/stdout"] == b"vars: 0\n"  # the spec carries no environment: none is made up

@@ -180,3 +180,12 @@ def test_any_one_expected_value_replaced_is_judged_alike(name: str, key: str, va
     doc = copy.deepcopy(CASES[name])
     doc["expect"][key] = value
     assert _schema_accepts(doc) == _parser_accepts(doc), (key, value)
+
+
+def test_a_case_nested_too_deeply_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
+    from kuro_wasm.host.fixtures import load_case
+
+    deep = tmp_path / "deep.toml"
+    deep.write_text('guest = "component:typed"\nexport = "echo-list"\nargs = ' + "[" * 100_000 + "\n")
+    with pytest.raises(FixtureError, match="deep"):
+        load_case(deep)

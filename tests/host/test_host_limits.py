@@ -287,7 +287,9 @@ def test_the_host_is_unaffected_by_every_failure(
         ("ok", lambda: run(sess, guest(guest_cid("bad-pointer"), "run"), store=store, home=home)),
         (
             "exit",
-            lambda: run(sess, guest(guest_cid("grow"), "run"), store=store, home=home, max_memory_bytes=2 * 65536),
+            lambda: run(
+                sess, guest(guest_cid("grow"), "run"), store=store, home=home, max_memory_bytes=2 * 65536, max_tables=0
+            ),
         ),
         ("fuel-exhausted", lambda: run(sess, guest(guest_cid("spin"), "run"), store=store, home=home, fuel=1000)),
         ("cancelled", lambda: _killed_spin(sess, store, guest_cid("spin"), home)),
@@ -599,13 +601,84 @@ def test_table_grow_is_bounded_like_memory_grow(store: MemoryBlockStore, home: P
     assert (tight["kuro/exit-code"], tight["kuro/limits"]["max-table-elements"]) == (1, 999)
 
 
-def test_a_store_holds_a_bounded_number_of_memories(store: MemoryBlockStore, home: Path) -> None:
+def test_a_store_holds_one_memory_unless_more_are_allowed(store: MemoryBlockStore, home: Path) -> None:
     fs = make_fs(store)
-    many = "(module " + " ".join("(memory 1)" for _ in range(17)) + ' (func (export "run")))'
-    r = run(make_session(fs), guest(add_guest(store, many), "run"), store=store, home=home)
+    two = '(module (memory 1) (memory 1) (func (export "run")))'
+    cid = add_guest(store, two)
+    r = run(make_session(fs), guest(cid, "run"), store=store, home=home)
     assert (r["kuro/exit-code"], r["kuro/outcome"]) == (126, "load-error")
-    assert r["kuro/limits"]["max-memories"] == 16
+    assert r["kuro/limits"]["max-memories"] == 1
     assert "memor" in r["kuro/error"]
+    allowed = run(make_session(fs), guest(cid, "run"), store=store, home=home, max_memories=2)
+    assert allowed["kuro/outcome"] == "ok"
+
+
+def _grow_all(count: int, what: str) -> str:
+    """A guest with ``count`` memories (or tables) that grows each as far as the store lets it and
+    returns the total it reached, in pages (or elements): halving steps, so it takes few instructions."""
+    if what == "memory":
+        decls = " ".join(f"(memory $m{i} 0)" for i in range(count))
+        grow = "(memory.grow $m{i} (local.get $step))"
+        size = "(memory.size $m{i})"
+        start = 65536
+    else:
+        decls = " ".join(f"(table $t{i} 0 funcref)" for i in range(count))
+        grow = "(table.grow $t{i} (ref.null func) (local.get $step))"
+        size = "(table.size $t{i})"
+        start = 1 << 24
+    body = []
+    for i in range(count):
+        body.append(
+            f"(local.set $step (i32.const {start}))"
+            f"(block $done{i} (loop $l{i}"
+            f"  (br_if $done{i} (i32.eqz (local.get $step)))"
+            f"  (if (i32.eq {grow.format(i=i)} (i32.const -1))"
+            f"    (then (local.set $step (i32.shr_u (local.get $step) (i32.const 1)))))"
+            f"  (br $l{i})))"
+            f"(local.set $total (i32.add (local.get $total) {size.format(i=i)}))"
+        )
+    return (
+        f'(module {decls} (func (export "run") (result i32) (local $step i32) (local $total i32)'
+        + "".join(body)
+        + " (local.get $total)))"
+    )
+
+
+def test_max_memory_bytes_bounds_all_memories_together(store: MemoryBlockStore, home: Path) -> None:
+    # The limit used to be per memory: 16 memories x 64 MiB reached 1.07 GB resident under 64 MiB.
+    budget = 64 << 20
+    cid = add_guest(store, _grow_all(16, "memory"))
+    r = run(make_session(make_fs(store)), guest(cid, "run"), store=store, home=home, max_memory_bytes=budget,
+            max_memories=16)  # fmt: skip
+    assert r["kuro/outcome"] == "exit", r
+    pages = r["kuro/exit-code"]
+    limits = r["kuro/limits"]
+    assert pages * 65536 + limits["max-tables"] * limits["per-table-elements"] * 8 <= budget
+    assert pages == 16 * (limits["per-memory-bytes"] // 65536)  # every memory got its share, and no more
+    assert limits["per-memory-bytes"] * 16 <= budget
+
+
+def test_max_memory_bytes_bounds_tables_too(store: MemoryBlockStore, home: Path) -> None:
+    # Tables were not counted: 64 tables x 1M funcref reached 531 MB resident under max_memory_bytes=65536.
+    budget = 65536
+    cid = add_guest(store, _grow_all(8, "table"))
+    r = run(make_session(make_fs(store)), guest(cid, "run"), store=store, home=home, max_memory_bytes=budget,
+            max_tables=8)  # fmt: skip
+    elements = r["kuro/exit-code"]
+    assert 0 < elements * 8 <= budget // 16, r  # the tables' sixteenth of the budget
+    assert elements == 8 * r["kuro/limits"]["per-table-elements"]
+    unbounded = run(make_session(make_fs(store)), guest(cid, "run"), store=store, home=home, max_tables=8,
+                    max_table_elements=1000)  # fmt: skip
+    assert unbounded["kuro/exit-code"] == 8 * 1000  # without a budget, max_table_elements per table
+
+
+def test_a_guest_without_tables_gets_the_whole_budget_with_max_tables_0(store: MemoryBlockStore, home: Path) -> None:
+    cid = add_guest(store, _grow_all(1, "memory"))
+    sess = make_session(make_fs(store))
+    whole = run(sess, guest(cid, "run"), store=store, home=home, max_memory_bytes=10 * 65536, max_tables=0)
+    shared = run(sess, guest(cid, "run"), store=store, home=home, max_memory_bytes=10 * 65536)
+    assert (whole["kuro/exit-code"], shared["kuro/exit-code"]) == (10, 9)
+    assert whole["kuro/limits"]["per-memory-bytes"] == 10 * 65536
 
 
 EMPTY_WRITES = """(module (import "kuro" "write" (func $w (param i32 i32 i32) (result i32)))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import wasmtime
+from dagkit import diamond_file
 from hostkit import make_fs, make_session, wat
 
 from kuro_fs.blocks import MemoryBlockStore
@@ -18,6 +19,7 @@ from kuro_wasm.host.cache import ModuleCache, cache_for
 from kuro_wasm.host.engine import EngineConfig
 from kuro_wasm.host.kind import Entry
 from kuro_wasm.host.loader import (
+    MAX_GUEST_BYTES,
     LoadFailure,
     Prepared,
     add_guest,
@@ -94,6 +96,17 @@ def test_a_large_guest_with_a_tampered_leaf_is_a_load_error(home: Path) -> None:
     store.swap[leaf] = b"\0" * len(store.get(leaf) or b"")
     got = fetch_guest(store, cid)
     assert isinstance(got, LoadFailure) and got.outcome == "load-error"
+
+
+def test_a_guest_dag_that_claims_more_than_a_guest_may_be_is_refused_from_its_root(home: Path) -> None:
+    # 3 blocks naming one 64 KiB leaf 174^2 times: a "guest" of 2 GB, refused before a leaf is read.
+    store = LyingStore()
+    cid, size = diamond_file(store, 2, leaf=65536)
+    leaf = next(c for c in store.cids() if c.startswith("bafkrei"))
+    assert size > MAX_GUEST_BYTES
+    store.swap[leaf] = b"never read"  # a read leaf would fail its hash: the refusal must come first
+    got = fetch_guest(store, cid)
+    assert got == LoadFailure("load-error", f"guest {cid} claims {size} bytes, more than a guest may be ({1 << 30})")
 
 
 def test_a_guest_missing_from_the_store_is_not_found(store: MemoryBlockStore) -> None:

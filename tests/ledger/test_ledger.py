@@ -794,3 +794,13 @@ def test_a_bad_page_is_refused(ledger: Ledger, bad: dict[str, Any]) -> None:
     with pytest.raises(ModelError) as info:
         ledger.operations(**bad)
     assert info.value.reason == "invalid-page"
+
+
+def test_a_refused_operation_id_is_echoed_cut_short(ledger: Ledger) -> None:
+    # A megabyte op id must not come back as a megabyte error line.
+    for op_id in ("x" * 1_000_000, "\n" * 1_000_000, ["x"] * 100_000):
+        with pytest.raises(ModelError) as info:
+            ledger.run(op_id, make_session(), command())
+        assert len(str(info.value)) < 300 and "\n" not in str(info.value)
+    with pytest.raises(ModelError, match=r"got 'xxxx.*'… \(1000000 characters\)"):
+        ledger.run("x" * 1_000_000, make_session(), command())

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from model_strategies import ansi_text
 
-from kuro_wasm.model.ansi import NAMED_COLOURS, lines, plain, split_tail, to_html
+from kuro_wasm.model.ansi import BIDI_CONTROLS, NAMED_COLOURS, lines, plain, split_tail, to_html
 
 E = "\x1b"
 
@@ -249,3 +249,10 @@ def test_split_tail_then_prepend_reads_like_the_whole(first: str, second: str) -
     assert complete + pending == first
     if pending:
         assert plain(complete + pending + second) == plain(complete + (pending + second))
+
+
+def test_bidi_controls_become_visible_text_never_pass_through() -> None:
+    for code in BIDI_CONTROLS:
+        shown = plain(f"a{chr(code)}b")
+        assert shown == f"a\\u{code:04x}b" and chr(code) not in shown
+    assert plain("\x1b[1m\u202eevil\x1b[0m") == "\\u202eevil"

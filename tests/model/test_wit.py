@@ -10,7 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuro_fs.dagcbor import cid_of
-from kuro_wasm.model.wit import INT_RANGES, WitFunc, WitType, func_from_data, lower, plain, type_from_data
+from kuro_wasm.model.wit import (
+    INT_RANGES,
+    WitFunc,
+    WitType,
+    from_words,
+    func_from_data,
+    lower,
+    plain,
+    type_from_data,
+)
 
 U32 = WitType("u32")
 STRING = WitType("string")
@@ -191,3 +200,43 @@ def test_a_value_of_the_type_lowers_and_its_receipt_data_is_the_value_again(tv: 
     back = plain(t, lowered[0])
     assert back == value
     cid_of({"r": back})  # always dag-cbor
+
+
+# ---- command-line words (kuro run CID EXPORT WORDS…)
+
+_WORD_TYPES = [U32, WitType("s64"), WitType("f64"), WitType("bool"), STRING, WitType("char"), COLOR, POINT, SHAPE,
+               PERMS, BYTES, RESULT, OPTION, TUPLE, WitType("list", (POINT,))]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("t", "word", "value"),
+    [
+        (U32, "0x10", 16), (WitType("s64"), "-7", -7), (WitType("f64"), "2.5", 2.5), (WitType("bool"), "false", False),
+        (STRING, "two words", "two words"), (STRING, '"-x"', "-x"), (STRING, '""', ""), (COLOR, "green", "green"),
+        (POINT, '{"x": 1, "y": 2, "label": "l"}', {"x": 1, "y": 2, "label": "l"}), (SHAPE, '"empty"', "empty"),
+        (BYTES, '{"/": {"bytes": "AAE"}}', b"\x00\x01"), (OPTION, "null", None), (PERMS, '["read"]', ["read"]),
+    ],
+)  # fmt: skip
+def test_a_word_is_read_by_its_parameters_type(t: WitType, word: str, value: Any) -> None:
+    assert from_words(one(t), [word]) == [value]
+
+
+def test_the_words_of_run_are_its_list_of_strings_as_they_are() -> None:
+    run = WitFunc("run", (("args", WitType("list", (STRING,))),), U32)
+    assert from_words(run, ["-n", "1", '"q"']) == ["-n", "1", '"q"']
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(_WORD_TYPES), max_size=3),
+    st.lists(st.text(max_size=12) | st.sampled_from(["[" * 5000, "{" * 3000, '"\\ud800"', "1e400", "NaN"]), max_size=3),
+)
+def test_any_words_give_args_that_lower_or_one_reason_never_an_exception(
+    types: list[WitType], words: list[str]
+) -> None:
+    func = WitFunc("f", tuple((f"p{i}", t) for i, t in enumerate(types)), None)
+    got = from_words(func, words)
+    if isinstance(got, str):
+        assert got and "\n" not in got
+    else:
+        assert not isinstance(lower(func, got), str)

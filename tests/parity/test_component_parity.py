@@ -6,9 +6,9 @@ component transpiled by ``jco transpile --instantiation async``, with kuro:host
 written in JavaScript over the same blocks). Compared: the exit code, the
 stdout and stderr CIDs, the typed result (``kuro/result``) and ``kuro/reads``
 (and the denials). Not compared, and why, per case: fuel and memory limits (V8
-has neither), and load errors (kuro's model decides them before any engine
-runs). Needs ``node`` and ``tools/node_modules``; without them it is skipped,
-saying why (CI may not skip).
+has neither), ``max_value_bytes`` (the node host does not bound values), and load
+errors (kuro's model decides them before any engine runs). Needs ``node`` and
+``tools/node_modules``; without them it is skipped, saying why (CI may not skip).
 """
 
 from __future__ import annotations
@@ -117,6 +117,8 @@ def _left_out(case: dict[str, Any]) -> str | None:
         return "a load error is decided by kuro's model before any engine runs"
     if "fuel" in limits or "max_memory_bytes" in limits:
         return "V8 has no fuel or memory limit"
+    if "max_value_bytes" in limits:
+        return "the V8 host does not bound what one call carries (max_value_bytes)"
     return None
 
 
@@ -132,7 +134,8 @@ def test_only_load_errors_and_limits_v8_lacks_are_left_out_of_parity() -> None:
     assert len(FIXTURES) >= 30 and len(left) < len(FIXTURES)
     for stem, reason in left.items():
         case = _case(ROOT / "guests" / "components" / "fixtures" / f"{stem}.toml")
-        assert case["expect"]["outcome"] == "load-error" or {"fuel", "max_memory_bytes"} & set(case.get("limits", {}))
+        wasmtime_only = {"fuel", "max_memory_bytes", "max_value_bytes"}
+        assert case["expect"]["outcome"] == "load-error" or wasmtime_only & set(case.get("limits", {}))
         assert reason
 
 
@@ -154,7 +157,8 @@ def test_a_component_fixture_gives_the_same_answer_on_wasmtime_and_v8(
     args = case.get("args", [])
     stdin = case.get("stdin")
     limits = case.get("limits", {})
-    receipt = run(sess, guest(cid, case["export"], args), store=store, fs=fs,
+    spec = guest(cid, case["export"], args, env=case.get("env"), argv0=case.get("argv0"))
+    receipt = run(sess, spec, store=store, fs=fs,
                   stdin=None if stdin is None else stdin.encode(), home=tmp_path / "home", **limits)  # fmt: skip
     ready = prepare(store, cid, EngineConfig(), cache_for(tmp_path / "home"))
     assert not isinstance(ready, LoadFailure), ready
@@ -171,6 +175,9 @@ def test_a_component_fixture_gives_the_same_answer_on_wasmtime_and_v8(
         "blocks": {c: base64.b64encode(b).decode() for c, b in store.blocks.items()},
         "max_output_bytes": limits.get("max_output_bytes", 1_048_576),
         "timeout_ms": limits.get("timeout_ms", 120_000),
+        "env": case.get("env", {}),
+        "argv0": case.get("argv0", cid),
+        "spec_args": args if all(isinstance(a, str) for a in args) else [],
     }
     done = subprocess.run(
         ["node", "--experimental-wasm-extended-const", str(HOST)],

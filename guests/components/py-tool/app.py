@@ -4,7 +4,8 @@ run(args): args[0] is the operation, the rest its operands. Results go to stdout
 errors to stderr as "<op>: <error-code>" with exit code 1.
 
     cat PATH · read-at PATH OFFSET LEN · write PATH TEXT · ls PATH · stat PATH ·
-    rm PATH · stdin · echo WORDS…
+    rm PATH · stdin · echo WORDS… · emit N (N bytes "z" in one output.write) · store PATH N (N bytes "z"
+    in one fs.write)
 """
 
 import wit_world
@@ -51,6 +52,10 @@ class WitWorld(wit_world.WitWorld):
                     if not chunk:
                         break
                     output.write(OUT, chunk)
+            elif op == "emit":
+                output.write(OUT, b"z" * int(rest[0]))
+            elif op == "store":
+                fs.write(rest[0], b"z" * int(rest[1]))
             elif op == "echo":
                 say(" ".join(rest) + "\n")
             else:

@@ -5,6 +5,8 @@ run(args): prints "hello <args>" (stdout, print), "env <KURO_GREETING>" and "std
 (sys.stderr), whether the clocks moved forward, whether open("/etc/passwd") was refused, the length
 of 8 random bytes, and cats args[0] through kuro.fs when given. Exit code 0.
 run(["--stdin"]): reads stdin to its end through WASI (sys.stdin) and prints its length.
+run(["--sleep"]): sleeps an hour (time.sleep: a WASI pollable on the monotonic clock) and prints the
+whole seconds the monotonic clock moved ("slept 3600" in a deterministic run, which does not wait).
 """
 
 import os
@@ -21,6 +23,11 @@ class WitWorld(wit_world.WitWorld):
     def run(self, args: list[str]) -> int:
         if args == ["--stdin"]:
             print("stdin", len(sys.stdin.buffer.read()))
+            return 0
+        if args == ["--sleep"]:
+            m0 = time.monotonic()
+            time.sleep(3600)
+            print("slept", int(time.monotonic() - m0))
             return 0
         print("hello", " ".join(args))
         print("env", os.environ.get("KURO_GREETING", "(unset)"))

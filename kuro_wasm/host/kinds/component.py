@@ -27,7 +27,19 @@ anything runs — a function whose only parameter is ``list<string>`` (the
 world's ``run``) takes the spec's args as that list. The exit code is
 ``run``'s ``u32``; for any other export it is 0, or 1 when its result is a
 ``result`` whose case is ``err`` (or what ``wasi:cli/exit`` said); the typed
-result goes to ``kuro/result``.
+result goes to ``kuro/result``. A component that imports ``wasi:cli/environment``
+takes the spec's ``kuro/env`` and ``kuro/argv0`` (:attr:`Entry.takes`): its
+environment is the env, its arguments ``argv0`` (by default the guest's CID) and
+the spec's args when every one is a string (as a WASI command's argv); one that
+does not import it refuses them.
+
+Nothing larger than the run's ``max_value_bytes`` crosses
+(:meth:`~kuro_wasm.model.limits.Limits.value_bound`; wasmtime's C API costs the
+host ~80 bytes per ``list<u8>`` byte): spec args past it are a ``load-error``
+(:attr:`Entry.arg_bytes`), and so are an env and argv past it; the world's
+functions answer ``err(too-large)`` (:mod:`kuro_wasm.host.kuro_world`); a result
+past it is counted as it is read (:class:`~kuro_wasm.host.component_values.Budget`),
+never built, and ends the run as a trap saying so.
 
 ## Effects
 wasmtime's component C API: one linker per engine, or per component for one
@@ -36,8 +48,7 @@ importing WASI (instantiated per run — the C API has no component
 v1's ``read`` does.
 
 ## Not done here
-No resources of the kuro world, no async component functions. No bound on the
-size of a typed result other than the guest's memory.
+No resources of the kuro world, no async component functions.
 """
 
 from __future__ import annotations
@@ -53,8 +64,8 @@ from wasmtime import _ffi as ffi
 
 from kuro_wasm.host import wasi_p2
 from kuro_wasm.host.calls import run_of
-from kuro_wasm.host.component_values import delete, read, write
-from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.component_values import Budget, ValueTooLarge, delete, read, write
+from kuro_wasm.host.context import RunContext, Stopped
 from kuro_wasm.host.engine import CallOutcome, TrapInfo
 from kuro_wasm.host.kind import Entry
 from kuro_wasm.host.kuro_world import CAPABILITIES, HOST_FUNCTIONS, WORLD_PACKAGE, Handler, error_name
@@ -66,6 +77,10 @@ __all__ = ["CAPABILITIES", "HOST_FUNCTIONS", "KIND", "WORLD_PACKAGE", "Component
 
 _LIST_STRING: Final = WitType("list", (WitType("string"),))
 _RUN_RESULT: Final = WitType("u32")
+_ENVIRONMENT: Final = "wasi:cli/environment"
+_ENV: Final = WitType("list", (WitType("tuple", (WitType("string"), WitType("string"))),))
+#: The optional spec keys a component reads when it imports wasi:cli/environment (its env and argv[0]).
+_CLI_KEYS: Final = frozenset({"kuro/env", "kuro/argv0"})
 
 
 # ---- the trampoline
@@ -88,8 +103,13 @@ def _trampoline(name: str, handler: Handler) -> Any:
             if run.stop_reason is not None:
                 return _error_ptr(f"kuro: stopped ({run.stop_reason})")
             if handler(run, cctx, args, results) is None:
+                fault = run.kind_state.get("fault")
+                if run.stop_reason is None and fault is not None:
+                    return _error_ptr(fault)
                 return _error_ptr(f"kuro: stopped ({run.stop_reason})")
             return 0
+        except Stopped as stop:  # the deadline or a kill, found between two blocks of a long host call
+            return _error_ptr(f"kuro: stopped ({stop.reason})")
         except BaseException as exc:
             if run is not None:
                 run.stop("host-error", f"{name}: {type(exc).__name__}: {exc}")
@@ -243,14 +263,21 @@ class ComponentKind:
         """The shared linker, or for a component importing WASI its own (WASI + the rest of it as traps)."""
         wasi = frozenset(name for name in compiled.type.imports(engine) if wasi_p2.provides(name))
         if not wasi:
-            return (self.linker(engine), compiled)
+            return (self.linker(engine), compiled, False)
         linker = wc.Linker(engine)
         _define(linker, wasi)
         _check(ffi.wasmtime_component_linker_define_unknown_imports_as_traps(linker.ptr(), compiled.ptr()))
-        return (linker, compiled)
+        return (linker, compiled, any(name.partition("@")[0] == _ENVIRONMENT for name in wasi))
 
     def instantiate(self, store: wasmtime.Store, linked: Any) -> tuple[Any, CallOutcome | None]:
-        linker, component = linked
+        linker, component, environment = linked
+        run = run_of(store._context())
+        if run is not None and environment:  # the virtual wasi:cli/environment, before any of the guest's code runs
+            env, argv = run.kind_state["wasi-cli"] = _cli(run.command)
+            size = wit.value_bytes(_ENV, env) + wit.value_bytes(_LIST_STRING, argv)
+            if size > run.max_value_bytes:
+                why = f"more than max_value_bytes ({run.max_value_bytes}) lets one call carry"
+                return None, CallOutcome(error=f"the spec's env and argv are {size} bytes, {why}")
         instance = ffi.wasmtime_component_instance_t()
         err = ffi.wasmtime_component_linker_instantiate(
             linker.ptr(), store._context(), component.ptr(), ctypes.byref(instance)
@@ -273,7 +300,19 @@ class ComponentKind:
         lowered = wit.lower(func, given)
         if isinstance(lowered, str):
             return f"export {export!r}: {lowered}"
-        return Entry(export, FuncSig((), ()), lowered, typed=func)
+        takes = _CLI_KEYS if any(i.module.partition("@")[0] == _ENVIRONMENT for i in shape.imports) else frozenset()
+        sizes = tuple(
+            (f"parameter {name} ({t.text()})", wit.value_bytes(t, v))
+            for (name, t), v in zip(func.params, lowered, strict=True)
+        )
+        return Entry(export, FuncSig((), ()), lowered, typed=func, takes=takes, arg_bytes=sizes)
+
+    def args_from_words(self, shape: WasmShape, export: str, words: Sequence[str]) -> list[object] | str:
+        """By the export's WIT parameter types (:func:`kuro_wasm.model.wit.from_words`)."""
+        func = shape.typed_export(export)
+        if func is None:
+            return list(words)  # no such export: the run's load-error will say so
+        return wit.from_words(func, list(words))
 
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
         func: wit.WitFunc = entry.typed
@@ -290,6 +329,7 @@ class ComponentKind:
                 written += 1
             has_result = func.result is not None
             run.kind_state.pop("exit-code", None)
+            run.kind_state.pop("fault", None)
             err = ffi.wasmtime_component_func_call(
                 ctypes.byref(raw),
                 ctx,
@@ -299,14 +339,22 @@ class ComponentKind:
                 int(has_result),
             )
             if err:
-                exited = run.kind_state.get("exit-code")
+                exited, fault = run.kind_state.get("exit-code"), run.kind_state.get("fault")
+                if fault is not None and run.stop_reason is None:  # the guest broke a call's rule (wasi_p2.fault)
+                    ffi.wasmtime_error_delete(err)
+                    return CallOutcome(trap=TrapInfo(None, str(fault)))
                 if exited is not None and run.stop_reason is None:  # wasi:cli/exit: the guest chose its code
                     ffi.wasmtime_error_delete(err)
                     return CallOutcome(values=(exited,))
                 return _failed(err)
-            value: Any = None if func.result is None else read(func.result, result)
-            if has_result:
-                delete(ctypes.byref(result))
+            try:
+                value: Any = None if func.result is None else read(func.result, result, Budget(run.max_value_bytes))
+            except ValueTooLarge:
+                too_large = f"export {entry.export!r} returned more than max_value_bytes ({run.max_value_bytes})"
+                return CallOutcome(trap=TrapInfo(None, f"kuro: {too_large} lets one call carry"))
+            finally:
+                if has_result:
+                    delete(ctypes.byref(result))
             err = ffi.wasmtime_component_func_post_return(ctypes.byref(raw), ctx)
             if err:
                 return _failed(err)
@@ -319,6 +367,18 @@ class ComponentKind:
             return CallOutcome(values=(int(value),))
         code = 1 if func.result.kind == "result" and value[0] == "err" else 0
         return CallOutcome(values=(code,), result=(wit.plain(func.result, value),))
+
+
+def _cli(spec: Any) -> tuple[list[tuple[str, str]], list[str]]:
+    """The virtual ``wasi:cli/environment`` of a run: the spec's env sorted by name (as WASI preview 1's), and
+    the arguments ``argv0`` (the spec's ``kuro/argv0``, else the guest's CID) then the spec's args when every
+    one is a string (a WASI command's argv)."""
+    env = sorted(spec.get("kuro/env", {}).items(), key=lambda kv: kv[0].encode("utf-8", "surrogatepass"))
+    argv = [spec.get("kuro/argv0", spec.get("kuro/guest", ""))]
+    args = spec.get("kuro/args", [])
+    if all(isinstance(a, str) for a in args):
+        argv.extend(args)
+    return env, argv
 
 
 def _unpassable(t: WitType | None) -> str | None:

@@ -87,6 +87,10 @@ class WasiPreview1(CoreModuleKind):
             return reason
         return Entry(export, sig, tuple(args), takes=_TAKES)
 
+    def args_from_words(self, shape: WasmShape, export: str, words: Sequence[str]) -> list[object] | str:
+        """A command's argv[1:]: the words as they are."""
+        return list(words)
+
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
         spec = run.command
         argv0: str = spec.get("kuro/argv0", spec.get("kuro/guest", ""))

@@ -334,8 +334,9 @@ class WorkerPool:
             else:
                 block = run.store.get(cid)
                 found = block is not None
-        except KuroFsError:  # a corrupt block or a failing store: the run sees it as absent (block-missing)
+        except KuroFsError as exc:  # a corrupt block or a failing store: the run sees it as absent (block-missing)
             found, block = False, None
+            run.store_failed(exc)  # … and its receipt, if the guest could not load, says which block and why
         conn.send("reply", {"rid": message["rid"], "found": found}, block or b"")
 
     def _done(self, conn: _Conn, message: Mapping[str, Any]) -> None:

@@ -36,12 +36,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
+from kuro_fs.errors import KuroFsError
 from kuro_wasm.errors import HostError
 from kuro_wasm.host.job import OnChunk, OnExit
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.outcome import decide
-from kuro_wasm.model.receipt import namespace
+from kuro_wasm.model.receipt import from_json, namespace
 from kuro_wasm.model.sessions import Session
 
 __all__ = ["HOST_STATED", "ISOLATION", "STOP_GRACE_S", "RemoteRun", "died_result"]
@@ -166,6 +167,7 @@ class RemoteRun:
         self.stop_at: float | None = None
         self.hard_stop: str | None = None  # set when the host killed the worker to enforce stop_reason
         self.callback_error: str | None = None
+        self.store_failure: KuroFsError | None = None  # the first block read the host's store failed
         self.handed: set[str] = set()
         self.conn: Any = None
         self.sent = False
@@ -209,12 +211,19 @@ class RemoteRun:
 
         Raises HostError: the worker's receipt or counters disagree with what this side saw.
         """
+        if "kuro/result" in receipt:  # DAG-JSON text (kuro_wasm.host.worker.serve): bytes survive the frame
+            text = receipt["kuro/result"]
+            try:
+                receipt = {**receipt, "kuro/result": from_json(text if type(text) is str else "")}
+            except ValueError as exc:
+                raise HostError(f"the worker's kuro/result is not DAG-JSON text: {exc}") from None
         result = {k: v for k, v in namespace(receipt).items() if k not in HOST_STATED}
         if result.get("kuro/outcome") in _NOT_FROM_A_WORKER:
             raise HostError(f"a worker may not report the outcome {result['kuro/outcome']!r}")
         seq, dropped, truncated = counters.get("seq"), counters.get("dropped"), counters.get("truncated")
         capped_by = counters.get("capped_by")
         with self.lock:
+            failure = self.store_failure
             s = self.stream
             kept = (receipt.get("kuro/stdout-bytes"), receipt.get("kuro/stderr-bytes"))
             if kept != (s.stdout_bytes, s.stderr_bytes):
@@ -223,7 +232,20 @@ class RemoteRun:
                 self.stream = _stream.drop(s, seq - s.seq, dropped - s.dropped_bytes, str(capped_by))
             elif truncated is not False or seq != s.seq or dropped != 0:
                 raise HostError(f"the worker's stream counters {dict(counters)} do not match this side's")
+        if failure is not None and result.get("kuro/outcome") in ("guest-not-found", "load-error"):
+            # the worker saw a block as absent because this side's store failed on it: say so, not "not found"
+            from kuro_wasm.host.loader import unreadable
+
+            guest = self.command.get("guest")
+            result.update({"kuro/outcome": "load-error", "kuro/exit-code": 126})
+            result["kuro/error"] = unreadable(guest if isinstance(guest, str) else "?", failure)
         return result
+
+    def store_failed(self, exc: KuroFsError) -> None:
+        """The host's store failed on a block this run asked for (the worker was told it is absent)."""
+        with self.lock:
+            if self.store_failure is None:
+                self.store_failure = exc
 
     def settle(self, result: Mapping[str, Any], worker: Mapping[str, Any] | None) -> None:
         """Build and publish the receipt from ``result`` (host keys); idempotent: the first ending wins.

@@ -52,7 +52,7 @@ from kuro_wasm.host.worker.remote import RemoteStore
 from kuro_wasm.host.worker.run import HOST_STATED
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
-from kuro_wasm.model.receipt import HOST_KEYS
+from kuro_wasm.model.receipt import HOST_KEYS, to_json
 from kuro_wasm.model.sessions import Session
 
 __all__ = ["MEMORY_PROFILE", "serve"]
@@ -274,6 +274,8 @@ class _Worker:
             self.send("failed", {"id": request.id, "error": str(exc)})
             return
         kept = {k: v for k, v in receipt.items() if k in _REPORTED}
+        if "kuro/result" in kept:  # a component's typed result may hold bytes: it travels as DAG-JSON text
+            kept["kuro/result"] = to_json(kept["kuro/result"])
         if self.lie_root:  # test hook: hand back a directory whose one file nobody has, and claim it as the root
             self.lie_root = False
             missing = Entry(cid_for(b"a file nobody handed back"), 25)
