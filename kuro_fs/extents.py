@@ -9,11 +9,13 @@ Writes never copy the file. A :class:`SparseFile` is three layers, read top down
 2. **leaves** — chunk-aligned runs already folded into raw leaf blocks (``store.put``): a run that
    covers a whole chunk (``chunk_size`` bytes at a multiple of ``chunk_size``) is folded as soon as
    it does, so a sequential writer holds at most about one chunk in memory whatever the file's size;
-3. **the base** — the stored file: its leaf list is decoded once (:func:`~kuro_fs.unixfs.iter_leaves`,
-   up to :data:`MAX_LEAF_TABLE` leaves) and a read fetches only the leaves it overlaps, instead of
-   decoding the tree's nodes on every call as :func:`~kuro_fs.unixfs.iter_file` does (a 64 KiB read
-   of a 64 MiB file costs ~6 ms that way, ~30 µs this way); bytes past ``base_valid`` (the smallest
-   size the file was cut to) and holes past the end read as zeros.
+3. **the base** — the stored file, read through a :class:`~kuro_fs.leafread.LeafReader` (its leaf
+   list decoded once; each leaf fetched and verified once by a run of small reads, fetched ahead when
+   they run in order); bytes past ``base_valid`` (the smallest size the file was cut to) and holes
+   past the end read as zeros.
+
+A read fills the caller's buffer in place (:meth:`SparseFile.read_into`: a WASI ``fd_read`` fills
+guest memory with no bytes object between); :meth:`SparseFile.read` is the same into one new ``bytes``.
 
 :meth:`SparseFile.build` then makes the new file DAG with :class:`~kuro_fs.unixfs.BalancedLayout`
 chunk by chunk, reusing every leaf it can (an untouched raw leaf of the base at the same aligned
@@ -38,40 +40,22 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterator
-from typing import Final
 
 from kuro_fs.blocks import BlockStore
-from kuro_fs.errors import DagPbError, MissingBlock
+from kuro_fs.errors import DagPbError
+from kuro_fs.fillbytes import fill_bytes
+from kuro_fs.leafread import MAX_LEAF_TABLE, LeafReader
 from kuro_fs.unixfs import BalancedLayout, FileRoot, iter_file, iter_leaves
 
 __all__ = ["MAX_LEAF_TABLE", "SparseFile"]
 
-#: Files of at most this many leaves (16 GiB at 256 KiB chunks) keep their leaf list once read, so a
-#: read fetches its leaves directly instead of decoding the tree's nodes again (~90 µs per link).
-MAX_LEAF_TABLE: Final = 65536
 
-#: (leaf start offsets, leaf CIDs, file size) of a base whose bytes are all in raw leaves.
-_LeafTable = tuple[list[int], list[str], int]
-
-
-def _read_leaves(store: BlockStore, table: _LeafTable, start: int, end: int) -> bytes:
-    """Bytes [start, end) from the leaves in ``table``. Raises MissingBlock / DagPbError."""
-    starts, cids, size = table
-    i = bisect_right(starts, start) - 1
-    parts: list[bytes | memoryview] = []
-    pos = start
-    while pos < end:
-        leaf_end = starts[i + 1] if i + 1 < len(starts) else size
-        block = store.get(cids[i])
-        if block is None:
-            raise MissingBlock(cids[i])
-        if len(block) != leaf_end - starts[i]:
-            raise DagPbError(f"raw leaf {cids[i]} is {len(block)} bytes, its parent says {leaf_end - starts[i]}")
-        stop = min(end, leaf_end)
-        parts.append(memoryview(block)[pos - starts[i] : stop - starts[i]])
-        pos = stop
-        i += 1
-    return b"".join(parts)
+def _put(out: memoryview, pieces: Iterator[bytes | memoryview]) -> None:
+    # Fill ``out`` with the pieces a tree read yields; a tree that yields another length is malformed.
+    data = b"".join(pieces)
+    if len(data) != len(out):
+        raise DagPbError(f"a file tree gave {len(data)} bytes where {len(out)} were expected")
+    out[:] = data
 
 
 class SparseFile:
@@ -82,8 +66,8 @@ class SparseFile:
 
     __slots__ = (
         "_bufs",
-        "_leaf_table",
         "_leaves",
+        "_reader",
         "_starts",
         "base_cid",
         "base_size",
@@ -107,7 +91,7 @@ class SparseFile:
         self._starts: list[int] = []
         self._bufs: list[bytearray] = []
         self._leaves: dict[int, str] = {}
-        self._leaf_table: _LeafTable | bool | None = None
+        self._reader: LeafReader | bool | None = None  # False: the base has none (read through its tree)
 
     @property
     def dirty(self) -> bool:
@@ -124,12 +108,25 @@ class SparseFile:
 
     def read(self, offset: int, length: int) -> tuple[bytes, bool]:
         """Bytes ``[offset, offset+length)`` clipped to the size, and whether any came from the base."""
-        end = min(offset + length, self.size)
+        n = max(0, min(offset + length, self.size) - offset)
+        used = False
+
+        def fill(view: memoryview) -> int:
+            nonlocal used
+            done, used = self.read_into(offset, view)
+            return done
+
+        return (fill_bytes(n, fill), used) if n else (b"", False)
+
+    def read_into(self, offset: int, out: memoryview) -> tuple[int, bool]:
+        """Fill ``out`` (a writable byte view) with bytes ``[offset, offset+len(out))`` clipped to the size:
+        how many it filled, and whether any came from the base."""
+        end = min(offset + len(out), self.size)
         if offset >= end:
-            return b"", False
+            return 0, False
+        out = out[: end - offset]
         if not self._starts and not self._leaves:
-            return self._under(offset, end)
-        parts: list[bytes | bytearray | memoryview] = []
+            return end - offset, self._under(offset, out)
         used = False
         pos = offset
         i = max(bisect_right(self._starts, offset) - 1, 0)
@@ -140,23 +137,21 @@ class SparseFile:
                 continue
             if i < len(starts) and starts[i] <= pos:
                 stop = min(end, starts[i] + len(bufs[i]))
-                parts.append(memoryview(bufs[i])[pos - starts[i] : stop - starts[i]])
+                out[pos - offset : stop - offset] = memoryview(bufs[i])[pos - starts[i] : stop - starts[i]]
                 pos = stop
                 i += 1
                 continue
             stop = min(end, starts[i]) if i < len(starts) else end
-            data, from_base = self._under(pos, stop)
-            used = used or from_base
-            parts.append(data)
+            used = self._under(pos, out[pos - offset : stop - offset]) or used
             pos = stop
-        return b"".join(parts), used
+        return end - offset, used
 
-    def _under(self, start: int, end: int) -> tuple[bytes, bool]:
-        # Bytes [start, end) below the extents: folded leaves, then the base, then zeros.
+    def _under(self, start: int, out: memoryview) -> bool:
+        # Fill ``out`` with bytes [start, start+len(out)) below the extents: folded leaves, the base, zeros.
         if not self._leaves:
-            return self._base(start, end)
+            return self._base(start, out)
         size = self.chunk_size
-        parts: list[bytes] = []
+        end = start + len(out)
         used = False
         pos = start
         while pos < end:
@@ -164,46 +159,38 @@ class SparseFile:
             stop = min(end, (k + 1) * size)
             leaf = self._leaves.get(k)
             if leaf is not None:
-                parts.append(b"".join(iter_file(self.store.get, leaf, pos - k * size, stop - pos, size=size)))
+                _put(out[pos - start : stop - start], iter_file(self.store.get, leaf, pos - k * size, stop - pos))
             else:
                 while stop < end and (stop // size) not in self._leaves:  # a run of unfolded chunks: one read
                     stop = min(end, stop + size)
-                data, from_base = self._base(pos, stop)
-                used = used or from_base
-                parts.append(data)
+                used = self._base(pos, out[pos - start : stop - start]) or used
             pos = stop
-        return b"".join(parts), used
+        return used
 
-    def _base(self, start: int, end: int) -> tuple[bytes, bool]:
-        # Bytes [start, end) of the base where it is still valid, zeros after.
+    def _base(self, start: int, out: memoryview) -> bool:
+        # Fill ``out`` with bytes [start, start+len(out)) of the base where it is still valid, zeros after.
+        end = start + len(out)
         valid = min(end, self.base_valid)
         if self.base_cid is None or start >= valid:
-            return bytes(end - start), False
-        table = self._table()
-        if table is None:
-            data = b"".join(iter_file(self.store.get, self.base_cid, start, valid - start, size=self.base_size))
+            out[:] = bytes(len(out))
+            return False
+        reader = self._leaf_reader()
+        if reader is None:
+            _put(
+                out[: valid - start],
+                iter_file(self.store.get, self.base_cid, start, valid - start, size=self.base_size),
+            )
         else:
-            data = _read_leaves(self.store, table, start, valid)
+            reader.read_into(start, out[: valid - start])
         if valid < end:
-            data += bytes(end - valid)
-        return data, True
+            out[valid - start :] = bytes(end - valid)
+        return True
 
-    def _table(self) -> _LeafTable | None:
-        # The base's leaves, decoded once; None if it has more than MAX_LEAF_TABLE or is not all raw leaves.
-        if self._leaf_table is None and self.base_cid is not None:
-            self._leaf_table = False
-            starts: list[int] = []
-            cids: list[str] = []
-            end = 0
-            for offset, cid, size in iter_leaves(self.store.get, self.base_cid):
-                if offset != end or len(starts) == MAX_LEAF_TABLE:
-                    return None  # bytes inside dag-pb nodes, or too many leaves: read through the tree
-                starts.append(offset)
-                cids.append(cid)
-                end = offset + size
-            if end == self.base_size:
-                self._leaf_table = (starts, cids, end)
-        return self._leaf_table if isinstance(self._leaf_table, tuple) else None
+    def _leaf_reader(self) -> LeafReader | None:
+        # The base's reader, made once; None if its bytes are not all in raw leaves (read through the tree).
+        if self._reader is None and self.base_cid is not None:
+            self._reader = LeafReader.of(self.store, self.base_cid, self.base_size) or False
+        return self._reader if isinstance(self._reader, LeafReader) else None
 
     # ---- writing
 
@@ -280,7 +267,7 @@ class SparseFile:
         self.base_cid, self.base_size = root.cid, root.size
         self.base_valid = self.size = root.size
         self._starts, self._bufs, self._leaves = [], [], {}
-        self._leaf_table = None
+        self._reader = None
         self.pending_bytes = 0
 
     def _base_leaves(self) -> dict[int, tuple[str, int]]:

@@ -259,15 +259,29 @@ class Overlay:
 
     def read(self, handle: Handle, offset: int, length: int) -> bytes | Errno:
         """Up to ``length`` bytes at ``offset`` (short at the end, empty past it). Errnos: BADF, ISDIR, INVAL, IO."""
+        return self._reading(handle, offset, _is_count(length), lambda content: content.read(offset, length))
 
-        def body() -> bytes:
+    def read_into(self, handle: Handle, offset: int, out: memoryview | bytearray) -> int | Errno:
+        """Fill ``out`` with up to ``len(out)`` bytes at ``offset``, in place; how many (short at the end, 0
+        past it). Errnos: BADF, ISDIR, INVAL, IO (``out`` may then hold part of the range).
+        Raises TypeError: ``out`` is not a writable buffer."""
+        view = memoryview(out).cast("B")
+        if view.readonly:
+            raise TypeError("read_into needs a writable buffer")
+        return self._reading(handle, offset, True, lambda content: content.read_into(offset, view))
+
+    def _reading(
+        self, handle: Handle, offset: int, length_ok: bool, read: Callable[[SparseFile], tuple[T, bool]]
+    ) -> T | Errno:
+        # A read of the file ``handle`` names: its bytes' first reach of the stored file is in ``reads``.
+        def body() -> T:
             node = self._file(handle)
-            if not (_is_count(offset) and _is_count(length)):
+            if not (_is_count(offset) and length_ok):
                 raise _Refused(Errno.INVAL)
-            data, from_base = node.content.read(offset, length)
+            value, from_base = read(node.content)
             if from_base and node.content.base_cid is not None:
                 self._reads.setdefault(node.content.base_cid)
-            return data
+            return value
 
         return self._attempt(body)
 

@@ -41,6 +41,7 @@ OTHER_PURE_MODULES = [
     "kuro_fs/gateway/request.py",
     "kuro_fs/gateway/dag.py",
     "kuro_fs/extents.py",
+    "kuro_fs/leafread.py",
     "kuro_fs/overlay.py",
     "kuro_fs/overlay_tree.py",
     "kuro_wasm/errors.py",

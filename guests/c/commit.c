@@ -3,7 +3,8 @@
  *   exit   exit(3)                       (a normal end: everything is committed)
  *   sync   fsync(pending.txt), abort()  (a commit point, then a trap)
  *   trap   abort()                       (a trap: pending.txt is not committed)
- *   wait   read stdin until its end     (kill or the deadline stop it: pending.txt is not committed)
+ *   wait   print "waiting", then read stdin until its end
+ *                                        (kill or the deadline stop it: pending.txt is not committed)
  *   flood  write to stdout forever      (the output cap stops it: pending.txt is not committed)
  * Exit status 2 for a bad MODE, 1 if a file cannot be written. */
 #include <fcntl.h>
@@ -34,6 +35,8 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "trap") == 0) abort();
     if (strcmp(mode, "wait") == 0) {
         char buf[256];
+        puts("waiting");
+        fflush(stdout);
         while (read(STDIN_FILENO, buf, sizeof buf) > 0) {
         }
         return 0;

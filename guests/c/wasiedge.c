@@ -4,7 +4,11 @@
  * Exit status 0 when every check ran (a check's answer is printed, never judged here).
  *   wasiedge common  the checks on which every conforming host agrees (compared with wasmtime's WASI)
  *   wasiedge kuro    answers particular to kuro's WASI (allocate, CPU clocks, times, symlinks, rights: where
- *                    wasmtime answers otherwise — it ignores fd rights, has no fd_allocate, real file times) */
+ *                    wasmtime answers otherwise — it ignores fd rights, has no fd_allocate, real file times)
+ *                    and, through a directory descriptor whose rights were cut, every call that needs one
+ *                    of them (ENOTCAPABLE, 76), with what the uncut descriptor sees after each
+ *   wasiedge deny    each call a capability governs, on the preopen itself and stdin (no scratch directory):
+ *                    run under a partial grant, the refused ones answer EACCES (2) */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,6 +47,11 @@ static const __wasi_rights_t RW = __WASI_RIGHTS_FD_READ | __WASI_RIGHTS_FD_WRITE
                                   __WASI_RIGHTS_FD_FILESTAT_SET_SIZE | __WASI_RIGHTS_FD_FILESTAT_SET_TIMES |
                                   __WASI_RIGHTS_FD_ALLOCATE;
 
+/* Every right, and the ones a directory cannot have (opening one with them is EISDIR). */
+static const __wasi_rights_t ALL = ((__wasi_rights_t)1 << 30) - 1;
+static const __wasi_rights_t WRITES = __WASI_RIGHTS_FD_WRITE | __WASI_RIGHTS_FD_DATASYNC | __WASI_RIGHTS_FD_ALLOCATE |
+                                      __WASI_RIGHTS_FD_FILESTAT_SET_SIZE;
+
 static void put(__wasi_fd_t fd, const char *text) {
     __wasi_ciovec_t iov = {(const uint8_t *)text, strlen(text)};
     __wasi_size_t n;
@@ -68,6 +77,14 @@ static void common(void) {
     say("fd_close of fd 99", __wasi_fd_close(99));
     say("sock_shutdown of the preopen", __wasi_sock_shutdown(3, __WASI_SDFLAGS_RD));
     say("sock_shutdown of fd 99", __wasi_sock_shutdown(99, __WASI_SDFLAGS_RD));
+    __wasi_fd_t accepted;
+    say("sock_accept of the preopen", __wasi_sock_accept(3, 0, &accepted));
+    say("sock_accept of fd 99", __wasi_sock_accept(99, 0, &accepted));
+    __wasi_roflags_t roflags;
+    say("sock_recv of stdin", __wasi_sock_recv(0, &iov, 1, 0, &n, &roflags));
+    say("sock_recv of fd 99", __wasi_sock_recv(99, &iov, 1, 0, &n, &roflags));
+    say("sock_send of stdout", __wasi_sock_send(1, (const __wasi_ciovec_t *)&iov, 1, 0, &n));
+    say("sock_send of fd 99", __wasi_sock_send(99, (const __wasi_ciovec_t *)&iov, 1, 0, &n));
     say("fd_prestat_get of fd 99", __wasi_fd_prestat_get(99, &(__wasi_prestat_t){0}));
     open_at(dir, ".", __WASI_OFLAGS_DIRECTORY, __WASI_RIGHTS_FD_READ | __WASI_RIGHTS_FD_WRITE, &e);
     say("open . for writing", e);
@@ -113,6 +130,8 @@ static void common(void) {
     value("pread past the end", e, n);
     e = __wasi_fd_filestat_set_size(f, 3);
     say("set size 3", e);
+    say("datasync f", __wasi_fd_datasync(f));
+    say("sync f", __wasi_fd_sync(f));
     e = __wasi_fd_filestat_get(f, &fst);
     value("size", e, fst.size);
     say("set_times with MTIM and MTIM_NOW", __wasi_fd_filestat_set_times(f, 0, 0, __WASI_FSTFLAGS_MTIM |
@@ -127,6 +146,29 @@ static void common(void) {
     e = __wasi_fd_filestat_get(g, &fst);
     value("g is now f: size", e, fst.size);
     say("renumber onto a closed fd", __wasi_fd_renumber(g, 99));
+
+    __wasi_fd_t ro = open_at(dir, "g", 0, __WASI_RIGHTS_FD_READ, &e);
+    say("open g read-only", e);
+    e = __wasi_fd_pwrite(ro, &tail, 1, 0, &n);
+    say("pwrite to a read-only descriptor", e);
+    say("set_size of a read-only descriptor", __wasi_fd_filestat_set_size(ro, 0));
+    say("readdir of a file", __wasi_fd_readdir(ro, buf, sizeof buf, 0, &n));
+    say("close g read-only", __wasi_fd_close(ro));
+    e = __wasi_fd_pwrite(1, &tail, 1, 0, &n);
+    say("pwrite to stdout", e);
+    e = __wasi_fd_pwrite(dir, &tail, 1, 0, &n);
+    say("pwrite to a directory", e);
+    e = __wasi_fd_pwrite(99, &tail, 1, 0, &n);
+    say("pwrite to fd 99", e);
+    say("set_size of stdout", __wasi_fd_filestat_set_size(1, 0));
+    say("set_size of a directory", __wasi_fd_filestat_set_size(dir, 0));
+    say("set_size of fd 99", __wasi_fd_filestat_set_size(99, 0));
+    e = __wasi_fd_filestat_get(99, &fst);
+    say("filestat_get of fd 99", e);
+    say("datasync of stdout", __wasi_fd_datasync(1));
+    say("datasync of fd 99", __wasi_fd_datasync(99));
+    say("readdir of fd 99", __wasi_fd_readdir(99, buf, sizeof buf, 0, &n));
+    say("readdir of stdout", __wasi_fd_readdir(1, buf, sizeof buf, 0, &n));
 
     say("unlink f while open", __wasi_path_unlink_file(dir, "f"));
     put(g, "!");
@@ -156,7 +198,8 @@ static void common(void) {
     say("stat d/x/", e);
 
     __wasi_fd_t d = open_at(dir, "d", __WASI_OFLAGS_DIRECTORY, __WASI_RIGHTS_FD_READDIR |
-                            __WASI_RIGHTS_FD_FILESTAT_GET | __WASI_RIGHTS_PATH_OPEN, &e);
+                            __WASI_RIGHTS_FD_FILESTAT_GET | __WASI_RIGHTS_PATH_OPEN |
+                            __WASI_RIGHTS_PATH_FILESTAT_GET, &e);
     say("open d", e);
     __wasi_filestat_t dst;
     (void)__wasi_fd_filestat_get(d, &dst);
@@ -198,6 +241,26 @@ static void common(void) {
     printf("poll a 1 ms clock: errno %u, %u event(s), userdata %llu, type %u\n", (unsigned)e, (unsigned)n,
            (unsigned long long)ev.userdata, (unsigned)ev.type);
     say("poll nothing", __wasi_poll_oneoff(&sub, &ev, 0, &n));
+    const struct {
+        const char *what;
+        __wasi_eventtype_t tag;
+        __wasi_fd_t fd;
+    } polls[] = {{"fd 99 for reading", __WASI_EVENTTYPE_FD_READ, 99},
+                 {"fd 99 for writing", __WASI_EVENTTYPE_FD_WRITE, 99},
+                 {"stdout for writing", __WASI_EVENTTYPE_FD_WRITE, 1},
+                 {"stdout for reading", __WASI_EVENTTYPE_FD_READ, 1},
+                 {"a directory for reading", __WASI_EVENTTYPE_FD_READ, 3},
+                 {"a directory for writing", __WASI_EVENTTYPE_FD_WRITE, 3},
+                 {"stdin for writing", __WASI_EVENTTYPE_FD_WRITE, 0}};
+    for (unsigned i = 0; i < sizeof polls / sizeof *polls; i++) {
+        memset(&ev, 0, sizeof ev);
+        n = 0;
+        sub.u.tag = polls[i].tag;
+        sub.u.u.fd_read.file_descriptor = polls[i].fd;
+        e = __wasi_poll_oneoff(&sub, &ev, 1, &n);
+        printf("poll %s: errno %u, %u event(s), error %u, type %u\n", polls[i].what, (unsigned)e, (unsigned)n,
+               (unsigned)ev.error, (unsigned)ev.type);
+    }
     say("random_get of 0 bytes", __wasi_random_get(buf, 0));
     say("sched_yield", __wasi_sched_yield());
 
@@ -205,6 +268,77 @@ static void common(void) {
     for (unsigned i = 0; i < sizeof rm / sizeof *rm; i++) (void)__wasi_path_unlink_file(dir, rm[i]);
     (void)__wasi_path_remove_directory(dir, "d/e");
     say("rmdir d at the end", __wasi_path_remove_directory(dir, "d"));
+}
+
+/* A second descriptor of the scratch directory, cut to PATH_OPEN with no inheriting rights: every call that
+ * needs another right of it is ENOTCAPABLE and changes nothing (the uncut `dir` checks), and path_open asks
+ * for rights within what the directory passes on. Then one that passes on only reading. */
+static void rights(void) {
+    __wasi_errno_t e;
+    __wasi_fd_t f = open_at(dir, "f", __WASI_OFLAGS_CREAT, RW, &e);
+    put(f, "abc");
+    (void)__wasi_fd_close(f);
+    say("mkdir sub", __wasi_path_create_directory(dir, "sub"));
+    __wasi_fd_t cut = (__wasi_fd_t)-1;
+    e = __wasi_path_open(dir, 0, ".", __WASI_OFLAGS_DIRECTORY, ALL & ~WRITES, ALL, 0, &cut);
+    say("open the directory again", e);
+    say("cut it to path_open", __wasi_fd_fdstat_set_rights(cut, __WASI_RIGHTS_PATH_OPEN, 0));
+    __wasi_fdstat_t st;
+    e = __wasi_fd_fdstat_get(cut, &st);
+    printf("its rights: base %llu inheriting %llu\n", (unsigned long long)st.fs_rights_base,
+           (unsigned long long)st.fs_rights_inheriting);
+    __wasi_filestat_t fst;
+    say("cut: path_filestat_get", __wasi_path_filestat_get(cut, 0, "f", &fst));
+    say("cut: path_filestat_set_times", __wasi_path_filestat_set_times(cut, 0, "f", 0, 1, __WASI_FSTFLAGS_MTIM));
+    say("cut: path_create_directory", __wasi_path_create_directory(cut, "nd"));
+    say("  made nothing", __wasi_path_filestat_get(dir, 0, "nd", &fst));
+    __wasi_fd_t g = (__wasi_fd_t)-1;
+    say("cut: path_open with creat", __wasi_path_open(cut, 0, "new", __WASI_OFLAGS_CREAT, 0, 0, 0, &g));
+    say("  made nothing", __wasi_path_filestat_get(dir, 0, "new", &fst));
+    say("cut: path_open with trunc", __wasi_path_open(cut, 0, "f", __WASI_OFLAGS_TRUNC, 0, 0, 0, &g));
+    e = __wasi_path_filestat_get(dir, 0, "f", &fst);
+    value("  f's size", e, fst.size);
+    say("cut: path_open asking for fd_read", __wasi_path_open(cut, 0, "f", 0, __WASI_RIGHTS_FD_READ, 0, 0, &g));
+    say("cut: path_open of sub passing on fd_read",
+        __wasi_path_open(cut, 0, "sub", __WASI_OFLAGS_DIRECTORY, 0, __WASI_RIGHTS_FD_READ, 0, &g));
+    e = __wasi_path_open(cut, 0, "f", 0, 0, 0, 0, &g);
+    say("cut: path_open asking for nothing", e);
+    if (e == 0) (void)__wasi_fd_close(g);
+    say("cut: path_unlink_file", __wasi_path_unlink_file(cut, "f"));
+    say("cut: path_remove_directory", __wasi_path_remove_directory(cut, "sub"));
+    say("cut: path_rename from it", __wasi_path_rename(cut, "f", dir, "f2"));
+    say("cut: path_rename into it", __wasi_path_rename(dir, "f", cut, "f2"));
+    say("  f is still f", __wasi_path_filestat_get(dir, 0, "f", &fst));
+    uint8_t buf[64];
+    __wasi_size_t used;
+    say("cut: path_readlink", __wasi_path_readlink(cut, "f", buf, sizeof buf, &used));
+    say("cut: path_symlink", __wasi_path_symlink("f", cut, "link"));
+    say("cut: path_link from it", __wasi_path_link(cut, 0, "f", dir, "hard"));
+    say("cut: path_link into it", __wasi_path_link(dir, 0, "f", cut, "hard"));
+    say("cut: fd_readdir", __wasi_fd_readdir(cut, buf, sizeof buf, 0, &used));
+    say("close it", __wasi_fd_close(cut));
+
+    __wasi_fd_t reader = (__wasi_fd_t)-1;
+    e = __wasi_path_open(dir, 0, ".", __WASI_OFLAGS_DIRECTORY, __WASI_RIGHTS_PATH_OPEN,
+                         __WASI_RIGHTS_FD_READ | __WASI_RIGHTS_FD_SEEK, 0, &reader);
+    say("open the directory passing on fd_read and fd_seek", e);
+    say("  open f for writing through it", __wasi_path_open(reader, 0, "f", 0, __WASI_RIGHTS_FD_WRITE, 0, 0, &g));
+    e = __wasi_path_open(reader, 0, "f", 0, __WASI_RIGHTS_FD_READ | __WASI_RIGHTS_PATH_OPEN, 0, 0, &g);
+    say("  open f for reading through it (path_open does not apply to a file: dropped)", e);
+    if (e == 0) {
+        (void)__wasi_fd_fdstat_get(g, &st);
+        printf("  its rights: base %llu inheriting %llu\n", (unsigned long long)st.fs_rights_base,
+               (unsigned long long)st.fs_rights_inheriting);
+        __wasi_iovec_t iov = {buf, sizeof buf};
+        e = __wasi_fd_read(g, &iov, 1, &used);
+        value("  read it", e, used);
+        say("  fd_filestat_get without the right", __wasi_fd_filestat_get(g, &fst));
+        say("  fd_filestat_set_times without the right", __wasi_fd_filestat_set_times(g, 0, 1, __WASI_FSTFLAGS_MTIM));
+        (void)__wasi_fd_close(g);
+    }
+    (void)__wasi_fd_close(reader);
+    (void)__wasi_path_unlink_file(dir, "f");
+    say("rmdir sub", __wasi_path_remove_directory(dir, "sub"));
 }
 
 static void kuro(void) {
@@ -241,16 +375,58 @@ static void kuro(void) {
     say("proc_raise", (__wasi_errno_t)raw_proc_raise(15));
     (void)__wasi_fd_close(f);
     say("unlink f", __wasi_path_unlink_file(dir, "f"));
+    rights();
+}
+
+/* Each call a capability governs, straight on the preopen (no scratch directory: the grant may allow no
+ * writing) over the tree f, e, d/keep, and on stdin: what the run's grant allows, or EACCES (2). */
+static void deny(void) {
+    __wasi_errno_t e;
+    uint8_t buf[64];
+    __wasi_size_t n;
+    e = __wasi_fd_readdir(3, buf, sizeof buf, 0, &n);
+    value("fd_readdir of / (bytes)", e, n);
+    __wasi_filestat_t fst;
+    e = __wasi_path_filestat_get(3, 0, "f", &fst);
+    value("path_filestat_get f: size", e, fst.size);
+    e = __wasi_path_readlink(3, "f", buf, sizeof buf, &n);
+    say("readlink f", e);
+    say("set f's mtim", __wasi_path_filestat_set_times(3, 0, "f", 0, 5, __WASI_FSTFLAGS_MTIM));
+    __wasi_fd_t f = open_at(3, "f", 0, __WASI_RIGHTS_FD_READ, &e);
+    say("open f for reading", e);
+    __wasi_iovec_t iov = {buf, sizeof buf};
+    e = __wasi_fd_pread(f, &iov, 1, 0, &n);
+    value("pread f", e, n);
+    (void)__wasi_fd_close(f);
+    open_at(3, "new", __WASI_OFLAGS_CREAT, RW, &e);
+    say("create new", e);
+    open_at(3, "f", __WASI_OFLAGS_TRUNC, RW, &e);
+    say("truncate f", e);
+    say("mkdir n", __wasi_path_create_directory(3, "n"));
+    say("rename f to g", __wasi_path_rename(3, "f", 3, "g"));
+    say("unlink d/keep", __wasi_path_unlink_file(3, "d/keep"));
+    say("rmdir d", __wasi_path_remove_directory(3, "d"));
+    e = __wasi_fd_read(0, &iov, 1, &n);
+    value("read stdin", e, n);
+    __wasi_subscription_t sub;
+    memset(&sub, 0, sizeof sub);
+    sub.u.tag = __WASI_EVENTTYPE_FD_READ;
+    sub.u.u.fd_read.file_descriptor = 0;
+    __wasi_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    e = __wasi_poll_oneoff(&sub, &ev, 1, &n);
+    printf("poll stdin: errno %u, event error %u\n", (unsigned)e, (unsigned)ev.error);
 }
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "common";
+    if (strcmp(mode, "deny") == 0) {
+        deny();
+        return 0;
+    }
     __wasi_errno_t e = __wasi_path_create_directory(3, SCRATCH);
-    __wasi_rights_t all = ((__wasi_rights_t)1 << 30) - 1;
-    __wasi_rights_t writes = __WASI_RIGHTS_FD_WRITE | __WASI_RIGHTS_FD_DATASYNC | __WASI_RIGHTS_FD_ALLOCATE |
-                             __WASI_RIGHTS_FD_FILESTAT_SET_SIZE;
     __wasi_fd_t opened = (__wasi_fd_t)-1;
-    if (e == 0) e = __wasi_path_open(3, 0, SCRATCH, __WASI_OFLAGS_DIRECTORY, all & ~writes, all, 0, &opened);
+    if (e == 0) e = __wasi_path_open(3, 0, SCRATCH, __WASI_OFLAGS_DIRECTORY, ALL & ~WRITES, ALL, 0, &opened);
     dir = (int)opened;
     if (e != 0) {
         printf("no scratch directory: errno %u\n", (unsigned)e);

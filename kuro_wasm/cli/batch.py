@@ -130,6 +130,9 @@ def read_lines(text: str, source: str) -> tuple[list[tuple[int, dict[str, Any]]]
             continue
         try:
             value = from_json(line)
+        except ModelError as exc:  # JSON, but a key given twice (env names included): which one was meant?
+            bad.append((number, f"{source}:{number}: {exc}"))
+            continue
         except ValueError as exc:
             bad.append((number, f"{source}:{number}: not JSON: {exc}"))
             continue

@@ -252,6 +252,8 @@ def _env(pairs: list[str] | None) -> dict[str, str] | None:
         name, sep, value = pair.partition("=")
         if not sep or not name:
             raise UsageError(f"--env takes NAME=VALUE, got {pair!r}")
+        if name in env:  # never silently keep one of two: a guest sees exactly what was asked
+            raise UsageError(f"--env {name} is given twice ({env[name]!r} and {value!r}); give each name once")
         env[name] = value
     return env
 
@@ -285,6 +287,8 @@ def _args(args: argparse.Namespace, ctx: Context, cid: str, words: list[str]) ->
 
     try:
         value = from_json(text)
+    except ModelError as exc:  # JSON, but a key given twice
+        raise UsageError(f"--args-json: {exc}") from None
     except ValueError as exc:
         raise UsageError(f"--args-json is not JSON: {exc}") from None
     if not isinstance(value, list):

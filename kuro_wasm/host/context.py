@@ -24,13 +24,20 @@ from typing import Any, Final
 from kuro_wasm.model.abi import ErrorCode
 from kuro_wasm.model.limits import DEFAULT_MAX_VALUE_BYTES
 
-__all__ = ["MAX_DENIAL_ENTRIES", "Emit", "RunContext", "StdinPipe", "Stopped"]
+__all__ = ["MAX_DENIAL_ENTRIES", "Admit", "Emit", "RunContext", "StdinPipe", "Stopped"]
 
 #: At most this many distinct (import, capability, path) entries in ``kuro/denials`` (plus one per import).
 MAX_DENIAL_ENTRIES: Final = 256
 
 #: Emit one output chunk: (stream name, bytes) → False when the output cap is reached.
 Emit = Callable[[str, bytes], bool]
+#: Measure a write before building it: (byte count) → True if it would be kept (emit it next), else it is
+#: recorded as dropped and False (stop the guest) — :meth:`kuro_wasm.model.stream.Writer.admit`.
+Admit = Callable[[int], bool]
+
+
+def _admit_all(n: int) -> bool:
+    return True
 
 
 class Stopped(Exception):
@@ -101,6 +108,8 @@ class RunContext:
 
     grant: frozenset[str]
     emit: Emit
+    #: a write a kind can measure before building it is admitted first (default: every write; ``emit`` decides)
+    admit: Admit = _admit_all
     command: Mapping[str, Any] = field(default_factory=dict)
     fs: Any = None
     open_fs: Callable[[], Any] | None = None

@@ -97,6 +97,7 @@ class Job:
         self.ctx = RunContext(
             grant=session.grant,
             emit=emit,
+            admit=self.writer.admit,
             deadline=self.started + limits.timeout_ms / 1000.0,
             cond=cond,
             stdin=StdinPipe(cond, stdin, closed=stdin_closed),

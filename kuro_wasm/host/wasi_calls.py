@@ -30,8 +30,10 @@ rights are ``ENOTCAPABLE``, which the program brought on itself and which is not
 
 Where POSIX leaves room, the answers follow wasmtime's built-in WASI (the differential tests in
 ``tests/wasi`` hold this binding to it on the same trees): ``lseek`` on stdio is ``ESPIPE``, reading
-a directory ``EBADF``, opening one for writing ``EISDIR``, the CPU-time clocks are refused
-(``ENOTSUP`` here), ``sock_*`` on a descriptor that is not a socket ``ENOTSOCK``.
+a directory ``EBADF`` and listing a file ``EBADF``, opening one for writing ``EISDIR``, resizing a file
+not opened for writing ``EINVAL``, the CPU-time clocks are refused (``ENOTSUP`` here), ``sock_*`` on a
+descriptor that is not a socket ``ENOTSOCK``, and ``poll_oneoff`` on a descriptor that cannot be
+waited on that way fails whole with ``EBADF``.
 
 The calls live by concept: :mod:`kuro_wasm.host.wasi_fds` (descriptors themselves),
 :mod:`kuro_wasm.host.wasi_io` (bytes in and out, directory listings), :mod:`kuro_wasm.host.wasi_paths`
@@ -139,7 +141,7 @@ def _sched_yield(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
 
 
 def _proc_exit(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
-    state(run).exit_code = p[0]
+    state(run).exit_code = p[0] % 2**32  # the witx ``exitcode`` is a u32: exit(-1) is 4294967295, never negative
     return None  # a trap ends the guest; the kind reads the exit code (it is not a stop)
 
 
@@ -165,6 +167,8 @@ def _poll_oneoff(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     subs = [wasi.SUBSCRIPTION.unpack_from(raw, i * wasi.SUBSCRIPTION.size) for i in range(nsubs)]
     timers: list[tuple[int, int]] = []  # (subscription index, ns to wait from now; -1: a clock not offered)
     for index, (_userdata, tag, u0, timeout, _precision, flags) in enumerate(subs):
+        if tag in (wasi.EVENTTYPE_FD_READ, wasi.EVENTTYPE_FD_WRITE) and not _pollable(st, u0 & 0xFFFFFFFF, tag):
+            return BADF  # the whole call, as wasmtime's WASI (no event for it)
         if tag == wasi.EVENTTYPE_CLOCK:
             if flags & wasi.SUBCLOCK_ABSTIME:
                 now = st.now(run, u0 & 0xFFFFFFFF)
@@ -197,6 +201,17 @@ def _poll_oneoff(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     return OK
 
 
+def _pollable(st: WasiState, fd: int, tag: int) -> bool:
+    """Whether ``fd`` is open and can be waited on for ``tag``: writing to stdout/stderr or a file opened
+    for writing; reading stdin or a file opened for reading (never a directory)."""
+    f = st.fds.get(fd)
+    if f is None:
+        return False
+    if tag == wasi.EVENTTYPE_FD_WRITE:
+        return f.stream is not None or bool(f.kind == FILE and f.rights & Rights.FD_WRITE)
+    return f.kind == STDIN or bool(f.kind == FILE and f.rights & Rights.FD_READ)
+
+
 def _any_ready(run: RunContext, subs: list[tuple[int, ...]]) -> bool:
     assert run.stdin is not None
     return any(tag != wasi.EVENTTYPE_CLOCK for _u, tag, *_rest in subs) and run.stdin.ready()
@@ -221,12 +236,9 @@ def _ready(
         if tag not in (wasi.EVENTTYPE_FD_READ, wasi.EVENTTYPE_FD_WRITE):
             events.append((userdata, INVAL, tag, 0, 0))
             continue
-        f = st.fds.get(u0 & 0xFFFFFFFF)
-        if f is None:
-            events.append((userdata, BADF, tag, 0, 0))
-        elif tag == wasi.EVENTTYPE_FD_WRITE:
-            ok = f.stream is not None or (f.kind == FILE and f.rights & Rights.FD_WRITE)
-            events.append((userdata, OK if ok else BADF, tag, 0, 0))
+        f = st.fds[u0 & 0xFFFFFFFF]  # pollable for ``tag``: checked before the first wait
+        if tag == wasi.EVENTTYPE_FD_WRITE:
+            events.append((userdata, OK, tag, 0, 0))
         elif f.kind == STDIN:
             if "stdin/read" not in run.grant:
                 events.append((userdata, deny(run, "poll_oneoff", "stdin/read"), tag, 0, 0))
@@ -235,13 +247,11 @@ def _ready(
                 if run.stdin.ready():
                     pending = run.stdin.pending()
                     events.append((userdata, OK, tag, pending, 0 if pending else wasi.EVENTRW_HANGUP))
-        elif f.kind == FILE and f.rights & Rights.FD_READ:
+        else:  # a file opened for reading
             assert st.overlay is not None and f.handle is not None
             stat = st.overlay.stat(f.handle)
             size = stat.size if isinstance(stat, Stat) else 0
             events.append((userdata, OK, tag, max(0, size - f.pos), 0))
-        else:
-            events.append((userdata, BADF, tag, 0, 0))
     return events
 
 

@@ -116,6 +116,8 @@ def _fd_filestat_get(run: RunContext, caller: int, cctx: int, p: Any) -> int | N
     f = st.fds.get(p[0])
     if f is None:
         return BADF
+    if f.kind in (FILE, DIR) and not f.rights & Rights.FD_FILESTAT_GET:
+        return NOTCAPABLE  # (stdio has no stat to keep from anyone: it answers whatever its rights)
     mem = guest_memory(run, caller, cctx)
     handle = st.handle(f)
     if handle is None or st.overlay is None:
@@ -140,8 +142,10 @@ def _fd_filestat_set_size(run: RunContext, caller: int, cctx: int, p: Any) -> in
     if isinstance(got, int):
         return BADF  # only a regular file opened for writing has a size to set
     f, ov, handle = got
+    if not f.rights & Rights.FD_WRITE:
+        return INVAL  # not open for writing: EINVAL, as Linux's ftruncate and wasmtime's WASI
     if not f.rights & Rights.FD_FILESTAT_SET_SIZE:
-        return BADF
+        return NOTCAPABLE
     refused = need(run, "fd_filestat_set_size", ("fs/write",))
     if refused is not None:
         return refused
@@ -203,6 +207,8 @@ def _fd_filestat_set_times(run: RunContext, caller: int, cctx: int, p: Any) -> i
     bad = check_time_flags(flags)
     if bad is not None:
         return bad
+    if f.kind in (FILE, DIR) and not f.rights & Rights.FD_FILESTAT_SET_TIMES:
+        return NOTCAPABLE
     handle = st.handle(f)
     if f.kind not in (FILE, DIR) or handle is None or st.overlay is None:
         return OK  # stdio (and a preopen not yet looked at) has no times to keep

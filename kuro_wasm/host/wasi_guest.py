@@ -24,8 +24,8 @@ from kuro_wasm.model.wasi import Errno, Filetype
 
 __all__ = [
     "BADF", "DENIED", "DEVICE", "FAULT", "INVAL", "IO", "ISDIR", "NOTCAPABLE", "NOTDIR", "NOTSUP", "OK", "SPIPE",
-    "deny", "directory", "filestat", "gather", "iovecs", "need", "path_text", "record_path", "regular_file",
-    "scatter", "state",
+    "deny", "directory", "filestat", "gather", "iovec_total", "iovecs", "need", "path_text", "record_path",
+    "regular_file", "scatter", "state",
 ]  # fmt: skip
 
 OK: Final = 0
@@ -95,6 +95,19 @@ def iovecs(mem: Memory, iovs: int, count: int) -> list[tuple[int, int]]:
     return out
 
 
+def iovec_total(mem: Memory, iovs: int, count: int) -> int:
+    """The bytes an iovec array names in all, every buffer bounds-checked, none copied. Raises Fault.
+
+    Buffers may overlap, so the total may be ``count`` times the memory's size: an output write is
+    measured with this before it is gathered, and one no output bound lets through is never built.
+    """
+    total = 0
+    for buf, length in _IOVEC.iter_unpack(load(mem, iovs, (count % 2**32) * _IOVEC.size)):
+        span(mem, buf, length)
+        total += length
+    return total
+
+
 def gather(mem: Memory, iovs: int, count: int) -> bytes:
     """The bytes of an iovec array, concatenated. Raises Fault."""
     if count == 1:
@@ -115,13 +128,16 @@ def scatter(mem: Memory, bufs: list[tuple[int, int]], data: bytes | memoryview) 
         at += len(piece)
 
 
-def directory(st: WasiState, run: RunContext, fd: int) -> tuple[Overlay, Handle] | int:
-    """The overlay and handle of directory descriptor ``fd``, or an errno (BADF, NOTDIR, IO)."""
+def directory(st: WasiState, run: RunContext, fd: int, rights: int = 0) -> tuple[Overlay, Handle] | int:
+    """The overlay and handle of directory descriptor ``fd``, which must hold ``rights``, or an errno
+    (BADF, NOTDIR, NOTCAPABLE: it lacks one of ``rights``, IO)."""
     f = st.fds.get(fd)
     if f is None:
         return BADF
     if f.kind != DIR:
         return NOTDIR
+    if rights & ~f.rights:
+        return NOTCAPABLE
     ov = st.open_overlay(run)
     if ov is None:
         return IO

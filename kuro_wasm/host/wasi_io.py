@@ -2,12 +2,13 @@
 
 ## The one decision
 Bytes to fds 1 and 2 are one stream chunk per ``fd_write`` (the one output cap: the write that does
-not fit stops the guest); bytes from fd 0 are the run's stdin, a read blocking on the run's condition
-variable until input, its end, kill or the deadline; file bytes are the overlay's, read and written
-at the descriptor's cursor (``O_APPEND``: at the end, for ``pwrite`` too, as Linux) with the
-capability checked at every call. A directory lists ``.``, ``..`` and its entries sorted by name,
-decided at cookie 0 and read from there by later cookies, so a listing read in small buffers is one
-consistent listing.
+not fit stops the guest, and is measured before its bytes are gathered, so a write the cap drops costs
+no host memory — its iovecs may name the same memory many times over); bytes from fd 0 are the run's
+stdin, a read blocking on the run's condition variable until input, its end, kill or the deadline;
+file bytes are the overlay's, read and written at the descriptor's cursor (``O_APPEND``: at the end,
+for ``pwrite`` too, as Linux) with the capability checked at every call. A directory lists ``.``,
+``..`` and its entries sorted by name, decided at cookie 0 and read from there by later cookies, so a
+listing read in small buffers is one consistent listing.
 
 ## Effects
 Guest memory, the run's stream and stdin, the overlay.
@@ -20,7 +21,7 @@ import time
 from typing import Any, Final
 
 from kuro_fs.overlay import Errno as OvErrno
-from kuro_wasm.host.calls import Handler, Memory, guest_memory, guest_view, pack, span, store_bytes
+from kuro_wasm.host.calls import Handler, Memory, guest_memory, guest_view, load, pack, span, store_bytes
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.wasi_guest import (
     BADF,
@@ -28,10 +29,10 @@ from kuro_wasm.host.wasi_guest import (
     INVAL,
     IO,
     NOTCAPABLE,
-    NOTDIR,
     OK,
     deny,
     gather,
+    iovec_total,
     iovecs,
     need,
     regular_file,
@@ -66,16 +67,15 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
             return FAULT
         if buf + n > len(view) or out + 4 > len(view):
             return FAULT
-        if not run.emit(stream, view[buf : buf + n].tobytes()):
+        if (n > _SMALL and not run.admit(n)) or not run.emit(stream, view[buf : buf + n].tobytes()):
             run.stop("output-capped")
             return None
         _U32_INTO(view, out, n)
         return OK
     mem = guest_memory(run, caller, cctx)
     span(mem, out, 4)
-    if stream is not None:
-        data = gather(mem, iovs, count)
-        if not run.emit(stream, data):
+    if stream is not None:  # measured first: the iovecs may name one buffer many times over
+        if not run.admit(iovec_total(mem, iovs, count)) or not run.emit(stream, data := gather(mem, iovs, count)):
             run.stop("output-capped")
             return None
         pack(mem, out, _U32, len(data))
@@ -83,16 +83,19 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     refused = _may(run, f, Rights.FD_WRITE, "fd_write", "fs/write")
     if refused is not None:
         return refused
-    data = gather(mem, iovs, count)
-    end = _write_file(run, st, f, f.pos, data)
+    iovec_total(mem, iovs, count)  # every buffer bounds-checked before any is written
+    end, written = _write_file(run, st, f, f.pos, mem, iovs, count)
     if end < 0:
         return -end
     f.pos = end
-    pack(mem, out, _U32, len(data))
+    pack(mem, out, _U32, written)
     return OK
 
 
 _2_32: Final = 2**32
+#: A one-buffer write to a stream up to this size is copied before the stream's bounds see it (cheaper than
+#: asking first); a larger one is admitted first, so one the cap drops is never copied.
+_SMALL: Final = 65536
 _IOVEC_FROM: Final = _IOVEC.unpack_from
 _U32_INTO: Final = _U32.pack_into
 
@@ -105,22 +108,34 @@ def _may(run: RunContext, f: Fd, right: int, name: str, capability: str) -> int 
     return need(run, name, (capability,))
 
 
-def _write_file(run: RunContext, st: WasiState, f: Fd, offset: int, data: bytes) -> int:
-    """Write ``data`` to ``f``'s file at ``offset`` (at its end if ``O_APPEND``, as Linux does for pwrite
-    too); the offset just past what was written, or a negated errno. A ``sync``/``dsync`` descriptor
-    commits after each write."""
+def _write_file(
+    run: RunContext, st: WasiState, f: Fd, offset: int, mem: Memory, iovs: int, count: int
+) -> tuple[int, int]:
+    """Write the buffers of an iovec array (bounds-checked by the caller) to ``f``'s file from ``offset``
+    (at its end if ``O_APPEND``, as Linux does for pwrite too): ``(offset past the last byte written,
+    bytes written)``, or ``(negated errno, 0)``. One buffer at a time, so a write whose iovecs name the
+    same memory many times over costs the host one buffer, not their sum; a buffer that fails after
+    others were written ends the write short, as ``writev`` does. A ``sync``/``dsync`` descriptor
+    commits after the write."""
     assert st.overlay is not None and f.handle is not None
-    if f.flags & wasi.FDFLAG_APPEND:
-        stat = st.overlay.stat(f.handle)
-        if isinstance(stat, OvErrno):
-            return -errno_of(stat)
-        offset = stat.size
-    written = st.overlay.write(f.handle, offset, data)
-    if isinstance(written, OvErrno):
-        return -errno_of(written)
+    written = 0
+    raw = load(mem, iovs, (count % _2_32) * _IOVEC.size) or bytes(_IOVEC.size)  # no buffer: one empty write
+    for buf, n in _IOVEC.iter_unpack(raw):
+        if f.flags & wasi.FDFLAG_APPEND:
+            stat = st.overlay.stat(f.handle)
+            if isinstance(stat, OvErrno):
+                return (-errno_of(stat), 0) if written == 0 else (offset, written)
+            offset = stat.size
+        done = st.overlay.write(f.handle, offset, load(mem, buf, n))
+        if isinstance(done, OvErrno):
+            if written == 0:
+                return -errno_of(done), 0
+            break
+        offset += done
+        written += done
     if f.flags & (wasi.FDFLAG_SYNC | wasi.FDFLAG_DSYNC) and not st.commit(run):
-        return -IO
-    return offset + written
+        return -IO, 0
+    return offset, written
 
 
 def _fd_pwrite(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
@@ -135,13 +150,13 @@ def _fd_pwrite(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         return refused
     mem = guest_memory(run, caller, cctx)
     span(mem, out, 4)
-    data = gather(mem, iovs, count)
+    iovec_total(mem, iovs, count)  # every buffer bounds-checked before any is written
     if offset < 0:
         return INVAL
-    end = _write_file(run, st, f, offset, data)
+    end, written = _write_file(run, st, f, offset, mem, iovs, count)
     if end < 0:
         return -end
-    pack(mem, out, _U32, len(data))
+    pack(mem, out, _U32, written)
     return OK
 
 
@@ -185,7 +200,7 @@ def _fd_read(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     refused = _may(run, f, Rights.FD_READ, "fd_read", "fs/read")
     if refused is not None:
         return refused
-    n = _read_into(st, f, mem, iovs, count, f.pos)
+    n = _read_into(st, f, guest_view(run, caller, cctx), mem, iovs, count, f.pos)
     if n < 0:
         return -n
     f.pos += n
@@ -193,16 +208,19 @@ def _fd_read(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     return OK
 
 
-def _read_into(st: WasiState, f: Fd, mem: Memory, iovs: int, count: int, offset: int) -> int:
-    """Read the file at ``offset`` into the iovec buffers; bytes read, or a negated errno. Raises Fault."""
+def _read_into(st: WasiState, f: Fd, view: memoryview, mem: Memory, iovs: int, count: int, offset: int) -> int:
+    """Read the file at ``offset`` straight into the iovec buffers (``view`` is guest memory); bytes read,
+    or a negated errno. Raises Fault."""
     assert st.overlay is not None and f.handle is not None
-    bufs = iovecs(mem, iovs, count)
-    n = sum(length % 2**32 for _, length in bufs)
-    data = st.overlay.read(f.handle, offset, n)
-    if isinstance(data, OvErrno):
-        return -errno_of(data)
-    scatter(mem, bufs, data)
-    return len(data)
+    done = 0
+    for buf, length in iovecs(mem, iovs, count):
+        n = st.overlay.read_into(f.handle, offset + done, view[buf : buf + length])
+        if isinstance(n, OvErrno):
+            return -errno_of(n)
+        done += n
+        if n < length:
+            break
+    return done
 
 
 def _fd_pread(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
@@ -219,7 +237,7 @@ def _fd_pread(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         return INVAL
     mem = guest_memory(run, caller, cctx)
     span(mem, out, 4)
-    n = _read_into(st, f, mem, iovs, count, offset)
+    n = _read_into(st, f, guest_view(run, caller, cctx), mem, iovs, count, offset)
     if n < 0:
         return -n
     pack(mem, out, _U32, n)
@@ -270,10 +288,8 @@ def _fd_readdir(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     fd, buf, length, cookie, out = p
     st = state(run)
     f = st.fds.get(fd)
-    if f is None:
+    if f is None or f.kind != DIR:  # a file or stdio too: EBADF, as wasmtime's WASI
         return BADF
-    if f.kind != DIR:
-        return NOTDIR
     if not f.rights & Rights.FD_READDIR:
         return NOTCAPABLE
     refused = need(run, "fd_readdir", ("fs/ls",))

@@ -1,12 +1,15 @@
 """WASI calls on paths: open, stat, mkdir, rmdir, unlink, rename, readlink, times — and no links.
 
 ## The one decision
-What ``path_open`` needs is decided by what it opens: reading a file needs ``fs/read``, a directory
-``fs/ls``, writing, creating or truncating ``fs/write`` (a grant with no ``fs/…`` capability at all is
-refused before the path is even resolved); a directory opened for writing is ``EISDIR``. The new
-descriptor's rights are what was asked within what its directory passes on. Every namespace change
-is the overlay's (:mod:`kuro_fs.overlay`, POSIX semantics as wasmtime's WASI), pending until the next
-commit point. kuro.fs has no symlinks or hard links: ``path_symlink``/``path_link`` are ``ENOTSUP``.
+Each call first checks the rights of the directory descriptor it names
+(:data:`~kuro_wasm.model.wasi.PATH_RIGHTS`: ``ENOTCAPABLE``, nothing recorded), then the grant.
+What ``path_open`` needs of the grant is decided by what it opens: reading a file needs ``fs/read``,
+a directory ``fs/ls``, writing, creating or truncating ``fs/write`` (a grant with no ``fs/…``
+capability at all is refused before the path is even resolved); a directory opened for writing is
+``EISDIR``. The new descriptor's rights are those asked for that apply to what it opened, every one
+passed on by its directory (:func:`~kuro_wasm.model.wasi.open_rights`), or ``ENOTCAPABLE``. Every
+namespace change is the overlay's (:mod:`kuro_fs.overlay`, POSIX semantics as wasmtime's WASI), pending
+until the next commit point. kuro.fs has no symlinks or hard links: ``path_symlink``/``path_link`` are ``ENOTSUP``.
 
 ## Effects
 The overlay, guest memory, the run's denial record.
@@ -23,7 +26,6 @@ from kuro_wasm.host.calls import Handler, Memory, guest_memory, pack, span
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.wasi_fds import SETTABLE_FLAGS, check_time_flags, set_times
 from kuro_wasm.host.wasi_guest import (
-    BADF,
     INVAL,
     ISDIR,
     NOTCAPABLE,
@@ -47,19 +49,28 @@ _U32: Final = wasi.U32
 
 
 def _lookup(
-    run: RunContext, caller: int, cctx: int, name: str, capabilities: tuple[str, ...], fd: int, ptr: int, length: int
+    run: RunContext,
+    caller: int,
+    cctx: int,
+    name: str,
+    capabilities: tuple[str, ...],
+    fd: int,
+    ptr: int,
+    length: int,
+    rights: int,
 ) -> tuple[Memory, Overlay, Handle, str] | int:
-    """Capabilities first (a refusal recorded with the path), then the directory fd's overlay and handle and
-    the path: or an errno (EACCES, BADF, NOTDIR, IO, ILSEQ, FAULT)."""
+    """The directory fd (holding ``rights``), then the grant (a refusal recorded with the path), then the
+    path: the overlay, the directory's handle and the path, or an errno (BADF, NOTDIR, NOTCAPABLE, EACCES,
+    IO, ILSEQ, FAULT)."""
     mem = guest_memory(run, caller, cctx)
+    got = directory(state(run), run, fd, rights)
+    if isinstance(got, int):
+        return got
     if any(c not in run.grant for c in capabilities):
         refused = need(run, name, capabilities, record_path(mem, ptr, length))
         assert refused is not None
         return refused
     path = path_text(mem, ptr, length)
-    got = directory(state(run), run, fd)
-    if isinstance(got, int):
-        return got
     if path is None:
         return int(Errno.ILSEQ)
     return mem, got[0], got[1], path
@@ -69,7 +80,7 @@ def _stat_at(
     run: RunContext, caller: int, cctx: int, name: str, capability: str, fd: int, ptr: int, length: int
 ) -> tuple[Memory, Stat] | int:
     """The stat of the path (a file or directory there), behind ``capability``; or an errno."""
-    got = _lookup(run, caller, cctx, name, (capability,), fd, ptr, length)
+    got = _lookup(run, caller, cctx, name, (capability,), fd, ptr, length, wasi.PATH_RIGHTS[name])
     if isinstance(got, int):
         return got
     mem, ov, at, path = got
@@ -110,10 +121,11 @@ def _namespace(
     name: str, capabilities: tuple[str, ...], op: Callable[[Overlay, str, Handle], OvErrno | None]
 ) -> Handler:
     """A call that changes one path of the tree (mkdir, rmdir, unlink) behind ``capabilities``."""
+    rights = wasi.PATH_RIGHTS[name]
 
     def handler(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         fd, ptr, length = p
-        got = _lookup(run, caller, cctx, name, capabilities, fd, ptr, length)
+        got = _lookup(run, caller, cctx, name, capabilities, fd, ptr, length, rights)
         if isinstance(got, int):
             return got
         _mem, ov, at, path = got
@@ -125,10 +137,13 @@ def _namespace(
 
 def _path_rename(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     fd, ptr, length, new_fd, new_ptr, new_length = p
-    src = _lookup(run, caller, cctx, "path_rename", ("fs/write", "fs/rm"), fd, ptr, length)
+    target = directory(state(run), run, new_fd, Rights.PATH_RENAME_TARGET)  # both rights before the grant
+    if isinstance(target, int):
+        return target
+    src = _lookup(run, caller, cctx, "path_rename", ("fs/write", "fs/rm"), fd, ptr, length, Rights.PATH_RENAME_SOURCE)
     if isinstance(src, int):
         return src
-    dst = _lookup(run, caller, cctx, "path_rename", (), new_fd, new_ptr, new_length)
+    dst = _lookup(run, caller, cctx, "path_rename", (), new_fd, new_ptr, new_length, Rights.PATH_RENAME_TARGET)
     if isinstance(dst, int):
         return dst
     done = src[1].rename(src[3], dst[3], src_at=src[2], dst_at=dst[2])
@@ -145,22 +160,21 @@ def _path_open(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
             "fs/write" if write or oflags & (wasi.OFLAG_CREAT | wasi.OFLAG_TRUNC) else "fs/read" if read else "fs/ls"
         )
         return deny(run, "path_open", wanted, record_path(mem, ptr, length))
-    parent = st.fds.get(fd)
-    got = _lookup(run, caller, cctx, "path_open", (), fd, ptr, length)
+    got = _lookup(run, caller, cctx, "path_open", (), fd, ptr, length, wasi.open_needs(oflags))
     if isinstance(got, int):
         return got
-    assert parent is not None
+    parent = st.fds[fd]
     mem, ov, at, path = got
     span(mem, out, 4)
-    if not parent.rights & Rights.PATH_OPEN:
-        return NOTCAPABLE
-    base, inheriting = base % 2**64 & parent.inheriting, inheriting % 2**64 & parent.inheriting
     create, want_dir = bool(oflags & wasi.OFLAG_CREAT), bool(oflags & wasi.OFLAG_DIRECTORY)
     exclusive, truncate = bool(oflags & wasi.OFLAG_EXCL), bool(oflags & wasi.OFLAG_TRUNC)
     found = ov.stat_path(path, at)
     is_dir = not isinstance(found, OvErrno) and found.kind == "dir"
     if isinstance(found, OvErrno) and not create:
         return errno_of(found)  # (with O_CREAT the overlay's open says which errno: ISDIR for "file/")
+    rights = wasi.open_rights(base, inheriting, is_dir, parent.inheriting)
+    if rights is None:
+        return NOTCAPABLE  # it asked for a right its directory does not pass on
     needs: list[str] = []
     if is_dir:
         needs.append("fs/ls")
@@ -184,25 +198,27 @@ def _path_open(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     if isinstance(stat, OvErrno):
         ov.close(handle)
         return errno_of(stat)
-    if stat.kind == "dir":
-        if write:
-            ov.close(handle)
-            return ISDIR
-        entry = Fd(DIR, base & wasi.DIRECTORY_RIGHTS, inheriting, fdflags & SETTABLE_FLAGS, handle)
-    else:
-        entry = Fd(FILE, base & wasi.FILE_RIGHTS, 0, fdflags & SETTABLE_FLAGS, handle)
-    st.fds[number] = entry
+    assert (stat.kind == "dir") == is_dir  # what was found is what was opened (one thread, nothing between)
+    if is_dir and write:
+        ov.close(handle)
+        return ISDIR
+    st.fds[number] = Fd(DIR if is_dir else FILE, rights[0], rights[1], fdflags & SETTABLE_FLAGS, handle)
     pack(mem, out, _U32, number)
     return OK
 
 
 def _path_symlink(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
-    return NOTSUP if p[2] in state(run).fds else BADF
+    got = directory(state(run), run, p[2], Rights.PATH_SYMLINK)
+    return got if isinstance(got, int) else NOTSUP
 
 
 def _path_link(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
-    fds = state(run).fds
-    return NOTSUP if p[0] in fds and p[4] in fds else BADF
+    st = state(run)
+    for fd, right in ((p[0], Rights.PATH_LINK_SOURCE), (p[4], Rights.PATH_LINK_TARGET)):
+        got = directory(st, run, fd, right)
+        if isinstance(got, int):
+            return got
+    return NOTSUP
 
 
 #: The calls that name a path under a directory descriptor, by name.

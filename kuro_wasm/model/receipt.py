@@ -495,14 +495,31 @@ def to_json(r: Mapping[str, Any]) -> str:
 def from_json(text: str) -> Any:
     """Inverse of :func:`to_json`: ``{"/": {"bytes": …}}`` comes back as bytes.
 
-    Raises ValueError: if ``text`` is not JSON, holds malformed base64, or is nested too deeply to read.
+    An object that names a key twice is refused: JSON leaves its meaning open and a parser that
+    keeps the last value would silently drop one (``{"env": {"A": "1", "A": "2"}}``).
 
+    >>> from_json('{"A": 1, "A": 2}')
+    Traceback (most recent call last):
+    ...
+    kuro_wasm.errors.ModelError: key 'A' is given twice in one object; give each key once
     >>> from_json("[" * 100_000)
     Traceback (most recent call last):
     ...
     ValueError: JSON nested too deeply to read
+
+    Raises ModelError (a ValueError, reason ``duplicate-key``): a key given twice. Raises
+    ValueError: if ``text`` is not JSON, holds malformed base64, or is nested too deeply to read.
     """
     try:
-        return _from_json_value(json.loads(text))
+        return _from_json_value(json.loads(text, object_pairs_hook=_unique_keys))
     except RecursionError:
         raise ValueError("JSON nested too deeply to read") from None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ModelError(f"key {key!r} is given twice in one object; give each key once", reason="duplicate-key")
+        out[key] = value
+    return out

@@ -318,6 +318,26 @@ class Writer:
         """
         seq, out, err, dropped, truncated, kept, capped, rev = self._state
         n = len(data)
+        if truncated or n > self._limit - out - err or kept >= self._max_chunks:
+            return self.admit(n)  # records the drop
+        if stream == "stdout":
+            out += n
+        else:
+            err += n
+        self._state = (seq + 1, out, err, dropped, truncated, kept + 1, capped, (stream, data, seq, rev))
+        return True
+
+    def admit(self, n: int) -> bool:
+        """True if a write of ``n`` bytes would be kept now (the caller then appends it); else
+        the write is recorded as dropped, exactly as :meth:`append` records it, and False (the host stops
+        the guest). So a host measures a write before building its bytes, and never builds one that no
+        bound lets through (a WASI ``fd_write`` whose iovecs name the same memory many times over).
+
+        >>> w = Writer(max_output_bytes=4, max_chunks=10)
+        >>> (w.admit(4), w.admit(5), w.value().dropped_bytes, w.value().truncated, w.admit(0))
+        (True, False, 5, True, False)
+        """
+        seq, out, err, dropped, truncated, kept, capped, rev = self._state
         if truncated:
             hit = capped
         elif n > self._limit - out - err:
@@ -325,11 +345,6 @@ class Writer:
         elif kept >= self._max_chunks:
             hit = "chunks"
         else:
-            if stream == "stdout":
-                out += n
-            else:
-                err += n
-            self._state = (seq + 1, out, err, dropped, truncated, kept + 1, capped, (stream, data, seq, rev))
             return True
         self._state = (seq + 1, out, err, dropped + n, True, kept, hit, rev)
         return False

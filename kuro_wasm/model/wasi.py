@@ -11,8 +11,9 @@ guest's possible effects can be read off this page. A refused capability answers
 when it may not do something and handles as such (``ls -R`` skips the directory, ``cp`` names the
 file). Not ``ENOTCAPABLE``: wasi-libc's ``read``/``write`` turn that into ``EBADF`` (its POSIX
 reading of "this descriptor lacks the right"), so a refused stdin read would say "Bad file
-descriptor". ``ENOTCAPABLE`` remains the answer for rights a program dropped from its own
-descriptors (``fd_fdstat_set_rights``), which is not a refusal of the grant.
+descriptor". ``ENOTCAPABLE`` remains the answer for a descriptor without the right a call needs
+(:data:`PATH_RIGHTS`, :func:`open_needs`, :func:`open_rights`: the program's own rights, checked
+before the grant and not a refusal of it).
 
 Numbers, bit positions and struct layouts are those of the witx files of WASI preview 1
 (``wasi_snapshot_preview1.witx``, ``typenames.witx``); names are lower-case as in the witx.
@@ -46,6 +47,7 @@ __all__ = [
     "FILE_RIGHTS",
     "FUNCTIONS",
     "MODULE",
+    "PATH_RIGHTS",
     "STDIN_RIGHTS",
     "STDOUT_RIGHTS",
     "WRITE_RIGHTS",
@@ -59,6 +61,8 @@ __all__ = [
     "check_import",
     "environ_strings",
     "errno_for",
+    "open_needs",
+    "open_rights",
 ]
 
 MODULE: Final = "wasi_snapshot_preview1"
@@ -226,8 +230,9 @@ FILE_RIGHTS: Final = (
     | Rights.FD_FILESTAT_SET_TIMES
     | Rights.POLL_FD_READWRITE
 )
-#: Everything a directory's descriptor can do (its files inherit :data:`FILE_RIGHTS`). Not
-#: ``PATH_FILESTAT_SET_SIZE``: preview 1 has no call that sets a size by path (as wasmtime's WASI).
+#: Everything a directory's descriptor can do (its files inherit :data:`FILE_RIGHTS`).
+#: ``PATH_FILESTAT_SET_SIZE`` is the right to ``path_open`` with ``trunc`` (the witx: no call sets a size
+#: by path), so a program can drop it to keep a directory's files from being truncated.
 DIRECTORY_RIGHTS: Final = (
     Rights.FD_FDSTAT_SET_FLAGS
     | Rights.FD_SYNC
@@ -242,6 +247,7 @@ DIRECTORY_RIGHTS: Final = (
     | Rights.PATH_RENAME_SOURCE
     | Rights.PATH_RENAME_TARGET
     | Rights.PATH_FILESTAT_GET
+    | Rights.PATH_FILESTAT_SET_SIZE
     | Rights.PATH_FILESTAT_SET_TIMES
     | Rights.FD_FILESTAT_GET
     | Rights.FD_FILESTAT_SET_TIMES
@@ -252,6 +258,67 @@ DIRECTORY_RIGHTS: Final = (
 )
 STDIN_RIGHTS: Final = Rights.FD_READ | Rights.POLL_FD_READWRITE
 STDOUT_RIGHTS: Final = Rights.FD_WRITE | Rights.POLL_FD_READWRITE
+
+#: The right each call that names a path needs on the directory descriptor it names it under (witx
+#: ``rights``). ``path_rename`` and ``path_link`` also need ``*_TARGET`` on the new path's directory;
+#: ``path_open`` more, by its flags (:func:`open_needs`).
+PATH_RIGHTS: Final[Mapping[str, int]] = {
+    "path_create_directory": Rights.PATH_CREATE_DIRECTORY,
+    "path_filestat_get": Rights.PATH_FILESTAT_GET,
+    "path_filestat_set_times": Rights.PATH_FILESTAT_SET_TIMES,
+    "path_link": Rights.PATH_LINK_SOURCE,
+    "path_open": Rights.PATH_OPEN,
+    "path_readlink": Rights.PATH_READLINK,
+    "path_remove_directory": Rights.PATH_REMOVE_DIRECTORY,
+    "path_rename": Rights.PATH_RENAME_SOURCE,
+    "path_symlink": Rights.PATH_SYMLINK,
+    "path_unlink_file": Rights.PATH_UNLINK_FILE,
+}
+
+
+def open_needs(oflags: int) -> int:
+    """The rights ``path_open`` with ``oflags`` needs on its directory: ``PATH_OPEN``, and
+    ``PATH_CREATE_FILE`` with ``creat``, ``PATH_FILESTAT_SET_SIZE`` with ``trunc`` (the witx's words).
+
+    >>> open_needs(0) == Rights.PATH_OPEN
+    True
+    >>> needs = open_needs(OFLAG_CREAT | OFLAG_TRUNC)
+    >>> needs == Rights.PATH_OPEN | Rights.PATH_CREATE_FILE | Rights.PATH_FILESTAT_SET_SIZE
+    True
+    """
+    needs = Rights.PATH_OPEN
+    if oflags & OFLAG_CREAT:
+        needs |= Rights.PATH_CREATE_FILE
+    if oflags & OFLAG_TRUNC:
+        needs |= Rights.PATH_FILESTAT_SET_SIZE
+    return needs
+
+
+def open_rights(base: int, inheriting: int, directory: bool, passed_on: int) -> tuple[int, int] | None:
+    """The new descriptor's ``(base, inheriting)`` rights for a ``path_open`` that asked for ``base`` and
+    ``inheriting`` under a directory whose inheriting rights are ``passed_on``; None (``ENOTCAPABLE``)
+    if it asked for a right that applies to what it opened and that the directory does not pass on.
+
+    The witx lets an implementation return fewer rights than asked "if and only if those rights do
+    not apply to the type of file being opened": those are dropped (a file's descriptor has no
+    inheriting rights; a directory's no ``fd_read``), so wasi-libc's ``open``, which asks for every
+    right its directory passes on, opens files and directories alike.
+
+    >>> open_rights(Rights.FD_READ | Rights.PATH_OPEN, 0, False, FILE_RIGHTS) == (Rights.FD_READ, 0)
+    True
+    >>> open_rights(Rights.FD_WRITE, 0, False, Rights.FD_READ) is None
+    True
+    """
+    base %= 2**64
+    inheriting %= 2**64
+    if directory:
+        base, inheriting = base & DIRECTORY_RIGHTS, inheriting & (DIRECTORY_RIGHTS | FILE_RIGHTS)
+    else:
+        base, inheriting = base & FILE_RIGHTS, 0
+    if (base | inheriting) & ~passed_on:
+        return None
+    return base, inheriting
+
 
 # fdflags (u16), oflags (u16), lookupflags (u32), fstflags (u16), whence (u8), clockid (u32)
 FDFLAG_APPEND: Final = 1
@@ -337,14 +404,24 @@ FUNCTIONS: Final[Mapping[str, FuncSpec]] = {
         ),
         _f("fd_fdstat_set_rights", "i32 i64 i64", "—", "drops rights; adding one is `ENOTCAPABLE`"),
         _f("fd_filestat_get", "i32 i32", "—", "device, inode, type, size; times 0 unless set this run"),
-        _f("fd_filestat_set_size", "i32 i64", "`fs/write`", "truncates or extends with zeros"),
+        _f(
+            "fd_filestat_set_size",
+            "i32 i64",
+            "`fs/write`",
+            "truncates or extends with zeros; not opened for writing `EINVAL`",
+        ),
         _f("fd_filestat_set_times", "i32 i64 i64 i32", "`fs/write`", "kept for the run only (bad flag pairs `EINVAL`)"),
         _f("fd_pread", "i32 i32 i32 i64 i32", "`fs/read`", "reads at an offset; the cursor stays"),
         _f("fd_prestat_get", "i32 i32", "—", "fd 3 is the directory `/`"),
         _f("fd_prestat_dir_name", "i32 i32 i32", "—", "`/`"),
         _f("fd_pwrite", "i32 i32 i32 i64 i32", "`fs/write`", "writes at an offset (at the end with `append`)"),
         _f("fd_read", "i32 i32 i32 i32", "`fs/read`, or `stdin/read` for fd 0", "reads at the cursor; stdin blocks"),
-        _f("fd_readdir", "i32 i32 i32 i64 i32", "`fs/ls`", "`.`, `..`, then entries sorted by name"),
+        _f(
+            "fd_readdir",
+            "i32 i32 i32 i64 i32",
+            "`fs/ls`",
+            "`.`, `..`, then entries sorted by name; a file or stdio `EBADF`",
+        ),
         _f("fd_renumber", "i32 i32", "—", "moves a descriptor onto another open one (closing it: a commit point)"),
         _f("fd_seek", "i32 i64 i32 i32", "—", "a file's cursor; stdio `ESPIPE`, a directory `EBADF`"),
         _f("fd_sync", "i32", "—", "a commit point"),
@@ -369,7 +446,7 @@ FUNCTIONS: Final[Mapping[str, FuncSpec]] = {
             "poll_oneoff",
             "i32 i32 i32 i32",
             "`stdin/read` for fd 0",
-            "clock and fd events; sleeps end on kill and the deadline",
+            "clock and fd events; sleeps end on kill and the deadline; an fd it cannot wait on fails it (`EBADF`)",
         ),
         _f("proc_exit", "i32", "—", "ends the run with that code (0 `ok`, else `exit`); a commit point", result=False),
         _f("proc_raise", "i32", "—", "`ENOTSUP`"),

@@ -13,12 +13,26 @@ from typing import Any
 import pytest
 from cli_helpers import Kuro, add_guest, one_error_line
 
+from kuro_wasm.cli.batch import read_lines
+
 pytestmark = pytest.mark.timeout(300)
 
 
 def _write(path: Path, lines: list[Any]) -> Path:
     path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
     return path
+
+
+def test_a_key_given_twice_in_a_line_is_a_bad_line_not_the_last_value() -> None:
+    lines, bad = read_lines(
+        '{"guest": "g", "export": "_start", "env": {"A": "1", "A": "2"}}\n{"guest": "g", "guest": "h"}\n{"x": 1}',
+        "b.jsonl",
+    )
+    assert [n for n, _ in lines] == [3]
+    assert bad == [
+        (1, "b.jsonl:1: key 'A' is given twice in one object; give each key once"),
+        (2, "b.jsonl:2: key 'guest' is given twice in one object; give each key once"),
+    ]
 
 
 def test_bad_lines_are_each_named_and_nothing_runs(kuro: Kuro, home: Path, tmp_path: Path) -> None:

@@ -57,6 +57,10 @@ def test_a_deterministic_run_prints_the_same_clock_and_random_bytes_twice(kuro: 
 def test_bad_run_options_are_one_line_each(kuro: Kuro) -> None:
     cid = _c(kuro, "envargs")
     assert "--env takes NAME=VALUE" in one_error_line(kuro("run", cid, "_start", "--env", "NOEQUALS"))
+    twice = kuro("run", cid, "_start", "--env", "A=1", "--env", "B=x", "--env", "A=2")
+    assert twice.returncode == 2 and "--env A is given twice ('1' and '2')" in one_error_line(twice)
+    json_twice = one_error_line(kuro("run", cid, "_start", "--args-json", '[{"k": 1, "k": 2}]'))
+    assert "key 'k' is given twice" in json_twice
     typo = one_error_line(kuro("run", cid, "_start", "--gnat", "fs/read"))
     assert "unrecognized option '--gnat'" in typo and "after `--`" in typo
     seeded = kuro("run", cid, "_start", "--seed", "4")

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import os
 import threading
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
+import wasmtime
 from hostkit import ALL_CAPS, GUESTS, make_fs
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
 from kuro_wasm.errors import ModelError
 from kuro_wasm.host.api import run, start
 from kuro_wasm.host.loader import add_guest
@@ -77,6 +80,32 @@ def test_a_sleeping_guest_is_cancelled_by_kill(store: MemoryBlockStore, home: Pa
     assert receipt["kuro/outcome"] == "cancelled" and receipt["kuro/stdout"] == b""
 
 
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_kill_keeps_what_was_committed_and_drops_the_pending_writes(
+    store: MemoryBlockStore, home: Path, isolation: str
+) -> None:
+    """docs/wasi.md: a killed run gets no end-of-run commit. commit.c wrote kept.txt and closed it (a commit
+    point), then wrote pending.txt and left it open, and waits on stdin: only kept.txt survives the kill."""
+    waiting = threading.Event()
+    before = make_fs(store, {"old.txt": "old"})
+    handle = start(
+        session("s-wasi", before.root, "terminal-build", grant=ALL_CAPS),
+        guest(c_guest(store, "commit"), "_start", ["wait"]),
+        store=store,
+        home=home,
+        isolation=isolation,  # type: ignore[arg-type]
+        on_chunk=lambda _s, chunk: waiting.set() if b"waiting" in chunk.data else None,
+    )
+    assert not isinstance(handle, dict)
+    assert waiting.wait(60), "commit never said it was waiting"  # both files are written by now
+    handle.kill()
+    receipt = handle.wait(60)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("cancelled", 130)
+    after = Fs(store, receipt["kuro/fs-root-after"])
+    assert [e["name"] for e in after.ls(".").value] == ["kept.txt", "old.txt"]
+    assert after.read("kept.txt").value == b"kept"
+
+
 # ---- the world a WASI guest sees
 
 
@@ -110,6 +139,110 @@ def test_a_program_that_reads_nothing_records_no_reads_and_moves_no_root(store: 
     assert receipt["kuro/stdout"] == b"d:\nf 3 a.txt\n\n"
     assert receipt["kuro/reads"] == [] and "kuro/fs-root-after" not in receipt
     assert set(receipt) <= {f"kuro/{k}" for k in KEYS}
+
+
+#: Cuts the preopen (fd 3) to ``path_open`` alone, then exits with what ``path_create_directory(3, "d")`` answers.
+CUT_THEN_MKDIR = """(module
+  (import "wasi_snapshot_preview1" "fd_fdstat_set_rights" (func $cut (param i32 i64 i64) (result i32)))
+  (import "wasi_snapshot_preview1" "path_create_directory" (func $mkdir (param i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "d")
+  (func (export "_start")
+    (if (call $cut (i32.const 3) (i64.const 8192) (i64.const 0)) (then (call $exit (i32.const 99))))
+    (call $exit (call $mkdir (i32.const 3) (i32.const 16) (i32.const 1)))))"""
+
+
+@pytest.mark.parametrize("grant", [ALL_CAPS, ["guest/invoke", "fs/read", "fs/ls"]], ids=["granted", "not-granted"])
+def test_a_call_the_descriptor_has_no_right_for_is_enotcapable_and_no_denial(
+    store: MemoryBlockStore, home: Path, grant: list[str]
+) -> None:
+    """An fd right the program dropped is checked before the grant: ENOTCAPABLE (76), nothing recorded, nothing made."""
+    cid = add_guest(store, bytes(wasmtime.wat2wasm(CUT_THEN_MKDIR)))
+    receipt = run(_session(store, grant=grant), guest(cid, "_start"), store=store, home=home)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", 76)
+    assert receipt.get("kuro/denials") == [] and "kuro/fs-root-after" not in receipt
+
+
+@pytest.mark.parametrize("code", [1, 255, 256, 2**31, 2**32 - 1])
+def test_the_exit_code_is_proc_exits_u32_as_the_program_passed_it(
+    store: MemoryBlockStore, home: Path, code: int
+) -> None:
+    """C's exit(-1) passes 4294967295 (the witx exitcode is u32): never a negative code, never ok."""
+    signed = code - 2**32 if code >= 2**31 else code
+    source = f"""(module
+      (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+      (memory (export "memory") 1)
+      (func (export "_start") (call $exit (i32.const {signed})))
+      (func (export "returns") (result i32) (i32.const {signed})))"""
+    cid = add_guest(store, bytes(wasmtime.wat2wasm(source)))
+    for export in ("_start", "returns"):  # an entry's i32 result is read the same way
+        receipt = run(_session(store), guest(cid, export), store=store, home=home)
+        assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", code)
+
+
+# ---- stdout and stderr are the stream
+
+
+@pytest.mark.parametrize(("fd", "name"), [(1, "stdout"), (2, "stderr")])
+@pytest.mark.parametrize("iovs", ["1", "64"])
+def test_a_write_the_cap_must_drop_is_never_built(
+    store: MemoryBlockStore, home: Path, fd: int, name: str, iovs: str
+) -> None:
+    """spew writes 4 MiB from one buffer, once or as 64 iovecs over it (256 MiB): past the 1 MiB cap either
+    way, so dropped whole and the guest stopped — and the host never gathers what it drops (before it did,
+    a 256 MiB write cost the host 512 MiB). The receipt states the drop; nothing is kept."""
+    args = [str(fd), "1", str(4 << 20), iovs]
+    tracemalloc.start()
+    try:
+        receipt = run(_session(store), guest(c_guest(store, "spew"), "_start", args), store=store, home=home)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("output-capped", 125)
+    assert (receipt["kuro/truncated?"], receipt["kuro/capped-by"]) == (True, "bytes")
+    assert receipt["kuro/dropped-bytes"] == int(iovs) * (4 << 20)
+    assert (receipt["kuro/stdout"], receipt["kuro/stderr"]) == (b"", b"")
+    assert peak < 2 << 20, f"the host built {peak} bytes for a {name} write it dropped"
+
+
+def test_a_file_write_naming_one_buffer_many_times_is_written_a_buffer_at_a_time(
+    store: MemoryBlockStore, home: Path
+) -> None:
+    """spew writes one writev of 32 iovecs over one 1 MiB buffer to a file: 32 MiB land in it, and the host
+    never holds them gathered (before, the peak was twice the write; kuro.fs keeps the repeated leaves once)."""
+    tracemalloc.start()
+    try:
+        args = ["out", "1", str(1 << 20), "32"]
+        receipt = run(_session(store), guest(c_guest(store, "spew"), "_start", args), store=store, home=home)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert receipt["kuro/outcome"] == "ok"
+    after = Fs(store, receipt["kuro/fs-root-after"]).read("out").value
+    assert after == (b"a" * ((1 << 20) - 1) + b"\n") * 32
+    assert peak < 16 << 20, f"the host held {peak} bytes for a 32 MiB write of one 1 MiB buffer"
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_stderr_is_bounded_and_live_like_stdout(store: MemoryBlockStore, home: Path, isolation: str) -> None:
+    """Many stderr writes (spew: 2000 writes of 1000 bytes) share the one cap with stdout on both backends:
+    the kept stderr is an exact prefix — whole writes — each kept write a live chunk, the drop stated."""
+    seen: list[tuple[str, bytes]] = []
+    receipt = run(
+        _session(store),
+        guest(c_guest(store, "spew"), "_start", ["2", "2000", "1000"]),
+        store=store,
+        home=home,
+        isolation=isolation,  # type: ignore[arg-type]
+        max_output_bytes=300_500,
+        on_chunk=lambda _s, chunk: seen.append((chunk.stream, chunk.data)),
+    )
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("output-capped", 125)
+    expected = b"".join(bytes([97 + i % 26]) * 999 + b"\n" for i in range(300))
+    assert receipt["kuro/stderr"] == expected and receipt["kuro/stdout"] == b""
+    assert (receipt["kuro/stderr-bytes"], receipt["kuro/dropped-bytes"]) == (300_000, 1000)
+    assert seen == [("stderr", expected[i : i + 1000]) for i in range(0, 300_000, 1000)]
 
 
 # ---- clocks and random

@@ -129,6 +129,7 @@ def test_string_args_env_and_argv0_are_part_of_the_spec_only_when_given() -> Non
         ({"A": 1}, None),
         ({1: "x"}, None),
         (["A=B"], None),
+        ([("A", "1"), ("A", "2")], None),  # pairs are not a mapping: a name given twice cannot slip in
         ({"A": "\ud800"}, None),
         (None, "a\0b"),
         (None, 7),

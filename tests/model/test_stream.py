@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from model_strategies import EMPTY_CID, GUEST_CID, caps, write_lists
 
 from kuro_fs.cid import raw_cid
@@ -226,6 +227,23 @@ def test_a_finished_streams_receipt_is_closed_and_truncation_keys_appear_only_wh
     assert {k[5:] for k in r} <= set(KEYS)
     assert ("kuro/truncated?" in r) == ("kuro/dropped-bytes" in r) == s.truncated
     assert r["kuro/stdout"] + r["kuro/stderr"] == kept_bytes(s, "stdout") + kept_bytes(s, "stderr")
+
+
+@settings(max_examples=150, deadline=None)
+@given(write_lists, caps, st.integers(0, 6))
+def test_a_write_measured_first_leaves_the_stream_a_plain_append_leaves(
+    writes: list[tuple[str, bytes]], cap: int, chunk_bound: int
+) -> None:
+    """Writer.admit(n) then append (only if admitted) is append: the same kept chunks, drops and bound named,
+    though a dropped write's bytes were never handed over."""
+    measured = stream.Writer(max_output_bytes=cap, max_chunks=chunk_bound)
+    for name, data in writes:
+        if measured.admit(len(data)):
+            assert measured.append(name, data)
+    plain = new(cap, max_chunks=chunk_bound)
+    for name, data in writes:
+        plain, _ = append(plain, name, data)
+    assert measured.value() == plain
 
 
 def test_every_kept_chunk_counts_against_the_chunk_bound_even_an_empty_one() -> None:

@@ -44,6 +44,18 @@ class Exit(Exception):
         self.code = code
 
 
+class Trapped(Exception):
+    """The program trapped (abort()): the run ends with no exit code, ``message`` its cause."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+#: What wasmtime's trap says of C's abort() (wasi-libc's abort is ``unreachable``).
+ABORT = "wasm trap: wasm `unreachable` instruction executed"
+
+
 class Guest:
     """The world one run sees: a tree (an Overlay), stdin, and the two output streams."""
 
@@ -109,7 +121,7 @@ class Guest:
         assert not isinstance(stat, Errno)
         return stat.size
 
-    def outcome(self, code: int) -> WasiOutcome:
+    def outcome(self, code: int | None, trap: str | None = None) -> WasiOutcome:
         result = self.ov.commit()
         assert result.ok, result.denial
         fs = result.fs
@@ -119,7 +131,7 @@ class Guest:
             assert walk.ok
             for entry in walk.value:
                 files[entry["path"]] = fs.read(entry["path"]).value if entry["kind"] == "file" else None
-        return WasiOutcome(code, bytes(self.out), bytes(self.err), fs.root if self.has_root else None, files)
+        return WasiOutcome(code, bytes(self.out), bytes(self.err), fs.root if self.has_root else None, files, trap)
 
 
 def run(case: WasiCase, body: Callable[[Guest, list[str]], int]) -> WasiOutcome:
@@ -128,6 +140,8 @@ def run(case: WasiCase, body: Callable[[Guest, list[str]], int]) -> WasiOutcome:
         code = body(guest, list(case.args))
     except Exit as done:
         code = done.code
+    except Trapped as trapped:  # a real directory keeps every write made before the trap
+        return guest.outcome(None, trapped.message)
     return guest.outcome(code)
 
 
@@ -522,6 +536,67 @@ def readfile(g: Guest, args: list[str]) -> int:
     return 0
 
 
+def commit(g: Guest, args: list[str]) -> int:
+    mode = args[0] if args else ""
+    for path, text, close in (("kept.txt", b"kept", True), ("pending.txt", b"pending", False)):
+        opened = g.open(path, write=True, create=True, truncate=True)
+        if isinstance(opened, Errno):
+            g.eprint(f"{path}: {strerror(opened)}\n")
+            raise Exit(1)
+        g.ov.write(opened, 0, text)
+        if close:
+            g.ov.close(opened)
+    if mode == "exit":
+        raise Exit(3)
+    if mode in ("sync", "trap"):
+        raise Trapped(ABORT)
+    if mode == "wait":
+        g.print("waiting\n")
+        g.take_stdin()
+        return 0
+    if mode == "flood":
+        raise NotImplementedError("commit flood writes forever: only an output cap ends it (a fixture case)")
+    g.eprint("usage: commit exit|sync|trap|wait|flood\n")
+    return 2
+
+
+def sleep(g: Guest, args: list[str]) -> int:
+    if not args:
+        g.eprint("usage: sleep MS\n")
+        return 2
+    ms = max(-(2**31), min(2**31 - 1, strtoll_prefix(args[0].encode())))  # strtol: a wasm32 long
+    if c_remainder(ms, 1000) < 0:  # a negative tv_nsec: nanosleep says EINVAL (a negative tv_sec alone sleeps 0)
+        g.eprint("sleep: Invalid argument\n")
+        return 1
+    g.print(f"slept {ms}\n")
+    return 0
+
+
+def spew(g: Guest, args: list[str]) -> int:
+    if not 3 <= len(args) <= 4:
+        return 2
+    target: Handle | None = None
+    if args[0] not in ("1", "2"):  # a file, created or truncated before the numbers are read
+        opened = g.open(args[0], write=True, create=True, truncate=True)
+        if isinstance(opened, Errno):
+            return 1
+        target = opened
+    numbers = [strtoll_whole(text) for text in args[1:]]
+    bounds = [(0, 2**30), (1, 2**26), (1, 1024)]
+    if any(n is None or not least <= n <= most for n, (least, most) in zip(numbers, bounds, strict=False)):
+        return 2
+    count, size, iovs = (*numbers, 1) if len(numbers) == 2 else numbers
+    assert count is not None and size is not None and iovs is not None
+    data = b"".join((bytes([97 + i % 26]) * (size - 1) + b"\n") * iovs for i in range(count))
+    if target is not None:
+        g.ov.write(target, 0, data)
+    elif args[0] == "1":
+        g.out += data
+    else:
+        g.err += data
+    return 0
+
+
 def oracle(case: WasiCase) -> WasiOutcome:
     """The outcome ``case`` must have, by the program it runs (guests/c/NAME.wasm)."""
     name = case.wasm.stem
@@ -538,5 +613,8 @@ def oracle(case: WasiCase) -> WasiOutcome:
         "hello": hello,
         "writeloop": writeloop,
         "readfile": readfile,
+        "commit": commit,
+        "sleep": sleep,
+        "spew": spew,
     }
     return run(case, programs[name])

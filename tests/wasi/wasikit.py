@@ -32,6 +32,7 @@ from kuro_fs.fs import Fs
 from kuro_fs.importer import import_path
 from kuro_wasm.host.api import run
 from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.outcome import cause
 from kuro_wasm.model.sessions import guest, session
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +58,9 @@ class WasiCase:
 
 @dataclass(frozen=True)
 class WasiOutcome:
-    """What a run did. ``trap`` is the trap message when the program trapped (``exit_code`` is then None).
+    """What a run did. ``trap`` is the trap's cause when the program trapped (``exit_code`` is then None): the
+    line wasmtime's message ends with (:func:`kuro_wasm.model.outcome.cause`), e.g. ``wasm trap: wasm
+    `unreachable` instruction executed``, so both runners say it alike; any other end is its receipt.
 
     ``tree`` is the kuro.fs root CID of the preopened tree after the run and ``files`` the same tree as
     ``{path: bytes}`` (directories map to None); both are None/empty when the case had no root.
@@ -164,7 +167,7 @@ def run_builtin(case: WasiCase) -> WasiOutcome:
         except wasmtime.ExitTrap as exc:
             exit_code = exc.code
         except wasmtime.Trap as exc:
-            exit_code, trap = None, exc.message
+            exit_code, trap = None, cause(exc.message)
         del store
         return WasiOutcome(
             exit_code=exit_code,
@@ -203,7 +206,7 @@ def run_kuro(case: WasiCase, **options: object) -> WasiOutcome:
     sess = session("wasi-kuro", root, "terminal-build", grant=grant)
     spec = guest(cid, "_start", list(case.args), env=dict(case.env), argv0=case.argv[0])
     receipt = run(sess, spec, store=store, stdin=case.stdin, home=False, **options)  # type: ignore[arg-type]
-    trap = receipt.get("kuro/trap")
+    trap = receipt.get("kuro/trap", {}).get("message")
     after = Fs(store, receipt.get("kuro/fs-root-after", root))
     return WasiOutcome(
         exit_code=receipt["kuro/exit-code"] if receipt["kuro/outcome"] in ("ok", "exit") else None,

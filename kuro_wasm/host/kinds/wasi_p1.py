@@ -14,7 +14,8 @@ tree would give one directory two descriptors.
 
 The entry is any exported function taking no parameters and returning nothing or one ``i32``
 (``_start`` for a command; for a reactor's export, ``_initialize`` runs first). A run ends ``ok``
-or ``exit`` by returning or by ``proc_exit(n)`` (0 → ``ok``, n → ``exit`` with that code), and then
+or ``exit`` by returning or by ``proc_exit(n)`` (0 → ``ok``, n → ``exit`` with that code, a u32 as the
+witx says, so C's ``exit(-1)`` is 4294967295; an entry's ``i32`` result is read the same way), and then
 — only then — every pending change is committed (the end-of-run commit point). A trap, kill,
 deadline or output cap ends it without that commit: what earlier commit points (``fd_close``,
 ``fd_sync``) made stays in ``kuro/fs-root-after``, the rest is dropped.
@@ -31,6 +32,7 @@ Instantiates and calls through :mod:`kuro_wasm.host.engine`; host functions are 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 import wasmtime
@@ -109,6 +111,8 @@ class WasiPreview1(CoreModuleKind):
             if (outcome.trap is not None or outcome.error is not None) and st.exit_code is not None:
                 if run.stop_reason is None:  # proc_exit: the guest chose its code; nothing stopped it
                     outcome = CallOutcome(values=(st.exit_code,))
+            elif outcome.values:  # an entry's i32 result is an exit code as proc_exit's: a u32
+                outcome = replace(outcome, values=(int(outcome.values[0]) % 2**32,))
             if outcome.trap is None and outcome.error is None and not st.commit(run):
                 run.kind_state.setdefault("receipt", {})["error"] = st.commit_error
         finally:
