@@ -16,13 +16,22 @@ cache; what a hit skips is the fetch, the hash and the decoding.
 The bound is on the summed **block bytes** of what is held (default
 :data:`DEFAULT_MAX_BYTES`, 16 MiB; the decoded Python objects take about five
 to eight times that). Least recently used entries go first — except versions
-a write has just superseded (:meth:`DirCache.demote`, called by
-:class:`kuro_fs.fsdir.WorkingTree` on commit): they go before everything else.
-Without that, a chain of writes into a large sharded directory fills the
-cache with dead copies of the nodes on its paths (a new root and interior
+a write has just superseded for the first time (:meth:`DirCache.demote`,
+called by :class:`kuro_fs.fsdir.WorkingTree` on commit): they go before
+everything else. Without that, a chain of writes into a large sharded
+directory fills the cache with dead copies of the nodes on its paths (a new root and interior
 node every write, ~20–60 KB) and evicts the live nodes of the rest of the
 directory, which then cost milliseconds each to decode again: writes into a
 100k–200k-entry directory settled at 1.7–2.9 ms instead of ~0.3–0.6 ms.
+A version that a second write supersedes again is kept in its place: it is
+the base of writes that branch from one state (undo is remembering a root;
+``Fs.write`` from the same ``Fs`` again and again), and demoting it let the
+new nodes of those writes evict it — each write then decoded the base's
+nodes again (a write into a 50,000-entry directory from one base: ~0.2 ms →
+1.6–2.3 ms once 16 MiB of new nodes had gone in). What was superseded is
+remembered by CID apart from the values (the last :data:`SUPERSEDED_KEPT`
+CIDs, ~100 bytes each), so a base node evicted and decoded again is still
+known as one.
 A directory whose live nodes alone exceed the bound (about 200,000 entries
 of short names) still misses; its writes then cost more, not fail.
 
@@ -49,9 +58,11 @@ from typing import Final, Protocol, TypedDict, TypeVar
 from kuro_fs.cid import parse
 from kuro_fs.errors import CorruptBlock, MissingBlock
 
-__all__ = ["DEFAULT_MAX_BYTES", "SHARED", "CacheStats", "DirCache", "load_verified"]
+__all__ = ["DEFAULT_MAX_BYTES", "SHARED", "SUPERSEDED_KEPT", "CacheStats", "DirCache", "load_verified"]
 
 DEFAULT_MAX_BYTES: Final = 16 << 20
+#: How many superseded CIDs a cache remembers (without their values) to tell a branching base from a dead version.
+SUPERSEDED_KEPT: Final = 8192
 
 T = TypeVar("T")
 
@@ -80,6 +91,7 @@ class DirCache:
             raise ValueError(f"max_bytes must be a non-negative int, got {max_bytes!r}")
         self.max_bytes = max_bytes
         self._items: OrderedDict[str, tuple[object, int]] = OrderedDict()
+        self._superseded: OrderedDict[str, None] = OrderedDict()  # CIDs a write superseded, oldest first
         self._bytes = 0
         self._hits = 0
         self._misses = 0
@@ -115,14 +127,21 @@ class DirCache:
                 self._bytes -= gone
 
     def demote(self, cids: Iterable[str]) -> None:
-        """Put ``cids`` (those held) first in line for eviction, keeping them: versions a write superseded.
+        """Put ``cids`` (those held, superseded for the first time) first in line for eviction.
 
         A chain of writes replaces the nodes on its path by new versions; left as most recently used,
         the dead versions would outrank the live nodes of the rest of the directory and push them out.
+        A version a second write supersedes again stays where it is: writes keep branching from it.
         """
         with self._lock:
-            items = self._items
+            items, superseded = self._items, self._superseded
             for cid in cids:
+                if cid in superseded:  # superseded before: writes branch from it
+                    superseded.move_to_end(cid)
+                    continue
+                superseded[cid] = None
+                if len(superseded) > SUPERSEDED_KEPT:
+                    superseded.popitem(last=False)
                 if cid in items:
                     items.move_to_end(cid, last=False)
 
@@ -130,6 +149,7 @@ class DirCache:
         """Drop everything held (the counters too)."""
         with self._lock:
             self._items.clear()
+            self._superseded.clear()
             self._bytes = self._hits = self._misses = 0
 
     def stats(self) -> CacheStats:

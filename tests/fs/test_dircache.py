@@ -126,10 +126,35 @@ def test_demoted_entries_are_evicted_before_everything_else_and_kept_until_then(
     for name in "abc":
         cache.put(name, name.upper(), 30)
     cache.demote(["c", "never-held"])  # c was the most recently used; now it goes first
-    assert cache.get("c") == "C"  # demoted, not dropped (and a hit makes it recent again)
-    cache.demote(["c"])
     cache.put("d", "D", 30)
     assert (cache.get("a"), cache.get("b"), cache.get("c"), cache.get("d")) == ("A", "B", None, "D")
+
+
+def test_a_demoted_entry_is_kept_until_evicted_and_a_second_supersession_leaves_it_in_place() -> None:
+    cache = DirCache(max_bytes=100)
+    for name in "abc":
+        cache.put(name, name.upper(), 30)
+    cache.demote(["c"])
+    assert cache.get("c") == "C"  # demoted, not dropped (and a hit makes it recent again)
+    cache.demote(["c"])  # superseded again: a base that writes keep branching from, so it stays recent
+    cache.put("d", "D", 30)
+    assert (cache.get("a"), cache.get("b"), cache.get("c"), cache.get("d")) == (None, "B", "C", "D")
+
+
+def test_writes_branching_from_one_state_keep_that_state_cached() -> None:
+    # Writes from the same Fs (undo is remembering a root) supersede the same base nodes every time;
+    # demoted each time, the base was evicted by the writes' new nodes and decoded again by every write.
+    store = MemoryBlockStore()
+    files = {f"file-{i:05d}": Entry(store.put(b"%d" % i), 1) for i in range(20_000)}
+    root = ok(Fs.empty(store).link("big", write_dir(store, files))).fs.root
+    cache = DirCache(max_bytes=6 << 20)  # the live nodes (~1.4 MB) and what ~250 writes add beside them
+    base = Fs(store, root, cache=cache)
+    for i in range(1500):  # the cache fills with the writes' new nodes: its steady state
+        ok(base.write(f"big/warm-{i}", b"x"))
+    before = cache.stats()["misses"]
+    for i in range(300):
+        ok(base.write(f"big/new-{i}", b"x"))
+    assert (cache.stats()["misses"] - before) / 300 < 0.5  # before: every write decoded 2 base nodes again
 
 
 def test_a_chain_of_writes_keeps_the_live_nodes_of_a_large_directory_cached() -> None:
