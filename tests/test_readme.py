@@ -1,4 +1,4 @@
-"""The README's Quickstart is a contract: exactly two commands, and CI runs the second verbatim."""
+"""The README is a contract: exactly two Quickstart commands (CI runs the second verbatim), a library example that runs, and Performance tables written from one full bench run."""
 
 from __future__ import annotations
 
@@ -48,3 +48,12 @@ def test_the_library_example_in_the_readme_runs(tmp_path: Path, monkeypatch: pyt
     assert (exit_code, outcome, isolation) == (0, "ok", "wasmtime")
     assert stdout_cid == "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bf44yegnrjhc4yeq"  # raw CID of b"hello"
     assert reads == [stdout_cid]
+
+
+def test_the_performance_tables_are_one_full_bench_run_written_by_readme_perf() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    begin, end = text.index("<!-- bench:begin -->"), text.index("<!-- bench:end -->")
+    block = text[begin:end]
+    assert "Figures from one run: `.venv/bin/python tools/bench.py`" in block  # readme_perf's head, not typed by hand
+    assert "QUICK" not in block  # smoke sizes are never quoted
+    assert block.count("| figure | kuro | anchor (same run) | ratio | goal | note |") >= 10  # every section's table
