@@ -1,4 +1,5 @@
-"""The README is a contract: exactly two Quickstart commands (CI runs the second verbatim), a library example that runs, and Performance tables written from one full bench run."""
+"""The README is a contract: exactly two Quickstart commands (CI runs the second verbatim), a library example
+that runs, and Performance tables written from one full bench run."""
 
 from __future__ import annotations
 
