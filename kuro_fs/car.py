@@ -74,17 +74,6 @@ _Section = tuple[ParsedCID, bytes, int]
 # ---- links and traversal
 
 
-def _cbor_links(value: Any, out: list[str]) -> None:
-    if isinstance(value, dagcbor.Link):
-        out.append(value.cid)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _cbor_links(item, out)
-    elif isinstance(value, list):
-        for item in value:
-            _cbor_links(item, out)
-
-
 def links_of(cid: str, block: bytes) -> list[str]:
     """The CIDs ``block`` links to, in order (raw: none; dag-pb: Links; dag-cbor: tag-42 values in key order).
 
@@ -95,9 +84,7 @@ def links_of(cid: str, block: bytes) -> list[str]:
         return []
     if codec == "dag-pb":
         return [link.cid for link in decode_pb(block).links]
-    out: list[str] = []
-    _cbor_links(dagcbor.decode(block), out)
-    return out
+    return dagcbor.links(dagcbor.decode(block))
 
 
 def dag_blocks(get: Callable[[str], bytes | None], root: str) -> Iterator[tuple[str, bytes]]:

@@ -48,7 +48,7 @@ from typing import Any, Final, TypeAlias
 from kuro_fs.cid import cid_bytes, cid_for, cid_from_bytes, parse
 from kuro_fs.errors import DagCborError, InvalidCID
 
-__all__ = ["MAX_DEPTH", "Link", "cid_of", "decode", "encode"]
+__all__ = ["MAX_DEPTH", "Link", "cid_of", "decode", "encode", "links"]
 
 #: Deepest nesting of arrays/maps either direction accepts (far beyond any kuro structure).
 MAX_DEPTH: Final = 256
@@ -429,3 +429,25 @@ def cid_of(value: Any) -> str:
     'bafyreidykglsfhoixmivffc5uwhcgshx4j465xwqntbmu43nb2dzqwfvae'
     """
     return cid_for(encode(value), "dag-cbor")
+
+
+def links(value: Any) -> list[str]:
+    """The CIDs of every link (tag 42) in a decoded value, in order (map values in key order).
+
+    >>> links({"a": Link("bafkqaaa"), "b": [1, Link("bafkqaaa")]})
+    ['bafkqaaa', 'bafkqaaa']
+    """
+    out: list[str] = []
+    _links_into(value, out)
+    return out
+
+
+def _links_into(value: Any, out: list[str]) -> None:
+    if isinstance(value, Link):
+        out.append(value.cid)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _links_into(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _links_into(item, out)

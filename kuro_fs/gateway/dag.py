@@ -273,21 +273,8 @@ def _links(parsed: ParsedCID, data: bytes) -> list[str]:
     if parsed.codec == "dag-pb":
         return [link.cid for link in decode_pb(data).links]
     if parsed.codec == "dag-cbor":
-        out: list[str] = []
-        _cbor_links(dagcbor.decode(data), out)
-        return out
+        return dagcbor.links(dagcbor.decode(data))
     return []
-
-
-def _cbor_links(value: Any, out: list[str]) -> None:
-    if isinstance(value, dagcbor.Link):
-        out.append(value.cid)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _cbor_links(item, out)
-    elif isinstance(value, list):
-        for item in value:
-            _cbor_links(item, out)
 
 
 def _all(em: _Emitter, cid: str) -> Iterator[tuple[str, bytes]]:
