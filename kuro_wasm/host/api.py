@@ -46,6 +46,7 @@ Unread stdin is not counted anywhere.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # CPython's C module behind signal (no stub)
 import functools
 import os
 import signal
@@ -408,15 +409,18 @@ def run(
 #
 # Python raises KeyboardInterrupt at the next bytecode, which during a run is
 # inside a wasmtime callback, where ctypes swallows it ("Exception ignored on
-# calling ctypes callback"): the guest would run on to its deadline. So the
-# first run() on the main thread, if SIGINT still has Python's default handler,
-# installs _on_sigint once per process: while a main-thread run() is live, SIGINT records
+# calling ctypes callback"): the guest would run on to its deadline. So a
+# run() on the main thread that finds Python's default SIGINT handler installs
+# _on_sigint in its place (once: it then stays): while a main-thread run() is live, SIGINT records
 # ``cancelled`` in that run's context (the next epoch tick or a blocked ``read``
 # acts on it); otherwise it raises KeyboardInterrupt exactly as the default
-# handler does. A program that installs its own SIGINT handler keeps it.
+# handler does. A program that installs its own SIGINT handler keeps it — for the
+# runs made while it is installed. The handler is looked at on every main-thread
+# run, not once per process: a handler that was only in place for a while (a
+# batch's, a CLI command's) when the first run came must not turn Ctrl-C off for
+# the rest of the process (found by a suite where such a run came first).
 
 _MAIN_RUN: list[Job | None] = [None]
-_SIGINT_ROUTED: list[bool | None] = [None]  # None: not decided yet; then fixed for the process
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
@@ -430,17 +434,16 @@ def _on_sigint(signum: int, frame: Any) -> None:
 def _claim_ctrl_c(job: Job) -> bool:
     """Route Ctrl-C to ``job`` while it runs; False (nothing changed) off the main thread or under a custom handler.
 
-    ``signal.getsignal`` costs microseconds, so the handler is checked and
-    installed once per process, not per run.
+    The handler is read with ``_signal.getsignal`` (~0.1 µs; ``signal.getsignal``'s enum conversion
+    costs microseconds on this per-run path).
     """
     if _MAIN_RUN[0] is not None or threading.current_thread() is not threading.main_thread():
         return False
-    if _SIGINT_ROUTED[0] is None:
-        _SIGINT_ROUTED[0] = signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        if _SIGINT_ROUTED[0]:
-            signal.signal(signal.SIGINT, _on_sigint)
-    if not _SIGINT_ROUTED[0]:
-        return False
+    handler = _signal.getsignal(signal.SIGINT)
+    if handler is not _on_sigint:
+        if handler is not signal.default_int_handler:
+            return False  # the program's own handler: it keeps Ctrl-C
+        signal.signal(signal.SIGINT, _on_sigint)
     _MAIN_RUN[0] = job
     return True
 

@@ -457,6 +457,42 @@ def test_the_thin_call_path_is_pinned_to_wasmtime_50() -> None:
 # ---- Ctrl-C during run() on the main thread
 
 
+_CTRL_C_AFTER_A_PASSING_HANDLER = """
+import signal, threading, _thread
+from pathlib import Path
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm import add_guest, guest, run, session
+
+store = MemoryBlockStore()
+cid = add_guest(store, Path("guests/flood.wat").read_bytes())
+fs = Fs.empty(store)
+sess = session("s", fs.root)
+mine = lambda *_: None
+signal.signal(signal.SIGINT, mine)  # a handler that is in place only for a while (a batch's, a command's)
+run(sess, guest(cid, "write_then_spin"), store=store, fs=fs, timeout_ms=50)
+assert signal.getsignal(signal.SIGINT) is mine  # the program's own handler was kept
+signal.signal(signal.SIGINT, signal.default_int_handler)
+threading.Timer(0.2, _thread.interrupt_main).start()
+r = run(sess, guest(cid, "write_then_spin"), store=store, fs=fs, timeout_ms=10_000)
+print(r["kuro/outcome"])
+"""
+
+
+def test_ctrl_c_still_cancels_after_a_first_run_under_another_handler() -> None:
+    # The routing of Ctrl-C was decided once per process, at the first main-thread run: a handler that
+    # was only briefly in place then turned it off for good, and Ctrl-C ran the guest to its deadline.
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_AFTER_A_PASSING_HANDLER], cwd=root, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout.strip()) == (0, "cancelled"), done.stderr
+
+
 @pytest.mark.parametrize(("export", "where"), [("run", "inside an import"), ("write_then_spin", "in a pure loop")])
 def test_ctrl_c_during_run_cancels_the_guest(
     store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path, export: str, where: str
