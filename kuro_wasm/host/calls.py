@@ -51,6 +51,7 @@ import wasmtime
 from wasmtime import _ffi as ffi
 
 from kuro_wasm.host.context import RunContext, Stopped
+from kuro_wasm.host.engine import context_address, foreign
 
 __all__ = [
     "Fault",
@@ -74,25 +75,15 @@ __all__ = [
 _P = ctypes.c_void_p
 
 
-def _c(name: str, restype: Any, *argtypes: Any, keep_gil: bool = False) -> Any:
-    """A foreign function of wasmtime's library with our own (address-only) types; wasmtime-py's are untouched.
-
-    ``keep_gil``: for accessors that only read a field (no locks, no blocking), call without
-    releasing the GIL — releasing and re-taking it costs more than the call, and invites a
-    thread switch in the middle of a host call.
-    """
-    return (ctypes.PYFUNCTYPE if keep_gil else ctypes.CFUNCTYPE)(restype, *argtypes)((name, ffi.dll))
-
-
-_caller_context = _c("wasmtime_caller_context", _P, _P, keep_gil=True)
-_caller_export_get = _c("wasmtime_caller_export_get", ctypes.c_bool, _P, ctypes.c_char_p, ctypes.c_size_t, _P)
-_memory_data = _c("wasmtime_memory_data", _P, _P, _P, keep_gil=True)
-_memory_data_size = _c("wasmtime_memory_data_size", ctypes.c_size_t, _P, _P, keep_gil=True)
-_trap_new = _c("wasmtime_trap_new", _P, ctypes.c_char_p, ctypes.c_size_t)
+_caller_context = foreign("wasmtime_caller_context", _P, _P, keep_gil=True)
+_caller_export_get = foreign("wasmtime_caller_export_get", ctypes.c_bool, _P, ctypes.c_char_p, ctypes.c_size_t, _P)
+_memory_data = foreign("wasmtime_memory_data", _P, _P, _P, keep_gil=True)
+_memory_data_size = foreign("wasmtime_memory_data_size", ctypes.c_size_t, _P, _P, keep_gil=True)
+_trap_new = foreign("wasmtime_trap_new", _P, ctypes.c_char_p, ctypes.c_size_t)
 #: (env, caller, args and results as wasmtime_val_raw_t[n], n) → a wasm_trap_t* or NULL
 _Unchecked = ctypes.CFUNCTYPE(_P, _P, _P, _P, ctypes.c_size_t)
 _Finalizer = ctypes.CFUNCTYPE(None, _P)
-_define_unchecked = _c(
+_define_unchecked = foreign(
     "wasmtime_linker_define_func_unchecked",
     _P,
     _P,
@@ -122,8 +113,9 @@ def _address(ptr: Any) -> int:
 
 def register_run(store: wasmtime.Store, run: RunContext) -> None:
     """Make ``run`` the context of every import call made from ``store``."""
+    key = context_address(store)
     with _RUNS_LOCK:
-        _RUNS[_address(store._context())] = run
+        _RUNS[key] = run
 
 
 def run_of(context: Any) -> RunContext | None:
@@ -133,8 +125,9 @@ def run_of(context: Any) -> RunContext | None:
 
 def unregister_run(store: wasmtime.Store) -> None:
     """Forget ``store``'s run (call before the store is closed)."""
+    key = context_address(store)
     with _RUNS_LOCK:
-        _RUNS.pop(_address(store._context()), None)
+        _RUNS.pop(key, None)
 
 
 # ---- guest memory

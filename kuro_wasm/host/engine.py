@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import struct
 import threading
 import time
 from collections.abc import Sequence
@@ -58,6 +59,7 @@ __all__ = [
     "engine_identity",
     "engine_key",
     "engines_exist",
+    "foreign",
     "install_interrupt",
     "remove_interrupt",
     "instantiate",
@@ -70,6 +72,41 @@ __all__ = [
 ]
 
 _TICK_SECONDS: Final = 0.001
+
+_P = ctypes.c_void_p
+
+
+def foreign(name: str, restype: Any, *argtypes: Any, keep_gil: bool = False) -> Any:
+    """A foreign function of wasmtime's library with our own (address-only) types; wasmtime-py's are untouched.
+
+    wasmtime-py wraps each C function in a Python function that converts ctypes pointer objects;
+    a run makes a dozen such calls, so the run's path binds the same symbols taking plain addresses.
+    ``keep_gil``: for calls that run no wasm and take no lock (a field read, a setting), call
+    without releasing the GIL — releasing and re-taking it costs more than the call, and invites a
+    thread switch. Anything that may run wasm releases it (the epoch ticker needs it to tick).
+    """
+    return (ctypes.PYFUNCTYPE if keep_gil else ctypes.CFUNCTYPE)(restype, *argtypes)((name, ffi.dll))
+
+
+def address(ptr: Any) -> int:
+    """The address a non-NULL ctypes pointer object points at (``addressof(ptr.contents)``: 0.08 µs, not
+    ``ctypes.cast``'s 0.6 µs)."""
+    return ctypes.addressof(ptr.contents)
+
+
+def context_address(store: wasmtime.Store) -> int:
+    """The address of ``store``'s ``wasmtime_context_t`` (a run's key in the host's registries)."""
+    return ctypes.addressof(store._context().contents)
+
+
+_store_limiter = foreign("wasmtime_store_limiter", None, _P, *(ctypes.c_int64,) * 5, keep_gil=True)
+_set_epoch_deadline = foreign("wasmtime_context_set_epoch_deadline", None, _P, ctypes.c_uint64, keep_gil=True)
+_pre_instantiate = foreign("wasmtime_instance_pre_instantiate", _P, _P, _P, _P, _P)
+_export_get = foreign("wasmtime_instance_export_get", ctypes.c_bool, _P, _P, ctypes.c_char_p, ctypes.c_size_t, _P,
+                      keep_gil=True)  # fmt: skip
+_func_call = foreign("wasmtime_func_call", _P, _P, _P, _P, ctypes.c_size_t, _P, ctypes.c_size_t, _P)
+_EXTERN_FUNC: Final = int(ffi.WASMTIME_EXTERN_FUNC.value)
+_EXTERN_MEMORY: Final = int(ffi.WASMTIME_EXTERN_MEMORY.value)
 _IDLE_EXIT_SECONDS: Final = 1.0
 
 
@@ -242,6 +279,9 @@ _EpochCallback = ctypes.CFUNCTYPE(
     ctypes.POINTER(ffi.wasmtime_update_deadline_kind_t),
 )
 _Finalizer = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_epoch_deadline_callback = foreign(
+    "wasmtime_store_epoch_deadline_callback", None, _P, _EpochCallback, _P, _Finalizer, keep_gil=True
+)
 
 
 class Interruptible(Protocol):
@@ -310,9 +350,16 @@ def install_interrupt(store: wasmtime.Store, run: Interruptible) -> int:
         _NEXT_ID[0] += 1
         key = _NEXT_ID[0]
         _CHECKS[key] = run
-    ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), _on_epoch, ctypes.c_void_p(key), _NULL_FINALIZER)
-    store.set_epoch_deadline(1)
+    _epoch_deadline_callback(address(store.ptr()), _on_epoch, key, _NULL_FINALIZER)
+    _set_epoch_deadline(context_address(store), 1)
     return key
+
+
+def set_store_limits(
+    store: wasmtime.Store, memory_size: int, table_elements: int, instances: int, tables: int, memories: int
+) -> None:
+    """``store.set_limits(...)`` (the same C call; a negative limit is not set), without wasmtime-py's wrappers."""
+    _store_limiter(address(store.ptr()), memory_size, table_elements, instances, tables, memories)
 
 
 # ---- instantiate and call, below the public API
@@ -343,46 +390,36 @@ class CallOutcome:
 def instantiate(pre: wasmtime.InstancePre, store: wasmtime.Store) -> tuple[Any, CallOutcome | None]:
     """Instantiate ``pre`` in ``store``: ``(raw instance, None)``, or ``(None, failure)``."""
     instance = ffi.wasmtime_instance_t()
-    trap = ctypes.POINTER(ffi.wasm_trap_t)()
-    error = ffi.wasmtime_instance_pre_instantiate(
-        pre.ptr(), store._context(), ctypes.byref(instance), ctypes.byref(trap)
+    trap = ctypes.c_void_p()
+    error = _pre_instantiate(
+        address(pre.ptr()), context_address(store), ctypes.addressof(instance), ctypes.addressof(trap)
     )
     if error:
         return None, CallOutcome(error=_take_error(error))
-    if trap:
-        return None, CallOutcome(trap=wasmtime.Trap._from_ptr(trap))
+    if trap.value:
+        return None, CallOutcome(trap=_take_trap(trap.value))
     return instance, None
 
 
-def _kind(item: Any) -> int:
-    """The kind tag of a ``wasmtime_extern_t`` (a ctypes field reads back as an int)."""
-    return int(item.kind)
+def _export(store: wasmtime.Store, instance: Any, name: str, kind: int) -> Any:
+    """The ``wasmtime_extern_t`` exported as ``name`` if it is of ``kind``, else None."""
+    item = ffi.wasmtime_extern_t()
+    raw = name.encode("utf-8")
+    if not _export_get(context_address(store), ctypes.addressof(instance), raw, len(raw), ctypes.addressof(item)):
+        return None
+    return item if item.kind == kind else None
 
 
 def lookup_func(store: wasmtime.Store, instance: Any, name: str) -> Any:
     """The raw ``wasmtime_func_t`` exported as ``name``, or None (never lists all exports)."""
-    item = ffi.wasmtime_extern_t()
-    raw = name.encode("utf-8")
-    if not ffi.wasmtime_instance_export_get(
-        store._context(), ctypes.byref(instance), raw, len(raw), ctypes.byref(item)
-    ):
-        return None
-    if _kind(item) != ffi.WASMTIME_EXTERN_FUNC.value:
-        return None
-    return item.of.func
+    item = _export(store, instance, name, _EXTERN_FUNC)
+    return None if item is None else item.of.func
 
 
 def lookup_memory(store: wasmtime.Store, instance: Any, name: str = "memory") -> Any:
     """The raw ``wasmtime_memory_t`` exported as ``name``, or None."""
-    item = ffi.wasmtime_extern_t()
-    raw = name.encode("utf-8")
-    if not ffi.wasmtime_instance_export_get(
-        store._context(), ctypes.byref(instance), raw, len(raw), ctypes.byref(item)
-    ):
-        return None
-    if _kind(item) != ffi.WASMTIME_EXTERN_MEMORY.value:
-        return None
-    return item.of.memory
+    item = _export(store, instance, name, _EXTERN_MEMORY)
+    return None if item is None else item.of.memory
 
 
 _KIND_CODES: Final[dict[str, int]] = {
@@ -391,6 +428,26 @@ _KIND_CODES: Final[dict[str, int]] = {
     "f32": ffi.WASMTIME_F32.value,
     "f64": ffi.WASMTIME_F64.value,
 }
+#: A ``wasmtime_val_t``: a one-byte kind, then the value at offset 8, in 32 bytes.
+_VAL_SIZE: Final = ctypes.sizeof(ffi.wasmtime_val_t)
+_VAL_FORMAT: Final[dict[str, str]] = {"i32": "I", "i64": "Q", "f32": "f", "f64": "d"}
+_RESULT_FORMAT: Final[dict[str, str]] = {"i32": "i", "i64": "q", "f32": "f", "f64": "d"}
+_MASK: Final[dict[str, int]] = {"i32": 2**32 - 1, "i64": 2**64 - 1}
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(params: tuple[str, ...], results: tuple[str, ...]) -> tuple[Any, struct.Struct, struct.Struct]:
+    """(the value array type, the args' layout, the results' layout) of one signature; the array's last
+    slot holds the trap pointer. A result of another kind than the four numbers is skipped (it reads as 0)."""
+
+    def slot(lead: str, fmt: str) -> str:
+        return f"{lead}{fmt}{_VAL_SIZE - 8 - struct.calcsize('<' + fmt)}x"
+
+    args = struct.Struct("<" + "".join(slot("B7x", _VAL_FORMAT[p]) for p in params))
+    found = struct.Struct(
+        "<" + "".join(slot("8x", _RESULT_FORMAT[r]) if r in _RESULT_FORMAT else f"{_VAL_SIZE}x" for r in results)
+    )
+    return ffi.wasmtime_val_t * (len(params) + len(results) + 1), args, found
 
 
 def call_export(
@@ -399,33 +456,40 @@ def call_export(
     """Call the raw ``func`` with numeric ``args`` typed by ``params``; results typed by ``results``.
 
     The caller has checked ``args`` against ``params`` (:func:`kuro_wasm.model.abi.check_args`).
+    Arguments and results move through one value array laid out by a precompiled ``struct``
+    per signature (an argument is stored as a C assignment would store it; a result of another kind
+    than the four numbers reads as 0).
     """
-    raw_args: Any = (ffi.wasmtime_val_t * max(1, len(params)))()
-    for i, (kind, arg) in enumerate(zip(params, args, strict=True)):
-        raw_args[i].kind = _KIND_CODES[kind]
-        if kind == "i32":
-            raw_args[i].of.i32 = int(arg)
-        elif kind == "i64":
-            raw_args[i].of.i64 = int(arg)
-        elif kind == "f32":
-            raw_args[i].of.f32 = float(arg)
-        else:
-            raw_args[i].of.f64 = float(arg)
-    raw_results = (ffi.wasmtime_val_t * max(1, len(results)))()
-    trap = ctypes.POINTER(ffi.wasm_trap_t)()
-    error = ffi.wasmtime_func_call(
-        store._context(), ctypes.byref(func), raw_args, len(params), raw_results, len(results), ctypes.byref(trap)
-    )
+    params, results = tuple(params), tuple(results)
+    array_type, arg_layout, result_layout = _layout(params, results)
+    vals = array_type()
+    values: list[Any] = []
+    for kind, arg in zip(params, args, strict=True):
+        values.append(_KIND_CODES[kind])
+        if kind in _MASK:
+            values.append(int(arg) & _MASK[kind])
+        else:  # an f32 rounds (and overflows to ±inf) as a C float does, where struct would refuse
+            values.append(float(arg) if kind == "f64" else ctypes.c_float(float(arg)).value)
+    arg_layout.pack_into(vals, 0, *values)
+    base = ctypes.addressof(vals)
+    n, m = len(params), len(results)
+    trap_at = base + (n + m) * _VAL_SIZE
+    error = _func_call(context_address(store), ctypes.addressof(func), base, n, base + n * _VAL_SIZE, m, trap_at)
     if error:
         return CallOutcome(error=_take_error(error))
+    trap = ctypes.c_void_p.from_address(trap_at).value
     if trap:
-        return CallOutcome(trap=wasmtime.Trap._from_ptr(trap))
-    values: list[int | float] = []
-    for i, kind in enumerate(results):
-        value = raw_results[i].of
-        values.append(getattr(value, kind) if kind in _KIND_CODES else 0)
-    return CallOutcome(values=tuple(values))
+        return CallOutcome(trap=_take_trap(trap))
+    got = result_layout.unpack_from(vals, n * _VAL_SIZE)
+    if len(got) != m:
+        known = iter(got)
+        got = tuple(next(known) if r in _RESULT_FORMAT else 0 for r in results)
+    return CallOutcome(values=got)
 
 
-def _take_error(error: Any) -> str:
-    return str(wasmtime.WasmtimeError._from_ptr(error))
+def _take_trap(trap: int) -> wasmtime.Trap:
+    return wasmtime.Trap._from_ptr(ctypes.cast(trap, ctypes.POINTER(ffi.wasm_trap_t)))
+
+
+def _take_error(error: int) -> str:
+    return str(wasmtime.WasmtimeError._from_ptr(ctypes.cast(error, ctypes.POINTER(ffi.wasmtime_error_t))))

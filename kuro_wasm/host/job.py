@@ -207,12 +207,13 @@ class Job:
         interrupt_key: int | None = None
         try:
             bounds = self.limits.store_bounds()  # max_memory_bytes split over every memory and table
-            wstore.set_limits(
-                memory_size=-1 if bounds.per_memory_bytes is None else bounds.per_memory_bytes,
-                table_elements=bounds.per_table_elements,
-                instances=bounds.instances,
-                tables=bounds.tables,
-                memories=bounds.memories,
+            _engine.set_store_limits(
+                wstore,
+                -1 if bounds.per_memory_bytes is None else bounds.per_memory_bytes,
+                bounds.per_table_elements,
+                bounds.instances,
+                bounds.tables,
+                bounds.memories,
             )
             if self.limits.fuel is not None:
                 wstore.set_fuel(self.limits.fuel)
