@@ -322,15 +322,15 @@ def namespace(result: Mapping[str, Any]) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     prefixed: list[tuple[str, Any]] = []
+    bare = _BARE
     for key, value in result.items():  # bare names first, then kuro/ names (which win): insertion order kept
-        if isinstance(key, str):
-            named = _BARE.get(key)
-            if named is not None:
-                out[named] = value
-            elif key in _PREFIXED:
-                prefixed.append((key, value))
-    for key, value in prefixed:
-        out[key] = value
+        named = bare.get(key)  # (a key of another type is in neither table)
+        if named is not None:
+            out[named] = value
+        elif key in _PREFIXED:
+            prefixed.append((key, value))
+    if prefixed:
+        out.update(prefixed)
     return out
 
 
@@ -393,6 +393,16 @@ def receipt_trusted(sess: Session, command: Mapping[str, Any], host: Mapping[str
     return _assemble(sess, command, host, _ALL_HOST_KEYS)
 
 
+def receipt_closed(sess: Session, command: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`receipt_trusted` of a ``host`` whose every key is a namespaced host key already (a
+    :func:`namespace` result, updated with host keys only): the same receipt, without asking each
+    key again whether it belongs (:func:`kuro_wasm.model.stream.finish_trusted`'s path).
+
+    Raises ModelError: a bad exit code or outcome.
+    """
+    return _assemble(sess, command, host, _ALL_HOST_KEYS, closed=True)
+
+
 def _check_run(sess: object, command: object) -> None:
     if not isinstance(sess, Session):
         raise ModelError(f"receipt needs a Session, got {type(sess).__name__}", reason="invalid-session")
@@ -401,9 +411,15 @@ def _check_run(sess: object, command: object) -> None:
 
 
 def _assemble(
-    sess: Session, command: Mapping[str, Any], namespaced: Mapping[str, Any], trusted: Collection[str]
+    sess: Session,
+    command: Mapping[str, Any],
+    namespaced: Mapping[str, Any],
+    trusted: Collection[str],
+    *,
+    closed: bool = False,
 ) -> dict[str, Any]:
-    """The receipt from namespaced host keys; values under ``trusted`` keys are not re-checked."""
+    """The receipt from namespaced host keys; values under ``trusted`` keys are not re-checked; ``closed``:
+    every key of ``namespaced`` is a host key (none is dropped for not being one)."""
     code = namespaced.get("kuro/exit-code")
     if isinstance(code, bool) or not isinstance(code, int):
         raise ModelError(f"receipt result requires an int exit-code, got {code!r}", reason="exit-code-not-int")
@@ -428,9 +444,14 @@ def _assemble(
         out["kuro/grant-aliases"] = sess.grant_aliases
     if "kuro/env" in command:
         out["kuro/env"] = dict(command["kuro/env"])
-    for key, value in namespaced.items():
-        if value is not None and key in _PREFIXED:
-            out[key] = value if key in trusted else _typed(key, value)
+    if closed:
+        for key, value in namespaced.items():
+            if value is not None:
+                out[key] = value
+    else:
+        for key, value in namespaced.items():
+            if value is not None and key in _PREFIXED:
+                out[key] = value if key in trusted else _typed(key, value)
     out["kuro/outcome"] = outcome
     return out
 

@@ -42,7 +42,7 @@ from typing import Any, Final, NamedTuple, TypeAlias, overload
 
 from kuro_fs.cid import raw_cid
 from kuro_wasm.errors import ModelError, StreamClosed
-from kuro_wasm.model.receipt import namespace, receipt_measured, receipt_trusted
+from kuro_wasm.model.receipt import namespace, receipt_closed, receipt_measured
 from kuro_wasm.model.sessions import Session
 
 __all__ = [
@@ -569,5 +569,5 @@ def _trusted(
     host.pop("kuro/truncated?", None)
     host.pop("kuro/dropped-bytes", None)
     host.pop("kuro/capped-by", None)
-    host.update(measured)
-    return receipt_trusted(sess, command, host)
+    host.update(measured)  # the stream's keys: host keys, as namespace() left every other
+    return receipt_closed(sess, command, host)
