@@ -174,8 +174,8 @@ class Limits:
     ) -> Limits:
         """``Limits(timeout_ms, max_output_bytes, max_memory_bytes, fuel, **bounds)``, the same value
         (and the same refusals), remembered: a host builds one per run, mostly the same few."""
-        key = (timeout_ms, max_output_bytes, max_memory_bytes, fuel, *(bounds.get(n, _UNSET) for n in BOUNDS))
-        if all(type(v) is int or v is None or v is _UNSET for v in key):  # no bools: True == 1 would hit
+        key = (timeout_ms, max_output_bytes, max_memory_bytes, fuel, *map(bounds.get, BOUNDS, _UNSETS))
+        if _KEY_TYPES.issuperset(map(type, key)):  # only ints, None, unset: no bool (True == 1 would hit), no float
             found = _KNOWN.get(key)
             if found is not None:
                 return found
@@ -270,6 +270,8 @@ _KEBAB: Final[Mapping[str, str]] = {name: name.replace("_", "-") for name in LIM
 
 
 _UNSET: Final = object()
+_UNSETS: Final = (_UNSET,) * len(BOUNDS)
+_KEY_TYPES: Final = frozenset({int, type(None), object})
 _KNOWN: dict[tuple[object, ...], Limits] = {}
 
 
