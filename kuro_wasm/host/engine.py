@@ -401,13 +401,18 @@ def instantiate(pre: wasmtime.InstancePre, store: wasmtime.Store) -> tuple[Any, 
     return instance, None
 
 
+def _kind(item: Any) -> int:
+    """The kind tag of a ``wasmtime_extern_t`` (a ctypes field reads back as an int)."""
+    return int(item.kind)
+
+
 def _export(store: wasmtime.Store, instance: Any, name: str, kind: int) -> Any:
     """The ``wasmtime_extern_t`` exported as ``name`` if it is of ``kind``, else None."""
     item = ffi.wasmtime_extern_t()
     raw = name.encode("utf-8")
     if not _export_get(context_address(store), ctypes.addressof(instance), raw, len(raw), ctypes.addressof(item)):
         return None
-    return item if item.kind == kind else None
+    return item if _kind(item) == kind else None
 
 
 def lookup_func(store: wasmtime.Store, instance: Any, name: str) -> Any:

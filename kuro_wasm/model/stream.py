@@ -282,19 +282,29 @@ def _next(
 class Writer:
     """The single writer of a running stream: :func:`append`'s rules, without a new value per write.
 
-    The counters and the cons list are one tuple, replaced whole on each append,
-    so :meth:`value` — callable from any thread — always sees a consistent state.
+    The kept chunks go to two append-only lists (their bytes, their stream names), not to a cons
+    list: a cons cell per write is a tuple the cyclic GC must track and scan again and again while
+    the run lasts (measured: 0.13 µs per write on top of building it, 0.04 µs), a list slot is not.
+    A kept chunk's seq is the writer's first seq plus its index, since every write before the
+    first drop is kept (truncation is sticky). The counters are one tuple, replaced whole on each
+    append after the lists grew, so :meth:`value` — callable from any thread — reads a consistent
+    state and the chunks it counts; it builds the cons list of a :class:`Stream` from the lists on
+    demand, extending the one it built last time (no lock: this module is pure; see :meth:`_rev`).
     """
 
-    __slots__ = ("_base", "_limit", "_max_chunks", "_state")
+    __slots__ = ("_base", "_built", "_datas", "_first_seq", "_limit", "_max_chunks", "_names", "_state")
 
     def __init__(self, base: Stream | None = None, *, max_output_bytes: int = 0, max_chunks: int = 0) -> None:
         """Continue ``base`` (a running stream), or start an empty one with these bounds (trusted ints)."""
         self._base = base
+        self._datas: list[bytes] = []
+        self._names: list[str] = []
         if base is None:
             self._limit, self._max_chunks = max_output_bytes, max_chunks
-            # (seq, stdout bytes, stderr bytes, dropped bytes, truncated, kept chunks, capped by, cons list)
-            self._state: tuple[int, int, int, int, bool, int, str | None, _Cons] = (0, 0, 0, 0, False, 0, None, None)
+            # (seq, stdout bytes, stderr bytes, dropped bytes, truncated, kept chunks, capped by)
+            self._state: tuple[int, int, int, int, bool, int, str | None] = (0, 0, 0, 0, False, 0, None)
+            self._first_seq = 0
+            self._built: tuple[int, _Cons] = (0, None)  # (chunks of the lists in it, cons list)
             return
         if base.state != "running":
             raise StreamClosed(f"cannot write to a finished stream (state {base.state})", state=base.state)
@@ -307,8 +317,9 @@ class Writer:
             base.truncated,
             base.kept_chunks,
             base.capped_by,
-            base._rev,
         )
+        self._first_seq = base.seq
+        self._built = (0, base._rev)
 
     def append(self, stream: str, data: bytes) -> bool:
         """Record a write of ``data`` (bytes) to ``stream`` (``"stdout"``/``"stderr"``, trusted: host constants).
@@ -316,15 +327,17 @@ class Writer:
         Returns True if the chunk was kept (its seq is then :attr:`seq` - 1), False when a bound
         dropped it (the host stops the guest).
         """
-        seq, out, err, dropped, truncated, kept, capped, rev = self._state
+        seq, out, err, dropped, truncated, kept, capped = self._state
         n = len(data)
         if truncated or n > self._limit - out - err or kept >= self._max_chunks:
             return self.admit(n)  # records the drop
+        self._datas.append(data)  # the lists first: a state that counts a chunk finds it there
+        self._names.append(stream)
         if stream == "stdout":
             out += n
         else:
             err += n
-        self._state = (seq + 1, out, err, dropped, truncated, kept + 1, capped, (stream, data, seq, rev))
+        self._state = (seq + 1, out, err, dropped, False, kept + 1, capped)
         return True
 
     def admit(self, n: int) -> bool:
@@ -337,7 +350,7 @@ class Writer:
         >>> (w.admit(4), w.admit(5), w.value().dropped_bytes, w.value().truncated, w.admit(0))
         (True, False, 5, True, False)
         """
-        seq, out, err, dropped, truncated, kept, capped, rev = self._state
+        seq, out, err, dropped, truncated, kept, capped = self._state
         if truncated:
             hit = capped
         elif n > self._limit - out - err:
@@ -346,7 +359,7 @@ class Writer:
             hit = "chunks"
         else:
             return True
-        self._state = (seq + 1, out, err, dropped + n, True, kept, hit, rev)
+        self._state = (seq + 1, out, err, dropped + n, True, kept, hit)
         return False
 
     @property
@@ -354,14 +367,32 @@ class Writer:
         """Writes seen so far (kept or not)."""
         return self._state[0]
 
+    def _count(self, kept: int) -> int:
+        """How many chunks of the lists a state with ``kept`` kept chunks counts."""
+        return kept - (0 if self._base is None else self._base.kept_chunks)
+
     def receipt(self, sess: Session, command: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
         """:func:`finish_trusted` of what was written, without building a :class:`Stream` value first."""
-        _, out, err, dropped, truncated, _, capped, rev = self._state
-        return _trusted(sess, command, result, _measure(out, err, dropped, truncated, capped, rev))
+        _, out_n, err_n, dropped, truncated, kept, capped = self._state
+        count = self._count(kept)
+        datas = self._datas if count == len(self._datas) else self._datas[:count]
+        if err_n == 0:  # every kept byte is stdout's (a stderr chunk, if any, is empty)
+            out, err = b"".join(datas), b""
+        elif out_n == 0:
+            out, err = b"", b"".join(datas)
+        else:
+            names = self._names
+            out = b"".join([d for d, name in zip(datas, names, strict=False) if name == "stdout"])
+            err = b"".join([d for d, name in zip(datas, names, strict=False) if name != "stdout"])
+        if self._base is not None and self._base._rev is not None:
+            before_out, before_err = _kept_both(self._base._rev)
+            out, err = before_out + out, before_err + err
+        return _trusted(sess, command, result, _measure_kept(out, err, out_n, err_n, dropped, truncated, capped))
 
     def value(self, state: str = "running") -> Stream:
         """The stream as written so far (``running``; ``exited`` once the writer's run is over)."""
-        seq, out, err, dropped, truncated, kept, capped, rev = self._state
+        seq, out, err, dropped, truncated, kept, capped = self._state
+        rev = self._rev(self._count(kept))
         b = self._base
         if b is None:
             return Stream(
@@ -372,6 +403,22 @@ class Writer:
             b.max_output_bytes, state, seq, out, err, dropped, truncated, b.restored_from, b.session, b.command,
             b.max_chunks, kept, capped, rev,
         )  # fmt: skip
+
+    def _rev(self, count: int) -> _Cons:
+        """The cons list of the base's chunks and the first ``count`` of the lists, extending the last one
+        built. Two threads asking at once may each build the same cells; each result is whole and
+        right (``_built`` is one tuple, read and replaced whole), the cache keeps either."""
+        built, rev = self._built
+        if built > count:  # another thread built further: step back to ``count``
+            for _ in range(built - count):
+                assert rev is not None
+                rev = rev[3]
+            return rev
+        datas, names, first = self._datas, self._names, self._first_seq
+        for i in range(built, count):
+            rev = (names[i], datas[i], first + i, rev)
+        self._built = (count, rev)
+        return rev
 
 
 def _walk(s: Stream) -> Iterator[Chunk]:
@@ -469,6 +516,12 @@ def _measured(s: Stream) -> dict[str, Any]:
 
 def _measure(out_n: int, err_n: int, dropped: int, truncated: bool, capped: str | None, rev: _Cons) -> dict[str, Any]:
     out, err = _kept_both(rev)
+    return _measure_kept(out, err, out_n, err_n, dropped, truncated, capped)
+
+
+def _measure_kept(
+    out: bytes, err: bytes, out_n: int, err_n: int, dropped: int, truncated: bool, capped: str | None
+) -> dict[str, Any]:
     measured: dict[str, Any] = {
         "kuro/stdout": out,
         "kuro/stderr": err,

@@ -265,3 +265,38 @@ def test_the_receipt_says_which_bound_stopped_the_guest() -> None:
     assert finish(by_chunks, sess, spec, {"exit-code": 125})["kuro/capped-by"] == "chunks"
     assert finish(by_bytes, sess, spec, {"exit-code": 125})["kuro/capped-by"] == "bytes"
     assert "kuro/capped-by" not in finish(new(10), sess, spec, {"exit-code": 0})
+
+
+@settings(max_examples=150, deadline=None)
+@given(write_lists, caps, st.integers(0, 6), st.data())
+def test_a_writer_continuing_a_stream_and_asked_at_every_step_is_append(
+    writes: list[tuple[str, bytes]], cap: int, chunk_bound: int, data: st.DataObject
+) -> None:
+    """A Writer keeps its chunks in lists and builds the cons list only when asked, extending the last one it
+    built; asked after any write (or at an older state, as another thread may be), and continuing a stream
+    of its own, it is the value and the receipt :func:`append` and :func:`finish_trusted` give."""
+    split = data.draw(st.integers(0, len(writes)))
+    plain = new(cap, max_chunks=chunk_bound)
+    for name, chunk in writes[:split]:
+        plain, _ = append(plain, name, chunk)
+    if not plain.running:
+        return
+    writer = stream.Writer(plain) if data.draw(st.booleans()) else None
+    states = [plain]
+    for name, chunk in writes[split:]:
+        plain, kept = append(plain, name, chunk)
+        states.append(plain)
+        if writer is not None:
+            assert writer.append(name, chunk) is (kept is not None)
+            if data.draw(st.booleans()):
+                assert writer.value() == plain
+    if writer is None:
+        writer = stream.Writer(max_output_bytes=cap, max_chunks=chunk_bound)
+        for name, chunk in writes:
+            writer.append(name, chunk)
+        states = [plain]
+    assert writer.value() == plain
+    older = data.draw(st.sampled_from(states))
+    assert chunks(Stream(_rev=writer._rev(writer._count(older.kept_chunks)))) == chunks(older)
+    sess, spec = session("s1", EMPTY_CID), guest(GUEST_CID, "run")
+    assert writer.receipt(sess, spec, {"exit-code": 0}) == stream.finish_trusted(plain, sess, spec, {"exit-code": 0})
