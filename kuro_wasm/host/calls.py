@@ -6,8 +6,8 @@ Every host function of every guest kind is a raw C callback of wasmtime's
 as one array of raw 16-byte values), not wasmtime-py's public ``Func``
 trampoline (which parks a raised exception in a process-global slot that
 another thread can pick up, and costs ~13 µs a call before doing any work). The
-callback finds its run by the calling store's context address
-(:func:`register_run`), unpacks every argument with one precompiled
+callback finds its run as its thread's current run (:func:`register_run`: a
+run's wasm runs on the thread that registered it), unpacks every argument with one precompiled
 ``struct.Struct`` (:func:`define` checks the signature once), calls a handler
 ``(run, caller, context, args) → int | None``, and answers with an ``i32`` (or
 nothing, for a function without a result) — or, when the handler returns None
@@ -31,8 +31,10 @@ becomes the kind's fault code. Once a run has a stop reason, every further call
 traps before doing anything, so nothing takes effect after ``kill()``.
 
 Guest memory is read and written through ``ctypes`` at the memory's *current*
-base address and size, bounds-checked by :func:`kuro_wasm.model.abi.checked_range`
-before a byte moves.
+base address, bounds-checked by :func:`kuro_wasm.model.abi.checked_range`
+before a byte moves — against the size last read first (a memory only grows, so a
+range within it is within the memory now), asking wasmtime again only when it does
+not fit (:func:`memory_size`).
 
 ## Effects
 ctypes calls into wasmtime's C API; a process-wide registry (dict under a lock)
@@ -59,9 +61,12 @@ __all__ = [
     "Memory",
     "define",
     "exported_memory",
+    "guest_base",
     "guest_memory",
     "guest_view",
+    "in_guest",
     "load",
+    "memory_size",
     "pack",
     "read_guest",
     "register_run",
@@ -75,7 +80,6 @@ __all__ = [
 _P = ctypes.c_void_p
 
 
-_caller_context = foreign("wasmtime_caller_context", _P, _P, keep_gil=True)
 _caller_export_get = foreign("wasmtime_caller_export_get", ctypes.c_bool, _P, ctypes.c_char_p, ctypes.c_size_t, _P)
 _memory_data = foreign("wasmtime_memory_data", _P, _P, _P, keep_gil=True)
 _memory_data_size = foreign("wasmtime_memory_data_size", ctypes.c_size_t, _P, _P, keep_gil=True)
@@ -101,10 +105,22 @@ _define_unchecked = foreign(
 #: 2**48: the user half of a 48-bit virtual address space (x86-64, and aarch64 with 4 KiB pages).
 _MEMORY: Final = memoryview((ctypes.c_char * (1 << 48)).from_address(0)).cast("B")
 
-# ---- the run registry (store context address → run)
+# ---- the run registry (store context address → run), and each thread's current run
 
 _RUNS: dict[int, RunContext] = {}
 _RUNS_LOCK = threading.Lock()
+
+
+class _Current(threading.local):
+    """The run registered last on this thread and not yet unregistered (None: none), and the ones it hides."""
+
+    run: RunContext | None = None
+
+    def __init__(self) -> None:
+        self.outer: list[RunContext | None] = []
+
+
+_CURRENT: Final = _Current()
 
 
 def _address(ptr: Any) -> int:
@@ -112,10 +128,19 @@ def _address(ptr: Any) -> int:
 
 
 def register_run(store: wasmtime.Store, run: RunContext) -> None:
-    """Make ``run`` the context of every import call made from ``store``."""
-    key = context_address(store)
+    """Make ``run`` the context of every import call made from ``store``, on this thread, until unregistered.
+
+    A run's wasm is called on the thread that registered it, and a host function is called on the
+    thread that called into wasm, so a trampoline finds its run as this thread's current run — one
+    attribute read, not a C call for the caller's store plus a dict lookup. Registrations nest (a run
+    started on a thread that is inside another run's host call hides it until unregistered), and
+    the store's context address is kept in ``run.context`` for the handlers' memory accesses.
+    """
+    key = run.context = context_address(store)
     with _RUNS_LOCK:
         _RUNS[key] = run
+    _CURRENT.outer.append(_CURRENT.run)
+    _CURRENT.run = run
 
 
 def run_of(context: Any) -> RunContext | None:
@@ -124,10 +149,12 @@ def run_of(context: Any) -> RunContext | None:
 
 
 def unregister_run(store: wasmtime.Store) -> None:
-    """Forget ``store``'s run (call before the store is closed)."""
+    """Forget ``store``'s run (call before the store is closed, on the thread that registered it)."""
     key = context_address(store)
     with _RUNS_LOCK:
-        _RUNS.pop(key, None)
+        run = _RUNS.pop(key, None)
+    if run is not None and _CURRENT.run is run:
+        _CURRENT.run = _CURRENT.outer.pop()
 
 
 # ---- guest memory
@@ -153,7 +180,8 @@ def guest_memory(run: RunContext, caller: int, cctx: int) -> Memory:
                 return 0, 0
             run.memory = item.of.memory
         ref = run.memory_ref = ctypes.addressof(run.memory)
-    return _memory_data(cctx, ref) or 0, _memory_data_size(cctx, ref)
+    size = run.memory_size = _memory_data_size(cctx, ref)
+    return _memory_data(cctx, ref) or 0, size
 
 
 def exported_memory(store: wasmtime.Store, memory: Any) -> Memory:
@@ -203,17 +231,50 @@ def read_guest(run: RunContext, caller: int, cctx: int, ptr: int, length: int) -
 
     A zero-length range needs only the memory's size (``ptr`` may equal it), not its base.
     """
-    ref = run.memory_ref
-    if ref == 0:
-        return load(guest_memory(run, caller, cctx), ptr, length)
-    start = ptr % _U32
-    n = length % _U32
-    if start + n > _memory_data_size(cctx, ref):
-        raise Fault
+    start, n = in_guest(run, caller, cctx, ptr, length)
     if n == 0:
         return b""
-    address = _memory_data(cctx, ref) + start
+    address = _memory_data(cctx, run.memory_ref) + start
     return _MEMORY[address : address + n].tobytes()
+
+
+def in_guest(run: RunContext, caller: int, cctx: int, ptr: int, length: int) -> tuple[int, int]:
+    """(offset, length) of guest range ``[ptr, ptr+length)`` (both read as u32) if it is inside the guest's
+    memory now, checked without asking wasmtime when it fits the size last read. Raises Fault."""
+    start = ptr % _U32
+    n = length % _U32
+    if start + n > run.memory_size:
+        if run.memory_ref == 0:
+            guest_memory(run, caller, cctx)  # looks the memory up (its size stays 0 if there is none)
+        else:
+            memory_size(run, cctx)
+        if start + n > run.memory_size:
+            raise Fault
+    return start, n
+
+
+def guest_base(run: RunContext, caller: int, cctx: int, end: int) -> int:
+    """The base address now of the guest's memory, once offsets below ``end`` (> 0) are known to be inside it:
+    one C call when they fit the size last read. Raises Fault (no memory, or smaller than ``end``)."""
+    if end > run.memory_size or run.memory_ref == 0:
+        if run.memory_ref == 0:
+            guest_memory(run, caller, cctx)
+        else:
+            memory_size(run, cctx)
+        if end > run.memory_size or run.memory_ref == 0:
+            raise Fault
+    base: int = _memory_data(cctx, run.memory_ref)
+    return base
+
+
+def memory_size(run: RunContext, cctx: int) -> int:
+    """The size now of the run's memory (looked up already: ``run.memory_ref`` set), remembered in the run.
+
+    A range that fits ``run.memory_size`` (the size when last read) fits now: a memory only grows.
+    So a host call checks a range against that first, and asks wasmtime only when it does not fit.
+    """
+    size = run.memory_size = int(_memory_data_size(cctx, run.memory_ref))
+    return size
 
 
 def store_bytes(mem: Memory, ptr: int, data: bytes | bytearray | memoryview) -> None:
@@ -256,16 +317,16 @@ def _trampoline(name: str, handler: Handler, fault: int, params: Sequence[str], 
     unpack = struct.Struct("<" + "".join(_RAW[p] for p in params)).unpack_from
     size = _RAW_SIZE * len(params)
     pack_into, view = _I32_OUT.pack_into, _MEMORY
-    runs, context = _RUNS, _caller_context
+    current = _CURRENT
 
     @_Unchecked  # type: ignore[untyped-decorator]
     def trampoline(_env: Any, caller: int, vals: int, _n: int) -> int | None:
         run: RunContext | None = None
         try:
-            cctx = context(caller)
-            run = runs.get(cctx)
+            run = current.run
             if run is None:
                 return _trap(f"kuro: {name} called outside a run")
+            cctx = run.context
             run.calls += 1
             if run.stop_reason is not None:  # stopped (kill, cap, deadline): no further effect, not even one
                 return _trap(f"kuro: stopped ({run.stop_reason})")

@@ -128,6 +128,10 @@ class RunContext:
     memory: Any = None
     #: the address of ``memory`` (a ``wasmtime_memory_t``) once looked up; 0 until then
     memory_ref: int = 0
+    #: the memory's size in bytes when last read: a lower bound of its size now (a memory only grows)
+    memory_size: int = 0
+    #: the address of the run's store context (``wasmtime_context_t``), set when the run is registered
+    context: int = 0
     calls: int = 0
     #: What a guest kind keeps for this run only (a component's resource table, a WASI exit code …);
     #: under ``"receipt"``, host result keys of its own that the run adds to the receipt (the allow-list applies).

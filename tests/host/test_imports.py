@@ -427,3 +427,93 @@ def test_fs_ls_leaves_out_an_old_name_with_a_newline_instead_of_forging_a_line(t
     receipt = run(make_session(fs), guest(add_guest(store, wat("fs-ls")), "run"), store=store, fs=fs, home=tmp_path)
     assert receipt["kuro/exit-code"] == 0, receipt
     assert receipt["kuro/stdout"] == b"plain.txt\n"
+
+
+GROWS = """(module
+  (import "kuro" "write" (func $write (param i32 i32 i32) (result i32)))
+  (import "kuro" "read" (func $read (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "a")
+  (func (export "run") (result i32)
+    (if (i32.ne (call $write (i32.const 1) (i32.const 0) (i32.const 1)) (i32.const 1)) (then (return (i32.const 1))))
+    (if (i32.ne (call $write (i32.const 1) (i32.const 65536) (i32.const 1)) (i32.const -5))
+      (then (return (i32.const 2))))
+    (if (i32.ne (call $read (i32.const 65536) (i32.const 1)) (i32.const -5)) (then (return (i32.const 3))))
+    (drop (memory.grow (i32.const 1)))
+    (i32.store8 (i32.const 65536) (i32.const 98))
+    (if (i32.ne (call $write (i32.const 1) (i32.const 65536) (i32.const 1)) (i32.const 1))
+      (then (return (i32.const 4))))
+    (if (i32.ne (call $read (i32.const 65537) (i32.const 10)) (i32.const 2)) (then (return (i32.const 5))))
+    (if (i32.ne (call $write (i32.const 1) (i32.const 65537) (i32.const 2)) (i32.const 2))
+      (then (return (i32.const 6))))
+    (if (i32.ne (call $write (i32.const 1) (i32.const 131071) (i32.const 2)) (i32.const -5))
+      (then (return (i32.const 7))))
+    (if (i32.ne (call $write (i32.const 1) (i32.const 131072) (i32.const 0)) (i32.const 0))
+      (then (return (i32.const 8))))
+    (i32.const 0)))"""
+
+
+def test_a_range_checked_against_the_size_last_read_is_checked_again_after_the_memory_grew(tmp_path: Path) -> None:
+    # A host call checks a range against the memory size it read last (a memory only grows), and asks
+    # wasmtime again before refusing one: after memory.grow the new page is reachable, past it is not.
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, GROWS)
+    receipt = run(make_session(fs), guest(cid, "run"), store=store, home=tmp_path, stdin=b"xy")
+    assert receipt["kuro/exit-code"] == 0, receipt
+    assert receipt["kuro/stdout"] == b"abxy"
+
+
+def test_registrations_nest_on_a_thread_and_each_store_reaches_its_own_run() -> None:
+    # A trampoline finds its run as the thread's current run: a run registered inside another's
+    # (a host call that runs a guest) hides the outer one until it is unregistered, then the outer
+    # one is current again.
+    engine = engine_for(EngineConfig())
+    module = wasmtime.Module(engine, wat("hello"))
+    outer_writes: list[tuple[str, bytes]] = []
+    inner_writes: list[tuple[str, bytes]] = []
+
+    def call(store: wasmtime.Store) -> None:
+        with live_run():
+            instance = linker_for(engine).instantiate(store, module)
+            func = instance.exports(store)["run"]
+            assert isinstance(func, wasmtime.Func)
+            assert func(store) == 0
+
+    outer = RunContext(grant=frozenset(), emit=lambda n, d: outer_writes.append((n, d)) is None)
+    inner = RunContext(grant=frozenset(), emit=lambda n, d: inner_writes.append((n, d)) is None)
+    outer_store, inner_store = wasmtime.Store(engine), wasmtime.Store(engine)
+    keys = [install_interrupt(outer_store, outer), install_interrupt(inner_store, inner)]
+    register_run(outer_store, outer)
+    try:
+        register_run(inner_store, inner)
+        try:
+            call(inner_store)
+        finally:
+            unregister_run(inner_store)
+        call(outer_store)
+    finally:
+        unregister_run(outer_store)
+        for key in keys:
+            remove_interrupt(key)
+    assert len(inner_writes) == len(outer_writes) == 2 and inner.calls == outer.calls == 2
+    seen: list[str] = []
+
+    def elsewhere() -> None:  # another thread has no current run: its import calls trap
+        store = wasmtime.Store(engine)
+        store.set_epoch_deadline(10**9)
+        func = linker_for(engine).instantiate(store, module).exports(store)["run"]
+        assert isinstance(func, wasmtime.Func)
+        try:
+            func(store)
+        except (wasmtime.WasmtimeError, wasmtime.Trap) as err:
+            seen.append(str(err))
+
+    worker = threading.Thread(target=elsewhere)
+    register_run(outer_store := wasmtime.Store(engine), outer)
+    try:
+        worker.start()
+        worker.join()
+    finally:
+        unregister_run(outer_store)
+    assert len(seen) == 1 and "outside a run" in seen[0]

@@ -45,7 +45,18 @@ import wasmtime
 from kuro_fs.paths import MAX_PATH_BYTES
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import fsgate as _fsgate
-from kuro_wasm.host.calls import Fault, Handler, Memory, define, guest_memory, load, read_guest, span, store_bytes
+from kuro_wasm.host.calls import (
+    Fault,
+    Handler,
+    Memory,
+    define,
+    guest_memory,
+    in_guest,
+    load,
+    read_guest,
+    span,
+    store_bytes,
+)
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.engine import CallOutcome
 from kuro_wasm.host.kind import CoreModuleKind, Entry, core_entry
@@ -97,8 +108,7 @@ def _read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     ptr, cap = p[0], p[1]
     if "stdin/read" not in run.grant:
         return run.deny("read", "stdin/read", None)
-    mem = guest_memory(run, caller, cctx)
-    span(mem, ptr, cap)
+    in_guest(run, caller, cctx, ptr, cap)
     if cap == 0:
         return 0  # as POSIX read(fd, buf, 0): nothing asked, nothing consumed, no waiting
     assert run.stdin is not None
