@@ -56,6 +56,7 @@ from kuro_wasm.host.context import RunContext, Stopped
 from kuro_wasm.host.engine import context_address, foreign
 
 __all__ = [
+    "ADDRESS_SPACE",
     "Fault",
     "Handler",
     "Memory",
@@ -103,7 +104,9 @@ _define_unchecked = foreign(
 
 #: Every byte of this process's address space, as one flat view (nothing is mapped or copied by creating it).
 #: 2**48: the user half of a 48-bit virtual address space (x86-64, and aarch64 with 4 KiB pages).
-_MEMORY: Final = memoryview((ctypes.c_char * (1 << 48)).from_address(0)).cast("B")
+#: Index it only at addresses wasmtime handed out, bounds-checked (:func:`guest_base`, :func:`span`).
+ADDRESS_SPACE: Final = memoryview((ctypes.c_char * (1 << 48)).from_address(0)).cast("B")
+_MEMORY: Final = ADDRESS_SPACE
 
 # ---- the run registry (store context address → run), and each thread's current run
 

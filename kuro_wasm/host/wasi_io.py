@@ -16,12 +16,23 @@ Guest memory, the run's stream and stdin, the overlay.
 
 from __future__ import annotations
 
-import struct
 import time
 from typing import Any, Final
 
 from kuro_fs.overlay import Errno as OvErrno
-from kuro_wasm.host.calls import Handler, Memory, guest_memory, guest_view, load, pack, span, store_bytes
+from kuro_wasm.host.calls import (
+    ADDRESS_SPACE,
+    Handler,
+    Memory,
+    guest_base,
+    guest_memory,
+    guest_view,
+    load,
+    memory_size,
+    pack,
+    span,
+    store_bytes,
+)
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.wasi_guest import (
     BADF,
@@ -59,18 +70,17 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         return BADF
     stream = f.stream
     if stream is not None and count == 1:  # the hot path: printf, write(1, …): one buffer to the stream
-        view = guest_view(run, caller, cctx)
+        iovs %= _2_32
         out %= _2_32
-        try:
-            buf, n = _IOVEC_FROM(view, iovs % _2_32)
-        except struct.error:
+        # One C call for the memory's base; its size is asked again only if a range does not fit the last read.
+        base = guest_base(run, caller, cctx, iovs + 8 if iovs + 4 > out else out + 4)  # (raises Fault: EFAULT)
+        buf, n = _IOVEC_FROM(_SPACE, base + iovs)
+        if buf + n > run.memory_size and buf + n > memory_size(run, cctx):
             return FAULT
-        if buf + n > len(view) or out + 4 > len(view):
-            return FAULT
-        if (n > _SMALL and not run.admit(n)) or not run.emit(stream, view[buf : buf + n].tobytes()):
+        if (n > _SMALL and not run.admit(n)) or not run.emit(stream, _SPACE[base + buf : base + buf + n].tobytes()):
             run.stop("output-capped")
             return None
-        _U32_INTO(view, out, n)
+        _U32_INTO(_SPACE, base + out, n)
         return OK
     mem = guest_memory(run, caller, cctx)
     span(mem, out, 4)
@@ -97,6 +107,7 @@ _2_32: Final = 2**32
 #: asking first); a larger one is admitted first, so one the cap drops is never copied.
 _SMALL: Final = 65536
 _IOVEC_FROM: Final = _IOVEC.unpack_from
+_SPACE: Final = ADDRESS_SPACE
 _U32_INTO: Final = _U32.pack_into
 
 
