@@ -234,7 +234,10 @@ def read_guest(run: RunContext, caller: int, cctx: int, ptr: int, length: int) -
 
     A zero-length range needs only the memory's size (``ptr`` may equal it), not its base.
     """
-    start, n = in_guest(run, caller, cctx, ptr, length)
+    start = ptr % _U32
+    n = length % _U32
+    if start + n > run.memory_size:  # (in_guest, inlined: every write's path)
+        start, n = in_guest(run, caller, cctx, ptr, length)
     if n == 0:
         return b""
     address = _memory_data(cctx, run.memory_ref) + start
@@ -324,17 +327,15 @@ def _trampoline(name: str, handler: Handler, fault: int, params: Sequence[str], 
 
     @_Unchecked  # type: ignore[untyped-decorator]
     def trampoline(_env: Any, caller: int, vals: int, _n: int) -> int | None:
-        run: RunContext | None = None
+        run = current.run
+        if run is None:
+            return _trap(f"kuro: {name} called outside a run")
         try:
-            run = current.run
-            if run is None:
-                return _trap(f"kuro: {name} called outside a run")
-            cctx = run.context
             run.calls += 1
             if run.stop_reason is not None:  # stopped (kill, cap, deadline): no further effect, not even one
                 return _trap(f"kuro: stopped ({run.stop_reason})")
             try:
-                value = handler(run, caller, cctx, unpack(view, vals) if size else ())
+                value = handler(run, caller, run.context, unpack(view, vals) if size else ())
             except Fault:
                 value = fault
             if value is None:
@@ -345,8 +346,7 @@ def _trampoline(name: str, handler: Handler, fault: int, params: Sequence[str], 
         except Stopped as stop:  # the deadline or a kill, found between two blocks of a long host call
             return _trap(f"kuro: stopped ({stop.reason})")
         except BaseException as exc:
-            if run is not None:
-                run.stop("host-error", f"{name}: {type(exc).__name__}: {exc}")
+            run.stop("host-error", f"{name}: {type(exc).__name__}: {exc}")
             return _trap(f"kuro: host error in {name}")
 
     return trampoline
