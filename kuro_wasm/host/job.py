@@ -202,7 +202,7 @@ class Job:
             return self._load_failed(entry), session
         if ctx.should_stop() is not None:  # killed (or out of time) while loading: nothing runs
             return self._stopped(), session
-        wstore = wasmtime.Store(_engine.engine_for(config))
+        wstore = _engine.new_store(_engine.engine_for(config))
         fuel_left: int | None = None
         interrupt_key: int | None = None
         try:
@@ -268,19 +268,18 @@ class Job:
     def _finish(self, result: dict[str, Any], session: Session) -> dict[str, Any]:
         ctx = self.ctx
         finished_ms = int(time.time() * 1000)
-        result = {**ctx.kind_state.get("receipt", {}), **result}  # a kind's own facts; the run's keys win
-        result.update(
-            {
-                "isolation": ISOLATION,
-                "limits": self.limits.receipt_value(),
-                "engine": dict(_engine_data(self.limits.fuel is not None)),
-                "reads": list(ctx.reads),
-                "denials": [dict(d) for d in ctx.denials],
-                "started-at": self.started_ms,
-                "finished-at": finished_ms,
-                "duration-ms": max(0, int((time.monotonic() - self.started) * 1000)),
-            }
-        )
+        # ``result`` is this run's own fresh dict (from _run or execute): completed in place.
+        facts = ctx.kind_state.get("receipt")
+        if facts:  # a kind's own facts; the run's keys win
+            result = {**facts, **result}
+        result["isolation"] = ISOLATION
+        result["limits"] = self.limits.receipt_value()
+        result["engine"] = dict(_engine_data(self.limits.fuel is not None))
+        result["reads"] = list(ctx.reads)
+        result["denials"] = [dict(d) for d in ctx.denials]
+        result["started-at"] = self.started_ms
+        result["finished-at"] = finished_ms
+        result["duration-ms"] = max(0, int((time.monotonic() - self.started) * 1000))
         if self.guest_kind is not None:
             result["guest-kind"] = self.guest_kind
         if ctx.seed is not None:

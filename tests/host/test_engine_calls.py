@@ -91,3 +91,23 @@ def test_a_trap_and_lookups_of_what_is_not_there(world: tuple[wasmtime.Store, An
     assert _engine.lookup_func(store, raw, "memory") is None  # not a function
     assert _engine.lookup_memory(store, raw, "g") is None  # not a memory
     assert _engine.lookup_memory(store, raw) is not None
+
+
+def test_a_store_made_below_the_constructor_is_the_constructors_store() -> None:
+    # new_store skips wasmtime.Store.__init__'s wrappers: it must leave exactly the attributes the
+    # constructor leaves (a wasmtime-py that renames them fails here), and work with the public API.
+    engine = _engine.engine_for(_engine.EngineConfig(fuel=True))
+    public, ours = wasmtime.Store(engine), _engine.new_store(engine)
+    assert type(ours) is wasmtime.Store
+    assert sorted(vars(ours)) == sorted(vars(public)) and ours.engine is engine
+    assert type(ours.ptr()) is type(public.ptr()) and type(ours._context()) is type(public._context())
+    ours.set_fuel(1000)
+    ours.set_epoch_deadline(1 << 40)
+    instance = wasmtime.Linker(engine).instantiate(ours, wasmtime.Module(engine, ECHO))
+    swap = instance.exports(ours)["swap"]
+    assert isinstance(swap, wasmtime.Func) and swap(ours, 1.5, 7) == [7, 1.5]
+    assert ours.get_fuel() < 1000
+    ours.close()
+    ours.close()  # idempotent, as the constructor's
+    with pytest.raises(ValueError):
+        ours._context()
