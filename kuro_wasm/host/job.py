@@ -37,7 +37,6 @@ from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import HostError
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import loader
-from kuro_wasm.host.cache import cache_for
 from kuro_wasm.host.calls import register_run, unregister_run
 from kuro_wasm.host.context import RunContext, StdinPipe
 from kuro_wasm.host.fsgate import open_fs
@@ -191,7 +190,7 @@ class Job:
         root = fs_arg if isinstance(fs_arg, str) else _root_of(fs_arg)
         if root is not None and root != session.fs_root_cid:
             session = dataclasses.replace(session, fs_root_cid=root)
-        ready = loader.prepare(self.store, self.command["kuro/guest"], config, cache_for(self.home))
+        ready = loader.prepare(self.store, self.command["kuro/guest"], config, home=self.home)
         if isinstance(ready, LoadFailure):
             return self._load_failed(ready), session
         self.guest_kind = ready.kind.name

@@ -216,11 +216,16 @@ _PREPARED: OrderedDict[tuple[str, str], Prepared] = OrderedDict()
 _PREPARED_LOCK = threading.Lock()
 
 
-def prepare(store: BlockStore, cid: str, config: EngineConfig, cache: ModuleCache) -> Prepared | LoadFailure:
+def prepare(
+    store: BlockStore, cid: str, config: EngineConfig, cache: ModuleCache | None = None, *, home: Any = None
+) -> Prepared | LoadFailure:
     """The guest ``cid`` ready to instantiate in an engine of ``config``, or why not.
 
     A warm call (same CID and engine) only checks that the store still holds
-    the guest; the compiled, checked, pre-linked module is reused.
+    the guest; the compiled, checked, pre-linked module is reused. A cold one
+    loads it through ``cache``, by default the cache of ``home``
+    (:func:`~kuro_wasm.host.cache.cache_for`, looked up only then: it reads the
+    environment).
     """
     key = (cid, engine_key(config))
     with _PREPARED_LOCK:
@@ -252,6 +257,8 @@ def prepare(store: BlockStore, cid: str, config: EngineConfig, cache: ModuleCach
         return held
     if not held:
         return LoadFailure("guest-not-found", f"guest {cid} is not in the block store")
+    if cache is None:
+        cache = cache_for(home)
     try:
         module, meta = cache.load(engine, key[1], cid, wasm, _describe_with(engine))
         shape = WasmShape.from_bytes(meta)
@@ -354,7 +361,7 @@ def args_from_words(
     """The spec's args for ``export`` of ``cid`` from command-line words, as the guest's kind reads them
     (:meth:`~kuro_wasm.host.kind.GuestKind.args_from_words`); a text saying why they cannot be; or None if
     the guest cannot be loaded. Prepares it as a run would (cached), so the run that follows finds it ready."""
-    ready = prepare(store, cid, EngineConfig(fuel=fuel), cache_for(home))
+    ready = prepare(store, cid, EngineConfig(fuel=fuel), home=home)
     if isinstance(ready, LoadFailure):
         return None
     return ready.kind.args_from_words(ready.shape, export, words)
@@ -363,7 +370,7 @@ def args_from_words(
 def kind_name(store: BlockStore, cid: str, *, fuel: bool = False, home: Any = None) -> str | None:
     """The name of the guest kind that runs ``cid`` (``"kuro-abi-v1"``, ``"wasi-preview1"`` …), or None if it
     cannot be loaded. Prepares it as a run would (cached), so the run that follows finds it ready."""
-    ready = prepare(store, cid, EngineConfig(fuel=fuel), cache_for(home))
+    ready = prepare(store, cid, EngineConfig(fuel=fuel), home=home)
     return None if isinstance(ready, LoadFailure) else ready.kind.name
 
 

@@ -69,7 +69,7 @@ from kuro_fs.home import blocks_dir, resolve_home
 from kuro_wasm.errors import HostError, KuroError
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import loader
-from kuro_wasm.host.cache import COMPONENT, MODULE, cache_for
+from kuro_wasm.host.cache import COMPONENT, MODULE
 from kuro_wasm.host.job import OnChunk, OnExit
 from kuro_wasm.host.worker import protocol
 from kuro_wasm.host.worker.hardening import Hardening, check_stores, closed_homes
@@ -393,7 +393,7 @@ class WorkerPool:
         with self._cond:
             once = self._compiling.setdefault(key, threading.Lock())
         with once:  # workers asking for one guest at once: the first compiles, the others find it prepared
-            ready = loader.prepare(run.store, message["cid"], config, cache_for(run.home))
+            ready = loader.prepare(run.store, message["cid"], config, home=run.home)
         with self._cond:
             self._compiling.pop(key, None)
         if not isinstance(ready, loader.LoadFailure):
