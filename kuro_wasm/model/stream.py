@@ -22,9 +22,10 @@ built only when one is asked for) with running counters beside it,
 and are put in order only on demand (:func:`chunks`, :func:`kept_bytes`). A
 guest may write 100k tiny chunks; copying a tuple per append would be quadratic.
 The host's hot path uses a :class:`Writer` (the single writer's side of the same
-rules): an append there builds only the kept chunk and its cons cell, and a
-:class:`Stream` value is made only when someone asks for one (``Writer.value``)
-— building one per write cost a sixth of a gated ``write`` call.
+rules): an append there adds the chunk to two lists and builds no cons cell (a
+tuple per write that the cyclic GC keeps rescanning), and a :class:`Stream` value
+is made only when someone asks for one (``Writer.value``) — building one per
+write cost a sixth of a gated ``write`` call.
 
 ## Pure
 No I/O, no clock, no threads: the host owns the single writer.

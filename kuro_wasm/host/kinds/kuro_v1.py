@@ -4,8 +4,8 @@
 No Python exception ever crosses the wasm boundary, and nothing about a run
 lives outside that run's :class:`RunContext`. Each import is a raw C callback
 (not wasmtime-py's public ``Func`` trampoline, which parks a raised exception
-in a process-global slot that another thread can pick up): it finds its run by
-the calling store's context address, answers with an ``i32`` — a value or an
+in a process-global slot that another thread can pick up): it finds its run as
+its thread's current run (:func:`kuro_wasm.host.calls.register_run`), answers with an ``i32`` — a value or an
 :class:`~kuro_wasm.model.abi.ErrorCode` — or, when the run must stop (killed,
 deadline, output cap, a host bug), records *why* in the context and returns a
 trap. The host builds the receipt from the context, never from the trap text.
