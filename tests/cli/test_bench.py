@@ -103,3 +103,11 @@ def test_an_anchor_of_zero_gives_no_ratio_and_says_why() -> None:
     row = _bench_module()._row("f", 1.0, "ms", "a", 0.0, note="kept?")
     assert (row.ratio, row.anchor_value) == (None, None)
     assert row.note == "not available: the anchor measured 0 (timer resolution)"
+
+
+def test_the_floor_script_runs() -> None:
+    got = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "bench_floor.py"), "--quick"], capture_output=True, text=True, timeout=300
+    )
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.count("µs a call") == 4
