@@ -67,6 +67,7 @@ __all__ = [
     "guest_view",
     "in_guest",
     "load",
+    "memory_data",
     "memory_size",
     "pack",
     "read_guest",
@@ -82,7 +83,8 @@ _P = ctypes.c_void_p
 
 
 _caller_export_get = foreign("wasmtime_caller_export_get", ctypes.c_bool, _P, ctypes.c_char_p, ctypes.c_size_t, _P)
-_memory_data = foreign("wasmtime_memory_data", _P, _P, _P, keep_gil=True)
+#: (context, memory) → the memory's base address now (public: a handler's hot path may inline :func:`guest_base`)
+memory_data = _memory_data = foreign("wasmtime_memory_data", _P, _P, _P, keep_gil=True)
 _memory_data_size = foreign("wasmtime_memory_data_size", ctypes.c_size_t, _P, _P, keep_gil=True)
 _trap_new = foreign("wasmtime_trap_new", _P, ctypes.c_char_p, ctypes.c_size_t)
 #: (env, caller, args and results as wasmtime_val_raw_t[n], n) → a wasm_trap_t* or NULL
