@@ -38,7 +38,8 @@ not fit (:func:`memory_size`).
 
 ## Effects
 ctypes calls into wasmtime's C API; a process-wide registry (dict under a lock)
-of live runs by store address.
+of live runs by store address (a component's host calls look runs up there), and
+each thread's current run (a ``threading.local``).
 """
 
 from __future__ import annotations
