@@ -510,11 +510,16 @@ class Ledger:
             if isinstance(started, Mapping):
                 result: Mapping[str, Any] = started
             else:
-                live.attach(started)
-                close_stdin = getattr(started, "close_stdin", None)
-                if callable(close_stdin):
-                    close_stdin()  # the stdin bytes given are all the input there is
-                result = self._wait(claim.op_id, started, live)
+                try:  # from here the guest may be running: an interrupt is a cancel, with its receipt
+                    live.attach(started)
+                    close_stdin = getattr(started, "close_stdin", None)
+                    if callable(close_stdin):
+                        close_stdin()  # the stdin bytes given are all the input there is
+                except KeyboardInterrupt:
+                    started.kill()
+                    result = started.wait()
+                else:
+                    result = self._wait(claim.op_id, started, live)
             phase = "ledger-raised"
             return self.settle(claim, result)
         except BaseException as exc:
@@ -532,9 +537,11 @@ class Ledger:
         built propagates (and the operation is then ``unknown``, as after a crash).
         """
         while True:
-            try:
-                return handle.wait(CANCEL_POLL_S)
-            except TimeoutError:
+            try:  # the poll is inside the try: an interrupt while SQLite is asked is a cancel too
+                try:
+                    return handle.wait(CANCEL_POLL_S)
+                except TimeoutError:
+                    pass
                 if not live.cancel_requested and self._db.cancel_requested(op_id):
                     live.cancel()
             except KeyboardInterrupt:

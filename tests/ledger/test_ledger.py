@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ledger_fakes import ROOT, FakeStarter, RunThread, command, make_session
+from ledger_fakes import ROOT, FakeHandle, FakeStarter, RunThread, command, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict
 from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.operation import argument_digest
-from kuro_wasm.model.sessions import denial, session
+from kuro_wasm.model.sessions import Session, denial, session
 
 # ---- bad input first
 
@@ -804,3 +804,46 @@ def test_a_refused_operation_id_is_echoed_cut_short(ledger: Ledger) -> None:
         assert len(str(info.value)) < 300 and "\n" not in str(info.value)
     with pytest.raises(ModelError, match=r"got 'xxxx.*'… \(1000000 characters\)"):
         ledger.run("x" * 1_000_000, make_session(), command())
+
+
+# ---- a Ctrl-C (or the CLI's SIGTERM/SIGHUP) at any moment after the guest started is a cancel
+
+
+class _InterruptingHandle(FakeHandle):
+    """A fake run whose ``close_stdin`` is where the interrupt lands (the moment between start and the wait)."""
+
+    def close_stdin(self) -> None:
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_between_start_and_the_wait_is_stored_as_cancelled_not_unknown(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handles: list[FakeHandle] = []
+
+    def start(sess: Session, cmd: Any, **_options: Any) -> FakeHandle:
+        handles.append(_InterruptingHandle(sess, cmd, None))
+        return handles[-1]
+
+    ledger._starter = start
+    answer = ledger.run("op", make_session(), command())
+    assert handles[0].killed
+    assert (answer["kuro/outcome"], answer["kuro/exit-code"]) == ("cancelled", 130)
+    assert ledger.result("op")["kuro/status"] == "done"
+
+
+def test_an_interrupt_during_the_cancel_poll_is_stored_as_cancelled_not_unknown(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocking = FakeStarter(block=True)
+    ledger._starter = blocking
+    monkeypatch.setattr("kuro_wasm.ledger.ledger.CANCEL_POLL_S", 0.001)
+
+    def interrupted(op_id: str) -> bool:  # the signal lands while the ledger asks SQLite for a cancel request
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ledger._db, "cancel_requested", interrupted)
+    answer = ledger.run("op", make_session(), command())
+    assert blocking.handles["s1"].killed
+    assert (answer["kuro/outcome"], answer["kuro/exit-code"]) == ("cancelled", 130)
+    assert ledger.result("op")["kuro/status"] == "done"
