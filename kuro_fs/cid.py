@@ -57,8 +57,10 @@ __all__ = [
     "CODECS",
     "HASHES",
     "MAX_IDENTITY_DIGEST",
+    "MINTED_PREFIXES",
     "ParsedCID",
     "canonical",
+    "check_binary",
     "cid_bytes",
     "cid_for",
     "cid_from_bytes",
@@ -91,6 +93,9 @@ _DIGEST_LEN: Final = 32
 # Every varint in the minting profile fits in one byte, so its binary prefix is 4 fixed bytes.
 _PREFIX: Final[dict[str, bytes]] = {name: bytes([1, code, _SHA2_256, _DIGEST_LEN]) for name, code in CODECS.items()}
 _PREFIX_CODEC: Final[dict[bytes, str]] = {prefix: name for name, prefix in _PREFIX.items()}
+#: The 4-byte binary prefixes of the minting profile (CIDv1, sha2-256, raw / dag-pb / dag-cbor): a 36-byte
+#: binary CID starting with one of them is valid as it stands.
+MINTED_PREFIXES: Final = frozenset(_PREFIX_CODEC)
 _CANONICAL_LEN: Final = 59  # "b" + base32 of 36 bytes, unpadded
 _CANONICAL: Final = re.compile(r"b[a-z2-7]{58}")
 _V0: Final = re.compile(r"Qm[1-9A-HJ-NP-Za-km-z]{44}")
@@ -365,6 +370,22 @@ def cid_from_bytes(binary: bytes) -> str:
     if end != len(binary):
         raise InvalidCID(f"truncated or overlong digest in binary CID {binary[:8].hex()}…")
     return str(parsed)
+
+
+def check_binary(binary: bytes) -> None:
+    """Raise as :func:`cid_from_bytes` would, without making the string: for decoders that only validate.
+
+    A 36-byte CID of the minting profile (every link kuro writes) is checked by its 4-byte prefix.
+
+    >>> check_binary(bytes.fromhex("01551220") + bytes(32))
+    >>> check_binary(b"\\x01\\x55")
+    Traceback (most recent call last):
+    ...
+    kuro_fs.errors.InvalidCID: binary CID too short (2 bytes): 0155
+    """
+    if len(binary) == 36 and binary[:4] in _PREFIX_CODEC:
+        return
+    cid_from_bytes(binary)
 
 
 def canonical(text: object) -> str:
