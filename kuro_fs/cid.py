@@ -199,6 +199,21 @@ def _decode_canonical(cid: str) -> bytes | None:
     return None if n & 3 else (n >> 2).to_bytes(36, "big")
 
 
+#: The binary forms of the CIDs minted most recently, by string (at most :data:`_MINTED_KEPT`): a directory
+#: built from files just imported names each of them again, and parsing a new string back costs more than
+#: minting it did. Exact by construction (the string is made from the binary), so it needs no check.
+_MINTED: Final[dict[str, bytes]] = {}
+_MINTED_KEPT: Final = 1 << 14
+
+
+def _mint(binary: bytes) -> str:
+    cid = _encode(binary)
+    if len(_MINTED) >= _MINTED_KEPT:
+        _MINTED.clear()  # dropped all at once: a bound, not a recency order
+    _MINTED[cid] = binary
+    return cid
+
+
 def cid_from_digest(digest: bytes, codec: str = "raw") -> str:
     """The CID string for an already computed sha2-256 ``digest`` under ``codec``.
 
@@ -208,7 +223,7 @@ def cid_from_digest(digest: bytes, codec: str = "raw") -> str:
         raise InvalidCID(f"unsupported codec {codec!r}; expected one of {sorted(CODECS)}")
     if len(digest) != _DIGEST_LEN:
         raise InvalidCID(f"sha2-256 digest must be 32 bytes, got {len(digest)}")
-    return _encode(_PREFIX[codec] + digest)
+    return _mint(_PREFIX[codec] + digest)
 
 
 def cid_for(data: bytes, codec: str = "raw") -> str:
@@ -225,7 +240,7 @@ def cid_for(data: bytes, codec: str = "raw") -> str:
     """
     if codec not in _PREFIX:
         raise InvalidCID(f"unsupported codec {codec!r}; expected one of {sorted(CODECS)}")
-    return _encode(_PREFIX[codec] + hashlib.sha256(data).digest())
+    return _mint(_PREFIX[codec] + hashlib.sha256(data).digest())
 
 
 def raw_cid(data: bytes) -> str:
@@ -234,7 +249,7 @@ def raw_cid(data: bytes) -> str:
     >>> raw_cid(b"")
     'bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku'
     """
-    return _encode(_PREFIX["raw"] + hashlib.sha256(data).digest())
+    return _mint(_PREFIX["raw"] + hashlib.sha256(data).digest())
 
 
 # ---- reading (every profile the IPFS stack reads)
@@ -430,6 +445,10 @@ def canonical(text: object) -> str:
 
 def cid_bytes(cid: str) -> bytes:
     """The binary form of a CID string. Raises InvalidCID."""
+    if type(cid) is str:
+        minted = _MINTED.get(cid)
+        if minted is not None:
+            return minted
     return parse(cid).bytes
 
 

@@ -513,6 +513,8 @@ class FileBlockStore:
     # ---- private effects
 
     def _present_and_equal(self, path: str, data: bytes) -> bool:
+        if not os.access(path, os.F_OK):  # a new block: asked without raising (a raise costs more than the call)
+            return False
         try:
             size = os.stat(path).st_size
         except FileNotFoundError:

@@ -61,25 +61,21 @@ BATCH_BYTES: Final = 16 << 20
 
 
 _T = TypeVar("_T")
-_R = TypeVar("_R")
 
 
-def _map_runs(fn: Callable[[_T], _R], items: Sequence[_T], workers: int, pool: ThreadPoolExecutor | None) -> list[_R]:
-    # ``fn`` over contiguous runs of ``items`` on the pool; each run in a copy of this context,
+def _put_all(put: Callable[[_T], str], items: Sequence[_T], workers: int, pool: ThreadPoolExecutor | None) -> list[str]:
+    # ``put`` over contiguous runs of ``items`` on the pool; each run in a copy of this context,
     # so the workers' puts join the store batch the caller opened.
     if pool is None or workers <= 1 or len(items) < 2:
-        return [fn(item) for item in items]
+        return [put(item) for item in items]
     step = -(-len(items) // workers)
     runs = [items[i : i + step] for i in range(0, len(items), step)]
-    futures = [pool.submit(contextvars.copy_context().run, _run, fn, run) for run in runs]
-    return [result for future in futures for result in future.result()]
+    futures = [pool.submit(contextvars.copy_context().run, _put_run, put, run) for run in runs]
+    return [cid for future in futures for cid in future.result()]
 
 
-def _run(fn: Callable[[_T], _R], run: Sequence[_T]) -> list[_R]:
-    return [fn(item) for item in run]
-
-
-_put_all = _map_runs  # the puts of a file's chunks: CIDs in chunk order
+def _put_run(put: Callable[[_T], str], run: Sequence[_T]) -> list[str]:
+    return [put(item) for item in run]
 
 
 def _store_put(store: BlockStore) -> Callable[[memoryview], str]:
@@ -276,75 +272,21 @@ def _refuse(path: str | os.PathLike[str], why: str) -> KuroFsError:
     return KuroFsError(f"cannot import {os.fspath(path)}: {why}")
 
 
-def _small_file(store: BlockStore, path: str, chunk_size: int) -> FileRoot | BaseException | None:
-    # A file of at most one chunk, imported whole on the calling (worker) thread: None if it is larger
-    # (the caller imports it chunk by chunk), the failure itself if it fails (the caller raises, in order).
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError as exc:
-        return _refuse(path, "symlinks and special files are not imported") if exc.errno == errno.ELOOP else exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return _refuse(path, "symlinks and special files are not imported")
-        size = info.st_size
-        if size > chunk_size:
-            return None
-        data = os.pread(fd, size + 1, 0)  # one byte more shows a file that grew
-        if len(data) != size:
-            return _refuse(path, f"the file changed size while importing ({size} -> {len(data)} bytes)")
-        return FileRoot(store.put(data, "raw"), size, size)
-    except Exception as exc:  # handed back to be raised in name order
-        return exc
-    finally:
-        os.close(fd)
-
-
-def _import_files(
-    store: BlockStore, paths: list[str], sizes: tuple[int, int, int, int], pool: ThreadPoolExecutor | None
-) -> list[FileRoot]:
-    # The files of one directory: the small ones (most of a tree, each one block) on the pool's threads,
-    # where opening, reading and staging them runs without the GIL; then, in name order, each failure
-    # raised or each larger file imported chunk by chunk — the outcome of importing them one by one.
-    chunk_size, width, workers, batch_bytes = sizes
-    roots = _map_runs(lambda path: _small_file(store, path, chunk_size), paths, workers, pool)
-    done: list[FileRoot] = []
-    for path, root in zip(paths, roots, strict=True):
-        if isinstance(root, BaseException):
-            raise root
-        if root is None:
-            root = _import_regular_file(store, path, chunk_size, width, workers, batch_bytes)
-        done.append(root)
-    return done
-
-
-def _import_dir(store: BlockStore, path: str, sizes: tuple[int, int, int, int], pool: ThreadPoolExecutor | None) -> str:
-    # ``sizes``: (chunk_size, width, workers, batch_bytes).
+def _import_dir(store: BlockStore, path: str, chunk_size: int, width: int, workers: int, batch_bytes: int) -> str:
     entries: dict[str, Entry] = {}
     with os.scandir(path) as listing:
         items = sorted(listing, key=lambda e: e.name)
-    files: list[tuple[str, str]] = []  # the regular files met since the last sub-directory: (name, path)
-
-    def flush() -> None:
-        names = [name for name, _ in files]
-        for name, froot in zip(names, _import_files(store, [p for _, p in files], sizes, pool), strict=True):
-            entries[name] = Entry(froot.cid, froot.size)
-        files.clear()
-
     for item in items:
         name = item.name
         if clean_path(name) != (name,):
-            flush()
             raise _refuse(item.path, "the name cannot be a kuro.fs entry (not UTF-8, or too long)")
         if item.is_dir(follow_symlinks=False):
-            flush()
-            entries[name] = Entry(_import_dir(store, item.path, sizes, pool), 0)
+            entries[name] = Entry(_import_dir(store, item.path, chunk_size, width, workers, batch_bytes), 0)
         elif item.is_file(follow_symlinks=False):
-            files.append((name, item.path))
+            froot = _import_regular_file(store, item.path, chunk_size, width, workers, batch_bytes)
+            entries[name] = Entry(froot.cid, froot.size)
         else:
-            flush()
             raise _refuse(item.path, "symlinks and special files are not imported")
-    flush()
     return write_dir(store, entries)
 
 
@@ -368,6 +310,5 @@ def import_path(
         raise _refuse(where, "symlinks and special files are not imported")
     with open_batch(store):
         if stat.S_ISDIR(mode):
-            with ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
-                return _import_dir(store, where, (chunk_size, width, workers, batch_bytes), pool)
+            return _import_dir(store, where, chunk_size, width, workers, batch_bytes)
         return _import_regular_file(store, where, chunk_size, width, workers, batch_bytes).cid
