@@ -41,6 +41,27 @@ The shard is the next-to-last two characters of the CID (go-ipfs flatfs's
 two spread blocks over up to 1024 directories. A CID is parsed before it
 becomes a path, so no name can escape the root.
 
+## What an import leaves, returned or crashed
+An import (:mod:`kuro_fs.importer`, ``import_car``) runs in one batch, so the
+batch commit is its durability point. When ``import_path`` returns, every block
+of the tree is a file under its final name, and both the bytes and the names are
+on stable storage: the commit ran ``syncfs`` (or fsynced each file) *before* the
+first rename and ``syncfs`` (or fsynced each touched shard and the root) *after*
+the last, and ``import_path`` returns only after that second sync. A crash at
+any point before the first rename leaves no new name at all — only staged files
+in a ``.batch-`` directory that no read consults and the next batch sweeps. A
+crash between the renames leaves some blocks under their names and the rest
+staged: every name that survives points at bytes that were durable before the
+name existed, so it is complete. The renames run in no particular order, so the
+root's block may be among the survivors while some of its children are not: an
+import that did not return is not done, whatever ``has(root)`` says, and is run
+again (blocks already in place are skipped, not rewritten). Beyond the protocol, no block is
+ever *believed* on the strength of its name: ``get``/``get_into`` re-hash what
+they read (``verify``), and ``put`` of a block whose file is damaged replaces it.
+The protocol costs two device flushes per import, not two per block; what is
+left per block is a create, a write and a rename (measured: 10,000 small files
+at ~2.8× ``cp -r`` + ``sync``, most of the rest being Python's per-file work).
+
 ## Effects
 Disk and threads: creates, reads, renames and unlinks files under ``root``. OS
 errors are translated to :class:`~kuro_fs.errors.BlockStoreError` (``from`` the OSError).

@@ -251,3 +251,27 @@ def test_a_file_that_grows_while_it_is_imported_is_refused(tmp_path: Path, monke
     monkeypatch.setattr(os, "pread", lambda fd, n, at: real_pread(fd, n, at) + b"!")  # one more byte than fstat said
     with pytest.raises(KuroFsError, match="changed size"):
         import_path(MemoryBlockStore(), tree)
+
+
+def test_an_import_into_the_disk_store_returns_after_its_blocks_are_visible_and_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kuro_fs import filebatch
+    from kuro_fs.filestore import FileBlockStore
+
+    tree = _mixed_tree(tmp_path / "tree")
+    store = FileBlockStore(tmp_path / "store")
+    visible_at_sync: list[int] = []
+    real_sync = filebatch.sync_filesystem
+
+    def recording_sync(fd: int) -> bool:
+        visible_at_sync.append(store.stats()["blocks"])
+        return real_sync(fd)
+
+    monkeypatch.setattr(filebatch, "sync_filesystem", recording_sync)
+    root = import_path(store, tree, chunk_size=4096, width=3)
+    expected = MemoryBlockStore()
+    assert import_path(expected, tree, chunk_size=4096, width=3) == root
+    # one sync before any block had a name, one after every block had its name, and nothing after
+    assert visible_at_sync == [0, len(expected.cids())] == [0, store.stats()["blocks"]]
+    assert store.publish(expected.cids())["published"] == len(expected.cids())
