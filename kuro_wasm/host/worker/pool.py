@@ -417,14 +417,18 @@ class WorkerPool:
                 raise ProtocolError(problem)
             result["kuro/fs-root-after"] = after
         try:
-            run.settle(result, conn.facts())
+            built = run.settle(result, conn.facts(), publish=False)
         except KuroError as exc:
             raise ProtocolError(f"the worker's result is refused: {exc}") from exc
         cpu = message["cpu"]
-        with self._cond:
-            if cpu > self.hardening.cpu_seconds / 2:
-                conn.retiring = True  # replaced before RLIMIT_CPU could end it mid-run
-        self._finished(conn, run)
+        try:
+            with self._cond:
+                if cpu > self.hardening.cpu_seconds / 2:
+                    conn.retiring = True  # replaced before RLIMIT_CPU could end it mid-run
+            self._finished(conn, run)  # the worker's next run is on its way before the waiter is woken
+        finally:
+            if built:
+                run.publish()
 
     def _finished(self, conn: _Conn, run: RemoteRun) -> None:
         with self._cond:

@@ -136,6 +136,11 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not plain data")
 
 
+# One encoder and one decoder for every frame: ``json.dumps``/``json.loads`` with options build a new one per call.
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_DECODER: Final = json.JSONDecoder(parse_constant=_no_constants)
+
+
 def encode(kind: str, fields: Mapping[str, Any], payload: bytes | bytearray | memoryview = b"") -> bytes:
     """The frame of message ``kind`` (header and JSON; the payload is appended when small).
 
@@ -151,7 +156,7 @@ def encode(kind: str, fields: Mapping[str, Any], payload: bytes | bytearray | me
     if payload and not spec.payload:
         raise ProtocolError(f"a {kind} message has no payload")
     try:
-        body = json.dumps({"t": kind, **fields}, separators=(",", ":"), allow_nan=False).encode("ascii")
+        body = _ENCODER.encode({"t": kind, **fields}).encode("ascii")
     except (TypeError, ValueError) as exc:
         raise ProtocolError(f"{kind}: not plain data: {exc}") from exc
     if len(body) > MAX_JSON_BYTES:
@@ -187,7 +192,7 @@ def decode(body: bytes, senders: frozenset[str]) -> dict[str, Any]:
     a type this side does not accept, or fields that are not exactly its row's, of its row's types.
     """
     try:
-        value = json.loads(body, parse_constant=_no_constants)
+        value = _DECODER.decode(body.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise ProtocolError(f"a frame that is not JSON: {exc}") from exc
     if type(value) is not dict:
