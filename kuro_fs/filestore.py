@@ -60,9 +60,9 @@ ever *believed* on the strength of its name: ``get``/``get_into`` re-hash what
 they read (``verify``), and ``put`` of a block whose file is damaged replaces it.
 The protocol costs two device flushes per import, not two per block; what is
 left per block is an ``access``, a create, a write, a close and a rename. (Measured here:
-10,000 small files at 2.3–2.8× ``cp -r`` + ``sync``. The kernel work of this layout
-alone — staged files renamed into 1,024 shards, two syncs — is ~1.2× ``cp -r`` + ``sync``;
-the rest is CPython's ~15 µs of work per file. Putting the files on two threads
+10,000 small files at 2.3–2.8× ``cp -r`` + ``sync``. The system calls alone — reading
+the sources, staging, renaming into 1,024 new shards, two syncs — take ~1.4× ``cp -r``
++ ``sync``; the rest is CPython's ~15 µs of work per file. Putting the files on two threads
 cost more: each short system call hands the GIL to the other thread.)
 
 ## Effects
