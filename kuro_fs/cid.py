@@ -57,8 +57,10 @@ __all__ = [
     "CODECS",
     "HASHES",
     "MAX_IDENTITY_DIGEST",
+    "MINTED_PREFIXES",
     "ParsedCID",
     "canonical",
+    "check_binary",
     "cid_bytes",
     "cid_for",
     "cid_from_bytes",
@@ -91,6 +93,9 @@ _DIGEST_LEN: Final = 32
 # Every varint in the minting profile fits in one byte, so its binary prefix is 4 fixed bytes.
 _PREFIX: Final[dict[str, bytes]] = {name: bytes([1, code, _SHA2_256, _DIGEST_LEN]) for name, code in CODECS.items()}
 _PREFIX_CODEC: Final[dict[bytes, str]] = {prefix: name for name, prefix in _PREFIX.items()}
+#: The 4-byte binary prefixes of the minting profile (CIDv1, sha2-256, raw / dag-pb / dag-cbor): a 36-byte
+#: binary CID starting with one of them is valid as it stands.
+MINTED_PREFIXES: Final = frozenset(_PREFIX_CODEC)
 _CANONICAL_LEN: Final = 59  # "b" + base32 of 36 bytes, unpadded
 _CANONICAL: Final = re.compile(r"b[a-z2-7]{58}")
 _V0: Final = re.compile(r"Qm[1-9A-HJ-NP-Za-km-z]{44}")
@@ -194,6 +199,21 @@ def _decode_canonical(cid: str) -> bytes | None:
     return None if n & 3 else (n >> 2).to_bytes(36, "big")
 
 
+#: The binary forms of the CIDs minted most recently, by string (at most :data:`_MINTED_KEPT`): a directory
+#: built from files just imported names each of them again, and parsing a new string back costs more than
+#: minting it did. Exact by construction (the string is made from the binary), so it needs no check.
+_MINTED: Final[dict[str, bytes]] = {}
+_MINTED_KEPT: Final = 1 << 14
+
+
+def _mint(binary: bytes) -> str:
+    cid = _encode(binary)
+    if len(_MINTED) >= _MINTED_KEPT:
+        _MINTED.clear()  # dropped all at once: a bound, not a recency order
+    _MINTED[cid] = binary
+    return cid
+
+
 def cid_from_digest(digest: bytes, codec: str = "raw") -> str:
     """The CID string for an already computed sha2-256 ``digest`` under ``codec``.
 
@@ -203,7 +223,7 @@ def cid_from_digest(digest: bytes, codec: str = "raw") -> str:
         raise InvalidCID(f"unsupported codec {codec!r}; expected one of {sorted(CODECS)}")
     if len(digest) != _DIGEST_LEN:
         raise InvalidCID(f"sha2-256 digest must be 32 bytes, got {len(digest)}")
-    return _encode(_PREFIX[codec] + digest)
+    return _mint(_PREFIX[codec] + digest)
 
 
 def cid_for(data: bytes, codec: str = "raw") -> str:
@@ -220,7 +240,7 @@ def cid_for(data: bytes, codec: str = "raw") -> str:
     """
     if codec not in _PREFIX:
         raise InvalidCID(f"unsupported codec {codec!r}; expected one of {sorted(CODECS)}")
-    return _encode(_PREFIX[codec] + hashlib.sha256(data).digest())
+    return _mint(_PREFIX[codec] + hashlib.sha256(data).digest())
 
 
 def raw_cid(data: bytes) -> str:
@@ -229,7 +249,7 @@ def raw_cid(data: bytes) -> str:
     >>> raw_cid(b"")
     'bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku'
     """
-    return _encode(_PREFIX["raw"] + hashlib.sha256(data).digest())
+    return _mint(_PREFIX["raw"] + hashlib.sha256(data).digest())
 
 
 # ---- reading (every profile the IPFS stack reads)
@@ -367,6 +387,22 @@ def cid_from_bytes(binary: bytes) -> str:
     return str(parsed)
 
 
+def check_binary(binary: bytes) -> None:
+    """Raise as :func:`cid_from_bytes` would, without making the string: for decoders that only validate.
+
+    A 36-byte CID of the minting profile (every link kuro writes) is checked by its 4-byte prefix.
+
+    >>> check_binary(bytes.fromhex("01551220") + bytes(32))
+    >>> check_binary(b"\\x01\\x55")
+    Traceback (most recent call last):
+    ...
+    kuro_fs.errors.InvalidCID: binary CID too short (2 bytes): 0155
+    """
+    if len(binary) == 36 and binary[:4] in _PREFIX_CODEC:
+        return
+    cid_from_bytes(binary)
+
+
 def canonical(text: object) -> str:
     """The canonical string of a CID written in any multibase: ``b…`` (CIDv1) or ``Qm…`` (CIDv0).
 
@@ -409,6 +445,10 @@ def canonical(text: object) -> str:
 
 def cid_bytes(cid: str) -> bytes:
     """The binary form of a CID string. Raises InvalidCID."""
+    if type(cid) is str:
+        minted = _MINTED.get(cid)
+        if minted is not None:
+            return minted
     return parse(cid).bytes
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from kuro_fs.cid import cid_bytes, cid_from_bytes
+from kuro_fs.cid import MINTED_PREFIXES, check_binary, cid_bytes, cid_from_bytes
 from kuro_fs.errors import DagPbError, InvalidCID
 from kuro_fs.varint import decode_uvarint, encode_uvarint
 
@@ -130,7 +130,7 @@ def _decode_link(body: bytes, where: int) -> PBLink:
         raise ValueError(f"link at offset {where} does not start with Hash (tag 0x0a)")
     raw_hash, pos = _field(body, 1, "link Hash")
     try:
-        cid_from_bytes(raw_hash)
+        check_binary(raw_hash)
     except InvalidCID as exc:
         raise ValueError(f"link at offset {where}: {exc}") from exc
     name = ""
@@ -152,6 +152,28 @@ def _decode_link(body: bytes, where: int) -> PBLink:
     return PBLink(bytes(raw_hash), name, tsize)
 
 
+def _minted_file_link(buf: bytes, pos: int) -> tuple[PBLink, int] | None:
+    # The link every kuro File node is made of, read without the general walk: a one-byte length, then
+    # ``0a 24`` + a 36-byte minting-profile CID + ``12 00`` (empty Name) + ``18`` + a minimal Tsize varint
+    # ending exactly at the link's end. Anything else (None) goes the general way, which also words
+    # every error.
+    end = pos + 2 + buf[pos + 1] if pos + 1 < len(buf) else 0
+    if not (
+        pos + 44 <= end <= len(buf)
+        and buf[pos + 1] < 0x80
+        and buf[pos + 2] == _TAG_HASH
+        and buf[pos + 3] == 36
+        and buf[pos + 4 : pos + 8] in MINTED_PREFIXES
+        and buf[pos + 40 : pos + 43] == b"\x12\x00\x18"
+    ):
+        return None
+    try:
+        tsize, after = decode_uvarint(buf, pos + 43)
+    except ValueError:
+        return None
+    return (PBLink(buf[pos + 4 : pos + 40], "", tsize), end) if after == end else None
+
+
 def decode(data: bytes) -> PBNode:
     """Parse canonical dag-pb bytes into a :class:`PBNode`.
 
@@ -166,6 +188,11 @@ def decode(data: bytes) -> PBNode:
         while pos < len(buf):
             tag = buf[pos]
             if tag == _TAG_LINK and payload is None:
+                fast = _minted_file_link(buf, pos)
+                if fast is not None:
+                    links.append(fast[0])
+                    pos = fast[1]
+                    continue
                 body, nxt = _field(buf, pos + 1, "link")
                 links.append(_decode_link(body, pos))
                 pos = nxt

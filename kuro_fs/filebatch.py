@@ -280,6 +280,7 @@ class FileBatch(StoreBatch):
         touched: set[str] = set()
         made_shard = False
         try:
+            present = set(os.listdir(root_fd))
             with os.scandir(fd) as listing:
                 groups = [
                     e.name for e in listing if _STAGING_NAME.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
@@ -289,11 +290,15 @@ class FileBatch(StoreBatch):
                 try:
                     with os.scandir(src) as listing:
                         names = [e.name for e in listing if BLOCK_NAME.fullmatch(e.name) and e.name[-3] == group]
+                    shards = {shard_of(name) for name in names}
+                    if not shards <= present:  # made before the renames: a rename that fails costs a raise
+                        made_shard |= _make_shards(root_fd, shards - present)
+                        present |= shards
                     for name in names:
                         if not synced:
                             _fsync_at(src, name)
                         made_shard |= _move(src, root_fd, name)
-                        touched.add(shard_of(name))
+                    touched |= shards
                     moved += len(names)
                 finally:
                     os.close(src)
@@ -371,6 +376,18 @@ def _fsync_at(dir_fd: int, name: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _make_shards(root_fd: int, shards: set[str]) -> bool:
+    """Create the shard directories in ``shards`` that do not exist yet; True if any was created."""
+    made = False
+    for shard in shards:
+        try:
+            os.mkdir(shard, dir_fd=root_fd)
+            made = True
+        except FileExistsError:
+            pass
+    return made
 
 
 def _move(src_fd: int, root_fd: int, name: str) -> bool:

@@ -243,7 +243,7 @@ def _import_regular_file(
             raise _refuse(path, "symlinks and special files are not imported")
         size = info.st_size
         if size <= chunk_size:
-            data = os.pread(fd, chunk_size + 1, 0)
+            data = os.pread(fd, size + 1, 0)  # one byte more shows a file that grew
             if len(data) != size:
                 raise _refuse(path, f"the file changed size while importing ({size} -> {len(data)} bytes)")
             return FileRoot(store.put(data, "raw"), size, size)

@@ -155,7 +155,13 @@ def decode_data(buf: bytes) -> UnixFSData:
             if num < last or (num == last and num != 4) or num == 0 or num > 8:
                 raise ValueError(f"field {num} out of order or unknown at offset {pos}")
             last = num
-            if wire == 0 and num in (1, 3, 4, 5, 6, 7):
+            if key == 0x20:  # Blocksizes, one per link: read as a run (a File node of 174 links has 174)
+                value, pos = decode_uvarint(buf, pos)
+                blocksizes.append(value)
+                while pos < len(buf) and buf[pos] == 0x20:
+                    value, pos = decode_uvarint(buf, pos + 1)
+                    blocksizes.append(value)
+            elif wire == 0 and num in (1, 3, 4, 5, 6, 7):
                 value, pos = decode_uvarint(buf, pos)
                 if num == 4:
                     blocksizes.append(value)

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuro_fs.cid import cid_bytes, raw_cid
+from kuro_fs import dagpb
+from kuro_fs.cid import cid_bytes, cid_for, raw_cid
 from kuro_fs.dagpb import PBLink, PBNode, decode, decode_uvarint, encode, encode_uvarint
 from kuro_fs.errors import DagPbError
 
@@ -122,3 +123,40 @@ def test_uvarints_round_trip_minimally(value: int) -> None:
     raw = encode_uvarint(value)
     assert decode_uvarint(raw) == (value, len(raw))
     assert raw[-1] != 0 or value == 0
+
+
+# ---- the File-node link fast path says what the general decoder says
+
+
+def _general_only(blob: bytes, monkeypatch: pytest.MonkeyPatch) -> PBNode | str:
+    with monkeypatch.context() as patch:
+        patch.setattr(dagpb, "_minted_file_link", lambda buf, pos: None)
+        try:
+            return decode(blob)
+        except DagPbError as exc:
+            return str(exc)
+
+
+def _either(blob: bytes) -> PBNode | str:
+    try:
+        return decode(blob)
+    except DagPbError as exc:
+        return str(exc)
+
+
+_file_links = st.builds(
+    PBLink, st.sampled_from([raw_cid(b"a"), EMPTY, cid_for(b"\xa0", "dag-pb")]).map(cid_bytes), st.just(""),
+    st.integers(0, (1 << 64) - 1),
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_file_links, min_size=1, max_size=4), st.data())
+def test_file_node_links_decode_the_same_with_and_without_the_fast_path(
+    links: list[PBLink], data: st.DataObject
+) -> None:
+    block = bytearray(encode(PBNode(tuple(links), b"\x08\x02")))
+    for _ in range(data.draw(st.integers(0, 2))):  # damage some bytes: both paths must refuse alike
+        block[data.draw(st.integers(0, len(block) - 1))] = data.draw(st.integers(0, 255))
+    with pytest.MonkeyPatch.context() as patch:
+        assert _either(bytes(block)) == _general_only(bytes(block), patch)

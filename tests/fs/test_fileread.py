@@ -7,6 +7,8 @@ get_many_into read each leaf into its slot and verify it there; kuro_fs.fillbyte
 
 from __future__ import annotations
 
+import os
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -14,11 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kuro_fs import filestore
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_fs.errors import CorruptBlock, DagPbError, InvalidCID, MissingBlock
 from kuro_fs.fileread import read_bytes, read_file, read_into, read_range
-from kuro_fs.filestore import PARALLEL_READ_BYTES, FileBlockStore, shard_of
+from kuro_fs.filestore import PARALLEL_READ_BYTES, READ_HELPERS, FileBlockStore, shard_of
 from kuro_fs.fillbytes import IN_PLACE_MIN, fill_bytes
 from kuro_fs.fs import Fs
 from kuro_fs.unixfs import NodeType, UnixFSData, encode_data, iter_file, write_file
@@ -193,6 +196,44 @@ def test_the_threaded_read_raises_the_earliest_failure(tmp_path: Path) -> None:
     with pytest.raises(MissingBlock) as info:
         read_bytes(store, cid)
     assert info.value.cid == first
+
+
+def test_a_read_needs_no_free_pool_thread_the_caller_reads_what_no_helper_takes(tmp_path: Path) -> None:
+    store = FileBlockStore(tmp_path)
+    data = pattern(PARALLEL_READ_BYTES * 2)
+    cid = write_file(store.put, data).cid
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    def occupy() -> None:
+        started.release()
+        release.wait(120)
+
+    blockers = [filestore._read_pool().submit(occupy) for _ in range(max(READ_HELPERS, 1))]
+    try:
+        for _ in blockers:
+            started.acquire()
+        assert read_bytes(store, cid) == data
+        assert not any(b.done() for b in blockers)  # the read did not wait for the busy pool to drain
+    finally:
+        release.set()
+    for b in blockers:
+        b.result()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_forked_child_reads_through_its_own_pool(tmp_path: Path) -> None:
+    store = FileBlockStore(tmp_path)
+    data = pattern(PARALLEL_READ_BYTES * 2)
+    cid = write_file(store.put, data).cid
+    assert read_bytes(store, cid) == data  # the parent's pool exists now
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if the threaded read gives the same bytes
+        try:
+            os._exit(0 if read_bytes(store, cid) == data and (filestore._POOL is not None) == (READ_HELPERS > 0) else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_get_into_reads_a_whole_block_in_place_and_a_range_through_a_check(tmp_path: Path) -> None:

@@ -192,3 +192,86 @@ def test_import_bytes_on_several_threads_stores_every_leaf_in_order(workers: int
     assert root == write_file(serial.put, data, chunk_size=100, width=7)
     assert store.cids() == serial.cids()
     assert read_file(store, root.cid) == data
+
+
+# ---- trees: small files on the workers, the outcome of a serial import
+
+
+def _mixed_tree(root: Path) -> Path:
+    # Small files (one chunk each), larger ones (several chunks) and sub-directories, interleaved by name.
+    for i in range(24):
+        folder = root / f"d{i % 3}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{i:02d}").write_bytes(pattern(100 + 997 * i)[i:])
+        if i % 7 == 0:
+            (folder / f"f{i:02d}-sub").mkdir(exist_ok=True)
+            (folder / f"f{i:02d}-sub" / "x").write_bytes(bytes([i]) * i)
+    return root
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_tree_imported_on_threads_equals_the_serial_import_block_for_block(tmp_path: Path, workers: int) -> None:
+    tree = _mixed_tree(tmp_path / "tree")
+    serial, threaded = MemoryBlockStore(), MemoryBlockStore()
+    expected = import_path(serial, tree, chunk_size=4096, width=3, workers=1)
+    assert import_path(threaded, tree, chunk_size=4096, width=3, workers=workers) == expected
+    assert threaded.cids() == serial.cids()
+
+
+class FailingStore(MemoryBlockStore):
+    """Refuses to put the blocks named in ``bad`` (after minting nothing)."""
+
+    def __init__(self, bad: dict[bytes, str]) -> None:
+        super().__init__()
+        self.bad = bad
+
+    def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+        if bytes(data) in self.bad:
+            raise KuroFsError(self.bad[bytes(data)])
+        return super().put(data, codec, cid=cid)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_the_first_failing_file_by_name_is_the_error_and_nothing_is_kept(tmp_path: Path, workers: int) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(12):
+        (tree / f"f{i:02d}").write_bytes(b"file %d" % i)
+    store = FailingStore({b"file 3": "f03 failed", b"file 9": "f09 failed"})
+    with pytest.raises(KuroFsError, match="f03 failed"):
+        import_path(store, tree, workers=workers)
+    assert store.cids() == []  # the import's batch was discarded whole
+
+
+def test_a_file_that_grows_while_it_is_imported_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a").write_bytes(b"short")
+    real_pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: real_pread(fd, n, at) + b"!")  # one more byte than fstat said
+    with pytest.raises(KuroFsError, match="changed size"):
+        import_path(MemoryBlockStore(), tree)
+
+
+def test_an_import_into_the_disk_store_returns_after_its_blocks_are_visible_and_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kuro_fs import filebatch
+    from kuro_fs.filestore import FileBlockStore
+
+    tree = _mixed_tree(tmp_path / "tree")
+    store = FileBlockStore(tmp_path / "store")
+    visible_at_sync: list[int] = []
+    real_sync = filebatch.sync_filesystem
+
+    def recording_sync(fd: int) -> bool:
+        visible_at_sync.append(store.stats()["blocks"])
+        return real_sync(fd)
+
+    monkeypatch.setattr(filebatch, "sync_filesystem", recording_sync)
+    root = import_path(store, tree, chunk_size=4096, width=3)
+    expected = MemoryBlockStore()
+    assert import_path(expected, tree, chunk_size=4096, width=3) == root
+    # one sync before any block had a name, one after every block had its name, and nothing after
+    assert visible_at_sync == [0, len(expected.cids())] == [0, store.stats()["blocks"]]
+    assert store.publish(expected.cids())["published"] == len(expected.cids())
