@@ -54,7 +54,7 @@ import wasmtime
 from wasmtime import _ffi as ffi
 
 from kuro_wasm.host.context import RunContext, Stopped
-from kuro_wasm.host.engine import context_address, foreign
+from kuro_wasm.host.engine import context_address, foreign, memory_base_fixed
 
 __all__ = [
     "ADDRESS_SPACE",
@@ -165,8 +165,9 @@ def unregister_run(store: wasmtime.Store) -> None:
 
 # ---- guest memory
 
-#: (base address, size in bytes) of a guest memory at one moment (it moves on ``memory.grow``; it cannot move
-#: while the guest is inside a host call, so one host call reads it once).
+#: (base address, size in bytes) of a guest memory at one moment. Under a narrowed memory profile it may move on
+#: ``memory.grow`` (never while the guest is inside a host call, so one host call reads it once); under the default
+#: one the engine never moves it, and the run keeps the base it first read (``RunContext.memory_base``).
 Memory = tuple[int, int]
 _U32: Final = 2**32
 _EXTERN_MEMORY: Final = int(ffi.WASMTIME_EXTERN_MEMORY.value)
@@ -187,7 +188,10 @@ def guest_memory(run: RunContext, caller: int, cctx: int) -> Memory:
             run.memory = item.of.memory
         ref = run.memory_ref = ctypes.addressof(run.memory)
     size = run.memory_size = _memory_data_size(cctx, ref)
-    return _memory_data(cctx, ref) or 0, size
+    base = run.memory_base or _memory_data(cctx, ref) or 0
+    if memory_base_fixed():  # (asked at run time: the profile is fixed once an engine exists)
+        run.memory_base = base
+    return base, size
 
 
 def exported_memory(store: wasmtime.Store, memory: Any) -> Memory:
@@ -243,7 +247,7 @@ def read_guest(run: RunContext, caller: int, cctx: int, ptr: int, length: int) -
         start, n = in_guest(run, caller, cctx, ptr, length)
     if n == 0:
         return b""
-    address = _memory_data(cctx, run.memory_ref) + start
+    address = (run.memory_base or guest_base(run, caller, cctx, start + n)) + start
     return _MEMORY[address : address + n].tobytes()
 
 
@@ -272,7 +276,9 @@ def guest_base(run: RunContext, caller: int, cctx: int, end: int) -> int:
             memory_size(run, cctx)
         if end > run.memory_size or run.memory_ref == 0:
             raise Fault
-    base: int = _memory_data(cctx, run.memory_ref)
+    base: int = run.memory_base or _memory_data(cctx, run.memory_ref)
+    if memory_base_fixed():
+        run.memory_base = base
     return base
 
 

@@ -130,6 +130,9 @@ class RunContext:
     memory_ref: int = 0
     #: the memory's size in bytes when last read: a lower bound of its size now (a memory only grows)
     memory_size: int = 0
+    #: the memory's base address once read, kept only where the engine guarantees it never moves
+    #: (:func:`kuro_wasm.host.engine.memory_base_fixed`); 0 = ask wasmtime
+    memory_base: int = 0
     #: the address of the run's store context (``wasmtime_context_t``), set when the run is registered
     context: int = 0
     calls: int = 0

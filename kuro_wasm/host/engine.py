@@ -68,6 +68,7 @@ __all__ = [
     "lookup_memory",
     "memory_profile",
     "new_store",
+    "memory_base_fixed",
     "set_memory_profile",
     "wasmtime_version",
 ]
@@ -165,6 +166,17 @@ def memory_profile() -> MemoryProfile | None:
     return _PROFILE[0]
 
 
+def memory_base_fixed() -> bool:
+    """Whether a linear memory's base address stays put for the memory's life in this process's engines.
+
+    True under wasmtime's default reservation (4 GiB plus guard on 64-bit hosts): engines are then
+    made with ``memory_may_move = False``, so a 32-bit memory grows in place and a host call may keep
+    the base it read (a growth past the reservation — only a 64-bit memory could ask — fails
+    instead, as ``memory.grow`` may). A narrowed profile lets memories move: the base is asked each time.
+    """
+    return _PROFILE[0] is None
+
+
 def set_memory_profile(profile: MemoryProfile | None) -> None:
     """Fix how this process's engines reserve linear memory; only before the first engine exists.
 
@@ -182,11 +194,11 @@ def set_memory_profile(profile: MemoryProfile | None) -> None:
 def engine_key(config: EngineConfig) -> str:
     """A stable string naming ``config``, the memory profile and the wasmtime version: part of every cache key.
 
-    >>> engine_key(EngineConfig(fuel=True)).endswith("epoch+fuel")
+    >>> engine_key(EngineConfig(fuel=True)).endswith("epoch+fuel;fixed-base")
     True
     """
     profile = _PROFILE[0]
-    memory = "" if profile is None else f";memory={profile.reservation}/{profile.guard}/{profile.growth}"
+    memory = ";fixed-base" if profile is None else f";memory={profile.reservation}/{profile.guard}/{profile.growth}"
     return f"wasmtime-{wasmtime_version()};epoch{'+fuel' if config.fuel else ''}{memory}"
 
 
@@ -216,6 +228,8 @@ def engine_for(config: EngineConfig) -> wasmtime.Engine:
                 cfg.memory_reservation = profile.reservation
                 cfg.memory_guard_size = profile.guard
                 cfg.memory_reservation_for_growth = profile.growth
+            else:  # the default reservation (4 GiB) holds any 32-bit memory whole: its base need never move
+                cfg.memory_may_move = False
             engine = wasmtime.Engine(cfg)
             _ENGINES[config] = engine
         return engine

@@ -28,7 +28,6 @@ from kuro_wasm.host.calls import (
     guest_memory,
     guest_view,
     load,
-    memory_data,
     memory_size,
     pack,
     span,
@@ -73,11 +72,12 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     if stream is not None and count == 1:  # the hot path: printf, write(1, …): one buffer to the stream
         iovs %= _2_32
         out %= _2_32
-        # One C call for the memory's base; its size is asked again only if a range does not fit the last read
-        # (guest_base, inlined: every printf's path; it raises Fault, answered EFAULT).
+        # The memory's base as the run keeps it (read once where memories never move, else one C call); its size
+        # is asked again only if a range does not fit the last read (guest_base: it raises Fault, answered EFAULT).
         end = iovs + 8 if iovs + 4 > out else out + 4
-        ref = run.memory_ref
-        base = memory_data(cctx, ref) if ref and end <= run.memory_size else guest_base(run, caller, cctx, end)
+        base = run.memory_base if end <= run.memory_size else 0
+        if not base:
+            base = guest_base(run, caller, cctx, end)
         buf, n = _IOVEC_FROM(_SPACE, base + iovs)
         if buf + n > run.memory_size and buf + n > memory_size(run, cctx):
             return FAULT

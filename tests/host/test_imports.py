@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -517,3 +519,63 @@ def test_registrations_nest_on_a_thread_and_each_store_reaches_its_own_run() -> 
     finally:
         unregister_run(outer_store)
     assert len(seen) == 1 and "outside a run" in seen[0]
+
+
+# ---- a run keeps its memory's base only where the engine never moves a memory
+
+GROWS_FAR = """(module
+  (import "kuro" "write" (func $write (param i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "a")
+  (func (export "run") (result i32)
+    (if (i32.ne (call $write (i32.const 1) (i32.const 0) (i32.const 1)) (i32.const 1)) (then (return (i32.const 1))))
+    (if (i32.eq (memory.grow (i32.const 4095)) (i32.const -1)) (then (return (i32.const 2))))
+    (i32.store8 (i32.const 268369920) (i32.const 98))
+    (if (i32.ne (call $write (i32.const 1) (i32.const 268369920) (i32.const 1)) (i32.const 1))
+      (then (return (i32.const 3))))
+    (if (i32.ne (call $write (i32.const 1) (i32.const 0) (i32.const 1)) (i32.const 1)) (then (return (i32.const 4))))
+    (i32.const 0)))"""
+
+
+def test_under_the_default_profile_a_memory_grows_in_place_so_a_kept_base_stays_right(tmp_path: Path) -> None:
+    engine = engine_for(EngineConfig())
+    store = wasmtime.Store(engine)
+    memory = wasmtime.Memory(store, wasmtime.MemoryType(wasmtime.Limits(1, None)))
+    before = ctypes_address(memory.data_ptr(store))
+    assert memory.grow(store, 4095) == 1
+    assert ctypes_address(memory.data_ptr(store)) == before  # engines are made with memory_may_move = False
+    blocks = MemoryBlockStore()
+    cid = add_guest(blocks, GROWS_FAR)
+    receipt = run(make_session(make_fs(blocks)), guest(cid, "run"), store=blocks, home=tmp_path)
+    assert (receipt["kuro/exit-code"], receipt["kuro/stdout"]) == (0, b"aba")
+
+
+_MOVING = f"""
+import sys
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.host import engine
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.sessions import guest, session
+
+engine.set_memory_profile(engine.MemoryProfile(reservation=1 << 20, guard=64 << 10, growth=0))
+assert not engine.memory_base_fixed()
+blocks = MemoryBlockStore()
+cid = add_guest(blocks, {GROWS_FAR!r})
+receipt = run(session("s", Fs.empty(blocks).root), guest(cid, "run"), store=blocks, home=False)
+sys.stdout.write(repr((receipt["kuro/exit-code"], receipt["kuro/stdout"])))
+"""
+
+
+def test_under_a_narrowed_profile_memories_move_and_every_call_asks_for_the_base() -> None:
+    # A 1 MiB reservation: growing to 256 MiB moves the memory. A base kept from before would read freed pages.
+    done = subprocess.run([sys.executable, "-c", _MOVING], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == repr((0, b"aba"))
+
+
+def ctypes_address(pointer: object) -> int:
+    import ctypes
+
+    return ctypes.cast(pointer, ctypes.c_void_p).value or 0
