@@ -340,7 +340,6 @@ def _trampoline(name: str, handler: Handler, fault: int, params: Sequence[str], 
         if run is None:
             return _trap(f"kuro: {name} called outside a run")
         try:
-            run.calls += 1
             if run.stop_reason is not None:  # stopped (kill, cap, deadline): no further effect, not even one
                 return _trap(f"kuro: stopped ({run.stop_reason})")
             try:

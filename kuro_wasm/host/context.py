@@ -135,7 +135,6 @@ class RunContext:
     memory_base: int = 0
     #: the address of the run's store context (``wasmtime_context_t``), set when the run is registered
     context: int = 0
-    calls: int = 0
     #: What a guest kind keeps for this run only (a component's resource table, a WASI exit code …);
     #: under ``"receipt"``, host result keys of its own that the run adds to the receipt (the allow-list applies).
     kind_state: dict[str, Any] = field(default_factory=dict)

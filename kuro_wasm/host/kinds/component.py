@@ -99,7 +99,6 @@ def _trampoline(name: str, handler: Handler) -> Any:
             run = run_of(cctx)
             if run is None:
                 return _error_ptr(f"kuro: {name} called outside a run")
-            run.calls += 1
             if run.stop_reason is not None:
                 return _error_ptr(f"kuro: stopped ({run.stop_reason})")
             if handler(run, cctx, args, results) is None:
