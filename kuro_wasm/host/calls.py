@@ -68,7 +68,6 @@ __all__ = [
     "guest_view",
     "in_guest",
     "load",
-    "memory_data",
     "memory_size",
     "pack",
     "read_guest",
@@ -84,8 +83,7 @@ _P = ctypes.c_void_p
 
 
 _caller_export_get = foreign("wasmtime_caller_export_get", ctypes.c_bool, _P, ctypes.c_char_p, ctypes.c_size_t, _P)
-#: (context, memory) → the memory's base address now (public: a handler's hot path may inline :func:`guest_base`)
-memory_data = _memory_data = foreign("wasmtime_memory_data", _P, _P, _P, keep_gil=True)
+_memory_data = foreign("wasmtime_memory_data", _P, _P, _P, keep_gil=True)
 _memory_data_size = foreign("wasmtime_memory_data_size", ctypes.c_size_t, _P, _P, keep_gil=True)
 _trap_new = foreign("wasmtime_trap_new", _P, ctypes.c_char_p, ctypes.c_size_t)
 #: (env, caller, args and results as wasmtime_val_raw_t[n], n) → a wasm_trap_t* or NULL
@@ -256,30 +254,27 @@ def in_guest(run: RunContext, caller: int, cctx: int, ptr: int, length: int) -> 
     memory now, checked without asking wasmtime when it fits the size last read. Raises Fault."""
     start = ptr % _U32
     n = length % _U32
-    if start + n > run.memory_size:
-        if run.memory_ref == 0:
-            guest_memory(run, caller, cctx)  # looks the memory up (its size stays 0 if there is none)
-        else:
-            memory_size(run, cctx)
-        if start + n > run.memory_size:
-            raise Fault
+    if start + n > run.memory_size and start + n > _size_now(run, caller, cctx):
+        raise Fault
     return start, n
 
 
 def guest_base(run: RunContext, caller: int, cctx: int, end: int) -> int:
     """The base address now of the guest's memory, once offsets below ``end`` (> 0) are known to be inside it:
     one C call when they fit the size last read. Raises Fault (no memory, or smaller than ``end``)."""
-    if end > run.memory_size or run.memory_ref == 0:
-        if run.memory_ref == 0:
-            guest_memory(run, caller, cctx)
-        else:
-            memory_size(run, cctx)
-        if end > run.memory_size or run.memory_ref == 0:
-            raise Fault
+    if (end > run.memory_size or run.memory_ref == 0) and (end > _size_now(run, caller, cctx) or run.memory_ref == 0):
+        raise Fault
     base: int = run.memory_base or _memory_data(cctx, run.memory_ref)
     if memory_base_fixed():
         run.memory_base = base
     return base
+
+
+def _size_now(run: RunContext, caller: int, cctx: int) -> int:
+    """The memory's size now, looking the memory up first if this run has not yet (0 if it has none)."""
+    if run.memory_ref == 0:
+        return guest_memory(run, caller, cctx)[1]
+    return memory_size(run, cctx)
 
 
 def memory_size(run: RunContext, cctx: int) -> int:
