@@ -278,6 +278,8 @@ class Job:
         result["engine"] = dict(_engine_data(self.limits.fuel is not None))
         result["reads"] = list(ctx.reads)
         result["denials"] = [dict(d) for d in ctx.denials]
+        if ctx.store_faults:
+            result["store-faults"] = [dict(f) for f in ctx.store_faults]
         result["started-at"] = self.started_ms
         result["finished-at"] = finished_ms
         result["duration-ms"] = max(0, int((time.monotonic() - self.started) * 1000))

@@ -374,7 +374,7 @@ class WorkerPool:
                 found = block is not None
         except KuroFsError as exc:  # a corrupt block or a failing store: the run sees it as absent (block-missing)
             found, block = False, None
-            run.store_failed(exc)  # … and its receipt, if the guest could not load, says which block and why
+            run.store_failed(cid, exc)  # … and its receipt, if the guest could not load, says which block and why
         self.answered[kind] += 1
         conn.send("reply", {"rid": message["rid"], "found": found}, block or b"")
 
