@@ -516,7 +516,14 @@ class WorkerPool:
         fs: Any = fs_arg
         if isinstance(fs_arg, Fs):
             grant = None if fs_arg.grant is None else sorted(fs_arg.grant)
-            fs = {"root": fs_arg.root, "grant": grant, "chunk_size": fs_arg.chunk_size, "width": fs_arg.width}
+            fs = {
+                "root": fs_arg.root,
+                "grant": grant,
+                "chunk_size": fs_arg.chunk_size,
+                "width": fs_arg.width,
+                "budget": [fs_arg.budget.entries, fs_arg.budget.bytes],
+                "layout": [fs_arg.layout.max_flat, fs_arg.layout.shape.bit_width, fs_arg.layout.shape.bucket_size],
+            }
         guest = run.command.get("kuro/guest")
         try:
             present = isinstance(guest, str) and run.store.has(guest)
