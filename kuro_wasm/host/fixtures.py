@@ -44,7 +44,7 @@ from kuro_fs.fs import Fs
 from kuro_wasm.errors import FixtureError, KuroError
 from kuro_wasm.host.api import run
 from kuro_wasm.host.loader import add_guest
-from kuro_wasm.model.fixture import Case, check, parse_case
+from kuro_wasm.model.fixture import Case, check, generated_files, parse_case
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.sessions import Session, guest, session
 
@@ -157,7 +157,8 @@ def setup(case: Case, case_dir: Path, resolve: GuestResolver | None = None) -> S
     by the caller); other names are files (:func:`guest_path`).
 
     Raises FixtureError: the guest is missing or not a module, a file path is not
-    a kuro.fs path, or the case's grant/args/fs_read_path cannot form a session or spec.
+    a kuro.fs path or is named twice (in ``fs`` and ``fs_generated``), or the case's
+    grant/args/fs_read_path cannot form a session or spec.
     """
     store = MemoryBlockStore()
     if case.guest == "@absent":
@@ -176,7 +177,7 @@ def setup(case: Case, case_dir: Path, resolve: GuestResolver | None = None) -> S
         except (OSError, KuroError) as exc:
             raise FixtureError(f"fixture {case.name!r}: guest {path}: {exc}") from exc
     fs = Fs.empty(store)
-    for path_name, data in case.fs.items():
+    for path_name, data in generated_files(case.name, "fs_generated", case.fs_generated, case.fs).items():
         written = fs.write(path_name, data)
         if not written.ok:
             reason = written.receipt.get("kuro.fs/reason")

@@ -39,11 +39,15 @@ __all__ = [
     "DEFAULT_GRANT",
     "ENGINES",
     "EXPECT_KEYS",
+    "GENERATED_KEYS",
+    "MAX_GENERATED",
     "GRANT_NAMES",
     "MODE_NAMES",
     "PARITY_KEYS",
     "Case",
+    "Generated",
     "check",
+    "generated_files",
     "parity_view",
     "parse_case",
 ]
@@ -58,6 +62,7 @@ CASE_KEYS: Final[Mapping[str, bool]] = {
     "grant": False,
     "stdin": False,
     "fs": False,
+    "fs_generated": False,
     "fs_read_path": False,
     "env": False,
     "argv0": False,
@@ -83,6 +88,7 @@ EXPECT_KEYS: Final[Mapping[str, bool]] = {
     "effective_capabilities": False,
     "grant_aliases": False,
     "fs_after": False,
+    "fs_after_generated": False,
     "result": False,
 }
 #: The engines a case may be marked ``unsupported`` on.
@@ -108,6 +114,43 @@ PARITY_KEYS: Final = (
     "truncated?",
 )
 _DENIAL_KEYS: Final = {"import": True, "capability": True, "path": False, "count": False}
+#: Every key of an ``fs_generated`` (or ``expect.fs_after_generated``) table: key → required?
+GENERATED_KEYS: Final[Mapping[str, bool]] = {"path": True, "count": True, "content": False}
+#: The most files one generated table may stand for (a case stays a small data file that runs fast).
+MAX_GENERATED: Final = 4096
+_INDEX: Final = "{i}"
+
+
+@dataclass(frozen=True)
+class Generated:
+    """``count`` files named by one template: ``{i}`` in ``path`` (at least once) and ``content`` is 0 … count − 1.
+
+    How a case holds a directory of hundreds of entries (a sharded kuro.fs directory) in a few lines.
+    """
+
+    path: str
+    count: int
+    content: str = ""
+
+    def files(self) -> dict[str, bytes]:
+        """Every file this table stands for: path → UTF-8 content."""
+        return {
+            self.path.replace(_INDEX, str(i)): self.content.replace(_INDEX, str(i)).encode("utf-8")
+            for i in range(self.count)
+        }
+
+
+def generated_files(
+    name: str, where: str, tables: tuple[Generated, ...], files: Mapping[str, bytes]
+) -> dict[str, bytes]:
+    """``files`` plus every file of ``tables``. Raises FixtureError: a path named twice."""
+    out = dict(files)
+    for table in tables:
+        for path, data in table.files().items():
+            if path in out:
+                raise _fail(name, where, f"the path {path!r} is named twice")
+            out[path] = data
+    return out
 
 
 @dataclass(frozen=True)
@@ -123,6 +166,7 @@ class Case:
     grant: tuple[str, ...] | None = DEFAULT_GRANT
     stdin: bytes | None = None
     fs: Mapping[str, bytes] = field(default_factory=dict)
+    fs_generated: tuple[Generated, ...] = ()
     fs_read_path: str | None = None
     env: Mapping[str, str] | None = None
     argv0: str | None = None
@@ -188,6 +232,22 @@ def _files(name: str, where: str, value: object) -> dict[str, str]:
     return out
 
 
+def _generated(name: str, where: str, value: object) -> tuple[Generated, ...]:
+    out = []
+    for i, item in enumerate(_list(name, where, value)):
+        at = f"{where}[{i}]"
+        table = _keys(name, at, item, GENERATED_KEYS)
+        path = _text(name, f"{at}.path", table["path"])
+        if _INDEX not in path:
+            raise _fail(name, f"{at}.path", f"must contain {_INDEX} (replaced by 0 … count − 1), got {path!r}")
+        count = _int(name, f"{at}.count", table["count"], 1)
+        if count > MAX_GENERATED:
+            raise _fail(name, f"{at}.count", f"must be at most {MAX_GENERATED}, got {count}")
+        content = _text(name, f"{at}.content", table.get("content", ""), empty=True)
+        out.append(Generated(path, count, content))
+    return tuple(out)
+
+
 def _denials(name: str, value: object) -> list[dict[str, Any]]:
     out = []
     for i, item in enumerate(_list(name, "expect.denials", value)):
@@ -227,6 +287,8 @@ def _expect(name: str, value: object) -> dict[str, Any]:
             out[key] = _denials(name, item)
         elif key == "effective_capabilities":
             out[key] = [_text(name, where, c, empty=True) for c in _list(name, where, item)]
+        elif key == "fs_after_generated":
+            out[key] = _generated(name, where, item)
         elif key == "result":  # a component export's typed result (kuro/result): any plain TOML value
             out[key] = item
         elif key == "grant_aliases":
@@ -240,6 +302,8 @@ def _expect(name: str, value: object) -> dict[str, Any]:
                 out[key] = _files(name, where, item)
             else:
                 raise _fail(name, where, f"must be false or a table of path = content, got {item!r}")
+    if out.get("fs_after") is False and out.get("fs_after_generated"):
+        raise _fail(name, "expect.fs_after_generated", "names files after the run, but fs_after = false says none")
     return out
 
 
@@ -289,6 +353,7 @@ def parse_case(name: str, data: object) -> Case:
         grant=grant,
         stdin=None if "stdin" not in table else _text(name, "stdin", table["stdin"], empty=True).encode("utf-8"),
         fs={p: c.encode("utf-8") for p, c in _files(name, "fs", table.get("fs", {})).items()},
+        fs_generated=_generated(name, "fs_generated", table.get("fs_generated", [])),
         fs_read_path=None if "fs_read_path" not in table else _text(name, "fs_read_path", table["fs_read_path"]),
         env=None if "env" not in table else _env(name, table["env"]),
         argv0=None if "argv0" not in table else _text(name, "argv0", table["argv0"], empty=True),
@@ -379,21 +444,29 @@ def check(case: Case, receipt: Mapping[str, Any], files_after: Mapping[str, byte
             bad.append(f"{key}: expected {expect[key]}, got {got}")
     if receipt.get("kuro/limits") != _applied_limits(case):
         bad.append(f"limits: expected {_applied_limits(case)} applied, got {receipt.get('kuro/limits')}")
-    bad.extend(_check_fs_after(expect.get("fs_after"), receipt, files_after))
+    bad.extend(_check_fs_after(case, receipt, files_after))
     return bad
 
 
-def _check_fs_after(after: object, receipt: Mapping[str, Any], files_after: Mapping[str, bytes] | None) -> list[str]:
+def _check_fs_after(case: Case, receipt: Mapping[str, Any], files_after: Mapping[str, bytes] | None) -> list[str]:
+    after, generated = case.expect.get("fs_after"), case.expect.get("fs_after_generated", ())
     root = receipt.get("kuro/fs-root-after")
     if after is False and root is not None:
         return [f"fs_after: expected no write, got kuro/fs-root-after {root}"]
-    if not isinstance(after, Mapping):
+    if not isinstance(after, Mapping) and not generated:
         return []
     if root is None or root == receipt.get("kuro/fs-root-cid"):
         return [f"fs_after: expected a new fs root, got {root}"]
-    want = {path: text.encode("utf-8") for path, text in after.items()}
-    if dict(files_after or {}) != want:
-        return [f"fs_after: expected files {want}, got {dict(files_after or {})}"]
+    listed = {path: text.encode("utf-8") for path, text in (after if isinstance(after, Mapping) else {}).items()}
+    try:
+        want = generated_files(case.name, "expect.fs_after_generated", generated, listed)
+    except FixtureError as exc:
+        return [str(exc)]
+    got = dict(files_after or {})
+    if got != want:
+        differ = sorted(p for p in want.keys() | got.keys() if want.get(p) != got.get(p))
+        shown = {p: (want.get(p), got.get(p)) for p in differ[:8]}
+        return [f"fs_after: {len(differ)} path(s) differ (path: (expected, got)): {shown}"]
     return []
 
 

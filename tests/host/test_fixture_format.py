@@ -21,13 +21,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuro_wasm.errors import FixtureError
-from kuro_wasm.host.fixtures import bundled_dir, case_files
+from kuro_wasm.host.fixtures import bundled_dir, case_files, setup
 from kuro_wasm.model.fixture import (
     CASE_KEYS,
     ENGINES,
     EXPECT_KEYS,
     GRANT_NAMES,
     MODE_NAMES,
+    Generated,
+    check,
+    generated_files,
     parse_case,
 )
 from kuro_wasm.model.limits import LIMIT_NAMES
@@ -96,7 +99,11 @@ def _mutations(case: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
                        ("fs_read_path", ""), ("limits", {"timeout_ms": 0}), ("limits", {"fuel": -1}),
                        ("limits", {"timeout_ms": 1.5}), ("limits", {"deadline": 5}), ("unsupported", {}),
                        ("unsupported", {"v8": ""}), ("unsupported", {"spidermonkey": "no"}),
-                       ("descripton", "typo"), ("expect", [])]:  # fmt: skip
+                       ("descripton", "typo"), ("expect", []), ("fs_generated", [{"path": "f{i}", "count": 3}]),
+                       ("fs_generated", [{"path": "f", "count": 3}]), ("fs_generated", [{"path": "f{i}", "count": 0}]),
+                       ("fs_generated", [{"path": "f{i}", "count": 4097}]), ("fs_generated", {"path": "f{i}"}),
+                       ("fs_generated", [{"path": "f{i}", "count": 2, "size": 1}]), ("fs_generated", [{"count": 2}]),
+                       ("fs_generated", [{"path": "f{i}", "count": 2, "content": 7}])]:  # fmt: skip
         edited = copy.deepcopy(case)
         edited[key] = wrong
         yield f"{key} = {wrong!r}", edited
@@ -106,7 +113,8 @@ def _mutations(case: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
                        ("denials", [{"import": "a", "capability": "b", "count": 1}]),
                        ("denials", [{"import": "a", "capability": "b", "why": "c"}]), ("fs_after", True),
                        ("fs_after", {"a": 1}), ("grant_aliases", {"repo/read": "fs/read"}),
-                       ("stdout_byte", 1)]:  # fmt: skip
+                       ("stdout_byte", 1), ("fs_after_generated", [{"path": "f{i}", "count": 2}]),
+                       ("fs_after_generated", [{"path": "f", "count": 2}]), ("fs_after_generated", [])]:  # fmt: skip
         edited = copy.deepcopy(case)
         edited["expect"][key] = wrong
         yield f"expect.{key} = {wrong!r}", edited
@@ -160,6 +168,66 @@ def test_a_bad_case_is_refused_with_its_name_and_the_key(edit: dict[str, Any], n
     with pytest.raises(FixtureError, match=named) as info:
         parse_case("my-case", doc)
     assert "my-case" in str(info.value) and info.value.reference == "invalid-fixture"
+
+
+_EXPECT_OK: dict[str, Any] = {"exit_code": 0, "outcome": "ok"}
+_GENERATED_BASE: dict[str, Any] = {"description": "d", "guest": "fs-write", "export": "run", "expect": _EXPECT_OK}
+
+
+@pytest.mark.parametrize(
+    ("generated", "named"),
+    [([{"path": "f", "count": 2}], "must contain {i}"), ([{"path": "f{i}", "count": 0}], "count"),
+     ([{"path": "f{i}", "count": 4097}], "at most 4096"), ([{"path": "f{i}"}], "missing required key"),
+     ([{"path": "f{i}", "count": 1, "mode": 1}], "unknown key"), ({"path": "f{i}", "count": 1}, "array"),
+     ([{"path": "f{i}", "count": True}], "integer"), ([{"path": "f{i}", "count": 1, "content": 1}], "content")],
+)  # fmt: skip
+def test_a_bad_generated_table_is_refused_naming_the_key(generated: Any, named: str) -> None:
+    as_setup = {**_GENERATED_BASE, "fs_generated": generated}
+    as_expected = {**_GENERATED_BASE, "expect": {**_EXPECT_OK, "fs_after_generated": generated}}
+    for doc in (as_setup, as_expected):
+        with pytest.raises(FixtureError, match=named) as info:
+            parse_case("gen-case", doc)
+        assert "gen-case" in str(info.value) and not _schema_accepts(doc)
+
+
+def test_generated_files_replace_every_index_and_a_path_named_twice_is_refused() -> None:
+    table = {"path": "d{i}/f{i}", "count": 3, "content": "{i}+{i}"}
+    doc = {**_GENERATED_BASE, "fs": {"f1": "mine"}, "fs_generated": [table]}
+    case = parse_case("gen", doc)
+    assert generated_files("gen", "fs_generated", case.fs_generated, case.fs) == {
+        "f1": b"mine", "d0/f0": b"0+0", "d1/f1": b"1+1", "d2/f2": b"2+2"
+    }  # fmt: skip
+    clash = parse_case("gen", {**doc, "fs_generated": [{"path": "f{i}", "count": 2}]})
+    with pytest.raises(FixtureError, match="'f1' is named twice"):
+        setup(clash, bundled_dir())
+    with pytest.raises(FixtureError, match="named twice"):
+        generated_files("gen", "fs_generated", (Generated("a{i}", 2), Generated("a{i}", 1)), {})
+
+
+def test_fs_after_false_with_generated_files_after_is_a_contradiction() -> None:
+    expect = {**_EXPECT_OK, "fs_after": False, "fs_after_generated": [{"path": "f{i}", "count": 1}]}
+    doc = {**_GENERATED_BASE, "expect": expect}
+    with pytest.raises(FixtureError, match="fs_after = false"):
+        parse_case("gen", doc)
+    assert not _schema_accepts(doc)
+    expect["fs_after_generated"] = []
+    assert _parser_accepts(doc) and _schema_accepts(doc)
+
+
+def test_the_files_after_a_run_are_judged_against_the_generated_tables_too() -> None:
+    expect = {**_EXPECT_OK, "fs_after": {"x": "X"}, "fs_after_generated": [{"path": "f{i}", "count": 2}]}
+    case = parse_case("gen", {**_GENERATED_BASE, "expect": expect})
+    wrote = {"kuro/type": "kuro/receipt", "kuro/fs-root-cid": "bafyrei-before", "kuro/fs-root-after": "bafyrei-after"}
+
+    def problems(files: dict[str, bytes], receipt: dict[str, Any] = wrote) -> list[str]:
+        return [p for p in check(case, receipt, files) if p.startswith("fs_after")]
+
+    assert problems({"x": b"X", "f0": b"", "f1": b""}) == []
+    (wrong,) = problems({"x": b"X", "f0": b"", "f1": b"?", "f2": b""})
+    assert "2 path(s) differ" in wrong and "'f1': (b'', b'?')" in wrong and "'f2': (None, b'')" in wrong
+    assert problems({"f0": b"", "f1": b""}) != []  # the fs_after table counts too
+    no_write = {"kuro/type": "kuro/receipt", "kuro/fs-root-cid": "bafyrei-before"}
+    assert problems({}, no_write) == ["fs_after: expected a new fs root, got None"]
 
 
 @pytest.mark.parametrize("data", [None, [], "guest = 1", 42])

@@ -23,6 +23,7 @@ import * as dagPB from '@ipld/dag-pb'
 import { UnixFS } from 'ipfs-unixfs'
 import { CID } from 'multiformats/cid'
 import * as Digest from 'multiformats/hashes/digest'
+import { HASH_ALG, Hamt, Malformed, Node, Shape, encodeNode, nodeFromData, rootData } from './hamt.mjs'
 
 export const RAW = 0x55
 export const DAG_PB = 0x70
@@ -93,29 +94,196 @@ function cmpCodePoints (a, b) {
   return x.length - y.length
 }
 
-// ---- directories
+// ---- directories (kuro_fs/fsdir.py): flat up to layout.maxFlat entries, an IPLD HashMap past it
 
+// When a directory is sharded and the HashMap shape it then takes (kuro_fs.fsdir.DirLayout): part of the
+// format, like a file's chunk size. The host uses the default; tests use small ones to cross it cheaply.
+export class Layout {
+  constructor (maxFlat = MAX_FLAT_ENTRIES, shape = new Shape()) {
+    if (!Number.isInteger(maxFlat) || maxFlat < 0) throw new Error(`maxFlat must be an int >= 0, got ${maxFlat}`)
+    this.maxFlat = maxFlat
+    this.shape = shape
+  }
+}
+export const DEFAULT_LAYOUT = new Layout()
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+const plainMap = v => v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Uint8Array) && !CID.asCID(v)
+const keysOf = v => Object.keys(v).sort().join(',')
+
+// A directory entry from its decoded {cid, size} map (kuro_fs.fsdir._entry_from).
+function entryFrom (item) {
+  if (!plainMap(item) || keysOf(item) !== 'cid,size') throw new Malformed('an entry has keys cid, size')
+  const cid = CID.asCID(item.cid)
+  if (!cid || !Number.isInteger(item.size) || item.size < 0) throw new Malformed('an entry cid is a link and its size a non-negative int')
+  if (cid.code === DAG_CBOR && item.size !== 0) throw new Malformed('a directory has size 0')
+  return { cid: cid.toString(), size: item.size }
+}
+
+// How a kuro.fs HashMap's keys (UTF-8 names) and values (entry maps) are checked and encoded (ENTRY_VALUES).
+const ENTRY_VALUES = {
+  encode: entry => ({ cid: CID.parse(entry.cid), size: entry.size }),
+  decode: entryFrom,
+  keyOk: key => { try { return storedNameOk(strictUtf8.decode(key)) } catch { return false } },
+  equal: (a, b) => a.cid === b.cid && a.size === b.size
+}
+
+// The flat dag-cbor block of a directory holding entries (a Map name -> {cid, size}), of any number.
 export function encodeDir (entries) {
-  if (entries.size > MAX_FLAT_ENTRIES) throw new Error(`a directory of ${entries.size} entries is a HAMT shard in kuro.fs; this host writes flat directories only`)
-  const body = Object.fromEntries([...entries].map(([name, e]) => [name, { cid: CID.parse(e.cid), size: e.size }]))
+  const body = Object.fromEntries([...entries].map(([name, e]) => [name, ENTRY_VALUES.encode(e)]))
   return dagCbor.encode({ entries: body, type: DIR_TYPE, version: 1 })
 }
 
-function decodeDir (bytes) {
-  const value = dagCbor.decode(bytes)
-  const keys = value && typeof value === 'object' ? Object.keys(value).sort() : []
-  if (keys.join(',') !== 'entries,type,version' || value.type !== DIR_TYPE || value.version !== 1) {
-    throw new Refusal('block-missing')
+const encodeSharded = (root, shape) => dagCbor.encode({ shard: rootData(root, shape, ENTRY_VALUES), type: DIR_TYPE, version: 1 })
+const sameBytes = (a, b) => Buffer.from(a).equals(Buffer.from(b))
+const noChildren = () => { throw new Error('checking a node reads no child') }
+
+// The decoded directory block: {flat: Map} or {root: Node, shape} (kuro_fs.fsdir.decode_dir_block, as strict).
+function decodeDirBlock (bytes) {
+  let value
+  try { value = dagCbor.decode(bytes) } catch (err) { throw new Malformed(`not dag-cbor: ${err.message}`) }
+  if (!plainMap(value) || value.type !== DIR_TYPE || value.version !== 1) throw new Malformed('not a kuro.fs directory v1')
+  if (keysOf(value) === 'entries,type,version' && plainMap(value.entries)) {
+    const flat = new Map()
+    for (const [name, item] of Object.entries(value.entries)) {
+      if (!storedNameOk(name)) throw new Malformed('a bad entry name')
+      flat.set(name, entryFrom(item))
+    }
+    if (!sameBytes(dagCbor.encode(value), bytes)) throw new Malformed('a directory not in canonical form')
+    return { flat }
   }
-  const out = new Map()
-  for (const [name, item] of Object.entries(value.entries)) {
-    const itemKeys = item && typeof item === 'object' ? Object.keys(item).sort().join(',') : ''
-    if (!storedNameOk(name) || itemKeys !== 'cid,size') throw new Refusal('block-missing')
-    const cid = CID.asCID(item.cid)
-    if (!cid || !Number.isInteger(item.size) || item.size < 0) throw new Refusal('block-missing')
-    out.set(name, { cid: cid.toString(), size: item.size })
+  if (keysOf(value) !== 'shard,type,version') throw new Malformed('expected keys entries (or shard), type, version')
+  const shard = value.shard
+  if (!plainMap(shard) || keysOf(shard) !== 'bucketSize,hamt,hashAlg') throw new Malformed('a shard is a HashMapRoot')
+  if (shard.hashAlg !== HASH_ALG) throw new Malformed('a shard hashes its keys with sha2-256')
+  const root = nodeFromData(shard.hamt, ENTRY_VALUES)
+  const shape = new Shape(root.width, shard.bucketSize)
+  new Hamt(shape, ENTRY_VALUES, noChildren).check(root, 0, [])
+  if (!sameBytes(encodeSharded(root, shape), bytes)) throw new Malformed('a shard that does not re-encode to its own bytes')
+  return { root, shape }
+}
+
+// The directories of one store under one layout: blocks decoded once (hash-verified, cached by CID).
+class Tree {
+  constructor (store, layout) {
+    this.store = store
+    this.layout = layout
+    this.hamts = new Map()
+    store.decoded ??= new Map()
   }
-  return out
+
+  _cached (cid, decode) {
+    const cache = this.store.decoded
+    let value = cache.get(cid)
+    if (value === undefined) {
+      value = decode(block(this.store, cid))
+      if (cache.size >= 65536) cache.clear()
+      cache.set(cid, value)
+    }
+    return value
+  }
+
+  load (cid) {
+    const value = this._cached(cid, decodeDirBlock)
+    if (!value.flat && !value.shape) throw new Malformed('a HashMap node where a directory was expected')
+    return new Dir(this, value.flat ?? null, value.root ?? null, value.shape ?? this.layout.shape)
+  }
+
+  empty () { return new Dir(this, new Map(), null, this.layout.shape) }
+
+  hamt (shape) {
+    const key = `${shape.bitWidth}/${shape.bucketSize}`
+    let hamt = this.hamts.get(key)
+    if (hamt === undefined) {
+      const load = (cid, depth, path) => {
+        const node = this._cached(cid, bytes => {
+          let node
+          try { node = nodeFromData(dagCbor.decode(bytes), ENTRY_VALUES) } catch (err) {
+            throw err instanceof Malformed ? err : new Malformed(`not dag-cbor: ${err.message}`)
+          }
+          if (node.width !== shape.bitWidth || !sameBytes(encodeNode(node, shape, ENTRY_VALUES), bytes)) {
+            throw new Malformed('a HashMap node of another width, or not in canonical form')
+          }
+          return node
+        })
+        if (!(node instanceof Node)) throw new Malformed('a directory where a HashMap node was expected')
+        hamt.check(node, depth, path)
+        return node
+      }
+      hamt = new Hamt(shape, ENTRY_VALUES, load)
+      this.hamts.set(key, hamt)
+    }
+    return hamt
+  }
+}
+
+// One directory, persistent: a flat Map, or a HashMap root node of some shape (kuro_fs.fsdir.WorkDir).
+class Dir {
+  constructor (tree, flat, root, shape) {
+    this.tree = tree
+    this.flat = flat
+    this.root = root
+    this.shape = shape
+  }
+
+  get hamt () { return this.tree.hamt(this.shape) }
+
+  get (name) { return this.flat ? this.flat.get(name) : this.hamt.get(this.root, utf8.encode(name)) }
+
+  // Every [name, entry], in no particular order.
+  items () {
+    if (this.flat) return [...this.flat]
+    return [...this.hamt.items(this.root)].map(([key, entry]) => [strictUtf8.decode(key), entry])
+  }
+
+  isEmpty () { return this.flat ? this.flat.size === 0 : this.hamt.countUpto(this.root, 1) === 0 }
+
+  // This directory with name bound to entry (removed, for null); the layout follows the entry count.
+  with (name, entry) {
+    const layout = this.tree.layout
+    let dir = this
+    if (dir.root && !dir.shape.equals(layout.shape)) dir = dir._relayout(dir.items()) // a map of other parameters
+    if (dir.flat) {
+      const flat = new Map(dir.flat)
+      if (entry === null) flat.delete(name); else flat.set(name, entry)
+      return flat.size > layout.maxFlat ? dir._relayout([...flat]) : new Dir(this.tree, flat, null, layout.shape)
+    }
+    const key = utf8.encode(name)
+    const root = entry === null ? dir.hamt.delete(dir.root, key) : dir.hamt.set(dir.root, key, entry)
+    const out = new Dir(this.tree, null, root, dir.shape)
+    if (out._mayBeSmall() && out.hamt.countUpto(root, layout.maxFlat + 1) <= layout.maxFlat) return out._relayout(out.items())
+    return out
+  }
+
+  // The canonical layout for items under the tree's layout: flat up to maxFlat, else sharded.
+  _relayout (items) {
+    const layout = this.tree.layout
+    if (items.length <= layout.maxFlat) return new Dir(this.tree, new Map(items), null, layout.shape)
+    const root = this.tree.hamt(layout.shape).build(items.map(([name, entry]) => [utf8.encode(name), entry]))
+    return new Dir(this.tree, null, root, layout.shape)
+  }
+
+  // A lower bound on the count from the root alone: every child holds more than bucketSize entries.
+  _mayBeSmall () {
+    let bound = 0
+    for (const elem of this.root.elems) {
+      bound += Array.isArray(elem) ? elem.length : this.shape.bucketSize + 1
+      if (bound > this.tree.layout.maxFlat) return false
+    }
+    return true
+  }
+
+  // Store this directory (its HashMap nodes first); its CID.
+  store () {
+    const { layout, store } = this.tree
+    let dir = this
+    if (dir.flat && dir.flat.size > layout.maxFlat) dir = dir._relayout([...dir.flat]) // a large flat block of an older root
+    else if (dir.root && !dir.shape.equals(layout.shape)) dir = dir._relayout(dir.items())
+    if (dir.flat) return store.put(encodeDir(dir.flat), DAG_CBOR)
+    const { root, blocks } = dir.hamt.flush(dir.root, bytes => store.put(bytes, DAG_CBOR))
+    for (const [cid, , node] of blocks) store.decoded.set(cid, node)
+    return store.put(encodeSharded(root, dir.shape), DAG_CBOR)
+  }
 }
 
 const isDir = entry => codecOf(entry.cid) === DAG_CBOR
@@ -200,15 +368,11 @@ export function readFile (store, cid) {
 // ---- the filesystem value: new Fs(store, root); ops return {value, fs?} or {reason}
 
 export class Fs {
-  constructor (store, root) { this.store = store; this.root = root }
+  constructor (store, root, layout = DEFAULT_LAYOUT) { this.store = store; this.root = root; this.layout = layout; this.tree = new Tree(store, layout) }
 
-  static empty (store) { return new Fs(store, store.put(encodeDir(new Map()), DAG_CBOR)) }
+  static empty (store, layout = DEFAULT_LAYOUT) { return new Fs(store, store.put(encodeDir(new Map()), DAG_CBOR), layout) }
 
-  _load (cid) {
-    try { return decodeDir(block(this.store, cid)) } catch (err) {
-      throw err instanceof Refusal ? err : new Refusal('block-missing')
-    }
-  }
+  _load (cid) { return this.tree.load(cid) }
 
   // The chain of directories from the root down to parts (null past a missing one); a file on the way: blocked.
   _chain (parts, blocked) {
@@ -217,7 +381,7 @@ export class Fs {
       const entry = chain[chain.length - 1]?.get(name)
       if (entry === undefined) { chain.push(null); continue }
       if (!isDir(entry)) throw new Refusal(blocked)
-      chain.push(chain[chain.length - 1] === null ? null : this._load(entry.cid))
+      chain.push(this._load(entry.cid))
     }
     return chain
   }
@@ -236,15 +400,14 @@ export class Fs {
 
   // Put (or delete, for null) the entry at parts, creating missing parents; the new Fs.
   _set (parts, entry) {
-    const chain = this._chain(parts.slice(0, -1), 'path-blocked').map(d => new Map(d ?? []))
-    if (entry === null) chain[chain.length - 1].delete(parts[parts.length - 1])
-    else chain[chain.length - 1].set(parts[parts.length - 1], entry)
+    const chain = this._chain(parts.slice(0, -1), 'path-blocked').map(d => d ?? this.tree.empty())
+    let dir = chain[chain.length - 1].with(parts[parts.length - 1], entry)
     let cid
     for (let depth = chain.length - 1; depth >= 0; depth--) {
-      cid = this.store.put(encodeDir(chain[depth]), DAG_CBOR)
-      if (depth > 0) chain[depth - 1].set(parts[depth - 1], { cid, size: 0 })
+      cid = dir.store()
+      if (depth > 0) dir = chain[depth - 1].with(parts[depth - 1], { cid, size: 0 })
     }
-    return new Fs(this.store, cid)
+    return new Fs(this.store, cid, this.layout)
   }
 
   _op (path, body) {
@@ -254,6 +417,7 @@ export class Fs {
       return body(parts, namesADirectory(path))
     } catch (err) {
       if (err instanceof Refusal) return { reason: err.reason }
+      if (err instanceof Malformed) return { reason: 'block-missing' } // a block that is no directory or node
       throw err
     }
   }
@@ -285,7 +449,7 @@ export class Fs {
     return this._op(path, parts => {
       const entry = this._entry(parts)
       if (!isDir(entry)) throw new Refusal('not-a-directory')
-      const listing = parts.length ? this._load(entry.cid) : this._load(this.root)
+      const listing = new Map(this._load(entry.cid).items())
       const names = [...listing.keys()].sort(cmpCodePoints)
       return { value: names.map(n => isDir(listing.get(n)) ? `${n}/\n` : `${n}\n`).join('') }
     })
@@ -307,7 +471,7 @@ export class Fs {
     return this._op(path, (parts, wantsDir) => {
       if (!parts.length) throw new Refusal('not-found')
       const entry = this._entry(parts, wantsDir)
-      if (isDir(entry) && this._load(entry.cid).size > 0) throw new Refusal('directory-not-empty')
+      if (isDir(entry) && !this._load(entry.cid).isEmpty()) throw new Refusal('directory-not-empty')
       return { value: 0, fs: this._set(parts, null) }
     })
   }

@@ -1,0 +1,147 @@
+"""The V8 host's kuro.fs (``tools/v8host/kurofs.mjs`` + ``hamt.mjs``) against kuro_fs: the same roots.
+
+``tools/v8_fs_ops.mjs`` replays sequences of kuro.fs ops (write, rm, ls, read, and a switch of the
+directory layout over the same blocks) through the JavaScript filesystem the V8 host gives guests;
+here the same sequences run through :class:`kuro_fs.fs.Fs`. Every answer must be equal: the root
+CID after each write or rm (so every flat block, HashMap node and sharded directory block is the same
+bytes, through the flat → sharded and sharded → flat transitions and the re-layout of a directory read
+under another layout), each listing and file read, and each refusal's reason. The sequences cross the
+default threshold (256 entries) and, with small layouts, make deep maps with few entries.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from noderef import run_node, why_skip
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_fs.fsdir import DirLayout
+from kuro_fs.hamt import Shape
+
+pytestmark = pytest.mark.parity
+
+Layout = tuple[int, int, int]  # (max_flat, bit_width, bucket_size)
+
+
+def _layout(spec: Layout) -> DirLayout:
+    return DirLayout(spec[0], Shape(spec[1], spec[2]))
+
+
+def _names(rng: random.Random, n: int) -> list[str]:
+    return [f"{rng.choice(['a', 'file', 'é', 'こ', 'Z'])}-{i}" for i in range(n)]
+
+
+def _random_ops(seed: int, n: int, dirs: list[str]) -> list[list[Any]]:
+    """Writes into a few directories (some nested), then rms, reads and listings, in a random order."""
+    rng = random.Random(seed)
+    names = _names(rng, n)
+    paths = [f"{rng.choice(dirs)}{name}" for name in names]
+    ops: list[list[Any]] = [["write", path, f"{i}"] for i, path in enumerate(paths)]
+    ops += [["write", rng.choice(paths), "rewritten"] for _ in range(n // 10)]
+    gone = rng.sample(paths, int(n * 0.8))
+    for i, path in enumerate(gone):
+        ops.append(["rm", path])
+        if i % 17 == 0:
+            ops.append(["ls", rng.choice(dirs) or "."])
+            ops.append(["read", rng.choice(paths)])
+            ops.append(["rm", rng.choice(dirs) or "."])  # a directory: refused while non-empty
+    ops += [["ls", d or "."] for d in dirs]
+    return ops
+
+
+def _cases() -> list[dict[str, Any]]:
+    default: Layout = (256, 8, 3)
+    big = [["write", f"big/f{i}", f"{i}"] for i in range(300)]
+    unshard = [["rm", f"big/f{i}"] for i in range(44)]  # 300 → 256: flat again
+    return [
+        {"layout": default, "ops": [*big, ["ls", "big"], ["read", "big/f7"], *unshard, ["ls", "big"]]},
+        {"layout": default, "ops": [*big[:257], ["rm", "big/f3"], ["write", "big/f3", "back"], ["write", "big", "x"]]},
+        {"layout": (4, 3, 2), "ops": _random_ops(1, 160, ["", "d/", "d/e/"])},
+        {"layout": (8, 4, 3), "ops": _random_ops(2, 200, ["", "x/"])},
+        {"layout": (0, 3, 1), "ops": _random_ops(3, 60, ["", "d/"])},
+        {"layout": (16, 5, 3), "ops": _random_ops(4, 240, ["a/", "b/"])},
+        {  # a sharded directory read under another layout, and a flat one past the new threshold
+            "layout": (40, 8, 3),
+            "ops": [
+                *big[:60],
+                ["layout", 4, 3, 2],
+                ["ls", "big"],
+                ["write", "big/new", "n"],
+                ["layout", 100, 5, 3],
+                ["rm", "big/new"],
+                ["layout", 10, 8, 3],
+                ["write", "small/a", "a"],
+                ["layout", 0, 8, 3],
+                ["write", "small/b", "b"],
+            ],
+        },
+    ]
+
+
+CASES = _cases()
+
+
+def _ours(case: dict[str, Any]) -> list[dict[str, Any]]:
+    store = MemoryBlockStore()
+    fs = Fs(store, Fs.empty(store).root, layout=_layout(case["layout"]))
+    answers: list[dict[str, Any]] = []
+    for op in case["ops"]:
+        if op[0] == "layout":
+            fs = Fs(store, fs.root, layout=_layout((op[1], op[2], op[3])))
+            answers.append({"layout": True})
+            continue
+        if op[0] == "write":
+            got = fs.write(op[1], op[2].encode())
+        elif op[0] == "rm":
+            got = fs.rm(op[1])
+        elif op[0] == "ls":
+            got = fs.ls(op[1])
+        else:
+            got = fs.read(op[1])
+        if not got.ok:
+            answers.append({"reason": got.receipt["kuro.fs/reason"]})
+        elif op[0] in ("write", "rm"):
+            fs = got.fs
+            answers.append({"root": fs.root})
+        elif op[0] == "ls":
+            names = (e["name"] + ("/" if e["kind"] == "dir" else "") for e in got.value)
+            answers.append({"value": "".join(f"{name}\n" for name in names)})
+        else:
+            answers.append({"value": got.value.decode()})
+    return answers
+
+
+@pytest.fixture(scope="module")
+def theirs() -> list[dict[str, Any]]:
+    why = why_skip("@ipld/dag-cbor")
+    if why is not None:
+        print(f"V8 kuro.fs parity skipped: {why}")
+        pytest.skip(why)
+    return run_node("v8_fs_ops.mjs", [{"layout": list(c["layout"]), "ops": c["ops"]} for c in CASES])
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=[f"{i}-layout{c['layout']}" for i, c in enumerate(CASES)])
+def test_every_answer_equals_kuro_fs(theirs: list[dict[str, Any]], index: int) -> None:
+    ours, js = _ours(CASES[index]), theirs[index]["answers"]
+    assert len(ours) == len(js) == len(CASES[index]["ops"])
+    mismatch = [(i, CASES[index]["ops"][i], a, b) for i, (a, b) in enumerate(zip(ours, js, strict=True)) if a != b]
+    assert mismatch == [], f"first divergence: {mismatch[:1]}"
+
+
+def test_the_cases_cross_the_threshold_both_ways_and_refuse_some_ops() -> None:
+    # Not vacuous: the default-layout case shards (a sharded block holds no "entries") and un-shards,
+    # and every small-layout case has refusals (non-empty directory rms) among its answers.
+    store = MemoryBlockStore()
+    fs = Fs.empty(store)
+    for i in range(257):
+        fs = fs.write(f"big/f{i}", b"x").fs
+    sharded = fs.stat("big").value["cid"]
+    assert b"shard" in (store.get(sharded) or b"")
+    flat = fs.rm("big/f0").fs.stat("big").value["cid"]
+    assert b"entries" in (store.get(flat) or b"")
+    for case in CASES[2:6]:
+        assert any(a.get("reason") == "directory-not-empty" for a in _ours(case))
