@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from kuro_fs.car import write_car
+from kuro_fs.fs import Fs
 from kuro_wasm.host.fixtures import CaseResult, Setup, bundled_dir, case_files, load_case, run_case, setup
 from kuro_wasm.model.fixture import Case, parity_view
 from kuro_wasm.model.limits import Limits
@@ -148,3 +149,31 @@ def test_the_comparison_sees_a_difference_when_there_is_one(tmp_path: Path) -> N
         "reads",
         "denials",
     }
+
+
+@pytest.mark.parametrize(
+    ("name", "directory", "before", "after"),
+    [
+        ("fs-write-shards-a-full-flat-directory", "out", "entries", "shard"),
+        ("fs-rm-un-shards-a-directory", ".", "shard", "entries"),
+        ("fs-write-into-a-sharded-directory", "out", "shard", "shard"),
+        ("fs-ls-lists-a-sharded-directory", "docs", "shard", None),
+    ],
+)
+def test_the_sharded_cases_cross_the_layouts_they_say(
+    name: str, directory: str, before: str, after: str | None
+) -> None:
+    """Not vacuous: the cases over large directories start (and end) in the layout their names promise."""
+    case = CASES[name]
+    assert name in ON_V8
+    ready = setup(case, bundled_dir())
+
+    def layout(root: str) -> str:
+        cid = Fs(ready.store, root).stat(directory).value["cid"]
+        return "shard" if b"\x65shard" in (ready.store.get(cid) or b"") else "entries"
+
+    assert layout(ready.fs.root) == before
+    receipt = run_case(case, bundled_dir(), ready=ready).receipt
+    assert receipt is not None
+    if after is not None:
+        assert layout(receipt["kuro/fs-root-after"]) == after

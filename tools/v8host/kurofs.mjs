@@ -2,18 +2,24 @@
 //
 // The one decision: a guest's fs import is a synchronous call out of wasm, so every kuro.fs operation here
 // is synchronous: blocks live in a Map (filled from a CAR before the run), directories are the kuro.fs
-// dag-cbor block of kuro_fs/fsdir.py, encoded and decoded with @ipld/dag-cbor (canonical: the same bytes,
+// dag-cbor blocks of kuro_fs/fsdir.py, encoded and decoded with @ipld/dag-cbor (canonical: the same bytes,
 // hence the same root CIDs, as kuro_fs.dagcbor), files are UnixFS DAGs (raw leaves, 262144-byte chunks,
 // balanced, 174 links) built with @ipld/dag-pb and ipfs-unixfs. The JS importer (ipfs-unixfs-importer)
 // is asynchronous and cannot run inside an import call, so writeFile builds the same DAG itself;
 // selfTest() compares it with the importer at the boundary sizes.
 //
-// Supported: the flat directory format (one dag-cbor block per directory, at most 256 entries,
-//   {"entries": {name: {"cid": Link, "size": int}}, "type": "kuro.fs/dir", "version": 1}).
-// Not supported: HAMT-sharded kuro.fs directories (kuro_fs/hamt.py, more than 256 entries). Reading one is
-// "block-missing"; an edit that would take a directory past 256 entries throws, ending the run as a host
-// error — a case that needs either cannot be expressed here and is marked so.
-//
+// Directories are kuro_fs/fsdir.py's, both layouts, with its rules for when each is used: a directory of at
+// most Layout.maxFlat (256) entries is one flat block
+//   {"entries": {name: {"cid": Link, "size": int}}, "type": "kuro.fs/dir", "version": 1},
+// a larger one an IPLD HashMap (./hamt.mjs: sha2-256, bitWidth 8, buckets of 3) whose root is held inline
+//   {"shard": {"bucketSize": 3, "hamt": [map, data], "hashAlg": 18}, "type": "kuro.fs/dir", "version": 1}.
+// An edit re-lays a directory out as kuro_fs.fsdir.WorkDir.set does: flat → sharded past maxFlat entries,
+// sharded → flat at maxFlat or fewer, a HashMap of other parameters (or a large flat block of an older root)
+// rebuilt in the layout on its first edit; untouched HashMap nodes keep their blocks. Blocks are checked as
+// strictly as kuro_fs reads them (canonical bytes, every key in the slot its hash leads to, bucket sizes,
+// depth); one that fails, or is absent, is "block-missing". tests/parity/test_v8_hamt_parity.py replays
+// random edits here and in kuro_fs.Fs (through tools/v8_fs_ops.mjs) and requires the same roots.
+
 // Every operation returns {value} or {reason} with kuro_fs's denial reasons, in kuro_fs's check order
 // (bad-path first, then the op's own), so a guest sees the same error codes on both hosts.
 
