@@ -3,10 +3,11 @@
 // (tests/parity/test_v8_hamt_parity.py runs the same sequences through kuro_fs.fs.Fs).
 //
 // Reads one JSON request on stdin:
-//   {"cases": [{"layout": [maxFlat, bitWidth, bucketSize],
+//   {"cases": [{"layout": [maxFlat, bitWidth, bucketSize], "root": "<cid>", "blocks": {"<cid>": "<hex>"},
 //               "ops": [["write", "<path>", "<utf-8 text>"], ["rm", "<path>"], ["ls", "<path>"], ["read", "<path>"],
 //                       ["layout", maxFlat, bitWidth, bucketSize]]}]}
-// Each op starts from the root the previous successful write or rm left ("layout" switches the directory
+// "root" and "blocks" (optional) start from that root over those blocks (hostile ones included) instead of
+// an empty directory. Each op starts from the root the previous successful write or rm left ("layout" switches the directory
 // layout later edits use, over the same blocks). Writes one JSON line on stdout:
 //   {"results": [{"answers": [...]}]}, one answer per op: {"root": cid} for a write or rm,
 //   {"value": text} for ls ("name\n", a directory "name/\n", sorted) and read, {"reason": denial} when refused,
@@ -22,7 +23,8 @@ const request = JSON.parse(readFileSync(0, 'utf8'))
 const results = []
 for (const c of request.cases) {
   const store = new BlockStore()
-  let fs = Fs.empty(store, layoutOf(c.layout))
+  for (const [cid, hex] of Object.entries(c.blocks ?? {})) store.blocks.set(cid, Buffer.from(hex, 'hex'))
+  let fs = c.root ? new Fs(store, c.root, layoutOf(c.layout)) : Fs.empty(store, layoutOf(c.layout))
   const answers = []
   for (const op of c.ops) {
     if (op[0] === 'layout') {

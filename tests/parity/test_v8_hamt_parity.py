@@ -6,7 +6,10 @@ here the same sequences run through :class:`kuro_fs.fs.Fs`. Every answer must be
 CID after each write or rm (so every flat block, HashMap node and sharded directory block is the same
 bytes, through the flat → sharded and sharded → flat transitions and the re-layout of a directory read
 under another layout), each listing and file read, and each refusal's reason. The sequences cross the
-default threshold (256 entries) and, with small layouts, make deep maps with few entries.
+default threshold (256 entries) and, with small layouts, make deep maps with few entries. Hostile
+sharded directories (a lost node, a node linked twice, keys in the wrong slot, an over-full or unsorted
+bucket, a flipped bit in a node or the directory block) must be read and edited alike too: what
+kuro_fs refuses as block-missing, the V8 host refuses, and what it still answers, the V8 host answers.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from typing import Any
 import pytest
 from noderef import run_node, why_skip
 
-from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs import dagcbor
+from kuro_fs.blocks import MemoryBlockStore, put_block
+from kuro_fs.dircache import DirCache
 from kuro_fs.fs import Fs
 from kuro_fs.fsdir import DirLayout
 from kuro_fs.hamt import Shape
@@ -82,16 +87,70 @@ def _cases() -> list[dict[str, Any]]:
     ]
 
 
-CASES = _cases()
+HOSTILE_LAYOUT: Layout = (8, 4, 3)
+HOSTILE_NAMES = [f"n{i}" for i in range(40)]
+HOSTILE = ["lost-node", "diamond", "wrong-slot", "over-full", "unsorted", "flipped-child", "flipped-root"]
+
+
+def _hostile(which: str, seed: int) -> dict[str, Any]:
+    """A root whose ``e`` is a sharded directory made hostile one way, and ops that read and edit through it."""
+    store = MemoryBlockStore()
+    fs = Fs(store, Fs.empty(store).root, layout=_layout(HOSTILE_LAYOUT))
+    for name in HOSTILE_NAMES:
+        fs = fs.write(f"d/{name}", name.encode()).fs
+    d = fs.stat("d").value["cid"]
+    value = dagcbor.decode(store.get(d) or b"")
+    data = value["shard"]["hamt"][1]
+    links = [i for i, e in enumerate(data) if isinstance(e, dagcbor.Link)]
+    buckets = [i for i, e in enumerate(data) if not isinstance(e, dagcbor.Link)]
+    rng = random.Random(seed)
+    lost = None
+    if which == "lost-node":
+        lost = data[rng.choice(links)].cid
+    elif which == "diamond":  # one child under two hash prefixes
+        data[links[1]] = data[links[0]]
+    elif which == "wrong-slot":  # two buckets' keys swapped between their slots
+        data[buckets[0]], data[buckets[1]] = data[buckets[1]], data[buckets[0]]
+    elif which == "over-full":
+        data[buckets[0]] = sorted(data[buckets[0]] + data[buckets[1]], key=lambda pair: pair[0])
+    elif which == "unsorted":
+        multi = next(i for i in buckets if len(data[i]) > 1)
+        data[multi] = data[multi][::-1]
+    elif which == "flipped-child":  # a byte of a child node changed, the link updated to its new bytes
+        at = rng.choice(links)
+        raw = bytearray(store.get(data[at].cid) or b"")
+        raw[rng.randrange(len(raw))] ^= 1 << rng.randrange(8)
+        data[at] = dagcbor.Link(store.put(bytes(raw), "dag-cbor"))
+    block = dagcbor.encode(value)
+    if which == "flipped-root":
+        raw = bytearray(block)
+        raw[rng.randrange(len(raw))] ^= 1 << rng.randrange(8)
+        block = bytes(raw)
+    top = dagcbor.decode(store.get(fs.root) or b"")  # bound by hand: Fs.link refuses a block that does not decode
+    top["entries"]["e"] = {"cid": dagcbor.Link(store.put(block, "dag-cbor")), "size": 0}
+    del top["entries"]["d"]
+    root = store.put(dagcbor.encode(top), "dag-cbor")
+    picks = rng.sample(HOSTILE_NAMES, 6)
+    ops: list[list[Any]] = [["ls", "e"], *(["read", f"e/{n}"] for n in picks)]
+    ops += [["write", f"e/{picks[0]}", "new"], ["rm", f"e/{picks[1]}"], ["write", "e/brand-new", "x"], ["ls", "."]]
+    blocks = {cid: (store.get(cid) or b"").hex() for cid in store.cids() if cid != lost}
+    return {"layout": HOSTILE_LAYOUT, "root": root, "blocks": blocks, "ops": ops}
+
+
+CASES = _cases() + [_hostile(which, seed) for which in HOSTILE for seed in range(5)]
+IDS = [f"{i}-layout{c['layout']}" for i, c in enumerate(_cases())] + [f"{w}-{n}" for w in HOSTILE for n in range(5)]
 
 
 def _ours(case: dict[str, Any]) -> list[dict[str, Any]]:
     store = MemoryBlockStore()
-    fs = Fs(store, Fs.empty(store).root, layout=_layout(case["layout"]))
+    for cid, raw in case.get("blocks", {}).items():
+        put_block(store, cid, bytes.fromhex(raw))
+    layout = _layout(case["layout"])
+    fs = Fs(store, case["root"] if "root" in case else Fs.empty(store).root, layout=layout, cache=DirCache())
     answers: list[dict[str, Any]] = []
     for op in case["ops"]:
         if op[0] == "layout":
-            fs = Fs(store, fs.root, layout=_layout((op[1], op[2], op[3])))
+            fs = Fs(store, fs.root, layout=_layout((op[1], op[2], op[3])), cache=fs.cache)
             answers.append({"layout": True})
             continue
         if op[0] == "write":
@@ -121,10 +180,10 @@ def theirs() -> list[dict[str, Any]]:
     if why is not None:
         print(f"V8 kuro.fs parity skipped: {why}")
         pytest.skip(why)
-    return run_node("v8_fs_ops.mjs", [{"layout": list(c["layout"]), "ops": c["ops"]} for c in CASES])
+    return run_node("v8_fs_ops.mjs", [{**c, "layout": list(c["layout"])} for c in CASES])
 
 
-@pytest.mark.parametrize("index", range(len(CASES)), ids=[f"{i}-layout{c['layout']}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize("index", range(len(CASES)), ids=IDS)
 def test_every_answer_equals_kuro_fs(theirs: list[dict[str, Any]], index: int) -> None:
     ours, js = _ours(CASES[index]), theirs[index]["answers"]
     assert len(ours) == len(js) == len(CASES[index]["ops"])

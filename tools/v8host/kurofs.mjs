@@ -117,11 +117,23 @@ const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 const plainMap = v => v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Uint8Array) && !CID.asCID(v)
 const keysOf = v => Object.keys(v).sort().join(',')
 
+// The multihashes kuro_fs reads (kuro_fs.cid.HASHES: code -> digest length, null = identity up to 128 bytes).
+const READ_HASHES = new Map([[0x00, null], [0x12, 32], [0x13, 64], [0x1e, 32]])
+
+// Is cid (a CID object) one kuro_fs reads (kuro_fs.cid's reading profile)? kuro_fs's dag-cbor decoder refuses
+// a block holding any other link; @ipld/dag-cbor takes every CID, so a directory's links are checked here.
+export function readable (cid) {
+  if (cid.version === 0) return true // a CIDv0 is dag-pb sha2-256 by construction
+  if (cid.version !== 1 || ![RAW, DAG_PB, DAG_CBOR].includes(cid.code) || !READ_HASHES.has(cid.multihash.code)) return false
+  const size = READ_HASHES.get(cid.multihash.code)
+  return size === null ? cid.multihash.digest.length <= 128 : cid.multihash.digest.length === size
+}
+
 // A directory entry from its decoded {cid, size} map (kuro_fs.fsdir._entry_from).
 function entryFrom (item) {
   if (!plainMap(item) || keysOf(item) !== 'cid,size') throw new Malformed('an entry has keys cid, size')
   const cid = CID.asCID(item.cid)
-  if (!cid || !Number.isInteger(item.size) || item.size < 0) throw new Malformed('an entry cid is a link and its size a non-negative int')
+  if (!cid || !readable(cid) || !Number.isInteger(item.size) || item.size < 0) throw new Malformed('an entry cid is a link and its size a non-negative int')
   if (cid.code === DAG_CBOR && item.size !== 0) throw new Malformed('a directory has size 0')
   return { cid: cid.toString(), size: item.size }
 }
@@ -292,7 +304,8 @@ class Dir {
   }
 }
 
-const isDir = entry => codecOf(entry.cid) === DAG_CBOR
+// kuro_fs.fsdir.Entry.kind: a directory is a dag-cbor sha2-256 CIDv1 (another dag-cbor link is no directory kuro writes).
+const isDir = entry => entry.cid.startsWith('bafyrei')
 
 // ---- UnixFS files
 
