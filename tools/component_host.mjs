@@ -11,11 +11,16 @@
 //   (JSON: tuples as lists, bytes as {"/": {"bytes": b64}}, big ints as {"$big": "…"}), grant,
 //   stdin: b64 | null, root: fs root CID, blocks: {cid: b64}, max_output_bytes, timeout_ms,
 //   env: {name: value} (the spec's kuro/env), argv0: the spec's kuro/argv0 or the guest's CID,
-//   spec_args: the spec's args as given (strings become argv[1:])}
+//   spec_args: the spec's args as given (strings become argv[1:]), max_value_bytes: the run's bound on one value
+//   (kuro_wasm.model.limits.Limits.value_bound)}
 // answer: {exit_code, outcome, stdout, stderr (b64), stdout_cid, stderr_cid, result?, reads, denials}
 //
 // What this host does not do (the parity test skips those fixtures): fuel and memory limits (V8
-// has neither), and load errors (decided by kuro's model before any engine runs). fs.write and
+// has neither), and load errors (decided by kuro's model before any engine runs; so is an arg past
+// max_value_bytes). What one call carries is bounded by max_value_bytes as docs/components.md says and
+// kuro_wasm/host/kuro_world.py, wasi_p2.py and kinds/component.py do: a kuro:host answer or a value
+// from the guest past it is err(too-large), stdin.read is short, a WASI write or get-random-bytes past
+// it traps, and so does an export whose typed result is past it (counted as kuro_wasm.model.wit.value_bytes). fs.write and
 // fs.rm are checked (grant, path, type) and then kept in memory only: no new root is computed.
 // WASI 0.2 imports get the same virtual WASI as kuro_wasm/host/wasi_p2.py (virtualWasi below).
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads'
@@ -73,6 +78,40 @@ class KuroFs {
     const parts = node.Links.map((l) => this.fileBytes(l.Hash.toString()))
     return Buffer.concat(parts)
   }
+}
+
+// ---- the size of a value as max_value_bytes counts it (kuro_wasm.model.wit.value_bytes), over jco's values
+
+const SCALAR_BYTES = { bool: 1, s8: 1, u8: 1, s16: 2, u16: 2, s32: 4, u32: 4, f32: 4, char: 4, s64: 8, u64: 8, f64: 8, enum: 1 }
+const utf8Length = (text) => Buffer.byteLength(text, 'utf8')
+
+function valueBytes (t, v) {
+  const k = typeof t === 'string' ? t : t.kind
+  if (SCALAR_BYTES[k] !== undefined) return SCALAR_BYTES[k]
+  if (k === 'string') return utf8Length(v)
+  switch (k) {
+    case 'list': {
+      const elem = t.items[0]
+      const size = SCALAR_BYTES[typeof elem === 'string' ? elem : elem.kind]
+      if (size !== undefined) return size * v.length
+      let n = 0
+      for (const x of v) n += Math.max(1, valueBytes(elem, x))
+      return n
+    }
+    case 'record': return t.names.reduce((n, name, i) => n + valueBytes(t.items[i], v[camel(name)]), 0)
+    case 'tuple': return t.items.reduce((n, it, i) => n + valueBytes(it, v[i]), 0)
+    case 'variant': {
+      const it = t.items[t.names.indexOf(v.tag)]
+      return 1 + (it === null ? 0 : valueBytes(it, v.val))
+    }
+    case 'result': {
+      const it = t.items[v.tag === 'ok' ? 0 : 1]
+      return 1 + (it === null ? 0 : valueBytes(it, v.val))
+    }
+    case 'option': return 1 + (v === undefined ? 0 : valueBytes(t.items[0], v))
+    case 'flags': return Math.max(1, Math.ceil(t.names.length / 8))
+  }
+  return 1
 }
 
 // ---- values: lowered JSON → jco's JS values (params) and jco's values → receipt data (results)
@@ -162,7 +201,7 @@ function randomBytes (len) {
 // The virtual WASI 0.2 of kuro_wasm/host/wasi_p2.py, in JavaScript: stdio on the run's stream, stdin
 // gated by stdin/read, the spec's environment and argv, exit, the host's clocks and randomness, no
 // preopens; the filesystem's descriptors and the sockets exist only as names (calling them fails).
-function virtualWasi ({ emit, readStdin, stdinReady, environment, args }) {
+function virtualWasi ({ emit, readStdin, stdinReady, environment, args, bound }) {
   const closed = () => { const e = new Error('closed'); e.payload = { tag: 'closed' }; return e }
   class Pollable {
     constructor (ready = () => true) { this.isReady = ready }
@@ -171,9 +210,9 @@ function virtualWasi ({ emit, readStdin, stdinReady, environment, args }) {
   }
   class OutputStream {
     constructor (stream) { this.stream = stream }
-    checkWrite () { return 1n << 20n }
-    write (bytes) { emit(this.stream, bytes) }
-    blockingWriteAndFlush (bytes) { emit(this.stream, bytes) }
+    checkWrite () { return BigInt(Math.min(1 << 20, bound)) }
+    write (bytes) { emit(this.stream, bounded(bytes)) }
+    blockingWriteAndFlush (bytes) { emit(this.stream, bounded(bytes)) }
     flush () {}
     blockingFlush () {}
     subscribe () { return new Pollable() }
@@ -182,6 +221,10 @@ function virtualWasi ({ emit, readStdin, stdinReady, environment, args }) {
     read (len) { const got = readStdin(Number(len)); if (got === null) throw closed(); return got }
     blockingRead (len) { return this.read(len) }
     subscribe () { return new Pollable(stdinReady) }
+  }
+  const bounded = (bytes) => {
+    if (bytes.length > bound) throw new Error(`kuro: wasi:io/streams write of ${bytes.length} bytes: more than max_value_bytes (${bound})`)
+    return bytes
   }
   const missing = (name) => () => { throw new Error(`${name}: not provided by this host`) }
   class Stub {}
@@ -220,7 +263,10 @@ function virtualWasi ({ emit, readStdin, stdinReady, environment, args }) {
       resolution: () => ({ seconds: 0n, nanoseconds: 1000 })
     },
     'wasi:random/random': {
-      getRandomBytes: (len) => randomBytes(len),
+      getRandomBytes: (len) => {
+        if (Number(len) > bound && bound < MAX_RANDOM) throw new Error(`kuro: wasi:random get-random-bytes(${len}): more than ${bound} bytes (max_value_bytes)`)
+        return randomBytes(len)
+      },
       getRandomU64: () => crypto.getRandomValues(new BigUint64Array(1))[0]
     },
     'wasi:random/insecure-seed': {
@@ -241,6 +287,8 @@ function virtualWasi ({ emit, readStdin, stdinReady, environment, args }) {
 async function runGuest (req) {
   const fs = new KuroFs(Object.fromEntries(Object.entries(req.blocks).map(([c, b]) => [c, unb64(b)])), req.root)
   const grant = new Set(req.grant)
+  const bound = req.max_value_bytes
+  const tooLarge = (size) => { if (size > bound) throw new Refused('too-large') }
   const reads = []
   const denials = []
   let kept = 0
@@ -254,17 +302,22 @@ async function runGuest (req) {
     throw new Refused('denied')
   }
   const gate = (func, capability, path) => {
-    if (!grant.has(capability)) deny(`kuro:host/fs@1.0.0#${func}`, capability, path)
+    const size = utf8Length(path)
+    if (!grant.has(capability)) deny(`kuro:host/fs@1.0.0#${func}`, capability, size <= MAX_PATH_BYTES ? path : undefined)
+    tooLarge(size)
     if (path === '') throw new Refused('bad-path')
     const parts = cleanPath(path)
     if (parts === null) throw new Refused('bad-path')
     return parts
   }
-  const read = (parts) => {
+  // The file's bytes [lo, hi) — past the bound, too-large and not a read (kuro_world._read_file, _read_at).
+  const read = (parts, lo = 0, hi = Infinity) => {
     const entry = fs.lookup(parts)
     if (entry.kind !== 'file') throw new Refused('wrong-type')
+    const data = fs.fileBytes(entry.cid).slice(lo, hi)
+    tooLarge(data.length)
     if (!reads.includes(entry.cid)) { reads.push(entry.cid); parentPort.postMessage({ reads }) }
-    return fs.fileBytes(entry.cid)
+    return data
   }
   const emit = (stream, data) => {
     if (capped || kept + data.length > req.max_output_bytes) { capped = true; throw new Stopped('output-capped') }
@@ -292,28 +345,29 @@ async function runGuest (req) {
         stdin = stdin.slice(out.length)
         return out
       },
-      stdinReady: () => true
+      stdinReady: () => true,
+      bound
     }),
     'kuro:host/types': {},
     'kuro:host/output': {
-      write (stream, data) { emit(stream, data) }
+      write (stream, data) { tooLarge(data.length); emit(stream, data) }
     },
     'kuro:host/stdin': {
       read (max) {
         if (!grant.has('stdin/read')) deny('kuro:host/stdin@1.0.0#read', 'stdin/read', undefined)
-        const out = stdin.slice(0, max)
+        if (max === 0) return new Uint8Array()
+        if (bound === 0) throw new Refused('too-large')
+        const out = stdin.slice(0, Math.min(max, bound)) // a short read: the guest asks again
         stdin = stdin.slice(out.length)
         return out
       }
     },
     'kuro:host/fs': {
       read (path) { return read(gate('read', 'fs/read', path)) },
-      readAt (path, offset, len) {
-        const data = read(gate('read-at', 'fs/read', path))
-        return data.slice(Number(offset), Number(offset) + len)
-      },
+      readAt (path, offset, len) { return read(gate('read-at', 'fs/read', path), Number(offset), Number(offset) + len) },
       write (path, data) {
         const parts = gate('write', 'fs/write', path)
+        tooLarge(data.length)
         if (parts.length === 0) throw new Refused('wrong-type')
         try { if (fs.lookup(parts).kind === 'dir') throw new Refused('wrong-type') } catch (e) { if (e.payload !== 'not-found') throw e }
         fs.written.set(parts.join('/'), data)
@@ -322,10 +376,12 @@ async function runGuest (req) {
         const entry = fs.lookup(gate('ls', 'fs/ls', path))
         if (entry.kind !== 'dir') throw new Refused('wrong-type')
         const entries = fs.dir(entry.cid)
-        return Object.keys(entries).sort().map((name) => {
+        const listing = Object.keys(entries).sort().map((name) => {
           const cid = entries[name].cid.toString()
           return { name, kind: cid.startsWith('bafyrei') ? 'dir' : 'file', size: BigInt(entries[name].size), cid }
         })
+        tooLarge(listing.reduce((n, e) => n + Math.max(1, utf8Length(e.name) + 1 + 8 + utf8Length(e.cid)), 0))
+        return listing
       },
       rm (path) {
         const parts = gate('rm', 'fs/rm', path)
@@ -336,6 +392,7 @@ async function runGuest (req) {
       },
       stat (path) {
         const entry = fs.lookup(gate('stat', 'fs/ls', path))
+        tooLarge(1 + 8 + utf8Length(entry.cid))
         return { kind: entry.kind, size: BigInt(entry.size), cid: entry.cid }
       }
     }
@@ -359,6 +416,10 @@ async function runGuest (req) {
   }
   const rt = req.func.result
   if (rt === null) return { exit_code: 0 }
+  const lifted = typeof rt === 'object' && rt.kind === 'result' ? { tag: isErr ? 'err' : 'ok', val: value } : value
+  if (valueBytes(rt, lifted) > bound) {
+    throw new Error(`kuro: export '${req.export}' returned more than max_value_bytes (${bound}) lets one call carry`)
+  }
   if (req.export === 'run' && rt === 'u32') return { exit_code: value }
   if (typeof rt === 'object' && rt.kind === 'result') {
     return { exit_code: isErr ? 1 : 0, result: plain(rt, { tag: isErr ? 'err' : 'ok', val: value }) }

@@ -5,9 +5,9 @@ Each ``guests/fixtures/*.toml`` case whose guest is a component runs through
 component transpiled by ``jco transpile --instantiation async``, with kuro:host
 written in JavaScript over the same blocks). Compared: the exit code, the
 stdout and stderr CIDs, the typed result (``kuro/result``) and ``kuro/reads``
-(and the denials). Not compared, and why, per case: fuel and memory limits (V8
-has neither), ``max_value_bytes`` (the node host does not bound values), and load
-errors (kuro's model decides them before any engine runs). Needs ``node`` and
+(and the denials). ``max_value_bytes`` is enforced by both. Not compared, and why,
+per case: fuel and memory limits (V8 has neither), and load errors (kuro's model
+decides them before any engine runs). Needs ``node`` and
 ``tools/node_modules``; without them it is skipped, saying why (CI may not skip).
 """
 
@@ -31,6 +31,7 @@ from kuro_wasm.host.cache import cache_for
 from kuro_wasm.host.engine import EngineConfig
 from kuro_wasm.host.kinds.component import KIND
 from kuro_wasm.host.loader import LoadFailure, add_guest, prepare
+from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.sessions import guest, session
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -117,8 +118,6 @@ def _left_out(case: dict[str, Any]) -> str | None:
         return "a load error is decided by kuro's model before any engine runs"
     if "fuel" in limits or "max_memory_bytes" in limits:
         return "V8 has no fuel or memory limit"
-    if "max_value_bytes" in limits:
-        return "the V8 host does not bound what one call carries (max_value_bytes)"
     return None
 
 
@@ -134,7 +133,7 @@ def test_only_load_errors_and_limits_v8_lacks_are_left_out_of_parity() -> None:
     assert len(FIXTURES) >= 30 and len(left) < len(FIXTURES)
     for stem, reason in left.items():
         case = _case(ROOT / "guests" / "components" / "fixtures" / f"{stem}.toml")
-        wasmtime_only = {"fuel", "max_memory_bytes", "max_value_bytes"}
+        wasmtime_only = {"fuel", "max_memory_bytes"}
         assert case["expect"]["outcome"] == "load-error" or wasmtime_only & set(case.get("limits", {}))
         assert reason
 
@@ -178,6 +177,7 @@ def test_a_component_fixture_gives_the_same_answer_on_wasmtime_and_v8(
         "env": case.get("env", {}),
         "argv0": case.get("argv0", cid),
         "spec_args": args if all(isinstance(a, str) for a in args) else [],
+        "max_value_bytes": Limits.from_options(limits).value_bound(),
     }
     done = subprocess.run(
         ["node", "--experimental-wasm-extended-const", str(HOST)],
