@@ -1,7 +1,7 @@
 // A second engine for kuro components: V8 (node), running a component that `jco transpile
 // --instantiation async` turned into JavaScript, with the kuro:host@1.0.0 imports written here
-// over the same blocks (kuro.fs directories read by CID with @ipld/dag-cbor, files with
-// @ipld/dag-pb + ipfs-unixfs). The parity test (tests/parity/test_component_parity.py) runs every
+// over the same blocks (kuro.fs directories — flat or sharded — read by CID through the V8 guest
+// host's tools/v8host/kurofs.mjs, files with @ipld/dag-pb + ipfs-unixfs). The parity test (tests/parity/test_component_parity.py) runs every
 // component fixture here and through kuro_wasm, and compares exit code, stdout/stderr CIDs, the
 // typed result and kuro/reads.
 //
@@ -28,7 +28,7 @@ import { pathToFileURL } from 'node:url'
 import { readFile } from 'node:fs/promises'
 import { sha256 } from 'multiformats/hashes/sha2'
 import { CID } from 'multiformats/cid'
-import * as dagCbor from '@ipld/dag-cbor'
+import { BlockStore, Fs, Malformed, Refusal } from './v8host/kurofs.mjs'
 import * as dagPb from '@ipld/dag-pb'
 import { UnixFS } from 'ipfs-unixfs'
 
@@ -52,21 +52,37 @@ function cleanPath (path) {
 }
 
 class KuroFs {
-  constructor (blocks, root) { this.blocks = blocks; this.root = root; this.removed = new Set(); this.written = new Map() }
+  constructor (blocks, root) {
+    this.store = new BlockStore()
+    for (const [cid, bytes] of Object.entries(blocks)) this.store.blocks.set(cid, bytes)
+    this.tree = new Fs(this.store, root)
+    this.root = root; this.removed = new Set(); this.written = new Map()
+  }
+
   block (cid) {
-    const found = this.blocks[cid]
-    if (found === undefined) throw new Refused('io')
+    const found = this.store.get(cid) // re-hashed: bytes that are not the block are as good as absent
+    if (found === null) throw new Refused('io')
     return found
   }
-  dir (cid) { return dagCbor.decode(this.block(cid)).entries }
+
+  // fn() over directory blocks: a block absent, corrupt or malformed is the io error.
+  guard (fn) {
+    try { return fn() } catch (e) { if (e instanceof Refusal || e instanceof Malformed) throw new Refused('io'); throw e }
+  }
+
+  // The directory cid, flat or sharded: {get(name), items(), isEmpty()}, each guarded.
+  dir (cid) {
+    const dir = this.guard(() => this.tree.dir(cid))
+    return { get: (name) => this.guard(() => dir.get(name)), items: () => this.guard(() => dir.items()), isEmpty: () => this.guard(() => dir.isEmpty()) }
+  }
   // The entry {cid, size, kind} at parts (the root is a dir), or a Refused error code.
   lookup (parts) {
     let entry = { cid: this.root, size: 0, kind: 'dir' }
     for (const name of parts) {
       if (entry.kind !== 'dir') throw new Refused('wrong-type')
-      const child = this.dir(entry.cid)[name]
+      const child = this.dir(entry.cid).get(name)
       if (child === undefined) throw new Refused('not-found')
-      const cid = child.cid.toString()
+      const cid = child.cid
       entry = { cid, size: child.size, kind: cid.startsWith('bafyrei') ? 'dir' : 'file' }
     }
     return entry
@@ -375,10 +391,9 @@ async function runGuest (req) {
       ls (path) {
         const entry = fs.lookup(gate('ls', 'fs/ls', path))
         if (entry.kind !== 'dir') throw new Refused('wrong-type')
-        const entries = fs.dir(entry.cid)
-        const listing = Object.keys(entries).sort().map((name) => {
-          const cid = entries[name].cid.toString()
-          return { name, kind: cid.startsWith('bafyrei') ? 'dir' : 'file', size: BigInt(entries[name].size), cid }
+        const byName = ([a], [b]) => Buffer.compare(Buffer.from(a), Buffer.from(b)) // code point order, as kuro_fs sorts
+        const listing = fs.dir(entry.cid).items().sort(byName).map(([name, { cid, size }]) => {
+          return { name, kind: cid.startsWith('bafyrei') ? 'dir' : 'file', size: BigInt(size), cid }
         })
         tooLarge(listing.reduce((n, e) => n + Math.max(1, utf8Length(e.name) + 1 + 8 + utf8Length(e.cid)), 0))
         return listing
@@ -387,7 +402,7 @@ async function runGuest (req) {
         const parts = gate('rm', 'fs/rm', path)
         if (parts.length === 0) throw new Refused('bad-path')
         const entry = fs.lookup(parts)
-        if (entry.kind === 'dir' && Object.keys(fs.dir(entry.cid)).length > 0) throw new Refused('not-empty')
+        if (entry.kind === 'dir' && !fs.dir(entry.cid).isEmpty()) throw new Refused('not-empty')
         fs.removed.add(parts.join('/'))
       },
       stat (path) {

@@ -29,8 +29,10 @@ from kuro_fs.fs import Fs
 from kuro_wasm.host.api import run
 from kuro_wasm.host.cache import cache_for
 from kuro_wasm.host.engine import EngineConfig
+from kuro_wasm.host.fixtures import load_case
 from kuro_wasm.host.kinds.component import KIND
 from kuro_wasm.host.loader import LoadFailure, add_guest, prepare
+from kuro_wasm.model.fixture import generated_files
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.sessions import guest, session
 
@@ -146,8 +148,9 @@ def test_a_component_fixture_gives_the_same_answer_on_wasmtime_and_v8(
     name = case["guest"].removeprefix("component:")
     store = _Recording()
     fs = Fs.empty(store)
-    for file, text in case.get("fs", {}).items():
-        fs = fs.write(file, text.encode()).fs
+    parsed = load_case(path)
+    for file, data in generated_files(parsed.name, "fs_generated", parsed.fs_generated, parsed.fs).items():
+        fs = fs.write(file, data).fs
     grant = case.get("grant", None if "mode" in case else ALL_CAPS)
     sess = session("s-parity", fs.root, case.get("mode", "terminal-repo"), grant=grant)
     import build_components

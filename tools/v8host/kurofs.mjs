@@ -30,6 +30,7 @@ import { UnixFS } from 'ipfs-unixfs'
 import { CID } from 'multiformats/cid'
 import * as Digest from 'multiformats/hashes/digest'
 import { HASH_ALG, Hamt, Malformed, Node, Shape, encodeNode, nodeFromData, rootData } from './hamt.mjs'
+export { Malformed }
 
 export const RAW = 0x55
 export const DAG_PB = 0x70
@@ -50,7 +51,8 @@ export function sha256 (bytes) { return new Uint8Array(createHash('sha256').upda
 export function cidFor (bytes, codec) { return CID.createV1(codec, Digest.create(0x12, sha256(bytes))).toString() }
 export function codecOf (cid) { return CID.parse(cid).code }
 
-class Refusal extends Error { constructor (reason) { super(reason); this.reason = reason } }
+// A denial with kuro_fs's reason; Malformed (./hamt.mjs) is a block that is no directory or node (block-missing).
+export class Refusal extends Error { constructor (reason) { super(reason); this.reason = reason } }
 
 export class BlockStore {
   constructor () { this.blocks = new Map() }
@@ -390,6 +392,9 @@ export class Fs {
   constructor (store, root, layout = DEFAULT_LAYOUT) { this.store = store; this.root = root; this.layout = layout; this.tree = new Tree(store, layout) }
 
   static empty (store, layout = DEFAULT_LAYOUT) { return new Fs(store, store.put(encodeDir(new Map()), DAG_CBOR), layout) }
+
+  // The directory cid: get(name), items(), isEmpty() (each may throw Refusal or Malformed as blocks are read).
+  dir (cid) { return this.tree.load(cid) }
 
   _load (cid) { return this.tree.load(cid) }
 
