@@ -13,88 +13,50 @@
 //   env: {name: value} (the spec's kuro/env), argv0: the spec's kuro/argv0 or the guest's CID,
 //   spec_args: the spec's args as given (strings become argv[1:]), max_value_bytes: the run's bound on one value
 //   (kuro_wasm.model.limits.Limits.value_bound)}
-// answer: {exit_code, outcome, stdout, stderr (b64), stdout_cid, stderr_cid, result?, reads, denials}
+// answer: {exit_code, outcome, stdout, stderr (b64), stdout_cid, stderr_cid, result?, reads, denials,
+//   fs_root_after: the fs root after the run's writes, or null}
 //
 // What this host does not do (the parity test skips those fixtures): fuel and memory limits (V8
 // has neither), and load errors (decided by kuro's model before any engine runs; so is an arg past
-// max_value_bytes). What one call carries is bounded by max_value_bytes as docs/components.md says and
-// kuro_wasm/host/kuro_world.py, wasi_p2.py and kinds/component.py do: a kuro:host answer or a value
-// from the guest past it is err(too-large), stdin.read is short, a WASI write or get-random-bytes past
-// it traps, and so does an export whose typed result is past it (counted as kuro_wasm.model.wit.value_bytes). fs.write and
-// fs.rm are checked (grant, path, type) and then kept in memory only: no new root is computed.
+// max_value_bytes). What one call carries is bounded by max_value_bytes as docs/components.md says
+// and kuro_wasm/host/kuro_world.py, wasi_p2.py and kinds/component.py do: a kuro:host answer or a
+// value from the guest past it is err(too-large), stdin.read is short, a WASI write or
+// get-random-bytes past it traps, and so does an export whose typed result is past it (counted as
+// kuro_wasm.model.wit.value_bytes). fs.write and fs.rm write kuro.fs blocks as kuro_fs does
+// (kurofs.mjs): fs_root_after is the root they leave.
 // WASI 0.2 imports get the same virtual WASI as kuro_wasm/host/wasi_p2.py (virtualWasi below).
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads'
 import { pathToFileURL } from 'node:url'
 import { readFile } from 'node:fs/promises'
 import { sha256 } from 'multiformats/hashes/sha2'
 import { CID } from 'multiformats/cid'
-import { BlockStore, Fs, Malformed, Refusal } from './v8host/kurofs.mjs'
-import * as dagPb from '@ipld/dag-pb'
-import { UnixFS } from 'ipfs-unixfs'
+import { BlockStore, Fs } from './v8host/kurofs.mjs'
 
 const b64 = (bytes) => Buffer.from(bytes).toString('base64')
 const unb64 = (text) => new Uint8Array(Buffer.from(text, 'base64'))
 
-// ---- kuro.fs over the request's blocks (read side), paths as kuro_fs/paths.py decides them
+// ---- kuro.fs over the request's blocks: the V8 guest host's (tools/v8host/kurofs.mjs), errors by name
 
-const MAX_NAME_BYTES = 255
 const MAX_PATH_BYTES = 4096
 class Refused extends Error {
   constructor (code) { super(code); this.payload = code }
 }
 
-function cleanPath (path) {
-  const enc = new TextEncoder()
-  if (path.trim() === '' || path.includes('\0') || enc.encode(path).length > MAX_PATH_BYTES) return null
-  const parts = path.split(/\/+/).filter((s) => s !== '' && s !== '.')
-  for (const seg of parts) if (seg === '..' || enc.encode(seg).length > MAX_NAME_BYTES) return null
-  return parts
+// kuro.fs denial reason -> kuro:host error-code (kuro_wasm.model.abi.REASON_CODES by name)
+const ERROR_NAMES = {
+  'missing-capability': 'denied',
+  'not-found': 'not-found',
+  'not-a-file': 'wrong-type',
+  'is-a-directory': 'wrong-type',
+  'not-a-directory': 'wrong-type',
+  'path-blocked': 'wrong-type',
+  'bad-path': 'bad-path',
+  'directory-not-empty': 'not-empty',
+  'block-missing': 'io',
+  'bad-range': 'fault',
+  'over-budget': 'too-large'
 }
-
-class KuroFs {
-  constructor (blocks, root) {
-    this.store = new BlockStore()
-    for (const [cid, bytes] of Object.entries(blocks)) this.store.blocks.set(cid, bytes)
-    this.tree = new Fs(this.store, root)
-    this.root = root; this.removed = new Set(); this.written = new Map()
-  }
-
-  block (cid) {
-    const found = this.store.get(cid) // re-hashed: bytes that are not the block are as good as absent
-    if (found === null) throw new Refused('io')
-    return found
-  }
-
-  // fn() over directory blocks: a block absent, corrupt or malformed is the io error.
-  guard (fn) {
-    try { return fn() } catch (e) { if (e instanceof Refusal || e instanceof Malformed) throw new Refused('io'); throw e }
-  }
-
-  // The directory cid, flat or sharded: {get(name), items(), isEmpty()}, each guarded.
-  dir (cid) {
-    const dir = this.guard(() => this.tree.dir(cid))
-    return { get: (name) => this.guard(() => dir.get(name)), items: () => this.guard(() => dir.items()), isEmpty: () => this.guard(() => dir.isEmpty()) }
-  }
-  // The entry {cid, size, kind} at parts (the root is a dir), or a Refused error code.
-  lookup (parts) {
-    let entry = { cid: this.root, size: 0, kind: 'dir' }
-    for (const name of parts) {
-      if (entry.kind !== 'dir') throw new Refused('wrong-type')
-      const child = this.dir(entry.cid).get(name)
-      if (child === undefined) throw new Refused('not-found')
-      const cid = child.cid
-      entry = { cid, size: child.size, kind: cid.startsWith('bafyrei') ? 'dir' : 'file' }
-    }
-    return entry
-  }
-  fileBytes (cid) {
-    if (cid.startsWith('bafkrei')) return this.block(cid)
-    const node = dagPb.decode(this.block(cid))
-    if (node.Links.length === 0) return UnixFS.unmarshal(node.Data).data ?? new Uint8Array()
-    const parts = node.Links.map((l) => this.fileBytes(l.Hash.toString()))
-    return Buffer.concat(parts)
-  }
-}
+const MAX_LIST = 2 ** 32 - 1
 
 // ---- the size of a value as max_value_bytes counts it (kuro_wasm.model.wit.value_bytes), over jco's values
 
@@ -301,7 +263,15 @@ function virtualWasi ({ emit, readStdin, stdinReady, environment, args, bound })
 }
 
 async function runGuest (req) {
-  const fs = new KuroFs(Object.fromEntries(Object.entries(req.blocks).map(([c, b]) => [c, unb64(b)])), req.root)
+  const store = new BlockStore()
+  for (const [cid, bytes] of Object.entries(req.blocks)) store.blocks.set(cid, unb64(bytes))
+  let fs = new Fs(store, req.root) // the run's fs; a write or rm moves it on
+  const answer = (got) => { if (got.reason !== undefined) throw new Refused(ERROR_NAMES[got.reason] ?? 'io'); return got.value }
+  const advance = (got) => {
+    answer(got)
+    fs = got.fs
+    parentPort.postMessage({ fsRoot: fs.root })
+  }
   const grant = new Set(req.grant)
   const bound = req.max_value_bytes
   const tooLarge = (size) => { if (size > bound) throw new Refused('too-large') }
@@ -322,19 +292,9 @@ async function runGuest (req) {
     if (!grant.has(capability)) deny(`kuro:host/fs@1.0.0#${func}`, capability, size <= MAX_PATH_BYTES ? path : undefined)
     tooLarge(size)
     if (path === '') throw new Refused('bad-path')
-    const parts = cleanPath(path)
-    if (parts === null) throw new Refused('bad-path')
-    return parts
+    return path
   }
-  // The file's bytes [lo, hi) — past the bound, too-large and not a read (kuro_world._read_file, _read_at).
-  const read = (parts, lo = 0, hi = Infinity) => {
-    const entry = fs.lookup(parts)
-    if (entry.kind !== 'file') throw new Refused('wrong-type')
-    const data = fs.fileBytes(entry.cid).slice(lo, hi)
-    tooLarge(data.length)
-    if (!reads.includes(entry.cid)) { reads.push(entry.cid); parentPort.postMessage({ reads }) }
-    return data
-  }
+  const recordRead = (cid) => { if (!reads.includes(cid)) { reads.push(cid); parentPort.postMessage({ reads }) } }
   const emit = (stream, data) => {
     if (capped || kept + data.length > req.max_output_bytes) { capped = true; throw new Stopped('output-capped') }
     kept += data.length
@@ -379,36 +339,43 @@ async function runGuest (req) {
       }
     },
     'kuro:host/fs': {
-      read (path) { return read(gate('read', 'fs/read', path)) },
-      readAt (path, offset, len) { return read(gate('read-at', 'fs/read', path), Number(offset), Number(offset) + len) },
+      // A file longer than one call may carry is too-large from its root block, before a byte is read
+      // (kuro_wasm/host/fsgate.py _read_into with whole); read-at reads at most one byte past the bound.
+      read (path) {
+        gate('read', 'fs/read', path)
+        const cap = Math.min(MAX_LIST, bound)
+        if (answer(fs.readInto(path, 0)).size > cap) throw new Refused('too-large')
+        const got = answer(fs.readInto(path, cap))
+        recordRead(got.cid)
+        return got.data
+      },
+      readAt (path, offset, len) {
+        gate('read-at', 'fs/read', path)
+        const got = answer(fs.readAt(path, Number(offset), Math.min(len, bound + 1)))
+        tooLarge(got.data.length)
+        recordRead(got.cid)
+        return got.data
+      },
       write (path, data) {
-        const parts = gate('write', 'fs/write', path)
+        gate('write', 'fs/write', path)
         tooLarge(data.length)
-        if (parts.length === 0) throw new Refused('wrong-type')
-        try { if (fs.lookup(parts).kind === 'dir') throw new Refused('wrong-type') } catch (e) { if (e.payload !== 'not-found') throw e }
-        fs.written.set(parts.join('/'), data)
+        advance(fs.write(path, data))
       },
       ls (path) {
-        const entry = fs.lookup(gate('ls', 'fs/ls', path))
-        if (entry.kind !== 'dir') throw new Refused('wrong-type')
-        const byName = ([a], [b]) => Buffer.compare(Buffer.from(a), Buffer.from(b)) // code point order, as kuro_fs sorts
-        const listing = fs.dir(entry.cid).items().sort(byName).map(([name, { cid, size }]) => {
-          return { name, kind: cid.startsWith('bafyrei') ? 'dir' : 'file', size: BigInt(size), cid }
-        })
+        gate('ls', 'fs/ls', path)
+        const listing = answer(fs.entries(path)).map(({ name, kind, size, cid }) => ({ name, kind, size: BigInt(size), cid }))
         tooLarge(listing.reduce((n, e) => n + Math.max(1, utf8Length(e.name) + 1 + 8 + utf8Length(e.cid)), 0))
         return listing
       },
       rm (path) {
-        const parts = gate('rm', 'fs/rm', path)
-        if (parts.length === 0) throw new Refused('bad-path')
-        const entry = fs.lookup(parts)
-        if (entry.kind === 'dir' && !fs.dir(entry.cid).isEmpty()) throw new Refused('not-empty')
-        fs.removed.add(parts.join('/'))
+        gate('rm', 'fs/rm', path)
+        advance(fs.rm(path))
       },
       stat (path) {
-        const entry = fs.lookup(gate('stat', 'fs/ls', path))
-        tooLarge(1 + 8 + utf8Length(entry.cid))
-        return { kind: entry.kind, size: BigInt(entry.size), cid: entry.cid }
+        gate('stat', 'fs/ls', path)
+        const meta = answer(fs.stat(path))
+        tooLarge(1 + 8 + utf8Length(meta.cid))
+        return { kind: meta.kind, size: BigInt(meta.size), cid: meta.cid }
       }
     }
   }
@@ -455,6 +422,7 @@ async function main () {
   const out = { stdout: [], stderr: [] }
   let reads = []
   let denials = []
+  let fsRootAfter = null
   const answer = await new Promise((resolve) => {
     const worker = new Worker(new URL(import.meta.url), { workerData: req })
     const timer = setTimeout(() => { worker.terminate(); resolve({ exit_code: 124, outcome: 'timeout' }) }, req.timeout_ms)
@@ -462,6 +430,7 @@ async function main () {
       if (m.chunk) out[m.chunk[0]].push(unb64(m.chunk[1]))
       if (m.reads) reads = m.reads
       if (m.denials) denials = m.denials
+      if (m.fsRoot) fsRootAfter = m.fsRoot
       if (m.done) { clearTimeout(timer); resolve(m.done) }
     })
     worker.on('error', (e) => { clearTimeout(timer); resolve({ exit_code: 134, outcome: 'trap', error: String(e) }) })
@@ -470,7 +439,7 @@ async function main () {
   const stderr = Buffer.concat(out.stderr)
   if (answer.outcome === undefined) answer.outcome = answer.exit_code === 0 ? 'ok' : 'exit'
   Object.assign(answer, {
-    stdout: b64(stdout), stderr: b64(stderr), stdout_cid: await cidOf(stdout), stderr_cid: await cidOf(stderr), reads, denials
+    stdout: b64(stdout), stderr: b64(stderr), stdout_cid: await cidOf(stdout), stderr_cid: await cidOf(stderr), reads, denials, fs_root_after: fsRootAfter
   })
   process.stdout.write(JSON.stringify(answer) + '\n')
   process.exit(0)

@@ -4,11 +4,12 @@ Each ``guests/fixtures/*.toml`` case whose guest is a component runs through
 ``kuro_wasm.run`` (wasmtime) and through ``tools/component_host.mjs`` (node: the
 component transpiled by ``jco transpile --instantiation async``, with kuro:host
 written in JavaScript over the same blocks). Compared: the exit code, the
-stdout and stderr CIDs, the typed result (``kuro/result``) and ``kuro/reads``
-(and the denials). ``max_value_bytes`` is enforced by both. Not compared, and why,
-per case: fuel and memory limits (V8 has neither), and load errors (kuro's model
-decides them before any engine runs). Needs ``node`` and
-``tools/node_modules``; without them it is skipped, saying why (CI may not skip).
+stdout and stderr CIDs, the typed result (``kuro/result``), ``kuro/reads``, the
+denials and ``kuro/fs-root-after`` (fs writes mint the same kuro.fs blocks).
+``max_value_bytes`` is enforced by both. Not compared, and why, per case: fuel
+and memory limits (V8 has neither), and load errors (kuro's model decides them
+before any engine runs). Needs ``node`` and ``tools/node_modules``; without them
+it is skipped, saying why (CI may not skip).
 """
 
 from __future__ import annotations
@@ -194,3 +195,4 @@ def test_a_component_fixture_gives_the_same_answer_on_wasmtime_and_v8(
     assert _from_js(v8.get("result")) == receipt.get("kuro/result")
     assert v8["reads"] == receipt["kuro/reads"]
     assert v8["denials"] == receipt["kuro/denials"]
+    assert v8["fs_root_after"] == receipt.get("kuro/fs-root-after")  # fs.write / fs.rm mint the same blocks

@@ -469,13 +469,27 @@ export class Fs {
     })
   }
 
-  ls (path) {
+  // The directory's entries sorted by name (code points): [{name, kind, size, cid}] (kuro_fs.fs.Fs.ls).
+  entries (path) {
     return this._op(path, parts => {
       const entry = this._entry(parts)
       if (!isDir(entry)) throw new Refusal('not-a-directory')
-      const listing = new Map(this._load(entry.cid).items())
-      const names = [...listing.keys()].sort(cmpCodePoints)
-      return { value: names.map(n => isDir(listing.get(n)) ? `${n}/\n` : `${n}\n`).join('') }
+      const items = this._load(entry.cid).items().sort(([a], [b]) => cmpCodePoints(a, b))
+      return { value: items.map(([name, e]) => ({ name, kind: isDir(e) ? 'dir' : 'file', size: e.size, cid: e.cid })) }
+    })
+  }
+
+  // The listing text of the ABI's fs_ls: "name\n", a directory "name/\n".
+  ls (path) {
+    const got = this.entries(path)
+    return got.reason ? got : { value: got.value.map(e => e.kind === 'dir' ? `${e.name}/\n` : `${e.name}\n`).join('') }
+  }
+
+  // {kind, size, cid} of the entry at path (the root is a dir; kuro_fs.fs.Fs.stat).
+  stat (path) {
+    return this._op(path, (parts, wantsDir) => {
+      const entry = this._entry(parts, wantsDir)
+      return { value: { kind: isDir(entry) ? 'dir' : 'file', size: entry.size, cid: entry.cid } }
     })
   }
 
