@@ -185,6 +185,11 @@ def test_an_fs_value_keeps_its_own_grant_across_the_boundary(pool: WorkerPool) -
     receipt = run(sess, guest(cid, "run"), store=store, fs=narrowed, isolation=pool)
     assert receipt["kuro/exit-code"] == 1  # -DENIED: the Fs value's grant lacks fs/write
     assert "kuro/fs-root-after" not in receipt
+    # the session grants fs/write; the receipt says which grant refused it
+    assert "fs/write" in receipt["kuro/effective-capabilities"] and receipt["kuro/fs-grant"] == ["fs/read"]
+    here = run(sess, guest(cid, "run"), store=store, fs=narrowed, isolation="wasmtime")
+    assert (here["kuro/exit-code"], here["kuro/fs-grant"]) == (1, ["fs/read"])
+    assert "kuro/fs-grant" not in run(sess, guest(cid, "run"), store=store, fs=Fs.empty(store), isolation=pool)
 
 
 def test_an_fs_values_read_budget_holds_across_the_boundary(pool: WorkerPool) -> None:
