@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.errors import CorruptBlock, KuroFsError
+from kuro_fs.fs import Fs
 from kuro_wasm.errors import HostError
 from kuro_wasm.host.context import MAX_STORE_FAULT_ENTRIES
 from kuro_wasm.host.job import OnChunk, OnExit, fs_grant
@@ -165,6 +166,9 @@ class RemoteRun:
         self.command = dict(command)
         self.store = store
         self.fs_arg = fs
+        #: where the run's filesystem blocks are read from and its writes go: an Fs value's own store (as
+        #: in-process), else the run's store; the guest's bytes always come from ``store``
+        self.fs_store: BlockStore = fs.store if isinstance(fs, Fs) else store
         self.limits = limits
         self.home = home
         self.on_chunk = on_chunk
