@@ -115,6 +115,12 @@ KEYS: Final[Mapping[str, Key]] = {
     "fs-root-after": Key("cid", True, "the kuro.fs root after the guest's writes"),
     "reads": Key("cids", True, "CIDs the guest read"),
     "denials": Key("data", True, "import calls that were refused"),
+    "fs-grant": Key(
+        "strs",
+        True,
+        "the fs capabilities the run's Fs value itself allows, when fewer than all: an fs call needs"
+        " this and the session's grant (only then)",
+    ),
     "store-faults": Key(
         "data",
         True,

@@ -37,9 +37,10 @@ from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.errors import CorruptBlock, KuroFsError
+from kuro_fs.fs import Fs
 from kuro_wasm.errors import HostError
 from kuro_wasm.host.context import MAX_STORE_FAULT_ENTRIES
-from kuro_wasm.host.job import OnChunk, OnExit
+from kuro_wasm.host.job import OnChunk, OnExit, fs_grant
 from kuro_wasm.host.worker.verify import Staged
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
@@ -57,6 +58,7 @@ HOST_STATED: Final = frozenset(
     {
         "kuro/isolation",
         "kuro/limits",
+        "kuro/fs-grant",
         "kuro/started-at",
         "kuro/finished-at",
         "kuro/duration-ms",
@@ -164,6 +166,9 @@ class RemoteRun:
         self.command = dict(command)
         self.store = store
         self.fs_arg = fs
+        #: where the run's filesystem blocks are read from and its writes go: an Fs value's own store (as
+        #: in-process), else the run's store; the guest's bytes always come from ``store``
+        self.fs_store: BlockStore = fs.store if isinstance(fs, Fs) else store
         self.limits = limits
         self.home = home
         self.on_chunk = on_chunk
@@ -313,6 +318,9 @@ class RemoteRun:
                     "kuro/duration-ms": max(0, int((time.monotonic() - self.started) * 1000)),
                 }
             )
+            narrowed = fs_grant(self.fs_arg)
+            if narrowed is not None:
+                full["kuro/fs-grant"] = narrowed
             if worker is not None:
                 full["kuro/worker"] = dict(worker)
             if self.callback_error is not None and not full.get("kuro/error") and not full.get("error"):

@@ -185,6 +185,27 @@ def test_an_fs_value_keeps_its_own_grant_across_the_boundary(pool: WorkerPool) -
     receipt = run(sess, guest(cid, "run"), store=store, fs=narrowed, isolation=pool)
     assert receipt["kuro/exit-code"] == 1  # -DENIED: the Fs value's grant lacks fs/write
     assert "kuro/fs-root-after" not in receipt
+    # the session grants fs/write; the receipt says which grant refused it
+    assert "fs/write" in receipt["kuro/effective-capabilities"] and receipt["kuro/fs-grant"] == ["fs/read"]
+    here = run(sess, guest(cid, "run"), store=store, fs=narrowed, isolation="wasmtime")
+    assert (here["kuro/exit-code"], here["kuro/fs-grant"]) == (1, ["fs/read"])
+    assert "kuro/fs-grant" not in run(sess, guest(cid, "run"), store=store, fs=Fs.empty(store), isolation=pool)
+
+
+def test_an_fs_value_over_another_store_than_the_guests_is_read_and_written_there(pool: WorkerPool) -> None:
+    # Guests in one store, the filesystem in another: the Fs value's store is where its blocks are read
+    # from and where a write's blocks go, in a worker as in-process.
+    guests, data = MemoryBlockStore(), MemoryBlockStore()
+    fs = Fs.empty(data).write("greeting.txt", b"hi there").fs
+    sess = session("s-proc", fs.root, "terminal-build")
+    cat, write = add_guest(guests, wat("fs-cat")), add_guest(guests, wat("fs-write"))
+    for how in ("wasmtime", pool):
+        read = run(sess, guest(cat, "run"), store=guests, fs=fs, isolation=how)
+        assert (read["kuro/outcome"], read["kuro/stdout"]) == ("ok", b"hi there"), how
+        wrote = run(sess, guest(write, "run"), store=guests, fs=fs, isolation=how)
+        after = Fs(data, wrote["kuro/fs-root-after"])  # in the Fs value's store, not the guests'
+        assert after.read("out/hello.txt").value == b"written by a guest"
+        assert not guests.has(wrote["kuro/fs-root-after"])
 
 
 def test_an_fs_values_read_budget_holds_across_the_boundary(pool: WorkerPool) -> None:
