@@ -479,10 +479,12 @@ export class Fs {
     })
   }
 
-  // The listing text of the ABI's fs_ls: "name\n", a directory "name/\n".
+  // The listing text of the ABI's fs_ls: "name\n", a directory "name/\n" (kuro_wasm/host/fsgate.py _ls). A name
+  // holding a control character (an older tree's) is left out: no path reaches it, and its newline would forge a line.
   ls (path) {
     const got = this.entries(path)
-    return got.reason ? got : { value: got.value.map(e => e.kind === 'dir' ? `${e.name}/\n` : `${e.name}\n`).join('') }
+    if (got.reason) return got
+    return { value: got.value.filter(e => !CONTROL.test(e.name)).map(e => e.kind === 'dir' ? `${e.name}/\n` : `${e.name}\n`).join('') }
   }
 
   // {kind, size, cid} of the entry at path (the root is a dir; kuro_fs.fs.Fs.stat).
