@@ -54,6 +54,18 @@ export class Node {
 export const emptyNode = () => new Node([], [])
 const isBucket = elem => Array.isArray(elem)
 
+// CID strings parsed once: a node is re-encoded after every edit below it, with all of its links.
+const parsed = new Map()
+export function parseCid (cid) {
+  let found = parsed.get(cid)
+  if (found === undefined) {
+    if (parsed.size >= 65536) parsed.clear()
+    found = CID.parse(cid)
+    parsed.set(cid, found)
+  }
+  return found
+}
+
 export function keyHash (key) { return createHash('sha256').update(key).digest() }
 
 export function compareBytes (a, b) { return Buffer.compare(Buffer.from(a.buffer, a.byteOffset, a.byteLength), Buffer.from(b.buffer, b.byteOffset, b.byteLength)) }
@@ -93,7 +105,7 @@ function mapOf (node, shape) {
 export function nodeData (node, shape, values) {
   const data = node.elems.map(elem => {
     if (elem instanceof Node) throw new Error('a node with children not yet stored has no encoding: flush it first')
-    if (typeof elem === 'string') return CID.parse(elem)
+    if (typeof elem === 'string') return parseCid(elem)
     return elem.map(([key, value]) => [key, values.encode(value)])
   })
   return [mapOf(node, shape), data]

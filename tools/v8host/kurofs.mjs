@@ -29,7 +29,7 @@ import * as dagPB from '@ipld/dag-pb'
 import { UnixFS } from 'ipfs-unixfs'
 import { CID } from 'multiformats/cid'
 import * as Digest from 'multiformats/hashes/digest'
-import { HASH_ALG, Hamt, Malformed, Node, Shape, encodeNode, nodeFromData, rootData } from './hamt.mjs'
+import { HASH_ALG, Hamt, Malformed, Node, Shape, encodeNode, nodeFromData, parseCid, rootData } from './hamt.mjs'
 export { Malformed }
 
 export const RAW = 0x55
@@ -142,7 +142,7 @@ function entryFrom (item) {
 
 // How a kuro.fs HashMap's keys (UTF-8 names) and values (entry maps) are checked and encoded (ENTRY_VALUES).
 const ENTRY_VALUES = {
-  encode: entry => ({ cid: CID.parse(entry.cid), size: entry.size }),
+  encode: entry => ({ cid: parseCid(entry.cid), size: entry.size }),
   decode: entryFrom,
   keyOk: key => { try { return storedNameOk(strictUtf8.decode(key)) } catch { return false } },
   equal: (a, b) => a.cid === b.cid && a.size === b.size
@@ -201,6 +201,11 @@ class Tree {
       cache.set(cid, value)
     }
     return value
+  }
+
+  remember (cid, decoded) {
+    if (!this.store.decoded.has(cid)) this.store.decoded.set(cid, decoded)
+    return cid
   }
 
   load (cid) {
@@ -299,10 +304,11 @@ class Dir {
     let dir = this
     if (dir.flat && dir.flat.size > layout.maxFlat) dir = dir._relayout([...dir.flat]) // a large flat block of an older root
     else if (dir.root && !dir.shape.equals(layout.shape)) dir = dir._relayout(dir.items())
-    if (dir.flat) return store.put(encodeDir(dir.flat), DAG_CBOR)
+    // What is stored is cached as its decoding (as kuro_fs's commit does): the next op reads it without decoding.
+    if (dir.flat) return this.tree.remember(store.put(encodeDir(dir.flat), DAG_CBOR), { flat: dir.flat })
     const { root, blocks } = dir.hamt.flush(dir.root, bytes => store.put(bytes, DAG_CBOR))
-    for (const [cid, , node] of blocks) store.decoded.set(cid, node)
-    return store.put(encodeSharded(root, dir.shape), DAG_CBOR)
+    for (const [cid, , node] of blocks) this.tree.remember(cid, node)
+    return this.tree.remember(store.put(encodeSharded(root, dir.shape), DAG_CBOR), { root, shape: dir.shape })
   }
 }
 
