@@ -424,7 +424,13 @@ class Writer:
 
     def value(self, state: str = "running") -> Stream:
         """The stream as written so far (``running``; ``exited`` once the writer's run is over)."""
-        count, seq, dropped, truncated, capped = self._now()
+        drop = self._drop  # (_now, inlined: on_chunk asks after every write)
+        if drop is None:
+            count = len(self._names)
+            seq, dropped, truncated, capped = self._first_seq + count, self._dropped, False, self._capped
+        else:
+            count, seq, dropped, capped = drop
+            truncated = True
         rev, out, err = self._at(count)
         kept = self._base_kept + count
         b = self._base
