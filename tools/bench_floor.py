@@ -6,12 +6,13 @@ minus the same loop run 0 times, CPU time of the calling thread, best of interle
 
 * ``bare``: answers 0 (bench.py's anchor for the gated calls);
 * ``write0 floor``: a ``kuro.write(1, 0, 0)`` doing only what no gate can skip — find the run (a
-  thread-local read), unpack the three arguments, check the range against the memory size last read,
+  context-variable read, as kuro's), unpack the three arguments, check the range against the memory size last read,
   append the chunk to the run's stream (:class:`kuro_wasm.model.stream.Writer`), answer;
 * ``fd_write floor``: a 1-byte ``fd_write`` doing only the bytes' work — unpack four arguments, read the
   iovec at the memory's kept base (a run keeps it: memories never move under the default profile), copy
-  the byte, append it to two lists, write ``nwritten``, answer (no run lookup past the thread-local, no fd
-  table, no bounds, no stream rules);
+  the byte (one ``struct`` read, :data:`kuro_wasm.host.calls.COPY_SMALL`, as kuro copies short writes),
+  append it to two lists, write ``nwritten``, answer (no run lookup past the context variable, no fd table,
+  no bounds, no stream rules);
 * ``one ctypes call``: the same loop whose host function makes one ``wasmtime_memory_data`` call (the
   memory-base lookup) and answers 0 — the price of any C call from a host function.
 """
@@ -22,9 +23,9 @@ import argparse
 import ctypes
 import struct
 import sys
-import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,7 @@ class _Run:
         self.names: list[str] = []
 
 
-CURRENT = threading.local()
+CURRENT: ContextVar[_Run] = ContextVar("floor_run")
 
 
 def bare(_env: Any, _caller: int, vals: int, _n: int) -> None:
@@ -76,7 +77,7 @@ def bare(_env: Any, _caller: int, vals: int, _n: int) -> None:
 
 
 def write0_floor(_env: Any, _caller: int, vals: int, _n: int) -> None:
-    run: _Run = CURRENT.run
+    run = CURRENT.get()
     _fd, ptr, length = ARGS3(SPACE, vals)
     start, n = ptr % 2**32, length % 2**32
     if start + n > run.size:
@@ -88,18 +89,18 @@ def write0_floor(_env: Any, _caller: int, vals: int, _n: int) -> None:
 
 
 def fd_write_floor(_env: Any, _caller: int, vals: int, _n: int) -> None:
-    run: _Run = CURRENT.run
+    run = CURRENT.get()
     _fd, iovs, _count, out = ARGS4(SPACE, vals)
     base = run.base
     buf, n = IOVEC(SPACE, base + iovs)
-    run.datas.append(SPACE[base + buf : base + buf + n].tobytes())
+    run.datas.append(calls.COPY_SMALL[n](SPACE, base + buf)[0])
     run.names.append("stdout")
     U32(SPACE, base + out, n)
     ANSWER(SPACE, vals, 0)
 
 
 def one_ctypes_call(_env: Any, _caller: int, vals: int, _n: int) -> None:
-    run: _Run = CURRENT.run
+    run = CURRENT.get()
     memory_data(run.context, run.memory)
     ANSWER(SPACE, vals, 0)
 
@@ -127,7 +128,8 @@ def contender(eng: wasmtime.Engine, fn: Callable[..., None], shape: tuple[str, s
         instance = pre.instantiate(store)
         memory = instance.exports(store)["memory"]
         assert isinstance(memory, wasmtime.Memory)
-        run = CURRENT.run = _Run()
+        run = _Run()
+        CURRENT.set(run)
         run.context = engine.context_address(store)
         run.memory = ctypes.addressof(memory._memory)
         run.base = memory_data(run.context, run.memory)

@@ -22,6 +22,7 @@ from typing import Any, Final
 from kuro_fs.overlay import Errno as OvErrno
 from kuro_wasm.host.calls import (
     ADDRESS_SPACE,
+    COPY_SMALL,
     Handler,
     Memory,
     guest_base,
@@ -79,9 +80,17 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         if not base:
             base = guest_base(run, caller, cctx, end)
         buf, n = _IOVEC_FROM(_SPACE, base + iovs)
-        if buf + n > run.memory_size and buf + n > memory_size(run, cctx):
+        stop = buf + n
+        if stop > run.memory_size and stop > memory_size(run, cctx):
             return FAULT
-        if (n > _SMALL and not run.admit(n)) or not run.emit(stream, _SPACE[base + buf : base + buf + n].tobytes()):
+        if n < _COPY_SMALL_N:
+            data = _COPY_SMALL[n](_SPACE, base + buf)[0]
+        elif n > _SMALL and not run.admit(n):
+            run.stop("output-capped")
+            return None
+        else:
+            data = _SPACE[base + buf : base + stop].tobytes()
+        if not run.emit(stream, data):
             run.stop("output-capped")
             return None
         _U32_INTO(_SPACE, base + out, n)
@@ -112,6 +121,8 @@ _2_32: Final = 2**32
 _SMALL: Final = 65536
 _IOVEC_FROM: Final = _IOVEC.unpack_from
 _SPACE: Final = ADDRESS_SPACE
+_COPY_SMALL: Final = COPY_SMALL
+_COPY_SMALL_N: Final = len(COPY_SMALL)
 _U32_INTO: Final = _U32.pack_into
 
 

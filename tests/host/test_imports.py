@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import subprocess
 import sys
 import threading
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_wasm.host.api import run
-from kuro_wasm.host.calls import register_run, unregister_run
+from kuro_wasm.host.calls import ADDRESS_SPACE, COPY_SMALL, register_run, unregister_run
 from kuro_wasm.host.context import RunContext, StdinPipe
 from kuro_wasm.host.engine import EngineConfig, engine_for, install_interrupt, live_run, remove_interrupt
 from kuro_wasm.host.kinds.kuro_v1 import linker_for
@@ -206,6 +207,31 @@ def test_write_answers_fault_exactly_when_the_range_leaves_memory(probe: tuple, 
     fits = abi.checked_range(_PAGE, ptr, length) is not None
     assert receipt["kuro/exit-code"] == (length % 2**32 if fits else -5)
     assert receipt["kuro/stdout-bytes"] == (length % 2**32 if fits else 0)
+    if fits:
+        assert receipt["kuro/stdout"] == _PROBE_MEMORY[ptr % 2**32 :][: length % 2**32]
+
+
+#: bad-pointer.wat's memory: its data segment, then zeros to the end of its one page
+_PROBE_MEMORY = b"greeting.txt".ljust(_PAGE, b"\0")
+
+
+@pytest.mark.parametrize("ptr", [0, 5, _PAGE - 4096])
+@pytest.mark.parametrize("length", [1, 7, 255, 256, 257, 300, 4096])
+def test_write_hands_the_stream_exactly_the_guests_bytes_short_or_long(probe: tuple, ptr: int, length: int) -> None:  # type: ignore[type-arg]
+    """Short writes are copied one way (a struct read), long ones another (a slice): both are the bytes."""
+    store, sess, cid, home = probe
+    receipt = run(sess, guest(cid, "probe_write", [ptr, length]), store=store, home=home)
+    expected = _PROBE_MEMORY[ptr : ptr + length]
+    assert receipt["kuro/exit-code"] == len(expected) and receipt["kuro/stdout"] == expected
+
+
+def test_a_small_copy_is_the_bytes_at_the_address_for_every_size_it_covers() -> None:
+    data = bytes(range(256)) * 3
+    buffer = ctypes.create_string_buffer(data, len(data))
+    at = ctypes.addressof(buffer)
+    for n in range(len(COPY_SMALL)):
+        for offset in (0, 1, 255):
+            assert COPY_SMALL[n](ADDRESS_SPACE, at + offset)[0] == data[offset : offset + n]
 
 
 @settings(max_examples=60, deadline=None)

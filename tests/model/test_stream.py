@@ -300,3 +300,47 @@ def test_a_writer_continuing_a_stream_and_asked_at_every_step_is_append(
     assert chunks(Stream(_rev=writer._rev(writer._count(older.kept_chunks)))) == chunks(older)
     sess, spec = session("s1", EMPTY_CID), guest(GUEST_CID, "run")
     assert writer.receipt(sess, spec, {"exit-code": 0}) == stream.finish_trusted(plain, sess, spec, {"exit-code": 0})
+
+
+class _Watched(list):  # type: ignore[type-arg]
+    """A list that runs ``check`` just before and just after each append (a reader between two steps)."""
+
+    def __init__(self, check: Any) -> None:
+        super().__init__()
+        self.check = check
+
+    def append(self, item: Any) -> None:
+        self.check()
+        super().append(item)
+        self.check()
+
+
+@settings(max_examples=150, deadline=None)
+@given(write_lists, caps, st.integers(0, 6), st.booleans())
+def test_a_reader_between_any_two_steps_of_a_write_sees_a_state_append_gives(
+    writes: list[tuple[str, bytes]], cap: int, chunk_bound: int, continued: bool
+) -> None:
+    """An append publishes only its chunk (bytes list first, then the names list) and a drop one tuple; the
+    counters are derived. A reader on another thread may read at any moment of a write: whatever it reads —
+    here at every step of every append — is one of the states :func:`append` passes through, never a mix."""
+    plain = new(cap, max_chunks=chunk_bound)
+    if continued and writes:  # a writer continuing a stream of its own
+        plain, _ = append(plain, *writes[0])
+        writes = writes[1:]
+    states = [plain]
+    for name, chunk in writes:
+        states.append(append(states[-1], name, chunk)[0])
+    writer = stream.Writer(plain) if continued else stream.Writer(max_output_bytes=cap, max_chunks=chunk_bound)
+    seen: list[Stream] = []
+
+    def check() -> None:
+        now = writer.value()
+        assert now == states[now.seq - plain.seq]
+        seen.append(now)
+
+    writer._datas, writer._names = _Watched(check), _Watched(check)
+    for name, chunk in writes:
+        writer.append(name, chunk)
+        check()
+    assert writer.value() == states[-1]
+    assert all(now.running for now in seen)

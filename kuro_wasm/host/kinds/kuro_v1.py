@@ -46,14 +46,16 @@ from kuro_fs.paths import MAX_PATH_BYTES
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import fsgate as _fsgate
 from kuro_wasm.host.calls import (
+    ADDRESS_SPACE,
+    COPY_SMALL,
     Fault,
     Handler,
     Memory,
     define,
+    guest_base,
     guest_memory,
     in_guest,
     load,
-    read_guest,
     span,
     store_bytes,
 )
@@ -65,6 +67,8 @@ from kuro_wasm.model.abi import ErrorCode
 from kuro_wasm.model.wasm_shape import WasmShape
 
 __all__ = ["HANDLERS", "KIND", "KuroAbiV1", "linker_for"]
+
+_COPY_SMALL_N: Final = len(COPY_SMALL)
 
 
 def _path(mem: Memory, ptr: int, length: int) -> str | None:
@@ -88,20 +92,38 @@ def _path_for_record(mem: Memory, ptr: int, length: int) -> str | None:
 # ---- handlers: (run, caller, context, params) → i32, or None to trap (run.stop_reason says why)
 
 
-_STREAM_OF_FD: Final[dict[int, str]] = {abi.FD_STDOUT: "stdout", abi.FD_STDERR: "stderr"}
 _BAD_FD: Final = int(ErrorCode.BAD_FD)
+_U32: Final = 2**32
+_FD_STDOUT: Final = abi.FD_STDOUT
+_FD_STDERR: Final = abi.FD_STDERR
 
 
 def _write(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     fd, ptr, length = p
-    name = _STREAM_OF_FD.get(fd)
-    if name is None:
+    if fd == _FD_STDOUT:
+        name = "stdout"
+    elif fd == _FD_STDERR:
+        name = "stderr"
+    else:
         return _BAD_FD
-    data = read_guest(run, caller, cctx, ptr, length)
+    # the range checked against the size last read (asking wasmtime only if it does not fit); a zero-length
+    # range needs only the size, not the base
+    start: int = ptr % _U32
+    n: int = length % _U32
+    if start + n > run.memory_size:
+        start, n = in_guest(run, caller, cctx, ptr, length)
+    if n == 0:
+        data = b""
+    else:
+        address = (run.memory_base or guest_base(run, caller, cctx, start + n)) + start
+        if n < _COPY_SMALL_N:
+            data = COPY_SMALL[n](ADDRESS_SPACE, address)[0]
+        else:
+            data = ADDRESS_SPACE[address : address + n].tobytes()
     if not run.emit(name, data):
         run.stop("output-capped")
         return None
-    return len(data)
+    return n
 
 
 def _read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
