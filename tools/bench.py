@@ -82,7 +82,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -1136,6 +1136,11 @@ def bench_gateway(tmp: Path, quick: bool) -> list[Row]:
 # ---- 10. WASI preview 1 guests beside wasmtime's built-in WASI (tools/bench_wasi.py)
 
 
+#: Why the /dev/null rows carry no goal: that built-in throws every byte away, kuro keeps each one in the run's
+#: stream and receipt, as the built-in writing to a file keeps them (the like-for-like anchor the goals are read on).
+_DISCARDS: Final = "a floor, not like work: the built-in discards the bytes, kuro keeps them"
+
+
 def bench_wasi_rows(tmp: Path, quick: bool) -> list[Row]:
     """C programs (guests/c) on kuro's WASI over kuro.fs and on wasmtime's built-in WASI, interleaved."""
     w = bench_wasi.bench_fd_write(20_000 if quick else 200_000, 2 if quick else 5, tmp)
@@ -1150,7 +1155,7 @@ def bench_wasi_rows(tmp: Path, quick: bool) -> list[Row]:
         _row(f"{write} (wall)", w["kuro_wall_us"], "µs", "built-in WASI, stdout to a file (wall)",
              w["builtin_file_wall_us"], goal="≤ 2×", extra={"load": w["load"]}),
         _row(f"{write} (CPU)", w["kuro_cpu_us"], "µs", "built-in WASI, stdout to /dev/null (CPU)",
-             w["builtin_null_cpu_us"], goal="≤ 2×", extra={"load": w["load"]}),
+             w["builtin_null_cpu_us"], note=_DISCARDS, extra={"load": w["load"]}),
         *(
             _row(f"WASI read of a {size} MiB kuro.fs file {where} in {k} KiB reads (wall)", r[f"{side}_{k}k_wall_gb_s"],
                  "GB/s", "built-in WASI reading a real file (page cache)", r[f"builtin_{k}k_wall_gb_s"],
@@ -1165,7 +1170,7 @@ def bench_wasi_rows(tmp: Path, quick: bool) -> list[Row]:
         _row(f"{hello} (wall)", h["kuro_wall_us"], "µs", "the same (wall)", h["builtin_file_wall_us"], goal="≤ 1.5×",
              extra={"load": h["load"]}),
         _row(f"{hello} (CPU)", h["kuro_cpu_us"], "µs", "the same, stdout to /dev/null (CPU)", h["builtin_null_cpu_us"],
-             goal="≤ 1.5×", extra={"load": h["load"]}),
+             note=_DISCARDS, extra={"load": h["load"]}),
     ]  # fmt: skip
 
 

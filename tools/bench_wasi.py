@@ -8,7 +8,8 @@ micro-figures swing 3×:
 
 * ``fd_write`` of 1 byte, per call: ``writeloop N`` minus ``writeloop 0`` (the same run without the
   loop), divided by N. kuro keeps the bytes in the run's stream (and receipt); the built-in writes
-  them to a temporary file (kept, like ours) and, as the strictest anchor, to ``/dev/null``.
+  them to a temporary file (kept, like ours: the anchor the goal is read on) and, as a floor that does
+  less work (the bytes are discarded), to ``/dev/null``.
 * reading a 64 MiB file with 64 KiB and 1 MiB ``read()``\\s (``readfile``): kuro from a kuro.fs file
   in a memory block store *and* in a :class:`~kuro_fs.filestore.FileBlockStore` (the default home
   store: every leaf read from its block file and verified against its CID), the whole run each time
