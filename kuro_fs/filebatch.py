@@ -124,13 +124,19 @@ def sweep_orphans(root: str) -> int:
     a directory this call can lock has none. Never raises: a directory that cannot be
     examined or emptied is left for a later sweep.
     """
-    swept = 0
     try:
-        with os.scandir(root) as listing:
-            candidates = [entry.name for entry in listing if entry.name.startswith(BATCH_PREFIX)]
+        names = os.listdir(root)
     except OSError:
         return 0
-    for name in candidates:
+    return _sweep(root, names)
+
+
+def _sweep(root: str, names: list[str]) -> int:
+    # sweep_orphans over ``names``, a listing of ``root`` the caller has just made.
+    swept = 0
+    for name in names:
+        if not name.startswith(BATCH_PREFIX):
+            continue
         path = os.path.join(root, name)
         try:
             fd = os.open(path, _DIR_FLAGS | getattr(os, "O_NOFOLLOW", 0))
@@ -158,8 +164,10 @@ class FileBatch(StoreBatch):
     def __init__(self, store: object, root: str) -> None:
         super().__init__(store)
         self._root = root
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
+        self._waiters = 0  # threads in _wait: a writer that finds none skips the (Python-level) notify
         self._writing: set[str] = set()  # CIDs being written right now (the only per-block memory)
+        self._shards: frozenset[str] | None = None  # the shard directories the root held at the last look
         self._readers = 0  # reads of staged blocks in flight
         self._flushing = False
         self._fd: int | None = None  # the batch directory, holding the flock
@@ -174,7 +182,7 @@ class FileBatch(StoreBatch):
         """
         with self._cond:
             while self._flushing or cid in self._writing:
-                self._cond.wait()
+                self._wait()
             if not self.open:
                 return False
             if self._fd is None:
@@ -200,8 +208,20 @@ class FileBatch(StoreBatch):
         finally:
             with self._cond:
                 self._writing.discard(cid)
-                self._cond.notify_all()
+                if self._waiters:
+                    self._cond.notify_all()
         return True
+
+    def shard_is_new(self, shard: str) -> bool:
+        """True if directory ``shard`` was absent from the root at this batch's last look (no block can be in it).
+
+        The look is the root listing the batch makes anyway when it creates its directory,
+        renewed by each commit; before the first, nothing is known and this says False. A
+        shard another writer creates later may hold a block this batch then stages again:
+        the commit's rename puts the same bytes over it, so this only ever saves a lookup.
+        """
+        shards = self._shards
+        return shards is not None and shard not in shards
 
     def read_staged(self, cid: str) -> bytes | None:
         """The bytes staged as ``cid`` in this batch (waiting for a write in flight), or None.
@@ -234,13 +254,21 @@ class FileBatch(StoreBatch):
                 return False
             return True
 
+    def _wait(self) -> None:
+        # Condition.wait, counted, with ``self._cond`` held.
+        self._waiters += 1
+        try:
+            self._cond.wait()
+        finally:
+            self._waiters -= 1
+
     @contextmanager
     def _settled(self, cid: str) -> Iterator[int | None]:
         # The batch directory once no commit runs and no writer of ``cid`` is in flight (None: none yet),
         # held open until the block ends (the batch's end waits for readers before closing it).
         with self._cond:
             while self._flushing or cid in self._writing:
-                self._cond.wait()
+                self._wait()
             self._readers += 1
             fd = self._fd
         try:
@@ -259,10 +287,10 @@ class FileBatch(StoreBatch):
         """
         with self._cond:
             while self._flushing:
-                self._cond.wait()
+                self._wait()
             self._flushing = True
             while self._writing:
-                self._cond.wait()
+                self._wait()
             fd = self._fd
         try:
             return 0 if fd is None else self._commit(fd)
@@ -307,6 +335,7 @@ class FileBatch(StoreBatch):
                     fsync_dir(os.path.join(self._root, shard))
                 if made_shard:
                     fsync_dir(self._root)
+            self._shards = frozenset(present)
         finally:
             os.close(root_fd)
         return moved
@@ -316,12 +345,12 @@ class FileBatch(StoreBatch):
     def _close(self) -> None:
         with self._cond:  # no new writer gets past ``open`` now; wait for those already writing
             while self._writing:
-                self._cond.wait()
+                self._wait()
 
     def _discard(self) -> None:
         with self._cond:
             while self._readers:
-                self._cond.wait()
+                self._wait()
             fd, path = self._fd, self._path
             self._fd = self._path = None
         if fd is None or path is None:
@@ -338,7 +367,9 @@ class FileBatch(StoreBatch):
         # Create the directory under a temp name, lock it, then give it the batch name: a sweeper
         # only ever sees ``.batch-`` directories that are locked by their living owner, or orphaned.
         os.makedirs(self._root, exist_ok=True)
-        sweep_orphans(self._root)
+        names = os.listdir(self._root)
+        _sweep(self._root, names)
+        self._shards = frozenset(names)
         token = secrets.token_hex(8)
         temp = os.path.join(self._root, f"{TMP_PREFIX}{os.getpid()}-{token}")
         os.mkdir(temp, 0o700)

@@ -172,6 +172,59 @@ def test_a_block_already_stored_is_not_staged_again(file_store: FileBlockStore) 
         assert _batch_dirs(file_store.root) == []  # nothing to stage, so no batch directory at all
 
 
+def _blocks_in_distinct_shards(count: int, taken: set[str]) -> list[bytes]:
+    found: list[bytes] = []
+    for i in range(100_000):
+        data = b"shard probe %d" % i
+        shard = shard_of(raw_cid(data))
+        if shard not in taken:
+            taken.add(shard)
+            found.append(data)
+            if len(found) == count:
+                return found
+    raise AssertionError("not enough distinct shards")
+
+
+def test_a_batch_asks_for_present_blocks_only_in_shards_that_existed_at_its_look(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old, first, fresh = _blocks_in_distinct_shards(3, set())
+    file_store.put(old)  # its shard exists before the batch
+    asked: list[str] = []
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: asked.append(os.fspath(path)) or real_access(path, mode))
+    with file_store.batch():
+        file_store.put(first)  # before the batch's first look: asked, as an ordinary put
+        file_store.put(fresh)  # a shard the look saw absent: nothing under it to ask about
+        file_store.put(old)  # a shard that existed: asked, found, not staged again
+    assert [Path(path).name for path in asked] == [raw_cid(first), raw_cid(old)]
+    assert [file_store.get(raw_cid(data)) for data in (old, first, fresh)] == [old, first, fresh]
+
+
+def test_a_block_filed_by_another_writer_in_a_shard_new_to_the_batch_stays_whole(
+    file_store: FileBlockStore,
+) -> None:
+    first, late = _blocks_in_distinct_shards(2, set())
+    other = FileBlockStore(file_store.root)
+    with file_store.batch():
+        file_store.put(first)  # the batch looks at the root: the shard of ``late`` is absent
+        other.put(late)  # another writer files ``late`` (shard and block) meanwhile
+        file_store.put(late)  # staged again without asking; the commit renames the same bytes over it
+    assert file_store.get(raw_cid(late)) == late
+    assert sorted(file_store.cids()) == sorted([raw_cid(first), raw_cid(late)])
+
+
+def test_a_commit_renews_the_look_so_a_block_it_filed_is_not_staged_again(file_store: FileBlockStore) -> None:
+    first, second = _blocks_in_distinct_shards(2, set())
+    with file_store.batch() as batch:
+        file_store.put(first)
+        file_store.put(second)  # its shard is new to the batch's look
+        batch.flush()
+        inode = (file_store.root / shard_of(raw_cid(second)) / raw_cid(second)).stat().st_ino
+        file_store.put(second)  # the commit made the shard: asked, found, skipped
+    assert (file_store.root / shard_of(raw_cid(second)) / raw_cid(second)).stat().st_ino == inode
+
+
 def test_a_batch_heals_a_damaged_block(file_store: FileBlockStore) -> None:
     cid = file_store.put(b"hello")
     (file_store.root / shard_of(cid) / cid).write_bytes(b"jello")
