@@ -46,7 +46,7 @@ Denial receipts and grants (:mod:`kuro_fs.fs`), the UnixFS shard layout
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -85,6 +85,7 @@ __all__ = [
     "decode_dir",
     "decode_dir_block",
     "encode_dir",
+    "lookup",
     "read_dir",
     "to_unixfs_dir",
     "write_dir",
@@ -322,6 +323,38 @@ def read_dir(store: BlockStore, cid: str, cache: DirCache | None = None) -> dict
     """
     reader = _Reader(store, SHARED if cache is None else cache)
     return dict(WorkDir(reader, DirLayout(), reader.dir(cid)).items())
+
+
+class _Recording:
+    """A store over ``get`` alone that remembers every block it hands out (for :func:`lookup`)."""
+
+    def __init__(self, get: Callable[[str], bytes | None]) -> None:
+        self._get = get
+        self.read: list[tuple[str, bytes]] = []
+
+    def get(self, cid: str) -> bytes | None:
+        block = self._get(cid)
+        if block is not None:
+            self.read.append((cid, block))
+        return block
+
+    def has(self, cid: str) -> bool:
+        return self._get(cid) is not None
+
+
+def lookup(get: Callable[[str], bytes | None], block: bytes, name: str) -> tuple[Entry | None, list[tuple[str, bytes]]]:
+    """``name`` in the kuro.fs directory ``block`` (flat or sharded): its entry (None if absent), and the
+    HashMap node blocks read on the way, in order — one node a level, never the whole map; none for a
+    flat directory. What a trustless gateway sends to prove a path through a sharded directory.
+
+    Each node comes through ``get`` and is checked against its CID and its place in the map before
+    it is believed. Raises MissingBlock: a node on the way is absent; CorruptBlock: a node does not
+    hash to its CID; DagCborError: ``block`` or a node is not a well-formed kuro.fs directory / node.
+    """
+    store = _Recording(get)
+    reader = _Reader(store, DirCache(0))  # type: ignore[arg-type]
+    entry = WorkDir(reader, DirLayout(), decode_dir_block(block)).get(name)
+    return entry, store.read
 
 
 def write_dir(store: BlockStore, entries: Mapping[str, Entry], layout: DirLayout | None = None) -> str:

@@ -10,7 +10,9 @@ by ``dups``. Path segments resolve through
   the name picks one bucket per level, as go/JS ``hamt-sharding`` do, so only the shards on the way
   are read — never the whole HAMT);
 * kuro.fs directories (``{"entries": {name: {"cid": …}}, "type": "kuro.fs/dir"}``: a segment is an
-  entry name, so kuro.fs paths read as they do in ``kuro fs``);
+  entry name, so kuro.fs paths read as they do in ``kuro fs``); through a sharded one (an IPLD
+  HashMap, past 256 entries) :func:`kuro_fs.fsdir.lookup` reads one node a level, and those nodes
+  are the path's blocks;
 * any other dag-cbor node by IPLD pathing (map key or list index, following links).
 
 ``entity`` is: every block of a UnixFS file (only those overlapping ``entity-bytes``, chosen from
@@ -50,6 +52,7 @@ from kuro_fs.dagpb import PBNode
 from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.errors import DagCborError, DagPbError, InvalidCID, MissingBlock
 from kuro_fs.fs import Budget
+from kuro_fs.fsdir import DIR_TYPE, lookup
 from kuro_fs.gateway.request import CarParams, EntityBytes
 from kuro_fs.unixfs import NodeType, UnixFSData, decode_data
 
@@ -150,6 +153,10 @@ def _hamt_step(get: Get, node: PBNode, meta: UnixFSData, name: str, out: list[tu
     raise NoSuchPath(f"HAMT deeper than {_MAX_HAMT_LEVELS} levels while looking up {name!r}")
 
 
+def _is_sharded_kuro_dir(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") == DIR_TYPE and isinstance(value.get("shard"), dict)
+
+
 def _cbor_step(value: Any, segment: str) -> Any:
     if isinstance(value, dict) and value.get("type") == "kuro.fs/dir" and isinstance(value.get("entries"), dict):
         entry = value["entries"].get(segment)
@@ -193,6 +200,16 @@ def resolve(get: Get, root: str, segments: tuple[str, ...]) -> Resolved:
             cid = found
         elif codec == "dag-cbor":
             value: Any = dagcbor.decode(block)
+            if _is_sharded_kuro_dir(value):
+                segment = pending.pop(0)
+                try:
+                    entry, nodes = lookup(get, block, segment)
+                except MissingBlock as exc:
+                    raise NotHeld(exc.cid, True) from None
+                blocks.extend(nodes)
+                if entry is None:
+                    raise NoSuchPath(f"no entry {segment!r} in this kuro.fs directory")
+                value = dagcbor.Link(entry.cid)
             while pending and not isinstance(value, dagcbor.Link):
                 value = _cbor_step(value, pending.pop(0))
             if not isinstance(value, dagcbor.Link):

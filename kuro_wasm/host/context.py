@@ -6,7 +6,7 @@ kind, its import handlers read the grant, the stream, stdin and the run's
 kuro.fs value from here, and write back reads, denials, writes and the first
 reason to stop; the run (:mod:`kuro_wasm.host.job`) builds the receipt from it,
 never from trap text. Other threads touch a run only through :meth:`RunContext.stop`
-and :class:`StdinPipe`. The denial record is bounded whatever the guest does.
+and :class:`StdinPipe`. The denial record and the store-fault record are bounded whatever the guest does.
 
 ## Effects
 A condition variable (stdin, kill and the deadline wake a blocked reader); the
@@ -24,10 +24,13 @@ from typing import Any, Final
 from kuro_wasm.model.abi import ErrorCode
 from kuro_wasm.model.limits import DEFAULT_MAX_VALUE_BYTES
 
-__all__ = ["MAX_DENIAL_ENTRIES", "Admit", "Emit", "RunContext", "StdinPipe", "Stopped"]
+__all__ = ["MAX_DENIAL_ENTRIES", "MAX_STORE_FAULT_ENTRIES", "Admit", "Emit", "RunContext", "StdinPipe", "Stopped"]
 
 #: At most this many distinct (import, capability, path) entries in ``kuro/denials`` (plus one per import).
 MAX_DENIAL_ENTRIES: Final = 256
+
+#: At most this many distinct (block, fault) entries in ``kuro/store-faults`` (plus one per fault kind).
+MAX_STORE_FAULT_ENTRIES: Final = 64
 
 #: Emit one output chunk: (stream name, bytes) → False when the output cap is reached.
 Emit = Callable[[str, bytes], bool]
@@ -38,6 +41,36 @@ Admit = Callable[[int], bool]
 
 def _admit_all(n: int) -> bool:
     return True
+
+
+def _tally(
+    entries: list[dict[str, Any]],
+    index: dict[tuple[Any, ...], int],
+    what: tuple[str, ...],
+    base: dict[str, Any],
+    detail_key: str,
+    detail: str | None,
+    bound: int,
+) -> None:
+    """Count one ``what`` (+ ``detail``) in a bounded record: a new entry ``base`` (+ ``detail_key``) or a count.
+
+    Each distinct (what, detail) is one entry in first-seen order; a repeat adds to its ``kuro/count``
+    (present when above 1). After ``bound`` distinct entries, a new one is folded into a detail-less
+    entry for its ``what``, so the record stays bounded and the counts still add up.
+    """
+    key = (*what, detail)
+    at = index.get(key)
+    if at is None and len(entries) >= bound:
+        key = (*what, None)
+        at = index.get(key)
+    if at is None:
+        if key[-1] is not None:
+            base[detail_key] = key[-1]
+        index[key] = len(entries)
+        entries.append(base)
+    else:
+        entry = entries[at]
+        entry["kuro/count"] = entry.get("kuro/count", 1) + 1
 
 
 class Stopped(Exception):
@@ -122,6 +155,8 @@ class RunContext:
     stdin: StdinPipe | None = None
     reads: list[str] = field(default_factory=list)
     denials: list[dict[str, Any]] = field(default_factory=list)
+    #: blocks the host's store could not supply to this run (``kuro/store-faults``): see :meth:`store_fault`
+    store_faults: list[dict[str, Any]] = field(default_factory=list)
     wrote: bool = False
     stop_reason: str | None = None
     host_error: str | None = None
@@ -140,7 +175,8 @@ class RunContext:
     kind_state: dict[str, Any] = field(default_factory=dict)
     scratch: Any = None
     scratch_bytes: int = 0
-    _denial_index: dict[tuple[str, str, str | None], int] = field(default_factory=dict, repr=False)
+    _denial_index: dict[tuple[Any, ...], int] = field(default_factory=dict, repr=False)
+    _fault_index: dict[tuple[Any, ...], int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.stdin is None:
@@ -172,18 +208,24 @@ class RunContext:
         path grows the host's memory and the receipt without limit (measured:
         ~85 000 entries and +360 MB in one second).
         """
-        key = (name, capability, path)
-        index = self._denial_index.get(key)
-        if index is None and len(self.denials) >= MAX_DENIAL_ENTRIES:
-            key = (name, capability, None)
-            index = self._denial_index.get(key)
-        if index is None:
-            entry: dict[str, Any] = {"kuro/import": name, "kuro/capability": capability}
-            if key[2] is not None:
-                entry["kuro/path"] = key[2]
-            self._denial_index[key] = len(self.denials)
-            self.denials.append(entry)
-        else:
-            entry = self.denials[index]
-            entry["kuro/count"] = entry.get("kuro/count", 1) + 1
+        base = {"kuro/import": name, "kuro/capability": capability}
+        _tally(self.denials, self._denial_index, (name, capability), base, "kuro/path", path, MAX_DENIAL_ENTRIES)
         return int(ErrorCode.DENIED)
+
+    def store_fault(self, cid: str | None, fault: str) -> None:
+        """Record that the store could not supply block ``cid`` (``missing``, ``corrupt`` or ``unavailable``).
+
+        The guest saw such a block as an I/O error (``IO``, ``EIO``, ``err(io)``): the record says the
+        failure was the host's store, not the guest's. Each distinct (block, fault) is one entry in
+        first-seen order, a repeat adds to its ``kuro/count``; after :data:`MAX_STORE_FAULT_ENTRIES`
+        distinct entries, a new one is folded into a block-less entry for its fault (as :meth:`deny`).
+        """
+        _tally(
+            self.store_faults,
+            self._fault_index,
+            (fault,),
+            {"kuro/fault": fault},
+            "kuro/cid",
+            cid,
+            MAX_STORE_FAULT_ENTRIES,
+        )

@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore, MemoryBlockStore
-from kuro_fs.errors import CorruptBlock, DagPbError, FileTooDeep, InvalidCID, KuroFsError
+from kuro_fs.errors import BlockStoreError, CorruptBlock, DagPbError, FileTooDeep, InvalidCID, KuroFsError
 from kuro_fs.fs import Fs
 from kuro_fs.paths import clean_path, has_control, join_path
 from kuro_fs.unixfs import MissingBlock, file_root_info, iter_file
@@ -118,19 +118,30 @@ def open_fs(store: BlockStore, fs: object, session_root: str) -> Fs | str | None
 
 
 class _Interruptible:
-    """A run's block store that checks the run's deadline and kill before handing out each block.
+    """A run's block store that checks the run's deadline and kill before handing out each block,
+    and records each block it could not hand out.
 
     Every kuro.fs operation reads its blocks through ``get``, so a host call that reads many
     (an ``fs_read`` of a large file, a listing of a large sharded directory) ends at the next block
     once the run must stop — :class:`~kuro_wasm.host.context.Stopped`, which the trampoline turns
-    into the stop — instead of after the whole call. Everything else is the store's own.
+    into the stop — instead of after the whole call. A block the store lacks, refuses as corrupt
+    (it failed its hash) or cannot reach is recorded with
+    :meth:`~kuro_wasm.host.context.RunContext.store_fault` before the failure goes on to become the
+    guest's I/O error, so the receipt (``kuro/store-faults``) says the host's store failed, not the
+    guest. Everything else is the store's own.
     """
 
-    __slots__ = ("_should_stop", "_store")
+    __slots__ = ("_fault", "_should_stop", "_store")
 
-    def __init__(self, store: BlockStore, should_stop: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        store: BlockStore,
+        should_stop: Callable[[], str | None],
+        fault: Callable[[str | None, str], None] | None = None,
+    ) -> None:
         self._store = store
         self._should_stop = should_stop
+        self._fault = fault if fault is not None else _ignore_fault
 
     def _check(self) -> None:
         reason = self._should_stop()
@@ -139,7 +150,17 @@ class _Interruptible:
 
     def get(self, cid: str) -> bytes | None:
         self._check()
-        return self._store.get(cid)
+        try:
+            block = self._store.get(cid)
+        except CorruptBlock:
+            self._fault(cid, "corrupt")
+            raise
+        except BlockStoreError:
+            self._fault(cid, "unavailable")
+            raise
+        if block is None:
+            self._fault(cid, "missing")
+        return block
 
     def __getattr__(self, name: str) -> Any:
         if name == "get_many_into":  # only _Batch has it: kuro_fs.fileread asks for it by getattr
@@ -154,7 +175,21 @@ class _Batch(_Interruptible):
 
     def get_many_into(self, requests: Any) -> Any:
         self._check()
-        return self._store.get_many_into(requests)  # type: ignore[attr-defined]
+        try:
+            return self._store.get_many_into(requests)  # type: ignore[attr-defined]
+        except MissingBlock as exc:
+            self._fault(exc.cid, "missing")
+            raise
+        except CorruptBlock as exc:
+            self._fault(exc.cid, "corrupt")
+            raise
+        except BlockStoreError:
+            self._fault(None, "unavailable")
+            raise
+
+
+def _ignore_fault(cid: str | None, fault: str) -> None:
+    return None
 
 
 def _interruptible(fs: Any, run: RunContext) -> Any:
@@ -162,7 +197,7 @@ def _interruptible(fs: Any, run: RunContext) -> Any:
     if not isinstance(fs, Fs):
         return fs
     kind = _Batch if callable(getattr(fs.store, "get_many_into", None)) else _Interruptible
-    return replace(fs, store=kind(fs.store, run.should_stop))
+    return replace(fs, store=kind(fs.store, run.should_stop, run.store_fault))
 
 
 def opened_fs(run: RunContext) -> Any:

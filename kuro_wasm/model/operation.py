@@ -4,8 +4,9 @@
 Two requests are "the same operation" exactly when their **argument digest**
 is equal: the dag-cbor CID of the session's mode and sorted grant, the command,
 the raw CID of stdin (never its bytes), the limits with defaults filled in (so
-omitting a limit equals passing its default) and the fs root the guest will
-see. The session id, cwd, callbacks, the module-cache ``home`` and the
+omitting a limit equals passing its default), the fs root the guest will
+see and, when an ``Fs`` value is given, whatever of its grant, budget and layout
+is not the default. The session id, cwd, callbacks, the module-cache ``home`` and the
 ``isolation`` backend are left out: they do not change what runs (the receipt
 says which isolation ran it, and a replay returns that receipt as it was).
 
@@ -25,6 +26,9 @@ from typing import Any, Final
 from kuro_fs.cid import parse_cid, raw_cid
 from kuro_fs.dagcbor import cid_of
 from kuro_fs.errors import InvalidCID
+from kuro_fs.fs import DEFAULT_GRANT, Budget, Fs
+from kuro_fs.fsdir import DirLayout
+from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.sessions import Session
@@ -188,8 +192,9 @@ def argument_digest(session: Session, command: object, **run_options: Any) -> st
 
     Covers the session's mode and sorted grant, the command, the raw CID of stdin
     (never its bytes), the limits (defaults filled in, so omitting a limit equals
-    passing its default), the fs root (``fs`` if given, else the session's) and, for a
-    ``deterministic=True`` run, its seed.
+    passing its default), the fs root (``fs`` if given, else the session's), what an ``Fs`` value
+    sets beyond its root that is not the default (its grant, budget, file and directory layout)
+    and, for a ``deterministic=True`` run, its seed.
     Not covered: the session id, cwd, callbacks, ``home`` and ``isolation``.
 
     Raises ModelError: for a non-Session, an unknown option, a bad limit
@@ -213,7 +218,32 @@ def argument_digest(session: Session, command: object, **run_options: Any) -> st
         "limits": {k.replace("_", "-"): v for k, v in Limits.from_options(run_options).identity().items()},
         "fs-root": _fs_root(session, run_options.get("fs")),
     }
+    view = _fs_view(run_options.get("fs"))
+    if view:  # only then: operations on a default Fs value keep the identity they had before
+        identity["fs-view"] = view
     seed = run_seed(run_options.get("deterministic", False), run_options.get("seed", 0))
     if seed is not None:  # only then: operations digested before the option existed keep their identity
         identity["deterministic"] = {"seed": seed}
     return cid_of(identity)
+
+
+_DEFAULT_BUDGET: Final = Budget()
+_DEFAULT_LAYOUT: Final = DirLayout()
+
+
+def _fs_view(fs: object) -> dict[str, Any]:
+    """What an ``Fs`` value adds to its root, where it is not the default: its own grant (what the guest
+    may do), its budget (what one call may read) and its format (chunking, width, directory layout: which
+    CIDs a write makes). Each changes the receipt the same command can produce."""
+    if not isinstance(fs, Fs):
+        return {}
+    view: dict[str, Any] = {}
+    if fs.grant is not None and fs.grant != DEFAULT_GRANT:
+        view["grant"] = sorted(fs.grant)
+    if fs.budget != _DEFAULT_BUDGET:
+        view["budget"] = [fs.budget.entries, fs.budget.bytes]
+    if fs.chunk_size != DEFAULT_CHUNK_SIZE or fs.width != DEFAULT_WIDTH:
+        view["file-layout"] = [fs.chunk_size, fs.width]
+    if fs.layout != _DEFAULT_LAYOUT:
+        view["dir-layout"] = [fs.layout.max_flat, fs.layout.shape.bit_width, fs.layout.shape.bucket_size]
+    return view

@@ -115,6 +115,18 @@ KEYS: Final[Mapping[str, Key]] = {
     "fs-root-after": Key("cid", True, "the kuro.fs root after the guest's writes"),
     "reads": Key("cids", True, "CIDs the guest read"),
     "denials": Key("data", True, "import calls that were refused"),
+    "fs-grant": Key(
+        "strs",
+        True,
+        "the fs capabilities the run's Fs value itself allows, when fewer than all: an fs call needs"
+        " this and the session's grant (only then)",
+    ),
+    "store-faults": Key(
+        "data",
+        True,
+        "blocks the host's store could not supply (missing, corrupt, unavailable): the guest's I/O errors"
+        " for them are the host's failure, not the guest's (only when any)",
+    ),
     "fuel-consumed": Key("count", True, "wasmtime fuel the guest used"),
     "limits": Key("data", True, "the limits actually applied"),
     "engine": Key("data", True, "the engine that ran the guest (name, version, config)"),

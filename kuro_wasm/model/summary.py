@@ -85,6 +85,15 @@ def _denial_line(item: object) -> str:
     return f"  refused {what}{where}{why}"
 
 
+def _fault_line(item: object) -> str:
+    if not isinstance(item, Mapping):
+        return f"  store fault {item!r}"
+    cid, fault, count = item.get("kuro/cid"), item.get("kuro/fault", "?"), item.get("kuro/count")
+    block = f" {cid}" if isinstance(cid, str) else ""
+    times = f" ×{count}" if isinstance(count, int) and count > 1 else ""
+    return f"  store fault{block} ({fault}){times}: the guest saw an I/O error"
+
+
 def receipt_text(receipt: Mapping[str, Any], cid: str | None = None) -> str:
     """The human summary of a receipt (several lines, no trailing newline)."""
     r = receipt
@@ -117,6 +126,12 @@ def receipt_text(receipt: Mapping[str, Any], cid: str | None = None) -> str:
     denials = r.get("kuro/denials")
     if isinstance(denials, Sequence) and not isinstance(denials, (str, bytes)):
         lines.extend(_denial_line(d) for d in denials)
+    faults = r.get("kuro/store-faults")
+    if isinstance(faults, Sequence) and not isinstance(faults, (str, bytes)):
+        lines.extend(_fault_line(f) for f in faults)
+    grant = r.get("kuro/fs-grant")
+    if isinstance(grant, Sequence) and not isinstance(grant, (str, bytes)):
+        lines.append(f"  fs grant {', '.join(str(c) for c in grant) or '(none)'}")
     for key in ("kuro/trap", "kuro/error"):
         if r.get(key) not in (None, "", {}):
             lines.append(f"  {key.split('/')[1]}: {_one_line(r[key])}")

@@ -37,6 +37,22 @@ def test_a_good_answer_is_stored_and_rebuilt_from_the_drivers_own_session_and_co
     assert check_root(driver, got["kuro/fs-root-after"], set()) is None
 
 
+def test_a_new_root_that_is_a_sharded_directory_is_believed(shared: Shared) -> None:
+    # past 256 entries a kuro.fs directory is a HashMap: a write into such a root comes back as one
+    big = Fs(shared.store, shared.empty)
+    for i in range(300):
+        big = big.write(f"f{i:03d}", b"x").fs
+    inv = invocation(
+        {"guest": shared.batch, "export": "note", "args": [7], "grant": WRITE}, session_id="v", default_fs=big.root
+    )
+    capture = CaptureStore(shared.store)
+    receipt = run(inv.session, inv.command, store=capture, home=False, **inv.run_options())
+    answer = {"receipt": host_part(receipt), "blocks": capture.written(receipt["kuro/fs-root-after"])}
+    got = accepted(shared.store, inv, answer)
+    assert got["kuro/outcome"] == "ok", got.get("kuro/error")
+    assert Fs(shared.store, got["kuro/fs-root-after"]).read("notes/7").value == b"7"
+
+
 def test_a_block_that_does_not_hash_to_its_cid_makes_a_host_error_and_keeps_no_root(shared: Shared) -> None:
     inv, answer = _note(shared)
     cid, data = answer["blocks"][0]

@@ -45,6 +45,19 @@ def test_each_refused_import_call_gets_a_line() -> None:
     assert "  refused fs_write a.txt (missing fs/write)" in receipt_text(_receipt(**{"kuro/denials": denials}))
 
 
+def test_each_block_the_store_could_not_supply_gets_a_line_saying_it_was_the_hosts() -> None:
+    faults = [{"kuro/cid": "bafkreiexample", "kuro/fault": "corrupt"}, {"kuro/fault": "missing", "kuro/count": 3}]
+    text = receipt_text(_receipt(**{"kuro/store-faults": faults}))
+    assert "  store fault bafkreiexample (corrupt): the guest saw an I/O error" in text
+    assert "  store fault (missing) ×3: the guest saw an I/O error" in text
+    assert "store fault" not in receipt_text(_receipt())
+
+
+def test_an_fs_values_own_grant_is_shown_when_narrower() -> None:
+    assert "  fs grant fs/read" in receipt_text(_receipt(**{"kuro/fs-grant": ["fs/read"]}))
+    assert "fs grant" not in receipt_text(_receipt())
+
+
 def test_a_trap_is_shown_on_one_line() -> None:
     text = receipt_text(_receipt(**{"kuro/trap": {"kind": "unreachable", "message": "wasm\ntrap"}}))
     assert "  trap: kind=unreachable · message=wasm trap" in text.splitlines()

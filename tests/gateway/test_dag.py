@@ -45,6 +45,37 @@ def test_a_name_missing_from_a_hamt_is_no_such_path(fixture_store: FileBlockStor
         resolve(fixture_store.get, HAMT["root"], ("61.txt",))
 
 
+def test_a_path_through_a_sharded_kuro_fs_directory_reads_only_the_hashmap_nodes_on_the_way() -> None:
+    # A kuro.fs directory of more than 256 entries is an IPLD HashMap: a name is looked up through it
+    # (sha2-256 of the name picks one slot per level), and the nodes on the way are the path's blocks.
+    from kuro_fs.fs import Fs
+    from kuro_fs.fsdir import DirLayout
+    from kuro_fs.hamt import Shape
+
+    store = MemoryBlockStore()
+    fs = Fs.empty(store)
+    fs = type(fs)(store, fs.root, layout=DirLayout(max_flat=4, shape=Shape(bit_width=3, bucket_size=1)))
+    for i in range(40):
+        fs = fs.write(f"big/f{i:02d}.txt", f"file {i}".encode()).fs
+    fs = fs.write("big/sub/deep.txt", b"deep").fs
+    big = fs.stat("big").value["cid"]
+    nodes = {cid for cid in store.cids() if cid not in (fs.root, big) and cid.startswith("bafyrei")}
+    nodes -= {fs.stat("big/sub").value["cid"]}
+    assert len(nodes) > 3  # the map has levels below its root
+    resolved = resolve(store.get, fs.root, ("big", "f07.txt"))
+    assert resolved.terminal == fs.stat("big/f07.txt").value["cid"]
+    on_the_way = [cid for cid, _ in resolved.path_blocks]
+    assert on_the_way[:2] == [fs.root, big]
+    assert set(on_the_way[2:]) < nodes  # some HashMap nodes below the root, never all of them
+    deep = resolve(store.get, fs.root, ("big", "sub", "deep.txt"))
+    assert store.get(deep.terminal) == b"deep"
+    with pytest.raises(NoSuchPath, match=r"no entry 'f99\.txt'"):
+        resolve(store.get, fs.root, ("big", "f99.txt"))
+    store.delete(on_the_way[2])
+    with pytest.raises(NotHeld):
+        resolve(store.get, fs.root, ("big", "f07.txt"))
+
+
 def test_a_missing_root_or_path_block_is_found_before_anything_is_sent() -> None:
     store = MemoryBlockStore()
     child = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"

@@ -207,6 +207,16 @@ def test_a_refused_call_with_an_overlong_path_records_no_path() -> None:
     assert receipt["kuro/denials"] == [{"kuro/import": "kuro:host/fs@1.0.0#read", "kuro/capability": "fs/read"}]
 
 
+def test_a_block_the_store_lacks_is_err_io_for_the_component_and_a_store_fault_in_the_receipt() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store, {"f.txt": "file"})
+    store.delete(fs.stat("f.txt").value["cid"])
+    cid = add_guest(store, component("typed"))
+    receipt = run(make_session(fs, ALL_CAPS), guest(cid, "run", ["read", "f.txt"]), store=store, fs=fs)
+    assert receipt["kuro/exit-code"] == 1 and receipt["kuro/denials"] == []
+    assert receipt["kuro/store-faults"] == [{"kuro/cid": fs.stat("f.txt").value["cid"], "kuro/fault": "missing"}]
+
+
 def test_a_trapping_typed_export_has_no_result_in_its_receipt() -> None:
     store = MemoryBlockStore()
     fs = make_fs(store)

@@ -375,8 +375,55 @@ def test_a_corrupt_block_on_disk_is_io_for_the_guest_never_its_bytes(tmp_path: P
         receipt = run(sess, cmd, store=store, home=tmp_path / "home")
         assert (receipt["kuro/exit-code"], receipt["kuro/outcome"]) == (7, "exit")  # -7 IO, negated
         assert receipt["kuro/stdout"] == b""
+        # the guest's exit 7 answers the host's failure: the receipt says whose it was
+        assert receipt["kuro/store-faults"] == [{"kuro/cid": second, "kuro/fault": "corrupt"}]
         first = run(sess, guest(add_guest(store, wat("fs-cat")), "big", [5]), store=store, home=tmp_path / "home")
         assert first["kuro/stdout"] == data[:5]  # the blocks before the damage still read
+        assert "kuro/store-faults" not in first  # absent: every block the run asked for was supplied
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_a_corrupt_block_is_named_as_corrupt_on_both_backends(tmp_path: Path, isolation: str) -> None:
+    # A worker is told only that the block is absent; the host, whose store failed, corrects the record.
+    from kuro_fs.filestore import FileBlockStore
+
+    with FileBlockStore(tmp_path / "blocks") as store:
+        fs = make_fs(store, {"greeting.txt": "hello"})  # type: ignore[arg-type]
+        cid = fs.stat("greeting.txt").value["cid"]
+        (found,) = [p for p in (tmp_path / "blocks").rglob("*") if p.is_file() and cid in p.name]
+        found.write_bytes(b"jello")
+        cmd = guest(add_guest(store, wat("deny-loop")), "same", [1])
+        receipt = run(make_session(fs), cmd, store=store, home=tmp_path / "home", isolation=isolation)  # type: ignore[arg-type]
+        assert receipt["kuro/outcome"] == "ok" and receipt["kuro/isolation"] == isolation
+        assert receipt["kuro/store-faults"] == [{"kuro/cid": cid, "kuro/fault": "corrupt"}]
+
+
+def test_a_missing_block_is_a_store_fault_in_the_receipt_counted_per_call(tmp_path: Path) -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store, {"greeting.txt": "hello"})
+    cid = fs.stat("greeting.txt").value["cid"]
+    store.delete(cid)
+    cmd = guest(add_guest(store, wat("deny-loop")), "same", [3])  # fs_read of greeting.txt, three times
+    receipt = run(make_session(fs), cmd, store=store, home=tmp_path)
+    assert receipt["kuro/outcome"] == "ok" and receipt["kuro/denials"] == [] and receipt["kuro/reads"] == []
+    assert receipt["kuro/store-faults"] == [{"kuro/cid": cid, "kuro/fault": "missing", "kuro/count": 3}]
+
+
+def test_a_store_failing_on_ever_new_blocks_keeps_the_fault_record_bounded(tmp_path: Path) -> None:
+    from kuro_wasm.host.context import MAX_STORE_FAULT_ENTRIES
+
+    store = MemoryBlockStore()
+    names = [f"{i:04d}" for i in range(200)]
+    fs = make_fs(store, {name: f"file {name}" for name in names})
+    cids = [fs.stat(name).value["cid"] for name in names]
+    for cid in cids:
+        store.delete(cid)
+    cmd = guest(add_guest(store, wat("deny-loop")), "distinct", [200])  # fs_read of "0000" … "0199"
+    faults = run(make_session(fs), cmd, store=store, home=tmp_path)["kuro/store-faults"]
+    assert len(faults) == MAX_STORE_FAULT_ENTRIES + 1
+    assert faults[:2] == [{"kuro/cid": c, "kuro/fault": "missing"} for c in cids[:2]]
+    assert faults[-1] == {"kuro/fault": "missing", "kuro/count": 200 - MAX_STORE_FAULT_ENTRIES}
+    assert sum(f.get("kuro/count", 1) for f in faults) == 200  # every failed block is accounted for
 
 
 def test_refused_calls_with_ever_new_paths_keep_the_denial_record_bounded(tmp_path: Path) -> None:

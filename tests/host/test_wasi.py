@@ -245,6 +245,30 @@ def test_stderr_is_bounded_and_live_like_stdout(store: MemoryBlockStore, home: P
     assert seen == [("stderr", expected[i : i + 1000]) for i in range(0, 300_000, 1000)]
 
 
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_a_block_the_store_lacks_is_eio_for_the_program_and_a_store_fault_in_the_receipt(
+    store: MemoryBlockStore, home: Path, isolation: str
+) -> None:
+    """A leaf gone from the store: the program's read fails (EIO) and exits 1 — and the receipt names the
+    block, so that exit is not read as the program's own failure. On both backends."""
+    from kuro_fs.dagpb import decode as decode_node
+
+    sess = _session(store, {"big.bin": bytes(range(256)) * 2400})  # 600 KiB: three leaves
+    root = Fs(store, sess.fs_root_cid).stat("big.bin").value["cid"]
+    leaf = decode_node(store.get(root) or b"").links[1].cid
+    store.delete(leaf)
+    receipt = run(
+        sess,
+        guest(c_guest(store, "readfile"), "_start", ["big.bin"]),
+        store=store,
+        home=home,
+        isolation=isolation,  # type: ignore[arg-type]
+    )
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", 1)
+    assert b"I/O error" in receipt["kuro/stderr"]
+    assert receipt["kuro/store-faults"] == [{"kuro/cid": leaf, "kuro/fault": "missing"}]
+
+
 # ---- clocks and random
 
 

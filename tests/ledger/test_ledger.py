@@ -157,6 +157,34 @@ def test_the_digest_names_grant_mode_command_stdin_limits_and_fs_root_but_not_th
     assert len(set(changed)) == len(changed)
 
 
+def test_an_fs_values_own_grant_budget_and_format_are_part_of_the_digest_and_its_defaults_are_not() -> None:
+    # Each changes what the guest may do or which CIDs it writes: "the same operation" with another
+    # Fs grant would replay a receipt the new request could never have produced.
+    from dataclasses import replace
+
+    from kuro_fs.fs import Fs
+    from kuro_fs.fsdir import DirLayout
+
+    fs = Fs.empty(MemoryBlockStore())
+    sess = session("a", fs.root, "terminal-build")
+    base = argument_digest(sess, command(1))
+    assert argument_digest(sess, command(1), fs=fs) == base  # a default Fs value is its root, as before
+    assert argument_digest(sess, command(1), fs=fs.root) == base
+    changed = [
+        argument_digest(sess, command(1), fs=other)
+        for other in (
+            fs.with_grant(["fs/read"]),
+            fs.with_budget(bytes=4),
+            fs.with_budget(entries=5),
+            replace(fs, chunk_size=1024),
+            replace(fs, width=10),
+            replace(fs, layout=DirLayout(max_flat=1)),
+        )
+    ]
+    assert base not in changed
+    assert len(set(changed)) == len(changed)
+
+
 def test_the_digest_uses_the_stdin_cid_so_equal_stdin_means_equal_digest() -> None:
     one = argument_digest(make_session(), command(), stdin=b"hello")
     assert argument_digest(make_session(), command(), stdin=bytearray(b"hello")) == one

@@ -366,15 +366,16 @@ class WorkerPool:
         except InvalidCID as exc:
             raise ProtocolError(f"a {kind} for {cid!r}, which is not a CID") from exc
         block: bytes | None = None
+        source = run.store if cid == run.command.get("kuro/guest") else run.fs_store
         try:
             if kind == "has":
-                found = run.store.has(cid)
+                found = source.has(cid)
             else:
-                block = run.store.get(cid)
+                block = source.get(cid)
                 found = block is not None
         except KuroFsError as exc:  # a corrupt block or a failing store: the run sees it as absent (block-missing)
             found, block = False, None
-            run.store_failed(exc)  # … and its receipt, if the guest could not load, says which block and why
+            run.store_failed(cid, exc)  # … and its receipt, if the guest could not load, says which block and why
         self.answered[kind] += 1
         conn.send("reply", {"rid": message["rid"], "found": found}, block or b"")
 
@@ -412,7 +413,7 @@ class WorkerPool:
             raise ProtocolError(f"the worker's result is refused: {exc}") from exc
         after = result.pop("kuro/fs-root-after", None)
         if after is not None:
-            problem = accept_root(run.store, after, run.staged)
+            problem = accept_root(run.fs_store, after, run.staged)
             if problem is not None:
                 raise ProtocolError(problem)
             result["kuro/fs-root-after"] = after
@@ -516,13 +517,20 @@ class WorkerPool:
         fs: Any = fs_arg
         if isinstance(fs_arg, Fs):
             grant = None if fs_arg.grant is None else sorted(fs_arg.grant)
-            fs = {"root": fs_arg.root, "grant": grant, "chunk_size": fs_arg.chunk_size, "width": fs_arg.width}
+            fs = {
+                "root": fs_arg.root,
+                "grant": grant,
+                "chunk_size": fs_arg.chunk_size,
+                "width": fs_arg.width,
+                "budget": [fs_arg.budget.entries, fs_arg.budget.bytes],
+                "layout": [fs_arg.layout.max_flat, fs_arg.layout.shape.bit_width, fs_arg.layout.shape.bucket_size],
+            }
         guest = run.command.get("kuro/guest")
         try:
             present = isinstance(guest, str) and run.store.has(guest)
         except (KuroFsError, ValueError):
             present = False
-        store_path = _readable(run.store, conn.stores)
+        store_path = _readable(run.fs_store, conn.stores)
         return {
             "id": run.id,
             "session": _session_data(run.session),

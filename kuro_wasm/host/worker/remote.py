@@ -1,15 +1,17 @@
 """The block store a guest sees inside a worker process: the host's blocks, read through frames.
 
 ## The one decision
-A worker never writes the host's store. Every block a run writes is kept in the run's own overlay
-(so the run reads its own writes) and handed to the host as a ``put`` frame at once; the host
-re-hashes it before storing it (:mod:`kuro_wasm.host.worker.verify`). Reads come from the overlay,
-then from blocks this run already fetched, then from the host, one ``get`` frame per block — the
-host's store may be a :class:`~kuro_fs.blocks.MemoryBlockStore` no other process can see. When the
-host's store is a :class:`~kuro_fs.filestore.FileBlockStore` in a directory the worker may read (its
-filesystem confinement grants the pool's ``Hardening.stores``), the worker opens the same directory
-and reads it directly (with ``verify`` on: every block is re-hashed on the way in, whatever the
-host's store was opened with), saving a round trip per block; writes still go through the host.
+A worker never writes the host's store. The store is the run's filesystem's (an ``Fs`` value's own
+store, else the run's); the guest's own bytes are the run's store's and always come through the
+host. Every block a run writes is kept in the run's own overlay (so the run reads its own writes)
+and handed to the host as a ``put`` frame at once; the host re-hashes it before storing it
+(:mod:`kuro_wasm.host.worker.verify`). Reads come from the overlay, then from blocks this run
+already fetched, then from the host, one ``get`` frame per block — the host's store may be a
+:class:`~kuro_fs.blocks.MemoryBlockStore` no other process can see. When the host's store is a
+:class:`~kuro_fs.filestore.FileBlockStore` in a directory the worker may read (its filesystem
+confinement grants the pool's ``Hardening.stores``), the worker opens the same directory and reads
+it directly (with ``verify`` on: every block is re-hashed on the way in, whatever the host's store
+was opened with), saving a round trip per block; writes still go through the host.
 
 A block fetched once is kept for the rest of the run (up to :data:`RUN_CACHE_BYTES`): content
 addressing makes a block's bytes immutable, and a guest that reads a file in small pieces would
@@ -89,7 +91,7 @@ class RemoteStore:
             block = self._fetched.get(cid)
         if block is not None:
             return block
-        if self._direct is not None:
+        if self._direct is not None and cid not in self._present:  # the guest's bytes: always the host's store
             block = self._direct.get(cid)
         else:
             found, payload = self._link.request("get", {"id": self._id, "cid": cid})
@@ -107,7 +109,7 @@ class RemoteStore:
         known = self._present.get(cid)
         if known is not None:
             return known
-        if self._direct is not None:
+        if self._direct is not None:  # (the guest's presence is known: ``present``)
             return self._direct.has(cid)
         return self._link.request("has", {"id": self._id, "cid": cid})[0]
 

@@ -50,8 +50,9 @@ from typing import Any, Final, NoReturn
 from kuro_fs.cid import cid_for
 from kuro_fs.errors import BlockStoreError
 from kuro_fs.filestore import FileBlockStore
-from kuro_fs.fs import Fs
-from kuro_fs.fsdir import Entry, encode_dir
+from kuro_fs.fs import Budget, Fs
+from kuro_fs.fsdir import DirLayout, Entry, encode_dir
+from kuro_fs.hamt import Shape
 from kuro_wasm.errors import HostError
 from kuro_wasm.host import engine
 from kuro_wasm.host.cache import ARTIFACTS, ModuleCache
@@ -291,7 +292,18 @@ class _Worker:
         )
         fs_arg: Any = message["fs"]
         if isinstance(fs_arg, dict):
-            fs_arg = Fs(store, fs_arg["root"], fs_arg["grant"], chunk_size=fs_arg["chunk_size"], width=fs_arg["width"])
+            # every field of the host's Fs that decides what a run may read or which CIDs it writes
+            entries, most = fs_arg["budget"]
+            max_flat, bit_width, bucket_size = fs_arg["layout"]
+            fs_arg = Fs(
+                store,
+                fs_arg["root"],
+                fs_arg["grant"],
+                chunk_size=fs_arg["chunk_size"],
+                width=fs_arg["width"],
+                layout=DirLayout(max_flat, Shape(bit_width, bucket_size)),
+                budget=Budget(entries, most),
+            )
         # The deadline is the host's (CLOCK_MONOTONIC is one clock for every process of the machine): the
         # time the request waited in the host and in this worker's queue is part of the run's budget.
         remaining = math.ceil((message["deadline"] - time.monotonic()) * 1000)

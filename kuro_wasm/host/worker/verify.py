@@ -40,7 +40,7 @@ from kuro_fs.blocks import BlockStore, open_batch, put_matched
 from kuro_fs.car import links_of
 from kuro_fs.cid import ParsedCID, matches, parse
 from kuro_fs.errors import DagCborError, DagPbError, InvalidCID, KuroFsError
-from kuro_fs.fsdir import decode_dir
+from kuro_fs.fsdir import decode_dir_block
 
 __all__ = ["SPILL_BYTES", "Staged", "accept_root", "check_root"]
 
@@ -161,7 +161,7 @@ def _walk(store: BlockStore, root: object, staged: Mapping[str, bytes]) -> list[
             block = store.get(root)
         if block is None:
             return f"the new fs root {root} is neither in the block store nor handed back"
-        decode_dir(block)
+        decode_dir_block(block)  # flat or sharded (a root of more than 256 entries is sharded)
     except (InvalidCID, DagCborError, ValueError, KuroFsError) as exc:
         return f"the new fs root {root} is not a kuro.fs directory: {exc}"
     reached: list[str] = []

@@ -58,7 +58,8 @@ def test_memory_grows_as_far_in_a_worker_as_in_process(pool: WorkerPool, max_mem
 
 _INSTANTIATE_WITH_ROOM = """
 import resource, sys, wasmtime
-e = wasmtime.Engine(); m = wasmtime.Module(e, '(module (memory (export "m") 1))'); s = wasmtime.Store(e)
+c = wasmtime.Config(); c.parallel_compilation = False  # compile threads would map their arenas and stacks late
+e = wasmtime.Engine(c); m = wasmtime.Module(e, '(module (memory (export "m") 1))'); s = wasmtime.Store(e)
 with open("/proc/self/status") as f:
     size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
 resource.setrlimit(resource.RLIMIT_AS, (size + int(sys.argv[1]), resource.RLIM_INFINITY))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,63 @@ def test_an_fs_value_keeps_its_own_grant_across_the_boundary(pool: WorkerPool) -
     receipt = run(sess, guest(cid, "run"), store=store, fs=narrowed, isolation=pool)
     assert receipt["kuro/exit-code"] == 1  # -DENIED: the Fs value's grant lacks fs/write
     assert "kuro/fs-root-after" not in receipt
+    # the session grants fs/write; the receipt says which grant refused it
+    assert "fs/write" in receipt["kuro/effective-capabilities"] and receipt["kuro/fs-grant"] == ["fs/read"]
+    here = run(sess, guest(cid, "run"), store=store, fs=narrowed, isolation="wasmtime")
+    assert (here["kuro/exit-code"], here["kuro/fs-grant"]) == (1, ["fs/read"])
+    assert "kuro/fs-grant" not in run(sess, guest(cid, "run"), store=store, fs=Fs.empty(store), isolation=pool)
+
+
+def test_an_fs_value_over_another_store_than_the_guests_is_read_and_written_there(pool: WorkerPool) -> None:
+    # Guests in one store, the filesystem in another: the Fs value's store is where its blocks are read
+    # from and where a write's blocks go, in a worker as in-process.
+    guests, data = MemoryBlockStore(), MemoryBlockStore()
+    fs = Fs.empty(data).write("greeting.txt", b"hi there").fs
+    sess = session("s-proc", fs.root, "terminal-build")
+    cat, write = add_guest(guests, wat("fs-cat")), add_guest(guests, wat("fs-write"))
+    for how in ("wasmtime", pool):
+        read = run(sess, guest(cat, "run"), store=guests, fs=fs, isolation=how)
+        assert (read["kuro/outcome"], read["kuro/stdout"]) == ("ok", b"hi there"), how
+        wrote = run(sess, guest(write, "run"), store=guests, fs=fs, isolation=how)
+        after = Fs(data, wrote["kuro/fs-root-after"])  # in the Fs value's store, not the guests'
+        assert after.read("out/hello.txt").value == b"written by a guest"
+        assert not guests.has(wrote["kuro/fs-root-after"])
+
+
+def test_an_fs_values_read_budget_holds_across_the_boundary(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "fs-cat")
+    small = Fs(store, sess.fs_root_cid).with_budget(bytes=4)  # greeting.txt holds 8 bytes
+    receipts = {how: run(sess, guest(cid, "run"), store=store, fs=small, isolation=how) for how in ("wasmtime", pool)}
+    for receipt in receipts.values():
+        assert receipt["kuro/exit-code"] == 9 and receipt["kuro/stdout"] == b""  # -TOO_LARGE: over the budget
+
+
+def test_a_write_into_a_root_large_enough_to_be_sharded_comes_back_believed(pool: WorkerPool) -> None:
+    # A root of more than 256 entries is a sharded directory: the host must believe a sharded new root too.
+    store = MemoryBlockStore()
+    fs = Fs.empty(store)
+    for i in range(300):
+        fs = fs.write(f"f{i:03d}.txt", b"x").fs
+    sess, cid = session("s-proc", fs.root, "terminal-build"), add_guest(store, wat("fs-write"))
+    receipts = {how: run(sess, guest(cid, "run"), store=store, isolation=how) for how in ("wasmtime", pool)}
+    assert receipts[pool]["kuro/outcome"] == "ok", receipts[pool].get("kuro/error")
+    assert receipts[pool]["kuro/fs-root-after"] == receipts["wasmtime"]["kuro/fs-root-after"]
+
+
+def test_an_fs_values_directory_layout_holds_across_the_boundary(pool: WorkerPool) -> None:
+    # The layout is part of the format (another layout, other CIDs): a worker writing with the default
+    # layout would hand back a root that is not the one this run writes in-process.
+    from kuro_fs.fsdir import DirLayout
+    from kuro_fs.hamt import Shape
+
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "fs-write", "terminal-build")
+    sharded = replace(Fs(store, sess.fs_root_cid), layout=DirLayout(max_flat=1, shape=Shape(bit_width=3)))
+    receipts = {how: run(sess, guest(cid, "run"), store=store, fs=sharded, isolation=how) for how in ("wasmtime", pool)}
+    here, there = receipts["wasmtime"]["kuro/fs-root-after"], receipts[pool]["kuro/fs-root-after"]
+    assert here == there
+    assert here != run(sess, guest(cid, "run"), store=store, isolation="wasmtime")["kuro/fs-root-after"]
 
 
 def test_the_isolation_option_names_a_backend_or_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
