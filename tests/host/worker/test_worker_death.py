@@ -160,3 +160,52 @@ def test_a_block_handed_back_in_one_run_is_not_believed_as_a_root_in_a_later_one
     claimed = run(sess, guest(cid, "run"), store=store, isolation=pool)
     assert claimed["kuro/outcome"] == "worker-died" and "kuro/fs-root-after" not in claimed
     assert "is neither in the block store nor handed back" in claimed["kuro/error"]
+
+
+# ---- a synchronous run's caller reads its worker's frames itself (WorkerPool.lead): every ending still arrives
+
+
+def _spin_on_main_thread(pool: WorkerPool, when_writing: Any) -> dict[str, Any]:
+    store = MemoryBlockStore()
+    sess = session("s-lead", Fs.empty(store).root)
+    cid = add_guest(store, wat("flood"))
+    seen: list[threading.Thread] = []
+
+    def on_chunk(_s: Any, _c: Any) -> None:
+        if not seen:  # the guest writes, then spins: act on it now (from another thread, as a user would)
+            seen.append(threading.current_thread())
+            threading.Thread(target=when_writing).start()
+
+    receipt = run(
+        sess, guest(cid, "write_then_spin"), store=store, isolation=pool, on_chunk=on_chunk, timeout_ms=600_000
+    )
+    assert seen == [threading.main_thread()]  # the chunk was read and handed on by the caller's own thread
+    return receipt
+
+
+def test_a_worker_killed_while_the_caller_reads_its_frames_ends_the_run_worker_died(pool: WorkerPool) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    pid = pool.pids[0]
+    receipt = _spin_on_main_thread(pool, lambda: os.kill(pid, signal.SIGKILL))
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("worker-died", 137)
+    assert pool.wait_ready(WAIT)
+    store = MemoryBlockStore()
+    again = run(
+        session("s-again", Fs.empty(store).root),
+        guest(add_guest(store, wat("hello")), "trivial"),
+        store=store,
+        isolation=pool,
+    )
+    assert again["kuro/outcome"] == "ok"
+
+
+def test_ctrl_c_while_the_caller_reads_its_frames_cancels_the_run(pool: WorkerPool, request: Any) -> None:
+    # Python's default handler would raise KeyboardInterrupt between two bytecodes of a frame being read;
+    # the run routes Ctrl-C to a flag the caller looks at between frames, kills the guest, and returns.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
+    pid = pool.pids[0]
+    receipt = _spin_on_main_thread(pool, lambda: os.kill(os.getpid(), signal.SIGINT))
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("cancelled", 130)
+    assert "kuro/worker" not in receipt or "signal" not in receipt["kuro/worker"]  # the worker stopped the guest
+    assert pool.pids[0] == pid
