@@ -52,7 +52,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import HostError, ModelError
@@ -77,7 +77,7 @@ from kuro_wasm.model.operation import run_seed
 from kuro_wasm.model.sessions import Session, denial
 
 if TYPE_CHECKING:  # the worker-process backend loads on the first isolation="process" run (~15 ms of imports)
-    from kuro_wasm.host.worker.pool import Interrupt, WorkerPool
+    from kuro_wasm.host.worker.pool import WorkerPool
     from kuro_wasm.host.worker.run import RemoteRun
 
 __all__ = ["ISOLATION", "Handle", "ProcessHandle", "add_guest", "run", "run_async", "start"]
@@ -420,20 +420,18 @@ def run(
 # batch's, a CLI command's) when the first run came must not turn Ctrl-C off for
 # the rest of the process (found by a suite where such a run came first).
 
-_MAIN_RUN: list[Job | Callable[[], None] | None] = [None]  # a Job, or what stops a process run's wait
+_MAIN_RUN: list[Job | None] = [None]
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
     job = _MAIN_RUN[0]
     if job is None:
         signal.default_int_handler(signum, frame)
-    elif isinstance(job, Job):
-        job.ctx.stop("cancelled")
     else:
-        job()  # async-signal-safe (WorkerPool.lead's Interrupt.fire): a flag and an eventfd write
+        job.ctx.stop("cancelled")
 
 
-def _claim_ctrl_c(job: Job | Callable[[], None]) -> bool:
+def _claim_ctrl_c(job: Job) -> bool:
     """Route Ctrl-C to ``job`` while it runs; False (nothing changed) off the main thread or under a custom handler.
 
     The handler is read with ``_signal.getsignal`` (~0.1 µs; ``signal.getsignal``'s enum conversion
@@ -546,9 +544,7 @@ def _pool_for(isolation: Any) -> WorkerPool:
 class ProcessHandle(Handle):
     """A :class:`Handle` whose guest runs in a worker process (``isolation="process"``): same methods, same meanings.
 
-    No thread of this process runs the guest; the pool's reader thread for its worker calls ``on_chunk`` — or,
-    for a :func:`run`, the calling thread itself, which reads its worker's frames while it waits
-    (:meth:`WorkerPool.lead`).
+    No thread of this process runs the guest; the pool's reader thread for its worker calls ``on_chunk``.
     ``worker_pid`` is the pid of the worker running the guest (None while it waits for one).
     """
 
@@ -606,38 +602,9 @@ class ProcessHandle(Handle):
             self.kill()
             self._run.done.wait()
 
-    def _claim_ctrl_c(self) -> Interrupt | Literal[False] | None:
-        """None off the main thread; on it, the main thread's Interrupt with Ctrl-C routed to it, or False (a
-        program's own SIGINT handler: this thread does not read frames)."""
-        if threading.current_thread() is not threading.main_thread():
-            return None
-        from kuro_wasm.host.worker.pool import main_interrupt
-
-        interrupt = main_interrupt()
-        interrupt.clear()
-        return interrupt if _claim_ctrl_c(interrupt.fire) else False
-
     def run_to_end(self) -> dict[str, Any]:
-        """Submit, then wait; Ctrl-C on the main thread kills the guest and returns its ``cancelled`` receipt.
-
-        The caller reads the worker's frames itself (:meth:`WorkerPool.lead`), so the pool's reader thread for
-        that worker is not woken by this run at all.
-        """
-        interrupt = self._claim_ctrl_c()
-        try:
-            self._run.led = interrupt is not False
-            self._start()
-            while self._run.led and not self._run.done.is_set():
-                how = self._pool.lead(self._run, None, interrupt or None)
-                if how == "interrupted" and interrupt:
-                    interrupt.clear()
-                    self.kill()
-                    self._run.led = True  # and read on until the run's end
-                elif how != "done":
-                    break
-        finally:
-            if interrupt:
-                _MAIN_RUN[0] = None
+        """Submit, then wait; Ctrl-C on the main thread kills the guest and returns its ``cancelled`` receipt."""
+        self._start()
         try:
             return self.wait()
         except KeyboardInterrupt:

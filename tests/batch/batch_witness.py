@@ -6,9 +6,9 @@ worker process read it — counts how often each invocation's guest ran, and whe
 ``kill_on`` block kills the reading worker (``SIGKILL``, after logging the read) the first time it
 is read, never again: a worker dies in the middle of a guest's run, exactly where the test says,
 with no timing — and a second run of it (what the fence exists to prevent) is counted, not killed. Under the local
-backend the worker-process pool's host reads blocks for its workers (on a thread that
-:func:`~kuro_wasm.host.worker.pool.reading_for` says acts for one): the log names, and the kill hits, that
-worker. Workers import this module by name (it is on the test's ``sys.path``, which spawned processes inherit).
+backend the worker-process pool's host reads blocks for its workers, on a reader thread named
+after the worker: the log names, and the kill hits, that worker. Workers import
+this module by name (it is on the test's ``sys.path``, which spawned processes inherit).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from kuro_wasm.batch.stores import SharedStore
 
 
 def _reader() -> int:
-    """The pid this read is for: this process, or — read by a worker-process pool's host on its worker's
-    behalf (its reader thread, or a caller reading its run's frames) — that worker."""
-    from kuro_wasm.host.worker.pool import reading_for
-
-    return reading_for() or os.getpid()
+    """The pid this read is for: this process, or — read by a worker-process pool's reader thread on its
+    worker's behalf (``kuro-pool-reader-PID``) — that worker."""
+    name = threading.current_thread().name
+    prefix = "kuro-pool-reader-"
+    return int(name[len(prefix) :]) if name.startswith(prefix) else os.getpid()
 
 
 def _append(path: str, line: str) -> None:

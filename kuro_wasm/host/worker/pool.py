@@ -26,13 +26,6 @@ killed the same way; its head's receipt says why (``worker-died``). An error of 
 it reads a worker's frames gets the worker killed too, and its head ends ``host-error``: neither is
 ever the guest's fault, and no reader thread ends in a traceback.
 
-Reading: each worker has a reader thread, but the caller of a synchronous run (:func:`kuro_wasm.host.api.run`)
-reads its worker's frames itself while it waits (:meth:`WorkerPool.lead`): whoever holds the worker's read token
-reads and acts on the next frame, exactly as the reader thread would, so the receipt reaches the caller without
-a thread hand-over. While every run on a worker has such a reader, its reader thread watches only the worker's
-pidfd (its death) and is not woken by those runs at all (measured: 4.6–5.6 → 1.7 context switches per warm run
-in the host).
-
 Compiled guests go one way only: a worker asks for a guest it has not run (``module``), and the
 host compiles it — or loads it from its own module cache, whose tags it verifies — and answers with
 the serialized artifact (one compile for workers asking at once). A worker never writes anything
@@ -88,105 +81,11 @@ from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.sessions import Session
 
-__all__ = ["Interrupt", "WorkerPool", "default_pool", "main_interrupt", "reading_for"]
+__all__ = ["WorkerPool", "default_pool"]
 
 _FROM_WORKER: Final = frozenset({"worker"})
 _START_FAILURES: Final = 3
 _EXIT_STATUS_WAIT_S: Final = 1.0
-
-
-#: How long a leader polls before it looks again at its run (a backstop: its run's endings come as frames).
-_LEAD_SLICE_S: Final = 0.25
-
-
-class Interrupt:
-    """Ctrl-C for a caller that reads its worker's frames on the main thread (:meth:`WorkerPool.lead`).
-
-    A KeyboardInterrupt raised between two bytecodes of a frame being read or acted on would leave the
-    stream and the pool half-updated, so the main thread's SIGINT handler calls :meth:`fire` instead
-    (async-signal-safe: a flag and an eventfd write) and the leader, at the next frame boundary, stops
-    reading and says so.
-    """
-
-    def __init__(self) -> None:
-        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self.fired = False
-
-    def fire(self) -> None:
-        self.fired = True
-        os.eventfd_write(self.fd, 1)
-
-    def clear(self) -> None:
-        self.fired = False
-        _drain(self.fd)
-
-
-_READING = threading.local()
-
-
-def reading_for() -> int | None:
-    """The pid of the worker whose frame this thread is acting on (a block read on its behalf), else None."""
-    pid: int | None = getattr(_READING, "pid", None)
-    return pid
-
-
-_MAIN_INTERRUPT: list[Interrupt] = []
-
-
-def main_interrupt() -> Interrupt:
-    """The one :class:`Interrupt` of the main thread (made on first use)."""
-    if not _MAIN_INTERRUPT:
-        _MAIN_INTERRUPT.append(Interrupt())
-    return _MAIN_INTERRUPT[0]
-
-
-def _drain(fd: int) -> None:
-    try:
-        os.eventfd_read(fd)
-    except BlockingIOError:
-        pass
-
-
-def _readable_now(sock: socket.socket) -> bool:
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(0))
-
-
-class _Frames:
-    """A worker's socket, read through this side's buffer: ``read`` as a buffered file's, and ``pending`` says
-    whether bytes are already here (so nobody waits in ``poll`` for a frame that has arrived)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self._buf = bytearray()
-        self._pos = 0
-
-    @property
-    def pending(self) -> bool:
-        return self._pos < len(self._buf)
-
-    def read(self, size: int = -1, /) -> bytes:
-        """``size`` bytes (fewer only at the end of the stream). Raises OSError."""
-        while len(self._buf) - self._pos < size:
-            if self._pos:
-                del self._buf[: self._pos]
-                self._pos = 0
-            chunk = self._sock.recv(max(_RECV_BYTES, size - len(self._buf)))
-            if not chunk:
-                break
-            self._buf += chunk
-        end = min(len(self._buf), self._pos + size)
-        with memoryview(self._buf) as view:
-            out = bytes(view[self._pos : end])
-        self._pos = end
-        if self._pos == len(self._buf):
-            self._buf.clear()
-            self._pos = 0
-        return out
-
-
-_RECV_BYTES: Final = 1 << 16
 
 
 class _Conn:
@@ -212,17 +111,6 @@ class _Conn:
         # Frames decided under the pool's lock, written in that order by whichever thread flushes: the order
         # on the wire is the order of ``outstanding``, and a run's stdin or kill never overtakes the run.
         self.outbox: deque[tuple[str, dict[str, Any], bytes]] = deque()
-        # Reading (see WorkerPool.lead): whoever holds ``rlock`` reads the next frame — the reader thread, or a
-        # caller waiting for its run's receipt (a *leader*); while ``leaders`` > 0 the reader thread stands aside.
-        self.frames = _Frames(sock)
-        self.rlock = threading.Lock()
-        self.lead = threading.Condition(threading.Lock())
-        self.leaders = 0
-        self.watching = False  # its reader thread waits for the worker's death only (every run has a leader)
-        self.exited = False  # the worker's pidfd said it has exited: its reader reads what is left
-        self.probing = False  # tests: probe answers are read by the reader thread
-        self.ended = False  # its end was settled (:meth:`WorkerPool._end`); nobody reads it again
-        self.wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)  # wakes the reader thread out of its poll
 
     def send(self, kind: str, fields: Mapping[str, Any], payload: bytes = b"") -> bool:
         """Write one frame; False if the worker is gone (its reader sees that too)."""
@@ -363,20 +251,10 @@ class WorkerPool:
     # ---- the reader of one worker
 
     def _read(self, conn: _Conn) -> None:
-        """The reader thread of one worker: its hello, then every frame no waiting caller reads (see :meth:`lead`)."""
-        try:
-            if self._hello(conn):
-                self._follow(conn)
-        finally:
-            with conn.lead:  # no leader is left that could still write to it (a later one sees ``ended``)
-                conn.lead.wait_for(lambda: not conn.leaders)
-                os.close(conn.wake)
-
-    def _hello(self, conn: _Conn) -> bool:
-        """Read the worker's hello and let it join the pool; False (and the worker ended) if it does not."""
+        stream = conn.sock.makefile("rb", buffering=1 << 16)
         try:
             conn.sock.settimeout(self._start_timeout)
-            hello = read_frame(conn.frames, _FROM_WORKER, lambda _m: 0)
+            hello = read_frame(stream, _FROM_WORKER, lambda _m: 0)
             if hello is not None and hello[0]["t"] == "unfit":
                 raise ProtocolError(f"the worker could not harden itself: {hello[0]['error']}")
             if hello is None or hello[0]["t"] != "hello":
@@ -396,90 +274,24 @@ class WorkerPool:
                 raise ProtocolError("hello.stores must be a list of directory names")
             conn.stores = tuple(stores)
             conn.pidfd = os.pidfd_open(conn.pid)
-        except ProtocolError as exc:
-            conn.violation = str(exc)
-            self._end(conn)
-            return False
-        except (OSError, ValueError):
-            self._end(conn)  # the connection broke before the hello (the worker is going)
-            return False
-        except Exception as exc:  # a host bug on this worker's hello: no traceback, no half-trusted worker left
-            conn.host_failure = f"{type(exc).__name__}: {exc}"
-            self._end(conn)
-            return False
-        with self._cond:
-            self._starting -= 1
-            self._failures = 0
-            conn.ready = True
-            if self._closed:
-                conn.kill()
-            elif len(self._active) < self.size:
-                self._active.append(conn)
-            else:
-                self._spares.append(conn)
-            self._cond.notify_all()
-            flush = self._dispatch()
-        self._flush(flush)
-        return True
-
-    def _follow(self, conn: _Conn) -> None:
-        """The reader thread's loop: read a frame whenever one is there and no caller is reading (a leader).
-
-        While every run on the worker has a caller that reads for it (``led``), the thread watches only the
-        worker's pidfd (its death) and its wake-up fd, and is not woken by the frames of those runs at all.
-        """
-        assert conn.pidfd is not None
-        while True:
-            with conn.lead:
-                while conn.leaders and not conn.ended:
-                    conn.lead.wait()  # a waiting caller reads this worker's frames meanwhile
-            if conn.ended:
-                return
             with self._cond:
-                watching = not conn.exited and not conn.frames.pending and self._all_led(conn)
-                conn.watching = watching
-            poller = select.poll()
-            poller.register(conn.pidfd if watching else conn.sock.fileno(), select.POLLIN)
-            poller.register(conn.wake, select.POLLIN)
-            if not conn.frames.pending:
-                for fd, _events in poller.poll():
-                    if fd == conn.wake:
-                        _drain(conn.wake)
-                    elif watching:
-                        conn.exited = True  # the worker is gone: read what it left, then its end
-            with self._cond:
-                conn.watching = False
-            if watching:
-                continue
-            with conn.rlock:
-                if conn.ended:
-                    return
-                if conn.leaders or not (conn.frames.pending or _readable_now(conn.sock)):
-                    continue  # a leader took over (and may have read what woke this thread)
-                if not self._pump(conn):
-                    return
-
-    def _all_led(self, conn: _Conn) -> bool:
-        """Whether a caller reads for every run on ``conn`` (the pool's lock is held): its reader may look away."""
-        return not conn.probing and all(run.led for run in conn.outstanding)
-
-    def _wake_reader(self, conn: _Conn) -> None:
-        """Make ``conn``'s reader thread look again at what it should wait for (the pool's lock is held)."""
-        if conn.watching:
-            conn.watching = False
-            os.eventfd_write(conn.wake, 1)
-
-    def _pump(self, conn: _Conn) -> bool:
-        """Read and act on one frame of ``conn`` (the caller holds ``conn.rlock``); False once the worker is
-        finished with: its end (a closed socket, a protocol violation, a host error) is settled here, once."""
-        if conn.ended:
-            return False
-        _READING.pid = conn.pid
-        try:
-            frame = read_frame(conn.frames, _FROM_WORKER, lambda m: self._payload_limit(conn, m))
-            if frame is not None:
+                self._starting -= 1
+                self._failures = 0
+                conn.ready = True
+                if self._closed:
+                    conn.kill()
+                elif len(self._active) < self.size:
+                    self._active.append(conn)
+                else:
+                    self._spares.append(conn)
+                self._cond.notify_all()
+                flush = self._dispatch()
+            self._flush(flush)
+            while True:
+                frame = read_frame(stream, _FROM_WORKER, lambda m: self._payload_limit(conn, m))
+                if frame is None:
+                    break
                 self._on_frame(conn, *frame)
-                return True
         except ProtocolError as exc:
             conn.violation = str(exc)
         except (OSError, ValueError):
@@ -487,83 +299,13 @@ class WorkerPool:
         except Exception as exc:  # a host bug on this worker's frames: no traceback, no half-trusted worker left
             conn.host_failure = f"{type(exc).__name__}: {exc}"
         finally:
-            _READING.pid = None
-        self._end(conn)
-        return False
-
-    def _end(self, conn: _Conn) -> None:
-        """Whatever ended the reading of a worker: the worker is killed, its runs settled, its socket closed."""
-        conn.kill()  # whatever ended the reading, the worker is not used again
-        with conn.lead:
-            conn.ended = True
-            conn.lead.notify_all()
-        try:
+            conn.kill()  # whatever ended this reader, the worker is not used again
             self._died(conn)
-        finally:
-            os.eventfd_write(conn.wake, 1)  # the reader thread, if polling, sees the end
             try:
+                stream.close()
                 conn.sock.close()
             except OSError:
                 pass
-
-    # ---- a caller waiting for its run reads its worker's frames itself
-
-    def lead(self, run: RemoteRun, deadline: float | None, interrupt: Interrupt | None = None) -> str:
-        """Wait for ``run``'s receipt by reading its worker's frames on this (the caller's) thread.
-
-        The reader thread of that worker stands aside meanwhile, so the receipt reaches the caller without a
-        thread hand-over; every frame read here is handled exactly as the reader thread would (other runs'
-        chunks and receipts too). Returns ``"done"``; ``"timeout"`` (``deadline``, a ``time.monotonic()``
-        value, passed); ``"interrupted"`` (``interrupt`` fired: Ctrl-C on the main thread); or ``"wait"``: the
-        run is not (or no longer) on a worker, and the caller waits for ``run.done`` instead.
-        """
-        with self._cond:
-            conn = run.conn if run.sent else None
-            if conn is None and not run.done.is_set():
-                run.led = False  # queued: the reader thread of whichever worker takes it reads its frames
-                return "wait"
-        if conn is None or run.done.is_set():
-            return "done"
-        with conn.lead:
-            if conn.ended:
-                return "done" if run.done.is_set() else "wait"
-            conn.leaders += 1
-        with self._cond:
-            polling = not conn.watching  # the reader thread may be waiting in poll on the socket: it stands aside
-        if polling:
-            os.eventfd_write(conn.wake, 1)
-        poller = select.poll()
-        sock_fd = conn.sock.fileno()
-        poller.register(sock_fd, select.POLLIN)
-        if interrupt is not None:
-            poller.register(interrupt.fd, select.POLLIN)
-        conn.rlock.acquire()
-        try:
-            while not run.done.is_set():
-                if interrupt is not None and interrupt.fired:
-                    return "interrupted"
-                if conn.ended or run.conn is not conn:
-                    return "wait"
-                if not conn.frames.pending:
-                    slice_s = _LEAD_SLICE_S if deadline is None else min(_LEAD_SLICE_S, deadline - time.monotonic())
-                    if slice_s <= 0:
-                        return "timeout"
-                    if not any(fd == sock_fd for fd, _ in poller.poll(slice_s * 1000)):
-                        continue  # nothing from the worker yet (or the interrupt: looked at above)
-                if not self._pump(conn):
-                    break
-            return "done" if run.done.is_set() else "wait"
-        finally:
-            with conn.lead:  # stand down before the read token goes: the reader thread, if it waits for the
-                conn.leaders -= 1  # token, then reads on at once instead of being woken a second time
-                if not conn.leaders:
-                    conn.lead.notify_all()
-            conn.rlock.release()
-            if not run.done.is_set():
-                with self._cond:
-                    run.led = False  # nobody reads for it now: the reader thread of its worker does
-                    if run.conn is not None and not run.conn.ended:
-                        self._wake_reader(run.conn)
 
     def _payload_limit(self, conn: _Conn, message: Mapping[str, Any]) -> int:
         if message["t"] == "put":
@@ -744,8 +486,6 @@ class WorkerPool:
                 run.stdin.clear()  # the head may start at once: it can no longer be withdrawn
             conn.outbox.append(("run", fields, payload))
             touched.add(conn)
-            if not run.led:
-                self._wake_reader(conn)  # nobody may be waiting for it: its worker's frames are read by the thread
         if not self._pending:
             idle = next((c for c in self._active if c.ready and not c.outstanding and not c.retiring), None)
             busy = next((c for c in self._active if len(c.outstanding) > 1), None)
@@ -1016,9 +756,6 @@ class WorkerPool:
         """Ask the active worker to try ``what`` and do not wait (``abort`` and ``lie-block`` get no answer)."""
         with self._cond:
             conn = next((c for c in self._active if c.ready), None)
-            if conn is not None:
-                conn.probing = True  # its answers are read by its reader thread
-                self._wake_reader(conn)
         if conn is None or not conn.send("probe", {"what": what}):
             raise HostError("no worker to probe")
 
@@ -1029,9 +766,6 @@ class WorkerPool:
         """
         with self._cond:
             conn = next((c for c in self._active if c.ready), None)
-            if conn is not None:
-                conn.probing = True  # its answers are read by its reader thread
-                self._wake_reader(conn)
         if conn is None or not conn.send("probe", {"what": what}):
             raise HostError("no worker to probe")
         with conn.probe_cond:

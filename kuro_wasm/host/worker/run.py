@@ -194,8 +194,6 @@ class RemoteRun:
         self.receipt: dict[str, Any] | None = None
         self.failure: HostError | None = None
         self.done = threading.Event()
-        #: A caller will read this run's frames itself (:meth:`WorkerPool.lead`); set before it is submitted.
-        self.led = False
 
     # ---- what the receipt says the guest saw
 
