@@ -97,6 +97,7 @@ class _Conn:
         self.send_lock = threading.Lock()
         self.pid: int | None = None
         self.pidfd: int | None = None
+        self.pidfd_lock = threading.Lock()  # a kill never signals through a pidfd number closed (and reused) meanwhile
         self.hardening: list[str] = []
         self.stores: tuple[str, ...] = ()  # the block store directories it may read directly (its hello says)
         self.outstanding: list[RemoteRun] = []
@@ -123,16 +124,17 @@ class _Conn:
 
     def kill(self) -> None:
         """SIGKILL the worker (through its pidfd: never another process that reused the pid)."""
-        if self.pidfd is not None:
-            try:
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            except OSError:
-                pass
-        else:
-            try:
-                self.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        with self.pidfd_lock:
+            if self.pidfd is not None:
+                try:
+                    signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+                except OSError:
+                    pass
+                return
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def facts(self) -> dict[str, Any]:
         return {"pid": self.pid, "hardening": list(self.hardening)}
@@ -577,12 +579,16 @@ class WorkerPool:
         for run in behind:
             self._live.discard(run)
             run.stopped(run.stop_reason or "cancelled", _WAITED.get(run.stop_reason or ""), None)
-        if conn.pidfd is not None:
-            os.close(conn.pidfd)
+        # The exit status is read through the pidfd, so it is closed only after (and under its lock: a late kill
+        # then finds None, never a number another worker's pidfd now holds).
+        status = _exit_status(conn) if head is not None and conn.pid is not None else None
+        with conn.pidfd_lock:
+            if conn.pidfd is not None:
+                os.close(conn.pidfd)
+                conn.pidfd = None
         if head is None:
             return
         self._live.discard(head)
-        status = _exit_status(conn) if conn.pid is not None else None
         if conn.hard_stop is not None and conn.hard_stop[0] is head:
             reason = conn.hard_stop[1]
             detail = f"the worker did not stop the guest within {STOP_GRACE_S:g} s; the host killed it (SIGKILL)"
