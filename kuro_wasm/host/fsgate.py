@@ -155,6 +155,9 @@ class _Interruptible:
         except CorruptBlock:
             self._fault(cid, "corrupt")
             raise
+        except MissingBlock:  # a store that raises for an absent block instead of answering None
+            self._fault(cid, "missing")
+            raise
         except BlockStoreError:
             self._fault(cid, "unavailable")
             raise

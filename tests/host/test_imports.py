@@ -424,6 +424,28 @@ def test_a_corrupt_block_is_named_as_corrupt_on_both_backends(tmp_path: Path, is
         assert receipt["kuro/store-faults"] == [{"kuro/cid": cid, "kuro/fault": "corrupt"}]
 
 
+def test_the_fault_record_of_many_corrupt_blocks_is_the_same_on_both_backends(tmp_path: Path) -> None:
+    # A worker is told how the host's store failed (reply.fault) and raises it as that store did, so the
+    # record — folded entries included — is the in-process one.
+    from kuro_fs.filestore import FileBlockStore
+    from kuro_wasm.host.context import MAX_STORE_FAULT_ENTRIES
+
+    with FileBlockStore(tmp_path / "blocks") as store:
+        names = [f"{i:04d}" for i in range(MAX_STORE_FAULT_ENTRIES + 10)]
+        fs = make_fs(store, {name: f"file {name}" for name in names})  # type: ignore[arg-type]
+        for name in names:
+            cid = fs.stat(name).value["cid"]
+            (found,) = [p for p in (tmp_path / "blocks").rglob("*") if p.is_file() and cid in p.name]
+            found.write_bytes(b"damaged " + name.encode())
+        cmd = guest(add_guest(store, wat("deny-loop")), "distinct", [len(names)])
+        records = [
+            run(make_session(fs), cmd, store=store, home=tmp_path / "home", isolation=how)["kuro/store-faults"]  # type: ignore[arg-type]
+            for how in ("wasmtime", "process")
+        ]
+        assert records[0] == records[1]
+        assert records[0][-1] == {"kuro/fault": "corrupt", "kuro/count": 10}
+
+
 def test_a_missing_block_is_a_store_fault_in_the_receipt_counted_per_call(tmp_path: Path) -> None:
     store = MemoryBlockStore()
     fs = make_fs(store, {"greeting.txt": "hello"})

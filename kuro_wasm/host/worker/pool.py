@@ -62,7 +62,7 @@ import wasmtime.component
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import parse
-from kuro_fs.errors import InvalidCID, KuroFsError
+from kuro_fs.errors import CorruptBlock, InvalidCID, KuroFsError, MissingBlock
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
 from kuro_fs.home import blocks_dir, resolve_home
@@ -368,6 +368,7 @@ class WorkerPool:
         except InvalidCID as exc:
             raise ProtocolError(f"a {kind} for {cid!r}, which is not a CID") from exc
         block: bytes | None = None
+        fault: str | None = None
         source = run.store if cid == run.command.get("kuro/guest") else run.fs_store
         try:
             if kind == "has":
@@ -375,11 +376,18 @@ class WorkerPool:
             else:
                 block = source.get(cid)
                 found = block is not None
-        except KuroFsError as exc:  # a corrupt block or a failing store: the run sees it as absent (block-missing)
+        except KuroFsError as exc:  # a corrupt block or a failing store: the worker's store raises it as such
             found, block = False, None
-            run.store_failed(cid, exc)  # … and its receipt, if the guest could not load, says which block and why
+            fault = (
+                "corrupt"
+                if isinstance(exc, CorruptBlock)
+                else "missing"
+                if isinstance(exc, MissingBlock)
+                else "unavailable"
+            )
+            run.store_failed(exc)  # … and its receipt, if the guest could not load, says which block and why
         self.answered[kind] += 1
-        conn.send("reply", {"rid": message["rid"], "found": found}, block or b"")
+        conn.send("reply", {"rid": message["rid"], "found": found, "fault": fault}, block or b"")
 
     def _compiled(self, conn: _Conn, run: RemoteRun, message: Mapping[str, Any]) -> None:
         """Answer a worker's ``module``: the guest compiled by this host (or loaded from its own verified module

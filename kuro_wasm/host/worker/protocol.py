@@ -101,7 +101,8 @@ MESSAGES: Final[Mapping[str, Message]] = {
     "eof": Message("host", {"id": "int"}),
     "kill": Message("host", {"id": "int"}),
     "withdraw": Message("host", {"id": "int"}),
-    "reply": Message("host", {"rid": "int", "found": "bool"}, payload=True),
+    # fault: why the host's store could not answer (None: it answered; "corrupt", "missing", "unavailable")
+    "reply": Message("host", {"rid": "int", "found": "bool", "fault": "str?"}, payload=True),
     # the compiled guest a worker asked for: payload = meta (its first ``meta`` bytes) ‖ artifact; kind None: none
     "compiled": Message("host", {"rid": "int", "kind": "str?", "meta": "int"}, payload=True),
     "probe": Message("host", {"what": "str"}),

@@ -36,14 +36,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
-from kuro_fs.errors import CorruptBlock, KuroFsError
+from kuro_fs.errors import KuroFsError
 from kuro_fs.fs import Fs
 from kuro_wasm.errors import HostError
-from kuro_wasm.host.context import MAX_STORE_FAULT_ENTRIES
-from kuro_wasm.host.job import OnChunk, OnExit, fs_grant
+from kuro_wasm.host.job import OnChunk, OnExit
 from kuro_wasm.host.worker.verify import Staged
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
+from kuro_wasm.model.operation import narrowed_fs_grant
 from kuro_wasm.model.outcome import decide
 from kuro_wasm.model.receipt import exit_code_for, from_json, host_value, namespace
 from kuro_wasm.model.sessions import Session
@@ -187,7 +187,6 @@ class RemoteRun:
         self.callback_error: str | None = None
         self.staged = Staged()  # the blocks the worker handed back, stored only with a believed root
         self.store_failure: KuroFsError | None = None  # the first block read the host's store failed
-        self.failed_blocks: dict[str, str] = {}  # block → how the host's store failed on it (corrupt, unavailable)
         self.conn: Any = None
         self.sent = False
         self.withdrawing = False
@@ -268,10 +267,6 @@ class RemoteRun:
                 self.stream = _stream.drop(s, seq - s.seq, dropped - s.dropped_bytes, capped_by)
             elif truncated or seq != s.seq or dropped != 0:
                 raise HostError(f"the worker's stream counters {counters} do not match this side's")
-        faults = result.get("kuro/store-faults")
-        if self.failed_blocks and type(faults) is list:
-            # the worker saw as missing what this side's store failed on: its record says how it failed
-            result["kuro/store-faults"] = [self._fault_as_seen_here(entry) for entry in faults]
         if failure is not None and result.get("kuro/outcome") in ("guest-not-found", "load-error"):
             # the worker saw a block as absent because this side's store failed on it: say so, not "not found"
             from kuro_wasm.host.loader import unreadable
@@ -281,20 +276,11 @@ class RemoteRun:
             result["kuro/error"] = unreadable(guest if isinstance(guest, str) else "?", failure)
         return result
 
-    def _fault_as_seen_here(self, entry: object) -> object:
-        if type(entry) is dict and entry.get("kuro/fault") == "missing":
-            fault = self.failed_blocks.get(entry.get("kuro/cid"))  # type: ignore[arg-type]
-            if fault is not None:
-                return {**entry, "kuro/fault": fault}
-        return entry
-
-    def store_failed(self, cid: str, exc: KuroFsError) -> None:
-        """The host's store failed on block ``cid`` this run asked for (the worker was told it is absent)."""
+    def store_failed(self, exc: KuroFsError) -> None:
+        """The host's store failed on a block this run asked for (the worker was told how: ``reply.fault``)."""
         with self.lock:
             if self.store_failure is None:
                 self.store_failure = exc
-            if len(self.failed_blocks) < MAX_STORE_FAULT_ENTRIES:
-                self.failed_blocks[cid] = "corrupt" if isinstance(exc, CorruptBlock) else "unavailable"
 
     def settle(self, result: Mapping[str, Any], worker: Mapping[str, Any] | None, *, publish: bool = True) -> bool:
         """Build and publish the receipt from ``result`` (host keys); idempotent: the first ending wins.
@@ -318,7 +304,7 @@ class RemoteRun:
                     "kuro/duration-ms": max(0, int((time.monotonic() - self.started) * 1000)),
                 }
             )
-            narrowed = fs_grant(self.fs_arg)
+            narrowed = narrowed_fs_grant(self.fs_arg)
             if narrowed is not None:
                 full["kuro/fs-grant"] = narrowed
             if worker is not None:

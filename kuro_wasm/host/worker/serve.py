@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 
 from kuro_fs.cid import cid_for
-from kuro_fs.errors import BlockStoreError
+from kuro_fs.errors import BlockStoreError, CorruptBlock, MissingBlock
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Budget, Fs
 from kuro_fs.fsdir import DirLayout, Entry, encode_dir
@@ -116,7 +116,18 @@ class _Worker:
             raise BlockStoreError(f"the host is gone: {exc}") from exc
 
     def request(self, kind: str, fields: Mapping[str, Any]) -> tuple[bool, bytes]:
+        """The host's answer to a ``get``/``has``. Raises CorruptBlock / MissingBlock / BlockStoreError: the
+        host's store failed on that block, raised here as the host's store raised it (so a run records the
+        same ``kuro/store-faults`` as in-process)."""
         message, payload = self.ask(kind, fields)
+        fault = message.get("fault")
+        if fault is not None:
+            cid = str(fields.get("cid"))
+            if fault == "corrupt":
+                raise CorruptBlock(cid, "the host's store holds bytes that do not hash to this CID")
+            if fault == "missing":
+                raise MissingBlock(cid)
+            raise BlockStoreError(f"the host's store could not read {cid}")
         return bool(message.get("found")), payload
 
     def ask(self, kind: str, fields: Mapping[str, Any]) -> tuple[dict[str, Any], bytes]:
