@@ -158,7 +158,7 @@ def _is_sharded_kuro_dir(value: Any) -> bool:
 
 
 def _cbor_step(value: Any, segment: str) -> Any:
-    if isinstance(value, dict) and value.get("type") == "kuro.fs/dir" and isinstance(value.get("entries"), dict):
+    if isinstance(value, dict) and value.get("type") == DIR_TYPE and isinstance(value.get("entries"), dict):
         entry = value["entries"].get(segment)
         if isinstance(entry, dict) and isinstance(entry.get("cid"), dagcbor.Link):
             return entry["cid"]

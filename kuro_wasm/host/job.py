@@ -34,7 +34,6 @@ from typing import Any
 import wasmtime
 
 from kuro_fs.blocks import BlockStore
-from kuro_fs.fs import DEFAULT_GRANT, Fs
 from kuro_wasm.errors import HostError
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import loader
@@ -44,6 +43,7 @@ from kuro_wasm.host.fsgate import open_fs
 from kuro_wasm.host.loader import LoadFailure
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
+from kuro_wasm.model.operation import narrowed_fs_grant
 from kuro_wasm.model.outcome import decide
 from kuro_wasm.model.sessions import Session
 
@@ -279,7 +279,7 @@ class Job:
         result["engine"] = dict(_engine_data(self.limits.fuel is not None))
         result["reads"] = list(ctx.reads)
         result["denials"] = [dict(d) for d in ctx.denials]
-        narrowed = fs_grant(self.fs_arg)
+        narrowed = narrowed_fs_grant(self.fs_arg)
         if narrowed is not None:
             result["fs-grant"] = narrowed
         if ctx.store_faults:
@@ -318,12 +318,6 @@ def _engine_data(fuel: bool) -> dict[str, str]:
         "config": _engine.engine_key(config),
         "identity": _engine.engine_identity(config),
     }
-
-
-def fs_grant(fs: Any) -> list[str] | None:
-    """``kuro/fs-grant``: the grant of an ``Fs`` value that allows fewer than every fs capability; else None."""
-    grant = getattr(fs, "grant", None) if isinstance(fs, Fs) else None
-    return sorted(grant) if grant is not None and grant != DEFAULT_GRANT else None
 
 
 def _root_of(fs: Any) -> str | None:

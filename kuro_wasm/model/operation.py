@@ -38,6 +38,7 @@ __all__ = [
     "RUN_OPTIONS",
     "argument_digest",
     "check_op_id",
+    "narrowed_fs_grant",
     "plain",
     "run_limits",
     "run_seed",
@@ -231,6 +232,15 @@ _DEFAULT_BUDGET: Final = Budget()
 _DEFAULT_LAYOUT: Final = DirLayout()
 
 
+def narrowed_fs_grant(fs: object) -> list[str] | None:
+    """An ``Fs`` value's own grant, sorted, when it allows fewer than every fs capability; else None.
+
+    What ``kuro/fs-grant`` states and what the operation's identity covers (one rule for both).
+    """
+    grant = fs.grant if isinstance(fs, Fs) else None
+    return sorted(grant) if grant is not None and grant != DEFAULT_GRANT else None
+
+
 def _fs_view(fs: object) -> dict[str, Any]:
     """What an ``Fs`` value adds to its root, where it is not the default: its own grant (what the guest
     may do), its budget (what one call may read) and its format (chunking, width, directory layout: which
@@ -238,8 +248,9 @@ def _fs_view(fs: object) -> dict[str, Any]:
     if not isinstance(fs, Fs):
         return {}
     view: dict[str, Any] = {}
-    if fs.grant is not None and fs.grant != DEFAULT_GRANT:
-        view["grant"] = sorted(fs.grant)
+    grant = narrowed_fs_grant(fs)
+    if grant is not None:
+        view["grant"] = grant
     if fs.budget != _DEFAULT_BUDGET:
         view["budget"] = [fs.budget.entries, fs.budget.bytes]
     if fs.chunk_size != DEFAULT_CHUNK_SIZE or fs.width != DEFAULT_WIDTH:

@@ -13,7 +13,7 @@ from kuro_fs import dagcbor
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.dagpb import PBLink, PBNode
 from kuro_fs.dagpb import encode as encode_pb
-from kuro_fs.errors import DagPbError, MissingBlock
+from kuro_fs.errors import CorruptBlock, DagPbError, MissingBlock
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Budget
 from kuro_fs.gateway.dag import MAX_FILE_DEPTH, NoSuchPath, NotHeld, OverBudget, Unservable, resolve, walk
@@ -71,9 +71,13 @@ def test_a_path_through_a_sharded_kuro_fs_directory_reads_only_the_hashmap_nodes
     assert store.get(deep.terminal) == b"deep"
     with pytest.raises(NoSuchPath, match=r"no entry 'f99\.txt'"):
         resolve(store.get, fs.root, ("big", "f99.txt"))
+    node = store.get(on_the_way[2]) or b""
     store.delete(on_the_way[2])
     with pytest.raises(NotHeld):
         resolve(store.get, fs.root, ("big", "f07.txt"))
+    tampered = {on_the_way[2]: node[:-1] + bytes([node[-1] ^ 1])}  # a node on the way that fails its hash
+    with pytest.raises(CorruptBlock):
+        resolve(lambda cid: tampered.get(cid) or store.get(cid), fs.root, ("big", "f07.txt"))
 
 
 def test_a_missing_root_or_path_block_is_found_before_anything_is_sent() -> None:
