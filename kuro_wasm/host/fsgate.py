@@ -69,6 +69,7 @@ __all__ = [
     "call",
     "call_in",
     "call_in_run",
+    "fault_kind",
     "open_fs",
     "opened_fs",
     "read_into_guest",
@@ -134,14 +135,11 @@ class _Interruptible:
     __slots__ = ("_fault", "_should_stop", "_store")
 
     def __init__(
-        self,
-        store: BlockStore,
-        should_stop: Callable[[], str | None],
-        fault: Callable[[str | None, str], None] | None = None,
+        self, store: BlockStore, should_stop: Callable[[], str | None], fault: Callable[[str | None, str], None]
     ) -> None:
         self._store = store
         self._should_stop = should_stop
-        self._fault = fault if fault is not None else _ignore_fault
+        self._fault = fault
 
     def _check(self) -> None:
         reason = self._should_stop()
@@ -152,14 +150,8 @@ class _Interruptible:
         self._check()
         try:
             block = self._store.get(cid)
-        except CorruptBlock:
-            self._fault(cid, "corrupt")
-            raise
-        except MissingBlock:  # a store that raises for an absent block instead of answering None
-            self._fault(cid, "missing")
-            raise
-        except BlockStoreError:
-            self._fault(cid, "unavailable")
+        except BlockStoreError as exc:
+            self._fault(cid, fault_kind(exc))
             raise
         if block is None:
             self._fault(cid, "missing")
@@ -180,19 +172,18 @@ class _Batch(_Interruptible):
         self._check()
         try:
             return self._store.get_many_into(requests)  # type: ignore[attr-defined]
-        except MissingBlock as exc:
-            self._fault(exc.cid, "missing")
-            raise
-        except CorruptBlock as exc:
-            self._fault(exc.cid, "corrupt")
-            raise
-        except BlockStoreError:
-            self._fault(None, "unavailable")
+        except BlockStoreError as exc:  # MissingBlock and CorruptBlock name their block
+            self._fault(getattr(exc, "cid", None), fault_kind(exc))
             raise
 
 
-def _ignore_fault(cid: str | None, fault: str) -> None:
-    return None
+def fault_kind(exc: KuroFsError) -> str:
+    """How a store failed on a block, as ``kuro/store-faults`` names it: ``corrupt``, ``missing`` or ``unavailable``."""
+    if isinstance(exc, CorruptBlock):
+        return "corrupt"
+    if isinstance(exc, MissingBlock):  # a store that raises for an absent block instead of answering None
+        return "missing"
+    return "unavailable"
 
 
 def _interruptible(fs: Any, run: RunContext) -> Any:

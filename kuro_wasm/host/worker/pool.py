@@ -62,7 +62,7 @@ import wasmtime.component
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import parse
-from kuro_fs.errors import CorruptBlock, InvalidCID, KuroFsError, MissingBlock
+from kuro_fs.errors import InvalidCID, KuroFsError
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
 from kuro_fs.home import blocks_dir, resolve_home
@@ -70,6 +70,7 @@ from kuro_wasm.errors import HostError, KuroError
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import loader
 from kuro_wasm.host.cache import COMPONENT, MODULE
+from kuro_wasm.host.fsgate import fault_kind
 from kuro_wasm.host.job import OnChunk, OnExit
 from kuro_wasm.host.worker import protocol
 from kuro_wasm.host.worker.hardening import Hardening, check_stores, closed_homes
@@ -378,13 +379,7 @@ class WorkerPool:
                 found = block is not None
         except KuroFsError as exc:  # a corrupt block or a failing store: the worker's store raises it as such
             found, block = False, None
-            fault = (
-                "corrupt"
-                if isinstance(exc, CorruptBlock)
-                else "missing"
-                if isinstance(exc, MissingBlock)
-                else "unavailable"
-            )
+            fault = fault_kind(exc)
             run.store_failed(exc)  # … and its receipt, if the guest could not load, says which block and why
         self.answered[kind] += 1
         conn.send("reply", {"rid": message["rid"], "found": found, "fault": fault}, block or b"")
