@@ -27,6 +27,7 @@ from kuro_fs.cid import (
     cid_for,
     cid_from_bytes,
     cid_from_digest,
+    codec_is,
     decode_binary,
     format_binary,
     matches,
@@ -427,8 +428,6 @@ def test_canonical_never_raises_anything_but_invalid_cid(text: str) -> None:
 
 
 def test_codec_is_tells_minted_names_by_prefix_and_any_other_by_parsing() -> None:
-    from kuro_fs.cid import codec_is
-
     raw, pb, cbor = cid_for(b"x"), cid_for(b"\x0a\x02\x08\x01", "dag-pb"), cid_for(b"\xa0", "dag-cbor")
     assert [codec_is(c, "raw") for c in (raw, pb, cbor)] == [True, False, False]
     assert [codec_is(c, "dag-pb") for c in (raw, pb, cbor)] == [False, True, False]
