@@ -74,7 +74,7 @@ from kuro_wasm.host.fsgate import fault_kind
 from kuro_wasm.host.job import OnChunk, OnExit
 from kuro_wasm.host.worker import protocol
 from kuro_wasm.host.worker.hardening import Hardening, check_stores, closed_homes
-from kuro_wasm.host.worker.protocol import MAX_BLOCK_BYTES, ProtocolError, read_frame, send
+from kuro_wasm.host.worker.protocol import CONTROL, MAX_BLOCK_BYTES, ProtocolError, read_frame, send
 from kuro_wasm.host.worker.run import STOP_GRACE_S, RemoteRun, died_result
 from kuro_wasm.host.worker.verify import accept_root
 from kuro_wasm.host.worker.zygote import Zygote
@@ -92,8 +92,9 @@ _EXIT_STATUS_WAIT_S: Final = 1.0
 class _Conn:
     """One worker process as the host sees it."""
 
-    def __init__(self, sock: socket.socket, zygote: Zygote) -> None:
-        self.sock = sock
+    def __init__(self, sock: socket.socket, ctl: socket.socket, zygote: Zygote) -> None:
+        self.sock = sock  # the run channel: runs and replies out, every worker frame in
+        self.ctl = ctl  # the control channel: stdin, eof, kill, withdraw, probe out
         self.zygote = zygote  # the one that forked it, and will report its wait status
         self.send_lock = threading.Lock()
         self.pid: int | None = None
@@ -118,7 +119,7 @@ class _Conn:
         """Write one frame; False if the worker is gone (its reader sees that too)."""
         try:
             with self.send_lock:
-                send(self.sock, kind, fields, payload)
+                send(self.ctl if kind in CONTROL else self.sock, kind, fields, payload)
             return True
         except (OSError, ProtocolError):
             return False
@@ -132,10 +133,11 @@ class _Conn:
                 except OSError:
                     pass
                 return
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        for sock in (self.sock, self.ctl):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def facts(self) -> dict[str, Any]:
         return {"pid": self.pid, "hardening": list(self.hardening)}
@@ -211,13 +213,13 @@ class WorkerPool:
                 self._zygote.close()
                 self._zygote = Zygote()
             try:
-                sock = self._zygote.fork(self._options)
+                sock, ctl = self._zygote.fork(self._options)
             except HostError as exc:
                 self._broken = str(exc)
                 self._fail_waiting()
                 return
             self._starting += 1
-            conn = _Conn(sock, self._zygote)
+            conn = _Conn(sock, ctl, self._zygote)
             threading.Thread(target=self._read, args=(conn,), name="kuro-pool-reader", daemon=True).start()
 
     def _fail_waiting(self) -> None:
@@ -307,6 +309,7 @@ class WorkerPool:
             try:
                 stream.close()
                 conn.sock.close()
+                conn.ctl.close()
             except OSError:
                 pass
 
@@ -482,6 +485,9 @@ class WorkerPool:
                 break
             conn = min(usable, key=lambda c: len(c.outstanding))
             run = self._pending.popleft()
+            # A new id at every dispatch: a worker reads its runs in the order of their ids, so it can tell a
+            # control frame for a run it has not read yet from one for a run it has finished.
+            run.id = next(self._ids)
             run.conn, run.sent = conn, True
             conn.outstanding.append(run)
             with run.lock:
@@ -511,7 +517,7 @@ class WorkerPool:
                             break
                         kind, fields, payload = conn.outbox.popleft()
                     try:
-                        send(conn.sock, kind, fields, payload)
+                        send(conn.ctl if kind in CONTROL else conn.sock, kind, fields, payload)
                     except (OSError, ProtocolError):
                         with self._cond:
                             conn.outbox.clear()  # the worker is gone: its reader sees that and settles its runs

@@ -38,6 +38,7 @@ from typing import Any, Final, Protocol
 from kuro_wasm.errors import HostError
 
 __all__ = [
+    "CONTROL",
     "MAX_ARTIFACT_BYTES",
     "MAX_BLOCK_BYTES",
     "MAX_JSON_BYTES",
@@ -122,6 +123,10 @@ MESSAGES: Final[Mapping[str, Message]] = {
     "fork": Message("host", {"options": "data"}),
     "exited": Message("zygote", {"pid": "int", "status": "int"}),
 }
+
+#: The host's messages that travel on a worker's control channel; its other messages (``run``, ``reply``,
+#: ``compiled``) travel on the run channel, with every worker message. The two are not ordered with each other.
+CONTROL: Final = frozenset({"stdin", "eof", "kill", "withdraw", "probe"})
 
 _CHECKS: Final[Mapping[str, Callable[[object], bool]]] = {
     "int": lambda v: type(v) is int,
