@@ -265,7 +265,10 @@ class _Worker:
                 frame = None
             if frame is None or frame[0]["t"] in _RUN_CHANNEL:
                 self._host_gone()
-            self._on_control(*frame)
+            try:
+                self._on_control(*frame)
+            except BlockStoreError:  # an answer could not be sent: the host is gone
+                self._host_gone()
 
     def _host_gone(self) -> NoReturn:
         with self.cond:
@@ -308,17 +311,17 @@ class _Worker:
                 if ok:
                     target.withdrawn = True
                     self.requests.pop(run_id, None)
-                job = None
-            else:
-                job = target.job
-                if job is None:
-                    if kind == "stdin" and not target.closed:
-                        target.stdin += payload
-                    target.closed = target.closed or kind == "eof"
-                    target.killed = target.killed or kind == "kill"
-        if kind == "withdraw":
-            self.send("withdrawn", {"id": run_id, "ok": ok})
-        elif job is not None:
+                # Answered before the lock is let go: the main thread skips the run only after this frame is
+                # sent, so the host learns of it before any frame of the run after it.
+                self.send("withdrawn", {"id": run_id, "ok": ok})
+                return
+            job = target.job
+            if job is None:
+                if kind == "stdin" and not target.closed:
+                    target.stdin += payload
+                target.closed = target.closed or kind == "eof"
+                target.killed = target.killed or kind == "kill"
+        if job is not None:
             assert job.ctx.stdin is not None
             if kind == "stdin":
                 job.ctx.stdin.write(payload)

@@ -182,6 +182,23 @@ def test_a_withdraw_of_a_run_not_yet_read_is_granted_and_that_run_never_runs(hos
     assert 1 not in host.out
 
 
+def test_a_granted_withdraw_reaches_the_host_before_any_frame_of_the_next_run(host: _Host) -> None:
+    _, hello = _guests(host.store)
+    host.control("withdraw", 1)  # races with the worker reading run 1: granted or refused, never both
+    host.run(1, hello, closed=True)
+    host.run(2, hello, closed=True)
+    seen = []
+    while not seen or seen[-1][:2] != ("done", 2):
+        message = host.next_frame()
+        seen.append((message["t"], message["id"], message.get("ok")))
+    frames = [f for f in seen if f[0] != "chunk"]
+    if ("withdrawn", 1, True) in frames:  # heard of before anything of run 2; run 1 never ran
+        assert frames == [("withdrawn", 1, True), ("done", 2, None)]
+    else:  # refused (or unanswered: run 1 had finished), and run 1 ran
+        assert [f for f in frames if f[0] == "done"] == [("done", 1, None), ("done", 2, None)]
+        assert {f for f in frames if f[0] != "done"} <= {("withdrawn", 1, False)}
+
+
 def test_a_withdraw_of_a_queued_run_is_granted_while_another_runs(host: _Host) -> None:
     cat, hello = _guests(host.store)
     host.run(1, cat)
