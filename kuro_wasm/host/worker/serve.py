@@ -330,8 +330,9 @@ class _Worker:
             elif kind == "kill":
                 job.ctx.stop("cancelled")
 
-    def _compiled_by_host(self, run_id: int, cid: object, config: engine.EngineConfig) -> None:
-        """Make sure this worker's memory holds guest ``cid`` compiled for ``config``: if not, ask the host for
+    def _compiled_by_host(self, run_id: int, cid: object, fuel: bool) -> None:
+        """Make sure this worker's memory holds guest ``cid`` compiled for the engine with or without ``fuel``:
+        if not, ask the host for
         the artifact (compiled by the host, or loaded from its own module cache) and deserialize it.
 
         A worker never compiles into, or reads from, the module cache on disk: what it deserializes comes
@@ -341,10 +342,10 @@ class _Worker:
         """
         if not isinstance(cid, str):
             return
-        key = engine.engine_key(config)
+        config, key = _engine(fuel)
         if ModuleCache.holds(cid, key):  # the warm path: one dict lookup
             return
-        reply, payload = self.ask("module", {"id": run_id, "cid": cid, "fuel": config.fuel})
+        reply, payload = self.ask("module", {"id": run_id, "cid": cid, "fuel": fuel})
         artifact = next((a for a in ARTIFACTS if a.name == reply["kind"]), None)
         split = reply["meta"]
         if artifact is None or not 0 <= split <= len(payload):
@@ -408,8 +409,8 @@ class _Worker:
         # The deadline is the host's (CLOCK_MONOTONIC is one clock for every process of the machine): the
         # time the request waited in the host and in this worker's queue is part of the run's budget.
         remaining = math.ceil((message["deadline"] - time.monotonic()) * 1000)
-        limits = Limits.from_options({**message["limits"], "timeout_ms": max(1, remaining)})
-        self._compiled_by_host(request.id, command.get("kuro/guest"), engine.EngineConfig(fuel=limits.fuel is not None))
+        limits = _limits(message["limits"], max(1, remaining))
+        self._compiled_by_host(request.id, command.get("kuro/guest"), limits.fuel is not None)
 
         def on_chunk(_s: _stream.Stream, chunk: _stream.Chunk) -> None:
             self.send("chunk", {"id": request.id, "stream": chunk.stream}, chunk.data)
@@ -467,6 +468,10 @@ class _Worker:
 INCOMPLETE_DIR: Final = encode_dir({"lost.txt": Entry(cid_for(b"a file nobody handed back"), 25)})
 _LIES: Final = frozenset({"lie-root", "plant", "claim"})
 _SESSIONS: dict[tuple[Any, ...], Session] = {}
+_LAST_SESSION: list[tuple[dict[str, Any], Session] | None] = [None]
+_LIMITS: dict[tuple[Any, ...], Limits] = {}
+_INT_OR_NONE: Final = frozenset({int, type(None)})
+_ENGINE_KEYS: dict[bool, tuple[engine.EngineConfig, str]] = {}
 _DIRECT: dict[str, FileBlockStore] = {}
 
 
@@ -482,9 +487,38 @@ def _direct_store(path: str) -> FileBlockStore:
     return found
 
 
+def _engine(fuel: bool) -> tuple[engine.EngineConfig, str]:
+    """The engine config with or without fuel and its :func:`~kuro_wasm.host.engine.engine_key`, made once
+    (a worker never changes its memory profile: the key of a config stays the same)."""
+    found = _ENGINE_KEYS.get(fuel)
+    if found is None:
+        config = engine.EngineConfig(fuel=fuel)
+        found = _ENGINE_KEYS[fuel] = (config, engine.engine_key(config))
+    return found
+
+
+def _limits(options: Mapping[str, Any], timeout_ms: int) -> Limits:
+    """The request's limits with ``timeout_ms`` (what is left of its deadline), checked by
+    :meth:`Limits.from_options` once per distinct value (a warm run re-sends the same ones and has nearly all
+    its time left); a bounded memo whose key holds only ints and None (so ``True`` never finds ``1``'s)."""
+    key = (timeout_ms, *options.items())
+    if not _INT_OR_NONE.issuperset(map(type, options.values())):
+        return Limits.from_options({**options, "timeout_ms": timeout_ms})
+    found = _LIMITS.get(key)
+    if found is None:
+        found = Limits.from_options({**options, "timeout_ms": timeout_ms})
+        if len(_LIMITS) >= 256:
+            _LIMITS.clear()
+        _LIMITS[key] = found
+    return found
+
+
 def _session(data: Any) -> Session:
     """The session of a request, checked by :meth:`Session.from_data` once per distinct session (a warm run
-    re-sends the same one); a bounded memo."""
+    re-sends the same one, found at once by comparing it with the last); a bounded memo."""
+    last = _LAST_SESSION[0]
+    if last is not None and type(data) is dict and data == last[0]:
+        return last[1]
     try:
         key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(data.items()))
         hash(key)
@@ -496,6 +530,7 @@ def _session(data: Any) -> Session:
         if len(_SESSIONS) >= 256:
             _SESSIONS.clear()
         _SESSIONS[key] = found
+    _LAST_SESSION[0] = (data, found)
     return found
 
 
