@@ -138,6 +138,20 @@ _CHECKS: Final[Mapping[str, Callable[[object], bool]]] = {
 }
 
 
+#: Each row of :data:`MESSAGES` as :func:`decode` checks it, made once: its field names, the check of each
+#: field that has one (``data`` has none), and its ``num`` fields (which must be finite).
+_ROWS: Final[
+    Mapping[str, tuple[frozenset[str], tuple[tuple[str, Callable[[object], bool], str], ...], tuple[str, ...]]]
+] = {
+    kind: (
+        frozenset(spec.fields),
+        tuple((name, _CHECKS[t], t) for name, t in spec.fields.items() if t != "data"),
+        tuple(name for name, t in spec.fields.items() if t == "num"),
+    )
+    for kind, spec in MESSAGES.items()
+}
+
+
 def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not plain data")
 
@@ -181,13 +195,14 @@ def send(
         sock.sendall(payload)
 
 
-def _check_fields(kind: str, spec: Message, fields: Mapping[str, Any]) -> None:
-    if set(fields) != set(spec.fields):
-        missing = sorted(set(spec.fields) - set(fields))
-        extra = sorted(set(fields) - set(spec.fields))
+def _check_fields(kind: str, fields: Mapping[str, Any]) -> None:
+    names, checks, _ = _ROWS[kind]
+    if fields.keys() != names:
+        missing = sorted(names - set(fields))
+        extra = sorted(set(fields) - names)
         raise ProtocolError(f"{kind}: fields missing {missing}, unexpected {extra}")
-    for name, type_name in spec.fields.items():
-        if not _CHECKS[type_name](fields[name]):
+    for name, check, type_name in checks:
+        if not check(fields[name]):
             raise ProtocolError(f"{kind}.{name} must be {type_name}, got {type(fields[name]).__name__}")
 
 
@@ -207,9 +222,9 @@ def decode(body: bytes, senders: frozenset[str]) -> dict[str, Any]:
     spec = MESSAGES.get(kind) if type(kind) is str else None
     if spec is None or spec.sender not in senders:
         raise ProtocolError(f"unexpected message type {kind!r}")
-    _check_fields(kind, spec, value)
-    for name, type_name in spec.fields.items():
-        if type_name == "num" and not math.isfinite(value[name]):
+    _check_fields(kind, value)
+    for name in _ROWS[kind][2]:
+        if not math.isfinite(value[name]):
             raise ProtocolError(f"{kind}.{name} must be finite")
     value["t"] = kind
     return value
