@@ -31,6 +31,13 @@ host compiles it — or loads it from its own module cache, whose tags it verifi
 the serialized artifact (one compile for workers asking at once). A worker never writes anything
 the host deserializes.
 
+Each worker has two sockets: the *run channel* carries runs and the replies to the worker's asks to
+it, and every frame of the worker back; the *control channel* carries stdin, eof, kill, withdraw and
+probe frames to it (its main thread reads its runs itself; see :mod:`.serve`). The two are not
+ordered with each other, so every dispatch gives its run a new id: a worker reads its runs in
+increasing id order, and can tell a control frame for a run still to come from one for a run that
+has finished.
+
 ## Effects
 The zygote process and the workers it forks; one reader thread per worker, one watchdog thread;
 pidfds; the callers' block stores (blocks in and out); the host's module cache (guests compiled for
