@@ -265,3 +265,13 @@ def test_runs_read_while_the_worker_waits_for_its_asks_are_run_after_in_order(ho
     assert host.done(2)["kuro/outcome"] == "ok"
     assert bytes(host.out[2]) == b"two"
     assert host.done(3)["kuro/outcome"] == "ok"
+
+
+def test_the_host_closing_while_the_worker_waits_for_an_answer_ends_the_worker(host: _Host) -> None:
+    _, hello = _guests(host.store)
+    host.run(1, hello, closed=True)
+    asked = host.frame()
+    assert asked is not None and asked[0]["t"] == "module"
+    host.sock.shutdown(socket.SHUT_RDWR)  # no answer will ever come
+    status = host.exited()
+    assert status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
