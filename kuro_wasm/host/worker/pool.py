@@ -31,6 +31,13 @@ host compiles it — or loads it from its own module cache, whose tags it verifi
 the serialized artifact (one compile for workers asking at once). A worker never writes anything
 the host deserializes.
 
+Each worker has two sockets: the *run channel* carries runs and the replies to the worker's asks to
+it, and every frame of the worker back; the *control channel* carries stdin, eof, kill, withdraw and
+probe frames to it (its main thread reads its runs itself; see :mod:`.serve`). The two are not
+ordered with each other, so every dispatch gives its run a new id: a worker reads its runs in
+increasing id order, and can tell a control frame for a run still to come from one for a run that
+has finished.
+
 ## Effects
 The zygote process and the workers it forks; one reader thread per worker, one watchdog thread;
 pidfds; the callers' block stores (blocks in and out); the host's module cache (guests compiled for
@@ -74,7 +81,7 @@ from kuro_wasm.host.fsgate import fault_kind
 from kuro_wasm.host.job import OnChunk, OnExit
 from kuro_wasm.host.worker import protocol
 from kuro_wasm.host.worker.hardening import Hardening, check_stores, closed_homes
-from kuro_wasm.host.worker.protocol import MAX_BLOCK_BYTES, ProtocolError, read_frame, send
+from kuro_wasm.host.worker.protocol import CONTROL, MAX_BLOCK_BYTES, ProtocolError, read_frame, send
 from kuro_wasm.host.worker.run import STOP_GRACE_S, RemoteRun, died_result
 from kuro_wasm.host.worker.verify import accept_root
 from kuro_wasm.host.worker.zygote import Zygote
@@ -92,8 +99,9 @@ _EXIT_STATUS_WAIT_S: Final = 1.0
 class _Conn:
     """One worker process as the host sees it."""
 
-    def __init__(self, sock: socket.socket, zygote: Zygote) -> None:
-        self.sock = sock
+    def __init__(self, sock: socket.socket, ctl: socket.socket, zygote: Zygote) -> None:
+        self.sock = sock  # the run channel: runs and replies out, every worker frame in
+        self.ctl = ctl  # the control channel: stdin, eof, kill, withdraw, probe out
         self.zygote = zygote  # the one that forked it, and will report its wait status
         self.send_lock = threading.Lock()
         self.pid: int | None = None
@@ -118,7 +126,7 @@ class _Conn:
         """Write one frame; False if the worker is gone (its reader sees that too)."""
         try:
             with self.send_lock:
-                send(self.sock, kind, fields, payload)
+                send(self.ctl if kind in CONTROL else self.sock, kind, fields, payload)
             return True
         except (OSError, ProtocolError):
             return False
@@ -132,10 +140,11 @@ class _Conn:
                 except OSError:
                     pass
                 return
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        for sock in (self.sock, self.ctl):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def facts(self) -> dict[str, Any]:
         return {"pid": self.pid, "hardening": list(self.hardening)}
@@ -211,13 +220,13 @@ class WorkerPool:
                 self._zygote.close()
                 self._zygote = Zygote()
             try:
-                sock = self._zygote.fork(self._options)
+                sock, ctl = self._zygote.fork(self._options)
             except HostError as exc:
                 self._broken = str(exc)
                 self._fail_waiting()
                 return
             self._starting += 1
-            conn = _Conn(sock, self._zygote)
+            conn = _Conn(sock, ctl, self._zygote)
             threading.Thread(target=self._read, args=(conn,), name="kuro-pool-reader", daemon=True).start()
 
     def _fail_waiting(self) -> None:
@@ -307,6 +316,7 @@ class WorkerPool:
             try:
                 stream.close()
                 conn.sock.close()
+                conn.ctl.close()
             except OSError:
                 pass
 
@@ -482,6 +492,9 @@ class WorkerPool:
                 break
             conn = min(usable, key=lambda c: len(c.outstanding))
             run = self._pending.popleft()
+            # A new id at every dispatch: a worker reads its runs in the order of their ids, so it can tell a
+            # control frame for a run it has not read yet from one for a run it has finished.
+            run.id = next(self._ids)
             run.conn, run.sent = conn, True
             conn.outstanding.append(run)
             with run.lock:
@@ -511,7 +524,7 @@ class WorkerPool:
                             break
                         kind, fields, payload = conn.outbox.popleft()
                     try:
-                        send(conn.sock, kind, fields, payload)
+                        send(conn.ctl if kind in CONTROL else conn.sock, kind, fields, payload)
                     except (OSError, ProtocolError):
                         with self._cond:
                             conn.outbox.clear()  # the worker is gone: its reader sees that and settles its runs

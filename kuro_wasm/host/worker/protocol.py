@@ -38,6 +38,7 @@ from typing import Any, Final, Protocol
 from kuro_wasm.errors import HostError
 
 __all__ = [
+    "CONTROL",
     "MAX_ARTIFACT_BYTES",
     "MAX_BLOCK_BYTES",
     "MAX_JSON_BYTES",
@@ -123,6 +124,10 @@ MESSAGES: Final[Mapping[str, Message]] = {
     "exited": Message("zygote", {"pid": "int", "status": "int"}),
 }
 
+#: The host's messages that travel on a worker's control channel; its other messages (``run``, ``reply``,
+#: ``compiled``) travel on the run channel, with every worker message. The two are not ordered with each other.
+CONTROL: Final = frozenset({"stdin", "eof", "kill", "withdraw", "probe"})
+
 _CHECKS: Final[Mapping[str, Callable[[object], bool]]] = {
     "int": lambda v: type(v) is int,
     "num": lambda v: type(v) in (int, float),
@@ -130,6 +135,20 @@ _CHECKS: Final[Mapping[str, Callable[[object], bool]]] = {
     "bool": lambda v: type(v) is bool,
     "data": lambda v: True,
     "str?": lambda v: v is None or type(v) is str,
+}
+
+
+#: Each row of :data:`MESSAGES` as :func:`decode` checks it, made once: its field names, the check of each
+#: field that has one (``data`` has none), and its ``num`` fields (which must be finite).
+_ROWS: Final[
+    Mapping[str, tuple[frozenset[str], tuple[tuple[str, Callable[[object], bool], str], ...], tuple[str, ...]]]
+] = {
+    kind: (
+        frozenset(spec.fields),
+        tuple((name, _CHECKS[t], t) for name, t in spec.fields.items() if t != "data"),
+        tuple(name for name, t in spec.fields.items() if t == "num"),
+    )
+    for kind, spec in MESSAGES.items()
 }
 
 
@@ -176,13 +195,14 @@ def send(
         sock.sendall(payload)
 
 
-def _check_fields(kind: str, spec: Message, fields: Mapping[str, Any]) -> None:
-    if set(fields) != set(spec.fields):
-        missing = sorted(set(spec.fields) - set(fields))
-        extra = sorted(set(fields) - set(spec.fields))
+def _check_fields(kind: str, fields: Mapping[str, Any]) -> None:
+    names, checks, _ = _ROWS[kind]
+    if fields.keys() != names:
+        missing = sorted(names - set(fields))
+        extra = sorted(set(fields) - names)
         raise ProtocolError(f"{kind}: fields missing {missing}, unexpected {extra}")
-    for name, type_name in spec.fields.items():
-        if not _CHECKS[type_name](fields[name]):
+    for name, check, type_name in checks:
+        if not check(fields[name]):
             raise ProtocolError(f"{kind}.{name} must be {type_name}, got {type(fields[name]).__name__}")
 
 
@@ -202,9 +222,9 @@ def decode(body: bytes, senders: frozenset[str]) -> dict[str, Any]:
     spec = MESSAGES.get(kind) if type(kind) is str else None
     if spec is None or spec.sender not in senders:
         raise ProtocolError(f"unexpected message type {kind!r}")
-    _check_fields(kind, spec, value)
-    for name, type_name in spec.fields.items():
-        if type_name == "num" and not math.isfinite(value[name]):
+    _check_fields(kind, value)
+    for name in _ROWS[kind][2]:
+        if not math.isfinite(value[name]):
             raise ProtocolError(f"{kind}.{name} must be finite")
     value["t"] = kind
     return value

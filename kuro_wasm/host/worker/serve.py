@@ -9,13 +9,23 @@ host as the guest writes it, stdin/close/kill frames reach the Job through its p
 already has) and the stream's counters go back in one ``done`` frame. The host builds the receipt
 it hands out from that (:mod:`kuro_wasm.host.worker.run`).
 
-Requests may queue (the host pipelines up to two per worker): a reader thread files them and the
-main thread takes them in order. (Two threads taking turns at reading — leader/follower — saves that
-hand-over but was measured slower here: the thread woken to read next competes with the running
+Requests may queue (the host pipelines up to two per worker). The main thread reads its requests
+itself, from the *run channel* (runs, and the host's replies to this worker's asks: while it waits
+for a reply it queues the runs it reads meanwhile), so a run costs no hand-over between threads.
+Stdin, close, kill, withdraw and probe frames come on a second socket, the *control channel*, read by
+a control thread that stays blocked in ``poll`` while a guest runs (it must act while the main thread
+runs one). (A reader thread handing each run to the main thread was measured ~130 µs a warm run
+slower: one thread wake-up, two context switches and cold caches per run; two threads taking turns at
+reading — leader/follower — was slower still: the thread woken to read next competes with the running
 guest for the GIL at every ctypes call into wasmtime.)
-Stdin, close and kill for a queued request wait in its record and
-are applied when its Job exists; ``withdraw`` takes a request back if it has not started. When the
-host's end closes, the running guest is stopped and the worker exits.
+
+The two channels are not ordered with each other: a control frame may come before the run frame it
+is about. The host gives a worker its runs in increasing id order, so a control frame for an id above
+the highest read is for a run still to come: it is kept and applied when that run is read (a
+``withdraw`` of it is granted at once, and the run is skipped when read); one for a lower id whose
+run has finished has nothing left to act on. Stdin, close and kill for a queued request wait in its
+record and are applied when its Job exists; ``withdraw`` takes a request back if it has not started.
+When the host's end of either channel closes, the running guest is stopped and the worker exits.
 
 A worker never touches a module cache on disk and is never told the kuro home: a guest it has not
 run yet is asked of the host (``module``), which compiles it — or loads it from its own
@@ -26,7 +36,7 @@ taken-over worker therefore cannot leave anything for the host or another worker
 any file).
 
 ## Effects
-The inherited socket to the host, a reader thread, :mod:`.hardening` before any of that, and the
+The two inherited sockets to the host, a control thread, :mod:`.hardening` before any of that, and the
 Jobs' own effects (wasmtime, the worker's in-memory module cache).
 
 ## Not done here
@@ -38,11 +48,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import queue
+import select
 import socket
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
@@ -69,6 +80,7 @@ from kuro_wasm.model.sessions import Session
 __all__ = ["serve"]
 
 _FROM_HOST: Final = frozenset({"host"})
+_RUN_CHANNEL: Final = frozenset({"run", "reply", "compiled"})
 _PLAIN: Final = engine.EngineConfig()
 _HOST_PAYLOAD_LIMIT: Final = MAX_ARTIFACT_BYTES
 #: What a done frame reports of the Job's receipt: the keys a host may state, less those the host states itself.
@@ -77,10 +89,14 @@ _REPORTED: Final = frozenset(f"kuro/{k}" for k in HOST_KEYS) - HOST_STATED | {"k
 
 @dataclass(eq=False)
 class _Request:
-    """A run request from the host, and what arrived for it before its Job existed."""
+    """A run request from the host, and what arrived for it before its Job existed.
+
+    ``message`` is None for a record of control frames that arrived before the run frame was read (the two
+    channels are not ordered with each other): they are applied when it is read.
+    """
 
     id: int
-    message: dict[str, Any]
+    message: dict[str, Any] | None
     stdin: bytearray
     closed: bool
     killed: bool
@@ -89,14 +105,35 @@ class _Request:
     withdrawn: bool = False
 
 
+class _SocketReader:
+    """Frames read straight off a socket, without a buffer: the control thread polls the socket itself, so no
+    frame may sit in a user-space buffer while it waits (control frames are few; two ``recv`` calls each)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def read(self, size: int = -1, /) -> bytes:
+        got = bytearray()
+        while len(got) < size:
+            part = self._sock.recv(min(size - len(got), 1 << 20), socket.MSG_WAITALL)
+            if not part:
+                break
+            got += part
+        return bytes(got)
+
+
 @dataclass(eq=False)
 class _Worker:
-    sock: socket.socket
+    sock: socket.socket  # runs in; the replies to this worker's asks in; every worker frame out
+    ctl: socket.socket  # stdin, eof, kill, withdraw, probe in
     test_hooks: bool
     send_lock: threading.Lock = field(default_factory=threading.Lock)
     cond: threading.Condition = field(default_factory=threading.Condition)
-    ready: queue.SimpleQueue[_Request] = field(default_factory=queue.SimpleQueue)
-    requests: dict[int, _Request] = field(default_factory=dict)
+    queued: deque[_Request] = field(default_factory=deque)  # read from the run channel, not yet taken
+    requests: dict[int, _Request] = field(default_factory=dict)  # read and not finished, by run id
+    early: dict[int, _Request] = field(default_factory=dict)  # control frames for runs not read yet
+    highest: int = 0  # the highest run id read (the host's ids for one worker increase)
+    reading: bool = False  # a thread is reading the run channel (the others wait for what it files)
     replies: dict[int, tuple[dict[str, Any], bytes] | None] = field(default_factory=dict)
     next_rid: int = 0
     host_gone: bool = False
@@ -131,46 +168,107 @@ class _Worker:
         return bool(message.get("found")), payload
 
     def ask(self, kind: str, fields: Mapping[str, Any]) -> tuple[dict[str, Any], bytes]:
-        """Send a request and wait for the host's reply to it (``reply`` or ``compiled``). Raises BlockStoreError."""
+        """Send a request and wait for the host's reply to it (``reply`` or ``compiled``), reading the run
+        channel itself meanwhile (run frames read then are queued). Raises BlockStoreError."""
         with self.cond:
             self.next_rid += 1
             rid = self.next_rid
             self.replies[rid] = None
         self.send(kind, {**fields, "rid": rid})
-        with self.cond:
-            while self.replies.get(rid) is None and not self.host_gone:
-                self.cond.wait()
-            reply = self.replies.pop(rid, None)
+        while True:
+            with self.cond:
+                while self.replies.get(rid) is None and not self.host_gone and self.reading:
+                    self.cond.wait()  # another thread reads the run channel: it files our reply if it comes
+                reply = self.replies.get(rid)
+                if reply is not None or self.host_gone:
+                    self.replies.pop(rid, None)
+                    break
+                self.reading = True
+            self._read_run_channel()
         if reply is None:
             raise BlockStoreError("the host went away while it was asked something")
         return reply
 
-    # ---- the reader thread files requests; the main thread runs them, one after another
-
-    def read(self) -> None:
-        """The reader thread: every frame from the host, until the host's end closes (then the worker exits).
-
-        It stays blocked in ``recv`` while a guest runs, so it never competes with the run for the GIL,
-        and the hand-over of a request to the main thread is one ``SimpleQueue`` put (C code).
-        """
-        while True:
-            try:
-                frame = read_frame(self.stream, _FROM_HOST, lambda _m: _HOST_PAYLOAD_LIMIT)
-            except (OSError, ProtocolError):
-                frame = None
-            if frame is None:
-                self._host_gone()
-            self._on(*frame)
+    # ---- the main thread reads runs and runs them; a control thread acts on the control frames meanwhile
 
     def loop(self) -> None:
         """The main thread: take each request in order (skipping withdrawn ones) and run it."""
         while True:
-            request = self.ready.get()
+            self._execute_and_report(self._next())
+
+    def _next(self) -> _Request:
+        """The next run request not withdrawn: queued already, else read from the run channel."""
+        while True:
             with self.cond:
-                if request.withdrawn:
+                while self.queued:
+                    request = self.queued.popleft()
+                    if not request.withdrawn:
+                        request.taken = True
+                        return request
+                if self.reading:
+                    self.cond.wait()
                     continue
-                request.taken = True
-            self._execute_and_report(request)
+                self.reading = True
+            self._read_run_channel()
+
+    def _read_run_channel(self) -> None:
+        """Read one frame of the run channel (the caller set ``reading``) and file it; the host gone: exit."""
+        try:
+            frame = read_frame(self.stream, _FROM_HOST, lambda _m: _HOST_PAYLOAD_LIMIT)
+        except (OSError, ProtocolError):
+            frame = None
+        if frame is None or frame[0]["t"] not in _RUN_CHANNEL:
+            self._host_gone()
+        message, payload = frame
+        with self.cond:
+            self.reading = False
+            if message["t"] == "run":
+                self._file_run(message, payload)
+            elif message["rid"] in self.replies:
+                self.replies[message["rid"]] = (message, payload)
+            self.cond.notify_all()
+
+    def _file_run(self, message: dict[str, Any], payload: bytes) -> None:
+        """Queue a run just read, with the control frames that came for it first (caller holds ``cond``)."""
+        run_id = message["id"]
+        self.highest = max(self.highest, run_id)
+        request = _Request(run_id, message, bytearray(payload), message["stdin_closed"], message["killed"])
+        early = self.early.pop(run_id, None)
+        if early is not None:
+            if early.withdrawn:
+                return  # taken back before it was read (the host had its ``withdrawn``): never run
+            if not request.closed:
+                request.stdin += early.stdin
+            request.closed = request.closed or early.closed
+            request.killed = request.killed or early.killed
+        self.requests[run_id] = request
+        self.queued.append(request)
+
+    def control(self) -> None:
+        """The control thread: every control frame, until the host's end of either channel closes (then the
+        worker exits). It stays blocked in ``poll`` while a guest runs, so it never competes with the run for
+        the GIL; the run channel is watched only for its hang-up (its frames are the main thread's)."""
+        poller = select.poll()
+        poller.register(self.ctl, select.POLLIN)
+        poller.register(self.sock, select.POLLRDHUP)
+        reader = _SocketReader(self.ctl)
+        while True:
+            try:
+                events = poller.poll()
+            except InterruptedError:
+                continue
+            if any(fd == self.sock.fileno() for fd, _ in events):
+                self._host_gone()
+            try:
+                frame = read_frame(reader, _FROM_HOST, lambda _m: _HOST_PAYLOAD_LIMIT)
+            except (OSError, ProtocolError):
+                frame = None
+            if frame is None or frame[0]["t"] in _RUN_CHANNEL:
+                self._host_gone()
+            try:
+                self._on_control(*frame)
+            except BlockStoreError:  # an answer could not be sent: the host is gone
+                self._host_gone()
 
     def _host_gone(self) -> NoReturn:
         with self.cond:
@@ -181,20 +279,8 @@ class _Worker:
             job.ctx.stop("cancelled")
         os._exit(0)
 
-    def _on(self, message: dict[str, Any], payload: bytes) -> None:
+    def _on_control(self, message: dict[str, Any], payload: bytes) -> None:
         kind = message["t"]
-        if kind in ("reply", "compiled"):
-            with self.cond:
-                if message["rid"] in self.replies:
-                    self.replies[message["rid"]] = (message, payload)
-                    self.cond.notify_all()
-            return
-        if kind == "run":
-            request = _Request(message["id"], message, bytearray(payload), message["stdin_closed"], message["killed"])
-            with self.cond:
-                self.requests[request.id] = request
-            self.ready.put(request)
-            return
         if kind == "probe":
             if self.test_hooks and message["what"] == "lie-block":
                 self._lie_block()
@@ -213,26 +299,29 @@ class _Worker:
                     result = {"raised": f"{type(exc).__name__}: {exc}"}
                 self.send("probed", {"what": message["what"], "result": result})
             return
+        run_id = message["id"]
         with self.cond:
-            target = self.requests.get(message["id"])
+            target = self.requests.get(run_id)
             if target is None:
-                return  # it finished already: a late stdin or kill has nothing left to act on
+                if run_id <= self.highest:
+                    return  # it finished already: a late stdin, kill or withdraw has nothing left to act on
+                target = self.early.setdefault(run_id, _Request(run_id, None, bytearray(), False, False))
             if kind == "withdraw":
                 ok = not target.taken
                 if ok:
                     target.withdrawn = True
-                    del self.requests[target.id]
-                job = None
-            else:
-                job = target.job
-                if job is None:
-                    if kind == "stdin" and not target.closed:
-                        target.stdin += payload
-                    target.closed = target.closed or kind == "eof"
-                    target.killed = target.killed or kind == "kill"
-        if kind == "withdraw":
-            self.send("withdrawn", {"id": message["id"], "ok": ok})
-        elif job is not None:
+                    self.requests.pop(run_id, None)
+                # Answered before the lock is let go: the main thread skips the run only after this frame is
+                # sent, so the host learns of it before any frame of the run after it.
+                self.send("withdrawn", {"id": run_id, "ok": ok})
+                return
+            job = target.job
+            if job is None:
+                if kind == "stdin" and not target.closed:
+                    target.stdin += payload
+                target.closed = target.closed or kind == "eof"
+                target.killed = target.killed or kind == "kill"
+        if job is not None:
             assert job.ctx.stdin is not None
             if kind == "stdin":
                 job.ctx.stdin.write(payload)
@@ -241,8 +330,9 @@ class _Worker:
             elif kind == "kill":
                 job.ctx.stop("cancelled")
 
-    def _compiled_by_host(self, run_id: int, cid: object, config: engine.EngineConfig) -> None:
-        """Make sure this worker's memory holds guest ``cid`` compiled for ``config``: if not, ask the host for
+    def _compiled_by_host(self, run_id: int, cid: object, fuel: bool) -> None:
+        """Make sure this worker's memory holds guest ``cid`` compiled for the engine with or without ``fuel``:
+        if not, ask the host for
         the artifact (compiled by the host, or loaded from its own module cache) and deserialize it.
 
         A worker never compiles into, or reads from, the module cache on disk: what it deserializes comes
@@ -252,10 +342,10 @@ class _Worker:
         """
         if not isinstance(cid, str):
             return
-        key = engine.engine_key(config)
+        config, key = _engine(fuel)
         if ModuleCache.holds(cid, key):  # the warm path: one dict lookup
             return
-        reply, payload = self.ask("module", {"id": run_id, "cid": cid, "fuel": config.fuel})
+        reply, payload = self.ask("module", {"id": run_id, "cid": cid, "fuel": fuel})
         artifact = next((a for a in ARTIFACTS if a.name == reply["kind"]), None)
         split = reply["meta"]
         if artifact is None or not 0 <= split <= len(payload):
@@ -293,6 +383,7 @@ class _Worker:
 
     def _execute(self, request: _Request) -> None:
         message = request.message
+        assert message is not None  # only requests read from the run channel are taken
         store_path = message["store_path"]
         command = message["command"]
         store = RemoteStore(
@@ -318,8 +409,8 @@ class _Worker:
         # The deadline is the host's (CLOCK_MONOTONIC is one clock for every process of the machine): the
         # time the request waited in the host and in this worker's queue is part of the run's budget.
         remaining = math.ceil((message["deadline"] - time.monotonic()) * 1000)
-        limits = Limits.from_options({**message["limits"], "timeout_ms": max(1, remaining)})
-        self._compiled_by_host(request.id, command.get("kuro/guest"), engine.EngineConfig(fuel=limits.fuel is not None))
+        limits = _limits(message["limits"], max(1, remaining))
+        self._compiled_by_host(request.id, command.get("kuro/guest"), limits.fuel is not None)
 
         def on_chunk(_s: _stream.Stream, chunk: _stream.Chunk) -> None:
             self.send("chunk", {"id": request.id, "stream": chunk.stream}, chunk.data)
@@ -377,6 +468,10 @@ class _Worker:
 INCOMPLETE_DIR: Final = encode_dir({"lost.txt": Entry(cid_for(b"a file nobody handed back"), 25)})
 _LIES: Final = frozenset({"lie-root", "plant", "claim"})
 _SESSIONS: dict[tuple[Any, ...], Session] = {}
+_LAST_SESSION: list[tuple[dict[str, Any], Session] | None] = [None]
+_LIMITS: dict[tuple[Any, ...], Limits] = {}
+_INT_OR_NONE: Final = frozenset({int, type(None)})
+_ENGINE_KEYS: dict[bool, tuple[engine.EngineConfig, str]] = {}
 _DIRECT: dict[str, FileBlockStore] = {}
 
 
@@ -392,9 +487,38 @@ def _direct_store(path: str) -> FileBlockStore:
     return found
 
 
+def _engine(fuel: bool) -> tuple[engine.EngineConfig, str]:
+    """The engine config with or without fuel and its :func:`~kuro_wasm.host.engine.engine_key`, made once
+    (a worker never changes its memory profile: the key of a config stays the same)."""
+    found = _ENGINE_KEYS.get(fuel)
+    if found is None:
+        config = engine.EngineConfig(fuel=fuel)
+        found = _ENGINE_KEYS[fuel] = (config, engine.engine_key(config))
+    return found
+
+
+def _limits(options: Mapping[str, Any], timeout_ms: int) -> Limits:
+    """The request's limits with ``timeout_ms`` (what is left of its deadline), checked by
+    :meth:`Limits.from_options` once per distinct value (a warm run re-sends the same ones and has nearly all
+    its time left); a bounded memo whose key holds only ints and None (so ``True`` never finds ``1``'s)."""
+    key = (timeout_ms, *options.items())
+    if not _INT_OR_NONE.issuperset(map(type, options.values())):
+        return Limits.from_options({**options, "timeout_ms": timeout_ms})
+    found = _LIMITS.get(key)
+    if found is None:
+        found = Limits.from_options({**options, "timeout_ms": timeout_ms})
+        if len(_LIMITS) >= 256:
+            _LIMITS.clear()
+        _LIMITS[key] = found
+    return found
+
+
 def _session(data: Any) -> Session:
     """The session of a request, checked by :meth:`Session.from_data` once per distinct session (a warm run
-    re-sends the same one); a bounded memo."""
+    re-sends the same one, found at once by comparing it with the last); a bounded memo."""
+    last = _LAST_SESSION[0]
+    if last is not None and type(data) is dict and data == last[0]:
+        return last[1]
     try:
         key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(data.items()))
         hash(key)
@@ -406,11 +530,15 @@ def _session(data: Any) -> Session:
         if len(_SESSIONS) >= 256:
             _SESSIONS.clear()
         _SESSIONS[key] = found
+    _LAST_SESSION[0] = (data, found)
     return found
 
 
-def serve(fd: int, options: Mapping[str, Any]) -> None:
+def serve(fd: int, control_fd: int, options: Mapping[str, Any]) -> None:
     """The body of a worker process (never returns): harden, say hello on socket ``fd``, run requests.
+
+    ``fd`` carries the host's runs and its replies to this worker's asks in, and every frame of the worker
+    out; ``control_fd`` carries the host's stdin, eof, kill, withdraw and probe frames in.
 
     ``options``: ``hardening`` (:meth:`hardening.Hardening.to_data`), ``closed`` (:func:`hardening.closed_homes`,
     resolved by the host) and ``test_hooks`` (bool). A worker that
@@ -419,6 +547,7 @@ def serve(fd: int, options: Mapping[str, Any]) -> None:
     code = 0
     try:
         sock = socket.socket(fileno=fd)
+        ctl = socket.socket(fileno=control_fd)
         config = hardening.Hardening.from_data(options["hardening"])
         in_force: list[str] = []
         pid = os.getpid()
@@ -441,10 +570,10 @@ def serve(fd: int, options: Mapping[str, Any]) -> None:
             pass
         os._exit(3)
     try:
-        worker = _Worker(sock, bool(options.get("test_hooks")))
+        worker = _Worker(sock, ctl, bool(options.get("test_hooks")))
         hello = {"pid": pid, "hardening": sorted(in_force), "engine": engine.engine_key(_PLAIN), "stores": stores}
         worker.send("hello", hello)
-        threading.Thread(target=worker.read, name="kuro-worker-reader", daemon=True).start()
+        threading.Thread(target=worker.control, name="kuro-worker-control", daemon=True).start()
         worker.loop()
     except BaseException:
         _debug("the worker failed")

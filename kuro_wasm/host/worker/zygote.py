@@ -12,7 +12,8 @@ so it never forks; the zygote checks before every fork that it still has one thr
 and refuses to fork otherwise. A pool that must start workers some other way has to spawn them.
 
 The host talks to the zygote over a ``SOCK_SEQPACKET`` pair: ``fork`` messages carry the new
-worker's socket (``SCM_RIGHTS``) and its options; the zygote answers nothing but ``exited``
+worker's two sockets (``SCM_RIGHTS``: its run channel and its control channel) and its options;
+the zygote answers nothing but ``exited``
 (pid, wait status) for every child it reaps. It is a child subreaper, so a worker that enters its own
 pid namespace (by forking once more) stays its child and its death is reported too. The host
 learns the worker's pid from the worker's hello and its wait status from here.
@@ -98,14 +99,14 @@ def main(fd: int) -> None:
         if ctl.fileno() not in ready:
             continue
         try:
-            data, fds, _, _ = socket.recv_fds(ctl, _PACKET, 1)
+            data, fds, _, _ = socket.recv_fds(ctl, _PACKET, 2)
         except OSError:
             os._exit(0)
         if not data:
             os._exit(0)  # the host closed its end
         try:
             message = decode(data, frozenset({"host"}))
-            if message["t"] != "fork" or len(fds) != 1:
+            if message["t"] != "fork" or len(fds) != 2:
                 raise ProtocolError("the zygote only forks")
             if not _single_threaded() or engine.engines_exist():
                 raise ProtocolError("the zygote has a thread or an engine: forking now would be unsafe")
@@ -120,8 +121,9 @@ def main(fd: int) -> None:
             os.close(wake_r)
             os.close(wake_w)
             ctl.close()
-            serve.serve(fds[0], message["options"])
-        os.close(fds[0])
+            serve.serve(fds[0], fds[1], message["options"])
+        for fd in fds:
+            os.close(fd)
 
 
 def _reap(ctl: socket.socket) -> None:
@@ -182,21 +184,27 @@ class Zygote:
         """Whether the zygote still runs (a dead one cannot fork; the pool starts another)."""
         return not self._closed and self._proc.poll() is None
 
-    def fork(self, options: Mapping[str, Any]) -> socket.socket:
-        """Ask for one worker; return the host's end of its socket (the worker says hello on it).
+    def fork(self, options: Mapping[str, Any]) -> tuple[socket.socket, socket.socket]:
+        """Ask for one worker; return the host's ends of its two sockets: the run channel (runs and the
+        replies to the worker's asks in, every frame of the worker out; it says hello there) and the control
+        channel (stdin, eof, kill, withdraw, probe in).
 
         Raises HostError: the zygote is gone.
         """
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        ours_ctl, theirs_ctl = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             with self._lock:
-                socket.send_fds(self._sock, [_packet("fork", {"options": dict(options)})], [theirs.fileno()])
+                packet = _packet("fork", {"options": dict(options)})
+                socket.send_fds(self._sock, [packet], [theirs.fileno(), theirs_ctl.fileno()])
         except OSError as exc:
             ours.close()
+            ours_ctl.close()
             raise HostError(f"the worker zygote is gone: {exc}") from exc
         finally:
             theirs.close()
-        return ours
+            theirs_ctl.close()
+        return ours, ours_ctl
 
     def _read(self) -> None:
         while True:

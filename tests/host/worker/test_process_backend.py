@@ -152,6 +152,27 @@ def test_a_short_run_is_not_stuck_behind_a_long_one(pool2: WorkerPool) -> None:
     assert long_a.wait(WAIT)["kuro/outcome"] == "cancelled"
 
 
+def test_a_run_taken_back_by_a_worker_that_read_later_runs_gets_every_stdin_byte(pool2: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    sess, cat = _setup(store, "cat")
+    hello = add_guest(store, wat("hello"))
+    first = _started(start(sess, guest(cat, "run"), store=store, isolation=pool2))  # worker 1, blocked on stdin
+    second = _started(start(sess, guest(cat, "run"), store=store, isolation=pool2))  # worker 2
+    echoed = threading.Event()
+    moved = _started(start(sess, guest(cat, "run"), store=store, isolation=pool2, on_chunk=lambda *_: echoed.set()))
+    later = _started(start(sess, guest(hello, "run"), store=store, isolation=pool2))  # behind the second: worker 2
+    second.close_stdin()
+    assert later.wait(WAIT)["kuro/outcome"] == "ok"  # worker 2 falls idle and takes back the run behind the first
+    moved.write(b"every ")
+    assert echoed.wait(WAIT)  # it runs, so on worker 2: worker 1 still runs the first
+    moved.write(b"byte")
+    moved.close_stdin()
+    receipt = moved.wait(WAIT)
+    assert (receipt["kuro/stdout"], receipt["kuro/worker"]["pid"]) == (b"every byte", later.worker_pid)
+    first.close_stdin()
+    assert first.wait(WAIT)["kuro/outcome"] == "ok"
+
+
 def test_fs_writes_come_back_verified_into_a_memory_store(pool: WorkerPool) -> None:
     store = MemoryBlockStore()
     sess, cid = _setup(store, "fs-write", "terminal-build")
