@@ -12,7 +12,8 @@ A case's ``guest`` names a file relative to its case file's directory: a bare
 name (``hello``) is ``hello.wat`` or ``hello.wasm`` there or in the parent
 directory (the ``guests/*.wat`` + ``guests/fixtures/*.toml`` layout); a name
 with a suffix or a slash is that file — never an absolute path or one leaving those two
-directories (``..``, a symlink): a case names its own guests, not any file. ``@absent`` is
+directories (``..``, a symlink; kuro-wasm's own cases may name any file of its ``guests/``):
+a case names its own guests, not any file. ``@absent`` is
 a CID the store lacks; ``@bytes:TEXT`` stores those bytes as one raw block, uncompiled.
 
 A case file that cannot be read or parsed is a result too (``invalid``, with
@@ -140,14 +141,23 @@ def _outside(case: Case, allowed: Path, more: str = "") -> FixtureError:
     )
 
 
+def _allowed(case_dir: Path) -> Path:
+    """Where ``case_dir``'s cases may name guests: its parent (so itself too) — or, for a case shipped with
+    kuro-wasm, the whole bundled ``guests/`` directory (``guests/c/fixtures`` names ``../../wasi-fault``)."""
+    parent = Path(os.path.normpath(case_dir.absolute())).parent
+    bundled = Path(os.path.normpath(bundled_dir().absolute())).parent
+    return bundled if parent.is_relative_to(bundled) else parent
+
+
 def guest_path(case: Case, case_dir: Path) -> Path:
     """The guest file ``case`` names (see the module docstring for the lookup).
 
     Raises FixtureError: no such file, or ``guest`` is an absolute path or leads (``..``, a symlink)
-    out of the case's directory and its parent: a case names its own guests, not any file.
+    out of the case's directory and its parent (for kuro-wasm's own cases: out of its ``guests/``):
+    a case names its own guests, not any file.
     """
     named = Path(case.guest)
-    allowed = Path(os.path.normpath(case_dir.absolute())).parent
+    allowed = _allowed(case_dir)
     if named.is_absolute():
         raise _outside(case, allowed)
     suffixes = ("",) if named.suffix in (".wat", ".wasm") else (".wat", ".wasm")
