@@ -93,8 +93,15 @@ def backend_for(
     installed, else this machine's worker-process pool (:class:`~kuro_wasm.batch.local.LocalPool`
     over the pool of ``isolation="process"``).
 
-    Raises BatchError: an address given without Dask installed.
+    Raises BatchError: an address given without Dask installed, ``workers`` not from 1 to
+    :data:`~kuro_wasm.model.limits.MAX_WORKERS`.
     """
+    from kuro_wasm.model.limits import MAX_WORKERS
+
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS
+    ):
+        raise BatchError(f"workers must be an integer from 1 to {MAX_WORKERS}, got {workers!r}")
     if cluster is not None and hasattr(cluster, "submit") and hasattr(cluster, "wait"):
         return cluster  # type: ignore[no-any-return]
     if dask_available():

@@ -38,6 +38,7 @@ from kuro_wasm.batch.backend import Done
 from kuro_wasm.batch.stores import WorkerStore
 from kuro_wasm.batch.worker import Kill, WorkerState
 from kuro_wasm.errors import BatchError, HostError
+from kuro_wasm.model.limits import MAX_WORKERS
 
 __all__ = ["LocalPool"]
 
@@ -56,6 +57,8 @@ class LocalPool:
     def __init__(self, workers: int, *, store: WorkerStore, home: Any = None, pool: Any = None) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise BatchError(f"a local pool needs at least 1 worker, got {workers!r}")
+        if workers > MAX_WORKERS:
+            raise BatchError(f"a local pool has at most {MAX_WORKERS} workers, got {workers}")
         self._size = workers
         self._store = store
         self._home = home

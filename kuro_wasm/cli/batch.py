@@ -52,6 +52,7 @@ from kuro_fs.home import ledger_path, refs_dir
 from kuro_wasm.cli.context import RECEIVED, Context, Interrupted, UsageError, interrupted_status, looks_like_cid
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.invocation import FIELDS
+from kuro_wasm.model.limits import MAX_WORKERS
 
 if TYPE_CHECKING:
     from kuro_wasm.model.invocation import Invocation
@@ -96,7 +97,8 @@ def add_batch_parser(p: argparse.ArgumentParser) -> None:
         "--local",
         metavar="N",
         type=int,
-        help="N worker processes on this machine, started and stopped by the command (default: the cores)",
+        help=f"N worker processes on this machine, started and stopped by the command (default: the cores; "
+        f"at most {MAX_WORKERS})",
     )
     p.add_argument(
         "--worker-home",
@@ -301,8 +303,8 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
     from kuro_wasm.cli.run import store_receipt
     from kuro_wasm.ledger.ledger import Ledger
 
-    if args.local is not None and args.local < 1:
-        raise UsageError(f"--local needs at least 1 worker, got {args.local}")
+    if args.local is not None and not 1 <= args.local <= MAX_WORKERS:
+        raise UsageError(f"--local takes 1 to {MAX_WORKERS} workers, got {args.local}")
     if args.chunk_size is not None and args.chunk_size < 1:
         raise UsageError(f"--chunk-size must be at least 1, got {args.chunk_size}")
     if args.cluster is not None and not dask_available():

@@ -52,7 +52,12 @@ from kuro_wasm.errors import ModelError
 from kuro_wasm.model.isolation import ISOLATIONS
 from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
 
-__all__ = ["add_run_parser", "argv_tokens", "run", "store_receipt"]
+__all__ = ["DEFAULT_MAX_STDIN", "add_run_parser", "argv_tokens", "run", "store_receipt"]
+
+#: The most bytes ``kuro run`` reads as a whole for ``--stdin`` (``--max-stdin`` raises it): input read
+#: whole is held in memory (and, with ``--op-id``, hashed into the operation's digest), so endless input
+#: (``--stdin /dev/zero``) is refused with this bound named instead of eating the machine.
+DEFAULT_MAX_STDIN = 64 * 2**20
 
 _VALUE_OPTIONS = (
     "--grant",
@@ -71,6 +76,7 @@ _VALUE_OPTIONS = (
     "--fs-read-path",
     "--args-json",
     "--isolation",
+    "--max-stdin",
 )
 _FLAG_OPTIONS = ("--json", "--keep-output", "--deterministic", "-h", "--help")
 
@@ -142,6 +148,14 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
         help="the file a kuro-browser-v0 guest's fs_read(buf_ptr, len) reads (the spec's kuro/fs-read-path)",
     )
     p.add_argument("--stdin", metavar="FILE|-", help="bytes for the guest's stdin (`-` reads this process's stdin)")
+    p.add_argument(
+        "--max-stdin",
+        metavar="N",
+        type=int,
+        default=DEFAULT_MAX_STDIN,
+        help=f"the most bytes read as a whole for --stdin (a FILE, or `-` with --op-id); more is refused before "
+        f"the run (default {DEFAULT_MAX_STDIN})",
+    )
     p.add_argument("--timeout-ms", metavar="N", type=int, default=120_000, help="deadline in ms (default 120000)")
     p.add_argument(
         "--max-output",
@@ -315,6 +329,28 @@ def store_receipt(ctx: Context, value: Mapping[str, Any], *, stdin: bytes | None
     return cid
 
 
+#: The exit status of a run whose receipt (or denial) is shown but could not be stored (sysexits' EX_IOERR).
+EXIT_NOT_STORED = 74
+
+
+def _store_or_say(ctx: Context, value: Mapping[str, Any], **how: Any) -> str | None:
+    """:func:`store_receipt`, or None when the home could not take it (a read-only or full disk, a failing
+    store): the run has happened, so its receipt is still shown, and :data:`EXIT_NOT_STORED` says it is not kept."""
+    from kuro_fs.errors import KuroFsError
+
+    try:
+        return store_receipt(ctx, value, **how)
+    except (Failed, KuroFsError, OSError):
+        return None
+
+
+def _not_stored(ctx: Context) -> int:
+    ctx.note(
+        f"kuro: error: the receipt above could not be stored in {ctx.home} (read-only or full?) [receipt-not-stored]"
+    )
+    return EXIT_NOT_STORED
+
+
 def _fs_root(ctx: Context, spec: str | None) -> tuple[str, str | None, str | None]:
     """(root CID the guest sees, the fs name to advance or None, that name's root before the run)."""
     from kuro_fs.cid import parse
@@ -369,16 +405,32 @@ class _StdinClosed(UsageError):
     reference = "stdin-closed"
 
 
-def _stdin_bytes(spec: str | None) -> bytes | None:
+class _StdinTooLarge(UsageError):
+    reference = "stdin-too-large"
+
+
+def _stdin_bytes(spec: str | None, limit: int = DEFAULT_MAX_STDIN) -> bytes | None:
+    """All of ``--stdin`` (a file, or ``-``: this process's stdin), at most ``limit`` bytes.
+
+    Raises UsageError (``stdin-too-large``) as soon as more than ``limit`` bytes arrive, before anything runs.
+    """
     if spec is None:
         return None
-    if spec == "-":
-        chunks = []
-        fd = _stdin_fd()
-        while data := os.read(fd, 1 << 20):
+    if limit < 0:
+        raise UsageError(f"--max-stdin must be at least 0, got {limit}")
+    chunks: list[bytes] = []
+    got = 0
+    with open(_stdin_fd() if spec == "-" else spec, "rb", buffering=0, closefd=spec != "-") as source:
+        while got <= limit and (data := source.read(min(1 << 20, limit + 1 - got))):
             chunks.append(data)
-        return b"".join(chunks)
-    return Path(spec).read_bytes()
+            got += len(data)
+    if got > limit:
+        where = "standard input" if spec == "-" else spec
+        raise _StdinTooLarge(
+            f"--stdin {spec}: {where} holds more than --max-stdin {limit} bytes; "
+            "raise --max-stdin, or stream it with `--stdin -` (without --op-id)"
+        )
+    return b"".join(chunks)
 
 
 class _Live:
@@ -471,6 +523,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return _deny(ctx, sess, argv_tokens(getattr(args, "tokens", [cid_text])), args.json)
     if args.export is None:
         raise UsageError("missing EXPORT: kuro run CID EXPORT [ARGS...]")
+    max_stdin = getattr(args, "max_stdin", DEFAULT_MAX_STDIN)
+    stdin = _stdin_bytes(args.stdin, max_stdin) if args.op_id is not None or args.stdin != "-" else None
+    guest(cid_text, args.export)  # an export no guest could have is refused before the guest is loaded
     words = guest_words(tokens, values, flags) if getattr(args, "tokens", None) else list(args.args)
     spec_args = _args(args, ctx, cid_text, words)
     command = guest(
@@ -480,7 +535,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     options: dict[str, Any] = {
         "store": ctx.store,
         "fs": root,
-        "stdin": _stdin_bytes(args.stdin) if args.op_id is not None or args.stdin != "-" else None,
+        "stdin": stdin,
         "timeout_ms": args.timeout_ms,
         "max_output_bytes": args.max_output,
         "max_memory_bytes": args.max_memory,
@@ -501,14 +556,15 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         # The ledger stored the persisted receipt as a block and names it; its answer
         # is the stored shape (output as CIDs + a redacted preview).
         known = result.get("kuro/receipt-cid")
-        cid = known if isinstance(known, str) else store_receipt(ctx, result)
+        cid = known if isinstance(known, str) else _store_or_say(ctx, result)
         if result.get("kuro/replayed") is True and not args.json:
             _replay_output(ctx, result)
     else:
         result = _run_live(sess, command, options, pump_stdin=args.stdin == "-", live=None if args.json else live)
-        cid = store_receipt(ctx, result, stdin=options["stdin"], keep=args.keep_output)
+        cid = _store_or_say(ctx, result, stdin=options["stdin"], keep=args.keep_output)
     if is_denial(result):
-        return _show_denial(ctx, result, None, cid, args.json)
+        shown = _show_denial(ctx, result, None, cid, args.json)
+        return shown if cid is not None else _not_stored(ctx)
     if args.json:
         ctx.say(to_json(result))
     else:
@@ -517,11 +573,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ctx.note(receipt_text(result, cid))
     code = result.get("kuro/exit-code")
     status = code if isinstance(code, int) and 0 <= code <= 255 else 1
+    if cid is None:  # shown, not kept: never exit as if it were
+        status = _not_stored(ctx)
     if RECEIVED:  # a signal cancelled the guest: its receipt is stored and shown; exit as the signal says
         status = 128 + RECEIVED[-1]
     after = result.get("kuro/fs-root-after")
     if fs_name is not None and isinstance(after, str) and after != root:
-        note = f"run {cid_text[:16]}… {args.export} (receipt {cid})"
+        note = f"run {cid_text[:16]}… {args.export} (receipt {cid or 'not stored'})"
         try:
             Refs(_refs_dir(ctx)).set(fs_name, after, note, expected=before)
         except RefConflict:
@@ -588,10 +646,14 @@ def _pump(handle: Any, fd: int) -> None:
 def _deny(ctx: Context, sess: Any, argv: list[str], json_output: bool) -> int:
     value = denial(sess, argv)
     assert value is not None, "an argv vector is always denied"
-    return _show_denial(ctx, value, argv, store_receipt(ctx, value), json_output)
+    cid = _store_or_say(ctx, value)
+    shown = _show_denial(ctx, value, argv, cid, json_output)
+    return shown if cid is not None else _not_stored(ctx)
 
 
-def _show_denial(ctx: Context, value: Mapping[str, Any], argv: list[str] | None, cid: str, json_output: bool) -> int:
+def _show_denial(
+    ctx: Context, value: Mapping[str, Any], argv: list[str] | None, cid: str | None, json_output: bool
+) -> int:
     from kuro_wasm.model.receipt import to_json
     from kuro_wasm.model.summary import DENIAL_EXIT, denial_text
 

@@ -132,11 +132,12 @@ class Handle:
         return self._job.receipt
 
     def write(self, data: bytes) -> None:
-        """Give the guest stdin bytes (ignored after :meth:`close_stdin`)."""
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"stdin data must be bytes, got {type(data).__name__}")
+        """Give the guest stdin bytes (ignored after :meth:`close_stdin`).
+
+        Raises ModelError (``invalid-stdin``): ``data`` is not bytes, as :func:`start`'s ``stdin``.
+        """
         assert self._job.ctx.stdin is not None
-        self._job.ctx.stdin.write(bytes(data))
+        self._job.ctx.stdin.write(_stdin_bytes(data))
 
     def close_stdin(self) -> None:
         """End of input: the guest's next ``read`` returns what is left, then 0."""
@@ -186,6 +187,13 @@ class Handle:
         self.close()
 
 
+def _stdin_bytes(data: object) -> bytes:
+    """``data`` as stdin bytes. Raises ModelError (``invalid-stdin``): it is not bytes (nor bytearray/memoryview)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ModelError(f"stdin must be bytes, got {type(data).__name__}", reason="invalid-stdin")
+    return bytes(data)
+
+
 def _job(
     session: Session,
     command: Any,
@@ -209,8 +217,8 @@ def _job(
     if refused is not None:
         return refused
     limits = Limits.of(timeout_ms, max_output_bytes, max_memory_bytes, fuel, bounds)
-    if stdin is not None and not isinstance(stdin, (bytes, bytearray, memoryview)):
-        raise ModelError(f"stdin must be bytes, got {type(stdin).__name__}", reason="invalid-stdin")
+    if stdin is not None:
+        _stdin_bytes(stdin)
     _check_options(home, on_chunk, on_exit)
     if not hasattr(store, "get") or not hasattr(store, "has") or not hasattr(store, "put"):
         raise HostError(f"store must be a BlockStore, got {type(store).__name__}")
@@ -359,8 +367,11 @@ def run(
     (130). ``on_start(kill)`` is called on the calling thread before the guest loads
     (not for a denial); ``kill()`` stops this run from any thread, as
     :meth:`Handle.kill` does (a batch worker cancels the run it is executing so).
-    Limits and errors as :func:`start`.
+    Limits and errors as :func:`start`; an ``on_start`` that is not callable is a ModelError
+    (``invalid-run-option``) on every backend, raised before anything is submitted.
     """
+    if on_start is not None and not callable(on_start):  # refused the same way on every backend, before any work
+        raise ModelError(f"on_start must be callable, got {type(on_start).__name__}", reason="invalid-run-option")
     job = _job(
         session,
         command,
@@ -394,8 +405,6 @@ def run(
             on_start(remote.kill)
         return remote.run_to_end()
     if on_start is not None:
-        if not callable(on_start):
-            raise ModelError(f"on_start must be callable, got {type(on_start).__name__}", reason="invalid-run-option")
         on_start(functools.partial(job.ctx.stop, "cancelled"))
     if not _claim_ctrl_c(job):
         return job.execute()
@@ -573,9 +582,7 @@ class ProcessHandle(Handle):
         return None if conn is None else conn.pid
 
     def write(self, data: bytes) -> None:
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"stdin data must be bytes, got {type(data).__name__}")
-        self._pool.stdin(self._run, bytes(data))
+        self._pool.stdin(self._run, _stdin_bytes(data))
 
     def close_stdin(self) -> None:
         self._pool.close_stdin(self._run)

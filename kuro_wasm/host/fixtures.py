@@ -11,8 +11,10 @@ fresh in-memory block store, so cases cannot see each other's blocks.
 A case's ``guest`` names a file relative to its case file's directory: a bare
 name (``hello``) is ``hello.wat`` or ``hello.wasm`` there or in the parent
 directory (the ``guests/*.wat`` + ``guests/fixtures/*.toml`` layout); a name
-with a suffix or a slash is that file. ``@absent`` is a CID the store lacks;
-``@bytes:TEXT`` stores those bytes as one raw block, uncompiled.
+with a suffix or a slash is that file — never an absolute path or one leaving those two
+directories (``..``, a symlink; kuro-wasm's own cases may name any file of its ``guests/``):
+a case names its own guests, not any file. ``@absent`` is
+a CID the store lacks; ``@bytes:TEXT`` stores those bytes as one raw block, uncompiled.
 
 A case file that cannot be read or parsed is a result too (``invalid``, with
 the reason), never a crash of the whole directory; a case marked
@@ -132,12 +134,32 @@ def load_case(path: str | os.PathLike[str]) -> Case:
     return parse_case(where.stem, data)
 
 
+def _outside(case: Case, allowed: Path, more: str = "") -> FixtureError:
+    return FixtureError(
+        f"fixture {case.name!r}: field guest = {case.guest!r} leads out of {allowed}{more}: a case's guest is a "
+        "file in its directory or the parent, not an absolute path, nor one leaving them by '..' or a symlink"
+    )
+
+
+def _allowed(case_dir: Path) -> Path:
+    """Where ``case_dir``'s cases may name guests: its parent (so itself too) — or, for a case shipped with
+    kuro-wasm, the whole bundled ``guests/`` directory (``guests/c/fixtures`` names ``../../wasi-fault``)."""
+    parent = Path(os.path.normpath(case_dir.absolute())).parent
+    bundled = Path(os.path.normpath(bundled_dir().absolute())).parent
+    return bundled if parent.is_relative_to(bundled) else parent
+
+
 def guest_path(case: Case, case_dir: Path) -> Path:
     """The guest file ``case`` names (see the module docstring for the lookup).
 
-    Raises FixtureError: no such file.
+    Raises FixtureError: no such file, or ``guest`` is an absolute path or leads (``..``, a symlink)
+    out of the case's directory and its parent (for kuro-wasm's own cases: out of its ``guests/``):
+    a case names its own guests, not any file.
     """
     named = Path(case.guest)
+    allowed = _allowed(case_dir)
+    if named.is_absolute():
+        raise _outside(case, allowed)
     suffixes = ("",) if named.suffix in (".wat", ".wasm") else (".wat", ".wasm")
     names = [named.with_name(named.name + suffix) for suffix in suffixes]
     tried = []
@@ -145,7 +167,11 @@ def guest_path(case: Case, case_dir: Path) -> Path:
         for name in names:
             candidate = base / name
             tried.append(str(candidate))
+            if not Path(os.path.normpath(candidate.absolute())).is_relative_to(allowed):
+                raise _outside(case, allowed)
             if candidate.is_file():
+                if not candidate.resolve().is_relative_to(allowed.resolve()):  # a symlink out
+                    raise _outside(case, allowed, f" (it is {candidate.resolve()})")
                 return candidate
     raise FixtureError(f"fixture {case.name!r}: guest {case.guest!r} not found (looked for {', '.join(tried)})")
 

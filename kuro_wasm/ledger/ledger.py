@@ -174,7 +174,12 @@ class Ledger:
         timeout: float = 2.0,
     ) -> None:
         self._path = Path(path) if path is not None else ledger_path(home)
-        self._path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # the home is a file, unwritable …: the caller's input, named
+            raise LedgerError(
+                f"cannot create the ledger's directory {self._path.parent}: {exc.strerror or exc}"
+            ) from exc
         self._key = str(self._path.resolve())
         self._journal = Journal(self._path.with_suffix(".journal"))
         self._store = store
@@ -618,6 +623,8 @@ class Ledger:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ModelError(f"limit must be an int >= 1, got {limit!r}", reason="invalid-page")
         self.recover()
+        if limit is not None:
+            limit = min(limit, 2**63 - 1)  # "at most": more than SQLite can count is every row
         rows = self._db.operations(limit=limit, after=None if after is None else _from_cursor(after))
         for row in rows:
             row["kuro/cursor"] = page_cursor(row)

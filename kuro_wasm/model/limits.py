@@ -94,10 +94,15 @@ __all__ = [
     "DEFAULT_TIMEOUT_MS",
     "LIMIT_NAMES",
     "Limits",
+    "MAX_WORKERS",
     "StoreBounds",
 ]
 
 DEFAULT_TIMEOUT_MS: Final = 120_000
+#: The most worker processes one pool (``$KURO_WORKERS``, ``WorkerPool(workers=…)``) or one local batch
+#: (``kuro batch --local N``, ``run_many(workers=…)``) starts: a fixed cap, so a typo'd huge number is
+#: refused with this limit named instead of forking until the machine gives out.
+MAX_WORKERS: Final = 256
 DEFAULT_MAX_OUTPUT_BYTES: Final = 1_048_576
 _U64_END: Final = 2**64
 #: The smallest value of each limit; those whose default is None may also be None.

@@ -396,6 +396,14 @@ def _env(env: object) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
+def _is_unicode(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _unicode(value: str, where: str) -> str:
     try:
         value.encode("utf-8")
@@ -441,7 +449,7 @@ def guest(
     (['-l'], {'LANG': 'C'})
 
     Raises ModelError (reason ``invalid-guest-spec``): if ``cid`` is not a CID in
-    kuro's profile, ``export`` is not a non-empty string, ``args`` is not a
+    kuro's profile, ``export`` is not a non-empty string of valid Unicode, ``args`` is not a
     list/tuple, or an arg (at any depth) is none of the above, is NaN or
     infinite, is an integer outside i64..u64, is a string that is not valid
     Unicode (a lone surrogate), has a non-string map key, or nests deeper than 64;
@@ -456,6 +464,7 @@ def guest(
         raise ModelError(f"guest is not a CID: {exc}", reason="invalid-guest-spec") from exc
     if not isinstance(export, str) or not export:
         raise ModelError(f"export must be a non-empty string, got {export!r}", reason="invalid-guest-spec")
+    _unicode(export, "export")
     if not isinstance(args, (list, tuple)):
         raise ModelError(f"args must be a list, got {type(args).__name__}", reason="invalid-guest-spec")
     spec: dict[str, Any] = {
@@ -490,6 +499,7 @@ def is_guest_spec(command: object) -> bool:
             type(cid) is str
             and type(export) is str
             and export
+            and (export.isascii() or _is_unicode(export))
             and type(args) is list
             and all(type(a) is int and I64_MIN <= a < _ARG_INT_END for a in args)
         ):

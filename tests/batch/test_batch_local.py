@@ -82,6 +82,17 @@ def test_a_pool_needs_a_worker() -> None:
         LocalPool(0, store=SharedStore("/"))
 
 
+def test_a_pool_or_a_local_cluster_larger_than_the_maximum_is_refused_before_anything_starts() -> None:
+    from kuro_wasm.batch.driver import backend_for
+    from kuro_wasm.model.limits import MAX_WORKERS
+
+    with pytest.raises(BatchError, match=f"at most {MAX_WORKERS} workers, got 100000000"):
+        LocalPool(10**8, store=SharedStore("/"))
+    for workers in (MAX_WORKERS + 1, 0, True):
+        with pytest.raises(BatchError, match=f"workers must be an integer from 1 to {MAX_WORKERS}"):
+            backend_for(None, store=SharedStore("/"), workers=workers)
+
+
 def test_a_gateway_that_does_not_answer_refuses_the_batch_before_any_op_id_is_claimed(
     shared: Shared, tmp_path: Path
 ) -> None:

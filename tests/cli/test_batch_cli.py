@@ -74,7 +74,7 @@ def test_bad_lines_are_each_named_and_nothing_runs(kuro: Kuro, home: Path, tmp_p
     [
         (["missing.jsonl"], "missing.jsonl"),
         (["empty.jsonl"], "no invocation"),
-        (["empty.jsonl", "--local", "0"], "--local needs at least 1 worker"),
+        (["empty.jsonl", "--local", "0"], "--local takes 1 to 256 workers, got 0"),
         (["empty.jsonl", "--chunk-size", "0"], "--chunk-size must be at least 1"),
         (["empty.jsonl", "--local", "2", "--cluster", "tcp://127.0.0.1:1"], "not allowed with argument"),
     ],

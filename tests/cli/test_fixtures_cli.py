@@ -107,3 +107,37 @@ def test_a_dir_that_is_not_a_directory_is_one_error_line(kuro: Kuro, tmp_path: P
     result = kuro("fixtures", "run", str(tmp_path / "nowhere"))
     assert result.returncode == 2
     assert "is not a directory of fixture cases" in one_error_line(result)
+
+
+@pytest.mark.parametrize("named", ["ABSOLUTE", "../../outside/evil.wat", "../../outside/evil"])
+def test_a_case_whose_guest_lies_outside_its_directory_and_parent_is_invalid_and_not_run(
+    home: Path, project: Path, named: str
+) -> None:
+    outside = project.parent / "outside"
+    outside.mkdir()
+    shutil.copy(GUESTS / "hello.wat", outside / "evil.wat")
+    guest = str(outside / "evil.wat") if named == "ABSOLUTE" else named
+    case = project / "cases" / "greets.toml"
+    case.write_text(case.read_text(encoding="utf-8").replace('"greeter"', json.dumps(guest)), encoding="utf-8")
+    code, out, _ = _kuro(home, str(project / "cases"))
+    assert code == 1 and out.startswith("INVALID"), out
+    assert "greets" in out and "field guest" in out and "leads out of" in out and "Traceback" not in out
+
+
+def test_a_case_whose_guest_is_a_symlink_out_of_its_directories_is_invalid(home: Path, project: Path) -> None:
+    outside = project.parent / "outside"
+    outside.mkdir()
+    shutil.copy(GUESTS / "hello.wat", outside / "evil.wat")
+    (project / "greeter.wat").unlink()
+    (project / "greeter.wat").symlink_to(outside / "evil.wat")
+    code, out, _ = _kuro(home, str(project / "cases"))
+    assert code == 1 and out.startswith("INVALID") and "leads out of" in out and str(outside / "evil.wat") in out
+
+
+def test_a_case_may_name_its_guest_by_a_path_that_stays_inside_its_parent(home: Path, project: Path) -> None:
+    (project / "bin").mkdir()
+    shutil.move(project / "greeter.wat", project / "bin" / "greeter.wat")
+    case = project / "cases" / "greets.toml"
+    case.write_text(case.read_text(encoding="utf-8").replace('"greeter"', '"../bin/greeter"'), encoding="utf-8")
+    code, out, err = _kuro(home, str(project / "cases"))
+    assert code == 0, out + err

@@ -843,6 +843,19 @@ def test_a_bad_page_is_refused(ledger: Ledger, bad: dict[str, Any]) -> None:
     assert info.value.reason == "invalid-page"
 
 
+def test_a_page_limit_beyond_what_sqlite_counts_is_every_row(ledger: Ledger) -> None:
+    ledger.run("op-1", make_session(), command())
+    assert [row["kuro/op-id"] for row in ledger.operations(limit=2**80)] == ["op-1"]
+
+
+def test_a_home_that_is_a_file_is_a_ledger_error_naming_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.write_text("not a directory")
+    with pytest.raises(LedgerError, match=f"cannot create the ledger's directory {home}"):
+        Ledger(home=home)
+    assert home.read_text() == "not a directory"  # nothing already there is lost
+
+
 def test_a_refused_operation_id_is_echoed_cut_short(ledger: Ledger) -> None:
     # A megabyte op id must not come back as a megabyte error line.
     for op_id in ("x" * 1_000_000, "\n" * 1_000_000, ["x"] * 100_000):

@@ -147,6 +147,16 @@ def test_a_lone_surrogate_string_arg_is_refused() -> None:
         guest(GUEST_CID, "_start", ["ok", "\udc80"])
 
 
+@pytest.mark.parametrize("export", ["\udcff", "run\ud800", "é\udfff"])
+def test_an_export_name_that_is_not_unicode_is_refused_and_a_spec_holding_one_is_not_a_spec(export: str) -> None:
+    with pytest.raises(ModelError, match="export is not valid Unicode") as info:
+        guest(GUEST_CID, export)
+    assert info.value.reason == "invalid-guest-spec"
+    forged = {**guest(GUEST_CID, "run"), "kuro/export": export}
+    assert not is_guest_spec(forged)
+    assert is_guest_spec({**forged, "kuro/export": "é"})
+
+
 def test_guest_args_may_be_any_plain_data_a_component_takes() -> None:
     args = [1, -2.5, "a", True, None, b"\x00", [1, [2.0]], {"k": {"v": 3.0}}, I64_MAX + 1]
     assert guest(GUEST_CID, "run", args)["kuro/args"] == [

@@ -86,7 +86,7 @@ from kuro_wasm.host.worker.run import STOP_GRACE_S, RemoteRun, died_result
 from kuro_wasm.host.worker.verify import accept_root
 from kuro_wasm.host.worker.zygote import Zygote
 from kuro_wasm.model import stream as _stream
-from kuro_wasm.model.limits import Limits
+from kuro_wasm.model.limits import MAX_WORKERS, Limits
 from kuro_wasm.model.sessions import Session
 
 __all__ = ["WorkerPool", "default_pool"]
@@ -153,10 +153,11 @@ class _Conn:
 class WorkerPool:
     """Worker processes for ``isolation="process"`` runs (see the module docstring). ``close()`` is idempotent.
 
-    ``workers`` active workers (default: ``$KURO_WORKERS``, else the number of CPUs) plus ``spare`` idle
-    ones; ``hardening`` is what each worker applies to itself; ``test_hooks`` makes workers answer
-    :meth:`probe` (tests only). Raises HostError: the zygote could not be started; ValueError: a confined
-    pool's ``hardening.stores`` would open the kuro home to its workers
+    ``workers`` active workers (default: ``$KURO_WORKERS``, else the number of CPUs; at most
+    :data:`~kuro_wasm.model.limits.MAX_WORKERS`, 256) plus ``spare`` idle ones (as many at most);
+    ``hardening`` is what each worker applies to itself; ``test_hooks`` makes workers answer
+    :meth:`probe` (tests only). Raises HostError: the zygote could not be started, a count out of
+    range; ValueError: a confined pool's ``hardening.stores`` would open the kuro home to its workers
     (:func:`~kuro_wasm.host.worker.hardening.check_stores`).
     """
 
@@ -173,6 +174,8 @@ class WorkerPool:
         count = workers if workers is not None else _default_workers()
         if isinstance(count, bool) or not isinstance(count, int) or count < 1 or spare < 0 or depth < 1:
             raise HostError(f"a pool needs workers >= 1, spare >= 0, depth >= 1; got {count}, {spare}, {depth}")
+        if count > MAX_WORKERS or spare > MAX_WORKERS:
+            raise HostError(f"a pool has at most {MAX_WORKERS} workers (and spares); got {count}, spare {spare}")
         self.size = count
         self.spare = spare
         self.depth = depth
@@ -881,9 +884,9 @@ def _default_workers() -> int:
             value = int(raw)
         except ValueError as exc:
             raise HostError(f"KURO_WORKERS must be a positive integer, got {raw!r}") from exc
-        if value >= 1:
+        if 1 <= value <= MAX_WORKERS:
             return value
-        raise HostError(f"KURO_WORKERS must be a positive integer, got {raw!r}")
+        raise HostError(f"KURO_WORKERS must be an integer from 1 to {MAX_WORKERS}, got {raw!r}")
     return max(1, os.cpu_count() or 1)
 
 

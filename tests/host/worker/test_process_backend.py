@@ -315,3 +315,45 @@ def test_runs_started_from_many_threads_at_once_all_run_once_in_order_per_worker
     assert len(receipts) == 240
     assert {r["kuro/outcome"] for r in receipts} == {"exit"}  # no worker was killed for a frame out of order
     assert sorted(r["kuro/exit-code"] for r in receipts) == sorted(list(range(1, 61)) * 4)
+
+
+@pytest.mark.parametrize("how", ["wasmtime", "pool"])
+def test_an_on_start_that_is_not_callable_is_the_same_model_error_on_both_backends(pool: WorkerPool, how: str) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "hello")
+    with pytest.raises(ModelError, match="on_start must be callable, got int") as err:
+        run(sess, guest(cid, "run"), store=store, on_start=5, isolation=pool if how == "pool" else how)  # type: ignore[arg-type]
+    assert err.value.reason == "invalid-run-option"
+
+
+@pytest.mark.parametrize("how", ["wasmtime", "pool"])
+def test_writing_stdin_that_is_not_bytes_is_a_model_error_as_start_s_stdin_is(pool: WorkerPool, how: str) -> None:
+    store = MemoryBlockStore()
+    sess, cid = _setup(store, "cat")
+    handle = start(sess, guest(cid, "run"), store=store, isolation=pool if how == "pool" else how)
+    assert not isinstance(handle, dict)
+    with pytest.raises(ModelError, match="stdin must be bytes, got str") as err:
+        handle.write("text")  # type: ignore[arg-type]
+    assert err.value.reason == "invalid-stdin"
+    handle.write(b"still open\n")
+    handle.close_stdin()
+    assert handle.wait()["kuro/stdout"] == b"still open\n"
+
+
+def test_a_pool_larger_than_the_maximum_is_refused_before_a_process_is_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kuro_wasm.errors import HostError
+    from kuro_wasm.host.worker import pool as pool_module
+    from kuro_wasm.model.limits import MAX_WORKERS
+
+    def no_zygote() -> None:
+        raise AssertionError("a zygote was started")
+
+    monkeypatch.setattr(pool_module, "Zygote", no_zygote)
+    for workers, spare in ((MAX_WORKERS + 1, 1), (10**8, 1), (2, MAX_WORKERS + 1)):
+        with pytest.raises(HostError, match=f"at most {MAX_WORKERS} workers"):
+            WorkerPool(workers, spare=spare)
+    monkeypatch.setenv("KURO_WORKERS", str(10**8))
+    with pytest.raises(HostError, match=f"KURO_WORKERS must be an integer from 1 to {MAX_WORKERS}, got '100000000'"):
+        WorkerPool()
