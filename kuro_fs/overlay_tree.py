@@ -21,6 +21,10 @@ the base :class:`~kuro_fs.fs.Fs`, in an order every intermediate tree accepts:
    new or changed file is ``link``-ed by the CID of its new DAG, a new empty directory is ``mkdir``-ed
    (a non-empty one is made by its children's operations); finally the staging directory is removed.
 
+Every walk (detach, attach, whether a directory sits in its base slot all the way up) keeps a stack of
+its own, not Python's: a chain of directories may be as deep as a 4096-byte path allows (2048 levels),
+past the interpreter's recursion limit (tests/fs/test_overlay_plan.py holds it to the recursive walk).
+
 So a file written, renamed or removed costs one operation, a renamed directory one (two when it
 had to be staged, e.g. in a swap), and nothing unchanged costs anything.
 
@@ -34,6 +38,7 @@ Path resolution, errno and handles (:mod:`kuro_fs.overlay`); file bytes (:mod:`k
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -151,11 +156,26 @@ class _Planner:
     _stable: dict[int, bool] = field(default_factory=dict)
 
     def stable(self, d: DirNode) -> bool:
-        # d sits in its own base slot all the way up, so its path is the same before and after.
-        known = self._stable.get(id(d))
-        if known is None:
-            known = d is self.root or (d.in_origin_slot() and d.parent is not None and self.stable(d.parent))
-            self._stable[id(d)] = known
+        # d sits in its own base slot all the way up, so its path is the same before and after. Walked up
+        # without recursion (a chain may be as deep as the longest path allows), every node on it remembered.
+        chain: list[DirNode] = []
+        here: DirNode = d
+        while True:
+            known = self._stable.get(id(here))
+            if known is not None:
+                break
+            if here is self.root:
+                known = True
+            elif not here.in_origin_slot() or here.parent is None:
+                known = False
+            else:
+                chain.append(here)  # stable exactly when its parent is
+                here = here.parent
+                continue
+            self._stable[id(here)] = known
+            break
+        for node in chain:
+            self._stable[id(node)] = known
         return known
 
     def is_direct(self, node: Node) -> bool:
@@ -168,34 +188,58 @@ class _Planner:
 
     # ---- 1. detach (post-order over the base tree) and choose direct moves
 
-    def detach(self, d: DirNode, path: tuple[str, ...]) -> None:
-        for name in sorted(d.changed):
+    def detach(self, root: DirNode) -> None:
+        """Post-order over the base tree's changed slots, with a stack of its own (no recursion: a chain of
+        directories may be as deep as the longest path allows); a slot whose base directory changed below
+        is left once that directory's slots all are."""
+        stack: list[tuple[DirNode, tuple[str, ...], Iterator[str], tuple[DirNode, tuple[str, ...], str, Node] | None]]
+        stack = [(root, (), iter(sorted(root.changed)), None)]
+        while stack:
+            d, path, names, slot = stack[-1]
+            name = next(names, None)
+            if name is None:
+                stack.pop()
+                if slot is not None:
+                    self.leave(*slot)
+                continue
             was = d.base.get(name)
             if was is None:
                 continue
             if isinstance(was, DirNode) and was.changed:
-                self.detach(was, (*path, name))
-            if was.parent is d and was.name == name:
-                continue
-            self.left.append(was)
-            if self.is_direct(was):
-                self.direct_ids.add(id(was))
-                self.direct.append((was, (*path, name)))
-            elif isinstance(was, FileNode):
-                if not isinstance(d.known.get(name), FileNode):  # else the file linked here replaces it
-                    self.ops.append(Op("rm", (*path, name)))
-            elif was.parent is None:
-                self.ops.append(Op("rm", (*path, name)))
+                stack.append((was, (*path, name), iter(sorted(was.changed)), (d, path, name, was)))
             else:
-                spot = (*self.staging, str(len(self.staged)))
-                self.staged[id(was)] = spot
-                self.ops.append(Op("mv", (*path, name), spot))
+                self.leave(d, path, name, was)
+
+    def leave(self, d: DirNode, path: tuple[str, ...], name: str, was: Node) -> None:
+        """What the base node ``was`` of slot ``name`` of ``d`` (at ``path``) needs to leave it, if it left."""
+        if was.parent is d and was.name == name:
+            return
+        self.left.append(was)
+        if self.is_direct(was):
+            self.direct_ids.add(id(was))
+            self.direct.append((was, (*path, name)))
+        elif isinstance(was, FileNode):
+            if not isinstance(d.known.get(name), FileNode):  # else the file linked here replaces it
+                self.ops.append(Op("rm", (*path, name)))
+        elif was.parent is None:
+            self.ops.append(Op("rm", (*path, name)))
+        else:
+            spot = (*self.staging, str(len(self.staged)))
+            self.staged[id(was)] = spot
+            self.ops.append(Op("mv", (*path, name), spot))
 
     # ---- 3. attach (pre-order over the current tree)
 
-    def attach(self, d: DirNode, path: tuple[str, ...]) -> None:
-        self.visited.append(d)
-        for name in sorted(d.changed):
+    def attach(self, root: DirNode) -> None:
+        """Pre-order over the current tree's changed slots, with a stack of its own (no recursion)."""
+        self.visited.append(root)
+        stack: list[tuple[DirNode, tuple[str, ...], Iterator[str]]] = [(root, (), iter(sorted(root.changed)))]
+        while stack:
+            d, path, names = stack[-1]
+            name = next(names, None)
+            if name is None:
+                stack.pop()
+                continue
             node = d.known.get(name)
             if node is None:
                 continue
@@ -211,7 +255,8 @@ class _Planner:
             elif not placed and not node.children():
                 self.ops.append(Op("mkdir", where))
             if node.changed:
-                self.attach(node, where)
+                self.visited.append(node)
+                stack.append((node, where, iter(sorted(node.changed))))
 
 
 def plan_commit(root: DirNode, staging: tuple[str, ...]) -> tuple[list[Op], list[DirNode], list[Node]]:
@@ -221,11 +266,11 @@ def plan_commit(root: DirNode, staging: tuple[str, ...]) -> tuple[list[Op], list
     plan visited (to rebase after it ran) and the base nodes that left their slots.
     """
     plan = _Planner(root, staging)
-    plan.detach(root, ())
+    plan.detach(root)
     for node, src in plan.direct:
         assert node.parent is not None
         plan.ops.append(Op("mv", src, (*path_of(node.parent), node.name)))
-    plan.attach(root, ())
+    plan.attach(root)
     if plan.staged:
         plan.ops.append(Op("rm", staging))
     return plan.ops, plan.visited, plan.left

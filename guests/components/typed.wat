@@ -135,6 +135,15 @@
     (i32.store (i32.const 324) (local.get $n))
     (i32.const 320))
 
+  ;; empties(n) -> list<list<u8>>: n empty lists (n counted bytes, ~20 n bytes of DAG-JSON in the receipt)
+  (func (export "empties") (param $n i32) (result i32)
+    (local $p i32)
+    (local.set $p (call $realloc (i32.const 0) (i32.const 0) (i32.const 4) (i32.shl (local.get $n) (i32.const 3))))
+    (memory.fill (local.get $p) (i32.const 0) (i32.shl (local.get $n) (i32.const 3)))
+    (i32.store (i32.const 320) (local.get $p))
+    (i32.store (i32.const 324) (local.get $n))
+    (i32.const 320))
+
   ;; ---- interface kuro:fixtures/calc (exported as an instance: `kuro:fixtures/calc@1.0.0#double`)
   (func (export "kuro:fixtures/calc@1.0.0#double") (param $n i32) (result i32)
     (i32.mul (local.get $n) (i32.const 2)))

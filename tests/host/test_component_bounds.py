@@ -125,6 +125,17 @@ def test_a_result_past_the_bound_ends_the_run_as_a_trap_that_says_so(isolation: 
     )
 
 
+def test_a_result_whose_receipt_is_past_a_frame_s_json_limit_crosses_from_a_worker_as_it_is_in_process() -> None:
+    # 250 000 empty lists: 250 000 counted bytes (within the default bound), 5 MB of DAG-JSON in the receipt, past
+    # the 4 MiB a frame's JSON part holds: the receipt rides as the done frame's payload, bounded by the run's limits
+    n = 250_000
+    alone, worker = (_run("typed", "empties", [n], isolation=isolation) for isolation in ("wasmtime", "process"))
+    assert (worker["kuro/outcome"], worker["kuro/isolation"]) == ("ok", "process"), worker.get("kuro/error")
+    assert worker["kuro/result"] == alone["kuro/result"] == [b""] * n
+    same = ("kuro/exit-code", "kuro/outcome", "kuro/stdout-cid", "kuro/reads")
+    assert {k: worker.get(k) for k in same} == {k: alone.get(k) for k in same}
+
+
 def test_a_result_far_past_the_bound_is_refused_by_wasmtime_before_the_host_holds_it() -> None:
     # 64 MiB of list<u8> (the guest's own memory holds it): wasmtime's hostcall fuel (~2.7 MiB) stops the
     # lifting before any host value is built (measured: 1 GiB the same way, host RSS only the guest's 1 GiB)

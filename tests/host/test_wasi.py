@@ -364,3 +364,32 @@ def test_a_deterministic_run_in_a_worker_process_gives_the_in_process_receipt(st
         for isolation in ("wasmtime", "process")
     ]  # fmt: skip
     assert receipts[0] == receipts[1] and receipts[0]["kuro/deterministic"] == {"seed": 5}
+
+
+#: Makes a chain of directories d/d/…/d as deep as a 4096-byte path allows (2048), then commits with fd_sync.
+DEEP_CHAIN = """(module
+  (import "wasi_snapshot_preview1" "path_create_directory" (func $mkdir (param i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_sync" (func $sync (param i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "CHAIN")
+  (func (export "_start") (local $n i32)
+    (local.set $n (i32.const 1))
+    (block $done (loop $next
+      (br_if $done (i32.gt_u (local.get $n) (i32.const 4095)))
+      (if (call $mkdir (i32.const 3) (i32.const 16) (local.get $n)) (then (call $exit (local.get $n))))
+      (local.set $n (i32.add (local.get $n) (i32.const 2)))
+      (br $next)))
+    (call $exit (call $sync (i32.const 3)))))""".replace("CHAIN", "/".join(["d"] * 2048))
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_a_chain_of_directories_as_deep_as_a_path_allows_commits(
+    store: MemoryBlockStore, home: Path, isolation: str
+) -> None:
+    """2048 nested directories (a 4095-byte path) commit at fd_sync and at the end (once a RecursionError)."""
+    cid = add_guest(store, bytes(wasmtime.wat2wasm(DEEP_CHAIN)))
+    receipt = run(_session(store), guest(cid, "_start"), store=store, home=home, isolation=isolation)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("ok", 0), receipt.get("kuro/error")
+    after = Fs(store, receipt["kuro/fs-root-after"])
+    assert after.stat("/".join(["d"] * 2048)).ok and not after.stat("/".join(["d"] * 2049)).ok

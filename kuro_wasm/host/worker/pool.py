@@ -326,9 +326,11 @@ class WorkerPool:
     def _payload_limit(self, conn: _Conn, message: Mapping[str, Any]) -> int:
         if message["t"] == "put":
             return MAX_BLOCK_BYTES
-        if message["t"] == "chunk":
+        if message["t"] in ("chunk", "done"):
             with self._cond:
                 head = conn.outstanding[0] if conn.outstanding else None
+            if head is not None and message["t"] == "done":  # the receipt: bounded by its run's own limits
+                return protocol.receipt_limit(head.limits)
             if head is not None:  # a kept chunk fits what the cap has left; more is refused unread
                 return max(0, head.limits.max_output_bytes - _stream.total_bytes(head.stream))
         return 0
@@ -361,7 +363,7 @@ class WorkerPool:
             if problem is not None:
                 raise ProtocolError(problem)
         elif kind == "done":
-            self._done(conn, message)
+            self._done(conn, message, payload)
         elif kind == "failed":
             run = self._head(conn, message["id"])
             self._finished(conn, run)
@@ -423,10 +425,11 @@ class WorkerPool:
         self.answered["module"] += 1
         conn.send("compiled", {"rid": message["rid"], "kind": kind, "meta": len(meta)}, meta + artifact)
 
-    def _done(self, conn: _Conn, message: Mapping[str, Any]) -> None:
+    def _done(self, conn: _Conn, message: Mapping[str, Any], payload: bytes) -> None:
         run = self._head(conn, message["id"])
+        receipt = protocol.decode_receipt(message["receipt"], payload)
         try:
-            result = run.worker_result(message["receipt"], message["stream"])
+            result = run.worker_result(receipt, message["stream"])
         except KuroError as exc:
             raise ProtocolError(f"the worker's result is refused: {exc}") from exc
         after = result.pop("kuro/fs-root-after", None)

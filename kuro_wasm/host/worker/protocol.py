@@ -13,7 +13,19 @@ Every message is a row of :data:`MESSAGES` (who sends it, its fields and their t
 a payload). :func:`decode` refuses anything else with :class:`ProtocolError` — an unknown type, a missing
 or extra field, a field of the wrong type, NaN or ±Infinity, nesting deep enough to exhaust the parser,
 a frame or payload above its size limit (checked *before* the bytes are read, so a hostile length
-allocates nothing) — and the host answers a protocol error by killing the worker. The decoded values
+allocates nothing) — and the host answers a protocol error by killing the worker.
+
+A run's receipt rides as the ``done`` frame's payload (its JSON, then a component's ``kuro/result`` as
+DAG-JSON text, not escaped again inside it), so it crosses whatever its size within
+:func:`receipt_limit`, a bound the host derives from the run's own limits before it reads a byte:
+:data:`RECEIPT_BASE_BYTES` (64 MiB: everything but the result — ~1 M distinct ``kuro/reads`` at 62
+bytes a CID, the ≤ 256 denials and ≤ 64 store faults) plus :data:`RESULT_JSON_PER_BYTE` (64) bytes of
+DAG-JSON per byte of ``max_value_bytes`` as :meth:`~kuro_wasm.model.limits.Limits.value_bound` counts it
+(the worst nameless WIT value, an empty ``list<u8>`` in a list, is 20 bytes of DAG-JSON per counted byte;
+only long field, case or flag names over values of little or no size go past 64). At the default 4 MiB
+that is 320 MiB, the size of what an in-process host already holds for one call's value (~80 × the
+bound). A worker whose receipt is over it (or cannot be encoded) sends a ``host-error`` receipt saying
+why instead: a run that ran always ends in a receipt. The decoded values
 are only ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool``, ``None`` and ``bytes``; what they
 *mean* (a session, a receipt) is checked again by the model when the host uses them.
 
@@ -36,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from kuro_wasm.errors import HostError
+from kuro_wasm.model.limits import Limits
 
 __all__ = [
     "CONTROL",
@@ -43,12 +56,18 @@ __all__ = [
     "MAX_BLOCK_BYTES",
     "MAX_JSON_BYTES",
     "MESSAGES",
+    "RECEIPT_BASE_BYTES",
+    "RESULT_JSON_PER_BYTE",
     "Message",
     "ProtocolError",
     "Readable",
     "decode",
+    "decode_receipt",
+    "done_receipt",
     "encode",
+    "encode_receipt",
     "read_frame",
+    "receipt_limit",
     "send",
 ]
 
@@ -59,7 +78,14 @@ MAX_BLOCK_BYTES: Final = 64 << 20
 #: The largest compiled guest (shape ‖ artifact) the host sends a worker; a larger one the worker compiles itself,
 #: in memory (a frame's length is 32 bits; a worker refuses any host payload past this).
 MAX_ARTIFACT_BYTES: Final = 1 << 30
+#: What a ``done`` payload may hold besides a component's ``kuro/result`` (reads, denials, faults, the rest).
+RECEIPT_BASE_BYTES: Final = 64 << 20
+#: Bytes of ``kuro/result`` DAG-JSON a ``done`` payload may hold per byte of the run's value bound.
+RESULT_JSON_PER_BYTE: Final = 64
 _HEAD: Final = struct.Struct(">II")
+_COUNTS: Final = ("kuro/stdout-bytes", "kuro/stderr-bytes")
+#: The most payload one frame can carry (its total length is a u32 that counts the JSON part too).
+_MAX_PAYLOAD: Final = (1 << 32) - 1 - 4 - MAX_JSON_BYTES
 _SMALL_PAYLOAD: Final = 64 << 10
 
 
@@ -115,7 +141,8 @@ MESSAGES: Final[Mapping[str, Message]] = {
     "has": Message("worker", {"id": "int", "rid": "int", "cid": "str"}),
     "module": Message("worker", {"id": "int", "rid": "int", "cid": "str", "fuel": "bool"}),
     "put": Message("worker", {"id": "int", "cid": "str"}, payload=True),
-    "done": Message("worker", {"id": "int", "receipt": "data", "stream": "data", "cpu": "num"}),
+    # payload = the receipt's JSON (its first ``receipt`` bytes) ‖ its kuro/result as DAG-JSON text (if any)
+    "done": Message("worker", {"id": "int", "receipt": "int", "stream": "data", "cpu": "num"}, payload=True),
     "failed": Message("worker", {"id": "int", "error": "str"}),
     "withdrawn": Message("worker", {"id": "int", "ok": "bool"}),
     "probed": Message("worker", {"what": "str", "result": "data"}),
@@ -228,6 +255,56 @@ def decode(body: bytes, senders: frozenset[str]) -> dict[str, Any]:
             raise ProtocolError(f"{kind}.{name} must be finite")
     value["t"] = kind
     return value
+
+
+def receipt_limit(limits: Limits) -> int:
+    """The largest ``done`` payload (a run's receipt) the host reads for a run of ``limits`` (module docstring)."""
+    return min(_MAX_PAYLOAD, RECEIPT_BASE_BYTES + RESULT_JSON_PER_BYTE * limits.value_bound())
+
+
+def encode_receipt(receipt: Mapping[str, Any], limit: int) -> tuple[int, bytes]:
+    """A ``done`` frame's ``receipt`` field and payload for ``receipt`` (whose ``kuro/result``, if any, is DAG-JSON
+    text). Raises ProtocolError: a value JSON cannot carry, or a payload over ``limit`` bytes."""
+    result = receipt.get("kuro/result")
+    rest = {k: v for k, v in receipt.items() if k != "kuro/result"} if type(result) is str else receipt
+    try:
+        head = _ENCODER.encode(rest).encode("ascii")
+        tail = result.encode("utf-8") if type(result) is str else b""
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"done: the receipt is not plain data: {exc}") from exc
+    if len(head) + len(tail) > limit:
+        raise ProtocolError(f"done: a {len(head) + len(tail)}-byte receipt is over its run's {limit}-byte limit")
+    return len(head), head + tail
+
+
+def done_receipt(receipt: Mapping[str, Any], limit: int) -> tuple[int, bytes]:
+    """:func:`encode_receipt`, or, when ``receipt`` cannot cross (over ``limit``, not plain data), a ``host-error``
+    receipt saying why (the host's transport failed, not the guest), keeping the output counts the host checks."""
+    try:
+        return encode_receipt(receipt, limit)
+    except ProtocolError as exc:
+        kept = {k: receipt[k] for k in _COUNTS if type(receipt.get(k)) is int}
+        why = f"host error: the worker could not send the run's receipt: {exc}"
+        return encode_receipt({**kept, "kuro/exit-code": 70, "kuro/outcome": "host-error", "kuro/error": why}, limit)
+
+
+def decode_receipt(length: int, payload: bytes) -> Any:
+    """The receipt a ``done`` frame carries (``kuro/result`` as DAG-JSON text; the model checks the values).
+
+    Raises ProtocolError: ``length`` outside the payload, or a part that is not JSON / UTF-8.
+    """
+    if not 0 <= length <= len(payload):
+        raise ProtocolError(f"done: a {length}-byte receipt in a {len(payload)}-byte payload")
+    try:
+        receipt = _DECODER.decode(payload[:length].decode("utf-8"))
+        result = payload[length:].decode("utf-8") if length < len(payload) else None
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError(f"done: a receipt that is not JSON: {exc}") from exc
+    if result is not None:
+        if type(receipt) is not dict or "kuro/result" in receipt:
+            raise ProtocolError("done: a kuro/result after a receipt that is not a map or has one already")
+        receipt["kuro/result"] = result
+    return receipt
 
 
 class Readable(Protocol):

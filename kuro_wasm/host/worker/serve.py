@@ -69,7 +69,14 @@ from kuro_wasm.host import engine
 from kuro_wasm.host.cache import ARTIFACTS, ModuleCache
 from kuro_wasm.host.job import Job
 from kuro_wasm.host.worker import hardening
-from kuro_wasm.host.worker.protocol import MAX_ARTIFACT_BYTES, ProtocolError, read_frame, send
+from kuro_wasm.host.worker.protocol import (
+    MAX_ARTIFACT_BYTES,
+    ProtocolError,
+    done_receipt,
+    read_frame,
+    receipt_limit,
+    send,
+)
 from kuro_wasm.host.worker.remote import RemoteStore
 from kuro_wasm.host.worker.run import HOST_STATED
 from kuro_wasm.model import stream as _stream
@@ -452,7 +459,8 @@ class _Worker:
             forge, self.forge = self.forge, None
             kept.update(forge.get("receipt", {}))
             counters.update(forge.get("stream", {}))
-        self.send("done", {"id": request.id, "receipt": kept, "stream": counters, "cpu": time.process_time()})
+        size, payload = done_receipt(kept, receipt_limit(limits))  # over its limit: a host-error receipt says so
+        self.send("done", {"id": request.id, "receipt": size, "stream": counters, "cpu": time.process_time()}, payload)
 
     def _lie_about_root(self, store: RemoteStore, kept: dict[str, Any]) -> None:
         """Test hook: ``lie-root`` hands back :data:`INCOMPLETE_DIR` (a directory whose one file nobody has) and

@@ -14,11 +14,18 @@ from hypothesis import strategies as st
 from kuro_wasm.host.worker.protocol import (
     MAX_JSON_BYTES,
     MESSAGES,
+    RECEIPT_BASE_BYTES,
+    RESULT_JSON_PER_BYTE,
     ProtocolError,
     decode,
+    decode_receipt,
+    done_receipt,
     encode,
+    encode_receipt,
     read_frame,
+    receipt_limit,
 )
+from kuro_wasm.model.limits import Limits
 
 _SAMPLES: dict[str, Any] = {"int": 7, "num": 1.5, "str": "x", "bool": True, "data": {"a": [1, "b"]}, "str?": None}
 HOST = frozenset({"host"})
@@ -61,7 +68,7 @@ def test_a_clean_end_between_frames_is_none() -> None:
         (b'{"t": "kill", "id": "1"}', "must be int"),
         (b'{"t": "kill", "id": true}', "must be int"),
         (b'{"t": "kill", "id": NaN}', "not JSON"),
-        (b'{"t": "done", "id": 1, "receipt": {}, "stream": {}, "cpu": 1e999}', "finite"),
+        (b'{"t": "done", "id": 1, "receipt": 0, "stream": {}, "cpu": 1e999}', "finite"),
         (b"[1, 2]", "JSON object"),
         (b"\xff\xfe", "not JSON"),
         (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
@@ -134,3 +141,48 @@ def test_any_json_value_is_a_message_or_a_protocol_error(value: Any) -> None:
         decode(json.dumps(value).encode(), HOST | WORKER)
     except ProtocolError:
         pass
+
+
+# ---- a run's receipt: the done frame's payload, bounded by the run's own limits
+
+
+def test_a_receipt_rides_as_the_done_payload_with_its_result_as_dag_json_text_not_escaped_again() -> None:
+    receipt = {"kuro/outcome": "ok", "kuro/reads": ["bafkqaaa"], "kuro/result": '[{"/":{"bytes":""}}]'}
+    size, payload = encode_receipt(receipt, 1 << 20)
+    assert payload[size:] == b'[{"/":{"bytes":""}}]'
+    frame = _frame("done", {"id": 1, "receipt": size, "stream": {}, "cpu": 0.5}, payload)
+    got = read_frame(io.BytesIO(frame), WORKER, lambda _m: 1 << 20)
+    assert got is not None and decode_receipt(got[0]["receipt"], got[1]) == receipt
+    assert decode_receipt(*encode_receipt({"kuro/outcome": "ok"}, 100)) == {"kuro/outcome": "ok"}
+
+
+def test_the_receipt_limit_is_the_runs_value_bound_times_a_factor_plus_a_base_and_fits_one_frame() -> None:
+    assert receipt_limit(Limits()) == RECEIPT_BASE_BYTES + RESULT_JSON_PER_BYTE * Limits().value_bound()
+    assert receipt_limit(Limits(max_value_bytes=1000)) == RECEIPT_BASE_BYTES + RESULT_JSON_PER_BYTE * 1000
+    assert receipt_limit(Limits(max_value_bytes=1 << 40)) <= (1 << 32) - 1 - 4 - MAX_JSON_BYTES
+
+
+@pytest.mark.parametrize(
+    "receipt",
+    [
+        {"kuro/reads": ["bafkqaaa" * 20] * 1000},  # over the limit
+        {"kuro/result": "x" * 20_000},
+        {"kuro/fuel-consumed": float("nan")},  # not plain data
+    ],
+)
+def test_a_receipt_that_cannot_cross_becomes_a_host_error_receipt_saying_why(receipt: dict[str, Any]) -> None:
+    counts = {"kuro/stdout-bytes": 12, "kuro/stderr-bytes": 3}
+    size, payload = done_receipt({"kuro/outcome": "ok", "kuro/exit-code": 0, **counts, **receipt}, 10_000)
+    got = decode_receipt(size, payload)
+    assert (got["kuro/outcome"], got["kuro/exit-code"]) == ("host-error", 70)
+    assert got["kuro/error"].startswith("host error: the worker could not send the run's receipt: done: ")
+    assert {k: got[k] for k in counts} == counts and "kuro/reads" not in got and "kuro/result" not in got
+
+
+@pytest.mark.parametrize(
+    ("size", "payload"),
+    [(5, b"{}"), (-1, b"{}"), (3, b'{}\xff"x"'), (2, b'[]"x"'), (0, b""), (17, b'{"kuro/result":1}"x"')],
+)
+def test_a_done_payload_that_is_not_a_receipt_is_a_protocol_error(size: int, payload: bytes) -> None:
+    with pytest.raises(ProtocolError, match="done"):
+        decode_receipt(size, payload)
