@@ -20,7 +20,7 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.fs import Fs
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.host.worker.hardening import Hardening, closed_homes
-from kuro_wasm.host.worker.protocol import read_frame, send
+from kuro_wasm.host.worker.protocol import decode_receipt, read_frame, send
 from kuro_wasm.host.worker.zygote import Zygote
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.sessions import guest, session
@@ -82,12 +82,15 @@ class _Host:
         return read_frame(self.stream, WORKER, lambda _m: 1 << 30)
 
     def next_frame(self) -> dict[str, Any]:
-        """The worker's next frame that is not an ask (asks are answered; chunks are kept in ``out``)."""
+        """The worker's next frame that is not an ask (asks are answered; chunks are kept in ``out``; a ``done``
+        has its receipt decoded from its payload)."""
         while True:
             frame = self.frame()
             assert frame is not None, "the worker closed its channel"
             message, payload = frame
             kind = message["t"]
+            if kind == "done":
+                return {**message, "receipt": decode_receipt(message["receipt"], payload)}
             if kind == "module":  # nothing compiled to give: the worker loads the guest's bytes itself
                 send(self.sock, "compiled", {"rid": message["rid"], "kind": None, "meta": 0})
             elif kind in ("get", "has"):
