@@ -44,8 +44,10 @@ __all__ = [
     "SourcedError",
     "UsageError",
     "error_line",
+    "finish_cancel_on_signal",
     "interrupted_status",
     "looks_like_cid",
+    "on_signal",
     "output_store",
     "silence",
     "wat_error",
@@ -80,6 +82,29 @@ class Interrupted(KeyboardInterrupt):
 #: Signals received while a command ran (newest last): a command that finished its work after one
 #: (``kuro run`` storing the cancelled receipt) still exits 128 + that signal.
 RECEIVED: list[int] = []
+#: True once the command has said a signal after the first is only noted (:func:`finish_cancel_on_signal`).
+_FINISH_CANCEL: list[bool] = [False]
+
+
+def finish_cancel_on_signal() -> None:
+    """From now on a signal after the first raises nothing: the command finishes the cancel the first began.
+
+    ``kuro run`` calls it: after Ctrl-C it kills the guest, waits for its ``cancelled`` receipt
+    (bounded by the run's stop grace), stores it — in the ledger too — prints it and exits
+    128 + the first signal; a SIGTERM on the heels of the Ctrl-C must not turn that into a
+    crash with the receipt lost. ``kuro batch`` does not: there a second signal stops waiting.
+    """
+    _FINISH_CANCEL[0] = True
+
+
+def on_signal(signum: int) -> None:
+    """What the ``kuro`` executable does on SIGINT, SIGTERM or SIGHUP (:mod:`kuro_wasm.cli.launch`).
+
+    Raises Interrupted: the first signal, and every one unless :func:`finish_cancel_on_signal` was called.
+    """
+    if RECEIVED and _FINISH_CANCEL[0]:
+        return
+    raise Interrupted(signum)
 
 
 def interrupted_status(exc: BaseException) -> int:

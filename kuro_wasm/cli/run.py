@@ -47,7 +47,16 @@ from pathlib import Path
 from typing import Any
 
 from kuro_fs.home import ledger_path, refs_dir
-from kuro_wasm.cli.context import RECEIVED, Context, Failed, UsageError, looks_like_cid, output_store, silence
+from kuro_wasm.cli.context import (
+    RECEIVED,
+    Context,
+    Failed,
+    UsageError,
+    finish_cancel_on_signal,
+    looks_like_cid,
+    output_store,
+    silence,
+)
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.isolation import ISOLATIONS
 from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
@@ -441,6 +450,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from kuro_wasm.model.receipt import to_json
     from kuro_wasm.model.summary import is_denial, receipt_text
 
+    finish_cancel_on_signal()  # a second signal must not cut short the cancel the first one began
     cid_text: str = args.cid
     try:
         parse(cid_text)
@@ -517,8 +527,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ctx.note(receipt_text(result, cid))
     code = result.get("kuro/exit-code")
     status = code if isinstance(code, int) and 0 <= code <= 255 else 1
-    if RECEIVED:  # a signal cancelled the guest: its receipt is stored and shown; exit as the signal says
-        status = 128 + RECEIVED[-1]
+    if RECEIVED:  # a signal cancelled the guest: its receipt is stored and shown; exit as the (first) signal says
+        status = 128 + RECEIVED[0]
     after = result.get("kuro/fs-root-after")
     if fs_name is not None and isinstance(after, str) and after != root:
         note = f"run {cid_text[:16]}… {args.export} (receipt {cid})"
@@ -551,7 +561,7 @@ def _run_live(
     sess: Any, command: Mapping[str, Any], options: dict[str, Any], *, pump_stdin: bool, live: _Live | None
 ) -> Any:
     """Run on a worker thread: stdin streamed as it arrives (``--stdin -``), Ctrl-C kills the guest (130)."""
-    from kuro_wasm.host.api import start
+    from kuro_wasm.host.api import start, stop_and_wait
 
     stdin_fd = _stdin_fd() if pump_stdin else -1  # refused before anything starts
     handle = start(sess, command, **options)
@@ -570,8 +580,7 @@ def _run_live(
             except TimeoutError:
                 continue
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (kuro_wasm.cli.launch): a cancel, with a receipt
-        handle.kill()
-        return handle.wait()
+        return stop_and_wait(handle)
 
 
 def _pump(handle: Any, fd: int) -> None:

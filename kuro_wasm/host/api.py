@@ -52,7 +52,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import HostError, ModelError
@@ -80,7 +80,17 @@ if TYPE_CHECKING:  # the worker-process backend loads on the first isolation="pr
     from kuro_wasm.host.worker.pool import WorkerPool
     from kuro_wasm.host.worker.run import RemoteRun
 
-__all__ = ["ISOLATION", "Handle", "ProcessHandle", "add_guest", "run", "run_async", "start"]
+__all__ = [
+    "ISOLATION",
+    "Handle",
+    "ProcessHandle",
+    "add_guest",
+    "run",
+    "run_async",
+    "start",
+    "stop_and_wait",
+    "wait_event",
+]
 
 
 def _check_options(home: object, on_chunk: object, on_exit: object) -> None:
@@ -98,6 +108,45 @@ def _check_options(home: object, on_chunk: object, on_exit: object) -> None:
         raise ModelError(f"on_chunk must be callable, got {type(on_chunk).__name__}", reason="invalid-run-option")
     if on_exit is not None and not callable(on_exit):
         raise ModelError(f"on_exit must be callable, got {type(on_exit).__name__}", reason="invalid-run-option")
+
+
+def wait_event(event: threading.Event, timeout: float | None) -> bool:
+    """``event.wait(timeout)``, except that an interrupt inside it is raised as itself.
+
+    A ``KeyboardInterrupt`` (or a signal handler's exception) that lands in ``Condition.wait``'s
+    ``finally`` before it re-takes its lock surfaces as ``RuntimeError: release unlocked lock``
+    (the ``with`` then releases a lock it does not hold); that error's context is the interrupt.
+    Nothing is lost by re-raising the interrupt: the condition's lock is not held, and the stale
+    waiter it leaves is released by the event's next ``set``.
+    """
+    try:
+        return event.wait(timeout)
+    except RuntimeError as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            raise exc.__context__ from None
+        raise
+
+
+class _Stoppable(Protocol):
+    def kill(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> Mapping[str, Any]: ...
+
+
+def stop_and_wait(handle: _Stoppable) -> Mapping[str, Any]:
+    """Kill ``handle``'s guest and wait for its (``cancelled``) receipt, whatever interrupts arrive meanwhile.
+
+    A second Ctrl-C (or SIGTERM after it) does not stop the wait: the kill is already asked, and a
+    killed run ends within its stop grace — at the engine's next epoch tick in this process, or
+    :data:`~kuro_wasm.host.worker.run.STOP_GRACE_S` after the kill for a worker process, which is
+    then SIGKILLed. Giving up the wait instead would lose the receipt of a run that is ending anyway.
+    """
+    while True:
+        try:
+            handle.kill()  # again after an interrupt: harmless, and certain to have been asked
+            return handle.wait()
+        except KeyboardInterrupt:
+            continue
 
 
 class Handle:
@@ -165,7 +214,7 @@ class Handle:
         Raises TimeoutError: if ``timeout`` seconds pass first (the guest keeps running).
         Raises HostError: if the run ended but no receipt could be built (a host bug).
         """
-        if not self._job.done.wait(timeout):
+        if not wait_event(self._job.done, timeout):
             raise TimeoutError(f"the guest is still running after {timeout} s")
         if self._job.failure is not None:
             raise self._job.failure
@@ -177,7 +226,7 @@ class Handle:
         if not self._job.done.is_set():
             self.kill()
         if self._thread.is_alive() or self._thread.ident is not None:
-            self._job.done.wait()
+            wait_event(self._job.done, None)
 
     def __enter__(self) -> Handle:
         return self
@@ -590,7 +639,7 @@ class ProcessHandle(Handle):
         )
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
-        if not self._run.done.wait(timeout):
+        if not wait_event(self._run.done, timeout):
             raise TimeoutError(f"the guest is still running after {timeout} s")
         if self._run.failure is not None:
             raise self._run.failure
@@ -600,7 +649,7 @@ class ProcessHandle(Handle):
     def close(self) -> None:
         if not self._run.done.is_set():
             self.kill()
-            self._run.done.wait()
+            wait_event(self._run.done, None)
 
     def run_to_end(self) -> dict[str, Any]:
         """Submit, then wait; Ctrl-C on the main thread kills the guest and returns its ``cancelled`` receipt."""
@@ -610,5 +659,4 @@ class ProcessHandle(Handle):
         except KeyboardInterrupt:
             if threading.current_thread() is not threading.main_thread():
                 raise
-            self.kill()
-            return self.wait()
+            return dict(stop_and_wait(self))

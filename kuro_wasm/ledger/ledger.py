@@ -117,6 +117,12 @@ def _default_starter() -> Starter:
     return start
 
 
+def _stop_and_wait(handle: RunHandle) -> Mapping[str, Any]:
+    from kuro_wasm.host.api import stop_and_wait  # lazily, as the default starter (a real run has loaded it)
+
+    return stop_and_wait(handle)
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -516,8 +522,7 @@ class Ledger:
                     if callable(close_stdin):
                         close_stdin()  # the stdin bytes given are all the input there is
                 except KeyboardInterrupt:
-                    started.kill()
-                    result = started.wait()
+                    result = _stop_and_wait(started)
                 else:
                     result = self._wait(claim.op_id, started, live)
             phase = "ledger-raised"
@@ -533,8 +538,9 @@ class Ledger:
 
         A ``KeyboardInterrupt`` (Ctrl-C; the CLI turns SIGTERM and SIGHUP into one too) while waiting
         is a cancel, not a crash: the guest is killed and its ``cancelled`` receipt is recorded and
-        returned, so the operation is not left ``unknown``. A second one while the receipt is being
-        built propagates (and the operation is then ``unknown``, as after a crash).
+        returned, so the operation is not left ``unknown``. Further ones while the killed run ends
+        do not stop that wait (:func:`kuro_wasm.host.api.stop_and_wait`: the kill is already asked,
+        and the run ends within its stop grace).
         """
         while True:
             try:  # the poll is inside the try: an interrupt while SQLite is asked is a cancel too
@@ -545,8 +551,8 @@ class Ledger:
                 if not live.cancel_requested and self._db.cancel_requested(op_id):
                     live.cancel()
             except KeyboardInterrupt:
-                live.cancel()
-                return handle.wait()
+                live.cancel_requested = True
+                return _stop_and_wait(handle)
 
     def result(self, op_id: str, *, cancel: bool = False, for_new_task: bool = False) -> dict[str, Any]:
         """What is known about ``op_id``; never starts anything.

@@ -1,0 +1,68 @@
+"""An interrupt while waiting for a receipt is itself, and does not cut short the wait for a killed run."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from kuro_wasm.host.api import stop_and_wait, wait_event
+
+
+class _InterruptedInItsFinally:
+    """``Event.wait`` as it breaks when a second signal lands in ``Condition.wait``'s ``finally``
+    before the lock is taken back: the ``with`` releases a lock it does not hold."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        try:
+            raise KeyboardInterrupt
+        finally:
+            raise RuntimeError("release unlocked lock")
+
+
+def test_an_interrupt_inside_condition_wait_is_raised_as_the_interrupt() -> None:
+    with pytest.raises(KeyboardInterrupt):
+        wait_event(_InterruptedInItsFinally(), None)  # type: ignore[arg-type]
+
+
+def test_a_runtime_error_of_its_own_is_not_taken_for_an_interrupt() -> None:
+    class Broken:
+        def wait(self, timeout: float | None = None) -> bool:
+            raise RuntimeError("something else")
+
+    with pytest.raises(RuntimeError, match="something else"):
+        wait_event(Broken(), None)  # type: ignore[arg-type]
+
+
+def test_wait_event_is_event_wait() -> None:
+    event = threading.Event()
+    assert wait_event(event, 0) is False
+    event.set()
+    assert wait_event(event, None) is True
+
+
+class _Run:
+    """A run that ends (``cancelled``) once killed; ``interrupts`` signals land in the waits first."""
+
+    def __init__(self, interrupts: int) -> None:
+        self.interrupts = interrupts
+        self.kills = 0
+
+    def kill(self) -> None:
+        self.kills += 1
+
+    def wait(self, timeout: float | None = None) -> Mapping[str, Any]:
+        if self.interrupts:
+            self.interrupts -= 1
+            raise KeyboardInterrupt
+        assert self.kills, "waited for a run nobody killed"
+        return {"kuro/outcome": "cancelled", "kuro/exit-code": 130}
+
+
+@pytest.mark.parametrize("interrupts", [0, 1, 3])
+def test_stop_and_wait_returns_the_cancelled_receipt_whatever_interrupts_arrive(interrupts: int) -> None:
+    run = _Run(interrupts)
+    assert stop_and_wait(run) == {"kuro/outcome": "cancelled", "kuro/exit-code": 130}
+    assert run.kills == interrupts + 1
