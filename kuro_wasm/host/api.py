@@ -163,7 +163,15 @@ class Handle:
         self._thread = threading.Thread(target=job.execute_quietly, name="kuro-guest", daemon=True)
 
     def _start(self) -> None:
-        self._thread.start()
+        try:
+            self._thread.start()
+        except KeyboardInterrupt:
+            # Thread.start waits for the thread to begin, and by then the guest may be running (and
+            # writing): an interrupt here is that run's cancel, never a guest left running unhandled.
+            self.kill()
+            if self._thread.ident is None:  # interrupted before the thread existed: run the stopped job
+                self._thread = threading.Thread(target=self._job.execute_quietly, name="kuro-guest", daemon=True)
+                self._thread.start()
 
     @property
     def stream(self) -> _stream.Stream:
@@ -324,7 +332,9 @@ def start(
     """Start ``command`` (a :func:`kuro_wasm.model.sessions.guest` spec) on a worker thread.
 
     Returns a :class:`Handle`, or the denial value (and then nothing was loaded
-    or run). ``fs`` is a ``kuro_fs.Fs`` or a root CID (default: the session's
+    or run). A ``KeyboardInterrupt`` that lands while the worker thread starts
+    (the guest may already be running) cancels the run and the handle is still
+    returned: its receipt says ``cancelled``. ``fs`` is a ``kuro_fs.Fs`` or a root CID (default: the session's
     root). ``stdin`` bytes are available at once and input stays open until
     :meth:`Handle.close_stdin`. ``on_chunk(stream, chunk)`` fires on the
     worker thread as each kept chunk is written; ``on_exit(receipt)`` once at

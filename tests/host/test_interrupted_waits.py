@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hostkit import make_fs, make_session
 
-from kuro_wasm.host.api import stop_and_wait, wait_event
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.host.api import Handle, start, stop_and_wait, wait_event
+from kuro_wasm.model.sessions import guest
 
 
 class _InterruptedInItsFinally:
@@ -66,3 +70,31 @@ def test_stop_and_wait_returns_the_cancelled_receipt_whatever_interrupts_arrive(
     run = _Run(interrupts)
     assert stop_and_wait(run) == {"kuro/outcome": "cancelled", "kuro/exit-code": 130}
     assert run.kills == interrupts + 1
+
+
+@pytest.mark.parametrize("when", ["after the thread began", "before the thread existed"])
+def test_an_interrupt_while_start_starts_the_guest_cancels_it_and_the_handle_is_returned(
+    store: MemoryBlockStore,
+    guest_cid: Callable[[str], str],
+    home: Path,
+    when: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Thread.start waits for the new thread to begin: a signal landing there (the guest may already
+    # be writing) must cancel that run, not leave it running with no handle.
+    original = threading.Thread.start
+    interrupted: list[bool] = []
+
+    def interrupted_start(thread: threading.Thread) -> None:
+        if thread.name != "kuro-guest" or interrupted:
+            return original(thread)
+        interrupted.append(True)
+        if when == "after the thread began":
+            original(thread)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted_start)
+    handle = start(make_session(make_fs(store)), guest(guest_cid("spin"), "run"), store=store, home=home)
+    assert isinstance(handle, Handle) and interrupted
+    receipt = handle.wait()
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("cancelled", 130)
