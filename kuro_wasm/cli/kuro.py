@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     ledger = branch("ledger", "the durable ledger of operations run with --op-id")
     lst = leaf(ledger, "list", "list the operations in the ledger", cli_receipt.ledger_list)
     lst.add_argument("--json", action="store_true", help="one JSON object per line")
-    lst.add_argument("--limit", metavar="N", type=_positive, default=100, help="at most N operations (default 100)")
+    lst.add_argument("--limit", metavar="N", type=_page_size, default=100, help="at most N operations (default 100)")
     lst.add_argument(
         "--after",
         metavar="CURSOR",
@@ -201,10 +201,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+def _page_size(text: str) -> int:
+    from kuro_wasm.ledger.ledger import MAX_PAGE
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_PAGE}, got {text!r:.40}") from None
+    if not 1 <= value <= MAX_PAGE:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_PAGE}, got {text:.40}")
     return value
 
 

@@ -99,8 +99,10 @@ from kuro_wasm.ledger.record import stored_form
 from kuro_wasm.model.operation import argument_digest, run_limits, stdin_text
 from kuro_wasm.model.sessions import Session
 
-__all__ = ["CANCEL_POLL_S", "Claim", "Ledger", "RunHandle", "Starter", "page_cursor"]
+__all__ = ["CANCEL_POLL_S", "MAX_PAGE", "Claim", "Ledger", "RunHandle", "Starter", "page_cursor"]
 
+#: The largest page :meth:`Ledger.operations` takes (SQLite's largest integer; no ledger holds more rows).
+MAX_PAGE: Final = 2**63 - 1
 #: How often (seconds) a running ledgered run looks for a cancel request from another process.
 CANCEL_POLL_S: Final = 0.25
 #: Environment variables whose values are concealed in previews (a guest has no env, but stdin or fs may carry one).
@@ -618,11 +620,12 @@ class Ledger:
         ``limit`` and ``after`` page through a large ledger: ``after`` is the ``kuro/cursor`` of the last
         row of the previous page (:func:`page_cursor`); a page costs its own rows, not the whole table.
 
-        Raises ModelError: ``limit`` is not an int >= 1, or ``after`` is not a cursor this ledger made.
+        Raises ModelError: ``limit`` is not an int from 1 to :data:`MAX_PAGE`, or ``after`` is not a
+        cursor this ledger made.
         """
         self._check_open()
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise ModelError(f"limit must be an int >= 1, got {limit!r}", reason="invalid-page")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE):
+            raise ModelError(f"limit must be an int from 1 to {MAX_PAGE}, got {limit!r:.40}", reason="invalid-page")
         self.recover()
         rows = self._db.operations(limit=limit, after=None if after is None else _from_cursor(after))
         for row in rows:

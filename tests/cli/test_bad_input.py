@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from cli_helpers import GUESTS, Kuro, add_guest, one_error_line
 
 from kuro_wasm.cli.context import error_line
@@ -212,3 +213,10 @@ def test_the_host_mode_is_refused_in_terms_a_shell_user_can_act_on(kuro: Kuro) -
     assert result.returncode == 2
     assert "--mode terminal-host needs a signed opt-in" in line and "terminal-repo" in line
     assert "signed_opt_in=True" not in line  # the library's hint is a Python keyword, not a CLI option
+
+
+@pytest.mark.parametrize("limit", ["99999999999999999999999", "9223372036854775808", "0", "-3", "ten"])
+def test_a_ledger_page_size_out_of_range_is_a_usage_line(kuro: Kuro, limit: str) -> None:
+    result = kuro("ledger", "list", "--limit", limit)
+    assert result.returncode == 2
+    assert "--limit" in one_error_line(result) and "from 1 to 9223372036854775807" in result.stderr

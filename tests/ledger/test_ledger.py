@@ -818,7 +818,18 @@ def test_operations_page_through_the_ledger_with_a_cursor(ledger: Ledger, starte
     assert [op for p in pages for op in p] == [row["kuro/op-id"] for row in everything]
 
 
-@pytest.mark.parametrize("bad", [{"limit": 0}, {"limit": True}, {"after": "nonsense"}, {"after": "x:y"}, {"after": 7}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"limit": 0},
+        {"limit": True},
+        {"limit": 2**63},
+        {"limit": 2**80},
+        {"after": "nonsense"},
+        {"after": "x:y"},
+        {"after": 7},
+    ],
+)
 def test_a_bad_page_is_refused(ledger: Ledger, bad: dict[str, Any]) -> None:
     with pytest.raises(ModelError) as info:
         ledger.operations(**bad)
