@@ -20,6 +20,8 @@ Opens the home's block store on first use; writes stdout/stderr.
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import os
 import re
 from collections.abc import Callable
@@ -32,6 +34,7 @@ from kuro_wasm.errors import KuroError
 
 __all__ = [
     "EXIT_BAD_INPUT",
+    "ClosedStream",
     "EXIT_BROKEN_PIPE",
     "EXIT_FAILED",
     "EXIT_INTERNAL",
@@ -110,6 +113,24 @@ def on_signal(signum: int) -> None:
 def interrupted_status(exc: BaseException) -> int:
     """128 + the signal behind ``exc`` (130 for a plain ``KeyboardInterrupt``)."""
     return exc.status if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
+
+
+class ClosedStream(io.TextIOBase):
+    """What ``kuro`` writes to when it was started with stdout (or stderr) closed (``kuro … >&-``).
+
+    Python then has no ``sys.stdout`` at all (None); every write here raises ``OSError`` (EBADF), so a
+    closed stream is handled as any unwritable one — one line, exit 1 — never as an internal error.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, f"{self.name} is closed")
+
+    def flush(self) -> None:
+        raise OSError(errno.EBADF, f"{self.name} is closed")
 
 
 class UsageError(Exception):

@@ -53,12 +53,13 @@ import sys
 import textwrap
 import traceback
 from collections.abc import Sequence
-from typing import Any, Final, NoReturn, TextIO
+from typing import Any, Final, NoReturn, TextIO, cast
 
 from kuro_fs.home import resolve_home
 from kuro_wasm.cli.context import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
+    ClosedStream,
     Context,
     Handler,
     SourcedError,
@@ -261,8 +262,9 @@ def _unknown_global_option(tokens: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    out = sys.stdout if out is None else out
-    err = sys.stderr if err is None else err
+    # None: started with the stream closed (`kuro … >&-`); written to, it says so (OSError), one line
+    out = (sys.stdout or cast(TextIO, ClosedStream("stdout"))) if out is None else out
+    err = (sys.stderr or cast(TextIO, ClosedStream("stderr"))) if err is None else err
     try:
         return _main(argv, out, err)
     except KeyboardInterrupt as exc:  # a signal while the parser was built or the home resolved

@@ -48,6 +48,7 @@ from typing import Any
 
 from kuro_fs.home import ledger_path, refs_dir
 from kuro_wasm.cli.context import (
+    EXIT_FAILED,
     RECEIVED,
     Context,
     Failed,
@@ -403,6 +404,8 @@ class _Live:
         self.ctx = ctx
         self.open_line = False
         self.gone: set[str] = set()
+        #: Our streams that could not be written (``>/dev/full``, closed), and why: the output is lost.
+        self.lost: dict[str, str] = {}
         self._lock = threading.Lock()
         self._on_gone: Callable[[], None] | None = None
 
@@ -438,6 +441,12 @@ class _Live:
                 on_gone = self._on_gone
             if on_gone is not None:
                 on_gone()
+            return
+        except OSError as exc:  # full, closed, an I/O error: the guest did nothing wrong and runs on
+            silence(target)
+            with self._lock:
+                self.gone.add(which)
+                self.lost.setdefault(which, _why(exc))
             return
         self.open_line = not bytes(data).endswith(b"\n")
 
@@ -513,14 +522,26 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         known = result.get("kuro/receipt-cid")
         cid = known if isinstance(known, str) else store_receipt(ctx, result)
         if result.get("kuro/replayed") is True and not args.json:
-            _replay_output(ctx, result)
+            try:
+                _replay_output(ctx, result)
+            except BrokenPipeError:
+                raise
+            except OSError as exc:
+                silence(ctx.out)
+                live.lost.setdefault("stdout", _why(exc))
     else:
         result = _run_live(sess, command, options, pump_stdin=args.stdin == "-", live=None if args.json else live)
         cid = store_receipt(ctx, result, stdin=options["stdin"], keep=args.keep_output)
     if is_denial(result):
         return _show_denial(ctx, result, None, cid, args.json)
     if args.json:
-        ctx.say(to_json(result))
+        try:
+            ctx.say(to_json(result))
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            silence(ctx.out)
+            live.lost.setdefault("stdout", _why(exc))
     else:
         if live.open_line:
             ctx.note("")
@@ -536,12 +557,32 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             Refs(_refs_dir(ctx)).set(fs_name, after, note, expected=before)
         except RefConflict:
             if replaying:  # the first run already moved the name (and maybe others since): leave it
-                return status
+                return _lost_output(ctx, live.lost, cid, status)
             ctx.note(f"kuro: error: fs {fs_name} moved while the guest ran; not advanced to {after} [ref-conflict]")
             return 1
         if not args.json:
             ctx.note(f"  fs {fs_name} → {after}")
-    return status
+    return _lost_output(ctx, live.lost, cid, status)
+
+
+def _why(exc: OSError) -> str:
+    return " ".join(str(exc.strerror or exc).split())
+
+
+def _lost_output(ctx: Context, lost: Mapping[str, str], cid: str, status: int) -> int:
+    """The exit status once the receipt is stored: never success if output this command had to write was lost.
+
+    The receipt stays the guest's true outcome (the guest did nothing wrong); the command's own
+    failure to deliver is one line on stderr (if stderr itself can still be written) and status 1.
+    """
+    if not lost:
+        return status
+    which = " and ".join(sorted(lost))
+    try:
+        ctx.note(f"kuro: error: could not write {which} ({'; '.join(lost.values())}); receipt {cid} [output-lost]")
+    except OSError:
+        pass
+    return status if status != 0 else EXIT_FAILED
 
 
 def _session(root: str, mode: str, grant: list[str] | None) -> Any:
