@@ -487,7 +487,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             root, before, replaying = recorded, recorded, True
     sess = _session(root, args.mode, args.grant)
     if not is_cid:
-        return _deny(ctx, sess, argv_tokens(getattr(args, "tokens", [cid_text])), args.json)
+        return _deny(ctx, sess, argv_tokens(getattr(args, "tokens", [cid_text])), args, root)
     if args.export is None:
         raise UsageError("missing EXPORT: kuro run CID EXPORT [ARGS...]")
     words = guest_words(tokens, values, flags) if getattr(args, "tokens", None) else list(args.args)
@@ -635,10 +635,36 @@ def _pump(handle: Any, fd: int) -> None:
         handle.close_stdin()
 
 
-def _deny(ctx: Context, sess: Any, argv: list[str], json_output: bool) -> int:
-    value = denial(sess, argv)
-    assert value is not None, "an argv vector is always denied"
-    return _show_denial(ctx, value, argv, store_receipt(ctx, value), json_output)
+def _deny(ctx: Context, sess: Any, argv: list[str], args: argparse.Namespace, root: str) -> int:
+    """An argv vector is denied; under ``--op-id`` through the ledger, as ``Ledger.run`` records a denial.
+
+    The operation's identity is the library's: session, the argv as the command, the fs root and
+    the limits given (no stdin: nothing reads it for a command that cannot run).
+    """
+    from kuro_wasm.model.summary import is_denial, receipt_text
+
+    if args.op_id is None:
+        value = denial(sess, argv)
+        assert value is not None, "an argv vector is always denied"
+        return _show_denial(ctx, value, argv, store_receipt(ctx, value), args.json)
+    from kuro_wasm.ledger.ledger import Ledger
+
+    options = {
+        "fs": root,
+        "timeout_ms": args.timeout_ms,
+        "max_output_bytes": args.max_output,
+        "max_memory_bytes": args.max_memory,
+        "fuel": args.fuel,
+        "home": ctx.home,
+    }
+    with Ledger(home=ctx.home, store=ctx.store, output_store=output_store(ctx)) as ledger:
+        value = ledger.run(args.op_id, sess, argv, store=ctx.store, keep_output=args.keep_output, **options)
+    known = value.get("kuro/receipt-cid")
+    cid = known if isinstance(known, str) else store_receipt(ctx, value)
+    if is_denial(value):
+        return _show_denial(ctx, value, argv, cid, args.json)
+    ctx.note(receipt_text(value, cid))  # the op id is running elsewhere, or its fate is unknown
+    return EXIT_FAILED
 
 
 def _show_denial(ctx: Context, value: Mapping[str, Any], argv: list[str] | None, cid: str, json_output: bool) -> int:

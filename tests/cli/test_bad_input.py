@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,20 @@ def test_an_argv_looking_command_is_denied_as_argv_not_a_process(kuro: Kuro) -> 
     first = result.stderr.splitlines()[0]
     assert first == "kuro: denied: argv-not-a-process: `ls -la /tmp` looks like a shell command"
     assert "kuro guest add" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_argv_denial_under_an_op_id_is_recorded_in_the_ledger_as_the_library_records_it(kuro: Kuro) -> None:
+    denied = kuro("run", "ls", "-la", "--op-id", "op-argv")
+    assert denied.returncode == 77, denied.stderr
+    shown = kuro("receipt", "show", "op-argv", "--json")
+    assert shown.returncode == 0, shown.stderr
+    recorded = json.loads(shown.stdout)
+    assert (recorded["kuro/status"], recorded["kuro/reason"]) == ("done", "argv-not-a-process")
+    assert recorded["kuro/receipt-cid"] in denied.stderr  # the block the command named
+    again = kuro("run", "ls", "-la", "--op-id", "op-argv")
+    assert again.returncode == 77 and "argv-not-a-process" in again.stderr  # replayed: the same operation
+    other = kuro("run", "ls", "-l", "--op-id", "op-argv")
+    assert other.returncode == 1 and "[operation-conflict]" in one_error_line(other)
 
 
 def test_a_lone_program_name_is_denied_as_argv_too(kuro: Kuro) -> None:
