@@ -214,7 +214,9 @@ class Handle:
         Raises ModelError: ``max_chunk_bytes`` is not an int >= 0.
         """
         current = self._job.stream  # a value: the writer hands out a consistent snapshot
-        return _checkpoint.to_data(current, self._job.session, self._job.command, max_chunk_bytes=max_chunk_bytes)
+        return _checkpoint.to_data(
+            current, self._job.session, self._job.command, max_chunk_bytes=max_chunk_bytes, isolation=ISOLATION
+        )
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
         """Block until the receipt exists and return it.
@@ -644,8 +646,14 @@ class ProcessHandle(Handle):
 
     def checkpoint(self, max_chunk_bytes: int | None = None) -> dict[str, Any]:
         """As :meth:`Handle.checkpoint`: the stream as the host has received it, or the denial."""
+        from kuro_wasm.host.worker.run import ISOLATION as PROCESS  # loaded already: this run is one of its
+
         return _checkpoint.to_data(
-            self._run.stream, self._run.session, self._run.command, max_chunk_bytes=max_chunk_bytes
+            self._run.stream,
+            self._run.session,
+            self._run.command,
+            max_chunk_bytes=max_chunk_bytes,
+            isolation=PROCESS,
         )
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
