@@ -20,6 +20,8 @@ Opens the home's block store on first use; writes stdout/stderr.
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import os
 import re
 from collections.abc import Callable
@@ -32,6 +34,7 @@ from kuro_wasm.errors import KuroError
 
 __all__ = [
     "EXIT_BAD_INPUT",
+    "ClosedStream",
     "EXIT_BROKEN_PIPE",
     "EXIT_FAILED",
     "EXIT_INTERNAL",
@@ -44,8 +47,10 @@ __all__ = [
     "SourcedError",
     "UsageError",
     "error_line",
+    "finish_cancel_on_signal",
     "interrupted_status",
     "looks_like_cid",
+    "on_signal",
     "output_store",
     "silence",
     "wat_error",
@@ -80,11 +85,52 @@ class Interrupted(KeyboardInterrupt):
 #: Signals received while a command ran (newest last): a command that finished its work after one
 #: (``kuro run`` storing the cancelled receipt) still exits 128 + that signal.
 RECEIVED: list[int] = []
+#: True once the command has said a signal after the first is only noted (:func:`finish_cancel_on_signal`).
+_FINISH_CANCEL: list[bool] = [False]
+
+
+def finish_cancel_on_signal() -> None:
+    """From now on a signal after the first raises nothing: the command finishes the cancel the first began.
+
+    ``kuro run`` calls it: after Ctrl-C it kills the guest, waits for its ``cancelled`` receipt
+    (bounded by the run's stop grace), stores it — in the ledger too — prints it and exits
+    128 + the first signal; a SIGTERM on the heels of the Ctrl-C must not turn that into a
+    crash with the receipt lost. ``kuro batch`` does not: there a second signal stops waiting.
+    """
+    _FINISH_CANCEL[0] = True
+
+
+def on_signal(signum: int) -> None:
+    """What the ``kuro`` executable does on SIGINT, SIGTERM or SIGHUP (:mod:`kuro_wasm.cli.launch`).
+
+    Raises Interrupted: the first signal, and every one unless :func:`finish_cancel_on_signal` was called.
+    """
+    if RECEIVED and _FINISH_CANCEL[0]:
+        return
+    raise Interrupted(signum)
 
 
 def interrupted_status(exc: BaseException) -> int:
     """128 + the signal behind ``exc`` (130 for a plain ``KeyboardInterrupt``)."""
     return exc.status if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
+
+
+class ClosedStream(io.TextIOBase):
+    """What ``kuro`` writes to when it was started with stdout (or stderr) closed (``kuro … >&-``).
+
+    Python then has no ``sys.stdout`` at all (None); every write here raises ``OSError`` (EBADF), so a
+    closed stream is handled as any unwritable one — one line, exit 1 — never as an internal error.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, f"{self.name} is closed")
+
+    def flush(self) -> None:
+        raise OSError(errno.EBADF, f"{self.name} is closed")
 
 
 class UsageError(Exception):

@@ -53,12 +53,13 @@ import sys
 import textwrap
 import traceback
 from collections.abc import Sequence
-from typing import Any, Final, NoReturn, TextIO
+from typing import Any, Final, NoReturn, TextIO, cast
 
 from kuro_fs.home import resolve_home
 from kuro_wasm.cli.context import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
+    ClosedStream,
     Context,
     Handler,
     SourcedError,
@@ -188,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     ledger = branch("ledger", "the durable ledger of operations run with --op-id")
     lst = leaf(ledger, "list", "list the operations in the ledger", cli_receipt.ledger_list)
     lst.add_argument("--json", action="store_true", help="one JSON object per line")
-    lst.add_argument("--limit", metavar="N", type=_positive, default=100, help="at most N operations (default 100)")
+    lst.add_argument("--limit", metavar="N", type=_page_size, default=100, help="at most N operations (default 100)")
     lst.add_argument(
         "--after",
         metavar="CURSOR",
@@ -201,10 +202,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+def _page_size(text: str) -> int:
+    from kuro_wasm.ledger.ledger import MAX_PAGE
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_PAGE}, got {text!r:.40}") from None
+    if not 1 <= value <= MAX_PAGE:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_PAGE}, got {text:.40}")
     return value
 
 
@@ -256,8 +262,9 @@ def _unknown_global_option(tokens: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    out = sys.stdout if out is None else out
-    err = sys.stderr if err is None else err
+    # None: started with the stream closed (`kuro … >&-`); written to, it says so (OSError), one line
+    out = (sys.stdout or cast(TextIO, ClosedStream("stdout"))) if out is None else out
+    err = (sys.stderr or cast(TextIO, ClosedStream("stderr"))) if err is None else err
     try:
         return _main(argv, out, err)
     except KeyboardInterrupt as exc:  # a signal while the parser was built or the home resolved

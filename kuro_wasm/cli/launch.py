@@ -9,7 +9,9 @@ machine) nothing is running yet, so the process just says so and exits. Once
 loaded, each of those signals raises :class:`~kuro_wasm.cli.context.Interrupted`
 (a ``KeyboardInterrupt``) in the main thread: a running guest is killed, its
 ``cancelled`` receipt is stored (in the ledger too, under ``--op-id``) and
-printed, and the status is still 128 + the signal.
+printed, and the status is still 128 + the signal. During ``kuro run`` a signal
+after the first raises nothing (:func:`~kuro_wasm.cli.context.finish_cancel_on_signal`):
+Ctrl-C then SIGTERM still ends with the receipt stored and the first signal's status.
 
 This module is only the executable's entry point (``[project.scripts]`` and
 ``python -m kuro_wasm``); importing the library never installs a signal handler.
@@ -44,9 +46,9 @@ def _while_loading(signum: int, _frame: Any) -> None:
 
 
 def _raise(signum: int, _frame: Any) -> None:
-    from kuro_wasm.cli.context import Interrupted
+    from kuro_wasm.cli.context import on_signal
 
-    raise Interrupted(signum)
+    on_signal(signum)
 
 
 def guard_loading() -> None:

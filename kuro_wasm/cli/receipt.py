@@ -105,7 +105,7 @@ def _find_receipt(ctx: Context, ref: str) -> tuple[Mapping[str, Any], str | None
             if key in found:
                 whole[key] = found[key]
         return whole, full
-    return found, None
+    return found, full if isinstance(full, str) else None  # the persisted receipt's block, in the store
 
 
 def _terminal_text(data: bytes, colour: bool) -> str:

@@ -47,7 +47,17 @@ from pathlib import Path
 from typing import Any
 
 from kuro_fs.home import ledger_path, refs_dir
-from kuro_wasm.cli.context import RECEIVED, Context, Failed, UsageError, looks_like_cid, output_store, silence
+from kuro_wasm.cli.context import (
+    EXIT_FAILED,
+    RECEIVED,
+    Context,
+    Failed,
+    UsageError,
+    finish_cancel_on_signal,
+    looks_like_cid,
+    output_store,
+    silence,
+)
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.isolation import ISOLATIONS
 from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
@@ -446,6 +456,8 @@ class _Live:
         self.ctx = ctx
         self.open_line = False
         self.gone: set[str] = set()
+        #: Our streams that could not be written (``>/dev/full``, closed), and why: the output is lost.
+        self.lost: dict[str, str] = {}
         self._lock = threading.Lock()
         self._on_gone: Callable[[], None] | None = None
 
@@ -482,6 +494,12 @@ class _Live:
             if on_gone is not None:
                 on_gone()
             return
+        except OSError as exc:  # full, closed, an I/O error: the guest did nothing wrong and runs on
+            silence(target)
+            with self._lock:
+                self.gone.add(which)
+                self.lost.setdefault(which, _why(exc))
+            return
         self.open_line = not bytes(data).endswith(b"\n")
 
 
@@ -493,6 +511,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from kuro_wasm.model.receipt import to_json
     from kuro_wasm.model.summary import is_denial, receipt_text
 
+    finish_cancel_on_signal()  # a second signal must not cut short the cancel the first one began
     cid_text: str = args.cid
     try:
         parse(cid_text)
@@ -520,7 +539,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             root, before, replaying = recorded, recorded, True
     sess = _session(root, args.mode, args.grant)
     if not is_cid:
-        return _deny(ctx, sess, argv_tokens(getattr(args, "tokens", [cid_text])), args.json)
+        return _deny(ctx, sess, argv_tokens(getattr(args, "tokens", [cid_text])), args, root)
     if args.export is None:
         raise UsageError("missing EXPORT: kuro run CID EXPORT [ARGS...]")
     max_stdin = getattr(args, "max_stdin", DEFAULT_MAX_STDIN)
@@ -558,7 +577,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         known = result.get("kuro/receipt-cid")
         cid = known if isinstance(known, str) else _store_or_say(ctx, result)
         if result.get("kuro/replayed") is True and not args.json:
-            _replay_output(ctx, result)
+            try:
+                _replay_output(ctx, result)
+            except BrokenPipeError:
+                raise
+            except OSError as exc:
+                silence(ctx.out)
+                live.lost.setdefault("stdout", _why(exc))
     else:
         result = _run_live(sess, command, options, pump_stdin=args.stdin == "-", live=None if args.json else live)
         cid = _store_or_say(ctx, result, stdin=options["stdin"], keep=args.keep_output)
@@ -566,7 +591,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         shown = _show_denial(ctx, result, None, cid, args.json)
         return shown if cid is not None else _not_stored(ctx)
     if args.json:
-        ctx.say(to_json(result))
+        try:
+            ctx.say(to_json(result))
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            silence(ctx.out)
+            live.lost.setdefault("stdout", _why(exc))
     else:
         if live.open_line:
             ctx.note("")
@@ -575,8 +606,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     status = code if isinstance(code, int) and 0 <= code <= 255 else 1
     if cid is None:  # shown, not kept: never exit as if it were
         status = _not_stored(ctx)
-    if RECEIVED:  # a signal cancelled the guest: its receipt is stored and shown; exit as the signal says
-        status = 128 + RECEIVED[-1]
+    if RECEIVED:  # a signal cancelled the guest: its receipt is stored and shown; exit as the (first) signal says
+        status = 128 + RECEIVED[0]
     after = result.get("kuro/fs-root-after")
     if fs_name is not None and isinstance(after, str) and after != root:
         note = f"run {cid_text[:16]}… {args.export} (receipt {cid or 'not stored'})"
@@ -584,12 +615,33 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             Refs(_refs_dir(ctx)).set(fs_name, after, note, expected=before)
         except RefConflict:
             if replaying:  # the first run already moved the name (and maybe others since): leave it
-                return status
+                return _lost_output(ctx, live.lost, cid, status)
             ctx.note(f"kuro: error: fs {fs_name} moved while the guest ran; not advanced to {after} [ref-conflict]")
             return 1
         if not args.json:
             ctx.note(f"  fs {fs_name} → {after}")
-    return status
+    return _lost_output(ctx, live.lost, cid, status)
+
+
+def _why(exc: OSError) -> str:
+    return " ".join(str(exc.strerror or exc).split())
+
+
+def _lost_output(ctx: Context, lost: Mapping[str, str], cid: str | None, status: int) -> int:
+    """The exit status once the receipt is stored: never success if output this command had to write was lost.
+
+    The receipt stays the guest's true outcome (the guest did nothing wrong); the command's own
+    failure to deliver is one line on stderr (if stderr itself can still be written) and status 1.
+    """
+    if not lost:
+        return status
+    which = " and ".join(sorted(lost))
+    try:
+        kept = f"receipt {cid}" if cid is not None else "receipt not stored"
+        ctx.note(f"kuro: error: could not write {which} ({'; '.join(lost.values())}); {kept} [output-lost]")
+    except OSError:
+        pass
+    return status if status != 0 else EXIT_FAILED
 
 
 def _session(root: str, mode: str, grant: list[str] | None) -> Any:
@@ -609,7 +661,7 @@ def _run_live(
     sess: Any, command: Mapping[str, Any], options: dict[str, Any], *, pump_stdin: bool, live: _Live | None
 ) -> Any:
     """Run on a worker thread: stdin streamed as it arrives (``--stdin -``), Ctrl-C kills the guest (130)."""
-    from kuro_wasm.host.api import start
+    from kuro_wasm.host.api import start, stop_and_wait
 
     stdin_fd = _stdin_fd() if pump_stdin else -1  # refused before anything starts
     handle = start(sess, command, **options)
@@ -628,8 +680,7 @@ def _run_live(
             except TimeoutError:
                 continue
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (kuro_wasm.cli.launch): a cancel, with a receipt
-        handle.kill()
-        return handle.wait()
+        return stop_and_wait(handle)
 
 
 def _pump(handle: Any, fd: int) -> None:
@@ -643,12 +694,40 @@ def _pump(handle: Any, fd: int) -> None:
         handle.close_stdin()
 
 
-def _deny(ctx: Context, sess: Any, argv: list[str], json_output: bool) -> int:
-    value = denial(sess, argv)
-    assert value is not None, "an argv vector is always denied"
-    cid = _store_or_say(ctx, value)
-    shown = _show_denial(ctx, value, argv, cid, json_output)
-    return shown if cid is not None else _not_stored(ctx)
+def _deny(ctx: Context, sess: Any, argv: list[str], args: argparse.Namespace, root: str) -> int:
+    """An argv vector is denied; under ``--op-id`` through the ledger, as ``Ledger.run`` records a denial.
+
+    The operation's identity is the library's: session, the argv as the command, the fs root and
+    the limits given (no stdin: nothing reads it for a command that cannot run). A denial the home
+    cannot store is still shown, and the exit says it is not kept (:data:`EXIT_NOT_STORED`).
+    """
+    from kuro_wasm.model.summary import is_denial, receipt_text
+
+    if args.op_id is None:
+        value = denial(sess, argv)
+        assert value is not None, "an argv vector is always denied"
+        cid = _store_or_say(ctx, value)
+        shown = _show_denial(ctx, value, argv, cid, args.json)
+        return shown if cid is not None else _not_stored(ctx)
+    from kuro_wasm.ledger.ledger import Ledger
+
+    options = {
+        "fs": root,
+        "timeout_ms": args.timeout_ms,
+        "max_output_bytes": args.max_output,
+        "max_memory_bytes": args.max_memory,
+        "fuel": args.fuel,
+        "home": ctx.home,
+    }
+    with Ledger(home=ctx.home, store=ctx.store, output_store=output_store(ctx)) as ledger:
+        value = ledger.run(args.op_id, sess, argv, store=ctx.store, keep_output=args.keep_output, **options)
+    known = value.get("kuro/receipt-cid")
+    cid = known if isinstance(known, str) else _store_or_say(ctx, value)
+    if is_denial(value):
+        shown = _show_denial(ctx, value, argv, cid, args.json)
+        return shown if cid is not None else _not_stored(ctx)
+    ctx.note(receipt_text(value, cid))  # the op id is running elsewhere, or its fate is unknown
+    return EXIT_FAILED
 
 
 def _show_denial(

@@ -52,7 +52,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import HostError, ModelError
@@ -80,7 +80,17 @@ if TYPE_CHECKING:  # the worker-process backend loads on the first isolation="pr
     from kuro_wasm.host.worker.pool import WorkerPool
     from kuro_wasm.host.worker.run import RemoteRun
 
-__all__ = ["ISOLATION", "Handle", "ProcessHandle", "add_guest", "run", "run_async", "start"]
+__all__ = [
+    "ISOLATION",
+    "Handle",
+    "ProcessHandle",
+    "add_guest",
+    "run",
+    "run_async",
+    "start",
+    "stop_and_wait",
+    "wait_event",
+]
 
 
 def _check_options(home: object, on_chunk: object, on_exit: object) -> None:
@@ -100,6 +110,45 @@ def _check_options(home: object, on_chunk: object, on_exit: object) -> None:
         raise ModelError(f"on_exit must be callable, got {type(on_exit).__name__}", reason="invalid-run-option")
 
 
+def wait_event(event: threading.Event, timeout: float | None) -> bool:
+    """``event.wait(timeout)``, except that an interrupt inside it is raised as itself.
+
+    A ``KeyboardInterrupt`` (or a signal handler's exception) that lands in ``Condition.wait``'s
+    ``finally`` before it re-takes its lock surfaces as ``RuntimeError: release unlocked lock``
+    (the ``with`` then releases a lock it does not hold); that error's context is the interrupt.
+    Nothing is lost by re-raising the interrupt: the condition's lock is not held, and the stale
+    waiter it leaves is released by the event's next ``set``.
+    """
+    try:
+        return event.wait(timeout)
+    except RuntimeError as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            raise exc.__context__ from None
+        raise
+
+
+class _Stoppable(Protocol):
+    def kill(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> Mapping[str, Any]: ...
+
+
+def stop_and_wait(handle: _Stoppable) -> Mapping[str, Any]:
+    """Kill ``handle``'s guest and wait for its (``cancelled``) receipt, whatever interrupts arrive meanwhile.
+
+    A second Ctrl-C (or SIGTERM after it) does not stop the wait: the kill is already asked, and a
+    killed run ends within its stop grace — at the engine's next epoch tick in this process, or
+    :data:`~kuro_wasm.host.worker.run.STOP_GRACE_S` after the kill for a worker process, which is
+    then SIGKILLed. Giving up the wait instead would lose the receipt of a run that is ending anyway.
+    """
+    while True:
+        try:
+            handle.kill()  # again after an interrupt: harmless, and certain to have been asked
+            return handle.wait()
+        except KeyboardInterrupt:
+            continue
+
+
 class Handle:
     """A running guest: feed stdin, stop it, watch its stream, wait for its receipt.
 
@@ -114,7 +163,15 @@ class Handle:
         self._thread = threading.Thread(target=job.execute_quietly, name="kuro-guest", daemon=True)
 
     def _start(self) -> None:
-        self._thread.start()
+        try:
+            self._thread.start()
+        except KeyboardInterrupt:
+            # Thread.start waits for the thread to begin, and by then the guest may be running (and
+            # writing): an interrupt here is that run's cancel, never a guest left running unhandled.
+            self.kill()
+            if self._thread.ident is None:  # interrupted before the thread existed: run the stopped job
+                self._thread = threading.Thread(target=self._job.execute_quietly, name="kuro-guest", daemon=True)
+                self._thread.start()
 
     @property
     def stream(self) -> _stream.Stream:
@@ -158,7 +215,9 @@ class Handle:
         Raises ModelError: ``max_chunk_bytes`` is not an int >= 0.
         """
         current = self._job.stream  # a value: the writer hands out a consistent snapshot
-        return _checkpoint.to_data(current, self._job.session, self._job.command, max_chunk_bytes=max_chunk_bytes)
+        return _checkpoint.to_data(
+            current, self._job.session, self._job.command, max_chunk_bytes=max_chunk_bytes, isolation=ISOLATION
+        )
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
         """Block until the receipt exists and return it.
@@ -166,7 +225,7 @@ class Handle:
         Raises TimeoutError: if ``timeout`` seconds pass first (the guest keeps running).
         Raises HostError: if the run ended but no receipt could be built (a host bug).
         """
-        if not self._job.done.wait(timeout):
+        if not wait_event(self._job.done, timeout):
             raise TimeoutError(f"the guest is still running after {timeout} s")
         if self._job.failure is not None:
             raise self._job.failure
@@ -178,7 +237,7 @@ class Handle:
         if not self._job.done.is_set():
             self.kill()
         if self._thread.is_alive() or self._thread.ident is not None:
-            self._job.done.wait()
+            wait_event(self._job.done, None)
 
     def __enter__(self) -> Handle:
         return self
@@ -283,7 +342,9 @@ def start(
     """Start ``command`` (a :func:`kuro_wasm.model.sessions.guest` spec) on a worker thread.
 
     Returns a :class:`Handle`, or the denial value (and then nothing was loaded
-    or run). ``fs`` is a ``kuro_fs.Fs`` or a root CID (default: the session's
+    or run). A ``KeyboardInterrupt`` that lands while the worker thread starts
+    (the guest may already be running) cancels the run and the handle is still
+    returned: its receipt says ``cancelled``. ``fs`` is a ``kuro_fs.Fs`` or a root CID (default: the session's
     root). ``stdin`` bytes are available at once and input stays open until
     :meth:`Handle.close_stdin`. ``on_chunk(stream, chunk)`` fires on the
     worker thread as each kept chunk is written; ``on_exit(receipt)`` once at
@@ -592,12 +653,18 @@ class ProcessHandle(Handle):
 
     def checkpoint(self, max_chunk_bytes: int | None = None) -> dict[str, Any]:
         """As :meth:`Handle.checkpoint`: the stream as the host has received it, or the denial."""
+        from kuro_wasm.host.worker.run import ISOLATION as PROCESS  # loaded already: this run is one of its
+
         return _checkpoint.to_data(
-            self._run.stream, self._run.session, self._run.command, max_chunk_bytes=max_chunk_bytes
+            self._run.stream,
+            self._run.session,
+            self._run.command,
+            max_chunk_bytes=max_chunk_bytes,
+            isolation=PROCESS,
         )
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
-        if not self._run.done.wait(timeout):
+        if not wait_event(self._run.done, timeout):
             raise TimeoutError(f"the guest is still running after {timeout} s")
         if self._run.failure is not None:
             raise self._run.failure
@@ -607,7 +674,7 @@ class ProcessHandle(Handle):
     def close(self) -> None:
         if not self._run.done.is_set():
             self.kill()
-            self._run.done.wait()
+            wait_event(self._run.done, None)
 
     def run_to_end(self) -> dict[str, Any]:
         """Submit, then wait; Ctrl-C on the main thread kills the guest and returns its ``cancelled`` receipt."""
@@ -617,5 +684,4 @@ class ProcessHandle(Handle):
         except KeyboardInterrupt:
             if threading.current_thread() is not threading.main_thread():
                 raise
-            self.kill()
-            return self.wait()
+            return dict(stop_and_wait(self))

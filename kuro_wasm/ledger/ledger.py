@@ -99,8 +99,10 @@ from kuro_wasm.ledger.record import stored_form
 from kuro_wasm.model.operation import argument_digest, run_limits, stdin_text
 from kuro_wasm.model.sessions import Session
 
-__all__ = ["CANCEL_POLL_S", "Claim", "Ledger", "RunHandle", "Starter", "page_cursor"]
+__all__ = ["CANCEL_POLL_S", "MAX_PAGE", "Claim", "Ledger", "RunHandle", "Starter", "page_cursor"]
 
+#: The largest page :meth:`Ledger.operations` takes (SQLite's largest integer; no ledger holds more rows).
+MAX_PAGE: Final = 2**63 - 1
 #: How often (seconds) a running ledgered run looks for a cancel request from another process.
 CANCEL_POLL_S: Final = 0.25
 #: Environment variables whose values are concealed in previews (a guest has no env, but stdin or fs may carry one).
@@ -115,6 +117,12 @@ def _default_starter() -> Starter:
     from kuro_wasm.host.api import start  # lazily: the ledger is usable (and testable) without wasmtime
 
     return start
+
+
+def _stop_and_wait(handle: RunHandle) -> Mapping[str, Any]:
+    from kuro_wasm.host.api import stop_and_wait  # lazily, as the default starter (a real run has loaded it)
+
+    return stop_and_wait(handle)
 
 
 def _now_ms() -> int:
@@ -521,8 +529,7 @@ class Ledger:
                     if callable(close_stdin):
                         close_stdin()  # the stdin bytes given are all the input there is
                 except KeyboardInterrupt:
-                    started.kill()
-                    result = started.wait()
+                    result = _stop_and_wait(started)
                 else:
                     result = self._wait(claim.op_id, started, live)
             phase = "ledger-raised"
@@ -538,8 +545,9 @@ class Ledger:
 
         A ``KeyboardInterrupt`` (Ctrl-C; the CLI turns SIGTERM and SIGHUP into one too) while waiting
         is a cancel, not a crash: the guest is killed and its ``cancelled`` receipt is recorded and
-        returned, so the operation is not left ``unknown``. A second one while the receipt is being
-        built propagates (and the operation is then ``unknown``, as after a crash).
+        returned, so the operation is not left ``unknown``. Further ones while the killed run ends
+        do not stop that wait (:func:`kuro_wasm.host.api.stop_and_wait`: the kill is already asked,
+        and the run ends within its stop grace).
         """
         while True:
             try:  # the poll is inside the try: an interrupt while SQLite is asked is a cancel too
@@ -550,8 +558,8 @@ class Ledger:
                 if not live.cancel_requested and self._db.cancel_requested(op_id):
                     live.cancel()
             except KeyboardInterrupt:
-                live.cancel()
-                return handle.wait()
+                live.cancel_requested = True
+                return _stop_and_wait(handle)
 
     def result(self, op_id: str, *, cancel: bool = False, for_new_task: bool = False) -> dict[str, Any]:
         """What is known about ``op_id``; never starts anything.
@@ -617,11 +625,12 @@ class Ledger:
         ``limit`` and ``after`` page through a large ledger: ``after`` is the ``kuro/cursor`` of the last
         row of the previous page (:func:`page_cursor`); a page costs its own rows, not the whole table.
 
-        Raises ModelError: ``limit`` is not an int >= 1, or ``after`` is not a cursor this ledger made.
+        Raises ModelError: ``limit`` is not an int from 1 to :data:`MAX_PAGE`, or ``after`` is not a
+        cursor this ledger made.
         """
         self._check_open()
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise ModelError(f"limit must be an int >= 1, got {limit!r}", reason="invalid-page")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE):
+            raise ModelError(f"limit must be an int from 1 to {MAX_PAGE}, got {limit!r:.40}", reason="invalid-page")
         self.recover()
         if limit is not None:
             limit = min(limit, 2**63 - 1)  # "at most": more than SQLite can count is every row

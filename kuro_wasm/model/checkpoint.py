@@ -33,10 +33,20 @@ from itertools import pairwise
 from typing import Any, Final
 
 from kuro_wasm.errors import CheckpointError, CheckpointVersionError, ModelError, StreamClosed
+from kuro_wasm.model.isolation import ISOLATIONS
 from kuro_wasm.model.sessions import Session, is_guest_spec, missing_capabilities
 from kuro_wasm.model.stream import STATES, STREAMS, Chunk, Stream, _finish, chunks
 
-__all__ = ["ABANDONED_ERROR", "REQUIRES", "VERSION", "abandon", "restore", "summary", "to_data"]
+__all__ = [
+    "ABANDONED_ERROR",
+    "REQUIRES",
+    "UNRECORDED_ISOLATION",
+    "VERSION",
+    "abandon",
+    "restore",
+    "summary",
+    "to_data",
+]
 
 VERSION: Final = 1
 #: What the run's session must grant for a checkpoint of it to be taken.
@@ -44,6 +54,8 @@ REQUIRES: Final = frozenset({"agent/checkpoint"})
 #: The ``kuro/error`` of an abandoned run unless the host states the real reason.
 ABANDONED_ERROR: Final = "guest did not survive its host"
 _CHUNK_KEYS: Final = frozenset({"kuro/stream", "kuro/bytes", "kuro/seq"})
+#: The ``kuro/isolation`` of an abandoned run whose checkpoint did not record its backend.
+UNRECORDED_ISOLATION: Final = "unknown"
 
 
 def _boundary(data: bytes, cut: int) -> int:
@@ -89,8 +101,13 @@ def to_data(
     command: Mapping[str, Any] | None = None,
     *,
     max_chunk_bytes: int | None = None,
+    isolation: str | None = None,
 ) -> dict[str, Any]:
     """The checkpoint of ``s``: plain versioned data (``kuro.checkpoint/version`` 1), or a denial.
+
+    ``isolation`` (else the stream's own) is the backend running the guest, one of
+    :data:`~kuro_wasm.model.isolation.ISOLATIONS`, kept as ``kuro/isolation`` so that
+    :func:`abandon` states it.
 
     The run's session (``session``, else the stream's own) must grant
     ``agent/checkpoint`` (:data:`REQUIRES`); otherwise the value returned is the
@@ -101,9 +118,12 @@ def to_data(
     the chunk bytes are cut to that total and ``kuro.checkpoint/dropped-bytes``
     records the cut (absent when nothing was cut).
 
-    Raises ModelError: if no session/command is known, or ``max_chunk_bytes`` is
-    not a non-negative int.
+    Raises ModelError: if no session/command is known, ``max_chunk_bytes`` is
+    not a non-negative int, or ``isolation`` is not a known backend.
     """
+    iso = isolation if isolation is not None else s.isolation
+    if iso is not None and iso not in ISOLATIONS:
+        raise ModelError(f"isolation must be one of {sorted(ISOLATIONS)}, got {iso!r}", reason="invalid-isolation")
     sess = session if session is not None else s.session
     cmd = command if command is not None else s.command
     if sess is None or cmd is None:
@@ -134,6 +154,8 @@ def to_data(
         data["kuro.checkpoint/dropped-bytes"] = dropped
     if s.capped_by is not None:
         data["kuro/capped-by"] = s.capped_by
+    if iso is not None:
+        data["kuro/isolation"] = iso
     return data
 
 
@@ -201,6 +223,9 @@ def restore(data: Mapping[str, Any]) -> Stream:
     capped_by = data.get("kuro/capped-by")
     if capped_by not in (None, "bytes", "chunks"):
         raise CheckpointError(f"checkpoint kuro/capped-by must be bytes or chunks, got {capped_by!r}")
+    isolation = data.get("kuro/isolation")
+    if isolation is not None and isolation not in ISOLATIONS:
+        raise CheckpointError(f"checkpoint kuro/isolation must be one of {sorted(ISOLATIONS)}, got {isolation!r}")
     rev: Any = None
     for chunk in saved:
         rev = (chunk.stream, chunk.data, chunk.seq, rev)
@@ -218,6 +243,7 @@ def restore(data: Mapping[str, Any]) -> Stream:
         kept_chunks=len(saved),
         capped_by=capped_by,
         _rev=rev,
+        isolation=isolation,
     )
 
 
@@ -232,8 +258,11 @@ def abandon(
 
     Outcome ``abandoned``, exit ``exit_code`` (129 unless the host knows the
     real one), ``kuro/error`` ``reason`` or :data:`ABANDONED_ERROR`, isolation
-    ``"none"`` unless ``result`` says otherwise; ``result`` may add other host
-    keys (``started-at`` …). The kept output and truncation carry through.
+    the backend the run had (the checkpoint's ``kuro/isolation``) unless ``result``
+    says otherwise — :data:`UNRECORDED_ISOLATION` (``"unknown"``) for a checkpoint
+    that did not record it (one written before it was kept): a guest ran, under a
+    backend nobody wrote down, never ``"none"``, which says nothing ran. ``result``
+    may add other host keys (``started-at`` …). The kept output and truncation carry through.
 
     Raises StreamClosed: if the stream is neither ``orphaned`` nor ``running``
     (an exited stream already has a real ending). Raises ModelError: as
@@ -244,7 +273,7 @@ def abandon(
             f"abandon closes a run whose guest died; a {orphan.state} stream already has a real ending",
             state=orphan.state,
         )
-    merged: dict[str, Any] = {"isolation": "none", **dict(result or {})}
+    merged: dict[str, Any] = {"isolation": orphan.isolation or UNRECORDED_ISOLATION, **dict(result or {})}
     for key in ("exit-code", "outcome", "error"):
         merged.pop(key, None)
         merged.pop("kuro/" + key, None)

@@ -117,6 +117,8 @@ class Stream:
     kept_chunks: int = 0
     capped_by: str | None = None
     _rev: _Cons = field(default=None, compare=False)
+    #: The backend that ran the guest (:data:`kuro_wasm.model.isolation.ISOLATIONS`), as a checkpoint recorded it.
+    isolation: str | None = None
 
     @property
     def running(self) -> bool:
@@ -137,6 +139,7 @@ class Stream:
             None if self.command is None else dict(self.command),
             self.max_chunks,
             self.capped_by,
+            self.isolation,
             chunks(self),
         )
 

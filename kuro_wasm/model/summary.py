@@ -108,7 +108,9 @@ def receipt_text(receipt: Mapping[str, Any], cid: str | None = None) -> str:
         head += f" · {r['kuro/duration-ms']} ms"
     if r.get("kuro/replayed") is True:
         head += " · replayed"
-    lines = [f"receipt {cid}  {head}" if cid else f"receipt  {head}"]
+    own = r.get("kuro/receipt-cid")  # a ledger answer names its own stored block
+    name = cid or (own if isinstance(own, str) and own else "(not stored as a block)")
+    lines = [f"receipt {name}  {head}"]
     if "kuro/guest" in r:
         lines.append(
             f"  ran {_short(r.get('kuro/guest'))} {r.get('kuro/export', '?')}({_arg_text(r.get('kuro/args'))})"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from cli_helpers import GUESTS, Kuro, add_guest, one_error_line
 
 from kuro_wasm.cli.context import error_line
@@ -103,6 +105,20 @@ def test_an_argv_looking_command_is_denied_as_argv_not_a_process(kuro: Kuro) -> 
     first = result.stderr.splitlines()[0]
     assert first == "kuro: denied: argv-not-a-process: `ls -la /tmp` looks like a shell command"
     assert "kuro guest add" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_argv_denial_under_an_op_id_is_recorded_in_the_ledger_as_the_library_records_it(kuro: Kuro) -> None:
+    denied = kuro("run", "ls", "-la", "--op-id", "op-argv")
+    assert denied.returncode == 77, denied.stderr
+    shown = kuro("receipt", "show", "op-argv", "--json")
+    assert shown.returncode == 0, shown.stderr
+    recorded = json.loads(shown.stdout)
+    assert (recorded["kuro/status"], recorded["kuro/reason"]) == ("done", "argv-not-a-process")
+    assert recorded["kuro/receipt-cid"] in denied.stderr  # the block the command named
+    again = kuro("run", "ls", "-la", "--op-id", "op-argv")
+    assert again.returncode == 77 and "argv-not-a-process" in again.stderr  # replayed: the same operation
+    other = kuro("run", "ls", "-l", "--op-id", "op-argv")
+    assert other.returncode == 1 and "[operation-conflict]" in one_error_line(other)
 
 
 def test_a_lone_program_name_is_denied_as_argv_too(kuro: Kuro) -> None:
@@ -212,3 +228,10 @@ def test_the_host_mode_is_refused_in_terms_a_shell_user_can_act_on(kuro: Kuro) -
     assert result.returncode == 2
     assert "--mode terminal-host needs a signed opt-in" in line and "terminal-repo" in line
     assert "signed_opt_in=True" not in line  # the library's hint is a Python keyword, not a CLI option
+
+
+@pytest.mark.parametrize("limit", ["99999999999999999999999", "9223372036854775808", "0", "-3", "ten"])
+def test_a_ledger_page_size_out_of_range_is_a_usage_line(kuro: Kuro, limit: str) -> None:
+    result = kuro("ledger", "list", "--limit", limit)
+    assert result.returncode == 2
+    assert "--limit" in one_error_line(result) and "from 1 to 9223372036854775807" in result.stderr

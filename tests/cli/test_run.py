@@ -147,6 +147,8 @@ def test_an_operation_id_runs_once_and_replays_after(kuro: Kuro) -> None:
     assert listed[:2] == ["op-1", "done"]
     shown = kuro("receipt", "show", "op-1")
     assert shown.returncode == 0 and "ok · exit code 0" in shown.stdout
+    stored = ran.stderr.split("receipt ", 1)[1].split()[0]  # the CID the run printed
+    assert shown.stdout.splitlines()[0].startswith(f"receipt {stored}  ok")  # the same, never blank
 
 
 def test_retrying_the_same_command_on_a_named_fs_replays_although_the_run_moved_the_name(kuro: Kuro) -> None:

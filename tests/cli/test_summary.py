@@ -109,3 +109,9 @@ def test_coloured_output_holds_no_escape_but_the_sgr_we_build(text: str) -> None
 def test_coloured_output_keeps_the_plain_text(text: str) -> None:
     lines = ansi.lines(text)
     assert ONLY_SGR.sub("", coloured(lines)) == "".join("".join(s["text"] for s in line) + "\n" for line in lines)
+
+
+def test_a_receipt_without_a_cid_says_so_and_a_ledger_answer_names_its_own() -> None:
+    assert receipt_text(_receipt()).splitlines()[0].startswith("receipt (not stored as a block)  ok")
+    named = _receipt(**{"kuro/receipt-cid": "bafyreiown"})
+    assert receipt_text(named).splitlines()[0].startswith("receipt bafyreiown  ok")

@@ -11,13 +11,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hostkit import make_fs
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.host import fsgate
 from kuro_wasm.host.api import Handle, run, start
 from kuro_wasm.host.context import RunContext
-from kuro_wasm.model.checkpoint import restore
+from kuro_wasm.model.checkpoint import abandon, restore
 from kuro_wasm.model.sessions import guest, session
 
 HANG_GUARD = 10.0  # seconds: only so a broken host fails instead of hanging the suite
@@ -101,3 +102,16 @@ def test_with_agent_checkpoint_a_live_run_checkpoints_and_restores_orphaned(
         restored = restore(data)
         assert restored.state == "orphaned" and restored.stdout_bytes == 5
         assert data["kuro/command"]["kuro/export"] == "run"
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_an_abandoned_checkpoint_of_a_live_run_states_the_isolation_it_ran_under(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path, isolation: str
+) -> None:
+    sess = session("s-iso", make_fs(store).root, "terminal-agent")
+    handle = start(sess, guest(guest_cid("spin"), "run"), store=store, home=home, isolation=isolation)
+    assert isinstance(handle, Handle)
+    with handle:
+        receipt = abandon(restore(handle.checkpoint()))
+    assert (receipt["kuro/outcome"], receipt["kuro/isolation"]) == ("abandoned", isolation)  # never "none"
+    assert handle.wait()["kuro/isolation"] == isolation  # the same backend the run's own receipt names

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -836,7 +837,18 @@ def test_operations_page_through_the_ledger_with_a_cursor(ledger: Ledger, starte
     assert [op for p in pages for op in p] == [row["kuro/op-id"] for row in everything]
 
 
-@pytest.mark.parametrize("bad", [{"limit": 0}, {"limit": True}, {"after": "nonsense"}, {"after": "x:y"}, {"after": 7}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"limit": 0},
+        {"limit": True},
+        {"limit": 2**63},
+        {"limit": 2**80},
+        {"after": "nonsense"},
+        {"after": "x:y"},
+        {"after": 7},
+    ],
+)
 def test_a_bad_page_is_refused(ledger: Ledger, bad: dict[str, Any]) -> None:
     with pytest.raises(ModelError) as info:
         ledger.operations(**bad)
@@ -876,13 +888,12 @@ class _InterruptingHandle(FakeHandle):
         raise KeyboardInterrupt
 
 
-def test_an_interrupt_between_start_and_the_wait_is_stored_as_cancelled_not_unknown(
-    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _stored_cancelled_with(ledger: Ledger, handle_type: type[FakeHandle]) -> None:
+    """Run one op whose fake run is a ``handle_type``: it is killed, and stored ``cancelled``."""
     handles: list[FakeHandle] = []
 
     def start(sess: Session, cmd: Any, **_options: Any) -> FakeHandle:
-        handles.append(_InterruptingHandle(sess, cmd, None))
+        handles.append(handle_type(sess, cmd, None))
         return handles[-1]
 
     ledger._starter = start
@@ -890,6 +901,10 @@ def test_an_interrupt_between_start_and_the_wait_is_stored_as_cancelled_not_unkn
     assert handles[0].killed
     assert (answer["kuro/outcome"], answer["kuro/exit-code"]) == ("cancelled", 130)
     assert ledger.result("op")["kuro/status"] == "done"
+
+
+def test_an_interrupt_between_start_and_the_wait_is_stored_as_cancelled_not_unknown(ledger: Ledger) -> None:
+    _stored_cancelled_with(ledger, _InterruptingHandle)
 
 
 def test_an_interrupt_during_the_cancel_poll_is_stored_as_cancelled_not_unknown(
@@ -907,3 +922,21 @@ def test_an_interrupt_during_the_cancel_poll_is_stored_as_cancelled_not_unknown(
     assert blocking.handles["s1"].killed
     assert (answer["kuro/outcome"], answer["kuro/exit-code"]) == ("cancelled", 130)
     assert ledger.result("op")["kuro/status"] == "done"
+
+
+class _TwiceInterruptedHandle(FakeHandle):
+    """Ctrl-C lands in the first wait, and a second signal (SIGTERM on its heels) in the first wait after the kill."""
+
+    def __init__(self, sess: Session, cmd: Any, result: dict[str, Any] | None) -> None:
+        super().__init__(sess, cmd, result)
+        self.interrupts = 2
+
+    def wait(self, timeout: float | None = None) -> Mapping[str, Any]:
+        if self.interrupts:
+            self.interrupts -= 1
+            raise KeyboardInterrupt
+        return super().wait(timeout)
+
+
+def test_a_second_interrupt_while_the_killed_run_ends_does_not_leave_it_unknown(ledger: Ledger) -> None:
+    _stored_cancelled_with(ledger, _TwiceInterruptedHandle)

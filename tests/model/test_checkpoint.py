@@ -152,7 +152,30 @@ def test_an_exited_stream_restores_as_exited(sess: Session, spec: dict[str, Any]
 def test_abandon_closes_an_orphan_with_129_and_the_kept_output(sess: Session, spec: dict[str, Any]) -> None:
     r = abandon(restore(to_data(_run(sess, spec, [("stdout", b"partial")]))))
     assert (r["kuro/exit-code"], r["kuro/outcome"], r["kuro/error"], r["kuro/isolation"], r["kuro/stdout"]) == (
-        129, "abandoned", ABANDONED_ERROR, "none", b"partial")  # fmt: skip
+        129, "abandoned", ABANDONED_ERROR, "unknown", b"partial")  # fmt: skip  # no backend recorded: never "none"
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_an_abandoned_run_states_the_isolation_its_checkpoint_recorded(
+    sess: Session, spec: dict[str, Any], isolation: str
+) -> None:
+    saved = to_data(_run(sess, spec, []), isolation=isolation)
+    assert saved["kuro/isolation"] == isolation and saved["kuro.checkpoint/version"] == 1
+    back = restore(saved)
+    assert back.isolation == isolation
+    assert abandon(back)["kuro/isolation"] == isolation
+    assert to_data(back)["kuro/isolation"] == isolation  # saved again, it is kept
+
+
+def test_a_checkpoint_without_kuro_isolation_still_restores_and_one_naming_no_backend_is_refused(
+    sess: Session, spec: dict[str, Any]
+) -> None:
+    old = to_data(_run(sess, spec, []))  # the shape written before the key existed
+    assert "kuro/isolation" not in old and restore(old).isolation is None
+    with pytest.raises(CheckpointError):
+        restore({**old, "kuro/isolation": "none"})
+    with pytest.raises(ModelError):
+        to_data(_run(sess, spec, []), isolation="docker")
 
 
 def test_the_host_may_state_the_real_ending_of_an_abandoned_run(sess: Session, spec: dict[str, Any]) -> None:
