@@ -632,8 +632,6 @@ class Ledger:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE):
             raise ModelError(f"limit must be an int from 1 to {MAX_PAGE}, got {limit!r:.40}", reason="invalid-page")
         self.recover()
-        if limit is not None:
-            limit = min(limit, 2**63 - 1)  # "at most": more than SQLite can count is every row
         rows = self._db.operations(limit=limit, after=None if after is None else _from_cursor(after))
         for row in rows:
             row["kuro/cursor"] = page_cursor(row)

@@ -16,7 +16,7 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_fs.errors import BlockStoreError
 from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict
-from kuro_wasm.ledger.ledger import Ledger
+from kuro_wasm.ledger.ledger import MAX_PAGE, Ledger
 from kuro_wasm.model.operation import argument_digest
 from kuro_wasm.model.sessions import Session, denial, session
 
@@ -855,9 +855,9 @@ def test_a_bad_page_is_refused(ledger: Ledger, bad: dict[str, Any]) -> None:
     assert info.value.reason == "invalid-page"
 
 
-def test_a_page_limit_beyond_what_sqlite_counts_is_every_row(ledger: Ledger) -> None:
+def test_the_largest_page_limit_sqlite_counts_is_every_row(ledger: Ledger) -> None:
     ledger.run("op-1", make_session(), command())
-    assert [row["kuro/op-id"] for row in ledger.operations(limit=2**80)] == ["op-1"]
+    assert [row["kuro/op-id"] for row in ledger.operations(limit=MAX_PAGE)] == ["op-1"]
 
 
 def test_a_home_that_is_a_file_is_a_ledger_error_naming_it(tmp_path: Path) -> None:
