@@ -320,7 +320,9 @@ def _car(
         "Content-Disposition": content_disposition(filename, f"{cid}.car"),
     }
     if request.method == "HEAD":
-        return Response(b"", 200, headers)
+        # The fields GET sends and no Content-Length (RFC 9110 §8.6: GET's is unknown, the CAR is chunked).
+        # A streaming response is how Starlette leaves it out (a Response with a b"" body declares 0).
+        return StreamingResponse(iter(()), 200, headers)
     return _CarStream(write_car([cid], blocks), headers, cfg.send_timeout, f"/ipfs/{cid}")
 
 
