@@ -452,6 +452,21 @@ def cid_bytes(cid: str) -> bytes:
     return parse(cid).bytes
 
 
+def codec_is(cid: str, minted_prefix: str, codec: str) -> bool:
+    """True if ``cid`` (a valid CID string) names a block of ``codec``.
+
+    kuro's own names are told by their prefix (``minted_prefix``, e.g. ``bafyrei`` for dag-cbor: the
+    hot path, no parse); any other name — a CIDv0, another hash such as sha2-512 or blake3, another
+    base — by parsing it, so data from elsewhere is read by what it is.
+
+    >>> codec_is("bafyreidykglsfhoixmivffc5uwhcgshx4j465xwqntbmu43nb2dzqwfvae", "bafyrei", "dag-cbor")
+    True
+
+    Raises InvalidCID: a name that is not a CID (only when it lacks the minted prefix).
+    """
+    return cid.startswith(minted_prefix) or (not cid.startswith("bafkrei") and parse(cid).codec == codec)
+
+
 def matches(parsed: ParsedCID, data: bytes | bytearray | memoryview) -> bool:
     """True if ``data`` is the block ``parsed`` names: its digest under the CID's own hash.
 

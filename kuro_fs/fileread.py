@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
-from kuro_fs.cid import parse
+from kuro_fs.cid import codec_is, parse
 from kuro_fs.fillbytes import fill_bytes
-from kuro_fs.unixfs import Get, _codec_is, _get, _is_count, leaf_size_error, walk_file
+from kuro_fs.unixfs import Get, _get, _is_count, leaf_size_error, walk_file
 
 __all__ = ["read_bytes", "read_file", "read_into", "read_range"]
 
@@ -111,7 +111,7 @@ def read_bytes(
     hi = None if length is None else offset + length
     if length == 0:
         return b""  # an empty range reads no block (so it checks nothing, as iter_file)
-    if _codec_is(cid, "bafkrei", "raw"):  # a one-block file: the block is the answer
+    if codec_is(cid, "bafkrei", "raw"):  # a one-block file: the block is the answer
         block = _get(store.get, cid)
         if size is not None and len(block) != size:
             raise leaf_size_error(cid, len(block), size)
@@ -136,7 +136,7 @@ def read_into(
         raise ValueError("read_into needs a writable buffer")
     if not len(view):
         return 0
-    if _codec_is(cid, "bafkrei", "raw"):
+    if codec_is(cid, "bafkrei", "raw"):
         block = _get(store.get, cid)
         if size is not None and len(block) != size:
             raise leaf_size_error(cid, len(block), size)

@@ -109,7 +109,9 @@ from kuro_fs.home import blocks_dir
 
 __all__ = ["PARALLEL_READ_BYTES", "READ_HELPERS", "FileBlockStore", "ReadRequest", "default_store", "shard_of"]
 
-_READ_FLAGS: Final = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+#: O_NONBLOCK: opening a FIFO planted where a block should be must not wait for a writer (on a regular
+#: file the flag changes nothing); what is open is then checked to be a regular file before any read.
+_READ_FLAGS: Final = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 #: A :meth:`FileBlockStore.get_many_into` call spreads over threads from this many bytes on.
 PARALLEL_READ_BYTES: Final = 4 << 20
 
@@ -238,25 +240,31 @@ class FileBlockStore:
         key = cid if parsed.version == 1 else parsed.key
         return key, f"{self._root_str}/{shard_of(key)}/{key}", parsed
 
-    def _open(self, cid: str, path: str) -> int | None:
+    def _open(self, cid: str, path: str) -> tuple[int, int] | None:
+        # The open block file and its size; None if absent. Anything but a regular file under a block's
+        # name (a directory, a FIFO, a device such as /dev/zero through a symlink) is refused as has()
+        # refuses it, before a read could wait forever or never end.
         try:
-            return os.open(path, _READ_FLAGS)
+            fd = os.open(path, _READ_FLAGS)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise _fail("get", cid, exc) from exc
-
-    def _fstat_size(self, cid: str, fd: int) -> int:
         try:
-            return os.fstat(fd).st_size
+            st = os.fstat(fd)
         except OSError as exc:
             os.close(fd)
             raise _fail("get", cid, exc) from exc
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise BlockStoreError(f"get {cid}: the store holds no regular file under this block's name")
+        return fd, st.st_size
 
-    def _read_checked(self, cid: str, path: str, parsed: ParsedCID, fd: int) -> bytes:
+    def _read_checked(self, cid: str, path: str, parsed: ParsedCID, opened: tuple[int, int]) -> bytes:
         # Read the open block file whole, close it, and (with verify) check it against its CID.
+        fd, size = opened
         try:
-            data = _read_whole(fd, os.fstat(fd).st_size)
+            data = _read_whole(fd, size)
         except OSError as exc:
             raise _fail("get", cid, exc) from exc
         finally:
@@ -275,8 +283,8 @@ class FileBlockStore:
         except OSError as exc:
             raise _fail("get", cid, exc) from exc
         if data is None:  # a commit may have moved it into place since the first look
-            fd = self._open(cid, path)
-            return None if fd is None else self._read_checked(cid, path, parsed, fd)
+            opened = self._open(cid, path)
+            return None if opened is None else self._read_checked(cid, path, parsed, opened)
         if self._verify and not matches(parsed, data):
             raise CorruptBlock(cid, f"{len(data)} bytes staged in a batch do not hash to this CID")
         return data
@@ -348,10 +356,10 @@ class FileBlockStore:
         key, path, parsed = self._locate(cid)
         if parsed.hash == "identity":
             return parsed.digest
-        fd = self._open(cid, path)
-        if fd is None:
+        opened = self._open(cid, path)
+        if opened is None:
             return self._staged(cid, key, path, parsed)
-        return self._read_checked(cid, path, parsed, fd)
+        return self._read_checked(cid, path, parsed, opened)
 
     def get_into(self, cid: str, out: memoryview, offset: int = 0) -> int | None:
         """Copy bytes ``[offset, offset+len(out))`` of block ``cid`` into ``out``; return the block's size.
@@ -368,12 +376,13 @@ class FileBlockStore:
         """
         self._check_open()
         key, path, parsed = self._locate(cid)
-        fd = None if parsed.hash == "identity" else self._open(cid, path)
+        opened = None if parsed.hash == "identity" else self._open(cid, path)
         if parsed.hash == "identity":
             block: bytes | None = parsed.digest
-        elif fd is None:
+        elif opened is None:
             block = self._staged(cid, key, path, parsed)
-        elif offset == 0 and self._fstat_size(cid, fd) == len(out):
+        elif offset == 0 and opened[1] == len(out):
+            fd = opened[0]
             try:
                 got = _read_into(fd, out)
             except OSError as exc:
@@ -384,7 +393,7 @@ class FileBlockStore:
                 raise CorruptBlock(cid, f"stored bytes at {path} changed or do not hash to this CID")
             return got
         else:
-            block = self._read_checked(cid, path, parsed, fd)
+            block = self._read_checked(cid, path, parsed, opened)
         if block is None:
             return None
         piece = memoryview(block)[offset : offset + len(out)]
@@ -546,11 +555,11 @@ class FileBlockStore:
         if not os.access(path, os.F_OK):  # a new block: asked without raising (a raise costs more than the call)
             return False
         try:
-            size = os.stat(path).st_size
+            st = os.stat(path)
         except FileNotFoundError:
             return False
-        if size != len(data):
-            return False
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False  # what is there is not this block (a FIFO is never opened): the put replaces it
         if not self._verify:
             return True
         try:

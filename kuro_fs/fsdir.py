@@ -52,7 +52,7 @@ from typing import Any, Final, NamedTuple, Protocol
 
 from kuro_fs import dagcbor
 from kuro_fs.blocks import BlockStore
-from kuro_fs.cid import cid_for, parse
+from kuro_fs.cid import cid_for, codec_is, parse
 from kuro_fs.dircache import SHARED, DirCache, load_verified
 from kuro_fs.errors import CorruptBlock, DagCborError, InvalidCID, MissingBlock
 from kuro_fs.hamt import (
@@ -105,8 +105,8 @@ class Entry(NamedTuple):
 
     @property
     def kind(self) -> str:
-        """``"dir"`` for a dag-cbor child, else ``"file"``."""
-        return "dir" if self.cid.startswith("bafyrei") else "file"
+        """``"dir"`` for a dag-cbor child (named by any hash kuro_fs reads), else ``"file"``."""
+        return "dir" if codec_is(self.cid, "bafyrei", "dag-cbor") else "file"
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 from kuro_fs import dagcbor
-from kuro_fs.cid import cid_bytes, cid_from_digest
+from kuro_fs.cid import cid_bytes, cid_from_digest, codec_is
 from kuro_fs.errors import DagCborError
 
 __all__ = [
@@ -227,7 +227,7 @@ def node_from_data(item: Any, values: Values) -> Node:
     raws: list[bytes | None] = []
     for element in data:
         if isinstance(element, dagcbor.Link):
-            if not element.cid.startswith("bafyrei"):
+            if not codec_is(element.cid, "bafyrei", "dag-cbor"):
                 raise DagCborError(f"a HAMT child link must name a dag-cbor node, got {element.cid}")
             elems.append(element.cid)
             raws.append(link_bytes(element.cid))

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final, NamedTuple
 
-from kuro_fs.cid import cid_from_bytes, format_binary, parse
+from kuro_fs.cid import cid_from_bytes, codec_is, format_binary, parse
 from kuro_fs.dagpb import PBLink, PBNode, decode_uvarint, encode_uvarint
 from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.dagpb import encode as encode_pb
@@ -284,11 +284,6 @@ class BalancedLayout:
             level += 1
 
 
-def _codec_is(cid: str, minted_prefix: str, codec: str) -> bool:
-    # kuro's own names by prefix (hot path); real IPFS names (CIDv0, other hashes) by parsing (issue 17).
-    return cid.startswith(minted_prefix) or (not cid.startswith("bafkrei") and parse(cid).codec == codec)
-
-
 def _link_cid(binary: bytes) -> str:
     # The fast base32 form for a 36-byte CIDv1 sha2-256 link; any other link through kuro_fs.cid.
     return _cid_str(binary) if len(binary) == 36 and binary[0] == 1 else cid_from_bytes(binary)
@@ -331,7 +326,7 @@ def _get(get: Get, cid: str) -> bytes:
 
 
 def _file_node(block: bytes, cid: str) -> tuple[PBNode, UnixFSData]:
-    if not _codec_is(cid, "bafybei", "dag-pb"):  # only raw leaves and dag-pb nodes make a file (not dag-cbor)
+    if not codec_is(cid, "bafybei", "dag-pb"):  # only raw leaves and dag-pb nodes make a file (not dag-cbor)
         raise DagPbError(f"{cid} is neither a raw leaf nor a dag-pb node, so not part of a UnixFS file")
     node = decode_pb(block)
     if node.data is None:
@@ -395,7 +390,7 @@ def walk_file(get: Get, cid: str, expect: int | None, lo: int, hi: int | None, d
         return
     if depth > MAX_FILE_DEPTH:
         raise FileTooDeep(cid, MAX_FILE_DEPTH)
-    if _codec_is(cid, "bafkrei", "raw"):  # raw leaf: the block is the bytes
+    if codec_is(cid, "bafkrei", "raw"):  # raw leaf: the block is the bytes
         yield Run(cid, b"", expect, lo, hi)
         return
     node, meta = _file_node(_get(get, cid), cid)
@@ -449,7 +444,7 @@ def iter_leaves(get: Get, cid: str) -> Iterator[tuple[int, str, int]]:
         here, offset, expect, depth = stack.pop()
         if depth > MAX_FILE_DEPTH:
             raise FileTooDeep(here, MAX_FILE_DEPTH)
-        if _codec_is(here, "bafkrei", "raw"):
+        if codec_is(here, "bafkrei", "raw"):
             if expect is None:
                 expect = len(_get(get, here))
             yield offset, here, expect
@@ -472,7 +467,7 @@ def file_root_info(get: Get, cid: str) -> FileRoot:
     Raises MissingBlock, DagPbError (as :func:`iter_file`).
     """
     block = _get(get, cid)
-    if _codec_is(cid, "bafkrei", "raw"):
+    if codec_is(cid, "bafkrei", "raw"):
         return FileRoot(cid, len(block), len(block))
     node, meta = _file_node(block, cid)
     size = len(meta.data or b"") + sum(meta.blocksizes)

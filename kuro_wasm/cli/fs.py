@@ -151,7 +151,26 @@ def _check(result: Any, what: str) -> Any:
     if reason == "over-budget" and isinstance(budget, dict):
         raise _Refused(f"{what}: over-budget ({_over(receipt.get('kuro.fs/size'), budget)})")
     extra = receipt.get("kuro.fs/missing") or receipt.get("kuro.fs/cid")
+    if reason == "block-missing" and isinstance(extra, str):
+        extra = f"{extra}: {_why_missing(result.fs.store, extra)}"
     raise _Refused(f"{what}: {reason}" + (f" ({extra})" if extra else ""))
+
+
+def _why_missing(store: Any, cid: str) -> str:
+    """Which of kuro.fs's ``block-missing`` cases it is (absent, corrupt, malformed), asked of the local
+    store only (a gateway in front of it is not asked again)."""
+    from kuro_fs.errors import BlockStoreError, CorruptBlock
+
+    local = getattr(store, "cache", store)
+    try:
+        block = local.get(cid)
+    except CorruptBlock:
+        return "the store holds it, but its bytes do not hash to this CID"
+    except (BlockStoreError, ValueError) as exc:
+        return f"the store cannot read it: {exc}"
+    if block is None:
+        return "not in the store" + (" nor at the gateway" if local is not store else "")
+    return "the store holds it, but it is not the block the DAG needs there (malformed)"
 
 
 def _over(size: object, budget: dict[str, int]) -> str:

@@ -200,12 +200,12 @@ class ProgressStore:
         self._count_put = count_put
         self._count_get = count_get
 
-    def put(self, data: bytes, codec: str = "raw") -> str:
-        """Store the block, then count its bytes."""
-        cid: str = self._store.put(data, codec)
+    def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+        """Store the block (under ``cid`` when given: a block of another hash than sha2-256), then count its bytes."""
+        named: str = self._store.put(data, codec) if cid is None else self._store.put(data, codec, cid=cid)
         if self._count_put:
             self._progress.advance(len(data))
-        return cid
+        return named
 
     def get(self, cid: str) -> bytes | None:
         """Fetch the block, then count its bytes."""

@@ -19,14 +19,16 @@ Only when the caller asks (``keep_output=True``, ``kuro run --keep-output``)
 are the raw output blocks and the host's full receipt kept — and then in a
 **private output store** (``<home>/output``), never in the shared block store
 that holds (and publishes) kuro.fs trees; ``kuro/output-kept`` is then True and
-``kuro/receipt-cid`` names the full receipt there. The receipt returned in
+``kuro/receipt-cid`` names the full receipt there — True only if every one of those
+puts succeeded (else False, and ``kuro/store-errors`` says what is missing). The receipt returned in
 memory by a run still carries its full output; only what is persisted is bound
 by this rule.
 
 ## Effects
 ``put`` on the injected block stores, nothing else. A store that refuses a put
-does not stop the record: the CID is still named and ``kuro/store-errors``
-says which bytes are missing.
+does not stop the record: the CID is still named (``kuro/receipt-cid`` is null
+when the receipt block itself could not be put) and ``kuro/store-errors`` says
+which bytes are missing.
 """
 
 from __future__ import annotations
@@ -114,10 +116,11 @@ def _redacted(result: Mapping[str, Any], blocks: _Blocks, hidden: Any) -> tuple[
     return out, redactions
 
 
-def _put_block(store: BlockStore, value: Mapping[str, Any]) -> str | None:
+def _put_block(store: BlockStore, value: Mapping[str, Any], errors: list[str]) -> str | None:
     try:
         return store.put(encode(plain(dict(value), "receipt")), "dag-cbor")
-    except (KuroFsError, ModelError):
+    except (KuroFsError, ModelError) as exc:
+        errors.append(f"the receipt block: {exc}")
         return None
 
 
@@ -133,7 +136,7 @@ def persisted_receipt(
     The returned dict is JSON-encodable and has ``kuro/receipt-cid`` and
     ``kuro/redactions`` added (see the module docstring). With ``output_store``
     the raw output blocks and the full receipt go there (``kuro/output-kept``
-    True, ``kuro/receipt-cid`` names the full receipt); without it no raw byte
+    True when all of them were stored, ``kuro/receipt-cid`` names the full receipt); without it no raw byte
     is written and the redacted form itself is stored in ``store``.
     ``conceal``: texts (stdin, secret values) whose lines must not appear in the
     previews (:func:`kuro_wasm.model.redact.conceal_fragments`); hiding them is counted.
@@ -141,14 +144,15 @@ def persisted_receipt(
     blocks = _Blocks(output_store)
     out, redactions = _redacted(result, blocks, conceal_fragments(conceal))
     if output_store is not None:
-        out["kuro/output-kept"] = True
         full = {k: v for k, v in result.items() if k not in _NOT_STORED}
-        out["kuro/receipt-cid"] = _put_block(output_store, full)
+        out["kuro/receipt-cid"] = _put_block(output_store, full, blocks.errors)
+        # kept means kept: every raw byte and the full receipt are in the output store
+        out["kuro/output-kept"] = not blocks.errors
     else:
-        out["kuro/receipt-cid"] = _put_block(store, out)
+        out["kuro/receipt-cid"] = _put_block(store, out, blocks.errors)
     out["kuro/redactions"] = redactions
     if blocks.errors:
-        out["kuro/store-errors"] = blocks.errors  # the named bytes are NOT in the output store
+        out["kuro/store-errors"] = blocks.errors  # the named bytes (or the receipt block) are NOT stored
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -14,8 +15,9 @@ from cli_helpers import ROOT, Kuro, one_error_line
 from dagkit import diamond_file
 
 from kuro_fs.blocks import MemoryBlockStore
-from kuro_fs.car import export_car
-from kuro_fs.fsdir import Entry, write_dir
+from kuro_fs.car import export_car, write_car
+from kuro_fs.cid import ParsedCID
+from kuro_fs.fsdir import Entry, encode_dir, write_dir
 from kuro_fs.importer import import_path
 
 
@@ -324,3 +326,34 @@ def test_get_refuses_a_tree_holding_a_name_with_a_control_character(kuro: Kuro, 
     assert "get .: bad-path (d/evil\\x0afake has a control character; nothing written)" in one_error_line(got)
     assert not out.exists()
     assert kuro("fs", "ls", "d").stdout == "evil\\x0afake\n"
+
+
+def test_a_car_of_sha2_512_blocks_imports_and_its_directory_reads(kuro: Kuro, tmp_path: Path) -> None:
+    # Real IPFS data may name blocks by other hashes: the CLI's import files them (it once refused any
+    # but sha2-256), and a kuro.fs directory named by one is read like any other.
+    store = MemoryBlockStore()
+    leaf = store.put(b"alpha\n")
+    block = encode_dir({"a.txt": Entry(leaf, 6)})
+    root = str(ParsedCID("dag-cbor", hashlib.sha512(block).digest(), hash="sha2-512"))
+    with (tmp_path / "512.car").open("wb") as f:
+        for piece in write_car([root], [(root, block), (leaf, b"alpha\n")]):
+            f.write(piece)
+    imported = kuro("car", "import", str(tmp_path / "512.car"), "--name", "foreign")
+    assert imported.returncode == 0, imported.stderr
+    assert kuro("fs", "ls", "-n", "foreign").stdout == "a.txt\n"
+    assert kuro("fs", "cat", "a.txt", "-n", "foreign").stdout == "alpha\n"
+
+
+@pytest.mark.parametrize(("damage", "said"), [("rot", "do not hash to this CID"), ("remove", "not in the store")])
+def test_block_missing_says_whether_the_block_is_absent_or_corrupt(
+    kuro: Kuro, tree: Path, home: Path, damage: str, said: str
+) -> None:
+    assert kuro("fs", "put", str(tree)).returncode == 0
+    (leaf,) = [p for p in (home / "blocks").rglob("bafkrei*") if p.read_bytes() == b"alpha\n"]
+    if damage == "rot":
+        leaf.write_bytes(b"alphA\n")
+    else:
+        leaf.unlink()
+    result = kuro("fs", "cat", "tree/a.txt")
+    assert result.returncode == 1
+    assert "block-missing" in one_error_line(result) and said in one_error_line(result)

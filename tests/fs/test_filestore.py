@@ -99,6 +99,40 @@ def test_putting_the_right_bytes_again_heals_a_damaged_block(file_store: FileBlo
     assert file_store.get(cid) == b"hello"
 
 
+def _plant(store: FileBlockStore, cid: str, what: str) -> None:
+    """Put something other than a regular file under ``cid``'s block name."""
+    path = _block_file(store, cid)
+    path.unlink(missing_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if what == "fifo":
+        os.mkfifo(path)
+    elif what == "device":
+        path.symlink_to("/dev/zero")  # reading it would never end
+    else:
+        path.mkdir()
+
+
+EMPTY_RAW = raw_cid(b"")
+
+
+@pytest.mark.parametrize("what", ["fifo", "device", "directory"])
+@pytest.mark.parametrize("cid", [HELLO, EMPTY_RAW], ids=["hello", "empty-block"])
+def test_a_block_name_that_is_no_regular_file_is_refused_at_once_and_put_replaces_it(
+    file_store: FileBlockStore, what: str, cid: str
+) -> None:
+    # A FIFO would block the open (or the read) forever and /dev/zero would never end: each is refused
+    # before any read, as a store failure (has() already says no block is there), and a put heals it.
+    data = b"hello" if cid == HELLO else b""
+    _plant(file_store, cid, what)
+    assert file_store.has(cid) is False
+    for read in (lambda: file_store.get(cid), lambda: file_store.get_into(cid, memoryview(bytearray(len(data))))):
+        with pytest.raises(BlockStoreError, match=cid):
+            read()
+    if what != "directory":  # a directory squatting on the name stays a failure (see the delete test below)
+        assert file_store.put(data) == cid
+        assert file_store.get(cid) == data
+
+
 # ---- torn writes
 
 

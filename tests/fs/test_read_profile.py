@@ -27,6 +27,7 @@ from kuro_fs.errors import BlockStoreError, CarError, CorruptBlock, InvalidCID
 from kuro_fs.fileread import read_bytes, read_into, read_range
 from kuro_fs.filestore import PARALLEL_READ_BYTES, FileBlockStore
 from kuro_fs.fs import Fs
+from kuro_fs.fsdir import Entry, write_dir
 from kuro_fs.unixfs import NodeType, UnixFSData, encode_data, iter_file, iter_leaves
 
 VECTORS: dict[str, Any] = json.loads(
@@ -232,3 +233,39 @@ def test_a_car_of_real_ipfs_names_imports_all_or_nothing_into_every_store(tmp_pa
         assert store.stats()["blocks"] == 3  # the identity block is its own name, never stored
         assert all(store.get(cid) == data for cid, data in blocks)
     assert not any(p.name.startswith(".batch-") for p in (tmp_path / "blocks").iterdir())
+
+
+def _named_by(which: str, block: bytes) -> str:
+    digest = hashlib.sha512(block).digest() if which == "sha2-512" else blake3.blake3(block).digest()
+    return str(ParsedCID("dag-cbor", digest, hash=which))
+
+
+@pytest.mark.parametrize("entries", [3, 300], ids=["flat", "sharded"])
+@pytest.mark.parametrize("which", ["sha2-512", "blake3"])
+def test_a_kuro_fs_directory_named_by_another_hash_is_listed_and_read(
+    store: BlockStore, which: str, entries: int
+) -> None:
+    # A directory block (flat, or the root of a sharded one) that arrived under a sha2-512 or blake3 CID
+    # (say from a CAR) is a directory like any other: its bytes are checked under the CID's own hash.
+    files = {f"f{i:03d}": Entry(store.put(b"%d" % i), len(b"%d" % i)) for i in range(entries)}
+    block = store.get(write_dir(store, files))
+    assert block is not None
+    root = put_block(store, _named_by(which, block), block)
+    fs = Fs(store, root)
+    assert [e["name"] for e in fs.ls("/").value] == sorted(files)
+    assert fs.read("f002").value == b"2"
+    written = fs.write("new.txt", b"n")
+    assert written.ok and parse(written.fs.root).hash == "sha2-256"  # the new root is minted as always
+    assert written.fs.read("new.txt").value == b"n"
+
+
+def test_a_directory_block_that_does_not_hash_to_its_foreign_name_is_corrupt(store: BlockStore) -> None:
+    block = store.get(write_dir(store, {"a": Entry(store.put(b"a"), 1)}))
+    assert block is not None
+    name = _named_by("sha2-512", block)
+    put_block(store, name, block)
+    if isinstance(store, FileBlockStore):
+        (path,) = [p for p in store.root.rglob(name) if p.is_file()]
+        path.write_bytes(block.replace(b"a", b"b"))
+        refused = Fs(store, name).read("a")
+        assert (refused.receipt["kuro.fs/reason"], refused.receipt["kuro.fs/cid"]) == ("block-missing", name)

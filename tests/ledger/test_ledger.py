@@ -13,6 +13,7 @@ from ledger_fakes import ROOT, FakeHandle, FakeStarter, RunThread, command, make
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
+from kuro_fs.errors import BlockStoreError
 from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict
 from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.operation import argument_digest
@@ -369,6 +370,24 @@ def test_keep_output_puts_the_raw_output_and_the_full_receipt_in_the_private_out
     full = private.get(r["kuro/receipt-cid"])
     assert full is not None and out in full
     assert all(out not in (store.get(c) or b"") for c in store.cids())  # nothing raw in the shared store
+
+
+class _FullStore(MemoryBlockStore):
+    """An output store whose disk is full."""
+
+    def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+        raise BlockStoreError("no space left on device")
+
+
+def test_output_that_could_not_be_kept_is_not_said_to_be_kept(db: Path, store: MemoryBlockStore) -> None:
+    out = b"lost output\n"
+    with Ledger(db, store=store, output_store=_FullStore(), starter=FakeStarter(stdout=out)) as led:
+        r = led.run("op", make_session(), command(), keep_output=True)
+    assert r["kuro/output-kept"] is False
+    assert r["kuro/receipt-cid"] is None
+    assert any(raw_cid(out) in e for e in r["kuro/store-errors"])
+    assert any(e.startswith("the receipt block:") for e in r["kuro/store-errors"])
+    assert r["kuro/stdout-cid"] == raw_cid(out)  # still named: the bytes are known, only not kept
 
 
 def test_secrets_are_redacted_from_what_is_stored_and_counted(db: Path, store: MemoryBlockStore) -> None:
