@@ -39,7 +39,9 @@ it is turned into its canonical name (:func:`kuro_fs.cid.canonical`) before the 
 gateway sees it.
 
 Failures are distinct types (all :class:`~kuro_fs.errors.BlockStoreError`): the gateway cannot be
-reached (``GatewayUnreachable``), is too slow (``GatewayTimeout``), answers with a status that is
+reached (``GatewayUnreachable``), is too slow (``GatewayTimeout``: a request not over within the
+store's ``timeout`` however its bytes are paced, :mod:`kuro_fs.gateway.deadline`; a prefetched CAR:
+a block not within it), answers with a status that is
 no answer (``GatewayRefused``, e.g. 500 or 401), or lies (``GatewayLied``: wrong bytes, a block
 over the cap, a CAR block nobody asked for or sent twice). A network failure in ``publish``
 raises; it is not counted as a rejection. A URL that is not ``http(s)://host[:port]`` is refused
