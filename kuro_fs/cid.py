@@ -452,19 +452,24 @@ def cid_bytes(cid: str) -> bytes:
     return parse(cid).bytes
 
 
-def codec_is(cid: str, minted_prefix: str, codec: str) -> bool:
+#: The codec of each prefix kuro mints (CIDv1, base32, sha2-256): told without parsing.
+_MINTED_CODECS: Final[dict[str, str]] = {"bafkrei": "raw", "bafybei": "dag-pb", "bafyrei": "dag-cbor"}
+
+
+def codec_is(cid: str, codec: str) -> bool:
     """True if ``cid`` (a valid CID string) names a block of ``codec``.
 
-    kuro's own names are told by their prefix (``minted_prefix``, e.g. ``bafyrei`` for dag-cbor: the
-    hot path, no parse); any other name — a CIDv0, another hash such as sha2-512 or blake3, another
-    base — by parsing it, so data from elsewhere is read by what it is.
+    kuro's own names are told by their prefix (the hot path, no parse); any other name — a
+    CIDv0, another hash such as sha2-512 or blake3, another base — by parsing it, so data
+    from elsewhere is read by what it is.
 
-    >>> codec_is("bafyreidykglsfhoixmivffc5uwhcgshx4j465xwqntbmu43nb2dzqwfvae", "bafyrei", "dag-cbor")
+    >>> codec_is("bafyreidykglsfhoixmivffc5uwhcgshx4j465xwqntbmu43nb2dzqwfvae", "dag-cbor")
     True
 
-    Raises InvalidCID: a name that is not a CID (only when it lacks the minted prefix).
+    Raises InvalidCID: a name without a minted prefix that is not a CID.
     """
-    return cid.startswith(minted_prefix) or (not cid.startswith("bafkrei") and parse(cid).codec == codec)
+    minted = _MINTED_CODECS.get(cid[:7])
+    return minted == codec if minted is not None else parse(cid).codec == codec
 
 
 def matches(parsed: ParsedCID, data: bytes | bytearray | memoryview) -> bool:

@@ -111,7 +111,7 @@ def read_bytes(
     hi = None if length is None else offset + length
     if length == 0:
         return b""  # an empty range reads no block (so it checks nothing, as iter_file)
-    if codec_is(cid, "bafkrei", "raw"):  # a one-block file: the block is the answer
+    if codec_is(cid, "raw"):  # a one-block file: the block is the answer
         block = _get(store.get, cid)
         if size is not None and len(block) != size:
             raise leaf_size_error(cid, len(block), size)
@@ -136,7 +136,7 @@ def read_into(
         raise ValueError("read_into needs a writable buffer")
     if not len(view):
         return 0
-    if codec_is(cid, "bafkrei", "raw"):
+    if codec_is(cid, "raw"):
         block = _get(store.get, cid)
         if size is not None and len(block) != size:
             raise leaf_size_error(cid, len(block), size)

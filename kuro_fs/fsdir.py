@@ -106,7 +106,7 @@ class Entry(NamedTuple):
     @property
     def kind(self) -> str:
         """``"dir"`` for a dag-cbor child (named by any hash kuro_fs reads), else ``"file"``."""
-        return "dir" if codec_is(self.cid, "bafyrei", "dag-cbor") else "file"
+        return "dir" if codec_is(self.cid, "dag-cbor") else "file"
 
 
 @dataclass(frozen=True, slots=True)

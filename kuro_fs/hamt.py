@@ -227,7 +227,7 @@ def node_from_data(item: Any, values: Values) -> Node:
     raws: list[bytes | None] = []
     for element in data:
         if isinstance(element, dagcbor.Link):
-            if not codec_is(element.cid, "bafyrei", "dag-cbor"):
+            if not codec_is(element.cid, "dag-cbor"):
                 raise DagCborError(f"a HAMT child link must name a dag-cbor node, got {element.cid}")
             elems.append(element.cid)
             raws.append(link_bytes(element.cid))

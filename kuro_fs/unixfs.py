@@ -326,7 +326,7 @@ def _get(get: Get, cid: str) -> bytes:
 
 
 def _file_node(block: bytes, cid: str) -> tuple[PBNode, UnixFSData]:
-    if not codec_is(cid, "bafybei", "dag-pb"):  # only raw leaves and dag-pb nodes make a file (not dag-cbor)
+    if not codec_is(cid, "dag-pb"):  # only raw leaves and dag-pb nodes make a file (not dag-cbor)
         raise DagPbError(f"{cid} is neither a raw leaf nor a dag-pb node, so not part of a UnixFS file")
     node = decode_pb(block)
     if node.data is None:
@@ -390,7 +390,7 @@ def walk_file(get: Get, cid: str, expect: int | None, lo: int, hi: int | None, d
         return
     if depth > MAX_FILE_DEPTH:
         raise FileTooDeep(cid, MAX_FILE_DEPTH)
-    if codec_is(cid, "bafkrei", "raw"):  # raw leaf: the block is the bytes
+    if codec_is(cid, "raw"):  # raw leaf: the block is the bytes
         yield Run(cid, b"", expect, lo, hi)
         return
     node, meta = _file_node(_get(get, cid), cid)
@@ -444,7 +444,7 @@ def iter_leaves(get: Get, cid: str) -> Iterator[tuple[int, str, int]]:
         here, offset, expect, depth = stack.pop()
         if depth > MAX_FILE_DEPTH:
             raise FileTooDeep(here, MAX_FILE_DEPTH)
-        if codec_is(here, "bafkrei", "raw"):
+        if codec_is(here, "raw"):
             if expect is None:
                 expect = len(_get(get, here))
             yield offset, here, expect
@@ -467,7 +467,7 @@ def file_root_info(get: Get, cid: str) -> FileRoot:
     Raises MissingBlock, DagPbError (as :func:`iter_file`).
     """
     block = _get(get, cid)
-    if codec_is(cid, "bafkrei", "raw"):
+    if codec_is(cid, "raw"):
         return FileRoot(cid, len(block), len(block))
     node, meta = _file_node(block, cid)
     size = len(meta.data or b"") + sum(meta.blocksizes)

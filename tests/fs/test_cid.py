@@ -27,6 +27,7 @@ from kuro_fs.cid import (
     cid_for,
     cid_from_bytes,
     cid_from_digest,
+    codec_is,
     decode_binary,
     format_binary,
     matches,
@@ -424,3 +425,13 @@ def test_canonical_never_raises_anything_but_invalid_cid(text: str) -> None:
     except InvalidCID:
         return
     assert parse(got) is not None
+
+
+def test_codec_is_tells_minted_names_by_prefix_and_any_other_by_parsing() -> None:
+    raw, pb, cbor = cid_for(b"x"), cid_for(b"\x0a\x02\x08\x01", "dag-pb"), cid_for(b"\xa0", "dag-cbor")
+    assert [codec_is(c, "raw") for c in (raw, pb, cbor)] == [True, False, False]
+    assert [codec_is(c, "dag-pb") for c in (raw, pb, cbor)] == [False, True, False]
+    assert [codec_is(c, "dag-cbor") for c in (raw, pb, cbor)] == [False, False, True]
+    for case in VECTORS["readable"]:  # CIDv0, sha2-512, blake3, identity: by what they are
+        parsed = parse(case["cid"])
+        assert codec_is(case["cid"], parsed.codec) and not codec_is(case["cid"], "dag-json")
