@@ -39,7 +39,9 @@ it is turned into its canonical name (:func:`kuro_fs.cid.canonical`) before the 
 gateway sees it.
 
 Failures are distinct types (all :class:`~kuro_fs.errors.BlockStoreError`): the gateway cannot be
-reached (``GatewayUnreachable``), is too slow (``GatewayTimeout``), answers with a status that is
+reached (``GatewayUnreachable``), is too slow (``GatewayTimeout``: a request not over within the
+store's ``timeout`` however its bytes are paced, :mod:`kuro_fs.gateway.deadline`; a prefetched CAR:
+a block not within it), answers with a status that is
 no answer (``GatewayRefused``, e.g. 500 or 401), or lies (``GatewayLied``: wrong bytes, a block
 over the cap, a CAR block nobody asked for or sent twice). A network failure in ``publish``
 raises; it is not counted as a rejection. A URL that is not ``http(s)://host[:port]`` is refused
@@ -57,7 +59,9 @@ it was given), no read-ahead guessed from a reader's pattern (``prefetch`` is as
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Iterator
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -86,6 +90,7 @@ from kuro_fs.errors import (
     InvalidCID,
     InvalidGatewayURL,
 )
+from kuro_fs.gateway.deadline import Deadline, DeadlinePassed, bound_client, bounded
 from kuro_fs.gateway.request import CAR_TYPE, RAW_TYPE
 
 if TYPE_CHECKING:
@@ -116,10 +121,12 @@ def _httpx() -> Any:
 
 
 class _ChunkReader(io.RawIOBase):
-    """A readable stream over an iterator of byte chunks (an HTTP body), for :func:`read_car`."""
+    """A readable stream over an iterator of byte chunks (an HTTP body), for :func:`read_car`; a
+    chunk that arrives past the deadline is late (raises DeadlinePassed)."""
 
-    def __init__(self, chunks: Iterator[bytes]) -> None:
+    def __init__(self, chunks: Iterator[bytes], deadline: Deadline) -> None:
         self._chunks = chunks
+        self._deadline = deadline
         self._buf = b""
 
     def readable(self) -> bool:
@@ -131,6 +138,7 @@ class _ChunkReader(io.RawIOBase):
                 self._buf = next(self._chunks)
             except StopIteration:
                 return 0
+            self._deadline.check()
         n = min(len(out), len(self._buf))
         out[:n] = self._buf[:n]
         self._buf = self._buf[n:]
@@ -153,14 +161,18 @@ class _Answer:
         return text.splitlines()[0][:200] if text else ""
 
 
-def _capped(response: httpx.Response, cap: int) -> _Answer:
-    # Read at most ``cap`` bytes of a streamed body (decoded: a compressed bomb is capped too), then stop.
+def _capped(response: httpx.Response, cap: int, deadline: Deadline) -> _Answer:
+    # Read at most ``cap`` bytes of a streamed body (decoded: a compressed bomb is capped too), then stop;
+    # an answer (head or chunk) that arrives past the deadline is late, whatever the transport (httpx's
+    # own is bounded at each socket read as well, see kuro_fs.gateway.deadline).
+    deadline.check()
     declared = response.headers.get("content-length", "")
     kind = response.headers.get("content-type", "")
     if declared.isdigit() and int(declared) > cap:
         return _Answer(response.status_code, b"", True, kind)
     body = bytearray()
     for chunk in response.iter_bytes():
+        deadline.check()
         body += chunk
         if len(body) > cap:
             return _Answer(response.status_code, bytes(body[:cap]), True, kind)
@@ -202,8 +214,14 @@ class GatewayBlockStore:
     is the custody write token ``publish`` sends. ``close()`` is idempotent and closes the HTTP
     client (not the cache); ``with`` works.
 
+    ``timeout`` (seconds) bounds each request as a whole — connecting, sending, the response head
+    and the whole body, however the gateway paces its bytes — not each socket read: ``get``,
+    ``has``, ``probe`` and each block ``publish`` sends must be over within it, else
+    GatewayTimeout. A :meth:`prefetch` CAR is bounded per block (see there). ``clock`` is the
+    monotonic clock the deadline is read from (injectable, for tests).
+
     Raises InvalidGatewayURL (a ``BlockStoreError`` and ``ValueError``): ``url`` is not a
-    well-formed http(s) URL with a host.
+    well-formed http(s) URL with a host; ValueError: ``timeout`` is not a positive number.
     """
 
     def __init__(
@@ -214,19 +232,26 @@ class GatewayBlockStore:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._url = check_url(url)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+            raise ValueError(f"a gateway timeout is a positive number of seconds, got {timeout!r}")
         httpx = _httpx()
         self._cache: BlockStore = cache if cache is not None else MemoryBlockStore()
         self._token = token
-        self._client = httpx.Client(
-            base_url=self._url,
-            timeout=httpx.Timeout(timeout),
-            transport=transport,
-            follow_redirects=False,
-            # Drop idle connections before a server's own keep-alive timeout (uvicorn's is 5 s) can close
-            # one just as a request is sent on it.
-            limits=httpx.Limits(keepalive_expiry=_KEEPALIVE_EXPIRY),
+        self._timeout = float(timeout)
+        self._clock = clock
+        self._client = bound_client(
+            httpx.Client(
+                base_url=self._url,
+                timeout=httpx.Timeout(timeout),
+                transport=transport,
+                follow_redirects=False,
+                # Drop idle connections before a server's own keep-alive timeout (uvicorn's is 5 s) can close
+                # one just as a request is sent on it.
+                limits=httpx.Limits(keepalive_expiry=_KEEPALIVE_EXPIRY),
+            )
         )
         self._closed = False
 
@@ -262,24 +287,29 @@ class GatewayBlockStore:
     # ---- HTTP, bounded, with httpx's errors translated
 
     def _exchange(self, method: str, path: str, cap: int, **kwargs: Any) -> _Answer:
-        """One request; the status and at most ``cap`` bytes of a 2xx body (:data:`MAX_ERROR_BODY` otherwise)."""
+        """One request, over within ``timeout``; the status and at most ``cap`` bytes of a 2xx body
+        (:data:`MAX_ERROR_BODY` otherwise)."""
         if self._closed:
             raise BlockStoreError(f"gateway block store for {self._url} is closed")
         httpx = _httpx()
 
-        def once() -> _Answer:
+        def once(deadline: Deadline) -> _Answer:
             with self._client.stream(method, path, **kwargs) as response:
-                return _capped(response, cap if 200 <= response.status_code < 300 else MAX_ERROR_BODY)
+                return _capped(response, cap if 200 <= response.status_code < 300 else MAX_ERROR_BODY, deadline)
 
         try:
-            try:
-                return once()
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
-                # A pooled keep-alive connection the server closed as we reused it: every request here is
-                # idempotent (GET, HEAD, PUT of content-addressed bytes), so it is sent once more, on a new one.
-                return once()
-        except httpx.TimeoutException as exc:
-            raise GatewayTimeout(f"{method} {self._url}{path}: no answer in time ({exc})") from exc
+            with bounded(self._timeout, self._clock) as deadline:
+                try:
+                    return once(deadline)
+                except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                    # A pooled keep-alive connection the server closed as we reused it: every request here is
+                    # idempotent (GET, HEAD, PUT of content-addressed bytes), so it is sent once more, on a new
+                    # one, within what is left of the same deadline.
+                    return once(deadline)
+        except (httpx.TimeoutException, DeadlinePassed) as exc:
+            raise GatewayTimeout(
+                f"{method} {self._url}{path}: no complete answer within {self._timeout:g} s ({exc})"
+            ) from exc
         except (httpx.RequestError, OSError) as exc:
             raise GatewayUnreachable(f"{method} {self._url}{path}: {exc or type(exc).__name__}") from exc
 
@@ -367,6 +397,20 @@ class GatewayBlockStore:
         (blocks accepted before it stay cached: each was verified). A CAR cut short keeps what
         arrived and raises GatewayUnreachable.
 
+        The store's ``timeout`` bounds each block, not the CAR (whose size nobody knows before it
+        arrives): the response head and the first block must arrive within ``timeout`` of the
+        request, and each further block within ``timeout`` of the block before it — so a gateway
+        can hold up a block no longer than a :meth:`get` of it would allow, and a large CAR sent
+        at a steady pace is never cut. Past that: GatewayTimeout, the blocks already accepted
+        stay cached.
+
+        A prefetch is an optimisation, never a proof of completeness: a CAR that ends early but
+        well-formed (a gateway that holds only part of the DAG, or chooses to send less) is
+        accepted for what it holds, and the count returned is only what was cached. Every read
+        goes through :meth:`get`, which fetches any block the CAR left out, one request each
+        (and answers None for one the gateway does not hold); nothing here or in its callers
+        takes a prefetched root as a sign that the DAG below it is cached.
+
         Raises InvalidCID, ValueError (a bad ``scope`` or ``entity_bytes``), GatewayLied,
         GatewayUnreachable, GatewayTimeout, GatewayRefused (also for 404: the root is not held).
         """
@@ -385,26 +429,33 @@ class GatewayBlockStore:
         if self._closed:
             raise BlockStoreError(f"gateway block store for {self._url} is closed")
         httpx = _httpx()
+        get = self._client.stream
         try:
-            with self._client.stream("GET", f"/ipfs/{cid}", params=params, headers={"Accept": _CAR_ACCEPT}) as resp:
+            with (
+                bounded(self._timeout, self._clock) as deadline,
+                get("GET", f"/ipfs/{cid}", params=params, headers={"Accept": _CAR_ACCEPT}) as resp,
+            ):
                 if resp.status_code != 200:
-                    raise self._status_error(_capped(resp, MAX_ERROR_BODY), f"GET {cid} as CAR")
-                return self._accept_car(cid, io.BufferedReader(_ChunkReader(resp.iter_bytes())))
-        except httpx.TimeoutException as exc:
-            raise GatewayTimeout(f"CAR of {cid} from {self._url}: no answer in time ({exc})") from exc
+                    raise self._status_error(_capped(resp, MAX_ERROR_BODY, deadline), f"GET {cid} as CAR")
+                return self._accept_car(cid, io.BufferedReader(_ChunkReader(resp.iter_bytes(), deadline)), deadline)
+        except (httpx.TimeoutException, DeadlinePassed) as exc:
+            raise GatewayTimeout(
+                f"CAR of {cid} from {self._url}: a block did not arrive within {self._timeout:g} s ({exc})"
+            ) from exc
         except (httpx.RequestError, OSError) as exc:
             raise GatewayUnreachable(f"CAR of {cid} from {self._url}: {exc or type(exc).__name__}") from exc
 
     #: The former name of :meth:`prefetch`.
     fetch_entity = prefetch
 
-    def _accept_car(self, root: str, stream: io.BufferedReader) -> int:
+    def _accept_car(self, root: str, stream: io.BufferedReader, deadline: Deadline) -> int:
         expected = {parse(root).key}
         taken: set[str] = set()
         stored = 0
         try:
             _roots, sections = read_car(stream, max_section=MAX_FETCHED_BLOCK + _MAX_CID_BYTES)
             for cid, block in sections:  # read_car has already hashed each block against its CID
+                deadline.renew()  # this block arrived in time: the next one has ``timeout`` from now
                 parsed = parse(cid)
                 key = parsed.key
                 if key not in expected:

@@ -104,6 +104,23 @@ def _refusal(refused: Refused) -> Response:
     return _text(refused.status, refused.message)
 
 
+def _store_fault(exc: KuroFsError, cid: str, doing: str) -> Response:
+    """A failure of the gateway's own store, answered by the block and the kind of fault only.
+
+    The store's own words stay in the server's log (one line): they may name its files
+    (``/home/…/blocks/6a/bafk…``), which are nobody's business over HTTP. A stored block that does
+    not hash to its CID is a 500 (the trustless gateway spec: 500 for genuine server errors such
+    as storage failures, never for content that is simply not held — that is 404); a store that
+    could not be read at all is a 503, the gateway being (perhaps for a while) unable to serve.
+    """
+    if isinstance(exc, CorruptBlock):
+        cid = exc.cid or cid
+        _log.warning("gateway: %s: stored block %s is corrupt: %s", doing, cid, exc)
+        return _text(500, f"block {cid} is corrupt in this gateway's store (its bytes do not hash to its CID)")
+    _log.warning("gateway: %s: the store failed on block %s: %s", doing, cid, exc)
+    return _text(503, f"block {cid} is unavailable: this gateway's store could not be read")
+
+
 async def _off_loop(call: Callable[..., _T], *args: object) -> _T:
     """Run a blocking store read (and its hashing) on a worker thread: the event loop keeps serving."""
     return await anyio.to_thread.run_sync(call, *args)
@@ -214,18 +231,22 @@ def _prepare(
     store: BlockStore, cid: str, segments: tuple[str, ...], want: Want, budget: Budget, only_cached: bool
 ) -> _Ready | Response:
     """Everything that reads the store before a status is chosen (run on a worker thread)."""
+    reading = [cid]
+
+    def get(block: str) -> bytes | None:
+        reading[0] = block  # the block a store failure is named by
+        return store.get(block)
+
     try:
-        resolved = resolve(store.get, cid, segments)
+        resolved = resolve(get, cid, segments)
     except NotHeld as exc:
         return _text(412 if only_cached else 404, str(exc))
     except NoSuchPath as exc:
         return _text(404, f"no such path: {exc}")
     except MALFORMED as exc:
         return _text(422, f"cannot resolve {'/'.join(segments)!r} in {cid}: {exc}")
-    except CorruptBlock as exc:
-        return _text(500, f"stored block is corrupt: {exc}")
-    except KuroFsError as exc:
-        return _text(503, f"block store failed: {exc}")
+    except KuroFsError as exc:  # CorruptBlock, or a store that could not be read
+        return _store_fault(exc, reading[0], f"/ipfs/{cid}")
     if want.kind == "raw" or want.car is None:
         return _Ready(resolved, None)
     try:
@@ -240,7 +261,7 @@ def _held(store: BlockStore, cid: str) -> bool | Response:
     try:
         return store.has(cid)
     except KuroFsError as exc:
-        return _text(503, f"block store failed: {exc}")
+        return _store_fault(exc, cid, f"is {cid} held")
 
 
 async def _serve_ipfs(request: Request, store: BlockStore, cfg: GatewayConfig, forced: Want | None = None) -> Response:
@@ -320,7 +341,9 @@ def _car(
         "Content-Disposition": content_disposition(filename, f"{cid}.car"),
     }
     if request.method == "HEAD":
-        return Response(b"", 200, headers)
+        # The fields GET sends and no Content-Length (RFC 9110 §8.6: GET's is unknown, the CAR is chunked).
+        # A streaming response is how Starlette leaves it out (a Response with a b"" body declares 0).
+        return StreamingResponse(iter(()), 200, headers)
     return _CarStream(write_car([cid], blocks), headers, cfg.send_timeout, f"/ipfs/{cid}")
 
 
@@ -362,7 +385,7 @@ def _store(store: BlockStore, cid: str, data: bytes) -> bool | Response:
     except CorruptBlock:
         return _text(400, f"the {len(data)} bytes sent do not hash to {cid}; nothing stored")
     except KuroFsError as exc:
-        return _text(503, f"block store failed: {exc}")
+        return _store_fault(exc, cid, f"custody of {cid}")
     return held
 
 

@@ -319,6 +319,30 @@ def test_a_whole_file_asked_for_with_prefetch_comes_as_one_verified_car_and_read
         assert store.prefetch(file_cid, entity_bytes=(0, 4)) == 2  # a range: the root and the first leaf
 
 
+def test_a_car_holding_less_than_the_dag_is_kept_for_what_it_holds_and_reads_fetch_the_rest() -> None:
+    # A prefetch is an optimisation, not a proof of completeness: a well-formed dag-scope=all CAR with the
+    # root alone is accepted (1 block), and reading the file fetches each block it left out, one request each.
+    source = MemoryBlockStore()
+    data = bytes(i * 7 % 251 for i in range(1024))  # four different leaves
+    root = import_bytes(source, data, chunk_size=256, width=4)
+    root_only = b"".join(write_car([root], [(root, source.get(root) or b"")]))
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.params["format"])
+        if request.url.params["format"] == "car":
+            return httpx.Response(200, content=root_only)
+        return httpx.Response(200, content=source.get(request.url.path.rsplit("/", 1)[1]) or b"")
+
+    cache = MemoryBlockStore()
+    store = _fake(handler, cache)
+    assert store.prefetch(root, "all") == 1
+    assert cache.cids() == [root]
+    assert read_file(store, root) == data
+    assert sent == ["car"] + ["raw"] * 4  # the four leaves the CAR did not hold
+    assert sorted(cache.cids()) == sorted(source.cids())
+
+
 def test_real_ipfs_data_reads_through_the_store(gateway: str) -> None:
     mixed = MANIFEST["subdir-with-mixed-block-files"]
     sha = MANIFEST["sha2-512-file"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -21,8 +22,9 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import parse, raw_cid
 from kuro_fs.dagpb import PBLink, PBNode
 from kuro_fs.dagpb import encode as encode_pb
+from kuro_fs.errors import BlockStoreError
 from kuro_fs.filestore import FileBlockStore
-from kuro_fs.fs import Budget
+from kuro_fs.fs import Budget, Fs
 from kuro_fs.gateway.serve import running_gateway
 from kuro_fs.gateway.server import GatewayConfig
 from kuro_fs.unixfs import NodeType, UnixFSData, encode_data
@@ -191,6 +193,68 @@ def test_a_diamond_dag_asked_for_with_dups_y_stops_at_the_gateway_s_budget(serve
         assert client.get(f"/ipfs/{cid}?format=car").status_code == 200  # dups=n: each block once
     _no_tracebacks(server_log)
     assert any("repeat more than 2000 blocks" in r.getMessage() for r in server_log.records)
+
+
+# ---- the gateway's own store failing: the block and the kind of fault, never the store's files
+
+
+def _corrupt(store: FileBlockStore, cid: str) -> None:
+    (found,) = [p for p in store.root.rglob(f"{cid}*") if p.is_file()]
+    found.write_bytes(b"other bytes on a failing disk")
+
+
+def test_a_corrupt_stored_block_is_a_500_naming_the_block_not_the_file(tmp_path: Path, server_log: _Log) -> None:
+    store = FileBlockStore(tmp_path / "home" / "blocks")
+    fs = Fs.empty(store).write("docs/a.txt", b"kuro.fs over a gateway\n").fs
+    leaf = fs.stat("docs/a.txt").value["cid"]
+    root = fs.root
+    _corrupt(store, leaf)
+    with running_gateway(store) as url, httpx.Client(base_url=url) as client:
+        answers = [
+            client.get(f"/ipfs/{leaf}?format=raw"),
+            client.head(f"/ipfs/{leaf}?format=raw"),
+            client.get(f"/ipfs/{leaf}?format=car"),
+            client.get(f"/ipfs/{root}/docs/a.txt?format=raw"),  # the corrupt block at a path's end
+            client.get(f"/ipld/{leaf}"),
+        ]
+    for r in answers:
+        assert r.status_code == 500
+        assert str(tmp_path) not in r.text and "/blocks/" not in r.text
+    assert all(f"block {leaf} is corrupt" in r.text for r in answers if r.request.method == "GET")
+    _no_tracebacks(server_log)
+    lines = [r.getMessage() for r in server_log.records if r.name == "kuro.gateway"]
+    assert len(lines) == 5 and all(leaf in line and str(tmp_path) in line for line in lines)  # the detail: here
+
+
+class _Unreadable(MemoryBlockStore):
+    """A store whose disk went away: every read fails, in words that name its files."""
+
+    def get(self, cid: str) -> bytes | None:
+        raise BlockStoreError(f"cannot read /srv/kuro/home/blocks/{cid[-2:]}/{cid}: Input/output error")
+
+    def has(self, cid: str) -> bool:
+        raise BlockStoreError(f"cannot stat /srv/kuro/home/blocks/{cid[-2:]}/{cid}: Input/output error")
+
+    def put(self, data: bytes, codec: str = "raw") -> str:
+        raise BlockStoreError("cannot write /srv/kuro/home/blocks/tmp-1234: No space left on device")
+
+
+def test_a_store_that_cannot_be_read_is_a_503_naming_the_block_not_the_file(server_log: _Log) -> None:
+    cid = raw_cid(b"on a disk that went away")
+    config = GatewayConfig(token=TOKEN)
+    with running_gateway(_Unreadable(), config=config) as url, httpx.Client(base_url=url) as client:
+        answers = [
+            client.get(f"/ipfs/{cid}?format=raw"),
+            client.get(f"/ipfs/{cid}?format=car"),
+            client.get(f"/ipfs/{cid}?format=raw", headers={"If-None-Match": f'"{cid}.raw"'}),  # asks has()
+            client.put(f"/ipld/{cid}", content=b"on a disk that went away", headers=AUTH),
+        ]
+    for r in answers:
+        assert r.status_code == 503 and f"block {cid} is unavailable" in r.text
+        assert "/srv/kuro" not in r.text
+    _no_tracebacks(server_log)
+    lines = [r.getMessage() for r in server_log.records if r.name == "kuro.gateway"]
+    assert len(lines) == 4 and all("/srv/kuro" in line for line in lines)
 
 
 # ---- the event loop
