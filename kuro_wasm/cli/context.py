@@ -20,11 +20,12 @@ Opens the home's block store on first use; writes stdout/stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import io
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -48,6 +49,7 @@ __all__ = [
     "UsageError",
     "error_line",
     "finish_cancel_on_signal",
+    "signals_deferred",
     "interrupted_status",
     "looks_like_cid",
     "on_signal",
@@ -100,11 +102,35 @@ def finish_cancel_on_signal() -> None:
     _FINISH_CANCEL[0] = True
 
 
+#: True while a guest is being started (:func:`signals_deferred`): a signal is only noted in RECEIVED.
+_DEFERRED: list[bool] = [False]
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """While the block runs, a signal is noted in :data:`RECEIVED` and raises nothing.
+
+    ``kuro run`` starts its guest inside one: a signal landing between the guest's start (it may
+    already be writing) and the code that cancels it on a signal would otherwise end the command
+    with the run neither cancelled nor its receipt stored. After the block the caller looks at
+    :data:`RECEIVED` and cancels.
+    """
+    _DEFERRED[0] = True
+    try:
+        yield
+    finally:
+        _DEFERRED[0] = False
+
+
 def on_signal(signum: int) -> None:
     """What the ``kuro`` executable does on SIGINT, SIGTERM or SIGHUP (:mod:`kuro_wasm.cli.launch`).
 
-    Raises Interrupted: the first signal, and every one unless :func:`finish_cancel_on_signal` was called.
+    Raises Interrupted: the first signal, and every one unless :func:`finish_cancel_on_signal` was called;
+    nothing inside :func:`signals_deferred` (the signal is noted).
     """
+    if _DEFERRED[0]:
+        RECEIVED.append(signum)
+        return
     if RECEIVED and _FINISH_CANCEL[0]:
         return
     raise Interrupted(signum)

@@ -56,6 +56,7 @@ from kuro_wasm.cli.context import (
     finish_cancel_on_signal,
     looks_like_cid,
     output_store,
+    signals_deferred,
     silence,
 )
 from kuro_wasm.errors import ModelError
@@ -664,10 +665,14 @@ def _run_live(
     from kuro_wasm.host.api import start, stop_and_wait
 
     stdin_fd = _stdin_fd() if pump_stdin else -1  # refused before anything starts
-    handle = start(sess, command, **options)
-    if isinstance(handle, Mapping):
-        return handle  # a denial: nothing was loaded or run
-    try:  # from here the guest runs (it may already have written): a signal now is a cancel, never lost
+    handle: Any = None
+    try:  # a signal from the guest's start on is a cancel, never lost (it may already be writing)
+        with signals_deferred():  # ... even one landing before ``handle`` is known: noted, acted on below
+            handle = start(sess, command, **options)
+        if isinstance(handle, Mapping):
+            return handle  # a denial: nothing was loaded or run
+        if RECEIVED:
+            raise KeyboardInterrupt  # it came while the guest was starting
         if live is not None:
             live.attach(handle.kill)
         if pump_stdin:
@@ -680,6 +685,8 @@ def _run_live(
             except TimeoutError:
                 continue
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (kuro_wasm.cli.launch): a cancel, with a receipt
+        if handle is None or isinstance(handle, Mapping):
+            raise  # nothing started
         return stop_and_wait(handle)
 
 

@@ -177,3 +177,30 @@ def test_kuro_names_an_unknown_option() -> None:
     )
     assert result.returncode == 2
     assert "--bogus" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_a_signal_landing_while_the_guest_starts_is_a_cancel_with_its_receipt(
+    home: Path, spinner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The window a loaded machine hits: the guest already runs (it may have written) but the command
+    # has not yet reached the code that cancels on a signal. The handler the executable installs
+    # (kuro_wasm.cli.launch) is called right there, as a real signal would run it.
+    from kuro_wasm.cli import context, run
+    from kuro_wasm.cli.kuro import main
+    from kuro_wasm.host import api
+
+    real_start = api.start
+
+    def start_then_signal(*args: object, **kwargs: object) -> object:
+        handle = real_start(*args, **kwargs)  # type: ignore[arg-type]
+        context.on_signal(signal.SIGTERM)
+        return handle
+
+    monkeypatch.setattr(api, "start", start_then_signal)
+    monkeypatch.setattr(context, "RECEIVED", [])
+    monkeypatch.setattr(run, "RECEIVED", context.RECEIVED)
+    monkeypatch.setattr(context, "_FINISH_CANCEL", [False])
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--home", str(home), "run", spinner, "run", "--timeout-ms", "120000"], out=out, err=err)
+    assert code == 143, err.getvalue()
+    assert "cancelled · exit code 130" in err.getvalue() and "interrupted" not in err.getvalue()
