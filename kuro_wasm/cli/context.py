@@ -52,6 +52,7 @@ __all__ = [
     "signals_deferred",
     "interrupted_status",
     "looks_like_cid",
+    "new_command",
     "on_signal",
     "output_store",
     "silence",
@@ -89,6 +90,17 @@ class Interrupted(KeyboardInterrupt):
 RECEIVED: list[int] = []
 #: True once the command has said a signal after the first is only noted (:func:`finish_cancel_on_signal`).
 _FINISH_CANCEL: list[bool] = [False]
+
+
+def new_command() -> None:
+    """A command begins: no signal received yet, none deferred, a second signal raises again.
+
+    :func:`kuro_wasm.cli.kuro.main` calls it, so a process that runs several commands (a test, a
+    library user) never carries one command's signal into the next.
+    """
+    RECEIVED.clear()
+    _FINISH_CANCEL[0] = False
+    _DEFERRED[0] = False
 
 
 def finish_cancel_on_signal() -> None:

@@ -65,6 +65,7 @@ from kuro_wasm.cli.context import (
     SourcedError,
     error_line,
     interrupted_status,
+    new_command,
     silence,
 )
 
@@ -265,6 +266,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     # None: started with the stream closed (`kuro … >&-`); written to, it says so (OSError), one line
     out = (sys.stdout or cast(TextIO, ClosedStream("stdout"))) if out is None else out
     err = (sys.stderr or cast(TextIO, ClosedStream("stderr"))) if err is None else err
+    new_command()
     try:
         return _main(argv, out, err)
     except KeyboardInterrupt as exc:  # a signal while the parser was built or the home resolved
