@@ -780,10 +780,15 @@ class WorkerPool:
 
     # ---- tests
 
+    def _probe_target(self, timeout: float) -> _Conn | None:
+        # A ready active worker, waiting (up to ``timeout``) for the replacement of one that just died.
+        with self._cond:
+            self._cond.wait_for(lambda: self._broken is not None or any(c.ready for c in self._active), timeout)
+            return next((c for c in self._active if c.ready), None)
+
     def probe_async(self, what: str) -> None:
         """Ask the active worker to try ``what`` and do not wait (``abort`` and ``lie-block`` get no answer)."""
-        with self._cond:
-            conn = next((c for c in self._active if c.ready), None)
+        conn = self._probe_target(30.0)
         if conn is None or not conn.send("probe", {"what": what}):
             raise HostError("no worker to probe")
 
@@ -792,8 +797,7 @@ class WorkerPool:
 
         Raises HostError: no answer (the pool was not started with ``test_hooks``, or the worker died).
         """
-        with self._cond:
-            conn = next((c for c in self._active if c.ready), None)
+        conn = self._probe_target(timeout)
         if conn is None or not conn.send("probe", {"what": what}):
             raise HostError("no worker to probe")
         with conn.probe_cond:
