@@ -70,11 +70,13 @@ __all__ = [
     "guest_view",
     "in_guest",
     "load",
+    "load_array",
     "memory_size",
     "pack",
     "register_run",
     "run_of",
     "span",
+    "span_array",
     "store_bytes",
     "unpack",
     "unregister_run",
@@ -232,6 +234,25 @@ def span(mem: Memory, ptr: int, length: int) -> tuple[int, int]:
     if start + n > mem[1] or (mem[0] == 0 and n):
         raise Fault
     return mem[0] + start, n
+
+
+def span_array(mem: Memory, ptr: int, count: int, size: int) -> tuple[int, int]:
+    """(address, byte length) of an array of ``count`` (read as u32) items of ``size`` bytes at ``ptr``. Raises Fault.
+
+    The byte length is ``count * size`` as it is, never reduced mod 2**32 as :func:`span` reduces a
+    length: an iovec count of ``2**29 + 1`` is 4 GiB + 8 bytes, outside any guest memory, not 8 bytes.
+    """
+    start = ptr % _U32
+    n = (count % _U32) * size
+    if start + n > mem[1] or (mem[0] == 0 and n):
+        raise Fault
+    return mem[0] + start, n
+
+
+def load_array(mem: Memory, ptr: int, count: int, size: int) -> bytes:
+    """A copy of the array of ``count`` items of ``size`` bytes at ``ptr`` (:func:`span_array`). Raises Fault."""
+    address, n = span_array(mem, ptr, count, size)
+    return _MEMORY[address : address + n].tobytes()
 
 
 def load(mem: Memory, ptr: int, length: int) -> bytes:

@@ -58,7 +58,7 @@ import time
 from typing import Any, Final
 
 from kuro_fs.overlay import Stat
-from kuro_wasm.host.calls import Handler, guest_memory, load, pack, span, store_bytes
+from kuro_wasm.host.calls import Handler, guest_memory, load_array, pack, span, span_array, store_bytes
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.wasi_fds import FD_HANDLERS
 from kuro_wasm.host.wasi_guest import BADF, INVAL, NOTSUP, OK, deny, state
@@ -161,8 +161,8 @@ def _poll_oneoff(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     if nsubs == 0:
         return INVAL
     mem = guest_memory(run, caller, cctx)
-    raw = load(mem, subs_ptr, nsubs * wasi.SUBSCRIPTION.size)
-    span(mem, events_ptr, nsubs * wasi.EVENT.size)
+    raw = load_array(mem, subs_ptr, nsubs, wasi.SUBSCRIPTION.size)
+    span_array(mem, events_ptr, nsubs, wasi.EVENT.size)
     span(mem, out, 4)
     subs = [wasi.SUBSCRIPTION.unpack_from(raw, i * wasi.SUBSCRIPTION.size) for i in range(nsubs)]
     timers: list[tuple[int, int]] = []  # (subscription index, ns to wait from now; -1: a clock not offered)
