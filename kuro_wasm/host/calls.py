@@ -27,8 +27,10 @@ and a guest memory's base plus an offset bounds-checked against that memory's
 current size (:func:`span`) — never at an address a guest chose. Together these
 took the zero-length ``kuro.write`` from ~15.7 µs to the figure in
 ``tools/bench.py``. A handler's :class:`Fault` (a pointer/length outside guest memory)
-becomes the kind's fault code. Once a run has a stop reason, every further call
-traps before doing anything, so nothing takes effect after ``kill()``.
+becomes the kind's fault code. Once a run has a stop reason — or its deadline has
+passed (one ``time.monotonic()`` compare per call) — every further call traps before
+doing anything, so nothing takes effect after ``kill()`` or the deadline; a long call
+checks again between chunks of its work (:meth:`RunContext.check_stop`).
 
 Guest memory is read and written through ``ctypes`` at the memory's *current*
 base address, bounds-checked by :func:`kuro_wasm.model.abi.checked_range`
@@ -47,6 +49,7 @@ from __future__ import annotations
 import ctypes
 import struct
 import threading
+import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, Final
@@ -341,7 +344,7 @@ def _trampoline(name: str, handler: Handler, fault: int, params: Sequence[str], 
     unpack = struct.Struct("<" + "".join(_RAW[p] for p in params)).unpack_from
     size = _RAW_SIZE * len(params)
     pack_into, view = _I32_OUT.pack_into, _MEMORY
-    current, most = _CURRENT.get, _I32_MAX
+    current, most, now = _CURRENT.get, _I32_MAX, time.monotonic
 
     @_Unchecked  # type: ignore[untyped-decorator]
     def trampoline(_env: Any, caller: int, vals: int, _n: int) -> int | None:
@@ -349,8 +352,10 @@ def _trampoline(name: str, handler: Handler, fault: int, params: Sequence[str], 
         if run is None:
             return _trap(f"kuro: {name} called outside a run")
         try:
-            if run.stop_reason is not None:  # stopped (kill, cap, deadline): no further effect, not even one
-                return _trap(f"kuro: stopped ({run.stop_reason})")
+            # stopped (kill, cap), or past the deadline (only the epoch tick would notice it otherwise, and a
+            # guest making host calls back to back runs little wasm): no further effect, not even one
+            if run.stop_reason is not None or now() >= run.deadline:
+                return _trap(f"kuro: stopped ({run.should_stop()})")
             try:
                 value = handler(run, caller, run.context, unpack(view, vals) if size else ())
             except Fault:

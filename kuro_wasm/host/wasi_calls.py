@@ -59,7 +59,7 @@ from typing import Any, Final
 
 from kuro_fs.overlay import Stat
 from kuro_wasm.host.calls import Handler, guest_memory, load_array, pack, span, span_array, store_bytes
-from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.context import STOP_CHECK_BYTES, RunContext
 from kuro_wasm.host.wasi_fds import FD_HANDLERS
 from kuro_wasm.host.wasi_guest import BADF, INVAL, NOTSUP, OK, deny, state
 from kuro_wasm.host.wasi_io import IO_HANDLERS
@@ -72,6 +72,7 @@ __all__ = ["HANDLERS"]
 
 _U32: Final = wasi.U32
 _U64: Final = wasi.U64
+_2_32: Final = 2**32
 
 
 def _strings_get(which: str) -> Handler:
@@ -129,11 +130,20 @@ def _clock_time_get(run: RunContext, caller: int, cctx: int, p: Any) -> int | No
 
 
 def _random_get(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
+    """The whole range is checked first (EFAULT: nothing written), then filled a chunk at a time, the run's
+    stop checked between chunks: 4 GiB of random bytes take seconds, the deadline does not wait for them."""
     buf, length = p
     mem = guest_memory(run, caller, cctx)
     _, n = span(mem, buf, length)
-    store_bytes(mem, buf, state(run).random(run, n))
-    return OK
+    st = state(run)
+    at = 0
+    while True:
+        piece = min(STOP_CHECK_BYTES, n - at)
+        store_bytes(mem, buf % _2_32 + at, st.random(run, piece))
+        at += piece
+        if at >= n:
+            return OK
+        run.check_stop()
 
 
 def _sched_yield(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
