@@ -31,9 +31,10 @@ store or a malformed base; callers (:mod:`kuro_fs.overlay`) turn those into ``IO
 No paths, handles or errno (the overlay's job). Memory: pending extent bytes are counted in
 :attr:`SparseFile.pending_bytes` (each run also costs ~100 bytes of bookkeeping);
 :meth:`SparseFile.fold` folds whole chunks until a budget is met, but the partial last chunk of a
-file (< ``chunk_size`` bytes) always stays in memory until commit. A hole costs nothing until the
-file is built; building walks every chunk index, so a file of ``size`` bytes costs
-``size / chunk_size`` steps even when it is almost all hole.
+file (< ``chunk_size`` bytes) always stays in memory until commit. A hole past the base costs nothing,
+built or not: its whole chunks are one all-zero leaf repeated (:meth:`BalancedLayout.add_leaves`, a few
+blocks per hole whatever its length), so a 1 TiB file that is all hole builds in milliseconds. The
+base's part of the file is still walked chunk by chunk (each reused leaf is one step).
 """
 
 from __future__ import annotations
@@ -239,8 +240,12 @@ class SparseFile:
         zeros: dict[int, str] = {}
         layout = BalancedLayout(self.store.put, self.width)
         starts, bufs = self._starts, self._bufs
+        folded = sorted(self._leaves)
+        whole = self.size // chunk
         i = 0
-        for k in range(max(1, -(-self.size // chunk))):
+        k = 0
+        count = max(1, -(-self.size // chunk))
+        while k < count:
             a, b = k * chunk, min(self.size, (k + 1) * chunk)
             while i < len(starts) and starts[i] + len(bufs[i]) <= a:
                 i += 1
@@ -256,10 +261,18 @@ class SparseFile:
                     cid = zeros.get(b - a)
                     if cid is None:
                         cid = zeros[b - a] = self.store.put(bytes(b - a), "raw")
+                    if b - a == chunk:  # a hole: every whole chunk up to the next run or folded leaf, at once
+                        at = bisect_right(folded, k)
+                        end = min(whole, starts[i] // chunk if i < len(starts) else whole)
+                        end = min(end, folded[at] if at < len(folded) else whole)
+                        layout.add_leaves(cid, chunk, end - k)
+                        k = end
+                        continue
             if cid is None:
                 data, _ = self.read(a, b - a)
                 cid = self.store.put(data, "raw")
             layout.add_leaf(cid, b - a)
+            k += 1
         return layout.finish()
 
     def rebase(self, root: FileRoot) -> None:

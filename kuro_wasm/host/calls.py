@@ -27,8 +27,10 @@ and a guest memory's base plus an offset bounds-checked against that memory's
 current size (:func:`span`) — never at an address a guest chose. Together these
 took the zero-length ``kuro.write`` from ~15.7 µs to the figure in
 ``tools/bench.py``. A handler's :class:`Fault` (a pointer/length outside guest memory)
-becomes the kind's fault code. Once a run has a stop reason, every further call
-traps before doing anything, so nothing takes effect after ``kill()``.
+becomes the kind's fault code. Once a run has a stop reason — or its deadline has
+passed (one ``time.monotonic()`` compare per call) — every further call traps before
+doing anything, so nothing takes effect after ``kill()`` or the deadline; a long call
+checks again between chunks of its work (:meth:`RunContext.check_stop`).
 
 Guest memory is read and written through ``ctypes`` at the memory's *current*
 base address, bounds-checked by :func:`kuro_wasm.model.abi.checked_range`
@@ -47,6 +49,7 @@ from __future__ import annotations
 import ctypes
 import struct
 import threading
+import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, Final
@@ -70,11 +73,13 @@ __all__ = [
     "guest_view",
     "in_guest",
     "load",
+    "load_array",
     "memory_size",
     "pack",
     "register_run",
     "run_of",
     "span",
+    "span_array",
     "store_bytes",
     "unpack",
     "unregister_run",
@@ -234,6 +239,25 @@ def span(mem: Memory, ptr: int, length: int) -> tuple[int, int]:
     return mem[0] + start, n
 
 
+def span_array(mem: Memory, ptr: int, count: int, size: int) -> tuple[int, int]:
+    """(address, byte length) of an array of ``count`` (read as u32) items of ``size`` bytes at ``ptr``. Raises Fault.
+
+    The byte length is ``count * size`` as it is, never reduced mod 2**32 as :func:`span` reduces a
+    length: an iovec count of ``2**29 + 1`` is 4 GiB + 8 bytes, outside any guest memory, not 8 bytes.
+    """
+    start = ptr % _U32
+    n = (count % _U32) * size
+    if start + n > mem[1] or (mem[0] == 0 and n):
+        raise Fault
+    return mem[0] + start, n
+
+
+def load_array(mem: Memory, ptr: int, count: int, size: int) -> bytes:
+    """A copy of the array of ``count`` items of ``size`` bytes at ``ptr`` (:func:`span_array`). Raises Fault."""
+    address, n = span_array(mem, ptr, count, size)
+    return _MEMORY[address : address + n].tobytes()
+
+
 def load(mem: Memory, ptr: int, length: int) -> bytes:
     """A copy of guest bytes ``[ptr, ptr+length)``. Raises Fault."""
     address, n = span(mem, ptr, length)
@@ -320,7 +344,7 @@ def _trampoline(name: str, handler: Handler, fault: int, params: Sequence[str], 
     unpack = struct.Struct("<" + "".join(_RAW[p] for p in params)).unpack_from
     size = _RAW_SIZE * len(params)
     pack_into, view = _I32_OUT.pack_into, _MEMORY
-    current, most = _CURRENT.get, _I32_MAX
+    current, most, now = _CURRENT.get, _I32_MAX, time.monotonic
 
     @_Unchecked  # type: ignore[untyped-decorator]
     def trampoline(_env: Any, caller: int, vals: int, _n: int) -> int | None:
@@ -328,8 +352,10 @@ def _trampoline(name: str, handler: Handler, fault: int, params: Sequence[str], 
         if run is None:
             return _trap(f"kuro: {name} called outside a run")
         try:
-            if run.stop_reason is not None:  # stopped (kill, cap, deadline): no further effect, not even one
-                return _trap(f"kuro: stopped ({run.stop_reason})")
+            # stopped (kill, cap), or past the deadline (only the epoch tick would notice it otherwise, and a
+            # guest making host calls back to back runs little wasm): no further effect, not even one
+            if run.stop_reason is not None or now() >= run.deadline:
+                return _trap(f"kuro: stopped ({run.should_stop()})")
             try:
                 value = handler(run, caller, run.context, unpack(view, vals) if size else ())
             except Fault:

@@ -24,13 +24,26 @@ from typing import Any, Final
 from kuro_wasm.model.abi import ErrorCode
 from kuro_wasm.model.limits import DEFAULT_MAX_VALUE_BYTES
 
-__all__ = ["MAX_DENIAL_ENTRIES", "MAX_STORE_FAULT_ENTRIES", "Admit", "Emit", "RunContext", "StdinPipe", "Stopped"]
+__all__ = [
+    "MAX_DENIAL_ENTRIES",
+    "MAX_STORE_FAULT_ENTRIES",
+    "STOP_CHECK_BYTES",
+    "Admit",
+    "Emit",
+    "RunContext",
+    "StdinPipe",
+    "Stopped",
+]
 
 #: At most this many distinct (import, capability, path) entries in ``kuro/denials`` (plus one per import).
 MAX_DENIAL_ENTRIES: Final = 256
 
 #: At most this many distinct (block, fault) entries in ``kuro/store-faults`` (plus one per fault kind).
 MAX_STORE_FAULT_ENTRIES: Final = 64
+
+#: A host call whose work grows with a guest-chosen size checks for a stop (:meth:`RunContext.check_stop`) at
+#: least once per this many bytes of it (one ``time.monotonic()`` per MiB: nothing beside the work).
+STOP_CHECK_BYTES: Final = 1 << 20
 
 #: Emit one output chunk: (stream name, bytes) → False when the output cap is reached.
 Emit = Callable[[str, bytes], bool]
@@ -196,6 +209,16 @@ class RunContext:
         if self.stop_reason is None and time.monotonic() >= self.deadline:
             self.stop("timeout")
         return self.stop_reason
+
+    def check_stop(self) -> None:
+        """Raise :class:`Stopped` if the run must stop now (kill, cap, or the deadline passed).
+
+        A host call whose work grows with a size the guest chose (random bytes, a file's blocks) asks this
+        between chunks of it (:data:`STOP_CHECK_BYTES`), so the run's deadline holds inside the call too.
+        """
+        reason = self.should_stop()
+        if reason is not None:
+            raise Stopped(reason)
 
     def deny(self, name: str, capability: str, path: str | None) -> int:
         """Record one refused call and return ``DENIED``; the record stays bounded whatever the guest does.

@@ -119,14 +119,15 @@ def open_fs(store: BlockStore, fs: object, session_root: str) -> Fs | str | None
 
 
 class _Interruptible:
-    """A run's block store that checks the run's deadline and kill before handing out each block,
-    and records each block it could not hand out.
+    """A run's block store that checks the run's deadline and kill before handing out or storing each
+    block, and records each block it could not hand out.
 
     Every kuro.fs operation reads its blocks through ``get``, so a host call that reads many
     (an ``fs_read`` of a large file, a listing of a large sharded directory) ends at the next block
     once the run must stop — :class:`~kuro_wasm.host.context.Stopped`, which the trampoline turns
-    into the stop — instead of after the whole call. A block the store lacks, refuses as corrupt
-    (it failed its hash) or cannot reach is recorded with
+    into the stop — instead of after the whole call; and every one stores its blocks through ``put``,
+    so does a write building a large file (an ``fs_write`` of 1 GiB, a WASI commit). A block the store
+    lacks, refuses as corrupt (it failed its hash) or cannot reach is recorded with
     :meth:`~kuro_wasm.host.context.RunContext.store_fault` before the failure goes on to become the
     guest's I/O error, so the receipt (``kuro/store-faults``) says the host's store failed, not the
     guest. Everything else is the store's own.
@@ -156,6 +157,10 @@ class _Interruptible:
         if block is None:
             self._fault(cid, "missing")
         return block
+
+    def put(self, data: bytes, codec: str = "raw", **kw: Any) -> str:
+        self._check()  # a write building a big DAG (or a commit of a big file) stops at its next block
+        return self._store.put(data, codec, **kw)
 
     def __getattr__(self, name: str) -> Any:
         if name == "get_many_into":  # only _Batch has it: kuro_fs.fileread asks for it by getattr

@@ -58,8 +58,8 @@ import time
 from typing import Any, Final
 
 from kuro_fs.overlay import Stat
-from kuro_wasm.host.calls import Handler, guest_memory, load, pack, span, store_bytes
-from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.calls import Handler, guest_memory, load_array, pack, span, span_array, store_bytes
+from kuro_wasm.host.context import STOP_CHECK_BYTES, RunContext
 from kuro_wasm.host.wasi_fds import FD_HANDLERS
 from kuro_wasm.host.wasi_guest import BADF, INVAL, NOTSUP, OK, deny, state
 from kuro_wasm.host.wasi_io import IO_HANDLERS
@@ -72,6 +72,7 @@ __all__ = ["HANDLERS"]
 
 _U32: Final = wasi.U32
 _U64: Final = wasi.U64
+_2_32: Final = 2**32
 
 
 def _strings_get(which: str) -> Handler:
@@ -129,11 +130,20 @@ def _clock_time_get(run: RunContext, caller: int, cctx: int, p: Any) -> int | No
 
 
 def _random_get(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
+    """The whole range is checked first (EFAULT: nothing written), then filled a chunk at a time, the run's
+    stop checked between chunks: 4 GiB of random bytes take seconds, the deadline does not wait for them."""
     buf, length = p
     mem = guest_memory(run, caller, cctx)
     _, n = span(mem, buf, length)
-    store_bytes(mem, buf, state(run).random(run, n))
-    return OK
+    st = state(run)
+    at = 0
+    while True:
+        piece = min(STOP_CHECK_BYTES, n - at)
+        store_bytes(mem, buf % _2_32 + at, st.random(run, piece))
+        at += piece
+        if at >= n:
+            return OK
+        run.check_stop()
 
 
 def _sched_yield(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
@@ -161,8 +171,8 @@ def _poll_oneoff(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     if nsubs == 0:
         return INVAL
     mem = guest_memory(run, caller, cctx)
-    raw = load(mem, subs_ptr, nsubs * wasi.SUBSCRIPTION.size)
-    span(mem, events_ptr, nsubs * wasi.EVENT.size)
+    raw = load_array(mem, subs_ptr, nsubs, wasi.SUBSCRIPTION.size)
+    span_array(mem, events_ptr, nsubs, wasi.EVENT.size)
     span(mem, out, 4)
     subs = [wasi.SUBSCRIPTION.unpack_from(raw, i * wasi.SUBSCRIPTION.size) for i in range(nsubs)]
     timers: list[tuple[int, int]] = []  # (subscription index, ns to wait from now; -1: a clock not offered)

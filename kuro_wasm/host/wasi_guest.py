@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Final
 
 from kuro_fs.overlay import Handle, Overlay, Stat
-from kuro_wasm.host.calls import Memory, load, span, store_bytes, unpack
+from kuro_wasm.host.calls import Memory, load, load_array, span, store_bytes, unpack
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.wasi_state import DIR, FILE, Fd, WasiState
 from kuro_wasm.model import wasi
@@ -88,7 +88,7 @@ def iovecs(mem: Memory, iovs: int, count: int) -> list[tuple[int, int]]:
         buf, length = unpack(mem, iovs, _IOVEC)
         span(mem, buf, length)
         return [(buf, length)]
-    raw = load(mem, iovs, (count % 2**32) * _IOVEC.size)
+    raw = load_array(mem, iovs, count, _IOVEC.size)
     out = list(_IOVEC.iter_unpack(raw))
     for buf, length in out:
         span(mem, buf, length)
@@ -102,7 +102,7 @@ def iovec_total(mem: Memory, iovs: int, count: int) -> int:
     measured with this before it is gathered, and one no output bound lets through is never built.
     """
     total = 0
-    for buf, length in _IOVEC.iter_unpack(load(mem, iovs, (count % 2**32) * _IOVEC.size)):
+    for buf, length in _IOVEC.iter_unpack(load_array(mem, iovs, count, _IOVEC.size)):
         span(mem, buf, length)
         total += length
     return total

@@ -29,6 +29,7 @@ from kuro_wasm.host.calls import (
     guest_memory,
     guest_view,
     load,
+    load_array,
     memory_size,
     pack,
     span,
@@ -145,7 +146,7 @@ def _write_file(
     commits after the write."""
     assert st.overlay is not None and f.handle is not None
     written = 0
-    raw = load(mem, iovs, (count % _2_32) * _IOVEC.size) or bytes(_IOVEC.size)  # no buffer: one empty write
+    raw = load_array(mem, iovs, count, _IOVEC.size) or bytes(_IOVEC.size)  # no buffer: one empty write
     for buf, n in _IOVEC.iter_unpack(raw):
         if f.flags & wasi.FDFLAG_APPEND:
             stat = st.overlay.stat(f.handle)

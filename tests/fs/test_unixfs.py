@@ -354,3 +354,25 @@ def test_data_messages_round_trip(msg: UnixFSData) -> None:
 def test_an_empty_input_is_one_empty_chunk() -> None:
     views: Iterator[memoryview] = chunks(b"", 4)
     assert [bytes(v) for v in views] == [b""]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    runs=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40)), min_size=1, max_size=8),
+    width=st.integers(2, 4),
+)
+def test_add_leaves_builds_the_tree_of_that_many_add_leaf_calls(runs: list[tuple[int, int]], width: int) -> None:
+    """A run of one leaf repeated (a hole's zero leaf) is the same tree as the leaf added that many times,
+    wherever the run starts in a node and whatever leaves come before and after it."""
+    store = MemoryBlockStore()
+    leaves = [(store.put(bytes([i]) * (i + 1), "raw"), i + 1) for i in range(4)]
+    one, many = BalancedLayout(store.put, width), BalancedLayout(store.put, width)
+    for which, count in runs:
+        cid, size = leaves[which]
+        for _ in range(count):
+            one.add_leaf(cid, size)
+        many.add_leaves(cid, size, count)
+    if not any(count for _, count in runs):
+        one.add_leaf(*leaves[0])
+        many.add_leaf(*leaves[0])
+    assert many.finish() == one.finish()

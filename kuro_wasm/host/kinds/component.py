@@ -99,7 +99,7 @@ def _trampoline(name: str, handler: Handler) -> Any:
             run = run_of(cctx)
             if run is None:
                 return _error_ptr(f"kuro: {name} called outside a run")
-            if run.stop_reason is not None:
+            if run.should_stop() is not None:  # stopped, or past the deadline: no further effect
                 return _error_ptr(f"kuro: stopped ({run.stop_reason})")
             if handler(run, cctx, args, results) is None:
                 fault = run.kind_state.get("fault")

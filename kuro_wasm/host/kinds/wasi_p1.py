@@ -18,7 +18,12 @@ or ``exit`` by returning or by ``proc_exit(n)`` (0 → ``ok``, n → ``exit`` wi
 witx says, so C's ``exit(-1)`` is 4294967295; an entry's ``i32`` result is read the same way), and then
 — only then — every pending change is committed (the end-of-run commit point). A trap, kill,
 deadline or output cap ends it without that commit: what earlier commit points (``fd_close``,
-``fd_sync``) made stays in ``kuro/fs-root-after``, the rest is dropped.
+``fd_sync``) made stays in ``kuro/fs-root-after``, the rest is dropped; a deadline or kill that
+falls *during* the end-of-run commit ends the run as that stop too.
+
+The run's WASI state exists before the module is instantiated, so a start function (which runs
+inside instantiation) may call any WASI function, as under wasmtime's WASI; a ``proc_exit`` there
+ends the run with its code — the entry is not called, the end-of-run commit is made.
 
 A module that imports from ``wasi_snapshot_preview1`` *and* from ``kuro`` is no kind's (the
 two would disagree about the files: ``kuro.fs_write`` replaces whole files at once, WASI writes
@@ -38,8 +43,8 @@ from typing import Any, Final
 import wasmtime
 
 from kuro_wasm.host import engine as _engine
-from kuro_wasm.host.calls import define
-from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.calls import define, run_of
+from kuro_wasm.host.context import RunContext, Stopped
 from kuro_wasm.host.engine import CallOutcome
 from kuro_wasm.host.kind import CoreModuleKind, Entry
 from kuro_wasm.host.wasi_calls import HANDLERS
@@ -91,34 +96,73 @@ class WasiPreview1(CoreModuleKind):
         """A command's argv[1:]: the words as they are."""
         return list(words)
 
+    def instantiate(self, store: wasmtime.Store, linked: Any) -> tuple[Any, CallOutcome | None]:
+        """Instantiate with the run's WASI state already made: the module's start function runs inside
+        instantiation and may call WASI, as under wasmtime's WASI (``proc_exit`` there ends the run with its
+        code, and :meth:`call` then commits and calls no entry)."""
+        run = run_of(store._context())
+        if run is None:
+            return super().instantiate(store, linked)
+        st = run.kind_state["wasi"] = _new_state(run)
+        instance, failed = super().instantiate(store, linked)
+        if failed is not None:
+            if st.exit_code is not None and run.stop_reason is None:  # proc_exit in the start function
+                return _EXITED, None
+            st.record_reads(run)
+        return instance, failed
+
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
-        spec = run.command
-        argv0: str = spec.get("kuro/argv0", spec.get("kuro/guest", ""))
-        argv = tuple(a.encode("utf-8") for a in (argv0, *entry.args))
-        environ = tuple(wasi.environ_strings(spec.get("kuro/env", {})))
-        st = WasiState(argv, environ, initial_fds(run.grant), seed=run.seed)
-        run.kind_state["wasi"] = st
-        run.memory = _engine.lookup_memory(store, instance)
+        st = run.kind_state.get("wasi")
+        if not isinstance(st, WasiState):  # instantiated outside a registered run (a test's or bench's own store)
+            st = run.kind_state["wasi"] = _new_state(run)
         try:
             outcome = CallOutcome()
-            if entry.export != "_start":  # a reactor: its _initialize (wasi-libc's constructors) runs first
-                init = _engine.lookup_func(store, instance, "_initialize")
-                if init is not None:
-                    outcome = _engine.call_export(store, init, (), (), ())
-            if outcome.trap is None and outcome.error is None:
-                func = _engine.lookup_func(store, instance, entry.export)
-                outcome = _engine.call_export(store, func, (), (), entry.sig.results)
+            if instance is _EXITED:
+                assert st.exit_code is not None
+                outcome = CallOutcome(values=(st.exit_code,))
+            else:
+                run.memory = _engine.lookup_memory(store, instance)
+                if entry.export != "_start":  # a reactor: its _initialize (wasi-libc's constructors) runs first
+                    init = _engine.lookup_func(store, instance, "_initialize")
+                    if init is not None:
+                        outcome = _engine.call_export(store, init, (), (), ())
+                if outcome.trap is None and outcome.error is None:
+                    func = _engine.lookup_func(store, instance, entry.export)
+                    outcome = _engine.call_export(store, func, (), (), entry.sig.results)
             if (outcome.trap is not None or outcome.error is not None) and st.exit_code is not None:
                 if run.stop_reason is None:  # proc_exit: the guest chose its code; nothing stopped it
                     outcome = CallOutcome(values=(st.exit_code,))
             elif outcome.values:  # an entry's i32 result is an exit code as proc_exit's: a u32
                 outcome = replace(outcome, values=(int(outcome.values[0]) % 2**32,))
-            if outcome.trap is None and outcome.error is None and not st.commit(run):
-                run.kind_state.setdefault("receipt", {})["error"] = st.commit_error
+            if outcome.trap is None and outcome.error is None:
+                outcome = _commit(st, run, outcome)
         finally:
             st.record_reads(run)
         return outcome
 
+
+def _new_state(run: RunContext) -> WasiState:
+    """A WASI run's state from its spec: argv (``argv0``, then the spec's args), environment, fds, seed."""
+    spec = run.command
+    argv0: str = spec.get("kuro/argv0", spec.get("kuro/guest", ""))
+    argv = tuple(str(a).encode("utf-8") for a in (argv0, *spec.get("kuro/args", ())))
+    environ = tuple(wasi.environ_strings(spec.get("kuro/env", {})))
+    return WasiState(argv, environ, initial_fds(run.grant), seed=run.seed)
+
+
+def _commit(st: WasiState, run: RunContext, outcome: CallOutcome) -> CallOutcome:
+    """The end-of-run commit point. The deadline (or a kill) found part-way through it ends the run as that
+    stop, exactly as in the guest's own code — never as a host error."""
+    try:
+        if not st.commit(run):
+            run.kind_state.setdefault("receipt", {})["error"] = st.commit_error
+    except Stopped as stop:
+        return CallOutcome(error=f"kuro: stopped ({stop.reason})")
+    return outcome
+
+
+#: The instance :meth:`WasiPreview1.instantiate` answers when the start function called ``proc_exit``.
+_EXITED: Final = object()
 
 #: The optional spec keys a WASI command uses (checked, then read from the spec when it runs).
 _TAKES: Final = frozenset({"kuro/env", "kuro/argv0"})

@@ -1,0 +1,105 @@
+"""WASI guests written to break the host: array counts that pass 4 GiB, WASI calls from a start function.
+
+An iovec or subscription count is a u32 the guest chooses; its byte size (count × item size) may pass
+2**32. Such an array cannot be inside any guest memory, so the call is ``EFAULT`` with nothing read or
+written — never the array's size reduced mod 2**32 (which made ``fd_write(1, iovs, 2**29 + 1, …)``
+write the first iovec). A module's start function runs inside instantiation and may call WASI, as
+under wasmtime's WASI; ``proc_exit`` there ends the run with its code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hostkit import make_fs, make_session
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.sessions import guest
+
+EFAULT = 21
+MODES = ["wasmtime", "process"]
+
+_SIGS = {
+    "fd_write": "(param i32 i32 i32 i32) (result i32)",
+    "fd_read": "(param i32 i32 i32 i32) (result i32)",
+    "poll_oneoff": "(param i32 i32 i32 i32) (result i32)",
+    "proc_exit": "(param i32)",
+    "random_get": "(param i32 i32) (result i32)",
+}
+_IMPORTS = "".join(f'(import "wasi_snapshot_preview1" "{n}" (func ${n} {sig}))' for n, sig in _SIGS.items())
+
+
+def _run(store: MemoryBlockStore, home: Path, source: str, isolation: str, stdin: bytes | None = None) -> Any:
+    fs = make_fs(store)
+    spec = guest(add_guest(store, source), "_start")
+    return run(make_session(fs), spec, store=store, fs=fs, home=home, stdin=stdin, isolation=isolation)
+
+
+# ---- counts whose byte size passes 2**32
+
+
+@pytest.mark.parametrize("isolation", MODES)
+@pytest.mark.parametrize(
+    "call",
+    [
+        "(call $fd_write (i32.const 1) (i32.const 2000) (i32.const 536870913) (i32.const 2100))",  # 8 × (2**29+1)
+        "(call $fd_write (i32.const 1) (i32.const 2000) (i32.const 536870912) (i32.const 2100))",  # exactly 2**32
+        "(call $fd_read (i32.const 0) (i32.const 2000) (i32.const 536870913) (i32.const 2100))",
+        "(call $poll_oneoff (i32.const 0) (i32.const 8000) (i32.const 89478486) (i32.const 2100))",  # 48 × n > 2**32
+    ],
+    ids=["fd_write-2^29+1", "fd_write-2^29", "fd_read-2^29+1", "poll_oneoff-2^32/48+1"],
+)
+def test_an_array_count_whose_byte_size_passes_4_gib_is_efault_and_moves_nothing(
+    store: MemoryBlockStore, home: Path, call: str, isolation: str
+) -> None:
+    """The first iovec names "hi" (and stdin holds bytes): were the size wrapped, "hi" would be written or
+    stdin read into memory. The errno is the exit code; the nwritten/nread cell keeps its marker."""
+    source = f"""(module {_IMPORTS} (memory (export "memory") 1) (data (i32.const 140) "hi")
+      (func (export "_start") (result i32) (local $e i32)
+        (i32.store (i32.const 2000) (i32.const 140)) (i32.store (i32.const 2004) (i32.const 2))
+        (i32.store (i32.const 2100) (i32.const 77))
+        (local.set $e {call})
+        (if (i32.ne (i32.load (i32.const 2100)) (i32.const 77)) (then (return (i32.const 99))))
+        (if (i32.ne (i32.load (i32.const 140)) (i32.const 0x6968)) (then (return (i32.const 98))))
+        (local.get $e)))"""
+    receipt = _run(store, home, source, isolation, stdin=b"XY")
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", EFAULT), receipt
+    assert receipt["kuro/stdout"] == b""
+
+
+# ---- WASI from a start function
+
+
+_SAYS_NO = '(func (export "_start") (drop (call $fd_write (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 24))))'
+
+
+@pytest.mark.parametrize("isolation", MODES)
+def test_a_start_function_may_write_and_draw_random_bytes_before_the_entry_runs(
+    store: MemoryBlockStore, home: Path, isolation: str
+) -> None:
+    source = f"""(module {_IMPORTS} (memory (export "memory") 1)
+      (data (i32.const 0) "hi\\n") (data (i32.const 8) "\\00\\00\\00\\00\\03\\00\\00\\00")
+      (data (i32.const 32) "no\\n") (data (i32.const 16) "\\20\\00\\00\\00\\03\\00\\00\\00")
+      (func $init
+        (drop (call $random_get (i32.const 100) (i32.const 16)))
+        (drop (call $fd_write (i32.const 1) (i32.const 8) (i32.const 1) (i32.const 24))))
+      (start $init) {_SAYS_NO})"""
+    receipt = _run(store, home, source, isolation)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("ok", 0), receipt
+    assert receipt["kuro/stdout"] == b"hi\nno\n"
+    assert receipt["kuro/nondeterminism"] == {"random-bytes": 16}
+
+
+@pytest.mark.parametrize("isolation", MODES)
+def test_proc_exit_in_a_start_function_ends_the_run_with_its_code_and_calls_no_entry(
+    store: MemoryBlockStore, home: Path, isolation: str
+) -> None:
+    source = f"""(module {_IMPORTS} (memory (export "memory") 1)
+      (data (i32.const 32) "no\\n") (data (i32.const 16) "\\20\\00\\00\\00\\03\\00\\00\\00")
+      (func $init (call $proc_exit (i32.const 3))) (start $init) {_SAYS_NO})"""
+    receipt = _run(store, home, source, isolation)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"], receipt["kuro/stdout"]) == ("exit", 3, b""), receipt
