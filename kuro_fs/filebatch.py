@@ -1,20 +1,22 @@
 """The file store's batch: many blocks made visible and durable with one sync, or none of them.
 
 ## The one decision
-A batch never writes under a shard. Each new block goes, whole, into the batch's
-private directory ``<root>/.batch-<random>/<x>/<cid>`` (``x``: the shard's first
-character, so at most 32 staging directories; a file creation locks its
-directory, and spreading lets threads create files at once), which no listing,
-``get`` or ``has`` outside the batch's context looks into, so nothing staged is
-ever taken for a block. A commit
-makes the staged blocks visible in the order that keeps the single-put rule (a
-name appears only once its bytes are on disk): **sync** the staged files,
-**rename** each onto ``<root>/<shard>/<cid>``, **sync** again so the renames are
-durable. The sync is one ``syncfs(2)`` of the store's filesystem where
-the kernel offers it (:func:`kuro_fs.atomic.sync_filesystem`), else an fsync of
-every staged file and of every directory the renames touched. On the disk this
-was measured on, every fsync is a device cache flush (~0.5 ms), so a put per block
-paid two flushes per block (a million-block CAR: ~740 blocks/s); a batch pays two.
+A batch never writes under a shard. Each new block goes, whole, into the batch's private
+directory ``<root>/.batch-<random>/<shard>/<cid>`` (a file creation locks its directory, and
+spreading over the shards' names lets threads create files at once), which no listing, ``get``
+or ``has`` outside the batch's context looks into, so nothing staged is ever taken for a block.
+A commit makes the staged blocks visible in the order that keeps the single-put rule (a name
+appears only once its bytes are on disk): **sync** the staged files, **rename** each onto
+``<root>/<shard>/<cid>``, **sync** again so the renames are durable. A shard the store does not
+have yet is renamed into place whole — its staging directory becomes the shard, one rename for
+all its blocks (a young store or a large import: a million-block CAR into a new store pays
+~1,000 renames, not a million); a shard that appeared meanwhile (another writer) makes the
+rename fail, and its blocks are then renamed one by one, as into any existing shard. The sync is
+one ``syncfs(2)`` of the store's filesystem where the kernel offers it
+(:func:`kuro_fs.atomic.sync_filesystem`), else an fsync of every staged file and of every
+directory the renames touched. On the disk this was measured on, every fsync is a device cache
+flush (~0.5 ms), so a put per block paid two flushes per block (a million-block CAR: ~740
+blocks/s); a batch pays two.
 
 A batch that ends with an error deletes its directory, so nothing it staged since
 its last commit becomes visible (``import_car`` is all-or-nothing through this).
@@ -40,6 +42,7 @@ swept, like the temp files of crashed single puts.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
@@ -61,7 +64,6 @@ BATCH_PREFIX: Final = ".batch-"
 BLOCK_NAME: Final = re.compile(r"b[a-z2-7]{58}|b[a-z2-7]{109}")
 #: The name of a fan-out directory.
 SHARD_NAME: Final = re.compile(r"[a-z2-7]{2}")
-_STAGING_NAME: Final = re.compile(r"[a-z2-7]")
 #: A staged block this large has its writeback started at once (smaller ones wait for the commit's sync).
 EARLY_WRITEBACK = 1 << 16
 
@@ -310,23 +312,25 @@ class FileBatch(StoreBatch):
         try:
             present = set(os.listdir(root_fd))
             with os.scandir(fd) as listing:
-                groups = [
-                    e.name for e in listing if _STAGING_NAME.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
-                ]
+                groups = [e.name for e in listing if SHARD_NAME.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
             for group in groups:
                 src = os.open(group, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
                 try:
                     with os.scandir(src) as listing:
-                        names = [e.name for e in listing if BLOCK_NAME.fullmatch(e.name) and e.name[-3] == group]
-                    shards = {shard_of(name) for name in names}
-                    if not shards <= present:  # made before the renames: a rename that fails costs a raise
-                        made_shard |= _make_shards(root_fd, shards - present)
-                        present |= shards
-                    for name in names:
-                        if not synced:
+                        every = [e.name for e in listing]
+                    names = [n for n in every if BLOCK_NAME.fullmatch(n) and shard_of(n) == group]
+                    if not synced:
+                        for name in names:
                             _fsync_at(src, name)
-                        made_shard |= _move(src, root_fd, name)
-                    touched |= shards
+                    if group not in present and len(names) == len(every) and _take_shard(fd, root_fd, group):
+                        made_shard = True
+                    else:
+                        if group not in present:  # made before the renames: a rename that fails costs a raise
+                            made_shard |= _make_shards(root_fd, {group})
+                        for name in names:
+                            made_shard |= _move(src, root_fd, name)
+                    present.add(group)
+                    touched.add(group)
                     moved += len(names)
                 finally:
                     os.close(src)
@@ -386,19 +390,37 @@ class FileBatch(StoreBatch):
 
 
 def _staged_name(cid: str) -> str:
-    return f"{cid[-3]}/{cid}"  # the staging directory is the first character of the shard
+    return f"{shard_of(cid)}/{cid}"  # the staging directory is named as the block's shard
 
 
 def _create(staged: str, fd: int) -> int:
-    # Create ``<x>/<cid>`` under the batch directory, making the staging directory on first use.
+    # Create ``<shard>/<cid>`` under the batch directory, making the staging directory on first use
+    # with the mode a shard gets (it may become one whole; the batch directory itself is 0o700).
     try:
         return os.open(staged, _NEW_FILE, 0o644, dir_fd=fd)
     except FileNotFoundError:
         try:
-            os.mkdir(staged[0], 0o700, dir_fd=fd)
+            os.mkdir(staged[:2], dir_fd=fd)
         except FileExistsError:
             pass
         return os.open(staged, _NEW_FILE, 0o644, dir_fd=fd)
+
+
+def _take_shard(batch_fd: int, root_fd: int, shard: str) -> bool:
+    """Rename the staging directory ``shard`` into the root as that shard; False if the root has one now.
+
+    ``rename(2)`` of a directory replaces only an absent or *empty* directory, so a shard another
+    writer made meanwhile is never lost: if it holds a block the rename fails and the caller moves
+    the blocks one by one; if it is still empty it is replaced, and that writer's later renames
+    into ``<root>/<shard>/`` land in this directory.
+    """
+    try:
+        os.rename(shard, shard, src_dir_fd=batch_fd, dst_dir_fd=root_fd)
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR):
+            return False
+        raise
 
 
 def _fsync_at(dir_fd: int, name: str) -> None:

@@ -274,11 +274,80 @@ def test_without_syncfs_each_staged_file_is_fsynced_before_its_rename_and_each_s
     for blob in blobs:
         cid = raw_cid(blob)
         synced = next(i for i, (kind, what) in enumerate(events) if kind == "fsync" and what.endswith(cid))
-        renamed = next(i for i, (kind, what) in enumerate(events) if kind == "rename" and what == cid)
+        # renamed alone, or with its whole staging directory when the shard was new
+        renamed = next(i for i, (kind, what) in enumerate(events) if kind == "rename" and what in (cid, shard_of(cid)))
         shard = str(file_store.root / shard_of(cid))
         dir_synced = max(i for i, (kind, what) in enumerate(events) if kind == "fsync" and what == shard)
+        root_synced = max(
+            i for i, (kind, what) in enumerate(events) if kind == "fsync" and what == str(file_store.root)
+        )
         assert synced < renamed < dir_synced
+        assert renamed < root_synced  # a new shard's own name is durable too
     assert file_store.publish([raw_cid(b) for b in blobs])["published"] == 12
+
+
+def _renames(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+    real_rename = os.rename
+
+    def rename(src: str, dst: str, **kw: Any) -> None:
+        if "src_dir_fd" in kw:  # a commit's move (the batch directory's own rename names a path)
+            seen.append(src)
+        real_rename(src, dst, **kw)
+
+    monkeypatch.setattr(os, "rename", rename)
+    return seen
+
+
+def test_a_new_shard_is_renamed_into_place_whole_and_an_existing_one_block_by_block(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blobs = [b"%d" % i for i in range(3000)]  # ~3 blocks a shard over the 1,024 shards
+    renames = _renames(monkeypatch)
+    with file_store.batch():
+        for blob in blobs[:2000]:
+            file_store.put(blob)
+    shards = {shard_of(raw_cid(b)) for b in blobs[:2000]}
+    assert sorted(renames) == sorted(shards)  # one rename a shard, none a block
+    renames.clear()
+    with file_store.batch():
+        for blob in blobs[2000:]:
+            file_store.put(blob)
+    old = [raw_cid(b) for b in blobs[2000:] if shard_of(raw_cid(b)) in shards]
+    assert old and set(old) <= set(renames)  # into a shard that exists: block by block
+    monkeypatch.undo()
+    assert file_store.publish([raw_cid(b) for b in blobs])["published"] == 3000
+    made = os.stat(file_store.root / next(iter(shards))).st_mode & 0o777
+    os.mkdir(file_store.root / "zz-probe")
+    assert made == os.stat(file_store.root / "zz-probe").st_mode & 0o777  # a shard's usual mode, not 0o700
+    os.rmdir(file_store.root / "zz-probe")
+
+
+@pytest.mark.parametrize("meanwhile", ["a block", "nothing"])
+def test_a_shard_another_writer_made_meanwhile_loses_nothing(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch, meanwhile: str
+) -> None:
+    # Between the batch's look at the root and its rename, another writer makes the shard (and maybe
+    # files a block in it): the whole-directory rename must neither replace that block nor lose its own.
+    other, mine = b"the other writer's block", b"my block"
+    target = shard_of(raw_cid(mine))
+    real_take = filebatch._take_shard
+
+    def take(batch_fd: int, root_fd: int, shard: str) -> bool:
+        if shard == target:
+            os.mkdir(shard, dir_fd=root_fd)
+            if meanwhile == "a block":
+                (file_store.root / shard / "b").write_bytes(b"")  # a file, so the directory is not empty
+        return real_take(batch_fd, root_fd, shard)
+
+    monkeypatch.setattr(filebatch, "_take_shard", take)
+    with file_store.batch():
+        file_store.put(mine)
+    monkeypatch.undo()
+    assert file_store.get(raw_cid(mine)) == mine
+    if meanwhile == "a block":
+        assert (file_store.root / target / "b").exists()
+    assert file_store.put(other) and file_store.get(raw_cid(other)) == other
 
 
 def test_a_failed_commit_raises_block_store_error_naming_the_reason(
