@@ -54,6 +54,7 @@ import atexit
 import dataclasses
 import functools
 import itertools
+import json
 import os
 import select
 import signal
@@ -92,6 +93,11 @@ from kuro_wasm.model.sessions import Session
 __all__ = ["WorkerPool", "default_pool"]
 
 _FROM_WORKER: Final = frozenset({"worker"})
+#: The largest run frame (JSON and stdin) sent to a worker that is running another run. Its main thread reads
+#: its run channel only between runs, so a frame that does not fit the socket's buffer (~200 KiB by default)
+#: would block the host's sender — and through the sender's lock every frame to that worker, kills included —
+#: until the running guest ends; a larger run waits in the queue for an idle worker instead.
+PIPELINE_FRAME_BYTES: Final = 64 << 10
 _START_FAILURES: Final = 3
 _EXIT_STATUS_WAIT_S: Final = 1.0
 
@@ -497,15 +503,18 @@ class WorkerPool:
             if not usable:
                 break
             conn = min(usable, key=lambda c: len(c.outstanding))
-            run = self._pending.popleft()
+            run = self._pending[0]
             # A new id at every dispatch: a worker reads its runs in the order of their ids, so it can tell a
             # control frame for a run it has not read yet from one for a run it has finished.
             run.id = next(self._ids)
-            run.conn, run.sent = conn, True
-            conn.outstanding.append(run)
             with run.lock:
                 fields = self._request(run, conn)
                 payload = bytes(run.stdin)
+            if conn.outstanding and len(payload) + _json_size(fields) > PIPELINE_FRAME_BYTES:
+                break  # too large to wait in a busy worker's channel: it goes to the first idle worker (FIFO)
+            self._pending.popleft()
+            run.conn, run.sent = conn, True
+            conn.outstanding.append(run)
             if len(conn.outstanding) == 1:
                 run.stdin.clear()  # the head may start at once: it can no longer be withdrawn
             conn.outbox.append(("run", fields, payload))
@@ -838,6 +847,14 @@ _WAITED: Final[Mapping[str, str]] = {
     "timeout": "the deadline passed before the guest started (no worker was free)",
     "cancelled": "killed before the guest started",
 }
+
+
+def _json_size(fields: Mapping[str, Any]) -> int:
+    """About how many bytes the JSON part of a frame of ``fields`` takes (its encoding's length)."""
+    try:
+        return len(json.dumps(fields, separators=(",", ":")))
+    except (TypeError, ValueError):
+        return PIPELINE_FRAME_BYTES + 1  # not plain data: sent to an idle worker, where send() says why
 
 
 def _exit_status(conn: _Conn) -> int | None:

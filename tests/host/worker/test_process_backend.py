@@ -357,3 +357,30 @@ def test_a_pool_larger_than_the_maximum_is_refused_before_a_process_is_started(
     monkeypatch.setenv("KURO_WORKERS", str(10**8))
     with pytest.raises(HostError, match=f"KURO_WORKERS must be an integer from 1 to {MAX_WORKERS}, got '100000000'"):
         WorkerPool()
+
+
+def test_a_run_too_large_to_queue_in_a_busy_worker_waits_for_it_and_blocks_nothing() -> None:
+    # A busy worker reads its run channel only between runs: a 1 MB stdin pipelined behind a running run
+    # would fill the socket and block the host's sender — start() and, behind the sender's lock, A's own
+    # close_stdin — until A ended (A then timed out). It waits in the pool's queue instead.
+    store = MemoryBlockStore()
+    sess = session("s-big", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke", "stdin/read"])
+    cat = guest(add_guest(store, wat("cat")), "run")
+    with WorkerPool(1, spare=0, depth=2) as pool:
+        assert pool.wait_ready(60)
+        assert run(sess, cat, store=store, isolation=pool, stdin=b"w", home=False)["kuro/stdout"] == b"w"  # warm:
+        # A then asks the host nothing, so the worker reads no frame while A runs
+        a = start(sess, cat, store=store, isolation=pool, home=False, timeout_ms=600_000)
+        a.write(b"a")
+        started: list[Any] = []
+        starter = threading.Thread(
+            target=lambda: started.append(start(sess, cat, store=store, isolation=pool, stdin=b"b" * 1_000_000))
+        )
+        starter.start()
+        starter.join(30)  # a hang detector, not a timing: start() queues, it never waits for A (which waits on us)
+        assert started, "start() of the large run blocked behind the running one"
+        a.close_stdin()
+        assert a.wait(60)["kuro/stdout"] == b"a"
+        b = started[0]
+        b.close_stdin()
+        assert b.wait(60)["kuro/stdout"] == b"b" * 1_000_000
