@@ -50,6 +50,7 @@ __all__ = [
     "error_line",
     "finish_cancel_on_signal",
     "signals_deferred",
+    "starting_guarded",
     "interrupted_status",
     "looks_like_cid",
     "new_command",
@@ -132,6 +133,20 @@ def signals_deferred() -> Iterator[None]:
         yield
     finally:
         _DEFERRED[0] = False
+
+
+@contextlib.contextmanager
+def starting_guarded() -> Iterator[None]:
+    """:func:`signals_deferred`, then KeyboardInterrupt at the block's end if a signal came during it.
+
+    For code that must hold what the block made before an interrupt may land (the ledger starting a
+    run and attaching its handle: :class:`kuro_wasm.ledger.ledger.Ledger`'s ``starting``).
+    """
+    before = len(RECEIVED)
+    with signals_deferred():
+        yield
+    if len(RECEIVED) > before:
+        raise KeyboardInterrupt
 
 
 def on_signal(signum: int) -> None:

@@ -58,6 +58,7 @@ from kuro_wasm.cli.context import (
     output_store,
     signals_deferred,
     silence,
+    starting_guarded,
 )
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.isolation import ISOLATIONS
@@ -571,7 +572,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.op_id is not None:
         from kuro_wasm.ledger.ledger import Ledger
 
-        with Ledger(home=ctx.home, store=ctx.store, output_store=output_store(ctx)) as ledger:
+        with Ledger(
+            home=ctx.home, store=ctx.store, output_store=output_store(ctx), starting=starting_guarded
+        ) as ledger:
             result = ledger.run(args.op_id, sess, command, keep_output=args.keep_output, **options)
         # The ledger stored the persisted receipt as a block and names it; its answer
         # is the stored shape (output as CIDs + a redacted preview).
@@ -726,7 +729,7 @@ def _deny(ctx: Context, sess: Any, argv: list[str], args: argparse.Namespace, ro
         "fuel": args.fuel,
         "home": ctx.home,
     }
-    with Ledger(home=ctx.home, store=ctx.store, output_store=output_store(ctx)) as ledger:
+    with Ledger(home=ctx.home, store=ctx.store, output_store=output_store(ctx), starting=starting_guarded) as ledger:
         value = ledger.run(args.op_id, sess, argv, store=ctx.store, keep_output=args.keep_output, **options)
     known = value.get("kuro/receipt-cid")
     cid = known if isinstance(known, str) else _store_or_say(ctx, value)

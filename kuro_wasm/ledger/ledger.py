@@ -75,11 +75,13 @@ waiting for another process's run, no retention policy, no signing of rows.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -180,8 +182,14 @@ class Ledger:
         now: Callable[[], int] | None = None,
         connect: Connect | None = None,
         timeout: float = 2.0,
+        starting: Callable[[], AbstractContextManager[object]] | None = None,
     ) -> None:
         self._path = Path(path) if path is not None else ledger_path(home)
+        #: Wraps a run's start up to the moment its handle is attached: a caller whose interrupts can be
+        #: noted rather than raised (the CLI) passes one that raises KeyboardInterrupt at its end when
+        #: one came meanwhile, so an interrupt never lands where the started run's handle is not yet
+        #: held (the run is then cancelled with its receipt, not abandoned as unknown).
+        self._starting = starting or contextlib.nullcontext
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # the home is a file, unwritable …: the caller's input, named
@@ -518,20 +526,23 @@ class Ledger:
     def _run_claimed(self, claim: Claim, session: Session, command: object) -> dict[str, Any]:
         phase = "host-raised"
         live = claim.live
+        started: Any = None
         try:
-            started = self._start(session, command, claim.store, claim.options)
-            if isinstance(started, Mapping):
-                result: Mapping[str, Any] = started
-            else:
-                try:  # from here the guest may be running: an interrupt is a cancel, with its receipt
-                    live.attach(started)
+            try:  # from the start on the guest may be running: an interrupt is a cancel, with its receipt
+                with self._starting():
+                    started = self._start(session, command, claim.store, claim.options)
+                    if not isinstance(started, Mapping):
+                        live.attach(started)
+                if not isinstance(started, Mapping):
                     close_stdin = getattr(started, "close_stdin", None)
                     if callable(close_stdin):
                         close_stdin()  # the stdin bytes given are all the input there is
-                except KeyboardInterrupt:
-                    result = _stop_and_wait(started)
-                else:
-                    result = self._wait(claim.op_id, started, live)
+            except KeyboardInterrupt:
+                if started is None:
+                    raise  # nothing is known to have started: abandoned below, never retried
+                result: Mapping[str, Any] = started if isinstance(started, Mapping) else _stop_and_wait(started)
+            else:
+                result = started if isinstance(started, Mapping) else self._wait(claim.op_id, started, live)
             phase = "ledger-raised"
             return self.settle(claim, result)
         except BaseException as exc:

@@ -204,3 +204,31 @@ def test_a_signal_landing_while_the_guest_starts_is_a_cancel_with_its_receipt(
     code = main(["--home", str(home), "run", spinner, "run", "--timeout-ms", "120000"], out=out, err=err)
     assert code == 143, err.getvalue()
     assert "cancelled · exit code 130" in err.getvalue() and "interrupted" not in err.getvalue()
+
+
+def test_under_an_op_id_a_signal_landing_while_the_guest_starts_is_recorded_cancelled(
+    home: Path, spinner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The ledger's own window: between its start of the run and its holding the run's handle. The run is
+    # cancelled with its receipt, and the operation is recorded cancelled — never abandoned as unknown.
+    from kuro_wasm.cli import context
+    from kuro_wasm.cli.kuro import main
+    from kuro_wasm.host import api
+    from kuro_wasm.ledger.ledger import Ledger
+
+    real_start = api.start
+
+    def start_then_signal(*args: object, **kwargs: object) -> object:
+        handle = real_start(*args, **kwargs)  # type: ignore[arg-type]
+        context.on_signal(signal.SIGTERM)
+        return handle
+
+    monkeypatch.setattr(api, "start", start_then_signal)
+    out, err = io.StringIO(), io.StringIO()
+    args = ["--home", str(home), "run", spinner, "run", "--timeout-ms", "120000", "--op-id", "op-start"]
+    code = main(args, out=out, err=err)
+    assert code == 143, err.getvalue()
+    assert "cancelled · exit code 130" in err.getvalue() and "interrupted" not in err.getvalue()
+    with Ledger(home=home) as ledger:
+        recorded = ledger.result("op-start")
+    assert (recorded["kuro/status"], recorded["kuro/outcome"]) == ("done", "cancelled")
