@@ -559,7 +559,7 @@ class FileBlockStore:
         except FileNotFoundError:
             return False
         if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
-            return False  # what is there is not this block (a FIFO is never opened): the put replaces it
+            return False  # not this block (a FIFO is never opened): the put renames over it (a directory stays)
         if not self._verify:
             return True
         try:

@@ -102,7 +102,9 @@ def add_run_parser(p: argparse.ArgumentParser) -> None:
         "Guest stdout/stderr stream live; the receipt summary follows on stderr.\n"
         "exit status: the receipt's exit code (0 ok, 124 timeout or fuel, 125 output capped,\n"
         "126 load error, 127 guest not found, 130 cancelled, 134 trap; outside 0..255: 1),\n"
-        "77 denied before anything loaded (argv-not-a-process, missing-capabilities …), 2 bad input.\n"
+        "77 denied before anything loaded (argv-not-a-process, missing-capabilities …), 2 bad input,\n"
+        "74 the receipt could not be stored (it is still shown), 1 our own output could not be written\n"
+        "(the receipt keeps the guest's outcome), 128+N a signal N cancelled the guest.\n"
         "example: kuro run bafkrei… run --grant guest/invoke --grant fs/read --timeout-ms 500"
     )
     p.add_argument("cid", metavar="CID", help="the guest's CID (from `kuro guest add`)")
@@ -357,9 +359,11 @@ def _store_or_say(ctx: Context, value: Mapping[str, Any], **how: Any) -> str | N
 
 
 def _not_stored(ctx: Context) -> int:
-    ctx.note(
-        f"kuro: error: the receipt above could not be stored in {ctx.home} (read-only or full?) [receipt-not-stored]"
-    )
+    try:
+        where = f"could not be stored in {ctx.home} (read-only or full?)"
+        ctx.note(f"kuro: error: the receipt above {where} [receipt-not-stored]")
+    except OSError:
+        pass  # stderr itself cannot be written: the status still says it
     return EXIT_NOT_STORED
 
 
@@ -476,7 +480,7 @@ class _Live:
         if not isinstance(data, (bytes, bytearray)) or not data:
             return
         which = "stderr" if name == "stderr" else "stdout"
-        if which in self.gone:
+        if which in self.gone or which in self.lost:
             return
         target = self.ctx.err if which == "stderr" else self.ctx.out
         try:
@@ -498,8 +502,7 @@ class _Live:
             return
         except OSError as exc:  # full, closed, an I/O error: the guest did nothing wrong and runs on
             silence(target)
-            with self._lock:
-                self.gone.add(which)
+            with self._lock:  # lost, not gone: no reader left, so nothing stops the guest (attach too)
                 self.lost.setdefault(which, _why(exc))
             return
         self.open_line = not bytes(data).endswith(b"\n")
@@ -594,6 +597,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if is_denial(result):
         shown = _show_denial(ctx, result, None, cid, args.json)
         return shown if cid is not None else _not_stored(ctx)
+    # The named fs advances first: what the run did is recorded whether or not what follows can be shown.
+    after = result.get("kuro/fs-root-after")
+    advanced = False
+    conflict: str | None = None
+    if fs_name is not None and isinstance(after, str) and after != root:
+        note = f"run {cid_text[:16]}… {args.export} (receipt {cid or 'not stored'})"
+        try:
+            Refs(_refs_dir(ctx)).set(fs_name, after, note, expected=before)
+            advanced = True
+        except RefConflict:  # after a replay the first run already moved the name (and maybe others since)
+            conflict = None if replaying else f"fs {fs_name} moved while the guest ran; not advanced to {after}"
     if args.json:
         try:
             ctx.say(to_json(result))
@@ -603,27 +617,27 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             silence(ctx.out)
             live.lost.setdefault("stdout", _why(exc))
     else:
-        if live.open_line:
-            ctx.note("")
-        ctx.note(receipt_text(result, cid))
+        try:
+            if live.open_line:
+                ctx.note("")
+            ctx.note(receipt_text(result, cid))
+            if advanced:
+                ctx.note(f"  fs {fs_name} → {after}")
+        except OSError as exc:  # stderr full or closed: the receipt is stored; say so if anything can
+            silence(ctx.err)
+            live.lost.setdefault("stderr", _why(exc))
     code = result.get("kuro/exit-code")
     status = code if isinstance(code, int) and 0 <= code <= 255 else 1
     if cid is None:  # shown, not kept: never exit as if it were
         status = _not_stored(ctx)
     if RECEIVED:  # a signal cancelled the guest: its receipt is stored and shown; exit as the (first) signal says
         status = 128 + RECEIVED[0]
-    after = result.get("kuro/fs-root-after")
-    if fs_name is not None and isinstance(after, str) and after != root:
-        note = f"run {cid_text[:16]}… {args.export} (receipt {cid or 'not stored'})"
+    if conflict is not None:
         try:
-            Refs(_refs_dir(ctx)).set(fs_name, after, note, expected=before)
-        except RefConflict:
-            if replaying:  # the first run already moved the name (and maybe others since): leave it
-                return _lost_output(ctx, live.lost, cid, status)
-            ctx.note(f"kuro: error: fs {fs_name} moved while the guest ran; not advanced to {after} [ref-conflict]")
-            return 1
-        if not args.json:
-            ctx.note(f"  fs {fs_name} → {after}")
+            ctx.note(f"kuro: error: {conflict} [ref-conflict]")
+        except OSError:
+            pass
+        return 1
     return _lost_output(ctx, live.lost, cid, status)
 
 

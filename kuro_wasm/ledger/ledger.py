@@ -136,6 +136,17 @@ def _secret_env_values() -> list[str]:
     return [v for k, v in os.environ.items() if _SECRET_ENV_NAME.search(k) and len(v) >= _SECRET_ENV_MIN]
 
 
+def _check_backend(isolation: object) -> None:
+    """The backend a run would go to, had now: a pool that cannot exist is the caller's error, raised before
+    an operation is claimed (claimed and then failing, it would be recorded ``unknown`` though nothing ran)."""
+    from kuro_wasm.host.isolation import resolve_isolation
+
+    if resolve_isolation(isolation) == "process" and not hasattr(isolation, "submit"):
+        from kuro_wasm.host.worker.pool import default_pool
+
+        default_pool()
+
+
 def page_cursor(row: Mapping[str, Any]) -> str:
     """The position just after ``row`` (a row of :meth:`Ledger.operations`), for the next page's ``after``.
 
@@ -294,7 +305,10 @@ class Ledger:
         ModelError: a bad op id, option or argument (before anything is recorded).
         LedgerError: the start could not be recorded (nothing ran), or the ledger is closed.
         Whatever the starter raises propagates, after the row is marked ``unknown``.
+        HostError: ``isolation="process"`` (or ``$KURO_ISOLATION``) and no worker pool can be had
+        (``$KURO_WORKERS`` out of range …) — before anything is recorded.
         """
+        _check_backend(run_options.get("isolation"))
         claimed = self.claim(op_id, session, command, **run_options)
         if not isinstance(claimed, Claim):
             return claimed

@@ -26,6 +26,17 @@ def test_kuro_workers_above_the_maximum_is_refused_naming_it(kuro: Kuro) -> None
     assert f"KURO_WORKERS must be an integer from 1 to {MAX_WORKERS}" in line and "[host-error]" in line
 
 
+def test_under_an_op_id_a_pool_that_cannot_exist_records_no_operation(kuro: Kuro) -> None:
+    # Refused before the operation is claimed: nothing ran, so it must not be burned as unknown.
+    cat = add_guest(kuro, "cat.wat")
+    env = {"KURO_WORKERS": str(MAX_WORKERS + 1)}
+    result = kuro("run", cat, "run", "--isolation", "process", "--op-id", "w1", env=env)
+    assert "[host-error]" in one_error_line(result)
+    assert "w1" not in kuro("ledger", "list").stdout
+    retried = kuro("run", cat, "run", "--op-id", "w1")  # in-process this time: its first run
+    assert retried.returncode == 0, retried.stderr
+
+
 def test_batch_local_above_the_maximum_is_a_usage_error_before_anything_runs(kuro: Kuro, tmp_path: Path) -> None:
     hello = add_guest(kuro, "hello.wat")
     lines = tmp_path / "one.jsonl"

@@ -5,6 +5,7 @@ stdout is ``/dev/full`` (every write fails: ENOSPC) or closed (``>&-``: Python h
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import ROOT, Kuro, add_guest
+from cli_helpers import GUESTS, ROOT, Kuro, add_guest
 
 _CLOSED = "closed"
 _FULL = "/dev/full"
@@ -79,3 +80,36 @@ def test_any_command_with_stdout_closed_is_one_line_and_exit_1(kuro: Kuro, home:
     result = _kuro_to(home, _CLOSED, "fs", "cat", "hi.txt")
     assert result.returncode == 1
     assert result.stderr == "kuro: error: stdout is closed\n"
+
+
+def test_a_stderr_that_cannot_be_written_still_advances_the_named_fs(home: Path) -> None:
+    # The receipt's summary goes to stderr; a full or closed stderr must not undo what the run did:
+    # the named fs advances (it was skipped, the guest's writes unreachable by name), and the exit says 1.
+    from kuro_wasm.cli.context import ClosedStream
+    from kuro_wasm.cli.kuro import main
+
+    added = io.StringIO()
+    assert main(["--home", str(home), "guest", "add", str(GUESTS / "fs-write.wat")], out=added) == 0
+    cid = added.getvalue().split()[0]
+    out = io.StringIO()
+    code = main(
+        ["--home", str(home), "run", cid, "run", "--mode", "terminal-build"], out=out, err=ClosedStream("stderr")
+    )  # type: ignore[arg-type]
+    assert code == 1
+    shown = io.StringIO()
+    assert main(["--home", str(home), "fs", "cat", "out/hello.txt"], out=shown) == 0
+    assert shown.getvalue() == "written by a guest"
+
+
+def test_output_lost_before_the_guest_is_attached_does_not_cancel_it(home: Path) -> None:
+    # Only a reader that left (a broken pipe) stops the guest, as SIGPIPE would; a full or closed stdout
+    # loses output but the guest runs on — also when it wrote before the command attached its kill.
+    from kuro_wasm.cli.context import ClosedStream, Context
+    from kuro_wasm.cli.run import _Live
+    from kuro_wasm.model.stream import Chunk
+
+    live = _Live(Context(home=home, out=ClosedStream("stdout"), err=io.StringIO()))  # type: ignore[arg-type]
+    live(None, Chunk("stdout", b"early\n", 0))
+    killed: list[bool] = []
+    live.attach(lambda: killed.append(True))
+    assert killed == [] and "stdout" in live.lost
