@@ -179,31 +179,34 @@ def test_kuro_names_an_unknown_option() -> None:
     assert "--bogus" in result.stderr and result.stderr.count("\n") == 1
 
 
-def test_a_signal_landing_while_the_guest_starts_is_a_cancel_with_its_receipt(
-    home: Path, spinner: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The window a loaded machine hits: the guest already runs (it may have written) but the command
-    # has not yet reached the code that cancels on a signal. The handler the executable installs
-    # (kuro_wasm.cli.launch) is called right there, as a real signal would run it.
-    from kuro_wasm.cli import context, run
+def _run_signalled_as_it_starts(home: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str]:
+    """``kuro run`` in this process, with the handler the executable installs (kuro_wasm.cli.launch) called the
+    moment the guest has started — before the command holds its handle — as a real signal would run it."""
+    from kuro_wasm.cli import context
     from kuro_wasm.cli.kuro import main
     from kuro_wasm.host import api
 
     real_start = api.start
 
-    def start_then_signal(*args: object, **kwargs: object) -> object:
-        handle = real_start(*args, **kwargs)  # type: ignore[arg-type]
+    def start_then_signal(*a: object, **kw: object) -> object:
+        handle = real_start(*a, **kw)  # type: ignore[arg-type]
         context.on_signal(signal.SIGTERM)
         return handle
 
     monkeypatch.setattr(api, "start", start_then_signal)
-    monkeypatch.setattr(context, "RECEIVED", [])
-    monkeypatch.setattr(run, "RECEIVED", context.RECEIVED)
-    monkeypatch.setattr(context, "_FINISH_CANCEL", [False])
-    out, err = io.StringIO(), io.StringIO()
-    code = main(["--home", str(home), "run", spinner, "run", "--timeout-ms", "120000"], out=out, err=err)
-    assert code == 143, err.getvalue()
-    assert "cancelled · exit code 130" in err.getvalue() and "interrupted" not in err.getvalue()
+    err = io.StringIO()
+    code = main(["--home", str(home), "run", *args, "--timeout-ms", "120000"], out=io.StringIO(), err=err)
+    return code, err.getvalue()
+
+
+def test_a_signal_landing_while_the_guest_starts_is_a_cancel_with_its_receipt(
+    home: Path, spinner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The window a loaded machine hits: the guest already runs (it may have written) but the command
+    # has not yet reached the code that cancels on a signal.
+    code, err = _run_signalled_as_it_starts(home, monkeypatch, spinner, "run")
+    assert code == 143, err
+    assert "cancelled · exit code 130" in err and "interrupted" not in err
 
 
 def test_under_an_op_id_a_signal_landing_while_the_guest_starts_is_recorded_cancelled(
@@ -211,24 +214,11 @@ def test_under_an_op_id_a_signal_landing_while_the_guest_starts_is_recorded_canc
 ) -> None:
     # The ledger's own window: between its start of the run and its holding the run's handle. The run is
     # cancelled with its receipt, and the operation is recorded cancelled — never abandoned as unknown.
-    from kuro_wasm.cli import context
-    from kuro_wasm.cli.kuro import main
-    from kuro_wasm.host import api
     from kuro_wasm.ledger.ledger import Ledger
 
-    real_start = api.start
-
-    def start_then_signal(*args: object, **kwargs: object) -> object:
-        handle = real_start(*args, **kwargs)  # type: ignore[arg-type]
-        context.on_signal(signal.SIGTERM)
-        return handle
-
-    monkeypatch.setattr(api, "start", start_then_signal)
-    out, err = io.StringIO(), io.StringIO()
-    args = ["--home", str(home), "run", spinner, "run", "--timeout-ms", "120000", "--op-id", "op-start"]
-    code = main(args, out=out, err=err)
-    assert code == 143, err.getvalue()
-    assert "cancelled · exit code 130" in err.getvalue() and "interrupted" not in err.getvalue()
+    code, err = _run_signalled_as_it_starts(home, monkeypatch, spinner, "run", "--op-id", "op-start")
+    assert code == 143, err
+    assert "cancelled · exit code 130" in err and "interrupted" not in err
     with Ledger(home=home) as ledger:
         recorded = ledger.result("op-start")
     assert (recorded["kuro/status"], recorded["kuro/outcome"]) == ("done", "cancelled")
