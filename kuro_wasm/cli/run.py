@@ -596,7 +596,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         cid = _store_or_say(ctx, result, stdin=options["stdin"], keep=args.keep_output)
     if is_denial(result):
         shown = _show_denial(ctx, result, None, cid, args.json)
-        return shown if cid is not None else _not_stored(ctx)
+        status = shown if cid is not None else _not_stored(ctx)
+        return 128 + RECEIVED[0] if RECEIVED else status  # nothing ran; a signal still says how we ended
     # The named fs advances first: what the run did is recorded whether or not what follows can be shown.
     after = result.get("kuro/fs-root-after")
     advanced = False

@@ -222,3 +222,11 @@ def test_under_an_op_id_a_signal_landing_while_the_guest_starts_is_recorded_canc
     with Ledger(home=home) as ledger:
         recorded = ledger.result("op-start")
     assert (recorded["kuro/status"], recorded["kuro/outcome"]) == ("done", "cancelled")
+
+
+def test_a_signal_as_a_denied_command_is_refused_exits_as_the_signal_says(
+    home: Path, spinner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, err = _run_signalled_as_it_starts(home, monkeypatch, spinner, "run", "--grant", "stdin/read")
+    assert code == 143, err
+    assert "missing-capabilities" in err or "guest/invoke" in err
