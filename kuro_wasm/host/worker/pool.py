@@ -477,6 +477,9 @@ class WorkerPool:
             run = next((r for r in conn.outstanding if r.id == run_id), None)
             if run is None:
                 return
+            if ok and (not run.withdrawing or run.stream.seq > 0):
+                # a run the host did not ask back, or one that has written: granting it would run it twice
+                raise ProtocolError(f"withdrawn: run {run_id} was not asked back, or it has started")
             run.withdrawing = False
             if not ok:
                 if conn.outstanding[:1] == [run]:

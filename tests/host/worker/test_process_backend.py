@@ -384,3 +384,23 @@ def test_a_run_too_large_to_queue_in_a_busy_worker_waits_for_it_and_blocks_nothi
         b = started[0]
         b.close_stdin()
         assert b.wait(60)["kuro/stdout"] == b"b" * 1_000_000
+
+
+def test_a_withdrawal_the_host_did_not_ask_for_is_a_protocol_violation() -> None:
+    # A compromised worker answering "withdrawn" for its running head would have the host run it again.
+    from kuro_wasm.host.worker.protocol import ProtocolError
+
+    store = MemoryBlockStore()
+    sess = session("s-wd", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke", "stdin/read"])
+    cat = guest(add_guest(store, wat("cat")), "run")
+    with WorkerPool(1, spare=0) as pool:
+        assert pool.wait_ready(60)
+        handle = start(sess, cat, store=store, isolation=pool, home=False)
+        assert isinstance(handle, ProcessHandle)
+        conn = pool._active[0]
+        head = conn.outstanding[0]
+        with pytest.raises(ProtocolError, match="not asked back"):
+            pool._withdrawn(conn, head.id, True)
+        assert conn.outstanding == [head]  # still the worker's: nothing re-queued
+        handle.close_stdin()
+        assert handle.wait(60)["kuro/outcome"] == "ok"
