@@ -56,7 +56,6 @@ from kuro_wasm.cli.context import (
     finish_cancel_on_signal,
     looks_like_cid,
     output_store,
-    signals_deferred,
     silence,
     starting_guarded,
 )
@@ -685,12 +684,10 @@ def _run_live(
     stdin_fd = _stdin_fd() if pump_stdin else -1  # refused before anything starts
     handle: Any = None
     try:  # a signal from the guest's start on is a cancel, never lost (it may already be writing)
-        with signals_deferred():  # ... even one landing before ``handle`` is known: noted, acted on below
+        with starting_guarded():  # ... even one landing before ``handle`` is known: raised once it is held
             handle = start(sess, command, **options)
         if isinstance(handle, Mapping):
             return handle  # a denial: nothing was loaded or run
-        if RECEIVED:
-            raise KeyboardInterrupt  # it came while the guest was starting
         if live is not None:
             live.attach(handle.kill)
         if pump_stdin:
@@ -703,8 +700,10 @@ def _run_live(
             except TimeoutError:
                 continue
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (kuro_wasm.cli.launch): a cancel, with a receipt
-        if handle is None or isinstance(handle, Mapping):
+        if handle is None:
             raise  # nothing started
+        if isinstance(handle, Mapping):
+            return handle  # refused while the signal came: nothing ran (run() exits as the signal says)
         return stop_and_wait(handle)
 
 
