@@ -54,7 +54,6 @@ import atexit
 import dataclasses
 import functools
 import itertools
-import json
 import os
 import select
 import signal
@@ -513,7 +512,7 @@ class WorkerPool:
             with run.lock:
                 fields = self._request(run, conn)
                 payload = bytes(run.stdin)
-            if conn.outstanding and len(payload) + _json_size(fields) > PIPELINE_FRAME_BYTES:
+            if conn.outstanding and _frame_size(fields, payload) > PIPELINE_FRAME_BYTES:
                 break  # too large to wait in a busy worker's channel: it goes to the first idle worker (FIFO)
             self._pending.popleft()
             run.conn, run.sent = conn, True
@@ -852,11 +851,11 @@ _WAITED: Final[Mapping[str, str]] = {
 }
 
 
-def _json_size(fields: Mapping[str, Any]) -> int:
-    """About how many bytes the JSON part of a frame of ``fields`` takes (its encoding's length)."""
+def _frame_size(fields: Mapping[str, Any], payload: bytes) -> int:
+    """The bytes a run frame of ``fields`` and ``payload`` puts on the wire (as :func:`protocol.encode` makes it)."""
     try:
-        return len(json.dumps(fields, separators=(",", ":")))
-    except (TypeError, ValueError):
+        return len(protocol.encode("run", fields)) + len(payload)
+    except ProtocolError:
         return PIPELINE_FRAME_BYTES + 1  # not plain data: sent to an idle worker, where send() says why
 
 
