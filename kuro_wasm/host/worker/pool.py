@@ -569,7 +569,7 @@ class WorkerPool:
         return {
             "id": run.id,
             "session": _session_data(run.session),
-            "command": run.command,
+            "command": protocol.command_data(run.command),
             "fs": fs,
             "limits": _limits_data(run.limits),
             "deadline": run.deadline,
