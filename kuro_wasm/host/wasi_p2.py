@@ -69,7 +69,7 @@ from kuro_wasm.host.component_values import bytes_of, write
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.model.wit import WitType
 
-__all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "clocks_of", "fault", "provides"]
+__all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "SIGNATURES", "clocks_of", "fault", "provides"]
 
 _RESOURCE_KIND: Final = ffi.WASMTIME_COMPONENT_RESOURCE.value
 _MAX_RANDOM: Final = 1 << 20
@@ -512,4 +512,48 @@ FUNCTIONS: Final[dict[str, dict[str, _Handler]]] = {
     "wasi:filesystem/preopens": {
         "get-directories": _empty(WitType("list", (WitType("tuple", (WitType("string"), WitType("string"))),)))
     },
+}
+
+_BORROW: Final = WitType("borrow", (), ("resource",))
+_NONE: Final[tuple[tuple[WitType, ...], int]] = ((), 1)
+_SELF: Final[tuple[tuple[WitType, ...], int]] = ((_BORROW,), 1)
+#: interface → function → (its parameter types, its number of results) as WASI 0.2 declares them: what each
+#: call's arguments are checked against before a handler reads them
+#: (:func:`~kuro_wasm.host.component_values.fits`; a guest may import a function under its name with any type).
+SIGNATURES: Final[dict[str, dict[str, tuple[tuple[WitType, ...], int]]]] = {
+    "wasi:cli/stdout": {"get-stdout": _NONE},
+    "wasi:cli/stderr": {"get-stderr": _NONE},
+    "wasi:cli/stdin": {"get-stdin": _NONE},
+    "wasi:cli/environment": {"get-environment": _NONE, "get-arguments": _NONE, "initial-cwd": _NONE},
+    "wasi:cli/exit": {"exit": ((WitType("result", (None, None)),), 0)},
+    "wasi:cli/terminal-stdin": {"get-terminal-stdin": _NONE},
+    "wasi:cli/terminal-stdout": {"get-terminal-stdout": _NONE},
+    "wasi:cli/terminal-stderr": {"get-terminal-stderr": _NONE},
+    "wasi:io/poll": {
+        "[method]pollable.block": ((_BORROW,), 0),
+        "[method]pollable.ready": _SELF,
+        "poll": ((WitType("list", (_BORROW,)),), 1),
+    },
+    "wasi:io/streams": {
+        "[method]output-stream.check-write": _SELF,
+        "[method]output-stream.write": ((_BORROW, _BYTES), 1),
+        "[method]output-stream.blocking-write-and-flush": ((_BORROW, _BYTES), 1),
+        "[method]output-stream.flush": _SELF,
+        "[method]output-stream.blocking-flush": _SELF,
+        "[method]output-stream.subscribe": _SELF,
+        "[method]input-stream.read": ((_BORROW, _U64), 1),
+        "[method]input-stream.blocking-read": ((_BORROW, _U64), 1),
+        "[method]input-stream.subscribe": _SELF,
+    },
+    "wasi:clocks/monotonic-clock": {
+        "now": _NONE,
+        "resolution": _NONE,
+        "subscribe-instant": ((_U64,), 1),
+        "subscribe-duration": ((_U64,), 1),
+    },
+    "wasi:clocks/wall-clock": {"now": _NONE, "resolution": _NONE},
+    "wasi:random/random": {"get-random-bytes": ((_U64,), 1), "get-random-u64": _NONE},
+    "wasi:random/insecure": {"get-insecure-random-bytes": ((_U64,), 1), "get-insecure-random-u64": _NONE},
+    "wasi:random/insecure-seed": {"insecure-seed": _NONE},
+    "wasi:filesystem/preopens": {"get-directories": _NONE},
 }

@@ -1,0 +1,45 @@
+"""Hostile components: what a guest declares about the host's functions is checked before the host believes it.
+
+The guests are component text under guests/components/hostile/ (no WIT world can state them).
+"""
+
+from __future__ import annotations
+
+import pytest
+import wasmtime
+from hostkit import GUESTS, make_fs, make_session
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.host import kuro_world, wasi_p2
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.sessions import guest
+
+
+def _hostile(name: str) -> bytes:
+    return bytes(wasmtime.wat2wasm((GUESTS / "components" / "hostile" / f"{name}.wat").read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize(
+    ("export", "function"),
+    [
+        ("write", "kuro:host/output@1.0.0#write"),  # a u64 where the list<u8> is: a wild pointer in the host
+        ("read", "kuro:host/fs@1.0.0#read"),  # a u64 where the path is
+        ("stat", "kuro:host/fs@1.0.0#stat"),  # no result where the host writes one
+        ("poll", "wasi:io/poll@0.2.0#poll"),  # u64s where borrow<pollable> handles are
+    ],
+)
+def test_a_host_function_imported_with_another_type_is_the_guests_trap_naming_it(export: str, function: str) -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store, {"a.txt": "secret"})
+    cid = add_guest(store, _hostile("mistyped-imports"))
+    receipt = run(make_session(fs), guest(cid, export, []), store=store, fs=fs, home=False)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
+    assert receipt["kuro/trap"]["message"] == f"kuro: {function} is imported with another type than the host's"
+    assert receipt.get("kuro/denials", []) == [] and receipt.get("kuro/reads", []) == []
+
+
+def test_every_host_function_has_the_signature_its_arguments_are_checked_against() -> None:
+    linked = {f"{i}#{f}" for i, funcs in kuro_world.HOST_FUNCTIONS.items() for f in funcs}
+    assert linked == set(kuro_world.SIGNATURES)
+    assert {i: set(f) for i, f in wasi_p2.FUNCTIONS.items()} == {i: set(f) for i, f in wasi_p2.SIGNATURES.items()}
