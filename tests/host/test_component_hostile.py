@@ -43,3 +43,12 @@ def test_every_host_function_has_the_signature_its_arguments_are_checked_against
     linked = {f"{i}#{f}" for i, funcs in kuro_world.HOST_FUNCTIONS.items() for f in funcs}
     assert linked == set(kuro_world.SIGNATURES)
     assert {i: set(f) for i, f in wasi_p2.FUNCTIONS.items()} == {i: set(f) for i, f in wasi_p2.SIGNATURES.items()}
+
+
+def test_a_resource_the_world_lacks_is_a_load_error_naming_it() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _hostile("world-resource"))
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("load-error", 126), receipt
+    assert receipt["kuro/error"].endswith("imports kuro:host/fs@1.0.0#handle: not in the kuro:host@1.0.0 world")

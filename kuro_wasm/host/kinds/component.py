@@ -262,7 +262,7 @@ class ComponentKind:
             funcs = HOST_FUNCTIONS.get(imp.module)
             if funcs is None:
                 return f"imports {imp.module}: outside the {WORLD_PACKAGE} world"
-            if imp.kind == "func" and imp.name not in funcs:
+            if imp.kind in ("func", "resource") and imp.name not in funcs:  # the world defines no resource
                 return f"imports {imp.module}#{imp.name}: not in the {WORLD_PACKAGE} world"
         return None
 
