@@ -279,7 +279,7 @@ _WRITERS: Final[dict[str, Callable[[WitType, Any, _ValPtr], None]]] = {
 
 
 def fits(t: WitType, c: Any) -> bool:
-    """Whether the engine's value ``c`` is of ``t``'s kind — and, for a list, every element of its element's.
+    """Whether the engine's value ``c`` is of ``t``'s kind — an enum one of its cases, a list's elements its element's.
 
     A host function is linked untyped (the C API checks an import's type against nothing): a guest may
     import it under its name with any type, and its arguments then hold other union members than the
@@ -289,6 +289,8 @@ def fits(t: WitType, c: Any) -> bool:
     """
     if c.kind != _TAG.get(t.kind):
         return False
+    if t.kind == "enum":  # the guest's enum may have other cases than the host's (an output stream "stdin")
+        return name_of(c.of.enumeration) in t.names
     if t.kind != "list":
         return True
     elem = t.items[0]

@@ -39,6 +39,16 @@ def test_a_host_function_imported_with_another_type_is_the_guests_trap_naming_it
     assert receipt.get("kuro/denials", []) == [] and receipt.get("kuro/reads", []) == []
 
 
+def test_an_enum_with_other_cases_than_the_hosts_is_another_type() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _hostile("mistyped-stream"))  # writes "hello" to its stream "bogus"
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
+    assert (receipt["kuro/outcome"], receipt["kuro/stdout"], receipt["kuro/stderr"]) == ("trap", b"", b""), receipt
+    message = "kuro: kuro:host/output@1.0.0#write is imported with another type than the host's"
+    assert receipt["kuro/trap"]["message"] == message
+
+
 def test_every_host_function_has_the_signature_its_arguments_are_checked_against() -> None:
     linked = {f"{i}#{f}" for i, funcs in kuro_world.HOST_FUNCTIONS.items() for f in funcs}
     assert linked == set(kuro_world.SIGNATURES)
