@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import pytest
 import wasmtime
-from hostkit import GUESTS, make_fs, make_session
+from hostkit import GUESTS, component, make_fs, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.host import kuro_world, wasi_p2
 from kuro_wasm.host.api import run
-from kuro_wasm.host.loader import add_guest
+from kuro_wasm.host.engine import EngineConfig
+from kuro_wasm.host.loader import Prepared, add_guest, prepare, resolve
 from kuro_wasm.model.sessions import guest
 
 
@@ -62,3 +63,16 @@ def test_a_resource_the_world_lacks_is_a_load_error_naming_it() -> None:
     receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("load-error", 126), receipt
     assert receipt["kuro/error"].endswith("imports kuro:host/fs@1.0.0#handle: not in the kuro:host@1.0.0 world")
+
+
+def test_a_call_with_large_args_is_resolved_again_not_remembered_with_its_args() -> None:
+    store = MemoryBlockStore()
+    cid = add_guest(store, component("typed"))
+    ready = prepare(store, cid, EngineConfig(), home=False)
+    assert isinstance(ready, Prepared)
+    small = resolve(ready, "sum-bytes", [b"abc"])
+    assert resolve(ready, "sum-bytes", [b"abc"]) is small  # a warm call of the same small args resolves nothing
+    for i in range(3):  # each a different 1 MiB arg: kept by the prepared guest, they would add up to 64 MiB
+        resolve(ready, "sum-bytes", [bytes([i]) * (1 << 20)])
+        resolve(ready, "kuro:fixtures/calc@1.0.0#length", [chr(65 + i) * (1 << 20)])
+    assert len(ready.entries) == 1
