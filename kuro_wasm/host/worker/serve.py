@@ -436,6 +436,7 @@ class _Worker:
                 stdin_closed=request.closed,
                 stdin=bytes(request.stdin) if request.stdin else None,
                 seed=message["seed"] if isinstance(message["seed"], int) else None,
+                stdin_bound=None,  # written by the control thread, which must never wait (a kill may be next)
             )
             request.job = job
             killed = request.killed or self.host_gone
