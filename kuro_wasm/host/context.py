@@ -101,6 +101,8 @@ class Stopped(Exception):
 
 #: The most stdin bytes a run buffers that its guest has not read yet: a writer past it waits (a pipe's backpressure).
 STDIN_BUFFER_BYTES: Final = 4 << 20
+#: A pipe with ``on_take`` reports what its guest has read at least this often (and whenever it is empty).
+STDIN_REPORT_BYTES: Final = 1 << 20
 
 
 class StdinPipe:
@@ -130,6 +132,11 @@ class StdinPipe:
         self._writers = 0  # writers waiting for room: a read that finds none skips the notify
         #: the thread that runs the guest (set when the run starts): its writes never wait
         self.reader: int | None = None
+        #: told how many bytes the guest has read in all, every STDIN_REPORT_BYTES and whenever the pipe empties
+        #: (a worker's pipe: the host, which holds the bound there, waits on it); called with ``cond`` held
+        self.on_take: Callable[[int], None] | None = None
+        self._taken = 0
+        self._reported = 0
 
     def write(self, data: bytes) -> None:
         """Append ``data``, waiting while the buffer is full; ignored after :meth:`close` or :meth:`end`.
@@ -182,6 +189,11 @@ class StdinPipe:
             del self._buf[:cap]
             if self._writers:
                 self._cond.notify_all()
+            if self.on_take is not None:
+                self._taken += len(out)
+                if not self._buf or self._taken - self._reported >= STDIN_REPORT_BYTES:
+                    self._reported = self._taken
+                    self.on_take(self._taken)
             return out
         return b"" if self._closed else None
 
