@@ -306,8 +306,13 @@ def _present(store: BlockStore, cid: str) -> bool | LoadFailure:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """The error's first line, and the first line of its cause (wasmtime's ``Caused by:``: what is wrong, where)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    if "Caused by:" in lines[1:-1]:
+        return f"{lines[0]}: {lines[lines.index('Caused by:') + 1]}"
+    return lines[0]
 
 
 def resolve(

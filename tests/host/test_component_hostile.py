@@ -10,6 +10,7 @@ import wasmtime
 from hostkit import GUESTS, component, make_fs, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.errors import LoadError
 from kuro_wasm.host import kuro_world, wasi_p2
 from kuro_wasm.host.api import run
 from kuro_wasm.host.engine import EngineConfig
@@ -76,3 +77,30 @@ def test_a_call_with_large_args_is_resolved_again_not_remembered_with_its_args()
         resolve(ready, "sum-bytes", [bytes([i]) * (1 << 20)])
         resolve(ready, "kuro:fixtures/calc@1.0.0#length", [chr(65 + i) * (1 << 20)])
     assert len(ready.entries) == 1
+
+
+def _nested(depth: int) -> bytes:
+    """A component whose export returns option<option<…u32…>> nested ``depth`` deep (wasmparser refuses 100)."""
+    types = ["(type $t0 (option u32))", *(f"(type $t{i} (option $t{i - 1}))" for i in range(1, depth))]
+    return bytes(
+        wasmtime.wat2wasm(
+            f"""(component
+  (core module $m (memory (export "memory") 1) (func (export "f") (result i32) (i32.const 64)))
+  (core instance $i (instantiate $m))
+  {" ".join(types)}
+  (func (export "f") (result $t{depth - 1}) (canon lift (core func $i "f") (memory (core memory $i "memory")))))"""
+        )
+    )
+
+
+def test_a_malformed_component_is_refused_saying_what_is_wrong_with_it() -> None:
+    with pytest.raises(LoadError, match=r"not a valid component: failed to parse .*: type nesting is too deep"):
+        add_guest(MemoryBlockStore(), _nested(100))
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = store.put(_nested(100), "raw")  # stored as a block, never checked: the run finds it
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("load-error", 126)
+    assert "does not compile: failed to parse WebAssembly module: type nesting is too deep" in receipt["kuro/error"]
+    deep = add_guest(store, _nested(90))  # nearly as deep as a component may nest: read, run, answered
+    assert run(make_session(fs), guest(deep, "f", []), store=store, fs=fs, home=False)["kuro/outcome"] == "ok"
