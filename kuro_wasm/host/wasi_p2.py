@@ -69,7 +69,7 @@ from kuro_wasm.host.component_values import bytes_of, write
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.model.wit import WitType
 
-__all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "SIGNATURES", "clocks_of", "fault", "provides"]
+__all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "SIGNATURES", "clocks_of", "dropped", "fault", "provides"]
 
 _RESOURCE_KIND: Final = ffi.WASMTIME_COMPONENT_RESOURCE.value
 _MAX_RANDOM: Final = 1 << 20
@@ -147,6 +147,18 @@ def _table(run: RunContext) -> dict[int, Any]:
     return table
 
 
+def dropped(run: RunContext, rep: int) -> None:
+    """The guest dropped the handle of ``rep``: its object goes, and ``rep`` may stand for a new one."""
+    if _table(run).pop(rep, None) is not None:
+        run.kind_state.setdefault("wasi-free-reps", []).append(rep)
+
+
+def _rep(run: RunContext) -> int:
+    """A rep no live handle has: a dropped one, else the next (every rep in 1..N is live or dropped)."""
+    free: list[int] = run.kind_state.get("wasi-free-reps", [])
+    return free.pop() if free else len(_table(run)) + 1
+
+
 def fault(run: RunContext, message: str) -> None:
     """Trap the guest for breaking a rule of the call it made: the component kind ends the run as a ``trap``
     whose message is ``message``. Returns None (a handler's "trap" answer)."""
@@ -163,9 +175,8 @@ def clocks_of(run: RunContext) -> RunClocks:
 
 def _new_resource(run: RunContext, cctx: Any, val: _Val, kind: str, obj: Any) -> None:
     """Make ``*val`` an owned handle of resource ``kind`` standing for ``obj``."""
-    table = _table(run)
-    rep = len(table) + 1
-    table[rep] = obj
+    rep = _rep(run)
+    _table(run)[rep] = obj
     host = ffi.wasmtime_component_resource_host_new(True, rep, _TYPE_ID[kind])
     any_ = ctypes.POINTER(ffi.wasmtime_component_resource_any_t)()
     err = ffi.wasmtime_component_resource_host_to_any(cctx, host, ctypes.byref(any_))

@@ -1,6 +1,6 @@
 """Hostile components: what a guest declares about the host's functions is checked before the host believes it.
 
-The guests are component text under guests/components/hostile/ (no WIT world can state them).
+The guests are component text under guests/components/text/ (no WIT world can state them).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from kuro_wasm.host.loader import Prepared, add_guest, prepare, resolve
 from kuro_wasm.model.sessions import guest
 
 
-def _hostile(name: str) -> bytes:
-    return bytes(wasmtime.wat2wasm((GUESTS / "components" / "hostile" / f"{name}.wat").read_text(encoding="utf-8")))
+def _text(name: str) -> bytes:
+    return bytes(wasmtime.wat2wasm((GUESTS / "components" / "text" / f"{name}.wat").read_text(encoding="utf-8")))
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,7 @@ def _hostile(name: str) -> bytes:
 def test_a_host_function_imported_with_another_type_is_the_guests_trap_naming_it(export: str, function: str) -> None:
     store = MemoryBlockStore()
     fs = make_fs(store, {"a.txt": "secret"})
-    cid = add_guest(store, _hostile("mistyped-imports"))
+    cid = add_guest(store, _text("mistyped-imports"))
     receipt = run(make_session(fs), guest(cid, export, []), store=store, fs=fs, home=False)
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
     assert receipt["kuro/trap"]["message"] == f"kuro: {function} is imported with another type than the host's"
@@ -44,7 +44,7 @@ def test_a_host_function_imported_with_another_type_is_the_guests_trap_naming_it
 def test_an_enum_with_other_cases_than_the_hosts_is_another_type() -> None:
     store = MemoryBlockStore()
     fs = make_fs(store)
-    cid = add_guest(store, _hostile("mistyped-stream"))  # writes "hello" to its stream "bogus"
+    cid = add_guest(store, _text("mistyped-stream"))  # writes "hello" to its stream "bogus"
     receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
     assert (receipt["kuro/outcome"], receipt["kuro/stdout"], receipt["kuro/stderr"]) == ("trap", b"", b""), receipt
     message = "kuro: kuro:host/output@1.0.0#write is imported with another type than the host's"
@@ -60,7 +60,7 @@ def test_every_host_function_has_the_signature_its_arguments_are_checked_against
 def test_a_resource_the_world_lacks_is_a_load_error_naming_it() -> None:
     store = MemoryBlockStore()
     fs = make_fs(store)
-    cid = add_guest(store, _hostile("world-resource"))
+    cid = add_guest(store, _text("world-resource"))
     receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("load-error", 126), receipt
     assert receipt["kuro/error"].endswith("imports kuro:host/fs@1.0.0#handle: not in the kuro:host@1.0.0 world")
@@ -104,3 +104,11 @@ def test_a_malformed_component_is_refused_saying_what_is_wrong_with_it() -> None
     assert "does not compile: failed to parse WebAssembly module: type nesting is too deep" in receipt["kuro/error"]
     deep = add_guest(store, _nested(90))  # nearly as deep as a component may nest: read, run, answered
     assert run(make_session(fs), guest(deep, "f", []), store=store, fs=fs, home=False)["kuro/outcome"] == "ok"
+
+
+def test_a_wasi_handle_made_after_a_drop_does_not_take_a_live_handles_place() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("handles-after-a-drop"))
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
+    assert (receipt["kuro/outcome"], receipt["kuro/result"], receipt["kuro/stderr"]) == ("ok", 0, b"to stderr\n")

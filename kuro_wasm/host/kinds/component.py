@@ -146,7 +146,7 @@ def _check(err: Any) -> None:
 def _drop_resource(_env: Any, cctx: Any, rep: int) -> int:
     run = run_of(cctx)
     if run is not None:
-        run.kind_state.get("wasi-resources", {}).pop(int(rep), None)
+        wasi_p2.dropped(run, int(rep))
     return 0
 
 
