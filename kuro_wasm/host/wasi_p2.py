@@ -377,6 +377,9 @@ def _ready_method(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool
 
 def _poll(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
     lst = args[0].of.list
+    if not lst.size:  # WASI: at least one (wasmtime traps too); waiting for none of nothing never ends
+        fault(run, "kuro: wasi:io/poll poll of no pollable would never return")
+        return None
     base = int(ctypes.cast(lst.data, ctypes.c_void_p).value or 0)
     size = ctypes.sizeof(ffi.wasmtime_component_val_t)
     items = [_resource(run, cctx, ffi.wasmtime_component_val_t.from_address(base + i * size)) for i in range(lst.size)]

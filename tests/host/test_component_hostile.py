@@ -112,3 +112,12 @@ def test_a_wasi_handle_made_after_a_drop_does_not_take_a_live_handles_place() ->
     cid = add_guest(store, _text("handles-after-a-drop"))
     receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
     assert (receipt["kuro/outcome"], receipt["kuro/result"], receipt["kuro/stderr"]) == ("ok", 0, b"to stderr\n")
+
+
+def test_polling_no_pollable_is_the_guests_trap_not_a_wait_until_the_deadline() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("poll-nothing"))
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False, timeout_ms=60_000)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
+    assert receipt["kuro/trap"]["message"] == "kuro: wasi:io/poll poll of no pollable would never return"
