@@ -206,6 +206,7 @@ def _resource(run: RunContext, cctx: Any, val: Any) -> Any:
 # ---- results
 
 _U64: Final = WitType("u64")
+_U64_MAX: Final = 2**64 - 1
 _BYTES: Final = WitType("list", (WitType("u8"),))
 _STRINGS: Final = WitType("list", (WitType("string"),))
 _ENV: Final = WitType("list", (WitType("tuple", (WitType("string"), WitType("string"))),))
@@ -391,7 +392,8 @@ def _poll(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
 
 
 def _mono_now(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    write(_U64, clocks_of(run).monotonic_ns(run), results)
+    # a deterministic run's virtual clock moved by a sleep to the end of time stays there: an instant is a u64
+    write(_U64, min(clocks_of(run).monotonic_ns(run), _U64_MAX), results)
     return True
 
 
@@ -406,7 +408,7 @@ def _subscribe_instant(run: RunContext, cctx: Any, args: _Val, results: _Val) ->
 
 
 def _subscribe_duration(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    deadline = clocks_of(run).monotonic_now_ns() + int(args[0].of.u64)
+    deadline = min(clocks_of(run).monotonic_now_ns() + int(args[0].of.u64), _U64_MAX)
     _new_resource(run, cctx, results, "pollable", _Pollable(deadline_ns=deadline))
     return True
 

@@ -121,3 +121,11 @@ def test_polling_no_pollable_is_the_guests_trap_not_a_wait_until_the_deadline() 
     receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False, timeout_ms=60_000)
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
     assert receipt["kuro/trap"]["message"] == "kuro: wasi:io/poll poll of no pollable would never return"
+
+
+def test_a_deterministic_sleep_to_the_end_of_time_leaves_the_monotonic_clock_there() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("sleep-forever-then-now"))
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False, deterministic=True)
+    assert (receipt["kuro/outcome"], receipt["kuro/result"]) == ("ok", 2**64 - 1), receipt  # not wrapped to ~1 s
