@@ -31,11 +31,14 @@ def _text(name: str) -> bytes:
         ("poll", "wasi:io/poll@0.2.0#poll"),  # u64s where borrow<pollable> handles are
     ],
 )
-def test_a_host_function_imported_with_another_type_is_the_guests_trap_naming_it(export: str, function: str) -> None:
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_a_host_function_imported_with_another_type_is_the_guests_trap_naming_it(
+    export: str, function: str, isolation: str
+) -> None:
     store = MemoryBlockStore()
     fs = make_fs(store, {"a.txt": "secret"})
     cid = add_guest(store, _text("mistyped-imports"))
-    receipt = run(make_session(fs), guest(cid, export, []), store=store, fs=fs, home=False)
+    receipt = run(make_session(fs), guest(cid, export, []), store=store, fs=fs, home=False, isolation=isolation)
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
     assert receipt["kuro/trap"]["message"] == f"kuro: {function} is imported with another type than the host's"
     assert receipt.get("kuro/denials", []) == [] and receipt.get("kuro/reads", []) == []
