@@ -62,6 +62,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
+import wasmtime
 from wasmtime import _ffi as ffi
 
 from kuro_wasm.host.clocks import RunClocks
@@ -173,18 +174,27 @@ def clocks_of(run: RunContext) -> RunClocks:
     return clocks
 
 
-def _new_resource(run: RunContext, cctx: Any, val: _Val, kind: str, obj: Any) -> None:
-    """Make ``*val`` an owned handle of resource ``kind`` standing for ``obj``."""
+def _new_resource(run: RunContext, cctx: Any, val: _Val, kind: str, obj: Any) -> bool | None:
+    """Make ``*val`` an owned handle of resource ``kind`` standing for ``obj``: True, or None (a handler's
+    "trap") when wasmtime refuses one more handle — the guest holds its store's limit of them (the guest's
+    fault, like any other limit it meets)."""
     rep = _rep(run)
-    _table(run)[rep] = obj
     host = ffi.wasmtime_component_resource_host_new(True, rep, _TYPE_ID[kind])
     any_ = ctypes.POINTER(ffi.wasmtime_component_resource_any_t)()
     err = ffi.wasmtime_component_resource_host_to_any(cctx, host, ctypes.byref(any_))
     ffi.wasmtime_component_resource_host_delete(host)
     if err:
-        raise RuntimeError("a host resource could not be handed to the guest")
+        run.kind_state.setdefault("wasi-free-reps", []).append(rep)
+        fault(run, f"kuro: a new {kind} handle: {_first_line(wasmtime.WasmtimeError._from_ptr(err))}")
+        return None
+    _table(run)[rep] = obj
     val.contents.kind = _RESOURCE_KIND
     val.contents.of.resource = any_
+    return True
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _resource(run: RunContext, cctx: Any, val: Any) -> Any:
@@ -256,9 +266,8 @@ class _In:
 
 
 def _get_stream(kind: str, obj_of: Callable[[], Any]) -> Any:
-    def get(run: RunContext, cctx: Any, _args: _Val, results: _Val) -> bool:
-        _new_resource(run, cctx, results, kind, obj_of())
-        return True
+    def get(run: RunContext, cctx: Any, _args: _Val, results: _Val) -> bool | None:
+        return _new_resource(run, cctx, results, kind, obj_of())
 
     return get
 
@@ -291,16 +300,14 @@ def _flush(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
     return _result(results, True)
 
 
-def _subscribe_out(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+def _subscribe_out(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
     _resource(run, cctx, args[0])
-    _new_resource(run, cctx, results, "pollable", _Pollable())
-    return True
+    return _new_resource(run, cctx, results, "pollable", _Pollable())
 
 
-def _subscribe_in(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+def _subscribe_in(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
     _resource(run, cctx, args[0])
-    _new_resource(run, cctx, results, "pollable", _Pollable(stdin=True))
-    return True
+    return _new_resource(run, cctx, results, "pollable", _Pollable(stdin=True))
 
 
 def _stdin_denied(run: RunContext) -> bool:
@@ -402,15 +409,13 @@ def _mono_resolution(run: RunContext, cctx: Any, args: _Val, results: _Val) -> b
     return True
 
 
-def _subscribe_instant(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    _new_resource(run, cctx, results, "pollable", _Pollable(deadline_ns=int(args[0].of.u64)))
-    return True
+def _subscribe_instant(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
+    return _new_resource(run, cctx, results, "pollable", _Pollable(deadline_ns=int(args[0].of.u64)))
 
 
-def _subscribe_duration(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+def _subscribe_duration(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
     deadline = min(clocks_of(run).monotonic_now_ns() + int(args[0].of.u64), _U64_MAX)
-    _new_resource(run, cctx, results, "pollable", _Pollable(deadline_ns=deadline))
-    return True
+    return _new_resource(run, cctx, results, "pollable", _Pollable(deadline_ns=deadline))
 
 
 def _wall_now(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:

@@ -132,3 +132,16 @@ def test_a_deterministic_sleep_to_the_end_of_time_leaves_the_monotonic_clock_the
     cid = add_guest(store, _text("sleep-forever-then-now"))
     receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False, deterministic=True)
     assert (receipt["kuro/outcome"], receipt["kuro/result"]) == ("ok", 2**64 - 1), receipt  # not wrapped to ~1 s
+
+
+def test_a_guest_holding_more_handles_than_its_store_allows_traps_it_is_no_host_error() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("many-handles"))
+    few = run(make_session(fs), guest(cid, "f", [1000]), store=store, fs=fs, home=False)
+    assert (few["kuro/outcome"], few["kuro/result"]) == ("ok", 0), few
+    receipt = run(make_session(fs), guest(cid, "f", [200_000]), store=store, fs=fs, home=False)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
+    assert receipt["kuro/trap"]["message"] == (
+        "kuro: a new pollable handle: cannot allocate another handle: store handle limit exceeded"
+    )
