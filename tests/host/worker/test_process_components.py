@@ -8,6 +8,7 @@ import pytest
 from hostkit import component, make_fs, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.errors import HostError
 from kuro_wasm.host.api import run
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.host.worker.pool import WorkerPool
@@ -47,3 +48,14 @@ def test_a_command_holding_bytes_crosses_as_dag_cbor_and_comes_back_exactly() ->
     for bad in (["dag-cbor", "!!"], ["dag-cbor", "AAAA"], ["cbor", ""], ["dag-cbor"]):
         with pytest.raises(ProtocolError):
             command_of(bad)
+
+
+def test_args_too_large_for_a_run_frame_are_refused_at_once_not_left_to_hang(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, component("typed"))
+    spec = guest(cid, "sum-bytes", [b"\1" * (3 << 20)])  # within max_value_bytes; 4 MiB of base64 in the frame
+    with pytest.raises(HostError, match=r"cannot be sent to a worker process: .* over the 4194304-byte limit"):
+        run(make_session(fs), spec, store=store, fs=fs, isolation=pool, timeout_ms=WAIT_MS)
+    fits = run(make_session(fs), guest(cid, "sum-bytes", [b"\1" * (2 << 20)]), store=store, fs=fs, isolation=pool)
+    assert (fits["kuro/outcome"], fits["kuro/result"]) == ("ok", 2 << 20)
