@@ -26,7 +26,8 @@ running guests are killed and stored ``cancelled``, what finished is stored, wha
 is listed; exit 128 + the signal.
 
 Exit status: 0 if every line ran and exited 0; 1 if any did not (a nonzero exit code, a denial,
-an op id answered ``running``/``unknown``); 2 bad input.
+an op id answered ``running``/``unknown``); 2 bad input; 74 (as ``kuro run``) if the home could not
+store some receipt — each is still shown, with ``-`` for its CID, and the rest of the batch goes on.
 
 ## Effects
 Reads the file, the home (refs, ledger, blocks); starts or joins a cluster; writes stdout/stderr.
@@ -88,7 +89,8 @@ def add_batch_parser(p: argparse.ArgumentParser) -> None:
         + "\n  ".join(f"{name}: {text}" for name, text in FIELDS.items())
         + "\nexample line: "
         + '{"guest": "bafkrei…", "export": "run", "args": [1], "timeout_ms": 500, "op_id": "job-1"}\n'
-        "exit status: 0 every line ran and exited 0, 1 some did not, 2 bad input, 130 interrupted."
+        "exit status: 0 every line ran and exited 0, 1 some did not, 2 bad input, 74 a receipt could not be "
+        "stored (still shown), 130 interrupted."
     )
     p.add_argument("file", metavar="FILE.jsonl", help="the invocations, one JSON object per line (`-`: stdin)")
     where = p.add_mutually_exclusive_group()
@@ -269,6 +271,7 @@ class _Output:
         self.next = 0
         self.failed = 0
         self.done = 0
+        self.unstored = 0
 
     def finished(self, index: int, value: Mapping[str, Any], cid: str) -> None:
         self.done += 1
@@ -300,7 +303,7 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
     from kuro_wasm.batch import run_many
     from kuro_wasm.batch.driver import dask_available
     from kuro_wasm.cli.progress import Progress
-    from kuro_wasm.cli.run import store_receipt
+    from kuro_wasm.cli.run import EXIT_NOT_STORED, _store_or_say
     from kuro_wasm.ledger.ledger import Ledger
 
     if args.local is not None and not 1 <= args.local <= MAX_WORKERS:
@@ -352,25 +355,33 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
                     value = completed.value
                     known = value.get("kuro/receipt-cid")
                     stdin = completed.invocation.stdin
-                    cid = known if isinstance(known, str) else store_receipt(ctx, value, stdin=stdin)
-                    out.finished(completed.index, value, cid)
+                    cid = known if isinstance(known, str) else _store_or_say(ctx, value, stdin=stdin)
+                    if cid is None:  # it ran: shown all the same, and the exit status says it is not kept
+                        out.unstored += 1
+                    out.finished(completed.index, value, cid or "-")
                     progress.advance(1)
             except KeyboardInterrupt as exc:  # a second signal: stop waiting (what is still out is unknown)
                 progress.close()
                 _say_not_run(ctx, the_batch.not_run, numbers, out.done)
+                _say_unstored(ctx, out.unstored)
                 return interrupted_status(exc)
             except Exception:
                 progress.close()
                 if the_batch.not_run:
                     _say_not_run(ctx, the_batch.not_run, numbers, out.done)
+                _say_unstored(ctx, out.unstored)
                 raise
         progress.close()
         if the_batch.cancelled and RECEIVED:
             for index in sorted(the_batch.not_run):
                 out.not_run(index)
             _say_not_run(ctx, the_batch.not_run, numbers, out.done)
+            _say_unstored(ctx, out.unstored)
             return 128 + RECEIVED[-1]
     ctx.note(f"kuro: batch: {out.done} invocation(s), {out.failed} did not exit 0")
+    if out.unstored:
+        _say_unstored(ctx, out.unstored)
+        return EXIT_NOT_STORED
     return 0 if out.failed == 0 else 1
 
 
@@ -395,6 +406,13 @@ def _signals_cancel(the_batch: Any) -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _say_unstored(ctx: Context, count: int) -> None:
+    """Say how many receipts (each shown above, with ``-`` for its CID) the home could not take."""
+    if count:
+        where = f"could not be stored in {ctx.home} (read-only or full?)"
+        ctx.note(f"kuro: error: {count} receipt(s) {where}; each is shown above [receipt-not-stored]")
 
 
 def _say_not_run(ctx: Context, not_run: list[int], numbers: list[int], done: int) -> None:
