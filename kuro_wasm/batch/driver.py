@@ -18,6 +18,8 @@ and after a backend touches it:
    an ``unstarted`` chunk goes out again; a ``failed`` one stops the batch.
 
 Nothing is retried behind the caller's back: an invocation runs again only under a new op id.
+An op id is used up only by a run that may have happened: whatever stops the batch before an
+invocation is sent — a backend that cannot start, a caller that stops iterating — releases it.
 A ``KeyboardInterrupt`` while the batch waits (Ctrl-C; the CLI turns SIGTERM and SIGHUP into one)
 cancels it: nothing more is sent, running guests are killed (``cancelled`` receipts), what
 finished is stored and handed out, what never started is listed in :attr:`Batch.not_run` and
@@ -96,12 +98,7 @@ def backend_for(
     Raises BatchError: an address given without Dask installed, ``workers`` not from 1 to
     :data:`~kuro_wasm.model.limits.MAX_WORKERS`.
     """
-    from kuro_wasm.model.limits import MAX_WORKERS
-
-    if workers is not None and (
-        isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS
-    ):
-        raise BatchError(f"workers must be an integer from 1 to {MAX_WORKERS}, got {workers!r}")
+    _check_workers(workers)
     if cluster is not None and hasattr(cluster, "submit") and hasattr(cluster, "wait"):
         return cluster  # type: ignore[no-any-return]
     if dask_available():
@@ -113,6 +110,16 @@ def backend_for(
     from kuro_wasm.batch.local import LocalPool
 
     return LocalPool(workers or _cores(), store=store, home=home)
+
+
+def _check_workers(workers: object) -> None:
+    """Raises BatchError: ``workers`` is given and is not an integer from 1 to ``MAX_WORKERS``."""
+    from kuro_wasm.model.limits import MAX_WORKERS
+
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS
+    ):
+        raise BatchError(f"workers must be an integer from 1 to {MAX_WORKERS}, got {workers!r}")
 
 
 def _cores() -> int:
@@ -152,6 +159,8 @@ def run_many(
 
     Nothing runs until the batch is iterated. Raises ModelError (before anything runs): a bad
     spec (the message names its index), an op id without a ledger, one op id twice.
+    Raises BatchError (before any op id is claimed): ``workers`` not from 1 to
+    :data:`~kuro_wasm.model.limits.MAX_WORKERS`.
     Raises GatewayUnreachable, GatewayTimeout, GatewayRefused (before any op id is claimed):
     workers would read from a gateway that does not answer its probe
     (:meth:`~kuro_wasm.batch.stores.WorkerStore.check`).
@@ -173,6 +182,7 @@ def run_many(
             raise ModelError(f"invocation {index}: {exc}", reason=exc.reason, hint=exc.hint) from exc
     if ledger is None and any(inv.op_id is not None for inv in checked):
         raise ModelError("invocations with an op_id need a ledger (run_many(..., ledger=Ledger()))", reason="no-ledger")
+    _check_workers(workers)
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
         raise ModelError(f"chunk_size must be an int >= 1, got {chunk_size!r}", reason="invalid-run-option")
     if worker_home is not None and (not isinstance(worker_home, str) or not worker_home or "\0" in worker_home):
@@ -294,11 +304,17 @@ class Batch:
         answers = self._claim()
         refused_now = {index for index, _ in denied}
         pending.extend(index for index in self._claims if index not in refused_now)
-        yield from answers
-        for index, refused in denied:
-            yield self._finish(index, refused)
-        if pending:
-            yield from self._run(deque(sorted(pending)))
+        try:
+            yield from answers
+            for index, refused in denied:
+                yield self._finish(index, refused)
+            if pending:
+                yield from self._run(deque(sorted(pending)))
+        except BaseException:  # stopped before these were sent (or settled): they never ran, their op ids stay free
+            unsent = sorted(self._claims)
+            self.not_run.extend(i for i in unsent if i not in self.not_run)
+            self._release(unsent)
+            raise
 
     # ---- the ledger
 
@@ -344,12 +360,13 @@ class Batch:
 
     def _run(self, pending: deque[int]) -> Iterator[Completed]:
         store = self._worker_store or worker_store_for(self._store)
-        backend = backend_for(
-            self._cluster, store=store, workers=self._workers, home=self._home, worker_home=self._worker_home
-        )
         out: dict[str, list[int]] = {}
         interrupt: BaseException | None = None
+        backend: Backend | None = None
         try:
+            backend = backend_for(
+                self._cluster, store=store, workers=self._workers, home=self._home, worker_home=self._worker_home
+            )
             backend.open(self.id)
             serial = 0
             cancel_sent = False
@@ -380,10 +397,13 @@ class Batch:
             for chunk in out.values():
                 for index in chunk:
                     self._abandon(index, "the batch stopped waiting for this invocation's worker")
+            self.not_run.extend(pending)  # never sent: released below
+            pending.clear()
             raise
         finally:
             self._release(sorted(set(self.not_run)))
-            backend.close()
+            if backend is not None:
+                backend.close()
         if interrupt is not None:
             raise interrupt
         if self._failure is not None:

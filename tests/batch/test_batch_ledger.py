@@ -1,0 +1,82 @@
+"""A batch's op ids and the ledger: an op id is used only by a run that may have happened.
+
+Whatever stops a batch before an invocation was sent — a backend that cannot start, a caller
+that stops iterating — leaves that invocation's op id free (``not-found``), never ``running``
+nor, once this process is gone, ``unknown``: it never ran, so it may run later under that op id.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from typing import Any
+
+import pytest
+from batch_witness import Shared
+
+from kuro_wasm.batch import run_many
+from kuro_wasm.errors import BatchError
+from kuro_wasm.ledger.ledger import Ledger
+from kuro_wasm.model.limits import MAX_WORKERS
+
+
+class _CannotStart:
+    """A backend whose cluster cannot be reached (as ``--cluster`` at an address where no scheduler answers)."""
+
+    def open(self, batch_id: str) -> None:
+        raise BatchError("no Dask scheduler answers at tcp://127.0.0.1:1")
+
+    def submit(self, token: str, chunk: dict[str, Any]) -> None:
+        raise AssertionError("nothing can be sent to a backend that did not open")
+
+    def wait(self, timeout: float) -> list[Any]:
+        return []
+
+    def slots(self) -> int:
+        return 1
+
+    def cancel(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _echo(shared: Shared, op_id: str) -> dict[str, Any]:
+    return {"guest": shared.batch, "export": "echo", "args": [1], "op_id": op_id}
+
+
+def test_a_backend_that_cannot_start_leaves_every_op_id_free(shared: Shared, tmp_path: Path) -> None:
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        batch = run_many(
+            [_echo(shared, "a"), _echo(shared, "b")], store=shared.store, ledger=ledger, cluster=_CannotStart()
+        )
+        with pytest.raises(BatchError, match="no Dask scheduler"):
+            list(batch)
+        assert [ledger.result(op)["kuro/status"] for op in ("a", "b")] == ["not-found", "not-found"]
+        assert sorted(batch.not_run) == [0, 1]
+
+
+def test_a_worker_count_out_of_range_is_refused_by_run_many_before_any_op_id_is_claimed(
+    shared: Shared, tmp_path: Path
+) -> None:
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        for workers in (0, MAX_WORKERS + 1):
+            with pytest.raises(BatchError, match=f"workers must be an integer from 1 to {MAX_WORKERS}"):
+                run_many([_echo(shared, "a")], store=shared.store, ledger=ledger, workers=workers)
+        assert ledger.result("a")["kuro/status"] == "not-found"
+
+
+def test_a_caller_that_stops_iterating_before_an_invocation_is_sent_leaves_its_op_id_free(
+    shared: Shared, tmp_path: Path
+) -> None:
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        denied = {"guest": shared.batch, "export": "echo", "grant": ["fs/read"], "op_id": "denied"}  # no guest/invoke
+        batch = run_many(
+            [denied, _echo(shared, "never-sent")], store=shared.store, ledger=ledger, cluster=_CannotStart()
+        )
+        first = next(batch)  # the denial comes first: nothing has been sent
+        assert first.value["kuro/status"] == "done"
+        del batch, first  # dropped without close(): once collected, its generator is closed where it stands
+        gc.collect()
+        assert ledger.result("never-sent")["kuro/status"] == "not-found"
