@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from batch_witness import Shared
+from test_batch_cluster import _Untouchable
 
 from kuro_wasm.batch import run_many
 from kuro_wasm.errors import BatchError
@@ -20,26 +21,11 @@ from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.limits import MAX_WORKERS
 
 
-class _CannotStart:
+class _CannotStart(_Untouchable):
     """A backend whose cluster cannot be reached (as ``--cluster`` at an address where no scheduler answers)."""
 
     def open(self, batch_id: str) -> None:
         raise BatchError("no Dask scheduler answers at tcp://127.0.0.1:1")
-
-    def submit(self, token: str, chunk: dict[str, Any]) -> None:
-        raise AssertionError("nothing can be sent to a backend that did not open")
-
-    def wait(self, timeout: float) -> list[Any]:
-        return []
-
-    def slots(self) -> int:
-        return 1
-
-    def cancel(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def _echo(shared: Shared, op_id: str) -> dict[str, Any]:
