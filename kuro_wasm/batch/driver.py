@@ -23,7 +23,8 @@ invocation is sent — a backend that cannot start, a caller that stops iteratin
 A ``KeyboardInterrupt`` while the batch waits (Ctrl-C; the CLI turns SIGTERM and SIGHUP into one)
 cancels it: nothing more is sent, running guests are killed (``cancelled`` receipts), what
 finished is stored and handed out, what never started is listed in :attr:`Batch.not_run` and
-its op ids released; then the interrupt is raised again. A second one stops waiting: whatever is
+its op ids released; then the interrupt is raised again. A second one — or the first after
+:meth:`Batch.cancel`, which a signal handler calls on the first signal — stops waiting: whatever is
 still out is recorded ``unknown`` in the ledger.
 
 ## Effects
@@ -253,6 +254,7 @@ class Batch:
         self._keep = keep_output
         self._claims: dict[int, Claim] = {}
         self._cancelled = False
+        self._cancel_asked = False
         self._flow: Iterator[Completed] | None = None
         self._per_item: float | None = None
         self._failure: str | None = None
@@ -261,7 +263,11 @@ class Batch:
         return len(self.invocations)
 
     def cancel(self) -> None:
-        """Stop sending; running guests are killed; the iteration still hands out what finished."""
+        """Stop sending; running guests are killed; the iteration still hands out what finished.
+
+        A ``KeyboardInterrupt`` after it (a second signal, where a handler calls this on the first) stops waiting.
+        """
+        self._cancel_asked = True
         self._cancelled = True
 
     @property
@@ -389,7 +395,7 @@ class Batch:
                         self.running -= len(chunk)
                         yield from self._ended(done, chunk, pending)
                 except KeyboardInterrupt as exc:
-                    if interrupt is not None:
+                    if interrupt is not None or self._cancel_asked:  # a cancel came first: this one stops waiting
                         raise
                     interrupt = exc
                     self._cancelled = True

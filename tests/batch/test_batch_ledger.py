@@ -66,3 +66,44 @@ def test_a_caller_that_stops_iterating_before_an_invocation_is_sent_leaves_its_o
         del batch, first  # dropped without close(): once collected, its generator is closed where it stands
         gc.collect()
         assert ledger.result("never-sent")["kuro/status"] == "not-found"
+
+
+class _Hangs(_Untouchable):
+    """A backend whose chunk never ends, even once cancelled (a worker that no longer answers).
+
+    Its first wait is where the first signal lands (the CLI's handler calls ``batch.cancel()``);
+    the wait after it is where the second one lands (the handler raises ``KeyboardInterrupt``).
+    """
+
+    def __init__(self) -> None:
+        self.cancel_batch: Any = None
+        self.sent: list[str] = []
+        self.waits = 0
+
+    def open(self, batch_id: str) -> None:
+        pass
+
+    def submit(self, token: str, chunk: dict[str, Any]) -> None:
+        self.sent.append(token)
+
+    def wait(self, timeout: float) -> list[Any]:
+        self.waits += 1
+        if self.waits == 1:
+            self.cancel_batch()  # the first signal
+        elif self.waits == 2:
+            raise KeyboardInterrupt  # the second signal
+        else:
+            raise AssertionError("the batch still waits after the second signal")
+        return []
+
+
+def test_after_a_cancel_the_next_interrupt_stops_waiting_and_what_is_out_is_unknown(
+    shared: Shared, tmp_path: Path
+) -> None:
+    backend = _Hangs()
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        batch = run_many([_echo(shared, "out")], store=shared.store, ledger=ledger, cluster=backend)
+        backend.cancel_batch = batch.cancel
+        with pytest.raises(KeyboardInterrupt):
+            list(batch)
+        assert len(backend.sent) == 1 and ledger.result("out")["kuro/status"] == "unknown"
