@@ -6,12 +6,15 @@ and after a backend touches it:
 
 1. every invocation is checked first (a bad one refuses the batch before anything runs);
 2. a denied one gets its denial at once, never sent;
-3. op ids are claimed in one transaction (:meth:`~kuro_wasm.ledger.ledger.Ledger.claim_many`);
-   an op id the ledger already knows is answered from it — replayed, running or unknown —
-   **without touching the cluster**;
+3. an op id the ledger already knows is answered from it — replayed, running or unknown —
+   **without touching the cluster** (:meth:`~kuro_wasm.ledger.ledger.Ledger.recorded_many`,
+   which claims nothing);
 4. the rest go out in chunks (a few invocations per task, so the per-task cost disappears;
    the size adapts to about :data:`TARGET_CHUNK_S` of work), at most two chunks per worker
-   slot in flight;
+   slot in flight; a chunk's op ids are claimed in one transaction
+   (:meth:`~kuro_wasm.ledger.ledger.Ledger.claim_many`) **as it is sent**, so a driver that
+   dies leaves ``unknown`` only what it had sent — the rest were never claimed, and a rerun of
+   the batch runs them (an op id another process recorded meanwhile is answered, not sent);
 5. each chunk ends as the backend proves it did (:mod:`kuro_wasm.batch.backend`): receipts are
    verified and rebuilt (:mod:`kuro_wasm.batch.verify`), their blocks stored, their op ids
    settled, *then* handed out; a ``lost`` chunk's invocations are recorded ``worker-died``;
@@ -19,7 +22,9 @@ and after a backend touches it:
 
 Nothing is retried behind the caller's back: an invocation runs again only under a new op id.
 An op id is used up only by a run that may have happened: whatever stops the batch before an
-invocation is sent — a backend that cannot start, a caller that stops iterating — releases it.
+invocation is sent — a backend that cannot start, a caller that stops iterating, a ledger that
+refuses a chunk's claims (no more is sent, what is out drains, then the error is raised) —
+leaves it free.
 A ``KeyboardInterrupt`` while the batch waits (Ctrl-C; the CLI turns SIGTERM and SIGHUP into one)
 cancels it: nothing more is sent, running guests are killed (``cancelled`` receipts), what
 finished is stored and handed out, what never started is listed in :attr:`Batch.not_run` and
@@ -50,7 +55,7 @@ from kuro_wasm.batch.backend import Backend, Done
 from kuro_wasm.batch.stores import WorkerStore, worker_store_for
 from kuro_wasm.batch.verify import accepted, host_error, worker_died
 from kuro_wasm.batch.worker import to_wire
-from kuro_wasm.errors import BatchError, ModelError
+from kuro_wasm.errors import BatchError, LedgerError, ModelError
 from kuro_wasm.ledger.ledger import Claim, Ledger
 from kuro_wasm.model.invocation import Invocation, invocation
 from kuro_wasm.model.sessions import denial
@@ -258,6 +263,7 @@ class Batch:
         self._flow: Iterator[Completed] | None = None
         self._per_item: float | None = None
         self._failure: str | None = None
+        self._stopped_by: Exception | None = None
 
     def __len__(self) -> int:
         return len(self.invocations)
@@ -305,48 +311,62 @@ class Batch:
             refused = denial(inv.session, inv.command)
             if refused is not None:
                 denied.append((index, refused))
-            elif inv.op_id is None:
+            else:
                 pending.append(index)
-        answers = self._claim()
-        refused_now = {index for index, _ in denied}
-        pending.extend(index for index in self._claims if index not in refused_now)
+        answered = self._recorded()
+        known = {done.index for done in answered}
+        if known:
+            pending = deque(index for index in pending if index not in known)
         try:
-            yield from answers
+            yield from answered
             for index, refused in denied:
-                yield self._finish(index, refused)
+                if index in known:
+                    continue
+                taken, raced = self._take([index])
+                yield from raced
+                for index in taken:
+                    yield self._finish(index, refused)
             if pending:
-                yield from self._run(deque(sorted(pending)))
-        except BaseException:  # stopped before these were sent (or settled): they never ran, their op ids stay free
-            unsent = sorted(self._claims)
-            self.not_run.extend(i for i in unsent if i not in self.not_run)
-            self._release(unsent)
-            raise
+                yield from self._run(pending)
+        finally:  # still claimed, never settled nor released: it may have run (or been denied): unknown
+            for index in sorted(self._claims):
+                self._abandon(index, "the batch stopped before this invocation's receipt was recorded")
 
     # ---- the ledger
 
-    def _claim(self) -> list[Completed]:
+    def _request(self, index: int) -> tuple[str, Any, Any, dict[str, Any]]:
+        inv = self.invocations[index]
+        return (
+            inv.op_id or "",
+            inv.session,
+            inv.command,
+            {**inv.run_options(), "store": self._store, "keep_output": self._keep},
+        )
+
+    def _recorded(self) -> list[Completed]:
+        """The ledger's answers for op ids it already knows (replayed, running, unknown): claimed by no one here."""
         ledger = self._ledger
         wanted = [i for i, inv in enumerate(self.invocations) if inv.op_id is not None]
         if ledger is None or not wanted:
             return []
-        got = ledger.claim_many(
-            [
-                (
-                    self.invocations[i].op_id or "",
-                    self.invocations[i].session,
-                    self.invocations[i].command,
-                    {**self.invocations[i].run_options(), "store": self._store, "keep_output": self._keep},
-                )
-                for i in wanted
-            ]
-        )
-        answers = []
+        known = ledger.recorded_many([self._request(i) for i in wanted])
+        return [Completed(i, self.invocations[i], v) for i, v in zip(wanted, known, strict=True) if v is not None]
+
+    def _take(self, indexes: list[int]) -> tuple[list[int], list[Completed]]:
+        """Claim the op ids of ``indexes`` about to be sent (those not claimed yet); what may go, and what
+        the ledger answered instead (another process recorded the op id since the batch began)."""
+        ledger = self._ledger
+        wanted = [i for i in indexes if self.invocations[i].op_id is not None and i not in self._claims]
+        if ledger is None or not wanted:
+            return indexes, []
+        got = ledger.claim_many([self._request(i) for i in wanted])
+        raced: dict[int, Completed] = {}
         for index, value in zip(wanted, got, strict=True):
             if isinstance(value, Claim):
                 self._claims[index] = value
             else:
-                answers.append(Completed(index, self.invocations[index], value))
-        return answers
+                raced[index] = Completed(index, self.invocations[index], value)
+        return [i for i in indexes if i not in raced], list(raced.values())
 
     def _finish(self, index: int, value: dict[str, Any]) -> Completed:
         claim = self._claims.pop(index, None)
@@ -385,11 +405,20 @@ class Batch:
                         pending.clear()
                     while pending and len(out) < 2 * backend.slots():
                         chunk = [pending.popleft() for _ in range(min(len(pending), self._size()))]
-                        token = f"kuro-batch-{self.id}-{serial}"
-                        serial += 1
-                        out[token] = chunk
-                        self.running += len(chunk)
-                        backend.submit(token, to_wire([(i, self.invocations[i]) for i in chunk]))
+                        try:
+                            chunk, raced = self._take(chunk)  # claimed as it leaves: a crash leaves only these
+                        except LedgerError as exc:  # nothing of it claimed: send no more
+                            self.not_run.extend([*chunk, *pending])
+                            pending.clear()
+                            self._stopped_by = self._stopped_by or exc
+                            break
+                        if chunk:
+                            token = f"kuro-batch-{self.id}-{serial}"
+                            serial += 1
+                            out[token] = chunk
+                            self.running += len(chunk)
+                            backend.submit(token, to_wire([(i, self.invocations[i]) for i in chunk]))
+                        yield from raced
                     for done in backend.wait(0.25):
                         chunk = out.pop(done.token, [])
                         self.running -= len(chunk)
@@ -412,6 +441,8 @@ class Batch:
                 backend.close()
         if interrupt is not None:
             raise interrupt
+        if self._stopped_by is not None:
+            raise self._stopped_by
         if self._failure is not None:
             raise BatchError(f"no worker can run this batch: {self._failure}")
 

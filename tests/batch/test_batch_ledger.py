@@ -8,6 +8,9 @@ nor, once this process is gone, ``unknown``: it never ran, so it may run later u
 from __future__ import annotations
 
 import gc
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +110,48 @@ def test_after_a_cancel_the_next_interrupt_stops_waiting_and_what_is_out_is_unkn
         with pytest.raises(KeyboardInterrupt):
             list(batch)
         assert len(backend.sent) == 1 and ledger.result("out")["kuro/status"] == "unknown"
+
+
+_KILLED_DRIVER = """
+import os, signal, sys
+from kuro_fs.filestore import FileBlockStore
+from kuro_wasm.batch import run_many
+from kuro_wasm.batch.backend import Done
+from kuro_wasm.batch.stores import SharedStore
+from kuro_wasm.batch.worker import Kill, WorkerState
+from kuro_wasm.ledger.ledger import Ledger
+
+class Inline:  # one chunk at a time, run in this process when the driver waits
+    def open(self, batch_id): self.state, self.queue = WorkerState(SharedStore(sys.argv[1]), False), []
+    def slots(self): return 1
+    def submit(self, token, chunk): self.queue.append((token, chunk))
+    def wait(self, timeout):
+        token, chunk = self.queue.pop(0)
+        return [Done(token, "ran", self.state.run_chunk(chunk, Kill()))]
+    def cancel(self): pass
+    def close(self): pass
+
+store = FileBlockStore(sys.argv[1])
+lines = [{"guest": sys.argv[3], "export": "echo", "args": [n], "op_id": f"op-{n}"} for n in range(10)]
+with Ledger(sys.argv[2], store=store) as ledger:
+    for done in run_many(lines, store=store, ledger=ledger, cluster=Inline(), chunk_size=1):
+        os.kill(os.getpid(), signal.SIGKILL)  # the driver dies as its first receipt is recorded
+"""
+
+
+def test_a_driver_killed_mid_batch_leaves_only_what_it_had_sent_unknown_and_a_rerun_runs_the_rest(
+    shared: Shared, tmp_path: Path
+) -> None:
+    path = tmp_path / "ledger.sqlite"
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_DRIVER, str(shared.store.root), str(path), shared.batch], check=False
+    )
+    assert killed.returncode == -signal.SIGKILL
+    lines = [_echo(shared, f"op-{n}") | {"args": [n]} for n in range(10)]
+    with Ledger(path, store=shared.store) as ledger:
+        status = [ledger.result(f"op-{n}")["kuro/status"] for n in range(10)]
+        # op-0 finished; op-1 was out (sent, not yet answered): it may have run; the rest never left the driver
+        assert status == ["done", "unknown"] + ["not-found"] * 8
+        again = {done.index: done.value for done in run_many(lines, store=shared.store, ledger=ledger, workers=1)}
+    assert again[0]["kuro/replayed"] is True and again[1]["kuro/status"] == "unknown"
+    assert all(again[n]["kuro/replayed"] is False and again[n]["kuro/exit-code"] == 0 for n in range(2, 10))
