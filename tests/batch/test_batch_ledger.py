@@ -8,6 +8,7 @@ nor, once this process is gone, ``unknown``: it never ran, so it may run later u
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import subprocess
 import sys
@@ -15,10 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from batch_witness import Shared
+from batch_witness import Inline, Shared
 from test_batch_cluster import _Untouchable
 
+from kuro_fs.cid import cid_for
+from kuro_fs.errors import BlockStoreError
+from kuro_fs.filestore import FileBlockStore
 from kuro_wasm.batch import run_many
+from kuro_wasm.batch.stores import SharedStore
 from kuro_wasm.errors import BatchError
 from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.limits import MAX_WORKERS
@@ -114,27 +119,20 @@ def test_after_a_cancel_the_next_interrupt_stops_waiting_and_what_is_out_is_unkn
 
 _KILLED_DRIVER = """
 import os, signal, sys
+from batch_witness import Inline
+from kuro_fs.filestore import FileBlockStore
+from kuro_fs.cid import cid_for
+from kuro_fs.errors import BlockStoreError
 from kuro_fs.filestore import FileBlockStore
 from kuro_wasm.batch import run_many
-from kuro_wasm.batch.backend import Done
 from kuro_wasm.batch.stores import SharedStore
-from kuro_wasm.batch.worker import Kill, WorkerState
+from kuro_wasm.batch.stores import SharedStore
 from kuro_wasm.ledger.ledger import Ledger
-
-class Inline:  # one chunk at a time, run in this process when the driver waits
-    def open(self, batch_id): self.state, self.queue = WorkerState(SharedStore(sys.argv[1]), False), []
-    def slots(self): return 1
-    def submit(self, token, chunk): self.queue.append((token, chunk))
-    def wait(self, timeout):
-        token, chunk = self.queue.pop(0)
-        return [Done(token, "ran", self.state.run_chunk(chunk, Kill()))]
-    def cancel(self): pass
-    def close(self): pass
 
 store = FileBlockStore(sys.argv[1])
 lines = [{"guest": sys.argv[3], "export": "echo", "args": [n], "op_id": f"op-{n}"} for n in range(10)]
 with Ledger(sys.argv[2], store=store) as ledger:
-    for done in run_many(lines, store=store, ledger=ledger, cluster=Inline(), chunk_size=1):
+    for done in run_many(lines, store=store, ledger=ledger, cluster=Inline(SharedStore(sys.argv[1])), chunk_size=1):
         os.kill(os.getpid(), signal.SIGKILL)  # the driver dies as its first receipt is recorded
 """
 
@@ -144,7 +142,9 @@ def test_a_driver_killed_mid_batch_leaves_only_what_it_had_sent_unknown_and_a_re
 ) -> None:
     path = tmp_path / "ledger.sqlite"
     killed = subprocess.run(
-        [sys.executable, "-c", _KILLED_DRIVER, str(shared.store.root), str(path), shared.batch], check=False
+        [sys.executable, "-c", _KILLED_DRIVER, str(shared.store.root), str(path), shared.batch],
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
     )
     assert killed.returncode == -signal.SIGKILL
     lines = [_echo(shared, f"op-{n}") | {"args": [n]} for n in range(10)]
@@ -155,3 +155,37 @@ def test_a_driver_killed_mid_batch_leaves_only_what_it_had_sent_unknown_and_a_re
         again = {done.index: done.value for done in run_many(lines, store=shared.store, ledger=ledger, workers=1)}
     assert again[0]["kuro/replayed"] is True and again[1]["kuro/status"] == "unknown"
     assert all(again[n]["kuro/replayed"] is False and again[n]["kuro/exit-code"] == 0 for n in range(2, 10))
+
+
+class _Full:
+    """The driver's store on a full disk: a block it holds is there, a new one is refused."""
+
+    def __init__(self, inner: FileBlockStore) -> None:
+        self._inner = inner
+
+    def put(self, data: bytes, codec: str = "raw") -> str:
+        known = cid_for(data, codec)
+        if self._inner.has(known):
+            return known
+        raise BlockStoreError("No space left on device")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_run_whose_writes_the_driver_cannot_store_is_a_host_error_and_the_batch_goes_on(
+    shared: Shared, tmp_path: Path
+) -> None:
+    note = {"guest": shared.batch, "export": "note", "args": [7], "grant": ["guest/invoke", "fs/write"]}
+    lines = [{**note, "op_id": "writes"}, _echo(shared, "echoes")]
+    full: Any = _Full(shared.store)
+    where = SharedStore(str(shared.store.root))
+    with Ledger(tmp_path / "ledger.sqlite", store=full) as ledger:
+        got = {
+            done.index: done.value
+            for done in run_many(lines, store=full, ledger=ledger, cluster=Inline(where), worker_store=where)
+        }
+        assert (got[0]["kuro/outcome"], got[0]["kuro/exit-code"]) == ("host-error", 70)
+        assert "No space left on device" in got[0]["kuro/error"] and "kuro/fs-root-after" not in got[0]
+        assert got[1]["kuro/outcome"] == "ok"
+        assert ledger.result("writes")["kuro/outcome"] == "host-error"  # it ran: the op id is used, never rerun
