@@ -157,20 +157,30 @@ def _refuse(ctx: Context, bad: list[tuple[int, str]], source: str) -> _BadLines:
     return _BadLines(f"{len(ordered)} bad line(s) in {source}; nothing was run")
 
 
+class _StdinClosed(UsageError):
+    reference = "stdin-closed"
+
+
 def _read(spec: str) -> tuple[str, str]:
+    """The file's text and the name it is reported by; stdin (``-``) is read as bytes and checked as a file is."""
     if spec == "-":
         import sys
 
-        return sys.stdin.read(), "<stdin>"
-    path = Path(spec)
+        source = "<stdin>"
+        try:
+            data = sys.stdin.buffer.read()
+        except (AttributeError, OSError, ValueError):  # no fd 0 (``<&-``): Python's sys.stdin is None
+            raise _StdinClosed("-: standard input is closed, there is no batch to read") from None
+    else:
+        source = spec
+        try:
+            data = Path(spec).read_bytes()
+        except IsADirectoryError:
+            raise UsageError(f"{spec}: is a directory, not a JSON-lines file") from None
     try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise UsageError(f"{spec}: is a directory, not a JSON-lines file") from None
-    try:
-        return data.decode("utf-8"), spec
+        return data.decode("utf-8"), source
     except UnicodeDecodeError as exc:
-        raise _BadLines(f"{spec}: not UTF-8 text (byte {exc.start}); nothing was run") from None
+        raise _BadLines(f"{source}: not UTF-8 text (byte {exc.start}); nothing was run") from None
 
 
 class _Roots:
