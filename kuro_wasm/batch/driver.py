@@ -186,6 +186,13 @@ def run_many(
             checked.append(invocation(spec, session_id=f"batch-{batch_id}", default_fs=default_fs))
         except ModelError as exc:
             raise ModelError(f"invocation {index}: {exc}", reason=exc.reason, hint=exc.hint) from exc
+    first: dict[str, int] = {}
+    for index, inv in enumerate(checked):
+        if inv.op_id is not None and first.setdefault(inv.op_id, index) != index:
+            raise ModelError(
+                f"invocation {index}: op_id {inv.op_id!r} is already invocation {first[inv.op_id]}'s",
+                reason="duplicate-op-id",
+            )
     if ledger is None and any(inv.op_id is not None for inv in checked):
         raise ModelError("invocations with an op_id need a ledger (run_many(..., ledger=Ledger()))", reason="no-ledger")
     _check_workers(workers)

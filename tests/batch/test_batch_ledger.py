@@ -24,7 +24,7 @@ from kuro_fs.errors import BlockStoreError
 from kuro_fs.filestore import FileBlockStore
 from kuro_wasm.batch import run_many
 from kuro_wasm.batch.stores import SharedStore
-from kuro_wasm.errors import BatchError
+from kuro_wasm.errors import BatchError, ModelError
 from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.limits import MAX_WORKERS
 
@@ -189,3 +189,14 @@ def test_a_run_whose_writes_the_driver_cannot_store_is_a_host_error_and_the_batc
         assert "No space left on device" in got[0]["kuro/error"] and "kuro/fs-root-after" not in got[0]
         assert got[1]["kuro/outcome"] == "ok"
         assert ledger.result("writes")["kuro/outcome"] == "host-error"  # it ran: the op id is used, never rerun
+
+
+def test_one_op_id_twice_in_a_batch_is_refused_by_run_many_naming_both_before_anything_is_claimed(
+    shared: Shared, tmp_path: Path
+) -> None:
+    lines = [_echo(shared, "once"), _echo(shared, "other"), _echo(shared, "once") | {"args": [2]}]
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        with pytest.raises(ModelError, match="invocation 2: op_id 'once' is already invocation 0's") as refused:
+            run_many(lines, store=shared.store, ledger=ledger, cluster=_Untouchable())
+        assert refused.value.reason == "duplicate-op-id"
+        assert ledger.result("once")["kuro/status"] == "not-found"
