@@ -313,20 +313,21 @@ class Batch:
 
     def _completions(self) -> Iterator[Completed]:
         pending: deque[int] = deque()
-        denied: list[tuple[int, dict[str, Any]]] = []
+        denied: deque[tuple[int, dict[str, Any]]] = deque()
         for index, inv in enumerate(self.invocations):
             refused = denial(inv.session, inv.command)
             if refused is not None:
                 denied.append((index, refused))
             else:
                 pending.append(index)
-        answered = self._recorded()
-        known = {done.index for done in answered}
-        if known:
-            pending = deque(index for index in pending if index not in known)
         try:
+            answered = self._recorded()
+            known = {done.index for done in answered}
+            if known:
+                pending = deque(index for index in pending if index not in known)
             yield from answered
-            for index, refused in denied:
+            while denied:
+                index, refused = denied.popleft()
                 if index in known:
                     continue
                 taken, raced = self._take([index])
@@ -334,7 +335,11 @@ class Batch:
                 for index in taken:
                     yield self._finish(index, refused)
             if pending:
-                yield from self._run(pending)
+                yield from self._run(pending)  # it empties pending: sent, or listed in not_run
+        except BaseException:  # whatever was never sent is listed as not run
+            self.not_run.extend([*pending, *(index for index, _ in denied)])
+            pending.clear()
+            raise
         finally:  # still claimed, never settled nor released: it may have run (or been denied): unknown
             for index in sorted(self._claims):
                 self._abandon(index, "the batch stopped before this invocation's receipt was recorded")

@@ -20,10 +20,11 @@ one already recorded is replayed without touching the cluster.
 Every receipt and denial is stored as ``kuro run`` stores it (persisted form, a dag-cbor block).
 stdout: one line per finished invocation, ``LINE<TAB>OUTCOME<TAB>EXIT<TAB>RECEIPT-CID``, as they
 finish; with ``--json`` one JSON object per input line, **in input order** (the receipt, the
-denial, the ledger's answer, or ``{"kuro/status": "not-run"}``). Progress (done, running, failed,
-rate) is drawn on stderr when it is a terminal. Ctrl-C (SIGTERM, SIGHUP) cancels the batch:
-running guests are killed and stored ``cancelled``, what finished is stored, what never started
-is listed; exit 128 + the signal.
+denial, the ledger's answer, or ``{"kuro/status": "not-run"}``; when the batch stops early — an error,
+a second signal — every line still gets its object: ``not-run``, or ``unknown`` if it was still out).
+Progress (done, running, failed, rate) is drawn on stderr when it is a terminal. Ctrl-C (SIGTERM,
+SIGHUP) cancels the batch: running guests are killed and stored ``cancelled``, what finished is
+stored, what never started is listed; exit 128 + the signal.
 
 Exit status: 0 if every line ran and exited 0; 1 if any did not (a nonzero exit code, a denial,
 an op id answered ``running``/``unknown``); 2 bad input; 74 (as ``kuro run``) if the home could not
@@ -297,10 +298,17 @@ class _Output:
             code = value.get("kuro/exit-code", "-")
             self.ctx.say(f"{self.numbers[index]}\t{outcome}\t{code}\t{cid}")
 
-    def not_run(self, index: int) -> None:
-        if self.json:
-            self.ready[index] = json.dumps({"kuro/status": "not-run", "kuro/line": self.numbers[index]})
-            self._flush()
+    def rest(self, not_run: list[int]) -> None:
+        """With ``--json``, the batch stopped early: every line not printed yet gets its object now, in order —
+        what finished, ``not-run`` for a line that never ran, ``unknown`` for one still out when it stopped."""
+        if not self.json:
+            return
+        never = set(not_run)
+        for index in range(self.next, len(self.numbers)):
+            if index not in self.ready:
+                status = "not-run" if index in never else "unknown"
+                self.ready[index] = json.dumps({"kuro/status": status, "kuro/line": self.numbers[index]})
+        self._flush()
 
     def _flush(self) -> None:
         while self.next in self.ready:
@@ -372,19 +380,20 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
                     progress.advance(1)
             except KeyboardInterrupt as exc:  # a second signal: stop waiting (what is still out is unknown)
                 progress.close()
+                out.rest(the_batch.not_run)
                 _say_not_run(ctx, the_batch.not_run, numbers, out.done)
                 _say_unstored(ctx, out.unstored)
                 return interrupted_status(exc)
             except Exception:
                 progress.close()
+                out.rest(the_batch.not_run)
                 if the_batch.not_run:
                     _say_not_run(ctx, the_batch.not_run, numbers, out.done)
                 _say_unstored(ctx, out.unstored)
                 raise
         progress.close()
         if the_batch.cancelled and RECEIVED:
-            for index in sorted(the_batch.not_run):
-                out.not_run(index)
+            out.rest(the_batch.not_run)
             _say_not_run(ctx, the_batch.not_run, numbers, out.done)
             _say_unstored(ctx, out.unstored)
             return 128 + RECEIVED[-1]
