@@ -191,6 +191,12 @@ class Handle:
     def write(self, data: bytes) -> None:
         """Give the guest stdin bytes (ignored after :meth:`close_stdin`).
 
+        Like a pipe's writer, this waits while :data:`~kuro_wasm.host.context.STDIN_BUFFER_BYTES`
+        (4 MiB) are buffered unread, until the guest reads, input is closed or the run ends
+        (then what did not fit is dropped): a guest that never reads holds the writer back
+        instead of growing the host's memory. Called from ``on_chunk`` (the guest's own thread)
+        it never waits.
+
         Raises ModelError (``invalid-stdin``): ``data`` is not bytes, as :func:`start`'s ``stdin``.
         """
         assert self._job.ctx.stdin is not None

@@ -99,25 +99,79 @@ class Stopped(Exception):
         self.read = read
 
 
-class StdinPipe:
-    """Bytes written by the caller, read by the guest; closing ends input (``read`` then returns 0)."""
+#: The most stdin bytes a run buffers that its guest has not read yet: a writer past it waits (a pipe's backpressure).
+STDIN_BUFFER_BYTES: Final = 4 << 20
+#: A pipe with ``on_take`` reports what its guest has read at least this often (and whenever it is empty).
+STDIN_REPORT_BYTES: Final = 1 << 20
 
-    def __init__(self, cond: threading.Condition, data: bytes | None = None, *, closed: bool = False) -> None:
+
+class StdinPipe:
+    """Bytes written by the caller, read by the guest; closing ends input (``read`` then returns 0).
+
+    Like a pipe, it holds at most ``bound`` unread bytes (None: no bound, for a writer that
+    must never wait, as a worker's control thread): a :meth:`write` past it waits until the
+    guest reads, input is closed or the run ends — so a guest that never reads cannot make
+    its host buffer without end. A write from the thread that runs the guest (an ``on_chunk``
+    callback answering output with input) never waits: the guest could not read until it
+    returned; it is kept whole. Every method runs with ``cond`` held or takes it.
+    """
+
+    def __init__(
+        self,
+        cond: threading.Condition,
+        data: bytes | None = None,
+        *,
+        closed: bool = False,
+        bound: int | None = STDIN_BUFFER_BYTES,
+    ) -> None:
         self._cond = cond
         self._buf = bytearray(data or b"")
         self._closed = closed
+        self._ended = False
+        self._bound = bound
+        self._writers = 0  # writers waiting for room: a read that finds none skips the notify
+        #: the thread that runs the guest (set when the run starts): its writes never wait
+        self.reader: int | None = None
+        #: told how many bytes the guest has read in all, every STDIN_REPORT_BYTES and whenever the pipe empties
+        #: (a worker's pipe: the host, which holds the bound there, waits on it); called with ``cond`` held
+        self.on_take: Callable[[int], None] | None = None
+        self._taken = 0
+        self._reported = 0
 
     def write(self, data: bytes) -> None:
-        """Append ``data``; ignored after :meth:`close` (the reader has seen end of input)."""
+        """Append ``data``, waiting while the buffer is full; ignored after :meth:`close` or :meth:`end`.
+
+        Bytes the guest can no longer read (input closed, or the run ended while this waited) are dropped.
+        """
+        view = memoryview(data)
         with self._cond:
-            if not self._closed and data:
-                self._buf += data
+            while view:
+                if self._closed or self._ended:
+                    return
+                room = len(view) if self._bound is None else self._bound - len(self._buf)
+                if room <= 0 and threading.get_ident() == self.reader:
+                    room = len(view)
+                if room <= 0:
+                    self._writers += 1
+                    try:
+                        self._cond.wait()
+                    finally:
+                        self._writers -= 1
+                    continue
+                self._buf += view[:room]
+                view = view[room:]
                 self._cond.notify_all()
 
     def close(self) -> None:
         """End of input: a blocked ``read`` wakes and returns what is left, then 0."""
         with self._cond:
             self._closed = True
+            self._cond.notify_all()
+
+    def end(self) -> None:
+        """The run is over: a waiting :meth:`write` returns, and later ones are ignored."""
+        with self._cond:
+            self._ended = True
             self._cond.notify_all()
 
     def ready(self) -> bool:
@@ -129,10 +183,17 @@ class StdinPipe:
         return len(self._buf)
 
     def take(self, cap: int) -> bytes | None:
-        """Up to ``cap`` buffered bytes; ``b""`` at end of input; None if nothing yet (caller waits)."""
+        """Up to ``cap`` buffered bytes; ``b""`` at end of input; None if nothing yet (caller waits, ``cond`` held)."""
         if self._buf:
             out = bytes(self._buf[:cap])
             del self._buf[:cap]
+            if self._writers:
+                self._cond.notify_all()
+            if self.on_take is not None:
+                self._taken += len(out)
+                if not self._buf or self._taken - self._reported >= STDIN_REPORT_BYTES:
+                    self._reported = self._taken
+                    self.on_take(self._taken)
             return out
         return b"" if self._closed else None
 

@@ -38,7 +38,7 @@ from kuro_wasm.errors import HostError
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import loader
 from kuro_wasm.host.calls import register_run, unregister_run
-from kuro_wasm.host.context import RunContext, StdinPipe
+from kuro_wasm.host.context import STDIN_BUFFER_BYTES, RunContext, StdinPipe
 from kuro_wasm.host.fsgate import open_fs
 from kuro_wasm.host.loader import LoadFailure
 from kuro_wasm.model import stream as _stream
@@ -79,6 +79,7 @@ class Job:
         stdin_closed: bool,
         stdin: bytes | None,
         seed: int | None = None,
+        stdin_bound: int | None = STDIN_BUFFER_BYTES,
     ) -> None:
         self.session = session
         self.command = dict(command)
@@ -102,7 +103,7 @@ class Job:
             admit=self.writer.admit,
             deadline=self.started + limits.timeout_ms / 1000.0,
             cond=cond,
-            stdin=StdinPipe(cond, stdin, closed=stdin_closed),
+            stdin=StdinPipe(cond, stdin, closed=stdin_closed, bound=stdin_bound),
             command=self.command,
             seed=seed,
             max_value_bytes=limits.value_bound(),
@@ -159,11 +160,15 @@ class Job:
 
     def execute(self) -> dict[str, Any]:
         """Run to the end and return the receipt. Raises HostError only if no receipt can be built."""
+        assert self.ctx.stdin is not None
+        self.ctx.stdin.reader = threading.get_ident()
         try:
             result, session = self._run()
         except Exception as exc:
             result = {"exit-code": 70, "outcome": "host-error", "error": f"host error: {type(exc).__name__}: {exc}"}
             session = self.session
+        finally:
+            self.ctx.stdin.end()  # a writer waiting for the guest to read returns: it never will now
         try:
             return self._finish(result, session)
         except Exception as exc:  # a receipt the model refuses: say so instead of leaving waiters hanging

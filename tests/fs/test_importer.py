@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import os
+import threading
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -11,10 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.blocks import MemoryBlockStore, active_batch
 from kuro_fs.cid import cid_for
 from kuro_fs.errors import KuroFsError
 from kuro_fs.fileread import read_file
+from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
 from kuro_fs.importer import file_cid, import_bytes, import_file, import_path, import_stream
 from kuro_fs.unixfs import write_file
@@ -241,6 +244,44 @@ def test_the_first_failing_file_by_name_is_the_error_and_nothing_is_kept(tmp_pat
     with pytest.raises(KuroFsError, match="f03 failed"):
         import_path(store, tree, workers=workers)
     assert store.cids() == []  # the import's batch was discarded whole
+
+
+class RacingStore(FileBlockStore):
+    """Fails the put of ``b"file 3"``; the put of ``b"file 9"`` (another thread's run) waits for the batch to end."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.failed = threading.Event()
+        self.landed = threading.Event()
+
+    def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+        if bytes(data) == b"file 3":
+            self.failed.set()
+            raise KuroFsError("f03 failed")
+        if bytes(data) == b"file 9":
+            self.failed.wait(10)
+            batch = active_batch(self)
+            for _ in range(100):  # until the failed import's batch has ended (never, if the import waits for this put)
+                if batch is None or not batch.open:
+                    break
+                time.sleep(0.01)
+            try:
+                return super().put(data, codec, cid=cid)
+            finally:
+                self.landed.set()
+        return super().put(data, codec, cid=cid)
+
+
+def test_a_file_import_still_in_flight_when_another_fails_is_not_kept_either(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(12):
+        (tree / f"f{i:02d}").write_bytes(b"file %d" % i)
+    store = RacingStore(tmp_path / "store")
+    with pytest.raises(KuroFsError, match="f03 failed"):
+        import_path(store, tree, workers=2)
+    assert store.landed.wait(10)
+    assert store.stats()["blocks"] == 0  # the import waited for the other thread's put before discarding its batch
 
 
 def test_a_file_that_grows_while_it_is_imported_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -77,6 +77,7 @@ from kuro_wasm.errors import HostError, KuroError
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import loader
 from kuro_wasm.host.cache import COMPONENT, MODULE
+from kuro_wasm.host.context import STDIN_BUFFER_BYTES
 from kuro_wasm.host.fsgate import fault_kind
 from kuro_wasm.host.job import OnChunk, OnExit
 from kuro_wasm.host.worker import protocol
@@ -92,6 +93,10 @@ from kuro_wasm.model.sessions import Session
 __all__ = ["WorkerPool", "default_pool"]
 
 _FROM_WORKER: Final = frozenset({"worker"})
+#: How often a stdin writer waiting for room looks again whether its run ended (``took`` wakes it at once).
+_STDIN_RECHECK_S: Final = 0.05
+#: Set on the pool's reader threads, which call ``on_chunk``: a stdin write from there never waits.
+_READER = threading.local()
 #: The largest run frame (JSON and stdin) sent to a worker that is running another run. Its main thread reads
 #: its run channel only between runs, so a frame that does not fit the socket's buffer (~200 KiB by default)
 #: would block the host's sender — and through the sender's lock every frame to that worker, kills included —
@@ -271,6 +276,7 @@ class WorkerPool:
     # ---- the reader of one worker
 
     def _read(self, conn: _Conn) -> None:
+        _READER.active = True  # this thread calls on_chunk: a stdin write from there must never wait
         stream = conn.sock.makefile("rb", buffering=1 << 16)
         try:
             conn.sock.settimeout(self._start_timeout)
@@ -357,6 +363,11 @@ class WorkerPool:
                 raise ProtocolError(f"a chunk the stream refuses: {exc}") from exc
             if not kept:
                 raise ProtocolError("the worker sent a chunk past the output bounds")
+        elif kind == "took":
+            run = self._head(conn, message["id"])
+            with self._cond:  # a worker can only say more than it was given by lying: it is held to what it got
+                run.stdin_taken = max(run.stdin_taken, min(message["n"], run.stdin_written))
+                self._cond.notify_all()
         elif kind in ("get", "has"):
             run = self._head(conn, message["id"])
             self._answer(conn, run, kind, message)
@@ -686,17 +697,33 @@ class WorkerPool:
         self._flush(flush)
 
     def stdin(self, run: RemoteRun, data: bytes) -> None:
-        """Give ``run`` stdin bytes (ignored after close_stdin or the end)."""
-        with self._cond:
-            if run.done.is_set() or run.stdin_closed or not data:
-                return
-            conn = run.conn if run.sent else None
-            if conn is None or conn.outstanding[:1] != [run] or run.withdrawing:
-                run.stdin += data  # not running yet (or maybe coming back): the host keeps every byte
+        """Give ``run`` stdin bytes (ignored after close_stdin or the end).
+
+        As in-process, at most :data:`~kuro_wasm.host.context.STDIN_BUFFER_BYTES` may wait unread: past
+        that this waits until the worker says its guest read some (``took``), input closes or the run
+        ends — so neither this process nor the worker buffers without end for a guest that does not
+        read. The pool's reader threads (which call ``on_chunk``) never wait here.
+        """
+        view = memoryview(data)
+        while view:
+            with self._cond:
+                while True:
+                    if run.done.is_set() or run.stdin_closed:
+                        return
+                    room = STDIN_BUFFER_BYTES - (run.stdin_written - run.stdin_taken)
+                    if room > 0 or getattr(_READER, "active", False):
+                        break
+                    self._cond.wait(_STDIN_RECHECK_S)  # woken by ``took``; the run's end is seen at the recheck
+                piece = bytes(view[: max(room, 0) or len(view)])
+                view = view[len(piece) :]
+                run.stdin_written += len(piece)
+                conn = run.conn if run.sent else None
+                if conn is None or conn.outstanding[:1] != [run] or run.withdrawing:
+                    run.stdin += piece  # not running yet (or maybe coming back): the host keeps every byte
+                if conn is not None:
+                    conn.outbox.append(("stdin", {"id": run.id}, piece))
             if conn is not None:
-                conn.outbox.append(("stdin", {"id": run.id}, data))
-        if conn is not None:
-            self._flush({conn})
+                self._flush({conn})
 
     def close_stdin(self, run: RemoteRun) -> None:
         """End of input for ``run``."""

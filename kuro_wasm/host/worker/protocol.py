@@ -137,6 +137,8 @@ MESSAGES: Final[Mapping[str, Message]] = {
     "hello": Message("worker", {"pid": "int", "hardening": "data", "engine": "str", "stores": "data"}),
     "unfit": Message("worker", {"error": "str"}),  # instead of hello: the worker could not harden itself
     "chunk": Message("worker", {"id": "int", "stream": "str"}, payload=True),
+    # how many stdin bytes the run's guest has read so far, in all (the host's stdin writer waits on it)
+    "took": Message("worker", {"id": "int", "n": "int"}),
     "get": Message("worker", {"id": "int", "rid": "int", "cid": "str"}),
     "has": Message("worker", {"id": "int", "rid": "int", "cid": "str"}),
     "module": Message("worker", {"id": "int", "rid": "int", "cid": "str", "fuel": "bool"}),

@@ -181,6 +181,9 @@ class RemoteRun:
         self.stream = _stream.new(limits.max_output_bytes, max_chunks=limits.max_output_chunks)
         self.stdin = bytearray(stdin or b"")
         self.stdin_closed = stdin_closed
+        #: stdin bytes given to the run in all, and how many of them its guest has read (the worker's ``took``)
+        self.stdin_written = len(self.stdin)
+        self.stdin_taken = 0
         self.stop_reason: str | None = None  # cancelled / timeout, as the host asked for it
         self.stop_at: float | None = None
         self.hard_stop: str | None = None  # set when the host killed the worker to enforce stop_reason

@@ -337,6 +337,13 @@ class _Worker:
             elif kind == "kill":
                 job.ctx.stop("cancelled")
 
+    def _took(self, run_id: int, total: int) -> None:
+        """Tell the host the guest has read ``total`` stdin bytes in all (its writer waits for room on it)."""
+        try:
+            self.send("took", {"id": run_id, "n": total})
+        except BlockStoreError:
+            pass  # the host is gone: the control thread ends this worker
+
     def _compiled_by_host(self, run_id: int, cid: object, fuel: bool) -> None:
         """Make sure this worker's memory holds guest ``cid`` compiled for the engine with or without ``fuel``:
         if not, ask the host for
@@ -436,7 +443,10 @@ class _Worker:
                 stdin_closed=request.closed,
                 stdin=bytes(request.stdin) if request.stdin else None,
                 seed=message["seed"] if isinstance(message["seed"], int) else None,
+                stdin_bound=None,  # written by the control thread, which must never wait (a kill may be next)
             )
+            assert job.ctx.stdin is not None
+            job.ctx.stdin.on_take = lambda total: self._took(request.id, total)  # the host holds stdin's bound
             request.job = job
             killed = request.killed or self.host_gone
         if killed:

@@ -49,6 +49,7 @@ class _Host:
         assert hello is not None and hello[0]["t"] == "hello"
         self.pid = int(hello[0]["pid"])
         self.out: dict[int, bytearray] = {}
+        self.took: dict[int, int] = {}  # run id -> the last ``took``: stdin bytes its guest has read in all
 
     def run(self, run_id: int, cid: str, *, stdin: bytes = b"", closed: bool = False, killed: bool = False) -> None:
         fields = {
@@ -101,6 +102,8 @@ class _Host:
                 if message["stream"] == "stdout":
                     self.out.setdefault(message["id"], bytearray()).extend(payload)
                 return message
+            elif kind == "took":  # how much stdin the guest read: a real host's writer waits on it
+                self.took[message["id"]] = message["n"]
             else:
                 return message
 
