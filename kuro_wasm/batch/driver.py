@@ -326,14 +326,12 @@ class Batch:
             if known:
                 pending = deque(index for index in pending if index not in known)
             yield from answered
-            while denied:
-                index, refused = denied.popleft()
-                if index in known:
-                    continue
-                taken, raced = self._take([index])
-                yield from raced
-                for index in taken:
-                    yield self._finish(index, refused)
+            refusals = {index: refused for index, refused in denied if index not in known}
+            taken, raced = self._take(list(refusals))  # one transaction to claim, one to settle them all
+            finished = self._finish_many([(index, refusals[index]) for index in taken])
+            denied.clear()
+            yield from raced
+            yield from finished
             if pending:
                 yield from self._run(pending)  # it empties pending: sent, or listed in not_run
         except BaseException:  # whatever was never sent is listed as not run

@@ -200,3 +200,23 @@ def test_one_op_id_twice_in_a_batch_is_refused_by_run_many_naming_both_before_an
             run_many(lines, store=shared.store, ledger=ledger, cluster=_Untouchable())
         assert refused.value.reason == "duplicate-op-id"
         assert ledger.result("once")["kuro/status"] == "not-found"
+
+
+def test_the_denials_of_a_batch_are_claimed_and_settled_together_not_one_transaction_each(
+    shared: Shared, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, int]] = []
+    for name in ("claim_many", "settle_many"):
+        real = getattr(Ledger, name)
+
+        def counted(self: Ledger, requests: Any, _real: Any = real, _name: str = name) -> Any:
+            calls.append((_name, len(requests)))
+            return _real(self, requests)
+
+        monkeypatch.setattr(Ledger, name, counted)
+    denied = [{"guest": shared.batch, "export": "echo", "grant": ["fs/read"], "op_id": f"d-{n}"} for n in range(50)]
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        got = list(run_many(denied, store=shared.store, ledger=ledger, cluster=_Untouchable()))
+        assert [done.value["kuro/reason"] for done in got] == ["missing-capabilities"] * 50
+        assert ledger.result("d-49")["kuro/reason"] == "missing-capabilities"
+    assert calls == [("claim_many", 50), ("settle_many", 50)]
