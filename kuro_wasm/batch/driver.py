@@ -471,13 +471,15 @@ class Batch:
                 pace = seconds / len(ran)
                 self._per_item = pace if self._per_item is None else 0.7 * self._per_item + 0.3 * pace
             values = []
+            members = set(chunk)
+            seen: set[int] = set()
             for answer in ran:
                 index = answer.get("i") if isinstance(answer, dict) else None
-                if index in chunk:
+                if type(index) is int and index in members and index not in seen:  # a damaged answer's 2nd word: no
+                    seen.add(index)
                     values.append((index, accepted(self._store, self.invocations[index], answer)))
-            seen = {i for i, _ in values}
             for index in done.detail.get("skipped", []):
-                if index in chunk and index not in seen:
+                if type(index) is int and index in members and index not in seen:
                     self.not_run.append(index)
                     seen.add(index)
             for index in chunk:  # an invocation the worker did not account for may have run

@@ -220,3 +220,24 @@ def test_the_denials_of_a_batch_are_claimed_and_settled_together_not_one_transac
         assert [done.value["kuro/reason"] for done in got] == ["missing-capabilities"] * 50
         assert ledger.result("d-49")["kuro/reason"] == "missing-capabilities"
     assert calls == [("claim_many", 50), ("settle_many", 50)]
+
+
+class _SaysItTwice(Inline):
+    """A damaged worker: its answer for a chunk gives the first invocation's receipt twice."""
+
+    def wait(self, timeout: float) -> list[Any]:
+        ended = super().wait(timeout)
+        for done in ended:
+            done.detail["ran"].append(dict(done.detail["ran"][0]))
+        return ended
+
+
+def test_a_worker_answer_that_names_an_invocation_twice_gives_it_one_receipt(shared: Shared, tmp_path: Path) -> None:
+    where = SharedStore(str(shared.store.root))
+    lines = [_echo(shared, "a"), _echo(shared, "b") | {"args": [2]}]
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        got = [(done.index, done.value["kuro/outcome"]) for done in run_many(
+            lines, store=shared.store, ledger=ledger, cluster=_SaysItTwice(where), worker_store=where, chunk_size=2
+        )]  # fmt: skip
+        assert sorted(got) == [(0, "ok"), (1, "ok")]
+        assert ledger.result("a")["kuro/outcome"] == ledger.result("b")["kuro/outcome"] == "ok"
