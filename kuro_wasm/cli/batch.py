@@ -343,6 +343,7 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
         if ledger is None and any(inv.op_id is not None for inv in invocations):
             ledger = stack.enter_context(Ledger(home=ctx.home, store=ctx.store))
         numbers = [number for number, _ in lines]
+        del text, lines  # the invocations are what the batch needs: the file and its parsed lines go now
         out = _Output(ctx, numbers, args.json)
         try:
             the_batch = run_many(

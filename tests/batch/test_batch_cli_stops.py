@@ -55,3 +55,30 @@ def test_a_batch_that_stops_with_an_error_still_prints_one_object_per_line_in_or
     # line 1 ran; line 2's chunk failed; line 3 was already out and ran; the rest were never sent
     assert [v.get("kuro/outcome") or v["kuro/status"] for v in shown] == ["ok", "not-run", "ok", "not-run", "not-run"]
     assert shown[2]["kuro/args"] == [2] and [v.get("kuro/line") for v in shown[3:]] == [4, 5]
+
+
+def test_while_a_batch_runs_the_command_holds_no_parsed_line_only_its_invocation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    from kuro_wasm import batch
+
+    home = tmp_path / "home"
+    out = io.StringIO()
+    assert main(["--home", str(home), "guest", "add", str(GUESTS / "batch.wat")], out=out, err=io.StringIO()) == 0
+    guest = out.getvalue().split()[0]
+    path = tmp_path / "b.jsonl"
+    denied = json.dumps({"guest": guest, "export": "held-export", "grant": ["fs/read"]})  # no worker needed
+    path.write_text((denied + "\n") * 20)
+    held: list[int] = []
+
+    def run_many(*args: Any, **kwargs: Any) -> Any:
+        gc.collect()
+        held.append(sum(1 for o in gc.get_objects() if isinstance(o, dict) and o.get("export") == "held-export"))
+        return real(*args, **kwargs)
+
+    real = batch.run_many
+    monkeypatch.setattr(batch, "run_many", run_many)
+    code = main(["--home", str(home), "batch", str(path)], out=io.StringIO(), err=io.StringIO())
+    assert code == 1 and held == [0]  # twenty denials; the lines' objects were let go before the batch began
