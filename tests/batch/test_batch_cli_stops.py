@@ -36,13 +36,17 @@ class _SecondChunkFails(Inline):
         return super().wait(timeout)
 
 
-def test_a_batch_that_stops_with_an_error_still_prints_one_object_per_line_in_order(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _home_with_the_batch_guest(tmp_path: Path) -> tuple[Path, str]:
     home = tmp_path / "home"
     out = io.StringIO()
     assert main(["--home", str(home), "guest", "add", str(GUESTS / "batch.wat")], out=out, err=io.StringIO()) == 0
-    guest = out.getvalue().split()[0]
+    return home, out.getvalue().split()[0]
+
+
+def test_a_batch_that_stops_with_an_error_still_prints_one_object_per_line_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, guest = _home_with_the_batch_guest(tmp_path)
     path = tmp_path / "b.jsonl"
     path.write_text("".join(json.dumps({"guest": guest, "export": "echo", "args": [n]}) + "\n" for n in range(5)))
     monkeypatch.setattr(
@@ -64,10 +68,7 @@ def test_while_a_batch_runs_the_command_holds_no_parsed_line_only_its_invocation
 
     from kuro_wasm import batch
 
-    home = tmp_path / "home"
-    out = io.StringIO()
-    assert main(["--home", str(home), "guest", "add", str(GUESTS / "batch.wat")], out=out, err=io.StringIO()) == 0
-    guest = out.getvalue().split()[0]
+    home, guest = _home_with_the_batch_guest(tmp_path)
     path = tmp_path / "b.jsonl"
     denied = json.dumps({"guest": guest, "export": "held-export", "grant": ["fs/read"]})  # no worker needed
     path.write_text((denied + "\n") * 20)
