@@ -227,7 +227,7 @@ def run_many(
 class Batch:
     """A batch in progress: iterate it for :class:`Completed` values, in the order they complete.
 
-    :attr:`not_run` lists the indexes that never ran (a cancel came first), once iteration ends;
+    :attr:`not_run` lists the indexes that never started (a cancel or an error came first), once iteration ends;
     :attr:`lost` those whose worker died holding them; :attr:`running` counts those out now.
     :meth:`cancel` (from a signal handler or another thread) stops it as Ctrl-C does, without
     raising; keep iterating to receive what finishes. ``with run_many(...) as batch:`` cancels
@@ -377,12 +377,6 @@ class Batch:
             else:
                 raced[index] = Completed(index, self.invocations[index], value)
         return [i for i in indexes if i not in raced], list(raced.values())
-
-    def _finish(self, index: int, value: dict[str, Any]) -> Completed:
-        claim = self._claims.pop(index, None)
-        if claim is not None and self._ledger is not None:
-            value = self._ledger.settle(claim, value)
-        return Completed(index, self.invocations[index], value)
 
     def _finish_many(self, values: list[tuple[int, dict[str, Any]]]) -> list[Completed]:
         ledgered = [(i, v) for i, v in values if i in self._claims]
