@@ -247,18 +247,22 @@ def test_the_first_failing_file_by_name_is_the_error_and_nothing_is_kept(tmp_pat
 
 
 class RacingStore(FileBlockStore):
-    """Fails the put of ``b"file 3"``; the put of ``b"file 9"`` (another thread's run) waits for the batch to end."""
+    """Fails the put of ``b"file 3"`` once the put of ``b"file 9"`` (another thread's run) has begun; that one
+    then waits for the batch to end."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
         self.failed = threading.Event()
         self.landed = threading.Event()
+        self.in_flight = threading.Event()
 
     def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
         if bytes(data) == b"file 3":
+            assert self.in_flight.wait(10)  # the other thread's run has begun: it is not cancelled, it is waited for
             self.failed.set()
             raise KuroFsError("f03 failed")
         if bytes(data) == b"file 9":
+            self.in_flight.set()
             self.failed.wait(10)
             batch = active_batch(self)
             for _ in range(100):  # until the failed import's batch has ended (never, if the import waits for this put)
