@@ -389,7 +389,7 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
                 progress.close()
                 out.rest(the_batch.not_run)
                 if the_batch.not_run:
-                    _say_not_run(ctx, the_batch.not_run, numbers, out.done)
+                    _say_not_run(ctx, the_batch.not_run, numbers, out.done, why="stopped")
                 _say_unstored(ctx, out.unstored)
                 raise
         progress.close()
@@ -435,7 +435,7 @@ def _say_unstored(ctx: Context, count: int) -> None:
         ctx.note(f"kuro: error: {count} receipt(s) {where}; each is shown above [receipt-not-stored]")
 
 
-def _say_not_run(ctx: Context, not_run: list[int], numbers: list[int], done: int) -> None:
+def _say_not_run(ctx: Context, not_run: list[int], numbers: list[int], done: int, why: str = "interrupted") -> None:
     shown = ", ".join(str(numbers[i]) for i in sorted(not_run)[:50])
     more = " …" if len(not_run) > 50 else ""
-    ctx.note(f"kuro: batch interrupted: {done} finished and stored; {len(not_run)} did not run (lines {shown}{more})")
+    ctx.note(f"kuro: batch {why}: {done} finished and stored; {len(not_run)} did not run (lines {shown}{more})")

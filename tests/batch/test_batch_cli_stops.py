@@ -55,6 +55,7 @@ def test_a_batch_that_stops_with_an_error_still_prints_one_object_per_line_in_or
     out, err = io.StringIO(), io.StringIO()
     code = main(["--home", str(home), "batch", str(path), "--json", "--chunk-size", "1"], out=out, err=err)
     assert code == 1 and "no worker can run this batch" in err.getvalue() and "Traceback" not in err.getvalue()
+    assert "batch stopped: 2 finished and stored; 3 did not run (lines 2, 4, 5)" in err.getvalue()  # no signal came
     shown = [json.loads(line) for line in out.getvalue().splitlines()]
     # line 1 ran; line 2's chunk failed; line 3 was already out and ran; the rest were never sent
     assert [v.get("kuro/outcome") or v["kuro/status"] for v in shown] == ["ok", "not-run", "ok", "not-run", "not-run"]
