@@ -47,8 +47,10 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Final, TypeVar
 
 from kuro_fs.blocks import BlockStore, open_batch
@@ -70,19 +72,68 @@ _R = TypeVar("_R")
 Pool = ThreadPoolExecutor | None
 
 
-def _put_all(put: Callable[[_T], _R], items: Sequence[_T], workers: int, pool: ThreadPoolExecutor | None) -> list[_R]:
+class _Stopped(Exception):
+    """A run of puts gave up because an earlier item failed or the import was abandoned (never seen outside)."""
+
+
+def _put_all(
+    put: Callable[[_T], _R],
+    items: Sequence[_T],
+    workers: int,
+    pool: ThreadPoolExecutor | None,
+    abandoned: threading.Event | None = None,
+) -> list[_R]:
     # ``put`` over contiguous runs of ``items`` on the pool; each run in a copy of this context,
-    # so the workers' puts join the store batch the caller opened.
+    # so the workers' puts join the store batch the caller opened. A run stops before any item
+    # after one that failed (its result could not be used: the earliest failure is the one
+    # raised, as a serial loop's) and before any item once ``abandoned`` is set.
     if pool is None or workers <= 1 or len(items) < 2:
         return [put(item) for item in items]
     step = -(-len(items) // workers)
-    runs = [items[i : i + step] for i in range(0, len(items), step)]
-    futures = [pool.submit(contextvars.copy_context().run, _put_run, put, run) for run in runs]
+    failed = [len(items)]  # the lowest failed index so far (a lost race only leaves a run going longer)
+    futures = [
+        pool.submit(contextvars.copy_context().run, _put_run, put, items, lo, step, failed, abandoned)
+        for lo in range(0, len(items), step)
+    ]
+    # In order: every run before the earliest failure finished whole, so the first to raise holds it.
     return [cid for future in futures for cid in future.result()]
 
 
-def _put_run(put: Callable[[_T], _R], run: Sequence[_T]) -> list[_R]:
-    return [put(item) for item in run]
+def _put_run(
+    put: Callable[[_T], _R],
+    items: Sequence[_T],
+    lo: int,
+    step: int,
+    failed: list[int],
+    abandoned: threading.Event | None,
+) -> list[_R]:
+    out = []
+    for i in range(lo, min(lo + step, len(items))):
+        if failed[0] < i or (abandoned is not None and abandoned.is_set()):
+            raise _Stopped
+        try:
+            out.append(put(items[i]))
+        except BaseException:
+            failed[0] = min(failed[0], i)
+            raise
+    return out
+
+
+def _join(pool: ThreadPoolExecutor) -> None:
+    """Wait for every task of ``pool`` (cancelling those not started), even through further Ctrl-Cs.
+
+    A put that outlived its import's batch would be an ordinary put, and a failed import's
+    block would become visible; the wait is short, since the runs stop at their next item.
+    """
+    interrupted = False
+    while True:
+        try:
+            pool.shutdown(wait=True, cancel_futures=True)
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 def _store_put(store: BlockStore) -> Callable[[memoryview], str]:
@@ -123,8 +174,8 @@ def import_file(
             return FileRoot(cid, len(view), len(view))
         views = [view[i : i + chunk_size] for i in range(0, len(view), chunk_size)]
         layout = BalancedLayout(store.put, width)
-        with ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
-            cids = _put_all(_store_put(store), views, workers, pool)
+        with _threads(workers) as (pool, abandoned):
+            cids = _put_all(_store_put(store), views, workers, pool, abandoned)
         for cid, chunk in zip(cids, views, strict=True):
             layout.add_leaf(cid, len(chunk))
         return layout.finish()
@@ -171,19 +222,27 @@ def file_cid(
         return _hash_only(view)
     views = [view[i : i + chunk_size] for i in range(0, len(view), chunk_size)]
     layout = BalancedLayout(_cid_only_put, width)
-    with ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
-        cids = _put_all(_hash_only, views, workers, pool)
+    with _threads(workers) as (pool, abandoned):
+        cids = _put_all(_hash_only, views, workers, pool, abandoned)
     for cid, chunk in zip(cids, views, strict=True):
         layout.add_leaf(cid, len(chunk))
     return layout.finish().cid
 
 
-class _NoPool:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+@contextmanager
+def _threads(workers: int) -> Iterator[tuple[ThreadPoolExecutor | None, threading.Event]]:
+    """A pool of ``workers`` threads (None for one: the caller's) and the event that abandons its runs;
+    on the way out, whatever ends the block, the runs are abandoned and every thread's task has ended."""
+    abandoned = threading.Event()
+    if workers <= 1:
+        yield None, abandoned
+        return
+    pool = ThreadPoolExecutor(workers)
+    try:
+        yield pool, abandoned
+    finally:
+        abandoned.set()
+        _join(pool)
 
 
 def import_stream(
@@ -209,7 +268,7 @@ def import_stream(
     whole = memoryview(buf)
     layout = BalancedLayout(store.put, width)
     total = 0
-    with open_batch(store), ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
+    with open_batch(store), _threads(workers) as (pool, abandoned):
         while True:
             filled = 0
             while filled < per_batch:
@@ -220,7 +279,7 @@ def import_stream(
             if filled == 0 and total > 0:
                 break
             views = [whole[i : min(i + chunk_size, filled)] for i in range(0, filled, chunk_size)] or [whole[:0]]
-            for cid, chunk in zip(_put_all(_store_put(store), views, workers, pool), views, strict=True):
+            for cid, chunk in zip(_put_all(_store_put(store), views, workers, pool, abandoned), views, strict=True):
                 layout.add_leaf(cid, len(chunk))
             total += filled
             if filled < per_batch:
@@ -265,10 +324,10 @@ def _import_regular_file(
                 raise _refuse(path, f"the file shrank while importing (short read at offset {offset})")
             return store.put(data, "raw")
 
-        with ThreadPoolExecutor(workers) if workers > 1 else _NoPool() as pool:
+        with _threads(workers) as (pool, abandoned):  # joined before the fd its threads read is closed
             for start in range(0, len(offsets), per_batch):
                 batch = offsets[start : start + per_batch]
-                for cid, offset in zip(_put_all(put_chunk, batch, workers, pool), batch, strict=True):
+                for cid, offset in zip(_put_all(put_chunk, batch, workers, pool, abandoned), batch, strict=True):
                     layout.add_leaf(cid, min(chunk_size, size - offset))
         return layout.finish()
     finally:
@@ -280,32 +339,47 @@ def _refuse(path: str | os.PathLike[str], why: str) -> KuroFsError:
 
 
 def _import_dir(
-    store: BlockStore, path: str, chunk_size: int, width: int, workers: int, batch_bytes: int, pool: Pool
+    store: BlockStore,
+    path: str,
+    chunk_size: int,
+    width: int,
+    workers: int,
+    batch_bytes: int,
+    pool: Pool,
+    abandoned: threading.Event | None,
 ) -> str:
     # The directory's files are imported on the pool, in contiguous runs, one file at a time per
     # run (a file's own chunks then go on its own threads, as a lone file's do): creating and
     # writing a block file is kernel work that runs without the GIL, so a tree of small files
-    # uses both cores. Subdirectories are walked here, one after another.
+    # uses both cores. Subdirectories are walked here, one after another, as they come.
     entries: dict[str, Entry] = {}
     with os.scandir(path) as listing:
         items = sorted(listing, key=lambda e: e.name)
     files: list[tuple[str, str]] = []
+    walk_error: KuroFsError | OSError | None = None
     for item in items:
         name = item.name
-        if clean_path(name) != (name,):
-            raise _refuse(item.path, "the name cannot be a kuro.fs entry (not UTF-8, or too long)")
-        if item.is_dir(follow_symlinks=False):
-            entries[name] = Entry(_import_dir(store, item.path, chunk_size, width, workers, batch_bytes, pool), 0)
-        elif item.is_file(follow_symlinks=False):
-            files.append((name, item.path))
-        else:
-            raise _refuse(item.path, "symlinks and special files are not imported")
+        try:
+            if clean_path(name) != (name,):
+                raise _refuse(item.path, "the name cannot be a kuro.fs entry (not UTF-8, or too long)")
+            if item.is_dir(follow_symlinks=False):
+                root = _import_dir(store, item.path, chunk_size, width, workers, batch_bytes, pool, abandoned)
+                entries[name] = Entry(root, 0)
+            elif item.is_file(follow_symlinks=False):
+                files.append((name, item.path))
+            else:
+                raise _refuse(item.path, "symlinks and special files are not imported")
+        except (KuroFsError, OSError) as exc:
+            walk_error = exc  # raised after the files named before this entry, whose failure comes first
+            break
 
     def one(file: tuple[str, str]) -> FileRoot:
         return _import_regular_file(store, file[1], chunk_size, width, workers, batch_bytes)
 
-    for (name, _), froot in zip(files, _put_all(one, files, workers, pool), strict=True):
+    for (name, _), froot in zip(files, _put_all(one, files, workers, pool, abandoned), strict=True):
         entries[name] = Entry(froot.cid, froot.size)
+    if walk_error is not None:
+        raise walk_error
     return write_dir(store, entries)
 
 
@@ -330,12 +404,7 @@ def import_path(
     with open_batch(store):
         if stat.S_ISREG(mode):
             return _import_regular_file(store, where, chunk_size, width, workers, batch_bytes).cid
-        if workers == 1:
-            return _import_dir(store, where, chunk_size, width, workers, batch_bytes, None)
-        pool = ThreadPoolExecutor(workers)
-        try:
-            return _import_dir(store, where, chunk_size, width, workers, batch_bytes, pool)
-        finally:
-            # Every file import ends before the batch does, also after a failure: a put that
-            # outlived the batch would make a block of a failed import visible.
-            pool.shutdown(wait=True, cancel_futures=True)
+        # Every file import ends before the batch does, also after a failure or a Ctrl-C (_threads):
+        # a put that outlived the batch would make a block of a failed import visible.
+        with _threads(workers) as (pool, abandoned):
+            return _import_dir(store, where, chunk_size, width, workers, batch_bytes, pool, abandoned)

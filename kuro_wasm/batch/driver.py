@@ -6,22 +6,30 @@ and after a backend touches it:
 
 1. every invocation is checked first (a bad one refuses the batch before anything runs);
 2. a denied one gets its denial at once, never sent;
-3. op ids are claimed in one transaction (:meth:`~kuro_wasm.ledger.ledger.Ledger.claim_many`);
-   an op id the ledger already knows is answered from it — replayed, running or unknown —
-   **without touching the cluster**;
+3. an op id the ledger already knows is answered from it — replayed, running or unknown —
+   **without touching the cluster** (:meth:`~kuro_wasm.ledger.ledger.Ledger.recorded_many`,
+   which claims nothing);
 4. the rest go out in chunks (a few invocations per task, so the per-task cost disappears;
    the size adapts to about :data:`TARGET_CHUNK_S` of work), at most two chunks per worker
-   slot in flight;
+   slot in flight; a chunk's op ids are claimed in one transaction
+   (:meth:`~kuro_wasm.ledger.ledger.Ledger.claim_many`) **as it is sent**, so a driver that
+   dies leaves ``unknown`` only what it had sent — the rest were never claimed, and a rerun of
+   the batch runs them (an op id another process recorded meanwhile is answered, not sent);
 5. each chunk ends as the backend proves it did (:mod:`kuro_wasm.batch.backend`): receipts are
    verified and rebuilt (:mod:`kuro_wasm.batch.verify`), their blocks stored, their op ids
    settled, *then* handed out; a ``lost`` chunk's invocations are recorded ``worker-died``;
    an ``unstarted`` chunk goes out again; a ``failed`` one stops the batch.
 
 Nothing is retried behind the caller's back: an invocation runs again only under a new op id.
+An op id is used up only by a run that may have happened: whatever stops the batch before an
+invocation is sent — a backend that cannot start, a caller that stops iterating, a ledger that
+refuses a chunk's claims (no more is sent, what is out drains, then the error is raised) —
+leaves it free.
 A ``KeyboardInterrupt`` while the batch waits (Ctrl-C; the CLI turns SIGTERM and SIGHUP into one)
 cancels it: nothing more is sent, running guests are killed (``cancelled`` receipts), what
 finished is stored and handed out, what never started is listed in :attr:`Batch.not_run` and
-its op ids released; then the interrupt is raised again. A second one stops waiting: whatever is
+its op ids released; then the interrupt is raised again. A second one — or the first after
+:meth:`Batch.cancel`, which a signal handler calls on the first signal — stops waiting: whatever is
 still out is recorded ``unknown`` in the ledger.
 
 ## Effects
@@ -47,7 +55,7 @@ from kuro_wasm.batch.backend import Backend, Done
 from kuro_wasm.batch.stores import WorkerStore, worker_store_for
 from kuro_wasm.batch.verify import accepted, host_error, worker_died
 from kuro_wasm.batch.worker import to_wire
-from kuro_wasm.errors import BatchError, ModelError
+from kuro_wasm.errors import BatchError, LedgerError, ModelError
 from kuro_wasm.ledger.ledger import Claim, Ledger
 from kuro_wasm.model.invocation import Invocation, invocation
 from kuro_wasm.model.sessions import denial
@@ -96,12 +104,7 @@ def backend_for(
     Raises BatchError: an address given without Dask installed, ``workers`` not from 1 to
     :data:`~kuro_wasm.model.limits.MAX_WORKERS`.
     """
-    from kuro_wasm.model.limits import MAX_WORKERS
-
-    if workers is not None and (
-        isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS
-    ):
-        raise BatchError(f"workers must be an integer from 1 to {MAX_WORKERS}, got {workers!r}")
+    _check_workers(workers)
     if cluster is not None and hasattr(cluster, "submit") and hasattr(cluster, "wait"):
         return cluster  # type: ignore[no-any-return]
     if dask_available():
@@ -113,6 +116,16 @@ def backend_for(
     from kuro_wasm.batch.local import LocalPool
 
     return LocalPool(workers or _cores(), store=store, home=home)
+
+
+def _check_workers(workers: object) -> None:
+    """Raises BatchError: ``workers`` is given and is not an integer from 1 to ``MAX_WORKERS``."""
+    from kuro_wasm.model.limits import MAX_WORKERS
+
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS
+    ):
+        raise BatchError(f"workers must be an integer from 1 to {MAX_WORKERS}, got {workers!r}")
 
 
 def _cores() -> int:
@@ -152,6 +165,8 @@ def run_many(
 
     Nothing runs until the batch is iterated. Raises ModelError (before anything runs): a bad
     spec (the message names its index), an op id without a ledger, one op id twice.
+    Raises BatchError (before any op id is claimed): ``workers`` not from 1 to
+    :data:`~kuro_wasm.model.limits.MAX_WORKERS`.
     Raises GatewayUnreachable, GatewayTimeout, GatewayRefused (before any op id is claimed):
     workers would read from a gateway that does not answer its probe
     (:meth:`~kuro_wasm.batch.stores.WorkerStore.check`).
@@ -171,8 +186,16 @@ def run_many(
             checked.append(invocation(spec, session_id=f"batch-{batch_id}", default_fs=default_fs))
         except ModelError as exc:
             raise ModelError(f"invocation {index}: {exc}", reason=exc.reason, hint=exc.hint) from exc
+    first: dict[str, int] = {}
+    for index, inv in enumerate(checked):
+        if inv.op_id is not None and first.setdefault(inv.op_id, index) != index:
+            raise ModelError(
+                f"invocation {index}: op_id {inv.op_id!r} is already invocation {first[inv.op_id]}'s",
+                reason="duplicate-op-id",
+            )
     if ledger is None and any(inv.op_id is not None for inv in checked):
         raise ModelError("invocations with an op_id need a ledger (run_many(..., ledger=Ledger()))", reason="no-ledger")
+    _check_workers(workers)
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
         raise ModelError(f"chunk_size must be an int >= 1, got {chunk_size!r}", reason="invalid-run-option")
     if worker_home is not None and (not isinstance(worker_home, str) or not worker_home or "\0" in worker_home):
@@ -204,7 +227,7 @@ def run_many(
 class Batch:
     """A batch in progress: iterate it for :class:`Completed` values, in the order they complete.
 
-    :attr:`not_run` lists the indexes that never ran (a cancel came first), once iteration ends;
+    :attr:`not_run` lists the indexes that never started (a cancel or an error came first), once iteration ends;
     :attr:`lost` those whose worker died holding them; :attr:`running` counts those out now.
     :meth:`cancel` (from a signal handler or another thread) stops it as Ctrl-C does, without
     raising; keep iterating to receive what finishes. ``with run_many(...) as batch:`` cancels
@@ -243,15 +266,21 @@ class Batch:
         self._keep = keep_output
         self._claims: dict[int, Claim] = {}
         self._cancelled = False
+        self._cancel_asked = False
         self._flow: Iterator[Completed] | None = None
         self._per_item: float | None = None
         self._failure: str | None = None
+        self._stopped_by: Exception | None = None
 
     def __len__(self) -> int:
         return len(self.invocations)
 
     def cancel(self) -> None:
-        """Stop sending; running guests are killed; the iteration still hands out what finished."""
+        """Stop sending; running guests are killed; the iteration still hands out what finished.
+
+        A ``KeyboardInterrupt`` after it (a second signal, where a handler calls this on the first) stops waiting.
+        """
+        self._cancel_asked = True
         self._cancelled = True
 
     @property
@@ -284,53 +313,70 @@ class Batch:
 
     def _completions(self) -> Iterator[Completed]:
         pending: deque[int] = deque()
-        denied: list[tuple[int, dict[str, Any]]] = []
+        denied: deque[tuple[int, dict[str, Any]]] = deque()
         for index, inv in enumerate(self.invocations):
             refused = denial(inv.session, inv.command)
             if refused is not None:
                 denied.append((index, refused))
-            elif inv.op_id is None:
+            else:
                 pending.append(index)
-        answers = self._claim()
-        refused_now = {index for index, _ in denied}
-        pending.extend(index for index in self._claims if index not in refused_now)
-        yield from answers
-        for index, refused in denied:
-            yield self._finish(index, refused)
-        if pending:
-            yield from self._run(deque(sorted(pending)))
+        try:
+            answered = self._recorded()
+            known = {done.index for done in answered}
+            if known:
+                pending = deque(index for index in pending if index not in known)
+            yield from answered
+            refusals = {index: refused for index, refused in denied if index not in known}
+            taken, raced = self._take(list(refusals))  # one transaction to claim, one to settle them all
+            finished = self._finish_many([(index, refusals[index]) for index in taken])
+            denied.clear()
+            yield from raced
+            yield from finished
+            if pending:
+                yield from self._run(pending)  # it empties pending: sent, or listed in not_run
+        except BaseException:  # whatever was never sent is listed as not run
+            self.not_run.extend([*pending, *(index for index, _ in denied)])
+            pending.clear()
+            raise
+        finally:  # still claimed, never settled nor released: it may have run (or been denied): unknown
+            for index in sorted(self._claims):
+                self._abandon(index, "the batch stopped before this invocation's receipt was recorded")
 
     # ---- the ledger
 
-    def _claim(self) -> list[Completed]:
+    def _request(self, index: int) -> tuple[str, Any, Any, dict[str, Any]]:
+        inv = self.invocations[index]
+        return (
+            inv.op_id or "",
+            inv.session,
+            inv.command,
+            {**inv.run_options(), "store": self._store, "keep_output": self._keep},
+        )
+
+    def _recorded(self) -> list[Completed]:
+        """The ledger's answers for op ids it already knows (replayed, running, unknown): claimed by no one here."""
         ledger = self._ledger
         wanted = [i for i, inv in enumerate(self.invocations) if inv.op_id is not None]
         if ledger is None or not wanted:
             return []
-        got = ledger.claim_many(
-            [
-                (
-                    self.invocations[i].op_id or "",
-                    self.invocations[i].session,
-                    self.invocations[i].command,
-                    {**self.invocations[i].run_options(), "store": self._store, "keep_output": self._keep},
-                )
-                for i in wanted
-            ]
-        )
-        answers = []
+        known = ledger.recorded_many([self._request(i) for i in wanted])
+        return [Completed(i, self.invocations[i], v) for i, v in zip(wanted, known, strict=True) if v is not None]
+
+    def _take(self, indexes: list[int]) -> tuple[list[int], list[Completed]]:
+        """Claim the op ids of ``indexes`` about to be sent (those not claimed yet); what may go, and what
+        the ledger answered instead (another process recorded the op id since the batch began)."""
+        ledger = self._ledger
+        wanted = [i for i in indexes if self.invocations[i].op_id is not None and i not in self._claims]
+        if ledger is None or not wanted:
+            return indexes, []
+        got = ledger.claim_many([self._request(i) for i in wanted])
+        raced: dict[int, Completed] = {}
         for index, value in zip(wanted, got, strict=True):
             if isinstance(value, Claim):
                 self._claims[index] = value
             else:
-                answers.append(Completed(index, self.invocations[index], value))
-        return answers
-
-    def _finish(self, index: int, value: dict[str, Any]) -> Completed:
-        claim = self._claims.pop(index, None)
-        if claim is not None and self._ledger is not None:
-            value = self._ledger.settle(claim, value)
-        return Completed(index, self.invocations[index], value)
+                raced[index] = Completed(index, self.invocations[index], value)
+        return [i for i in indexes if i not in raced], list(raced.values())
 
     def _finish_many(self, values: list[tuple[int, dict[str, Any]]]) -> list[Completed]:
         ledgered = [(i, v) for i, v in values if i in self._claims]
@@ -344,12 +390,13 @@ class Batch:
 
     def _run(self, pending: deque[int]) -> Iterator[Completed]:
         store = self._worker_store or worker_store_for(self._store)
-        backend = backend_for(
-            self._cluster, store=store, workers=self._workers, home=self._home, worker_home=self._worker_home
-        )
         out: dict[str, list[int]] = {}
         interrupt: BaseException | None = None
+        backend: Backend | None = None
         try:
+            backend = backend_for(
+                self._cluster, store=store, workers=self._workers, home=self._home, worker_home=self._worker_home
+            )
             backend.open(self.id)
             serial = 0
             cancel_sent = False
@@ -362,17 +409,26 @@ class Batch:
                         pending.clear()
                     while pending and len(out) < 2 * backend.slots():
                         chunk = [pending.popleft() for _ in range(min(len(pending), self._size()))]
-                        token = f"kuro-batch-{self.id}-{serial}"
-                        serial += 1
-                        out[token] = chunk
-                        self.running += len(chunk)
-                        backend.submit(token, to_wire([(i, self.invocations[i]) for i in chunk]))
+                        try:
+                            chunk, raced = self._take(chunk)  # claimed as it leaves: a crash leaves only these
+                        except LedgerError as exc:  # nothing of it claimed: send no more
+                            self.not_run.extend([*chunk, *pending])
+                            pending.clear()
+                            self._stopped_by = self._stopped_by or exc
+                            break
+                        if chunk:
+                            token = f"kuro-batch-{self.id}-{serial}"
+                            serial += 1
+                            out[token] = chunk
+                            self.running += len(chunk)
+                            backend.submit(token, to_wire([(i, self.invocations[i]) for i in chunk]))
+                        yield from raced
                     for done in backend.wait(0.25):
                         chunk = out.pop(done.token, [])
                         self.running -= len(chunk)
                         yield from self._ended(done, chunk, pending)
                 except KeyboardInterrupt as exc:
-                    if interrupt is not None:
+                    if interrupt is not None or self._cancel_asked:  # a cancel came first: this one stops waiting
                         raise
                     interrupt = exc
                     self._cancelled = True
@@ -380,12 +436,17 @@ class Batch:
             for chunk in out.values():
                 for index in chunk:
                     self._abandon(index, "the batch stopped waiting for this invocation's worker")
+            self.not_run.extend(pending)  # never sent: released below
+            pending.clear()
             raise
         finally:
             self._release(sorted(set(self.not_run)))
-            backend.close()
+            if backend is not None:
+                backend.close()
         if interrupt is not None:
             raise interrupt
+        if self._stopped_by is not None:
+            raise self._stopped_by
         if self._failure is not None:
             raise BatchError(f"no worker can run this batch: {self._failure}")
 
@@ -404,13 +465,15 @@ class Batch:
                 pace = seconds / len(ran)
                 self._per_item = pace if self._per_item is None else 0.7 * self._per_item + 0.3 * pace
             values = []
+            members = set(chunk)
+            seen: set[int] = set()
             for answer in ran:
                 index = answer.get("i") if isinstance(answer, dict) else None
-                if index in chunk:
+                if type(index) is int and index in members and index not in seen:  # a damaged answer's 2nd word: no
+                    seen.add(index)
                     values.append((index, accepted(self._store, self.invocations[index], answer)))
-            seen = {i for i, _ in values}
             for index in done.detail.get("skipped", []):
-                if index in chunk and index not in seen:
+                if type(index) is int and index in members and index not in seen:
                     self.not_run.append(index)
                     seen.add(index)
             for index in chunk:  # an invocation the worker did not account for may have run

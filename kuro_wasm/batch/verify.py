@@ -11,7 +11,8 @@ was handed back in this answer (then walked in turn), so its walk costs what the
 worker-process pool's own check, :func:`kuro_wasm.host.worker.verify.accept_root`). Only a
 believed answer's blocks reach the driver's store, and only those its root reaches. An answer that
 fails any check becomes a ``host-error`` receipt saying which check failed (the run happened, so its
-op id is used: it is not run again), names no new root, and leaves nothing in the store.
+op id is used: it is not run again), names no new root, and leaves nothing in the store. So does a
+believed one whose blocks the driver's store cannot take (a full or read-only disk): the batch goes on.
 
 ## Effects
 Writes the blocks of believed roots to the driver's store.
@@ -31,6 +32,7 @@ from typing import Any
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import raw_cid
+from kuro_fs.errors import KuroFsError
 from kuro_wasm.errors import ModelError
 from kuro_wasm.host.worker.verify import Staged, accept_root, check_root
 from kuro_wasm.model.invocation import Invocation
@@ -60,6 +62,7 @@ def accepted(store: BlockStore, inv: Invocation, answer: Mapping[str, Any]) -> d
     """The receipt of ``inv`` from a worker's answer for it (``{"receipt": host keys, "blocks": [...]}``).
 
     The blocks under a believed new root are stored once the receipt checks; a refused answer stores nothing.
+    A store that cannot take them (a full disk) makes it a ``host-error`` receipt, never an exception.
     """
     host = answer.get("receipt")
     if not isinstance(host, Mapping):
@@ -75,7 +78,10 @@ def accepted(store: BlockStore, inv: Invocation, answer: Mapping[str, Any]) -> d
             else:
                 root = built.get("kuro/fs-root-after")
                 if root is not None:
-                    problem = accept_root(store, root, staged)  # checked above: this stores what it reaches
+                    try:
+                        problem = accept_root(store, root, staged)  # checked above: this stores what it reaches
+                    except (KuroFsError, OSError) as exc:  # a full or read-only disk: the run happened all the same
+                        return host_error(inv, f"what it wrote could not be stored here ({exc}); it is not kept")
                 if problem is None:
                     return built
     finally:

@@ -20,13 +20,15 @@ one already recorded is replayed without touching the cluster.
 Every receipt and denial is stored as ``kuro run`` stores it (persisted form, a dag-cbor block).
 stdout: one line per finished invocation, ``LINE<TAB>OUTCOME<TAB>EXIT<TAB>RECEIPT-CID``, as they
 finish; with ``--json`` one JSON object per input line, **in input order** (the receipt, the
-denial, the ledger's answer, or ``{"kuro/status": "not-run"}``). Progress (done, running, failed,
-rate) is drawn on stderr when it is a terminal. Ctrl-C (SIGTERM, SIGHUP) cancels the batch:
-running guests are killed and stored ``cancelled``, what finished is stored, what never started
-is listed; exit 128 + the signal.
+denial, the ledger's answer, or ``{"kuro/status": "not-run"}``; when the batch stops early — an error,
+a second signal — every line still gets its object: ``not-run``, or ``unknown`` if it was still out).
+Progress (done, running, failed, rate) is drawn on stderr when it is a terminal. Ctrl-C (SIGTERM,
+SIGHUP) cancels the batch: running guests are killed and stored ``cancelled``, what finished is
+stored, what never started is listed; exit 128 + the signal.
 
 Exit status: 0 if every line ran and exited 0; 1 if any did not (a nonzero exit code, a denial,
-an op id answered ``running``/``unknown``); 2 bad input.
+an op id answered ``running``/``unknown``); 2 bad input; 74 (as ``kuro run``) if the home could not
+store some receipt — each is still shown, with ``-`` for its CID, and the rest of the batch goes on.
 
 ## Effects
 Reads the file, the home (refs, ledger, blocks); starts or joins a cluster; writes stdout/stderr.
@@ -88,7 +90,8 @@ def add_batch_parser(p: argparse.ArgumentParser) -> None:
         + "\n  ".join(f"{name}: {text}" for name, text in FIELDS.items())
         + "\nexample line: "
         + '{"guest": "bafkrei…", "export": "run", "args": [1], "timeout_ms": 500, "op_id": "job-1"}\n'
-        "exit status: 0 every line ran and exited 0, 1 some did not, 2 bad input, 130 interrupted."
+        "exit status: 0 every line ran and exited 0, 1 some did not, 2 bad input, 74 a receipt could not be "
+        "stored (still shown), 130 interrupted."
     )
     p.add_argument("file", metavar="FILE.jsonl", help="the invocations, one JSON object per line (`-`: stdin)")
     where = p.add_mutually_exclusive_group()
@@ -155,20 +158,30 @@ def _refuse(ctx: Context, bad: list[tuple[int, str]], source: str) -> _BadLines:
     return _BadLines(f"{len(ordered)} bad line(s) in {source}; nothing was run")
 
 
+class _StdinClosed(UsageError):
+    reference = "stdin-closed"
+
+
 def _read(spec: str) -> tuple[str, str]:
+    """The file's text and the name it is reported by; stdin (``-``) is read as bytes and checked as a file is."""
     if spec == "-":
         import sys
 
-        return sys.stdin.read(), "<stdin>"
-    path = Path(spec)
+        source = "<stdin>"
+        try:
+            data = sys.stdin.buffer.read()
+        except (AttributeError, OSError, ValueError):  # no fd 0 (``<&-``): Python's sys.stdin is None
+            raise _StdinClosed("-: standard input is closed, there is no batch to read") from None
+    else:
+        source = spec
+        try:
+            data = Path(spec).read_bytes()
+        except IsADirectoryError:
+            raise UsageError(f"{spec}: is a directory, not a JSON-lines file") from None
     try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise UsageError(f"{spec}: is a directory, not a JSON-lines file") from None
-    try:
-        return data.decode("utf-8"), spec
+        return data.decode("utf-8"), source
     except UnicodeDecodeError as exc:
-        raise _BadLines(f"{spec}: not UTF-8 text (byte {exc.start}); nothing was run") from None
+        raise _BadLines(f"{source}: not UTF-8 text (byte {exc.start}); nothing was run") from None
 
 
 class _Roots:
@@ -269,6 +282,7 @@ class _Output:
         self.next = 0
         self.failed = 0
         self.done = 0
+        self.unstored = 0
 
     def finished(self, index: int, value: Mapping[str, Any], cid: str) -> None:
         self.done += 1
@@ -284,10 +298,17 @@ class _Output:
             code = value.get("kuro/exit-code", "-")
             self.ctx.say(f"{self.numbers[index]}\t{outcome}\t{code}\t{cid}")
 
-    def not_run(self, index: int) -> None:
-        if self.json:
-            self.ready[index] = json.dumps({"kuro/status": "not-run", "kuro/line": self.numbers[index]})
-            self._flush()
+    def rest(self, not_run: list[int]) -> None:
+        """With ``--json``, the batch stopped early: every line not printed yet gets its object now, in order —
+        what finished, ``not-run`` for a line that never ran, ``unknown`` for one still out when it stopped."""
+        if not self.json:
+            return
+        never = set(not_run)
+        for index in range(self.next, len(self.numbers)):
+            if index not in self.ready:
+                status = "not-run" if index in never else "unknown"
+                self.ready[index] = json.dumps({"kuro/status": status, "kuro/line": self.numbers[index]})
+        self._flush()
 
     def _flush(self) -> None:
         while self.next in self.ready:
@@ -300,7 +321,7 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
     from kuro_wasm.batch import run_many
     from kuro_wasm.batch.driver import dask_available
     from kuro_wasm.cli.progress import Progress
-    from kuro_wasm.cli.run import store_receipt
+    from kuro_wasm.cli.run import EXIT_NOT_STORED, _store_or_say
     from kuro_wasm.ledger.ledger import Ledger
 
     if args.local is not None and not 1 <= args.local <= MAX_WORKERS:
@@ -322,6 +343,7 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
         if ledger is None and any(inv.op_id is not None for inv in invocations):
             ledger = stack.enter_context(Ledger(home=ctx.home, store=ctx.store))
         numbers = [number for number, _ in lines]
+        del text, lines  # the invocations are what the batch needs: the file and its parsed lines go now
         out = _Output(ctx, numbers, args.json)
         try:
             the_batch = run_many(
@@ -352,25 +374,34 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
                     value = completed.value
                     known = value.get("kuro/receipt-cid")
                     stdin = completed.invocation.stdin
-                    cid = known if isinstance(known, str) else store_receipt(ctx, value, stdin=stdin)
-                    out.finished(completed.index, value, cid)
+                    cid = known if isinstance(known, str) else _store_or_say(ctx, value, stdin=stdin)
+                    if cid is None:  # it ran: shown all the same, and the exit status says it is not kept
+                        out.unstored += 1
+                    out.finished(completed.index, value, cid or "-")
                     progress.advance(1)
             except KeyboardInterrupt as exc:  # a second signal: stop waiting (what is still out is unknown)
                 progress.close()
+                out.rest(the_batch.not_run)
                 _say_not_run(ctx, the_batch.not_run, numbers, out.done)
+                _say_unstored(ctx, out.unstored)
                 return interrupted_status(exc)
             except Exception:
                 progress.close()
+                out.rest(the_batch.not_run)
                 if the_batch.not_run:
-                    _say_not_run(ctx, the_batch.not_run, numbers, out.done)
+                    _say_not_run(ctx, the_batch.not_run, numbers, out.done, why="stopped")
+                _say_unstored(ctx, out.unstored)
                 raise
         progress.close()
         if the_batch.cancelled and RECEIVED:
-            for index in sorted(the_batch.not_run):
-                out.not_run(index)
+            out.rest(the_batch.not_run)
             _say_not_run(ctx, the_batch.not_run, numbers, out.done)
+            _say_unstored(ctx, out.unstored)
             return 128 + RECEIVED[-1]
     ctx.note(f"kuro: batch: {out.done} invocation(s), {out.failed} did not exit 0")
+    if out.unstored:
+        _say_unstored(ctx, out.unstored)
+        return EXIT_NOT_STORED
     return 0 if out.failed == 0 else 1
 
 
@@ -397,7 +428,14 @@ def _signals_cancel(the_batch: Any) -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def _say_not_run(ctx: Context, not_run: list[int], numbers: list[int], done: int) -> None:
+def _say_unstored(ctx: Context, count: int) -> None:
+    """Say how many receipts (each shown above, with ``-`` for its CID) the home could not take."""
+    if count:
+        where = f"could not be stored in {ctx.home} (read-only or full?)"
+        ctx.note(f"kuro: error: {count} receipt(s) {where}; each is shown above [receipt-not-stored]")
+
+
+def _say_not_run(ctx: Context, not_run: list[int], numbers: list[int], done: int, why: str = "interrupted") -> None:
     shown = ", ".join(str(numbers[i]) for i in sorted(not_run)[:50])
     more = " …" if len(not_run) > 50 else ""
-    ctx.note(f"kuro: batch interrupted: {done} finished and stored; {len(not_run)} did not run (lines {shown}{more})")
+    ctx.note(f"kuro: batch {why}: {done} finished and stored; {len(not_run)} did not run (lines {shown}{more})")

@@ -194,8 +194,10 @@ class Handle:
         Like a pipe's writer, this waits while :data:`~kuro_wasm.host.context.STDIN_BUFFER_BYTES`
         (4 MiB) are buffered unread, until the guest reads, input is closed or the run ends
         (then what did not fit is dropped): a guest that never reads holds the writer back
-        instead of growing the host's memory. Called from ``on_chunk`` (the guest's own thread)
-        it never waits.
+        instead of growing the host's memory. Stdin given to :func:`start` is held whole, as given
+        (and counts toward the 4 MiB). Called from ``on_chunk`` it never waits and is kept whole:
+        in-process that is the guest's own thread, under ``isolation="process"`` a reader thread
+        of the pool, whose writes never wait for any run.
 
         Raises ModelError (``invalid-stdin``): ``data`` is not bytes, as :func:`start`'s ``stdin``.
         """

@@ -133,10 +133,11 @@ class StdinPipe:
         #: the thread that runs the guest (set when the run starts): its writes never wait
         self.reader: int | None = None
         #: told how many bytes the guest has read in all, every STDIN_REPORT_BYTES and whenever the pipe empties
-        #: (a worker's pipe: the host, which holds the bound there, waits on it); called with ``cond`` held
+        #: (a worker's pipe: the host, which holds the bound there, waits on it), by :meth:`report`
         self.on_take: Callable[[int], None] | None = None
         self._taken = 0
         self._reported = 0
+        self._due = 0  # a total to report at the next report(), or 0 (only the guest's thread touches these three)
 
     def write(self, data: bytes) -> None:
         """Append ``data``, waiting while the buffer is full; ignored after :meth:`close` or :meth:`end`.
@@ -192,10 +193,18 @@ class StdinPipe:
             if self.on_take is not None:
                 self._taken += len(out)
                 if not self._buf or self._taken - self._reported >= STDIN_REPORT_BYTES:
-                    self._reported = self._taken
-                    self.on_take(self._taken)
+                    self._reported = self._due = self._taken
             return out
         return b"" if self._closed else None
+
+    def report(self) -> None:
+        """Tell ``on_take`` what the guest has read, if a report is due; called by the reader *after* it lets
+        ``cond`` go (a worker's report is a socket send, and a send that waits must not hold up the thread
+        that writes stdin, the worker's control thread, behind ``cond``)."""
+        due = self._due
+        if due and self.on_take is not None:
+            self._due = 0
+            self.on_take(due)
 
 
 @dataclass

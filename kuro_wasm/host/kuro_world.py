@@ -155,6 +155,7 @@ def _stdin_read(run: RunContext, _cctx: Any, args: _Val, results: _Val) -> bool 
             if chunk is not None:
                 break
             run.cond.wait(timeout=max(0.0, min(run.deadline - time.monotonic(), 0.05)))
+    run.stdin.report()
     return _ok(results, _BYTES, chunk)
 
 

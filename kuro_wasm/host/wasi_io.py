@@ -201,10 +201,12 @@ def _read_stdin(run: RunContext, f: Fd, bufs: list[tuple[int, int]]) -> bytes | 
                 return None
             chunk = run.stdin.take(total)
             if chunk is not None:
-                return chunk
+                break
             if f.flags & wasi.FDFLAG_NONBLOCK:
                 return int(Errno.AGAIN)
             run.cond.wait(timeout=max(0.0, min(run.deadline - time.monotonic(), 0.05)))
+    run.stdin.report()
+    return chunk
 
 
 def _fd_read(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:

@@ -332,6 +332,7 @@ def _read(run: RunContext, cctx: Any, args: _Val, results: _Val, *, blocking: bo
                 run.cond.wait(timeout=max(0.0, min(run.deadline - time.monotonic(), 0.05)))
                 continue
             break
+    run.stdin.report()
     if chunk == b"" and cap:
         return _result(results, False)  # end of input: closed
     data = chunk or b""

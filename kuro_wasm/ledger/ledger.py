@@ -341,16 +341,7 @@ class Ledger:
         Raises ModelError: a bad op id, option or argument, or one op id twice (``duplicate-op-id``).
         OperationConflict, LedgerError: as :meth:`run`.
         """
-        self._check_open()
-        wanted = [
-            self._prepare(op_id, session, command, dict(options)) for op_id, session, command, options in requests
-        ]
-        seen: set[str] = set()
-        for claim in wanted:
-            if claim.op_id in seen:
-                raise ModelError(f"operation {claim.op_id!r} is asked for twice", reason="duplicate-op-id")
-            seen.add(claim.op_id)
-        self._persistence.drain()
+        wanted = self._prepare_many(requests)
         out: list[Claim | dict[str, Any] | None] = [None] * len(wanted)
         mine: list[int] = []
         try:
@@ -377,6 +368,38 @@ class Ledger:
                 claim.live.decide(False)
                 out[i] = existing
         return [value for value in out if value is not None]
+
+    def recorded_many(
+        self, requests: Sequence[tuple[str, Session, object, Mapping[str, Any]]]
+    ) -> list[dict[str, Any] | None]:
+        """What :meth:`claim_many` would answer for each request whose op id is recorded; None for the others.
+
+        Claims and records nothing: a caller that claims late (a batch claims each chunk's op ids as it
+        sends the chunk, so a crash leaves only what it had sent ``unknown``) learns first what is answered
+        from the ledger. Raises as :meth:`claim_many` (an op id recorded with other arguments included).
+        """
+        out: list[dict[str, Any] | None] = []
+        for claim in self._prepare_many(requests):
+            try:
+                row = self._db.read_row(claim.op_id)
+            except sqlite3.Error:
+                row = None  # claiming it meets the same trouble and says what it is
+            out.append(None if row is None else self._existing(row, claim.digest))
+        return out
+
+    def _prepare_many(self, requests: Sequence[tuple[str, Session, object, Mapping[str, Any]]]) -> list[Claim]:
+        """Every request checked, no op id twice, the journal moved; nothing recorded."""
+        self._check_open()
+        wanted = [
+            self._prepare(op_id, session, command, dict(options)) for op_id, session, command, options in requests
+        ]
+        seen: set[str] = set()
+        for claim in wanted:
+            if claim.op_id in seen:
+                raise ModelError(f"operation {claim.op_id!r} is asked for twice", reason="duplicate-op-id")
+            seen.add(claim.op_id)
+        self._persistence.drain()
+        return wanted
 
     def settle(self, claim: Claim, result: Mapping[str, Any]) -> dict[str, Any]:
         """Record the receipt (or denial) of a claimed run; return it as the ledger hands it out."""

@@ -133,3 +133,40 @@ class Shared:
     spin: str
     cat: str
     empty: str
+
+
+class Inline:
+    """A backend that runs one chunk at a time in this process, when the driver waits (the real worker code).
+
+    Deterministic: ``slots()`` is 1, so the driver has two chunks out at most, and the first one it
+    sent is the one that ends at each wait.
+    """
+
+    def __init__(self, store: Any) -> None:
+        self._spec = store
+        self._queue: list[tuple[str, dict[str, Any]]] = []
+        self._state: Any = None
+
+    def open(self, batch_id: str) -> None:
+        from kuro_wasm.batch.worker import WorkerState
+
+        self._state = WorkerState(self._spec, False)
+
+    def slots(self) -> int:
+        return 1
+
+    def submit(self, token: str, chunk: dict[str, Any]) -> None:
+        self._queue.append((token, chunk))
+
+    def wait(self, timeout: float) -> list[Any]:
+        from kuro_wasm.batch.backend import Done
+        from kuro_wasm.batch.worker import Kill
+
+        token, chunk = self._queue.pop(0)
+        return [Done(token, "ran", self._state.run_chunk(chunk, Kill()))]
+
+    def cancel(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -163,3 +163,23 @@ def test_without_dask_a_local_batch_runs_on_the_worker_process_pool(kuro: Kuro, 
     assert [r["kuro/exit-code"] for r in receipts] == [134 if i == 4 else 0 for i in range(12)]
     assert {r["kuro/isolation"] for r in receipts} == {"process"}  # not a Dask worker: the hardened pool
     assert all(isinstance(r["kuro/worker"]["pid"], int) for r in receipts)
+
+
+def test_batch_from_a_closed_stdin_is_one_line_and_exit_2(home: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "KURO_HOME": str(home)}
+    result = subprocess.run(
+        ["sh", "-c", 'exec "$0" -m kuro_wasm batch - <&-', sys.executable],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "standard input is closed" in one_error_line(result) and "internal error" not in result.stderr
+
+
+def test_batch_from_a_stdin_that_is_not_utf8_is_refused_as_a_file_is(kuro: Kuro, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "kuro_wasm", "batch", "-"],
+        input=b'{"guest": "\xff"}\n', capture_output=True, env={**os.environ, "KURO_HOME": str(tmp_path)},
+        cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    err = result.stderr.decode()
+    assert result.returncode == 2 and "<stdin>: not UTF-8 text (byte 11)" in err and "Traceback" not in err, err

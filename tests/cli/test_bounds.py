@@ -130,3 +130,45 @@ def test_an_export_name_that_is_not_unicode_is_refused_before_the_guest_loads(ku
     result = kuro("run", hello, "\udcff")  # what a shell passes for the byte 0xff
     line = one_error_line(result)
     assert result.returncode == 2 and "export is not valid Unicode" in line
+
+
+def _refuse_new_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The home's block store takes no new block from now on (a full disk: a block it holds is not rewritten)."""
+    from kuro_fs.cid import cid_for
+
+    def refuse(self: FileBlockStore, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+        known = cid_for(data, codec)
+        if self.has(known):
+            return known
+        raise BlockStoreError("No space left on device")
+
+    monkeypatch.setattr(FileBlockStore, "put", refuse)
+
+
+def _batch_file(tmp_path: Path, lines: list[dict[str, object]]) -> str:
+    path = tmp_path / "b.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("json_output", [False, True])
+def test_batch_receipts_the_home_cannot_store_are_all_still_shown_and_exit_74(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, json_output: bool
+) -> None:
+    code, out, err = _main(home, "guest", "add", str(GUESTS / "batch.wat"))
+    assert code == 0, err
+    guest = out.split()[0]
+    Fs.empty(FileBlockStore(blocks_dir(home)))  # the default fs root, there before the disk fills
+    monkeypatch.setattr("kuro_wasm.batch.driver.dask_available", lambda: False)  # this machine's pool: no cluster
+    path = _batch_file(tmp_path, [{"guest": guest, "export": "echo", "args": [n]} for n in range(3)])
+    _refuse_new_blocks(monkeypatch)
+    code, out, err = _main(home, "batch", path, "--local", "1", *(["--json"] if json_output else []))
+    assert code == EXIT_NOT_STORED and "Traceback" not in err, err
+    if json_output:
+        shown = [json.loads(line) for line in out.splitlines()]
+        assert [r["kuro/args"] for r in shown] == [[n] for n in range(3)]  # every line, in input order
+        assert all(r["kuro/outcome"] == "ok" for r in shown)
+    else:
+        rows = sorted(line.split("\t") for line in out.splitlines())
+        assert rows == [[str(n + 1), "ok", "0", "-"] for n in range(3)]  # shown, with no receipt CID
+    assert "3 receipt(s) could not be stored in " + str(home) in err and "[receipt-not-stored]" in err

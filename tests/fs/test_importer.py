@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+import signal
+import sys
 import threading
 import time
 import tracemalloc
@@ -286,6 +289,74 @@ def test_a_file_import_still_in_flight_when_another_fails_is_not_kept_either(tmp
         import_path(store, tree, workers=2)
     assert store.landed.wait(10)
     assert store.stats()["blocks"] == 0  # the import waited for the other thread's put before discarding its batch
+
+
+def _main_thread_in(function: str) -> bool:
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False
+
+
+class InterruptedStore(FileBlockStore):
+    """Ctrl-C at the put of ``b"file 3"``, and a second one while the import waits for its threads (the put of
+    ``b"file 6"``, in flight on the other thread, sends it, then waits for the batch to end before it lands)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.in_flight = threading.Event()
+
+    def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+        if bytes(data) == b"file 3":
+            assert self.in_flight.wait(10)
+            os.kill(os.getpid(), signal.SIGINT)
+        elif bytes(data) == b"file 6":
+            self.in_flight.set()
+            for _ in range(1000):
+                if _main_thread_in("_join"):
+                    break
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGINT)
+            batch = active_batch(self)
+            for _ in range(100):  # until the import's batch has ended (never, if the import waits for this put)
+                if batch is None or not batch.open:
+                    break
+                time.sleep(0.01)
+        return super().put(data, codec, cid=cid)
+
+
+def test_a_second_ctrl_c_while_the_import_waits_for_its_threads_keeps_nothing_and_stops_the_rest(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(12):
+        (tree / f"f{i:02d}").write_bytes(b"file %d" % i)
+    store = InterruptedStore(tmp_path / "store")
+    with pytest.raises(KeyboardInterrupt):
+        import_path(store, tree, workers=2)
+    assert store.stats()["blocks"] == 0  # every put ended inside the batch, which was then discarded
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("later", ["b/link", "z"])
+def test_a_file_that_fails_is_the_error_before_a_later_entry_that_is_refused(
+    tmp_path: Path, workers: int, later: str
+) -> None:
+    class Full(MemoryBlockStore):  # fails one put, as a full disk would
+        def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+            if bytes(data) == b"A":
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return super().put(data, codec, cid=cid)
+
+    (tmp_path / "a").write_bytes(b"A")
+    (tmp_path / later).parent.mkdir(exist_ok=True)
+    (tmp_path / later).symlink_to("/etc/passwd")
+    with pytest.raises(OSError) as raised:
+        import_path(Full(), tmp_path, workers=workers)
+    assert raised.value.errno == errno.ENOSPC  # as a serial walk meets them: `a` before `b/…` or `z`
 
 
 def test_a_file_that_grows_while_it_is_imported_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

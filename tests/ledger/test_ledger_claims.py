@@ -80,3 +80,19 @@ def test_a_claim_another_ledger_object_sees_is_running_not_a_second_claim(db: Pa
     with Ledger(db, store=MemoryBlockStore()) as other:
         assert other.claim("op-1", sess, cmd)["kuro/status"] == "running"  # type: ignore[index]
     ledger.settle(claim, fake_receipt(sess, cmd))
+
+
+def test_recorded_many_answers_what_claim_many_would_and_claims_nothing(ledger: Ledger) -> None:
+    sess = make_session()
+    done, held = ledger.claim("a", sess, command(1)), ledger.claim("b", sess, command(2))
+    assert isinstance(done, Claim) and isinstance(held, Claim)
+    ledger.settle(done, fake_receipt(sess, command(1)))
+    got = ledger.recorded_many([(op, sess, command(n), {}) for n, op in enumerate(["a", "b", "c"], start=1)])
+    assert got[0] is not None and got[0]["kuro/replayed"] is True
+    assert got[1] is not None and got[1]["kuro/status"] == "running"
+    assert got[2] is None and ledger.result("c")["kuro/status"] == "not-found"  # not claimed by the asking
+    with pytest.raises(OperationConflict):
+        ledger.recorded_many([("c", sess, command(3), {}), ("a", sess, command(9), {})])
+    with pytest.raises(ModelError, match="asked for twice"):
+        ledger.recorded_many([("c", sess, command(3), {}), ("c", sess, command(3), {})])
+    ledger.release([held])

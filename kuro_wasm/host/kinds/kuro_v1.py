@@ -142,6 +142,7 @@ def _read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
             if chunk is not None:
                 break
             run.cond.wait(timeout=max(0.0, min(run.deadline - time.monotonic(), 0.05)))
+    run.stdin.report()
     mem = guest_memory(run, caller, cctx)  # memory cannot move while we wait, but re-reading is cheap
     address, _ = span(mem, ptr, len(chunk))
     ctypes.memmove(address, chunk, len(chunk))

@@ -13,6 +13,7 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.host.api import Handle, ProcessHandle, start
 from kuro_wasm.host.context import STDIN_BUFFER_BYTES, StdinPipe
 from kuro_wasm.host.loader import add_guest
+from kuro_wasm.host.worker.pool import WorkerPool
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.sessions import guest
 
@@ -95,6 +96,31 @@ def test_an_on_chunk_callback_answering_output_with_input_never_waits_on_the_gue
     assert _stream.kept_bytes(handle.stream, "stdout") == b"x" + answer
 
 
+def test_a_callback_feeding_output_back_as_input_many_times_over_never_stalls_the_worker(pool: WorkerPool) -> None:
+    # Every socket buffer fills: the host's reader writes stdin from on_chunk while the worker's guest reads
+    # and reports what it read. The worker reports only after letting its run's lock go, so its control
+    # thread (which takes that lock to hand stdin over) keeps reading, and the run ends at its output cap
+    # long before its deadline (it used to stall until the deadline, then be SIGKILLed).
+    box: list[Handle] = []
+
+    def on_chunk(_s: _stream.Stream, chunk: _stream.Chunk) -> None:
+        box[0].write(chunk.data * 8)
+
+    handle = _start(
+        pool,
+        "cat",
+        "run",
+        stdin=b"x" * (2 << 20),
+        on_chunk=on_chunk,
+        max_output_bytes=16 << 20,
+        max_output_chunks=1 << 20,
+        timeout_ms=600_000,
+    )
+    box.append(handle)
+    receipt = handle.wait(WAIT * 5)
+    assert receipt["kuro/outcome"] == "output-capped", receipt
+
+
 def test_the_pipe_alone_keeps_at_most_its_bound_and_hands_the_rest_over_as_it_is_read() -> None:
     cond = threading.Condition()
     pipe = StdinPipe(cond, bound=4)
@@ -121,7 +147,7 @@ def test_an_unbounded_pipe_never_waits_and_reports_what_was_read() -> None:
     pipe.write(b"x" * (3 * BOUND))
     assert pipe.pending() == 3 * BOUND
     while pipe.take(1 << 19):
-        pass
+        pipe.report()
     assert reports == [
         1 << 20,
         2 << 20,
