@@ -40,6 +40,7 @@ __all__ = [
     "ValueTooLarge",
     "bytes_of",
     "delete",
+    "fits",
     "name_of",
     "new_name",
     "read",
@@ -75,6 +76,12 @@ _KIND: Final[dict[str, int]] = {
     "flags": ffi.WASMTIME_COMPONENT_FLAGS.value,
 }
 _U8: Final = _KIND["u8"]
+#: The C kind of each WIT kind a host function may take (a resource handle for ``own`` and ``borrow``).
+_TAG: Final[dict[str, int]] = {
+    **_KIND,
+    "own": ffi.WASMTIME_COMPONENT_RESOURCE.value,
+    "borrow": ffi.WASMTIME_COMPONENT_RESOURCE.value,
+}
 _ValPtr = Any  # ctypes pointer to a wasmtime_component_val_t
 
 
@@ -266,6 +273,33 @@ _WRITERS: Final[dict[str, Callable[[WitType, Any, _ValPtr], None]]] = {
     "option": _w_option,
     "flags": _w_flags,
 }
+
+
+# ---- shape check (a host function's arguments, before any union member is read)
+
+
+def fits(t: WitType, c: Any) -> bool:
+    """Whether the engine's value ``c`` is of ``t``'s kind — an enum one of its cases, a list's elements its element's.
+
+    A host function is linked untyped (the C API checks an import's type against nothing): a guest may
+    import it under its name with any type, and its arguments then hold other union members than the
+    function reads — a ``u64`` read as a ``list<u8>`` is a wild pointer. So the trampoline checks the
+    arguments first. A ``list<u8>``'s elements are not checked: :func:`bytes_of` reads each element's
+    byte at the same offset whatever its kind, inside the vector.
+    """
+    if c.kind != _TAG.get(t.kind):
+        return False
+    if t.kind == "enum":  # the guest's enum may have other cases than the host's (an output stream "stdin")
+        return name_of(c.of.enumeration) in t.names
+    if t.kind != "list":
+        return True
+    elem = t.items[0]
+    assert elem is not None
+    if elem.kind == "u8":
+        return True
+    base = _address(c.of.list.data)
+    at = ffi.wasmtime_component_val_t.from_address
+    return all(fits(elem, at(base + i * VAL_SIZE)) for i in range(c.of.list.size))
 
 
 # ---- read (C → lowered form); never frees

@@ -40,7 +40,7 @@ from kuro_wasm.model import abi
 from kuro_wasm.model.abi import ErrorCode
 from kuro_wasm.model.wit import WitType, value_bytes
 
-__all__ = ["CAPABILITIES", "HOST_FUNCTIONS", "WORLD_PACKAGE", "Handler", "error_name"]
+__all__ = ["CAPABILITIES", "HOST_FUNCTIONS", "SIGNATURES", "WORLD_PACKAGE", "Handler", "error_name"]
 
 #: (run, store context, args, results) → True (answered), or None to trap (the run's stop reason says why).
 Handler = Callable[[RunContext, Any, Any, Any], "bool | None"]
@@ -63,6 +63,8 @@ _ENTRY: Final = WitType(
 _ENTRIES: Final = WitType("list", (_ENTRY,))
 _METADATA: Final = WitType("record", (_KINDS_ENUM, WitType("u64"), WitType("string")), ("kind", "size", "cid"))
 _ERROR: Final = WitType("enum", (), tuple(c.name.lower().replace("_", "-") for c in ErrorCode))
+_STREAM: Final = WitType("enum", (), ("stdout", "stderr"))
+_PATH: Final = WitType("string")
 
 
 def error_name(code: ErrorCode | int) -> str:
@@ -270,4 +272,18 @@ HOST_FUNCTIONS: Final[dict[str, dict[str, Handler]]] = {
     _OUTPUT: {"write": _write},
     _STDIN: {"read": _stdin_read},
     _FS: {"read": _read_file, "read-at": _read_at, "write": _fs_write, "ls": _ls, "rm": _rm, "stat": _stat},
+}
+
+#: ``instance#function`` → (its parameter types, its number of results) as ``wit/host.wit`` declares them: what
+#: each call's arguments are checked against before a handler reads them
+#: (:func:`~kuro_wasm.host.component_values.fits`; a guest may import a function under its name with any type).
+SIGNATURES: Final[dict[str, tuple[tuple[WitType, ...], int]]] = {
+    f"{_OUTPUT}#write": ((_STREAM, _BYTES), 1),
+    f"{_STDIN}#read": ((WitType("u32"),), 1),
+    f"{_FS}#read": ((_PATH,), 1),
+    f"{_FS}#read-at": ((_PATH, WitType("u64"), WitType("u32")), 1),
+    f"{_FS}#write": ((_PATH, _BYTES), 1),
+    f"{_FS}#ls": ((_PATH,), 1),
+    f"{_FS}#rm": ((_PATH,), 1),
+    f"{_FS}#stat": ((_PATH,), 1),
 }

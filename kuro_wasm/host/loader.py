@@ -70,6 +70,8 @@ __all__ = [
 
 _WASM_MAGIC: Final = b"\0asm"
 _PREPARED_ENTRIES: Final = 256
+#: The most string and bytes args a resolved entry is remembered with (its key and its lowered args hold them).
+_ENTRY_ARG_BYTES: Final = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,8 +306,13 @@ def _present(store: BlockStore, cid: str) -> bool | LoadFailure:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """The error's first line, and the first line of its cause (wasmtime's ``Caused by:``: what is wrong, where)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    if "Caused by:" in lines[1:-1]:
+        return f"{lines[0]}: {lines[lines.index('Caused by:') + 1]}"
+    return lines[0]
 
 
 def resolve(
@@ -323,14 +330,16 @@ def resolve(
     and so is an arg that would carry more than ``max_value_bytes`` across the guest's boundary
     (:attr:`Entry.arg_bytes`, the run's :meth:`~kuro_wasm.model.limits.Limits.value_bound`).
     The kind's answer is remembered per prepared guest (at most 64 distinct calls) when
-    every arg is hashable: it depends only on the guest's shape, the export and the args
-    (types included, so ``True`` is never taken for ``1``).
+    every arg is hashable and their strings and bytes are at most 4 KiB: it depends only on the
+    guest's shape, the export and the args (types included, so ``True`` is never taken for ``1``).
     """
     try:
         key: tuple[Any, ...] | None = (export, *((type(a), a) for a in args))
         known = ready.entries.get(key)  # type: ignore[arg-type]
     except TypeError:  # an unhashable arg (a list for a component, say): resolve every time
         key, known = None, None
+    if key is not None and sum(len(a) for a in args if isinstance(a, (str, bytes))) > _ENTRY_ARG_BYTES:
+        key = None  # not kept: 64 calls with a component's 4 MiB args would pin 256 MiB per prepared guest
     if known is None:
         found = ready.kind.entry(ready.shape, export, args)
         known = LoadFailure("load-error", f"guest {ready.cid}: {found}") if isinstance(found, str) else found

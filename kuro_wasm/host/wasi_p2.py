@@ -62,6 +62,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
+import wasmtime
 from wasmtime import _ffi as ffi
 
 from kuro_wasm.host.clocks import RunClocks
@@ -69,7 +70,7 @@ from kuro_wasm.host.component_values import bytes_of, write
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.model.wit import WitType
 
-__all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "clocks_of", "fault", "provides"]
+__all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "SIGNATURES", "clocks_of", "dropped", "fault", "provides"]
 
 _RESOURCE_KIND: Final = ffi.WASMTIME_COMPONENT_RESOURCE.value
 _MAX_RANDOM: Final = 1 << 20
@@ -147,6 +148,18 @@ def _table(run: RunContext) -> dict[int, Any]:
     return table
 
 
+def dropped(run: RunContext, rep: int) -> None:
+    """The guest dropped the handle of ``rep``: its object goes, and ``rep`` may stand for a new one."""
+    if _table(run).pop(rep, None) is not None:
+        run.kind_state.setdefault("wasi-free-reps", []).append(rep)
+
+
+def _rep(run: RunContext) -> int:
+    """A rep no live handle has: a dropped one, else the next (every rep in 1..N is live or dropped)."""
+    free: list[int] = run.kind_state.get("wasi-free-reps", [])
+    return free.pop() if free else len(_table(run)) + 1
+
+
 def fault(run: RunContext, message: str) -> None:
     """Trap the guest for breaking a rule of the call it made: the component kind ends the run as a ``trap``
     whose message is ``message``. Returns None (a handler's "trap" answer)."""
@@ -161,19 +174,27 @@ def clocks_of(run: RunContext) -> RunClocks:
     return clocks
 
 
-def _new_resource(run: RunContext, cctx: Any, val: _Val, kind: str, obj: Any) -> None:
-    """Make ``*val`` an owned handle of resource ``kind`` standing for ``obj``."""
-    table = _table(run)
-    rep = len(table) + 1
-    table[rep] = obj
+def _new_resource(run: RunContext, cctx: Any, val: _Val, kind: str, obj: Any) -> bool | None:
+    """Make ``*val`` an owned handle of resource ``kind`` standing for ``obj``: True, or None (a handler's
+    "trap") when wasmtime refuses one more handle — the guest holds its store's limit of them (the guest's
+    fault, like any other limit it meets)."""
+    rep = _rep(run)
     host = ffi.wasmtime_component_resource_host_new(True, rep, _TYPE_ID[kind])
     any_ = ctypes.POINTER(ffi.wasmtime_component_resource_any_t)()
     err = ffi.wasmtime_component_resource_host_to_any(cctx, host, ctypes.byref(any_))
     ffi.wasmtime_component_resource_host_delete(host)
     if err:
-        raise RuntimeError("a host resource could not be handed to the guest")
+        run.kind_state.setdefault("wasi-free-reps", []).append(rep)
+        fault(run, f"kuro: a new {kind} handle: {_first_line(wasmtime.WasmtimeError._from_ptr(err))}")
+        return None
+    _table(run)[rep] = obj
     val.contents.kind = _RESOURCE_KIND
     val.contents.of.resource = any_
+    return True
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _resource(run: RunContext, cctx: Any, val: Any) -> Any:
@@ -195,6 +216,7 @@ def _resource(run: RunContext, cctx: Any, val: Any) -> Any:
 # ---- results
 
 _U64: Final = WitType("u64")
+_U64_MAX: Final = 2**64 - 1
 _BYTES: Final = WitType("list", (WitType("u8"),))
 _STRINGS: Final = WitType("list", (WitType("string"),))
 _ENV: Final = WitType("list", (WitType("tuple", (WitType("string"), WitType("string"))),))
@@ -244,9 +266,8 @@ class _In:
 
 
 def _get_stream(kind: str, obj_of: Callable[[], Any]) -> Any:
-    def get(run: RunContext, cctx: Any, _args: _Val, results: _Val) -> bool:
-        _new_resource(run, cctx, results, kind, obj_of())
-        return True
+    def get(run: RunContext, cctx: Any, _args: _Val, results: _Val) -> bool | None:
+        return _new_resource(run, cctx, results, kind, obj_of())
 
     return get
 
@@ -279,16 +300,14 @@ def _flush(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
     return _result(results, True)
 
 
-def _subscribe_out(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+def _subscribe_out(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
     _resource(run, cctx, args[0])
-    _new_resource(run, cctx, results, "pollable", _Pollable())
-    return True
+    return _new_resource(run, cctx, results, "pollable", _Pollable())
 
 
-def _subscribe_in(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
+def _subscribe_in(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
     _resource(run, cctx, args[0])
-    _new_resource(run, cctx, results, "pollable", _Pollable(stdin=True))
-    return True
+    return _new_resource(run, cctx, results, "pollable", _Pollable(stdin=True))
 
 
 def _stdin_denied(run: RunContext) -> bool:
@@ -367,6 +386,9 @@ def _ready_method(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool
 
 def _poll(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
     lst = args[0].of.list
+    if not lst.size:  # WASI: at least one (wasmtime traps too); waiting for none of nothing never ends
+        fault(run, "kuro: wasi:io/poll poll of no pollable would never return")
+        return None
     base = int(ctypes.cast(lst.data, ctypes.c_void_p).value or 0)
     size = ctypes.sizeof(ffi.wasmtime_component_val_t)
     items = [_resource(run, cctx, ffi.wasmtime_component_val_t.from_address(base + i * size)) for i in range(lst.size)]
@@ -378,7 +400,8 @@ def _poll(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
 
 
 def _mono_now(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    write(_U64, clocks_of(run).monotonic_ns(run), results)
+    # a deterministic run's virtual clock moved by a sleep to the end of time stays there: an instant is a u64
+    write(_U64, min(clocks_of(run).monotonic_ns(run), _U64_MAX), results)
     return True
 
 
@@ -387,15 +410,13 @@ def _mono_resolution(run: RunContext, cctx: Any, args: _Val, results: _Val) -> b
     return True
 
 
-def _subscribe_instant(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    _new_resource(run, cctx, results, "pollable", _Pollable(deadline_ns=int(args[0].of.u64)))
-    return True
+def _subscribe_instant(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
+    return _new_resource(run, cctx, results, "pollable", _Pollable(deadline_ns=int(args[0].of.u64)))
 
 
-def _subscribe_duration(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    deadline = clocks_of(run).monotonic_now_ns() + int(args[0].of.u64)
-    _new_resource(run, cctx, results, "pollable", _Pollable(deadline_ns=deadline))
-    return True
+def _subscribe_duration(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
+    deadline = min(clocks_of(run).monotonic_now_ns() + int(args[0].of.u64), _U64_MAX)
+    return _new_resource(run, cctx, results, "pollable", _Pollable(deadline_ns=deadline))
 
 
 def _wall_now(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
@@ -513,4 +534,48 @@ FUNCTIONS: Final[dict[str, dict[str, _Handler]]] = {
     "wasi:filesystem/preopens": {
         "get-directories": _empty(WitType("list", (WitType("tuple", (WitType("string"), WitType("string"))),)))
     },
+}
+
+_BORROW: Final = WitType("borrow", (), ("resource",))
+_NONE: Final[tuple[tuple[WitType, ...], int]] = ((), 1)
+_SELF: Final[tuple[tuple[WitType, ...], int]] = ((_BORROW,), 1)
+#: interface → function → (its parameter types, its number of results) as WASI 0.2 declares them: what each
+#: call's arguments are checked against before a handler reads them
+#: (:func:`~kuro_wasm.host.component_values.fits`; a guest may import a function under its name with any type).
+SIGNATURES: Final[dict[str, dict[str, tuple[tuple[WitType, ...], int]]]] = {
+    "wasi:cli/stdout": {"get-stdout": _NONE},
+    "wasi:cli/stderr": {"get-stderr": _NONE},
+    "wasi:cli/stdin": {"get-stdin": _NONE},
+    "wasi:cli/environment": {"get-environment": _NONE, "get-arguments": _NONE, "initial-cwd": _NONE},
+    "wasi:cli/exit": {"exit": ((WitType("result", (None, None)),), 0)},
+    "wasi:cli/terminal-stdin": {"get-terminal-stdin": _NONE},
+    "wasi:cli/terminal-stdout": {"get-terminal-stdout": _NONE},
+    "wasi:cli/terminal-stderr": {"get-terminal-stderr": _NONE},
+    "wasi:io/poll": {
+        "[method]pollable.block": ((_BORROW,), 0),
+        "[method]pollable.ready": _SELF,
+        "poll": ((WitType("list", (_BORROW,)),), 1),
+    },
+    "wasi:io/streams": {
+        "[method]output-stream.check-write": _SELF,
+        "[method]output-stream.write": ((_BORROW, _BYTES), 1),
+        "[method]output-stream.blocking-write-and-flush": ((_BORROW, _BYTES), 1),
+        "[method]output-stream.flush": _SELF,
+        "[method]output-stream.blocking-flush": _SELF,
+        "[method]output-stream.subscribe": _SELF,
+        "[method]input-stream.read": ((_BORROW, _U64), 1),
+        "[method]input-stream.blocking-read": ((_BORROW, _U64), 1),
+        "[method]input-stream.subscribe": _SELF,
+    },
+    "wasi:clocks/monotonic-clock": {
+        "now": _NONE,
+        "resolution": _NONE,
+        "subscribe-instant": ((_U64,), 1),
+        "subscribe-duration": ((_U64,), 1),
+    },
+    "wasi:clocks/wall-clock": {"now": _NONE, "resolution": _NONE},
+    "wasi:random/random": {"get-random-bytes": ((_U64,), 1), "get-random-u64": _NONE},
+    "wasi:random/insecure": {"get-insecure-random-bytes": ((_U64,), 1), "get-insecure-random-u64": _NONE},
+    "wasi:random/insecure-seed": {"insecure-seed": _NONE},
+    "wasi:filesystem/preopens": {"get-directories": _NONE},
 }

@@ -64,11 +64,11 @@ from wasmtime import _ffi as ffi
 
 from kuro_wasm.host import wasi_p2
 from kuro_wasm.host.calls import run_of
-from kuro_wasm.host.component_values import Budget, ValueTooLarge, delete, read, write
+from kuro_wasm.host.component_values import Budget, ValueTooLarge, delete, fits, read, write
 from kuro_wasm.host.context import RunContext, Stopped
 from kuro_wasm.host.engine import CallOutcome, TrapInfo
 from kuro_wasm.host.kind import Entry
-from kuro_wasm.host.kuro_world import CAPABILITIES, HOST_FUNCTIONS, WORLD_PACKAGE, Handler, error_name
+from kuro_wasm.host.kuro_world import CAPABILITIES, HOST_FUNCTIONS, SIGNATURES, WORLD_PACKAGE, Handler, error_name
 from kuro_wasm.model import wit
 from kuro_wasm.model.wasm_shape import FuncSig, WasmShape
 from kuro_wasm.model.wit import WitType
@@ -91,9 +91,11 @@ def _error_ptr(message: str) -> int:
     return int(ctypes.cast(err, ctypes.c_void_p).value or 0)
 
 
-def _trampoline(name: str, handler: Handler) -> Any:
+def _trampoline(name: str, handler: Handler, signature: tuple[tuple[WitType, ...], int]) -> Any:
+    params, n_results = signature
+
     @ffi.wasmtime_component_func_callback_t  # type: ignore[untyped-decorator]
-    def trampoline(_env: Any, cctx: Any, _ty: Any, args: Any, _n: int, results: Any, _nr: int) -> int:
+    def trampoline(_env: Any, cctx: Any, _ty: Any, args: Any, n: int, results: Any, nr: int) -> int:
         run: RunContext | None = None
         try:
             run = run_of(cctx)
@@ -101,6 +103,10 @@ def _trampoline(name: str, handler: Handler) -> Any:
                 return _error_ptr(f"kuro: {name} called outside a run")
             if run.should_stop() is not None:  # stopped, or past the deadline: no further effect
                 return _error_ptr(f"kuro: stopped ({run.stop_reason})")
+            # linked untyped: the guest chose the import's type, so nothing is read or written unless it is ours
+            if n != len(params) or nr != n_results or not all(fits(t, args[i]) for i, t in enumerate(params)):
+                wasi_p2.fault(run, f"kuro: {name} is imported with another type than the host's")
+                return _error_ptr(run.kind_state["fault"])
             if handler(run, cctx, args, results) is None:
                 fault = run.kind_state.get("fault")
                 if run.stop_reason is None and fault is not None:
@@ -123,11 +129,11 @@ _THUNKS: dict[str, Any] = {}
 _THUNKS_LOCK = threading.Lock()
 
 
-def _thunk(key: str, handler: Handler) -> Any:
+def _thunk(key: str, handler: Handler, signature: tuple[tuple[WitType, ...], int]) -> Any:
     with _THUNKS_LOCK:
         thunk = _THUNKS.get(key)
         if thunk is None:
-            thunk = _THUNKS[key] = _trampoline(key, handler)
+            thunk = _THUNKS[key] = _trampoline(key, handler, signature)
         return thunk
 
 
@@ -140,7 +146,7 @@ def _check(err: Any) -> None:
 def _drop_resource(_env: Any, cctx: Any, rep: int) -> int:
     run = run_of(cctx)
     if run is not None:
-        run.kind_state.get("wasi-resources", {}).pop(int(rep), None)
+        wasi_p2.dropped(run, int(rep))
     return 0
 
 
@@ -150,10 +156,12 @@ def _define(linker: wc.Linker, wasi: frozenset[str] = frozenset()) -> None:
     WASI instances are defined under the exact names (versions) the component imports.
     """
     instances: dict[str, dict[str, Handler]] = dict(HOST_FUNCTIONS)
+    signatures = dict(SIGNATURES)
     resources: dict[str, list[tuple[str, int]]] = {}
     for instance in sorted(wasi):
         iface = instance.partition("@")[0]
         instances[instance] = dict(wasi_p2.FUNCTIONS.get(iface, {}))
+        signatures.update({f"{instance}#{f}": sig for f, sig in wasi_p2.SIGNATURES.get(iface, {}).items()})
         resources[instance] = [(n, tid) for n, (owner, tid) in wasi_p2.RESOURCES.items() if owner == iface]
     root = ffi.wasmtime_component_linker_root(linker.ptr())
     try:
@@ -175,7 +183,7 @@ def _define(linker: wc.Linker, wasi: frozenset[str] = frozenset()) -> None:
                         ffi.wasmtime_component_resource_type_delete(rtype)
                 for fname, handler in funcs.items():
                     rawf = fname.encode("utf-8")
-                    thunk = _thunk(f"{instance}#{fname}", handler)
+                    thunk = _thunk(f"{instance}#{fname}", handler, signatures[f"{instance}#{fname}"])
                     _check(
                         ffi.wasmtime_component_linker_instance_add_func(
                             inst, rawf, len(rawf), thunk, None, _NULL_FINALIZER
@@ -254,7 +262,7 @@ class ComponentKind:
             funcs = HOST_FUNCTIONS.get(imp.module)
             if funcs is None:
                 return f"imports {imp.module}: outside the {WORLD_PACKAGE} world"
-            if imp.kind == "func" and imp.name not in funcs:
+            if imp.kind in ("func", "resource") and imp.name not in funcs:  # the world defines no resource
                 return f"imports {imp.module}#{imp.name}: not in the {WORLD_PACKAGE} world"
         return None
 

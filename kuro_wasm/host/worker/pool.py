@@ -580,7 +580,7 @@ class WorkerPool:
         return {
             "id": run.id,
             "session": _session_data(run.session),
-            "command": run.command,
+            "command": protocol.command_data(run.command),
             "fs": fs,
             "limits": _limits_data(run.limits),
             "deadline": run.deadline,
@@ -683,18 +683,29 @@ class WorkerPool:
         )
 
     def submit(self, run: RemoteRun) -> None:
-        """Queue ``run`` for the next free worker. Raises HostError: the pool is closed or broken."""
+        """Queue ``run`` for the next free worker.
+
+        Raises HostError: the pool is closed or broken, or the run's frame could not be sent (a spec whose
+        args are more JSON than a frame carries: refused now, not left queued until its deadline).
+        """
         with self._cond:
-            if self._closed:
-                raise HostError("the worker pool is closed")
-            if self._broken is not None:
-                raise HostError(f"no worker process could be started: {self._broken}")
+            self._usable()
+        _check_sendable(run)  # outside the lock: a large command takes a while to encode
+        with self._cond:
+            self._usable()
             self._live.add(run)
             self._pending.append(run)
             flush = self._dispatch()
             if run.deadline < self._watch_due:
                 self._watch.notify_all()
         self._flush(flush)
+
+    def _usable(self) -> None:
+        """Raises HostError: the pool is closed or broken (called under the lock)."""
+        if self._closed:
+            raise HostError("the worker pool is closed")
+        if self._broken is not None:
+            raise HostError(f"no worker process could be started: {self._broken}")
 
     def stdin(self, run: RemoteRun, data: bytes) -> None:
         """Give ``run`` stdin bytes (ignored after close_stdin or the end).
@@ -917,6 +928,22 @@ def _readable(store: BlockStore, granted: tuple[str, ...]) -> str | None:
 @functools.lru_cache(maxsize=64)
 def _resolved(path: str) -> str:
     return str(Path(path).resolve())
+
+
+#: What a run frame's JSON holds besides its session and command (fs, limits, numbers, a store path), at most.
+_RUN_FIELDS_BYTES: Final = 64 << 10
+
+
+def _check_sendable(run: RemoteRun) -> None:
+    """Raises HostError: ``run``'s session and command are more JSON than a ``run`` frame may carry."""
+    try:
+        head = {"session": _session_data(run.session), "command": protocol.command_data(run.command)}
+        size = len(protocol.encode("run", head)) + _RUN_FIELDS_BYTES
+    except ProtocolError as exc:
+        raise HostError(f"the run cannot be sent to a worker process: {exc}") from None
+    if size > protocol.MAX_JSON_BYTES:
+        why = f"{size} bytes of JSON with its other fields, over the {protocol.MAX_JSON_BYTES}-byte limit"
+        raise HostError(f"the run cannot be sent to a worker process: {why}")
 
 
 @functools.lru_cache(maxsize=256)

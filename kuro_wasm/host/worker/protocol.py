@@ -39,6 +39,7 @@ forked from its own zygote, started from the same installed code.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import socket
@@ -47,6 +48,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from kuro_fs import dagcbor
 from kuro_wasm.errors import HostError
 from kuro_wasm.model.limits import Limits
 
@@ -58,6 +60,8 @@ __all__ = [
     "MESSAGES",
     "RECEIPT_BASE_BYTES",
     "RESULT_JSON_PER_BYTE",
+    "command_data",
+    "command_of",
     "Message",
     "ProtocolError",
     "Readable",
@@ -257,6 +261,37 @@ def decode(body: bytes, senders: frozenset[str]) -> dict[str, Any]:
             raise ProtocolError(f"{kind}.{name} must be finite")
     value["t"] = kind
     return value
+
+
+def command_data(command: Mapping[str, Any]) -> Any:
+    """A ``run`` frame's ``command`` field: the command itself, or — when it holds bytes, which JSON cannot
+    carry (a component's ``list<u8>`` args) — ``["dag-cbor", base64 of its dag-cbor]`` (a command is a map,
+    so the list is never one). Exact both ways (:func:`command_of`); a command without bytes pays one walk."""
+    stack: list[Any] = list(command.values())
+    while stack:
+        item = stack.pop()
+        if type(item) is bytes:
+            return ["dag-cbor", base64.b64encode(dagcbor.encode(dict(command))).decode("ascii")]
+        if type(item) is dict:
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return command
+
+
+def command_of(data: Any) -> Any:
+    """The command a ``run`` frame's ``command`` field carries (:func:`command_data`).
+
+    Raises ProtocolError: a ``dag-cbor`` form that is not base64 of dag-cbor.
+    """
+    if type(data) is not list:
+        return data
+    if len(data) != 2 or data[0] != "dag-cbor" or type(data[1]) is not str:
+        raise ProtocolError("run: a command is a map, or ['dag-cbor', base64]")
+    try:
+        return dagcbor.decode(base64.b64decode(data[1], validate=True))
+    except ValueError as exc:  # binascii.Error and DagCborError are ValueErrors
+        raise ProtocolError(f"run: a command that is not base64 dag-cbor: {exc}") from exc
 
 
 def receipt_limit(limits: Limits) -> int:

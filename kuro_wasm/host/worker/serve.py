@@ -72,6 +72,7 @@ from kuro_wasm.host.worker import hardening
 from kuro_wasm.host.worker.protocol import (
     MAX_ARTIFACT_BYTES,
     ProtocolError,
+    command_of,
     done_receipt,
     read_frame,
     receipt_limit,
@@ -399,7 +400,7 @@ class _Worker:
         message = request.message
         assert message is not None  # only requests read from the run channel are taken
         store_path = message["store_path"]
-        command = message["command"]
+        command = command_of(message["command"])
         store = RemoteStore(
             self,
             request.id,

@@ -1,0 +1,150 @@
+"""Hostile components: what a guest declares about the host's functions is checked before the host believes it.
+
+The guests are component text under guests/components/text/ (no WIT world can state them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import wasmtime
+from hostkit import GUESTS, component, make_fs, make_session
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.errors import LoadError
+from kuro_wasm.host import kuro_world, wasi_p2
+from kuro_wasm.host.api import run
+from kuro_wasm.host.engine import EngineConfig
+from kuro_wasm.host.loader import Prepared, add_guest, prepare, resolve
+from kuro_wasm.model.sessions import guest
+
+
+def _text(name: str) -> bytes:
+    return bytes(wasmtime.wat2wasm((GUESTS / "components" / "text" / f"{name}.wat").read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize(
+    ("export", "function"),
+    [
+        ("write", "kuro:host/output@1.0.0#write"),  # a u64 where the list<u8> is: a wild pointer in the host
+        ("read", "kuro:host/fs@1.0.0#read"),  # a u64 where the path is
+        ("stat", "kuro:host/fs@1.0.0#stat"),  # no result where the host writes one
+        ("poll", "wasi:io/poll@0.2.0#poll"),  # u64s where borrow<pollable> handles are
+    ],
+)
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_a_host_function_imported_with_another_type_is_the_guests_trap_naming_it(
+    export: str, function: str, isolation: str
+) -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store, {"a.txt": "secret"})
+    cid = add_guest(store, _text("mistyped-imports"))
+    receipt = run(make_session(fs), guest(cid, export, []), store=store, fs=fs, home=False, isolation=isolation)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
+    assert receipt["kuro/trap"]["message"] == f"kuro: {function} is imported with another type than the host's"
+    assert receipt.get("kuro/denials", []) == [] and receipt.get("kuro/reads", []) == []
+
+
+def test_an_enum_with_other_cases_than_the_hosts_is_another_type() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("mistyped-stream"))  # writes "hello" to its stream "bogus"
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
+    assert (receipt["kuro/outcome"], receipt["kuro/stdout"], receipt["kuro/stderr"]) == ("trap", b"", b""), receipt
+    message = "kuro: kuro:host/output@1.0.0#write is imported with another type than the host's"
+    assert receipt["kuro/trap"]["message"] == message
+
+
+def test_every_host_function_has_the_signature_its_arguments_are_checked_against() -> None:
+    linked = {f"{i}#{f}" for i, funcs in kuro_world.HOST_FUNCTIONS.items() for f in funcs}
+    assert linked == set(kuro_world.SIGNATURES)
+    assert {i: set(f) for i, f in wasi_p2.FUNCTIONS.items()} == {i: set(f) for i, f in wasi_p2.SIGNATURES.items()}
+
+
+def test_a_resource_the_world_lacks_is_a_load_error_naming_it() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("world-resource"))
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("load-error", 126), receipt
+    assert receipt["kuro/error"].endswith("imports kuro:host/fs@1.0.0#handle: not in the kuro:host@1.0.0 world")
+
+
+def test_a_call_with_large_args_is_resolved_again_not_remembered_with_its_args() -> None:
+    store = MemoryBlockStore()
+    cid = add_guest(store, component("typed"))
+    shared = prepare(store, cid, EngineConfig(), home=False)
+    assert isinstance(shared, Prepared)
+    ready = dataclasses.replace(shared, entries={})  # the process's prepared guest holds other tests' calls
+    small = resolve(ready, "sum-bytes", [b"abc"])
+    assert resolve(ready, "sum-bytes", [b"abc"]) is small  # a warm call of the same small args resolves nothing
+    for i in range(3):  # each a different 1 MiB arg: kept by the prepared guest, they would add up to 64 MiB
+        resolve(ready, "sum-bytes", [bytes([i]) * (1 << 20)])
+        resolve(ready, "kuro:fixtures/calc@1.0.0#length", [chr(65 + i) * (1 << 20)])
+    assert len(ready.entries) == 1
+
+
+def _nested(depth: int) -> bytes:
+    """A component whose export returns option<option<…u32…>> nested ``depth`` deep (wasmparser refuses 100)."""
+    types = ["(type $t0 (option u32))", *(f"(type $t{i} (option $t{i - 1}))" for i in range(1, depth))]
+    return bytes(
+        wasmtime.wat2wasm(
+            f"""(component
+  (core module $m (memory (export "memory") 1) (func (export "f") (result i32) (i32.const 64)))
+  (core instance $i (instantiate $m))
+  {" ".join(types)}
+  (func (export "f") (result $t{depth - 1}) (canon lift (core func $i "f") (memory (core memory $i "memory")))))"""
+        )
+    )
+
+
+def test_a_malformed_component_is_refused_saying_what_is_wrong_with_it() -> None:
+    with pytest.raises(LoadError, match=r"not a valid component: failed to parse .*: type nesting is too deep"):
+        add_guest(MemoryBlockStore(), _nested(100))
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = store.put(_nested(100), "raw")  # stored as a block, never checked: the run finds it
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("load-error", 126)
+    assert "does not compile: failed to parse WebAssembly module: type nesting is too deep" in receipt["kuro/error"]
+    deep = add_guest(store, _nested(90))  # nearly as deep as a component may nest: read, run, answered
+    assert run(make_session(fs), guest(deep, "f", []), store=store, fs=fs, home=False)["kuro/outcome"] == "ok"
+
+
+def test_a_wasi_handle_made_after_a_drop_does_not_take_a_live_handles_place() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("handles-after-a-drop"))
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
+    assert (receipt["kuro/outcome"], receipt["kuro/result"], receipt["kuro/stderr"]) == ("ok", 0, b"to stderr\n")
+
+
+def test_polling_no_pollable_is_the_guests_trap_not_a_wait_until_the_deadline() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("poll-nothing"))
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False, timeout_ms=60_000)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
+    assert receipt["kuro/trap"]["message"] == "kuro: wasi:io/poll poll of no pollable would never return"
+
+
+def test_a_deterministic_sleep_to_the_end_of_time_leaves_the_monotonic_clock_there() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("sleep-forever-then-now"))
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False, deterministic=True)
+    assert (receipt["kuro/outcome"], receipt["kuro/result"]) == ("ok", 2**64 - 1), receipt  # not wrapped to ~1 s
+
+
+def test_a_guest_holding_more_handles_than_its_store_allows_traps_it_is_no_host_error() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("many-handles"))
+    few = run(make_session(fs), guest(cid, "f", [1000]), store=store, fs=fs, home=False)
+    assert (few["kuro/outcome"], few["kuro/result"]) == ("ok", 0), few
+    receipt = run(make_session(fs), guest(cid, "f", [200_000]), store=store, fs=fs, home=False)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
+    assert receipt["kuro/trap"]["message"] == (
+        "kuro: a new pollable handle: cannot allocate another handle: store handle limit exceeded"
+    )

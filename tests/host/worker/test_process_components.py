@@ -1,0 +1,61 @@
+"""Components under ``isolation="process"``: the spec's args and the typed result cross the worker boundary intact."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hostkit import component, make_fs, make_session
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.errors import HostError
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.host.worker.pool import WorkerPool
+from kuro_wasm.host.worker.protocol import ProtocolError, command_data, command_of
+from kuro_wasm.model.sessions import guest
+
+CID = "bafkreicwk4quvp7jvrrivokpcyjnsjrcnj3lbqnzkowucmqsrzkkrbmyoq"
+WAIT_MS = 60_000  # a bound on a run that takes milliseconds, never a measured duration
+
+
+@pytest.mark.parametrize(
+    ("export", "args", "result"),
+    [
+        ("sum-bytes", [b"abc"], 294),  # bytes for a list<u8>: the run frame carries bytes
+        ("sum-bytes", [b""], 0),
+        ("sum-bytes", [[1, 2, 3]], 6),
+        ("fill", [3], b"\x07\x07\x07"),
+    ],
+)
+def test_a_components_bytes_cross_to_the_worker_and_back(
+    pool: WorkerPool, export: str, args: list[object], result: object
+) -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, component("typed"))
+    receipt = run(make_session(fs), guest(cid, export, args), store=store, fs=fs, isolation=pool, timeout_ms=WAIT_MS)
+    assert (receipt["kuro/outcome"], receipt.get("kuro/result")) == ("ok", result), receipt
+    assert receipt["kuro/isolation"] == "process"
+
+
+def test_a_command_holding_bytes_crosses_as_dag_cbor_and_comes_back_exactly() -> None:
+    plain = dict(guest(CID, "f", [1, "x", {"/": {"bytes": "aGk"}}]))
+    assert command_data(plain) is plain  # no bytes: the command itself, as JSON
+    held = dict(guest(CID, "f", [b"\x00\xff", [{"k": b""}], {"/": {"bytes": "aGk"}}]))
+    wire = command_data(held)
+    assert wire[0] == "dag-cbor" and command_of(json.loads(json.dumps(wire))) == held
+    for bad in (["dag-cbor", "!!"], ["dag-cbor", "AAAA"], ["cbor", ""], ["dag-cbor"]):
+        with pytest.raises(ProtocolError):
+            command_of(bad)
+
+
+def test_args_too_large_for_a_run_frame_are_refused_at_once_not_left_to_hang(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, component("typed"))
+    spec = guest(cid, "sum-bytes", [b"\1" * (3 << 20)])  # within max_value_bytes; 4 MiB of base64 in the frame
+    with pytest.raises(HostError, match=r"cannot be sent to a worker process: .* over the 4194304-byte limit"):
+        run(make_session(fs), spec, store=store, fs=fs, isolation=pool, timeout_ms=WAIT_MS)
+    fits = run(make_session(fs), guest(cid, "sum-bytes", [b"\1" * (2 << 20)]), store=store, fs=fs, isolation=pool)
+    assert (fits["kuro/outcome"], fits["kuro/result"]) == ("ok", 2 << 20)
