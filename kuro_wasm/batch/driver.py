@@ -18,7 +18,8 @@ and after a backend touches it:
 5. each chunk ends as the backend proves it did (:mod:`kuro_wasm.batch.backend`): receipts are
    verified and rebuilt (:mod:`kuro_wasm.batch.verify`), their blocks stored, their op ids
    settled, *then* handed out; a ``lost`` chunk's invocations are recorded ``worker-died``;
-   an ``unstarted`` chunk goes out again; a ``failed`` one stops the batch.
+   an ``unstarted`` chunk goes out again; a ``failed`` one stops the batch (its op ids are
+   released only if the backend proves no worker took it, else recorded ``unknown``).
 
 Nothing is retried behind the caller's back: an invocation runs again only under a new op id.
 An op id is used up only by a run that may have happened: whatever stops the batch before an
@@ -498,10 +499,20 @@ class Batch:
             else:
                 pending.extendleft(reversed(chunk))
         else:  # no worker can run it: stop sending, let the rest drain, then say why
-            self.not_run.extend(chunk)
+            error = str(done.detail.get("error", "unknown reason"))
+            if done.detail.get("taken") is False:  # the backend proves no worker took it: it never ran
+                self.not_run.extend(chunk)
+            else:  # it may have run: its op ids are used up, never released to run again
+                why = f"its chunk failed and may have run: {error}"
+                for index in chunk:
+                    value = self._host_error(index, why)
+                    claim = self._claims.pop(index, None)
+                    if claim is not None and self._ledger is not None:
+                        value = self._ledger.abandon(claim, why)
+                    yield Completed(index, self.invocations[index], value)
             self._cancelled = True
             if self._failure is None:
-                self._failure = str(done.detail.get("error", "unknown reason"))
+                self._failure = error
 
     def _host_error(self, index: int, why: str) -> dict[str, Any]:
         return host_error(self.invocations[index], f"{why}; it may have run, and is not run again")

@@ -32,7 +32,7 @@ class _SecondChunkFails(Inline):
         self.ended += 1
         if self.ended == 2:
             token, _ = self._queue.pop(0)
-            return [Done(token, "failed", {"error": "the store cannot be opened on that worker"})]
+            return [Done(token, "failed", {"error": "the store cannot be opened on that worker", "taken": False})]
         return super().wait(timeout)
 
 

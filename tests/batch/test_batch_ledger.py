@@ -23,6 +23,7 @@ from kuro_fs.cid import cid_for
 from kuro_fs.errors import BlockStoreError
 from kuro_fs.filestore import FileBlockStore
 from kuro_wasm.batch import run_many
+from kuro_wasm.batch.backend import Done
 from kuro_wasm.batch.stores import SharedStore
 from kuro_wasm.errors import BatchError, ModelError
 from kuro_wasm.ledger.ledger import Ledger
@@ -241,3 +242,24 @@ def test_a_worker_answer_that_names_an_invocation_twice_gives_it_one_receipt(sha
         )]  # fmt: skip
         assert sorted(got) == [(0, "ok"), (1, "ok")]
         assert ledger.result("a")["kuro/outcome"] == ledger.result("b")["kuro/outcome"] == "ok"
+
+
+class _RunsThenFails(Inline):
+    """A backend whose worker runs the chunk, then reports ``failed`` without proving the chunk was never taken."""
+
+    def wait(self, timeout: float) -> list[Any]:
+        ended = super().wait(timeout)
+        return [Done(done.token, "failed", {"error": "the scheduler lost this batch"}) for done in ended]
+
+
+def test_a_failed_chunk_that_may_have_run_is_unknown_and_never_run_again(shared: Shared, tmp_path: Path) -> None:
+    where = SharedStore(str(shared.store.root))
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        batch = run_many([_echo(shared, "once")], store=shared.store, ledger=ledger, cluster=_RunsThenFails(where))
+        with pytest.raises(BatchError, match="the scheduler lost this batch"):
+            list(batch)
+        assert batch.not_run == [] and ledger.result("once")["kuro/status"] == "unknown"
+        again = [done.value["kuro/status"] for done in run_many(
+            [_echo(shared, "once")], store=shared.store, ledger=ledger, cluster=_Untouchable()
+        )]  # fmt: skip
+        assert again == ["unknown"]
