@@ -29,7 +29,8 @@ leaves it free.
 A ``KeyboardInterrupt`` while the batch waits (Ctrl-C; the CLI turns SIGTERM and SIGHUP into one)
 cancels it: nothing more is sent, running guests are killed (``cancelled`` receipts), what
 finished is stored and handed out, what never started is listed in :attr:`Batch.not_run` and
-its op ids released; then the interrupt is raised again. A second one — or the first after
+its op ids released; then the interrupt is raised again. One that lands while finished receipts
+are being recorded in the ledger acts once they are recorded. A second one — or the first after
 :meth:`Batch.cancel`, which a signal handler calls on the first signal — stops waiting: whatever is
 still out is recorded ``unknown`` in the ledger.
 
@@ -272,6 +273,7 @@ class Batch:
         self._per_item: float | None = None
         self._failure: str | None = None
         self._stopped_by: Exception | None = None
+        self._interrupted: KeyboardInterrupt | None = None
 
     def __len__(self) -> int:
         return len(self.invocations)
@@ -333,6 +335,7 @@ class Batch:
             denied.clear()
             yield from raced
             yield from finished
+            self._deferred()
             if pending:
                 yield from self._run(pending)  # it empties pending: sent, or listed in not_run
         except BaseException:  # whatever was never sent is listed as not run
@@ -380,18 +383,33 @@ class Batch:
         return [i for i in indexes if i not in raced], list(raced.values())
 
     def _finish_many(self, values: list[tuple[int, dict[str, Any]]]) -> list[Completed]:
+        """Settle the receipts of claimed ones; a Ctrl-C meanwhile waits until they are stored (:meth:`_deferred`)."""
         ledgered = [(i, v) for i, v in values if i in self._claims]
         settled: dict[int, dict[str, Any]] = {}
         if ledgered and self._ledger is not None:
-            saved = self._ledger.settle_many([(self._claims.pop(i), v) for i, v in ledgered])
+            claims = [(self._claims[i], v) for i, v in ledgered]
+            try:
+                saved = self._ledger.settle_many(claims)
+            except KeyboardInterrupt as exc:  # a receipt that was produced is stored first (saving it twice is a no-op)
+                self._interrupted = self._interrupted or exc
+                saved = self._ledger.settle_many(claims)  # a second interrupt here stops: the claims become unknown
+            for i, _ in ledgered:  # settled: no longer ours to abandon
+                self._claims.pop(i, None)
             settled = {i: s for (i, _), s in zip(ledgered, saved, strict=True)}
         return [Completed(i, self.invocations[i], settled.get(i, v)) for i, v in values]
+
+    def _deferred(self) -> None:
+        """Raise the Ctrl-C that came while receipts were being settled, now that they are stored."""
+        exc, self._interrupted = self._interrupted, None
+        if exc is not None:
+            raise exc
 
     # ---- the backend
 
     def _run(self, pending: deque[int]) -> Iterator[Completed]:
         store = self._worker_store or worker_store_for(self._store)
         out: dict[str, list[int]] = {}
+        arrived: deque[Done] = deque()
         interrupt: BaseException | None = None
         backend: Backend | None = None
         try:
@@ -424,10 +442,13 @@ class Batch:
                             self.running += len(chunk)
                             backend.submit(token, to_wire([(i, self.invocations[i]) for i in chunk]))
                         yield from raced
-                    for done in backend.wait(0.25):
+                    arrived.extend(backend.wait(0.25))
+                    while arrived:  # kept across an interrupt: a backend hands each end out once
+                        done = arrived.popleft()
                         chunk = out.pop(done.token, [])
                         self.running -= len(chunk)
                         yield from self._ended(done, chunk, pending)
+                        self._deferred()
                 except KeyboardInterrupt as exc:
                     if interrupt is not None or self._cancel_asked:  # a cancel came first: this one stops waiting
                         raise

@@ -263,3 +263,29 @@ def test_a_failed_chunk_that_may_have_run_is_unknown_and_never_run_again(shared:
             [_echo(shared, "once")], store=shared.store, ledger=ledger, cluster=_Untouchable()
         )]  # fmt: skip
         assert again == ["unknown"]
+
+
+class _InterruptedWhileSettling(Ledger):
+    """A ledger where the first settling of receipts meets a Ctrl-C (as it lands during the commit)."""
+
+    interrupted = 0
+
+    def settle_many(self, results: Any) -> list[dict[str, Any]]:
+        if not self.interrupted:
+            self.interrupted += 1
+            raise KeyboardInterrupt
+        return super().settle_many(results)
+
+
+def test_a_ctrl_c_while_receipts_are_settled_stores_them_first_then_cancels(shared: Shared, tmp_path: Path) -> None:
+    where = SharedStore(str(shared.store.root))
+    ops = ["a", "b", "c"]
+    with _InterruptedWhileSettling(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        batch = run_many(
+            [_echo(shared, op) for op in ops], store=shared.store, ledger=ledger, cluster=Inline(where), chunk_size=1
+        )
+        got = []
+        with pytest.raises(KeyboardInterrupt):
+            got.extend((done.index, done.value["kuro/status"]) for done in batch)
+        assert got[0] == (0, "done") and batch.not_run == [2]  # b was already out: it ran and was stored too
+        assert [ledger.result(op)["kuro/status"] for op in ops] == ["done", "done", "not-found"]
