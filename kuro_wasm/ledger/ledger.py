@@ -344,6 +344,7 @@ class Ledger:
         wanted = self._prepare_many(requests)
         out: list[Claim | dict[str, Any] | None] = [None] * len(wanted)
         mine: list[int] = []
+        answers: dict[str, dict[str, Any]] | None = None
         try:
             for i, claim in enumerate(wanted):
                 other = self._register(claim)
@@ -352,22 +353,38 @@ class Ledger:
                 else:
                     out[i] = other
             answers = self._claim_rows([wanted[i] for i in mine])
-        except BaseException:
             for i in mine:
-                self._unregister(wanted[i].op_id, wanted[i].live)
-                wanted[i].live.decide(False)
+                claim = wanted[i]
+                existing = answers.get(claim.op_id)
+                if existing is None:
+                    claim.live.decide(True)
+                    out[i] = claim
+                else:
+                    self._unregister(claim.op_id, claim.live)
+                    claim.live.decide(False)
+                    out[i] = existing
+        except BaseException:  # (a Ctrl-C included) no claim is left half made: rows withdrawn, waiters woken
+            self._withdraw([wanted[i] for i in mine], answers)
             raise
-        for i in mine:
-            claim = wanted[i]
-            existing = answers.get(claim.op_id)
-            if existing is None:
-                claim.live.decide(True)
-                out[i] = claim
-            else:
-                self._unregister(claim.op_id, claim.live)
-                claim.live.decide(False)
-                out[i] = existing
         return [value for value in out if value is not None]
+
+    def _withdraw(self, claims: list[Claim], answers: dict[str, dict[str, Any]] | None) -> None:
+        """Undo a :meth:`claim_many` that stopped: the rows it may have inserted go, every entry it registered leaves.
+
+        Only this owner's ``started`` rows of op ids registered here are deleted: none of them is anyone else's.
+        """
+        ours = [c for c in claims if answers is None or c.op_id not in answers]
+        pid, token = own_token()
+        try:
+            if ours:
+                self._db.delete_started([c.op_id for c in ours], pid, token)
+        except sqlite3.Error:
+            pass  # left started: this process gone, they read as unknown, never as done
+        for claim in claims:
+            self._unregister(claim.op_id, claim.live)
+            claim.live.decide(False)
+        for claim in ours:
+            claim.live.finish(not_found(claim.op_id))
 
     def recorded_many(
         self, requests: Sequence[tuple[str, Session, object, Mapping[str, Any]]]
