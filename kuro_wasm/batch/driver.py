@@ -373,13 +373,19 @@ class Batch:
         wanted = [i for i in indexes if self.invocations[i].op_id is not None and i not in self._claims]
         if ledger is None or not wanted:
             return indexes, []
-        got = ledger.claim_many([self._request(i) for i in wanted])
-        raced: dict[int, Completed] = {}
-        for index, value in zip(wanted, got, strict=True):
-            if isinstance(value, Claim):
-                self._claims[index] = value
-            else:
-                raced[index] = Completed(index, self.invocations[index], value)
+        held: dict[str, Claim] = {}
+        try:
+            got = ledger.claim_many([self._request(i) for i in wanted], held=held)
+        finally:  # every claim made is ours, even if an interrupt comes first: it is released, settled or abandoned
+            for index in wanted:
+                claim = held.get(self.invocations[index].op_id or "")
+                if claim is not None:
+                    self._claims[index] = claim
+        raced = {
+            index: Completed(index, self.invocations[index], value)
+            for index, value in zip(wanted, got, strict=True)
+            if not isinstance(value, Claim)
+        }
         return [i for i in indexes if i not in raced], list(raced.values())
 
     def _finish_many(self, values: list[tuple[int, dict[str, Any]]]) -> list[Completed]:
@@ -428,19 +434,26 @@ class Batch:
                         pending.clear()
                     while pending and len(out) < 2 * backend.slots():
                         chunk = [pending.popleft() for _ in range(min(len(pending), self._size()))]
+                        placed = False
                         try:
-                            chunk, raced = self._take(chunk)  # claimed as it leaves: a crash leaves only these
+                            taken, raced = self._take(chunk)  # claimed as it leaves: a crash leaves only these
+                            if taken:
+                                token = f"kuro-batch-{self.id}-{serial}"
+                                serial += 1
+                                out[token] = taken
+                            placed = True
                         except LedgerError as exc:  # nothing of it claimed: send no more
+                            placed = True
                             self.not_run.extend([*chunk, *pending])
                             pending.clear()
                             self._stopped_by = self._stopped_by or exc
                             break
-                        if chunk:
-                            token = f"kuro-batch-{self.id}-{serial}"
-                            serial += 1
-                            out[token] = chunk
-                            self.running += len(chunk)
-                            backend.submit(token, to_wire([(i, self.invocations[i]) for i in chunk]))
+                        finally:  # stopped before it was out (a Ctrl-C): back in line, never sent (claims released)
+                            if not placed:
+                                pending.extendleft(reversed(chunk))
+                        if taken:
+                            self.running += len(taken)
+                            backend.submit(token, to_wire([(i, self.invocations[i]) for i in taken]))
                         yield from raced
                     arrived.extend(backend.wait(0.25))
                     while arrived:  # kept across an interrupt: a backend hands each end out once

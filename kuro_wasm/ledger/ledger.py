@@ -331,12 +331,18 @@ class Ledger:
         return got
 
     def claim_many(
-        self, requests: Sequence[tuple[str, Session, object, Mapping[str, Any]]]
+        self,
+        requests: Sequence[tuple[str, Session, object, Mapping[str, Any]]],
+        *,
+        held: dict[str, Claim] | None = None,
     ) -> list[Claim | dict[str, Any]]:
         """:meth:`claim` for each ``(op_id, session, command, run_options)``, in one SQLite transaction.
 
         Every request is checked before anything is recorded; so is every recorded row read
-        (an op id recorded with other arguments raises before any claim is made).
+        (an op id recorded with other arguments raises before any claim is made). An exception
+        (a Ctrl-C included) before the claims are all made withdraws every one of them.
+        ``held``: filled (op id → claim) as each claim is made, so a caller whose assignment of
+        the answer an interrupt prevents still holds every claim made, to end it.
 
         Raises ModelError: a bad op id, option or argument, or one op id twice (``duplicate-op-id``).
         OperationConflict, LedgerError: as :meth:`run`.
@@ -359,12 +365,16 @@ class Ledger:
                 if existing is None:
                     claim.live.decide(True)
                     out[i] = claim
+                    if held is not None:
+                        held[claim.op_id] = claim
                 else:
                     self._unregister(claim.op_id, claim.live)
                     claim.live.decide(False)
                     out[i] = existing
         except BaseException:  # (a Ctrl-C included) no claim is left half made: rows withdrawn, waiters woken
             self._withdraw([wanted[i] for i in mine], answers)
+            for i in mine if held is not None else ():
+                held.pop(wanted[i].op_id, None)  # type: ignore[union-attr]
             raise
         return [value for value in out if value is not None]
 

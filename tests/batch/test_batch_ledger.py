@@ -210,9 +210,9 @@ def test_the_denials_of_a_batch_are_claimed_and_settled_together_not_one_transac
     for name in ("claim_many", "settle_many"):
         real = getattr(Ledger, name)
 
-        def counted(self: Ledger, requests: Any, _real: Any = real, _name: str = name) -> Any:
+        def counted(self: Ledger, requests: Any, _real: Any = real, _name: str = name, **options: Any) -> Any:
             calls.append((_name, len(requests)))
-            return _real(self, requests)
+            return _real(self, requests, **options)
 
         monkeypatch.setattr(Ledger, name, counted)
     denied = [{"guest": shared.batch, "export": "echo", "grant": ["fs/read"], "op_id": f"d-{n}"} for n in range(50)]
@@ -289,3 +289,36 @@ def test_a_ctrl_c_while_receipts_are_settled_stores_them_first_then_cancels(shar
             got.extend((done.index, done.value["kuro/status"]) for done in batch)
         assert got[0] == (0, "done") and batch.not_run == [2]  # b was already out: it ran and was stored too
         assert [ledger.result(op)["kuro/status"] for op in ops] == ["done", "done", "not-found"]
+
+
+class _InterruptedWhileClaiming(Ledger):
+    """A ledger where the second chunk's claim meets a Ctrl-C: before it is made, or just after it committed."""
+
+    def __init__(self, *args: Any, after: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.after = after
+        self.calls = 0
+
+    def claim_many(self, requests: Any, **options: Any) -> list[Any]:
+        self.calls += 1
+        got = super().claim_many(requests, **options) if self.after else None
+        if self.calls == 2:
+            raise KeyboardInterrupt  # after: between claim_many's return and the caller's assignment
+        return got if got is not None else super().claim_many(requests, **options)
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-the-claim", "after-the-claim"])
+def test_a_ctrl_c_while_a_chunk_is_being_sent_lists_it_not_run_and_leaves_its_op_ids_free(
+    shared: Shared, tmp_path: Path, after: bool
+) -> None:
+    where = SharedStore(str(shared.store.root))
+    ops = ["a", "b", "c", "d"]
+    with _InterruptedWhileClaiming(tmp_path / "ledger.sqlite", store=shared.store, after=after) as ledger:
+        batch = run_many(
+            [_echo(shared, op) for op in ops], store=shared.store, ledger=ledger, cluster=Inline(where), chunk_size=1
+        )
+        got = []
+        with pytest.raises(KeyboardInterrupt):
+            got.extend(done.index for done in batch)
+        assert got == [0] and sorted(batch.not_run) == [1, 2, 3]
+        assert [ledger.result(op)["kuro/status"] for op in ops] == ["done", "not-found", "not-found", "not-found"]
