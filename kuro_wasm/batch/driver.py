@@ -308,6 +308,16 @@ class Batch:
         for _ in self._flow:
             pass
 
+    def stop(self) -> None:
+        """Stop waiting now, as a second Ctrl-C does: nothing more is sent or handed out, whatever is out is
+        recorded ``unknown`` in the ledger, what was never sent is listed in :attr:`not_run` (op ids released).
+        Idempotent; :meth:`close` after it waits for nothing."""
+        self.cancel()
+        flow, self._flow = self._flow, iter(())
+        close = getattr(flow, "close", None)
+        if close is not None:
+            close()  # the generator ends where it waits: its handlers abandon what is out, release the rest
+
     def __enter__(self) -> Batch:
         return self
 
