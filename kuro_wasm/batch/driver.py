@@ -538,7 +538,7 @@ class Batch:
                 values = [(i, worker_died(self.invocations[i], worker, now)) for i in chunk]
             yield from self._finish_many(values)
         elif done.kind == "unstarted":
-            if self._cancelled:
+            if self._cancelled or self._stopped_by is not None:  # nothing more is sent: it stays not run
                 self.not_run.extend(chunk)
             else:
                 pending.extendleft(reversed(chunk))

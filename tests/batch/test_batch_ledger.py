@@ -25,7 +25,7 @@ from kuro_fs.filestore import FileBlockStore
 from kuro_wasm.batch import run_many
 from kuro_wasm.batch.backend import Done
 from kuro_wasm.batch.stores import SharedStore
-from kuro_wasm.errors import BatchError, ModelError
+from kuro_wasm.errors import BatchError, LedgerError, ModelError
 from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.limits import MAX_WORKERS
 
@@ -322,3 +322,46 @@ def test_a_ctrl_c_while_a_chunk_is_being_sent_lists_it_not_run_and_leaves_its_op
             got.extend(done.index for done in batch)
         assert got == [0] and sorted(batch.not_run) == [1, 2, 3]
         assert [ledger.result(op)["kuro/status"] for op in ops] == ["done", "not-found", "not-found", "not-found"]
+
+
+class _RefusesTheSecondClaim(Ledger):
+    """A ledger that cannot record the second chunk's claims (SQLite locked: nothing of it claimed)."""
+
+    calls = 0
+
+    def claim_many(self, requests: Any, **options: Any) -> list[Any]:
+        self.calls += 1
+        if self.calls == 2:
+            raise LedgerError("could not record the start (database is locked); nothing ran")
+        return super().claim_many(requests, **options)
+
+
+class _FirstComesBackUnstarted(Inline):
+    """The first chunk comes back untaken (its token revoked); every chunk sent is counted."""
+
+    def __init__(self, store: Any) -> None:
+        super().__init__(store)
+        self.sent: list[str] = []
+
+    def submit(self, token: str, chunk: dict[str, Any]) -> None:
+        self.sent.append(token)
+        super().submit(token, chunk)
+
+    def wait(self, timeout: float) -> list[Any]:
+        if len(self.sent) == 1 and self._queue:
+            token, _ = self._queue.pop(0)
+            return [Done(token, "unstarted")]
+        return super().wait(timeout)
+
+
+def test_after_the_ledger_refuses_a_claim_an_unstarted_chunk_is_not_sent_again(shared: Shared, tmp_path: Path) -> None:
+    where = SharedStore(str(shared.store.root))
+    backend = _FirstComesBackUnstarted(where)
+    with _RefusesTheSecondClaim(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        batch = run_many(
+            [_echo(shared, op) for op in "abc"], store=shared.store, ledger=ledger, cluster=backend, chunk_size=1
+        )
+        with pytest.raises(LedgerError, match="database is locked"):
+            list(batch)
+        assert len(backend.sent) == 1 and sorted(batch.not_run) == [0, 1, 2]
+        assert [ledger.result(op)["kuro/status"] for op in "abc"] == ["not-found"] * 3
