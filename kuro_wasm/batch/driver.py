@@ -478,6 +478,7 @@ class Batch:
                     interrupt = exc
                     self._cancelled = True
         except BaseException:
+            self._record_arrived(arrived, out, pending)
             for chunk in out.values():
                 for index in chunk:
                     self._abandon(index, "the batch stopped waiting for this invocation's worker")
@@ -494,6 +495,18 @@ class Batch:
             raise self._stopped_by
         if self._failure is not None:
             raise BatchError(f"no worker can run this batch: {self._failure}")
+
+    def _record_arrived(self, arrived: deque[Done], out: dict[str, list[int]], pending: deque[int]) -> None:
+        """Chunks that had ended when the batch stopped waiting: their receipts are recorded (not handed out)."""
+        while arrived:
+            done = arrived.popleft()
+            chunk = out.pop(done.token, [])
+            self.running -= len(chunk)
+            try:
+                for _ in self._ended(done, chunk, pending):
+                    pass
+            except Exception:  # what it could not settle is still claimed: abandoned as unknown
+                pass
 
     def _size(self) -> int:
         if self._fixed_chunk is not None:

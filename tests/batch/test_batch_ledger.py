@@ -365,3 +365,29 @@ def test_after_the_ledger_refuses_a_claim_an_unstarted_chunk_is_not_sent_again(s
             list(batch)
         assert len(backend.sent) == 1 and sorted(batch.not_run) == [0, 1, 2]
         assert [ledger.result(op)["kuro/status"] for op in "abc"] == ["not-found"] * 3
+
+
+class _BothAtOnce(Inline):
+    """Both chunks out end together: one wait hands out both ends."""
+
+    def wait(self, timeout: float) -> list[Any]:
+        ended = []
+        while self._queue:
+            ended.extend(super().wait(timeout))
+        return ended
+
+
+def test_stopping_a_batch_keeps_the_receipts_of_chunks_that_had_already_ended(shared: Shared, tmp_path: Path) -> None:
+    where = SharedStore(str(shared.store.root))
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        batch = run_many(
+            [_echo(shared, op) for op in "abc"],
+            store=shared.store,
+            ledger=ledger,
+            cluster=_BothAtOnce(where),
+            chunk_size=1,
+        )
+        first = next(batch)
+        batch.stop()  # as a second Ctrl-C does: stop waiting
+        assert first.index == 0 and batch.not_run == [2]
+        assert [ledger.result(op)["kuro/status"] for op in "abc"] == ["done", "done", "not-found"]
