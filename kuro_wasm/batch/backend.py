@@ -7,10 +7,13 @@ A backend tells the driver, for every chunk it was given, exactly one of:
 ``ran``        the worker's answer: a receipt (and new blocks) per invocation that ran,
                and the invocations it did **not start** (``skipped``: a cancel came first)
 ``lost``       a worker took the chunk and then died (or the chunk failed after it was
-               taken): none of its receipts came back, any of its invocations may have run
+               taken, or whether it was taken is forgotten — a restarted scheduler): none
+               of its receipts came back, any of its invocations may have run
 ``unstarted``  provably never taken by any worker (the fence refused it, or it was never
                sent): the driver may send it again, it has not run
-``failed``     no worker can run it (its store cannot be opened there): not run
+``failed``     no worker can run it (its store cannot be opened there); not run only if
+               the backend proves no worker took it (``taken`` False), else it may have
+               run and its invocations are recorded ``unknown``
 =============  ==========================================================================
 
 "Provably" is the backend's job: the Dask backend asks the scheduler-side fence
@@ -43,7 +46,7 @@ class Done:
 
     ``ran``: ``{"ran": [{"i", "receipt", "blocks"}…], "skipped": [i…], "seconds": s}``;
     ``lost``: ``{"worker": {"address"?, "pid"?, "signal"?}, "error"?: text}``;
-    ``failed``: ``{"error": text}``; ``unstarted``: ``{}``.
+    ``failed``: ``{"error": text, "taken"?: False}`` (``taken`` False: provably never taken); ``unstarted``: ``{}``.
     """
 
     token: str

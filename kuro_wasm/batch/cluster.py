@@ -59,6 +59,7 @@ __all__ = ["CANCEL_POLL_S", "DaskBackend", "Fence", "KuroWorker", "fence"]
 CANCEL_POLL_S: Final = 0.2
 _HANDLER: Final = "kuro_batch"
 _FENCE_NAME: Final = "kuro-batch-fence"
+_FORGOTTEN: Final = "the scheduler lost this batch's fence (was it restarted?)"
 
 # ---- the fence (runs in the scheduler's process, in its event loop: one call at a time)
 
@@ -154,15 +155,23 @@ def _watch(worker: Any, batch: str, kill: Kill, done: threading.Event) -> None:
             return
 
 
+def _unavailable(worker: Any, batch: str, token: str, why: str) -> dict[str, Any]:
+    """Not run here; but an earlier attempt may have taken the token: the fence decides which answer this is."""
+    revoked = _ask(worker, batch=batch, action="revoke", token=token)
+    if not revoked.get("ok"):
+        return {"fenced": revoked}
+    return {"unavailable": why, "taken": False}  # revoked: no attempt can ever take it now
+
+
 def run_chunk(batch: str, token: str, plugin: str, chunk: dict[str, Any]) -> dict[str, Any]:
     """The task: claim ``token`` at the fence, then run ``chunk`` (see :class:`DaskBackend`)."""
     worker = get_worker()
     holder = worker.plugins.get(plugin)
     state = getattr(holder, "state", None)
     if not isinstance(state, WorkerState):
-        return {"unavailable": f"the worker {worker.address} has no state for this batch"}
+        return _unavailable(worker, batch, token, f"the worker {worker.address} has no state for this batch")
     if state.error is not None:
-        return {"unavailable": f"{worker.address}: {state.error}"}
+        return _unavailable(worker, batch, token, f"{worker.address}: {state.error}")
     who = {"address": worker.address, "pid": os.getpid()}
     claim = _ask(worker, batch=batch, action="claim", token=token, who=who)
     if not claim.get("ok"):
@@ -298,10 +307,12 @@ class DaskBackend:
             if "ran" in result:
                 return Done(token, "ran", result)
             if "unavailable" in result:
-                return Done(token, "failed", {"error": str(result["unavailable"])})
+                return Done(token, "failed", {"error": str(result["unavailable"]), "taken": result.get("taken", True)})
             fenced = result.get("fenced", {})
             if fenced.get("state") == "claimed":  # a second attempt of a chunk some worker took: it was lost
                 return Done(token, "lost", {"worker": fenced.get("by") or {}})
+            if fenced.get("state") == "closed":  # the scheduler forgot the batch: an earlier attempt may have run
+                return Done(token, "lost", {"worker": {}, "error": _FORGOTTEN})
             return Done(token, "unstarted")  # cancelled before it was taken (or revoked: already re-sent)
         error = result[1] if isinstance(result, tuple) and len(result) == 3 else result
         revoked = self._call("revoke", token=token)
@@ -312,8 +323,8 @@ class DaskBackend:
             if type(error).__name__ != "KilledWorker":
                 detail["error"] = f"{type(error).__name__}: {error}"
             return Done(token, "lost", detail)
-        if revoked.get("state") == "closed":
-            return Done(token, "failed", {"error": "the scheduler lost this batch (was it restarted?)"})
+        if revoked.get("state") == "closed":  # whether a worker took it is forgotten: it may have run
+            return Done(token, "lost", {"worker": {}, "error": _FORGOTTEN})
         return Done(token, "unstarted")  # cancelled before any worker took it
 
     def cancel(self) -> None:

@@ -18,7 +18,8 @@ and after a backend touches it:
 5. each chunk ends as the backend proves it did (:mod:`kuro_wasm.batch.backend`): receipts are
    verified and rebuilt (:mod:`kuro_wasm.batch.verify`), their blocks stored, their op ids
    settled, *then* handed out; a ``lost`` chunk's invocations are recorded ``worker-died``;
-   an ``unstarted`` chunk goes out again; a ``failed`` one stops the batch.
+   an ``unstarted`` chunk goes out again; a ``failed`` one stops the batch (its op ids are
+   released only if the backend proves no worker took it, else recorded ``unknown``).
 
 Nothing is retried behind the caller's back: an invocation runs again only under a new op id.
 An op id is used up only by a run that may have happened: whatever stops the batch before an
@@ -28,7 +29,8 @@ leaves it free.
 A ``KeyboardInterrupt`` while the batch waits (Ctrl-C; the CLI turns SIGTERM and SIGHUP into one)
 cancels it: nothing more is sent, running guests are killed (``cancelled`` receipts), what
 finished is stored and handed out, what never started is listed in :attr:`Batch.not_run` and
-its op ids released; then the interrupt is raised again. A second one — or the first after
+its op ids released; then the interrupt is raised again. One that lands while finished receipts
+are being recorded in the ledger acts once they are recorded. A second one — or the first after
 :meth:`Batch.cancel`, which a signal handler calls on the first signal — stops waiting: whatever is
 still out is recorded ``unknown`` in the ledger.
 
@@ -271,6 +273,7 @@ class Batch:
         self._per_item: float | None = None
         self._failure: str | None = None
         self._stopped_by: Exception | None = None
+        self._interrupted: KeyboardInterrupt | None = None
 
     def __len__(self) -> int:
         return len(self.invocations)
@@ -305,6 +308,16 @@ class Batch:
         for _ in self._flow:
             pass
 
+    def stop(self) -> None:
+        """Stop waiting now, as a second Ctrl-C does: nothing more is sent or handed out, whatever is out is
+        recorded ``unknown`` in the ledger, what was never sent is listed in :attr:`not_run` (op ids released).
+        Idempotent; :meth:`close` after it waits for nothing."""
+        self.cancel()
+        flow, self._flow = self._flow, iter(())
+        close = getattr(flow, "close", None)
+        if close is not None:
+            close()  # the generator ends where it waits: its handlers abandon what is out, release the rest
+
     def __enter__(self) -> Batch:
         return self
 
@@ -332,6 +345,7 @@ class Batch:
             denied.clear()
             yield from raced
             yield from finished
+            self._deferred()
             if pending:
                 yield from self._run(pending)  # it empties pending: sent, or listed in not_run
         except BaseException:  # whatever was never sent is listed as not run
@@ -369,28 +383,49 @@ class Batch:
         wanted = [i for i in indexes if self.invocations[i].op_id is not None and i not in self._claims]
         if ledger is None or not wanted:
             return indexes, []
-        got = ledger.claim_many([self._request(i) for i in wanted])
-        raced: dict[int, Completed] = {}
-        for index, value in zip(wanted, got, strict=True):
-            if isinstance(value, Claim):
-                self._claims[index] = value
-            else:
-                raced[index] = Completed(index, self.invocations[index], value)
+        held: dict[str, Claim] = {}
+        try:
+            got = ledger.claim_many([self._request(i) for i in wanted], held=held)
+        finally:  # every claim made is ours, even if an interrupt comes first: it is released, settled or abandoned
+            for index in wanted:
+                claim = held.get(self.invocations[index].op_id or "")
+                if claim is not None:
+                    self._claims[index] = claim
+        raced = {
+            index: Completed(index, self.invocations[index], value)
+            for index, value in zip(wanted, got, strict=True)
+            if not isinstance(value, Claim)
+        }
         return [i for i in indexes if i not in raced], list(raced.values())
 
     def _finish_many(self, values: list[tuple[int, dict[str, Any]]]) -> list[Completed]:
+        """Settle the receipts of claimed ones; a Ctrl-C meanwhile waits until they are stored (:meth:`_deferred`)."""
         ledgered = [(i, v) for i, v in values if i in self._claims]
         settled: dict[int, dict[str, Any]] = {}
         if ledgered and self._ledger is not None:
-            saved = self._ledger.settle_many([(self._claims.pop(i), v) for i, v in ledgered])
+            claims = [(self._claims[i], v) for i, v in ledgered]
+            try:
+                saved = self._ledger.settle_many(claims)
+            except KeyboardInterrupt as exc:  # a receipt that was produced is stored first (saving it twice is a no-op)
+                self._interrupted = self._interrupted or exc
+                saved = self._ledger.settle_many(claims)  # a second interrupt here stops: the claims become unknown
+            for i, _ in ledgered:  # settled: no longer ours to abandon
+                self._claims.pop(i, None)
             settled = {i: s for (i, _), s in zip(ledgered, saved, strict=True)}
         return [Completed(i, self.invocations[i], settled.get(i, v)) for i, v in values]
+
+    def _deferred(self) -> None:
+        """Raise the Ctrl-C that came while receipts were being settled, now that they are stored."""
+        exc, self._interrupted = self._interrupted, None
+        if exc is not None:
+            raise exc
 
     # ---- the backend
 
     def _run(self, pending: deque[int]) -> Iterator[Completed]:
         store = self._worker_store or worker_store_for(self._store)
         out: dict[str, list[int]] = {}
+        arrived: deque[Done] = deque()
         interrupt: BaseException | None = None
         backend: Backend | None = None
         try:
@@ -409,30 +444,41 @@ class Batch:
                         pending.clear()
                     while pending and len(out) < 2 * backend.slots():
                         chunk = [pending.popleft() for _ in range(min(len(pending), self._size()))]
+                        placed = False
                         try:
-                            chunk, raced = self._take(chunk)  # claimed as it leaves: a crash leaves only these
+                            taken, raced = self._take(chunk)  # claimed as it leaves: a crash leaves only these
+                            if taken:
+                                token = f"kuro-batch-{self.id}-{serial}"
+                                serial += 1
+                                out[token] = taken
+                            placed = True
                         except LedgerError as exc:  # nothing of it claimed: send no more
+                            placed = True
                             self.not_run.extend([*chunk, *pending])
                             pending.clear()
                             self._stopped_by = self._stopped_by or exc
                             break
-                        if chunk:
-                            token = f"kuro-batch-{self.id}-{serial}"
-                            serial += 1
-                            out[token] = chunk
-                            self.running += len(chunk)
-                            backend.submit(token, to_wire([(i, self.invocations[i]) for i in chunk]))
+                        finally:  # stopped before it was out (a Ctrl-C): back in line, never sent (claims released)
+                            if not placed:
+                                pending.extendleft(reversed(chunk))
+                        if taken:
+                            self.running += len(taken)
+                            backend.submit(token, to_wire([(i, self.invocations[i]) for i in taken]))
                         yield from raced
-                    for done in backend.wait(0.25):
+                    arrived.extend(backend.wait(0.25))
+                    while arrived:  # kept across an interrupt: a backend hands each end out once
+                        done = arrived.popleft()
                         chunk = out.pop(done.token, [])
                         self.running -= len(chunk)
                         yield from self._ended(done, chunk, pending)
+                        self._deferred()
                 except KeyboardInterrupt as exc:
                     if interrupt is not None or self._cancel_asked:  # a cancel came first: this one stops waiting
                         raise
                     interrupt = exc
                     self._cancelled = True
         except BaseException:
+            self._record_arrived(arrived, out, pending)
             for chunk in out.values():
                 for index in chunk:
                     self._abandon(index, "the batch stopped waiting for this invocation's worker")
@@ -449,6 +495,18 @@ class Batch:
             raise self._stopped_by
         if self._failure is not None:
             raise BatchError(f"no worker can run this batch: {self._failure}")
+
+    def _record_arrived(self, arrived: deque[Done], out: dict[str, list[int]], pending: deque[int]) -> None:
+        """Chunks that had ended when the batch stopped waiting: their receipts are recorded (not handed out)."""
+        while arrived:
+            done = arrived.popleft()
+            chunk = out.pop(done.token, [])
+            self.running -= len(chunk)
+            try:
+                for _ in self._ended(done, chunk, pending):
+                    pass
+            except Exception:  # what it could not settle is still claimed: abandoned as unknown
+                pass
 
     def _size(self) -> int:
         if self._fixed_chunk is not None:
@@ -493,15 +551,25 @@ class Batch:
                 values = [(i, worker_died(self.invocations[i], worker, now)) for i in chunk]
             yield from self._finish_many(values)
         elif done.kind == "unstarted":
-            if self._cancelled:
+            if self._cancelled or self._stopped_by is not None:  # nothing more is sent: it stays not run
                 self.not_run.extend(chunk)
             else:
                 pending.extendleft(reversed(chunk))
         else:  # no worker can run it: stop sending, let the rest drain, then say why
-            self.not_run.extend(chunk)
+            error = str(done.detail.get("error", "unknown reason"))
+            if done.detail.get("taken") is False:  # the backend proves no worker took it: it never ran
+                self.not_run.extend(chunk)
+            else:  # it may have run: its op ids are used up, never released to run again
+                why = f"its chunk failed and may have run: {error}"
+                for index in chunk:
+                    value = self._host_error(index, why)
+                    claim = self._claims.pop(index, None)
+                    if claim is not None and self._ledger is not None:
+                        value = self._ledger.abandon(claim, why)
+                    yield Completed(index, self.invocations[index], value)
             self._cancelled = True
             if self._failure is None:
-                self._failure = str(done.detail.get("error", "unknown reason"))
+                self._failure = error
 
     def _host_error(self, index: int, why: str) -> dict[str, Any]:
         return host_error(self.invocations[index], f"{why}; it may have run, and is not run again")

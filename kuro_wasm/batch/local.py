@@ -100,7 +100,7 @@ class LocalPool:
                 self._kills.add(kill)
             try:
                 if state.error is not None:
-                    self._done.put(Done(token, "failed", {"error": state.error}))
+                    self._done.put(Done(token, "failed", {"error": state.error, "taken": False}))
                     continue
                 result = state.run_chunk(chunk, kill)
             except Exception as exc:  # the thread failed mid-chunk: any of its invocations may have run

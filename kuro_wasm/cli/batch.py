@@ -367,19 +367,21 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
             return f"batch {done}/{total} done · {the_batch.running} running · {out.failed} failed{rate}"
 
         progress = Progress("batch", None, stream=ctx.err, line=line)
-        with the_batch, _signals_cancel(the_batch), progress:  # the bar (and its ticker) ends first
+        with the_batch, _signals_cancel(the_batch) as signals, progress:  # the bar (and its ticker) ends first
             progress.start_ticking(TICK_S)  # the rate and the running count move while guests run
             try:
                 for completed in the_batch:
-                    value = completed.value
-                    known = value.get("kuro/receipt-cid")
-                    stdin = completed.invocation.stdin
-                    cid = known if isinstance(known, str) else _store_or_say(ctx, value, stdin=stdin)
-                    if cid is None:  # it ran: shown all the same, and the exit status says it is not kept
-                        out.unstored += 1
-                    out.finished(completed.index, value, cid or "-")
-                    progress.advance(1)
+                    with signals.storing():  # a second signal now stops waiting once this receipt is stored, shown
+                        value = completed.value
+                        known = value.get("kuro/receipt-cid")
+                        stdin = completed.invocation.stdin
+                        cid = known if isinstance(known, str) else _store_or_say(ctx, value, stdin=stdin)
+                        if cid is None:  # it ran: shown all the same, and the exit status says it is not kept
+                            out.unstored += 1
+                        out.finished(completed.index, value, cid or "-")
+                        progress.advance(1)
             except KeyboardInterrupt as exc:  # a second signal: stop waiting (what is still out is unknown)
+                the_batch.stop()  # wherever it landed: nothing drains after the handlers are restored
                 progress.close()
                 out.rest(the_batch.not_run)
                 _say_not_run(ctx, the_batch.not_run, numbers, out.done)
@@ -405,24 +407,53 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
     return 0 if out.failed == 0 else 1
 
 
+class _Signals:
+    """What a second signal does now: raise :class:`Interrupted`, or — while the command stores a receipt
+    in the home and shows it (:meth:`storing`) — wait until that is done, then raise."""
+
+    def __init__(self) -> None:
+        self._storing = False
+        self._held: int | None = None
+
+    def second(self, signum: int) -> None:
+        if self._storing:
+            self._held = signum
+            return
+        raise Interrupted(signum)
+
+    @contextmanager
+    def storing(self) -> Iterator[None]:
+        self._storing = True
+        try:
+            yield
+        finally:
+            self._storing = False
+        held, self._held = self._held, None
+        if held is not None:
+            raise Interrupted(held)
+
+
 @contextmanager
-def _signals_cancel(the_batch: Any) -> Iterator[None]:
+def _signals_cancel(the_batch: Any) -> Iterator[_Signals]:
     """While the batch runs, a first SIGINT/SIGTERM/SIGHUP cancels it (it drains and stores what finished);
-    a second raises :class:`Interrupted` (stop waiting). Nothing is interrupted halfway through storing a receipt.
+    a second raises :class:`Interrupted` (stop waiting). Nothing is interrupted halfway through storing a
+    receipt: not in the ledger (the driver stores what it settles first), not in the home (:meth:`_Signals.storing`).
     """
+    signals = _Signals()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield signals
         return
 
     def on_signal(signum: int, _frame: Any) -> None:
         if the_batch.cancelled:
-            raise Interrupted(signum)
+            signals.second(signum)
+            return
         RECEIVED.append(signum)
         the_batch.cancel()
 
     previous = {signum: signal.signal(signum, on_signal) for signum in _SIGNALS}
     try:
-        yield
+        yield signals
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -331,12 +331,18 @@ class Ledger:
         return got
 
     def claim_many(
-        self, requests: Sequence[tuple[str, Session, object, Mapping[str, Any]]]
+        self,
+        requests: Sequence[tuple[str, Session, object, Mapping[str, Any]]],
+        *,
+        held: dict[str, Claim] | None = None,
     ) -> list[Claim | dict[str, Any]]:
         """:meth:`claim` for each ``(op_id, session, command, run_options)``, in one SQLite transaction.
 
         Every request is checked before anything is recorded; so is every recorded row read
-        (an op id recorded with other arguments raises before any claim is made).
+        (an op id recorded with other arguments raises before any claim is made). An exception
+        (a Ctrl-C included) before the claims are all made withdraws every one of them.
+        ``held``: filled (op id → claim) as each claim is made, so a caller whose assignment of
+        the answer an interrupt prevents still holds every claim made, to end it.
 
         Raises ModelError: a bad op id, option or argument, or one op id twice (``duplicate-op-id``).
         OperationConflict, LedgerError: as :meth:`run`.
@@ -344,6 +350,7 @@ class Ledger:
         wanted = self._prepare_many(requests)
         out: list[Claim | dict[str, Any] | None] = [None] * len(wanted)
         mine: list[int] = []
+        answers: dict[str, dict[str, Any]] | None = None
         try:
             for i, claim in enumerate(wanted):
                 other = self._register(claim)
@@ -352,22 +359,42 @@ class Ledger:
                 else:
                     out[i] = other
             answers = self._claim_rows([wanted[i] for i in mine])
-        except BaseException:
             for i in mine:
-                self._unregister(wanted[i].op_id, wanted[i].live)
-                wanted[i].live.decide(False)
+                claim = wanted[i]
+                existing = answers.get(claim.op_id)
+                if existing is None:
+                    claim.live.decide(True)
+                    out[i] = claim
+                    if held is not None:
+                        held[claim.op_id] = claim
+                else:
+                    self._unregister(claim.op_id, claim.live)
+                    claim.live.decide(False)
+                    out[i] = existing
+        except BaseException:  # (a Ctrl-C included) no claim is left half made: rows withdrawn, waiters woken
+            self._withdraw([wanted[i] for i in mine], answers)
+            for i in mine if held is not None else ():
+                held.pop(wanted[i].op_id, None)  # type: ignore[union-attr]
             raise
-        for i in mine:
-            claim = wanted[i]
-            existing = answers.get(claim.op_id)
-            if existing is None:
-                claim.live.decide(True)
-                out[i] = claim
-            else:
-                self._unregister(claim.op_id, claim.live)
-                claim.live.decide(False)
-                out[i] = existing
         return [value for value in out if value is not None]
+
+    def _withdraw(self, claims: list[Claim], answers: dict[str, dict[str, Any]] | None) -> None:
+        """Undo a :meth:`claim_many` that stopped: the rows it may have inserted go, every entry it registered leaves.
+
+        Only this owner's ``started`` rows of op ids registered here are deleted: none of them is anyone else's.
+        """
+        ours = [c for c in claims if answers is None or c.op_id not in answers]
+        pid, token = own_token()
+        try:
+            if ours:
+                self._db.delete_started([c.op_id for c in ours], pid, token)
+        except sqlite3.Error:
+            pass  # left started: this process gone, they read as unknown, never as done
+        for claim in claims:
+            self._unregister(claim.op_id, claim.live)
+            claim.live.decide(False)
+        for claim in ours:
+            claim.live.finish(not_found(claim.op_id))
 
     def recorded_many(
         self, requests: Sequence[tuple[str, Session, object, Mapping[str, Any]]]

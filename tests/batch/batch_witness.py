@@ -162,6 +162,8 @@ class Inline:
         from kuro_wasm.batch.backend import Done
         from kuro_wasm.batch.worker import Kill
 
+        if not self._queue:  # nothing out (a whole chunk was answered by another process's record)
+            return []
         token, chunk = self._queue.pop(0)
         return [Done(token, "ran", self._state.run_chunk(chunk, Kill()))]
 

@@ -32,7 +32,7 @@ class _SecondChunkFails(Inline):
         self.ended += 1
         if self.ended == 2:
             token, _ = self._queue.pop(0)
-            return [Done(token, "failed", {"error": "the store cannot be opened on that worker"})]
+            return [Done(token, "failed", {"error": "the store cannot be opened on that worker", "taken": False})]
         return super().wait(timeout)
 
 
@@ -84,3 +84,49 @@ def test_while_a_batch_runs_the_command_holds_no_parsed_line_only_its_invocation
     monkeypatch.setattr(batch, "run_many", run_many)
     code = main(["--home", str(home), "batch", str(path)], out=io.StringIO(), err=io.StringIO())
     assert code == 1 and held == [0]  # twenty denials; the lines' objects were let go before the batch began
+
+
+class _SecondNeverAnswers(Inline):
+    """Runs the first chunk; the worker of the second never answers, even once cancelled (the driver would wait on)."""
+
+    def __init__(self, store: Any) -> None:
+        super().__init__(store)
+        self.waits = 0
+
+    def wait(self, timeout: float) -> list[Any]:
+        self.waits += 1
+        if self.waits == 1:
+            return super().wait(timeout)
+        if self.waits > 200:
+            raise AssertionError("the command kept waiting for the batch after the second signal")
+        return []
+
+
+def test_a_second_signal_while_the_command_stores_a_receipt_stores_it_then_stops_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+
+    from kuro_wasm.cli import run
+
+    home, guest = _home_with_the_batch_guest(tmp_path)
+    path = tmp_path / "b.jsonl"
+    path.write_text("".join(json.dumps({"guest": guest, "export": "echo", "args": [n]}) + "\n" for n in range(3)))
+    monkeypatch.setattr(
+        "kuro_wasm.batch.driver.backend_for", lambda *a, store, **k: _SecondNeverAnswers(SharedStore(store.path))
+    )
+    real = run._store_or_say
+
+    def store_or_say(*args: Any, **kwargs: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGINT)  # the first: cancel
+        os.kill(os.getpid(), signal.SIGINT)  # the second, while the command itself stores line 1's receipt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run, "_store_or_say", store_or_say)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--home", str(home), "batch", str(path), "--json", "--chunk-size", "1"], out=out, err=err)
+    assert code == 130 and "Traceback" not in err.getvalue()
+    shown = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert shown[0]["kuro/outcome"] == "ok" and "receipt-not-stored" not in err.getvalue()  # stored, shown, then 130
+    assert shown[1:] == [{"kuro/status": "unknown", "kuro/line": 2}, {"kuro/status": "not-run", "kuro/line": 3}]

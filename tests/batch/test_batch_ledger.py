@@ -23,8 +23,9 @@ from kuro_fs.cid import cid_for
 from kuro_fs.errors import BlockStoreError
 from kuro_fs.filestore import FileBlockStore
 from kuro_wasm.batch import run_many
+from kuro_wasm.batch.backend import Done
 from kuro_wasm.batch.stores import SharedStore
-from kuro_wasm.errors import BatchError, ModelError
+from kuro_wasm.errors import BatchError, LedgerError, ModelError
 from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.limits import MAX_WORKERS
 
@@ -209,9 +210,9 @@ def test_the_denials_of_a_batch_are_claimed_and_settled_together_not_one_transac
     for name in ("claim_many", "settle_many"):
         real = getattr(Ledger, name)
 
-        def counted(self: Ledger, requests: Any, _real: Any = real, _name: str = name) -> Any:
+        def counted(self: Ledger, requests: Any, _real: Any = real, _name: str = name, **options: Any) -> Any:
             calls.append((_name, len(requests)))
-            return _real(self, requests)
+            return _real(self, requests, **options)
 
         monkeypatch.setattr(Ledger, name, counted)
     denied = [{"guest": shared.batch, "export": "echo", "grant": ["fs/read"], "op_id": f"d-{n}"} for n in range(50)]
@@ -241,3 +242,152 @@ def test_a_worker_answer_that_names_an_invocation_twice_gives_it_one_receipt(sha
         )]  # fmt: skip
         assert sorted(got) == [(0, "ok"), (1, "ok")]
         assert ledger.result("a")["kuro/outcome"] == ledger.result("b")["kuro/outcome"] == "ok"
+
+
+class _RunsThenFails(Inline):
+    """A backend whose worker runs the chunk, then reports ``failed`` without proving the chunk was never taken."""
+
+    def wait(self, timeout: float) -> list[Any]:
+        ended = super().wait(timeout)
+        return [Done(done.token, "failed", {"error": "the scheduler lost this batch"}) for done in ended]
+
+
+def test_a_failed_chunk_that_may_have_run_is_unknown_and_never_run_again(shared: Shared, tmp_path: Path) -> None:
+    where = SharedStore(str(shared.store.root))
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        batch = run_many([_echo(shared, "once")], store=shared.store, ledger=ledger, cluster=_RunsThenFails(where))
+        with pytest.raises(BatchError, match="the scheduler lost this batch"):
+            list(batch)
+        assert batch.not_run == [] and ledger.result("once")["kuro/status"] == "unknown"
+        again = [done.value["kuro/status"] for done in run_many(
+            [_echo(shared, "once")], store=shared.store, ledger=ledger, cluster=_Untouchable()
+        )]  # fmt: skip
+        assert again == ["unknown"]
+
+
+class _InterruptedWhileSettling(Ledger):
+    """A ledger where the first settling of receipts meets a Ctrl-C (as it lands during the commit)."""
+
+    interrupted = 0
+
+    def settle_many(self, results: Any) -> list[dict[str, Any]]:
+        if not self.interrupted:
+            self.interrupted += 1
+            raise KeyboardInterrupt
+        return super().settle_many(results)
+
+
+def test_a_ctrl_c_while_receipts_are_settled_stores_them_first_then_cancels(shared: Shared, tmp_path: Path) -> None:
+    where = SharedStore(str(shared.store.root))
+    ops = ["a", "b", "c"]
+    with _InterruptedWhileSettling(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        batch = run_many(
+            [_echo(shared, op) for op in ops], store=shared.store, ledger=ledger, cluster=Inline(where), chunk_size=1
+        )
+        got = []
+        with pytest.raises(KeyboardInterrupt):
+            got.extend((done.index, done.value["kuro/status"]) for done in batch)
+        assert got[0] == (0, "done") and batch.not_run == [2]  # b was already out: it ran and was stored too
+        assert [ledger.result(op)["kuro/status"] for op in ops] == ["done", "done", "not-found"]
+
+
+class _InterruptedWhileClaiming(Ledger):
+    """A ledger where the second chunk's claim meets a Ctrl-C: before it is made, or just after it committed."""
+
+    def __init__(self, *args: Any, after: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.after = after
+        self.calls = 0
+
+    def claim_many(self, requests: Any, **options: Any) -> list[Any]:
+        self.calls += 1
+        got = super().claim_many(requests, **options) if self.after else None
+        if self.calls == 2:
+            raise KeyboardInterrupt  # after: between claim_many's return and the caller's assignment
+        return got if got is not None else super().claim_many(requests, **options)
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-the-claim", "after-the-claim"])
+def test_a_ctrl_c_while_a_chunk_is_being_sent_lists_it_not_run_and_leaves_its_op_ids_free(
+    shared: Shared, tmp_path: Path, after: bool
+) -> None:
+    where = SharedStore(str(shared.store.root))
+    ops = ["a", "b", "c", "d"]
+    with _InterruptedWhileClaiming(tmp_path / "ledger.sqlite", store=shared.store, after=after) as ledger:
+        batch = run_many(
+            [_echo(shared, op) for op in ops], store=shared.store, ledger=ledger, cluster=Inline(where), chunk_size=1
+        )
+        got = []
+        with pytest.raises(KeyboardInterrupt):
+            got.extend(done.index for done in batch)
+        assert got == [0] and sorted(batch.not_run) == [1, 2, 3]
+        assert [ledger.result(op)["kuro/status"] for op in ops] == ["done", "not-found", "not-found", "not-found"]
+
+
+class _RefusesTheSecondClaim(Ledger):
+    """A ledger that cannot record the second chunk's claims (SQLite locked: nothing of it claimed)."""
+
+    calls = 0
+
+    def claim_many(self, requests: Any, **options: Any) -> list[Any]:
+        self.calls += 1
+        if self.calls == 2:
+            raise LedgerError("could not record the start (database is locked); nothing ran")
+        return super().claim_many(requests, **options)
+
+
+class _FirstComesBackUnstarted(Inline):
+    """The first chunk comes back untaken (its token revoked); every chunk sent is counted."""
+
+    def __init__(self, store: Any) -> None:
+        super().__init__(store)
+        self.sent: list[str] = []
+
+    def submit(self, token: str, chunk: dict[str, Any]) -> None:
+        self.sent.append(token)
+        super().submit(token, chunk)
+
+    def wait(self, timeout: float) -> list[Any]:
+        if len(self.sent) == 1 and self._queue:
+            token, _ = self._queue.pop(0)
+            return [Done(token, "unstarted")]
+        return super().wait(timeout)
+
+
+def test_after_the_ledger_refuses_a_claim_an_unstarted_chunk_is_not_sent_again(shared: Shared, tmp_path: Path) -> None:
+    where = SharedStore(str(shared.store.root))
+    backend = _FirstComesBackUnstarted(where)
+    with _RefusesTheSecondClaim(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        batch = run_many(
+            [_echo(shared, op) for op in "abc"], store=shared.store, ledger=ledger, cluster=backend, chunk_size=1
+        )
+        with pytest.raises(LedgerError, match="database is locked"):
+            list(batch)
+        assert len(backend.sent) == 1 and sorted(batch.not_run) == [0, 1, 2]
+        assert [ledger.result(op)["kuro/status"] for op in "abc"] == ["not-found"] * 3
+
+
+class _BothAtOnce(Inline):
+    """Both chunks out end together: one wait hands out both ends."""
+
+    def wait(self, timeout: float) -> list[Any]:
+        ended = []
+        while self._queue:
+            ended.extend(super().wait(timeout))
+        return ended
+
+
+def test_stopping_a_batch_keeps_the_receipts_of_chunks_that_had_already_ended(shared: Shared, tmp_path: Path) -> None:
+    where = SharedStore(str(shared.store.root))
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        batch = run_many(
+            [_echo(shared, op) for op in "abc"],
+            store=shared.store,
+            ledger=ledger,
+            cluster=_BothAtOnce(where),
+            chunk_size=1,
+        )
+        first = next(batch)
+        batch.stop()  # as a second Ctrl-C does: stop waiting
+        assert first.index == 0 and batch.not_run == [2]
+        assert [ledger.result(op)["kuro/status"] for op in "abc"] == ["done", "done", "not-found"]

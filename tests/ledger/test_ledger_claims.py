@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,30 @@ def test_recorded_many_answers_what_claim_many_would_and_claims_nothing(ledger: 
     with pytest.raises(ModelError, match="asked for twice"):
         ledger.recorded_many([("c", sess, command(3), {}), ("c", sess, command(3), {})])
     ledger.release([held])
+
+
+def test_an_interrupt_after_claim_many_inserted_its_rows_leaves_no_claim_half_made(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kuro_wasm.ledger import live
+
+    real = live.Live.decide
+
+    def decide(self: live.Live, owner: bool) -> None:
+        if owner:  # the Ctrl-C lands between the verdict and waking whoever waits for it
+            self.owner = owner
+            monkeypatch.setattr(live.Live, "decide", real)
+            raise KeyboardInterrupt
+        real(self, owner)
+
+    monkeypatch.setattr(live.Live, "decide", decide)
+    sess = make_session()
+    with pytest.raises(KeyboardInterrupt):
+        ledger.claim_many([(op, sess, command(n), {}) for n, op in enumerate(["a", "b"], start=1)])
+    answers: list[str] = []
+    reader = threading.Thread(target=lambda: answers.extend(ledger.result(op)["kuro/status"] for op in ("a", "b")))
+    reader.start()
+    reader.join(60)  # a guard against a hang, not a timing margin: the answer needs no waiting at all
+    assert answers == ["not-found", "not-found"]
+    again = ledger.claim_many([(op, sess, command(n), {}) for n, op in enumerate(["a", "b"], start=1)])
+    assert all(isinstance(claim, Claim) for claim in again)
