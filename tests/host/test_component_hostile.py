@@ -5,19 +5,22 @@ The guests are component text under guests/components/text/ (no WIT world can st
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 
 import pytest
 import wasmtime
 from hostkit import GUESTS, component, make_fs, make_session
+from wasmtime import _ffi as ffi
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.errors import LoadError
-from kuro_wasm.host import kuro_world, wasi_p2
+from kuro_wasm.host import component_values, kuro_world, wasi_p2
 from kuro_wasm.host.api import run
 from kuro_wasm.host.engine import EngineConfig
 from kuro_wasm.host.loader import Prepared, add_guest, prepare, resolve
 from kuro_wasm.model.sessions import guest
+from kuro_wasm.model.wit import WitType
 
 
 def _text(name: str) -> bytes:
@@ -148,3 +151,33 @@ def test_a_guest_holding_more_handles_than_its_store_allows_traps_it_is_no_host_
     assert receipt["kuro/trap"]["message"] == (
         "kuro: a new pollable handle: cannot allocate another handle: store handle limit exceeded"
     )
+
+
+@pytest.mark.parametrize(
+    ("export", "function"),
+    [("write", "kuro:host/output@1.0.0#write"), ("fs-write", "kuro:host/fs@1.0.0#write")],
+)
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_a_list_of_other_elements_where_bytes_belong_is_not_read_as_bytes(
+    export: str, function: str, isolation: str
+) -> None:
+    # each element of a list<option<u8>> is an engine value whose byte 8 is part of a host heap pointer
+    store = MemoryBlockStore()
+    fs = make_fs(store, {"a.txt": "secret"})
+    cid = add_guest(store, _text("list-of-options"))
+    receipt = run(make_session(fs), guest(cid, export, []), store=store, fs=fs, home=False, isolation=isolation)
+    assert (receipt["kuro/outcome"], receipt["kuro/stdout"], receipt["kuro/stderr"]) == ("trap", b"", b""), receipt
+    assert receipt["kuro/trap"]["message"] == f"kuro: {function} is imported with another type than the host's"
+    assert receipt.get("kuro/fs-root-after") is None
+
+
+def test_a_list_is_bytes_only_when_every_element_is_a_u8() -> None:
+    ok, other = WitType("list", (WitType("u8"),)), WitType("list", (WitType("option", (WitType("u8"),)),))
+    for t, value in ((ok, b"AB"), (other, [(0x41,), None, (0x42,)])):
+        raw = ffi.wasmtime_component_val_t()
+        component_values.write(t, value, ctypes.pointer(raw))
+        try:
+            assert component_values.fits(ok, raw) is (t is ok)
+            assert component_values.fits(other, raw) is (t is other)
+        finally:
+            component_values.delete(ctypes.byref(raw))
