@@ -537,45 +537,65 @@ FUNCTIONS: Final[dict[str, dict[str, _Handler]]] = {
 }
 
 _BORROW: Final = WitType("borrow", (), ("resource",))
-_NONE: Final[tuple[tuple[WitType, ...], int]] = ((), 1)
-_SELF: Final[tuple[tuple[WitType, ...], int]] = ((_BORROW,), 1)
-#: interface → function → (its parameter types, its number of results) as WASI 0.2 declares them: what each
+_OWN: Final = WitType("own", (), ("resource",))
+_STREAM_ERROR: Final = WitType("variant", (_OWN, None), ("last-operation-failed", "closed"))
+_STREAM_RESULT: Final = WitType("result", (None, _STREAM_ERROR))
+_Sig = tuple[tuple[WitType, ...], WitType | None]
+_RANDOM_BYTES: Final[_Sig] = ((_U64,), _BYTES)
+
+
+def _none(result: WitType) -> _Sig:
+    return ((), result)
+
+
+def _self(result: WitType | None) -> _Sig:
+    return ((_BORROW,), result)
+
+
+#: interface → function → (its parameter types, its result type) as WASI 0.2 declares them (a resource as
+#: ``own``/``borrow`` of any resource): what a guest's import of it is compared with when it is linked, and each
 #: call's arguments are checked against before a handler reads them
-#: (:func:`~kuro_wasm.host.component_values.fits`; a guest may import a function under its name with any type).
-SIGNATURES: Final[dict[str, dict[str, tuple[tuple[WitType, ...], int]]]] = {
-    "wasi:cli/stdout": {"get-stdout": _NONE},
-    "wasi:cli/stderr": {"get-stderr": _NONE},
-    "wasi:cli/stdin": {"get-stdin": _NONE},
-    "wasi:cli/environment": {"get-environment": _NONE, "get-arguments": _NONE, "initial-cwd": _NONE},
-    "wasi:cli/exit": {"exit": ((WitType("result", (None, None)),), 0)},
-    "wasi:cli/terminal-stdin": {"get-terminal-stdin": _NONE},
-    "wasi:cli/terminal-stdout": {"get-terminal-stdout": _NONE},
-    "wasi:cli/terminal-stderr": {"get-terminal-stderr": _NONE},
+#: (:func:`~kuro_wasm.host.component_values.fits`; the C API links a host function untyped).
+SIGNATURES: Final[dict[str, dict[str, _Sig]]] = {
+    "wasi:cli/stdout": {"get-stdout": _none(_OWN)},
+    "wasi:cli/stderr": {"get-stderr": _none(_OWN)},
+    "wasi:cli/stdin": {"get-stdin": _none(_OWN)},
+    "wasi:cli/environment": {
+        "get-environment": _none(WitType("list", (WitType("tuple", (WitType("string"), WitType("string"))),))),
+        "get-arguments": _none(WitType("list", (WitType("string"),))),
+        "initial-cwd": _none(_OPTION_STRING),
+    },
+    "wasi:cli/exit": {"exit": ((WitType("result", (None, None)),), None)},
+    "wasi:cli/terminal-stdin": {"get-terminal-stdin": _none(WitType("option", (_OWN,)))},
+    "wasi:cli/terminal-stdout": {"get-terminal-stdout": _none(WitType("option", (_OWN,)))},
+    "wasi:cli/terminal-stderr": {"get-terminal-stderr": _none(WitType("option", (_OWN,)))},
     "wasi:io/poll": {
-        "[method]pollable.block": ((_BORROW,), 0),
-        "[method]pollable.ready": _SELF,
-        "poll": ((WitType("list", (_BORROW,)),), 1),
+        "[method]pollable.block": _self(None),
+        "[method]pollable.ready": _self(WitType("bool")),
+        "poll": ((WitType("list", (_BORROW,)),), WitType("list", (WitType("u32"),))),
     },
     "wasi:io/streams": {
-        "[method]output-stream.check-write": _SELF,
-        "[method]output-stream.write": ((_BORROW, _BYTES), 1),
-        "[method]output-stream.blocking-write-and-flush": ((_BORROW, _BYTES), 1),
-        "[method]output-stream.flush": _SELF,
-        "[method]output-stream.blocking-flush": _SELF,
-        "[method]output-stream.subscribe": _SELF,
-        "[method]input-stream.read": ((_BORROW, _U64), 1),
-        "[method]input-stream.blocking-read": ((_BORROW, _U64), 1),
-        "[method]input-stream.subscribe": _SELF,
+        "[method]output-stream.check-write": _self(WitType("result", (_U64, _STREAM_ERROR))),
+        "[method]output-stream.write": ((_BORROW, _BYTES), _STREAM_RESULT),
+        "[method]output-stream.blocking-write-and-flush": ((_BORROW, _BYTES), _STREAM_RESULT),
+        "[method]output-stream.flush": _self(_STREAM_RESULT),
+        "[method]output-stream.blocking-flush": _self(_STREAM_RESULT),
+        "[method]output-stream.subscribe": _self(_OWN),
+        "[method]input-stream.read": ((_BORROW, _U64), WitType("result", (_BYTES, _STREAM_ERROR))),
+        "[method]input-stream.blocking-read": ((_BORROW, _U64), WitType("result", (_BYTES, _STREAM_ERROR))),
+        "[method]input-stream.subscribe": _self(_OWN),
     },
     "wasi:clocks/monotonic-clock": {
-        "now": _NONE,
-        "resolution": _NONE,
-        "subscribe-instant": ((_U64,), 1),
-        "subscribe-duration": ((_U64,), 1),
+        "now": _none(_U64),
+        "resolution": _none(_U64),
+        "subscribe-instant": ((_U64,), _OWN),
+        "subscribe-duration": ((_U64,), _OWN),
     },
-    "wasi:clocks/wall-clock": {"now": _NONE, "resolution": _NONE},
-    "wasi:random/random": {"get-random-bytes": ((_U64,), 1), "get-random-u64": _NONE},
-    "wasi:random/insecure": {"get-insecure-random-bytes": ((_U64,), 1), "get-insecure-random-u64": _NONE},
-    "wasi:random/insecure-seed": {"insecure-seed": _NONE},
-    "wasi:filesystem/preopens": {"get-directories": _NONE},
+    "wasi:clocks/wall-clock": {"now": _none(_DATETIME), "resolution": _none(_DATETIME)},
+    "wasi:random/random": {"get-random-bytes": _RANDOM_BYTES, "get-random-u64": _none(_U64)},
+    "wasi:random/insecure": {"get-insecure-random-bytes": _RANDOM_BYTES, "get-insecure-random-u64": _none(_U64)},
+    "wasi:random/insecure-seed": {"insecure-seed": _none(WitType("tuple", (_U64, _U64)))},
+    "wasi:filesystem/preopens": {
+        "get-directories": _none(WitType("list", (WitType("tuple", (_OWN, WitType("string"))),)))
+    },
 }
