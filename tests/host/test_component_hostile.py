@@ -196,3 +196,23 @@ def test_a_host_function_imported_with_another_result_is_a_load_error_before_any
         _MISTYPED + "kuro:host/fs@1.0.0#write as func(path: string, data: list<u8>) -> result<u64, u32>"
     )
     assert receipt.get("kuro/fs-root-after") is None and receipt.get("kuro/denials", []) == []
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_wasi_exit_while_the_component_is_instantiated_ends_the_run_with_its_code(isolation: str) -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("exit-at-start"))  # its core start function calls exit(err)
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False, isolation=isolation)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", 1), receipt
+    assert "kuro/result" not in receipt and "kuro/trap" not in receipt
+
+
+def test_a_wasi_fault_while_the_component_is_instantiated_is_the_guests_trap_saying_why() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("fault-at-start"))  # its core start function calls get-random-bytes(2^40)
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
+    message = "kuro: wasi:random get-random-bytes(1099511627776): more than 1048576 bytes (max_value_bytes, 1 MiB)"
+    assert receipt["kuro/trap"]["message"] == message

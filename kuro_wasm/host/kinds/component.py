@@ -117,6 +117,8 @@ def _trampoline(name: str, handler: Handler, signature: _Signature) -> Any:
                 fault = run.kind_state.get("fault")
                 if run.stop_reason is None and fault is not None:
                     return _error_ptr(fault)
+                if run.stop_reason is None:  # wasi:cli/exit: the guest ends (the kind reads its exit code)
+                    return _error_ptr(f"kuro: {name} ended the guest")
                 return _error_ptr(f"kuro: stopped ({run.stop_reason})")
             return 0
         except Stopped as stop:  # the deadline or a kill, found between two blocks of a long host call
@@ -261,6 +263,20 @@ def _failed(err: Any) -> CallOutcome:
     return CallOutcome(error=text)
 
 
+def _ended(err: Any, run: RunContext) -> CallOutcome:
+    """What a failed instantiation or call (``err``, consumed) means: the guest's exit code when it called
+    ``wasi:cli/exit``, its trap when it broke a call's rule (:func:`~kuro_wasm.host.wasi_p2.fault`), else the
+    engine's error — unless the run was stopped, which the run's stop reason says."""
+    exited, fault = run.kind_state.get("exit-code"), run.kind_state.get("fault")
+    if fault is not None and run.stop_reason is None:  # the guest broke a call's rule (wasi_p2.fault)
+        ffi.wasmtime_error_delete(err)
+        return CallOutcome(trap=TrapInfo(None, str(fault)))
+    if exited is not None and run.stop_reason is None:  # wasi:cli/exit: the guest chose its code
+        ffi.wasmtime_error_delete(err)
+        return CallOutcome(values=(exited,))
+    return _failed(err)
+
+
 # ---- the kind
 
 
@@ -328,11 +344,14 @@ class ComponentKind:
                 why = f"more than max_value_bytes ({run.max_value_bytes}) lets one call carry"
                 return None, CallOutcome(error=f"the spec's env and argv are {size} bytes, {why}")
         instance = ffi.wasmtime_component_instance_t()
+        if run is not None:
+            run.kind_state.pop("exit-code", None)
+            run.kind_state.pop("fault", None)
         err = ffi.wasmtime_component_linker_instantiate(
             linker.ptr(), store._context(), component.ptr(), ctypes.byref(instance)
         )
-        if err:
-            return None, _failed(err)
+        if err:  # a core start function may call the host (wasi:cli/exit, a call's rule broken) as an export may
+            return None, _failed(err) if run is None else _ended(err, run)
         return instance, None
 
     def entry(self, shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
@@ -388,14 +407,7 @@ class ComponentKind:
                 int(has_result),
             )
             if err:
-                exited, fault = run.kind_state.get("exit-code"), run.kind_state.get("fault")
-                if fault is not None and run.stop_reason is None:  # the guest broke a call's rule (wasi_p2.fault)
-                    ffi.wasmtime_error_delete(err)
-                    return CallOutcome(trap=TrapInfo(None, str(fault)))
-                if exited is not None and run.stop_reason is None:  # wasi:cli/exit: the guest chose its code
-                    ffi.wasmtime_error_delete(err)
-                    return CallOutcome(values=(exited,))
-                return _failed(err)
+                return _ended(err, run)
             try:
                 value: Any = None if func.result is None else read(func.result, result, Budget(run.max_value_bytes))
             except ValueTooLarge:
