@@ -46,9 +46,12 @@ The environment and arguments are what the component kind put in
 
 Values are bounded by the run's ``max_value_bytes`` as the kuro world's are:
 ``check-write`` grants at most that (and 1 MiB), a read returns at most that, and
-a guest that writes more than it was granted or asks for more random bytes than
-fit (WASI gives neither call an error to answer) traps with a message saying so
-(:func:`fault`) — the guest's fault, not the host's.
+a guest that writes more than ``check-write`` last permitted it (less what it wrote
+since: the permit is kept per output stream), more than 4096 bytes in one
+``blocking-write-and-flush`` (WASI 0.2's contract, which wasmtime's WASI enforces
+too), or asks for more random bytes than fit (WASI gives none of these calls an
+error to answer) traps with a message saying so (:func:`fault`) — the guest's
+fault, not the host's.
 
 ## Effects
 Host resources through wasmtime's component C API; the run's stream, stdin and
@@ -75,6 +78,7 @@ __all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "SIGNATURES", "clocks_of", "d
 _RESOURCE_KIND: Final = ffi.WASMTIME_COMPONENT_RESOURCE.value
 _MAX_RANDOM: Final = 1 << 20
 _WRITE_BUDGET: Final = 1 << 20  # what check-write grants (below wasmtime's per-call copy limit)
+_BLOCKING_WRITE: Final = 4096  # what one blocking-write-and-flush may carry (WASI 0.2: "up to 4096 bytes")
 
 #: resource name → (defining interface, host type id)
 RESOURCES: Final[dict[str, tuple[str, int]]] = {
@@ -255,10 +259,13 @@ def _name(text: str) -> Any:
 
 
 class _Out:
-    __slots__ = ("stream",)
+    """An output stream: the run's stream it writes to, and what the last ``check-write`` still permits."""
+
+    __slots__ = ("permit", "stream")
 
     def __init__(self, stream: str) -> None:
         self.stream = stream
+        self.permit = 0
 
 
 class _In:
@@ -276,14 +283,24 @@ def _write_budget(run: RunContext) -> int:
     return min(_WRITE_BUDGET, run.max_value_bytes)
 
 
-def _emit(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
+def _emit(run: RunContext, cctx: Any, args: _Val, results: _Val, *, blocking: bool) -> bool | None:
+    """``write`` (within what ``check-write`` permitted) or ``blocking-write-and-flush`` (at most 4096 bytes):
+    past either, the guest's trap, as WASI 0.2 says (and wasmtime's WASI does for the 4096)."""
     out = _resource(run, cctx, args[0])
     if not isinstance(out, _Out):
         return _result(results, False)
     n = int(args[1].of.list.size)
+    if blocking and n > _BLOCKING_WRITE:
+        fault(run, f"kuro: wasi:io/streams blocking-write-and-flush of {n} bytes: more than {_BLOCKING_WRITE}")
+        return None
+    if not blocking and n > out.permit:
+        fault(run, f"kuro: wasi:io/streams write of {n} bytes: more than check-write permitted ({out.permit})")
+        return None
     if n > run.max_value_bytes:
         fault(run, f"kuro: wasi:io/streams write of {n} bytes: more than max_value_bytes ({run.max_value_bytes})")
         return None
+    if not blocking:
+        out.permit -= n
     if not run.emit(out.stream, bytes_of(args[1].of.list)):
         run.stop("output-capped")
         return None
@@ -291,7 +308,9 @@ def _emit(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
 
 
 def _check_write(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    _resource(run, cctx, args[0])  # every method's self is a borrow, given back before the call ends
+    out = _resource(run, cctx, args[0])  # every method's self is a borrow, given back before the call ends
+    if isinstance(out, _Out):  # written at once: the whole budget is free again
+        out.permit = _write_budget(run)
     return _result(results, True, lambda v: write(_U64, _write_budget(run), v))
 
 
@@ -512,8 +531,8 @@ FUNCTIONS: Final[dict[str, dict[str, _Handler]]] = {
     "wasi:io/poll": {"[method]pollable.block": _block, "[method]pollable.ready": _ready_method, "poll": _poll},
     "wasi:io/streams": {
         "[method]output-stream.check-write": _check_write,
-        "[method]output-stream.write": _emit,
-        "[method]output-stream.blocking-write-and-flush": _emit,
+        "[method]output-stream.write": lambda run, c, a, r: _emit(run, c, a, r, blocking=False),
+        "[method]output-stream.blocking-write-and-flush": lambda run, c, a, r: _emit(run, c, a, r, blocking=True),
         "[method]output-stream.flush": _flush,
         "[method]output-stream.blocking-flush": _flush,
         "[method]output-stream.subscribe": _subscribe_out,

@@ -216,3 +216,28 @@ def test_a_wasi_fault_while_the_component_is_instantiated_is_the_guests_trap_say
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
     message = "kuro: wasi:random get-random-bytes(1099511627776): more than 1048576 bytes (max_value_bytes, 1 MiB)"
     assert receipt["kuro/trap"]["message"] == message
+
+
+@pytest.mark.parametrize(
+    ("export", "n", "stdout", "trap"),
+    [
+        ("write", 1000, 1000, None),  # check-write permits max_value_bytes (1000 here)
+        ("write", 1001, 0, "write of 1001 bytes: more than check-write permitted (1000)"),
+        ("write-twice", 600, 600, "write of 600 bytes: more than check-write permitted (400)"),
+        ("write-unchecked", 5, 0, "write of 5 bytes: more than check-write permitted (0)"),
+        ("blocking", 1000, 1000, None),
+        ("blocking", 4097, 0, "blocking-write-and-flush of 4097 bytes: more than 4096"),
+    ],
+)
+def test_a_wasi_write_past_its_permit_is_the_guests_trap(export: str, n: int, stdout: int, trap: str | None) -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("stream-permits"))
+    spec = guest(cid, export, [n])
+    receipt = run(make_session(fs), spec, store=store, fs=fs, home=False, max_value_bytes=1000 if n < 4096 else 8192)
+    assert receipt["kuro/stdout"] == b"x" * stdout, receipt
+    if trap is None:
+        assert (receipt["kuro/outcome"], receipt["kuro/result"]) == ("ok", 0), receipt
+    else:
+        assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
+        assert receipt["kuro/trap"]["message"] == f"kuro: wasi:io/streams {trap}"
