@@ -32,7 +32,7 @@ import wasmtime.component as wc
 from kuro_wasm.model.wasm_shape import Export, Import, WasmShape
 from kuro_wasm.model.wit import WitFunc, WitType
 
-__all__ = ["component_shape", "wit_type"]
+__all__ = ["component_shape", "imported_funcs", "wit_type"]
 
 _PRIMITIVE_CLASSES: dict[type, str] = {
     wc.Bool: "bool",
@@ -96,6 +96,20 @@ def wit_type(ty: Any) -> WitType:
 def _func(name: str, fty: wc.FuncType) -> WitFunc:
     result = fty.result
     return WitFunc(name, tuple((n, wit_type(t)) for n, t in fty.params), None if result is None else wit_type(result))
+
+
+def imported_funcs(engine: wasmtime.Engine, component: wc.Component, instances: frozenset[str]) -> dict[str, WitFunc]:
+    """The functions the component imports from the named ``instances``, by ``instance#func``, as it types them.
+
+    Raises ValueError: a type this host does not know.
+    """
+    funcs: dict[str, WitFunc] = {}
+    for name, ext in component.type.imports(engine).items():
+        if name in instances and isinstance(ext.ty, wc.ComponentInstanceType):
+            for item, iext in ext.ty.exports(engine).items():
+                if isinstance(iext.ty, wc.FuncType):
+                    funcs[f"{name}#{item}"] = _func(item, iext.ty)
+    return funcs
 
 
 def component_shape(engine: wasmtime.Engine, component: wc.Component) -> WasmShape:

@@ -284,8 +284,8 @@ def fits(t: WitType, c: Any) -> bool:
     A host function is linked untyped (the C API checks an import's type against nothing): a guest may
     import it under its name with any type, and its arguments then hold other union members than the
     function reads — a ``u64`` read as a ``list<u8>`` is a wild pointer. So the trampoline checks the
-    arguments first. A ``list<u8>``'s elements are not checked: :func:`bytes_of` reads each element's
-    byte at the same offset whatever its kind, inside the vector.
+    arguments first. A ``list<u8>``'s elements are checked by their kind bytes in one strided copy: any
+    other element (an ``option<u8>``) holds a host pointer where :func:`bytes_of` reads the byte.
     """
     if c.kind != _TAG.get(t.kind):
         return False
@@ -296,10 +296,23 @@ def fits(t: WitType, c: Any) -> bool:
     elem = t.items[0]
     assert elem is not None
     if elem.kind == "u8":
-        return True
+        return _all_u8(c.of.list)
     base = _address(c.of.list.data)
     at = ffi.wasmtime_component_val_t.from_address
     return all(fits(elem, at(base + i * VAL_SIZE)) for i in range(c.of.list.size))
+
+
+def _all_u8(lst: Any) -> bool:
+    """Whether every element of the value vector ``lst`` is a ``u8`` (its kind bytes, one strided copy)."""
+    n = int(lst.size)
+    if not n:
+        return True
+    area = (ctypes.c_ubyte * (n * VAL_SIZE)).from_address(_address(lst.data))
+    view = memoryview(area).cast("B")
+    try:
+        return view[0::VAL_SIZE].tobytes().count(_U8) == n
+    finally:
+        del view
 
 
 # ---- read (C → lowered form); never frees

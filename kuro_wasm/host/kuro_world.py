@@ -67,6 +67,14 @@ _STREAM: Final = WitType("enum", (), ("stdout", "stderr"))
 _PATH: Final = WitType("string")
 
 
+def _answers(t: WitType | None) -> WitType:
+    """``result<t, error-code>``: a host function's answer."""
+    return WitType("result", (t, _ERROR))
+
+
+_ANSWER: Final = _answers(None)
+
+
 def error_name(code: ErrorCode | int) -> str:
     """The WIT ``error-code`` case of an ABI v1 error code.
 
@@ -274,16 +282,16 @@ HOST_FUNCTIONS: Final[dict[str, dict[str, Handler]]] = {
     _FS: {"read": _read_file, "read-at": _read_at, "write": _fs_write, "ls": _ls, "rm": _rm, "stat": _stat},
 }
 
-#: ``instance#function`` → (its parameter types, its number of results) as ``wit/host.wit`` declares them: what
-#: each call's arguments are checked against before a handler reads them
-#: (:func:`~kuro_wasm.host.component_values.fits`; a guest may import a function under its name with any type).
-SIGNATURES: Final[dict[str, tuple[tuple[WitType, ...], int]]] = {
-    f"{_OUTPUT}#write": ((_STREAM, _BYTES), 1),
-    f"{_STDIN}#read": ((WitType("u32"),), 1),
-    f"{_FS}#read": ((_PATH,), 1),
-    f"{_FS}#read-at": ((_PATH, WitType("u64"), WitType("u32")), 1),
-    f"{_FS}#write": ((_PATH, _BYTES), 1),
-    f"{_FS}#ls": ((_PATH,), 1),
-    f"{_FS}#rm": ((_PATH,), 1),
-    f"{_FS}#stat": ((_PATH,), 1),
+#: ``instance#function`` → (its parameter types, its result type) as ``wit/host.wit`` declares them: what a
+#: guest's import of it is compared with when it is linked, and each call's arguments are checked against before
+#: a handler reads them (:func:`~kuro_wasm.host.component_values.fits`; the C API links a host function untyped).
+SIGNATURES: Final[dict[str, tuple[tuple[WitType, ...], WitType | None]]] = {
+    f"{_OUTPUT}#write": ((_STREAM, _BYTES), _ANSWER),
+    f"{_STDIN}#read": ((WitType("u32"),), _answers(_BYTES)),
+    f"{_FS}#read": ((_PATH,), _answers(_BYTES)),
+    f"{_FS}#read-at": ((_PATH, WitType("u64"), WitType("u32")), _answers(_BYTES)),
+    f"{_FS}#write": ((_PATH, _BYTES), _ANSWER),
+    f"{_FS}#ls": ((_PATH,), _answers(_ENTRIES)),
+    f"{_FS}#rm": ((_PATH,), _ANSWER),
+    f"{_FS}#stat": ((_PATH,), _answers(_METADATA)),
 }

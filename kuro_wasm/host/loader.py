@@ -277,7 +277,7 @@ def prepare(
         return LoadFailure("load-error", kind)
     try:
         pre = kind.link(engine, module)
-    except wasmtime.WasmtimeError as exc:  # pragma: no cover - the kind checked the imports
+    except wasmtime.WasmtimeError as exc:  # an import the kind cannot link (a component's mistyped host function)
         return LoadFailure("load-error", f"guest {cid} cannot be linked: {_first_line(exc)}")
     ready = Prepared(cid, module, pre, shape, kind)
     with _PREPARED_LOCK:

@@ -46,9 +46,12 @@ The environment and arguments are what the component kind put in
 
 Values are bounded by the run's ``max_value_bytes`` as the kuro world's are:
 ``check-write`` grants at most that (and 1 MiB), a read returns at most that, and
-a guest that writes more than it was granted or asks for more random bytes than
-fit (WASI gives neither call an error to answer) traps with a message saying so
-(:func:`fault`) — the guest's fault, not the host's.
+a guest that writes more than ``check-write`` last permitted it (less what it wrote
+since: the permit is kept per output stream), more than 4096 bytes in one
+``blocking-write-and-flush`` (WASI 0.2's contract, which wasmtime's WASI enforces
+too), or asks for more random bytes than fit (WASI gives none of these calls an
+error to answer) traps with a message saying so (:func:`fault`) — the guest's
+fault, not the host's.
 
 ## Effects
 Host resources through wasmtime's component C API; the run's stream, stdin and
@@ -75,6 +78,7 @@ __all__ = ["FUNCTIONS", "INTERFACES", "RESOURCES", "SIGNATURES", "clocks_of", "d
 _RESOURCE_KIND: Final = ffi.WASMTIME_COMPONENT_RESOURCE.value
 _MAX_RANDOM: Final = 1 << 20
 _WRITE_BUDGET: Final = 1 << 20  # what check-write grants (below wasmtime's per-call copy limit)
+_BLOCKING_WRITE: Final = 4096  # what one blocking-write-and-flush may carry (WASI 0.2: "up to 4096 bytes")
 
 #: resource name → (defining interface, host type id)
 RESOURCES: Final[dict[str, tuple[str, int]]] = {
@@ -255,10 +259,13 @@ def _name(text: str) -> Any:
 
 
 class _Out:
-    __slots__ = ("stream",)
+    """An output stream: the run's stream it writes to, and what the last ``check-write`` still permits."""
+
+    __slots__ = ("permit", "stream")
 
     def __init__(self, stream: str) -> None:
         self.stream = stream
+        self.permit = 0
 
 
 class _In:
@@ -276,14 +283,24 @@ def _write_budget(run: RunContext) -> int:
     return min(_WRITE_BUDGET, run.max_value_bytes)
 
 
-def _emit(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
+def _emit(run: RunContext, cctx: Any, args: _Val, results: _Val, *, blocking: bool) -> bool | None:
+    """``write`` (within what ``check-write`` permitted) or ``blocking-write-and-flush`` (at most 4096 bytes):
+    past either, the guest's trap, as WASI 0.2 says (and wasmtime's WASI does for the 4096)."""
     out = _resource(run, cctx, args[0])
     if not isinstance(out, _Out):
         return _result(results, False)
     n = int(args[1].of.list.size)
+    if blocking and n > _BLOCKING_WRITE:
+        fault(run, f"kuro: wasi:io/streams blocking-write-and-flush of {n} bytes: more than {_BLOCKING_WRITE}")
+        return None
+    if not blocking and n > out.permit:
+        fault(run, f"kuro: wasi:io/streams write of {n} bytes: more than check-write permitted ({out.permit})")
+        return None
     if n > run.max_value_bytes:
         fault(run, f"kuro: wasi:io/streams write of {n} bytes: more than max_value_bytes ({run.max_value_bytes})")
         return None
+    if not blocking:
+        out.permit -= n
     if not run.emit(out.stream, bytes_of(args[1].of.list)):
         run.stop("output-capped")
         return None
@@ -291,7 +308,9 @@ def _emit(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool | None:
 
 
 def _check_write(run: RunContext, cctx: Any, args: _Val, results: _Val) -> bool:
-    _resource(run, cctx, args[0])  # every method's self is a borrow, given back before the call ends
+    out = _resource(run, cctx, args[0])  # every method's self is a borrow, given back before the call ends
+    if isinstance(out, _Out):  # written at once: the whole budget is free again
+        out.permit = _write_budget(run)
     return _result(results, True, lambda v: write(_U64, _write_budget(run), v))
 
 
@@ -512,8 +531,8 @@ FUNCTIONS: Final[dict[str, dict[str, _Handler]]] = {
     "wasi:io/poll": {"[method]pollable.block": _block, "[method]pollable.ready": _ready_method, "poll": _poll},
     "wasi:io/streams": {
         "[method]output-stream.check-write": _check_write,
-        "[method]output-stream.write": _emit,
-        "[method]output-stream.blocking-write-and-flush": _emit,
+        "[method]output-stream.write": lambda run, c, a, r: _emit(run, c, a, r, blocking=False),
+        "[method]output-stream.blocking-write-and-flush": lambda run, c, a, r: _emit(run, c, a, r, blocking=True),
         "[method]output-stream.flush": _flush,
         "[method]output-stream.blocking-flush": _flush,
         "[method]output-stream.subscribe": _subscribe_out,
@@ -537,45 +556,65 @@ FUNCTIONS: Final[dict[str, dict[str, _Handler]]] = {
 }
 
 _BORROW: Final = WitType("borrow", (), ("resource",))
-_NONE: Final[tuple[tuple[WitType, ...], int]] = ((), 1)
-_SELF: Final[tuple[tuple[WitType, ...], int]] = ((_BORROW,), 1)
-#: interface → function → (its parameter types, its number of results) as WASI 0.2 declares them: what each
+_OWN: Final = WitType("own", (), ("resource",))
+_STREAM_ERROR: Final = WitType("variant", (_OWN, None), ("last-operation-failed", "closed"))
+_STREAM_RESULT: Final = WitType("result", (None, _STREAM_ERROR))
+_Sig = tuple[tuple[WitType, ...], WitType | None]
+_RANDOM_BYTES: Final[_Sig] = ((_U64,), _BYTES)
+
+
+def _none(result: WitType) -> _Sig:
+    return ((), result)
+
+
+def _self(result: WitType | None) -> _Sig:
+    return ((_BORROW,), result)
+
+
+#: interface → function → (its parameter types, its result type) as WASI 0.2 declares them (a resource as
+#: ``own``/``borrow`` of any resource): what a guest's import of it is compared with when it is linked, and each
 #: call's arguments are checked against before a handler reads them
-#: (:func:`~kuro_wasm.host.component_values.fits`; a guest may import a function under its name with any type).
-SIGNATURES: Final[dict[str, dict[str, tuple[tuple[WitType, ...], int]]]] = {
-    "wasi:cli/stdout": {"get-stdout": _NONE},
-    "wasi:cli/stderr": {"get-stderr": _NONE},
-    "wasi:cli/stdin": {"get-stdin": _NONE},
-    "wasi:cli/environment": {"get-environment": _NONE, "get-arguments": _NONE, "initial-cwd": _NONE},
-    "wasi:cli/exit": {"exit": ((WitType("result", (None, None)),), 0)},
-    "wasi:cli/terminal-stdin": {"get-terminal-stdin": _NONE},
-    "wasi:cli/terminal-stdout": {"get-terminal-stdout": _NONE},
-    "wasi:cli/terminal-stderr": {"get-terminal-stderr": _NONE},
+#: (:func:`~kuro_wasm.host.component_values.fits`; the C API links a host function untyped).
+SIGNATURES: Final[dict[str, dict[str, _Sig]]] = {
+    "wasi:cli/stdout": {"get-stdout": _none(_OWN)},
+    "wasi:cli/stderr": {"get-stderr": _none(_OWN)},
+    "wasi:cli/stdin": {"get-stdin": _none(_OWN)},
+    "wasi:cli/environment": {
+        "get-environment": _none(WitType("list", (WitType("tuple", (WitType("string"), WitType("string"))),))),
+        "get-arguments": _none(WitType("list", (WitType("string"),))),
+        "initial-cwd": _none(_OPTION_STRING),
+    },
+    "wasi:cli/exit": {"exit": ((WitType("result", (None, None)),), None)},
+    "wasi:cli/terminal-stdin": {"get-terminal-stdin": _none(WitType("option", (_OWN,)))},
+    "wasi:cli/terminal-stdout": {"get-terminal-stdout": _none(WitType("option", (_OWN,)))},
+    "wasi:cli/terminal-stderr": {"get-terminal-stderr": _none(WitType("option", (_OWN,)))},
     "wasi:io/poll": {
-        "[method]pollable.block": ((_BORROW,), 0),
-        "[method]pollable.ready": _SELF,
-        "poll": ((WitType("list", (_BORROW,)),), 1),
+        "[method]pollable.block": _self(None),
+        "[method]pollable.ready": _self(WitType("bool")),
+        "poll": ((WitType("list", (_BORROW,)),), WitType("list", (WitType("u32"),))),
     },
     "wasi:io/streams": {
-        "[method]output-stream.check-write": _SELF,
-        "[method]output-stream.write": ((_BORROW, _BYTES), 1),
-        "[method]output-stream.blocking-write-and-flush": ((_BORROW, _BYTES), 1),
-        "[method]output-stream.flush": _SELF,
-        "[method]output-stream.blocking-flush": _SELF,
-        "[method]output-stream.subscribe": _SELF,
-        "[method]input-stream.read": ((_BORROW, _U64), 1),
-        "[method]input-stream.blocking-read": ((_BORROW, _U64), 1),
-        "[method]input-stream.subscribe": _SELF,
+        "[method]output-stream.check-write": _self(WitType("result", (_U64, _STREAM_ERROR))),
+        "[method]output-stream.write": ((_BORROW, _BYTES), _STREAM_RESULT),
+        "[method]output-stream.blocking-write-and-flush": ((_BORROW, _BYTES), _STREAM_RESULT),
+        "[method]output-stream.flush": _self(_STREAM_RESULT),
+        "[method]output-stream.blocking-flush": _self(_STREAM_RESULT),
+        "[method]output-stream.subscribe": _self(_OWN),
+        "[method]input-stream.read": ((_BORROW, _U64), WitType("result", (_BYTES, _STREAM_ERROR))),
+        "[method]input-stream.blocking-read": ((_BORROW, _U64), WitType("result", (_BYTES, _STREAM_ERROR))),
+        "[method]input-stream.subscribe": _self(_OWN),
     },
     "wasi:clocks/monotonic-clock": {
-        "now": _NONE,
-        "resolution": _NONE,
-        "subscribe-instant": ((_U64,), 1),
-        "subscribe-duration": ((_U64,), 1),
+        "now": _none(_U64),
+        "resolution": _none(_U64),
+        "subscribe-instant": ((_U64,), _OWN),
+        "subscribe-duration": ((_U64,), _OWN),
     },
-    "wasi:clocks/wall-clock": {"now": _NONE, "resolution": _NONE},
-    "wasi:random/random": {"get-random-bytes": ((_U64,), 1), "get-random-u64": _NONE},
-    "wasi:random/insecure": {"get-insecure-random-bytes": ((_U64,), 1), "get-insecure-random-u64": _NONE},
-    "wasi:random/insecure-seed": {"insecure-seed": _NONE},
-    "wasi:filesystem/preopens": {"get-directories": _NONE},
+    "wasi:clocks/wall-clock": {"now": _none(_DATETIME), "resolution": _none(_DATETIME)},
+    "wasi:random/random": {"get-random-bytes": _RANDOM_BYTES, "get-random-u64": _none(_U64)},
+    "wasi:random/insecure": {"get-insecure-random-bytes": _RANDOM_BYTES, "get-insecure-random-u64": _none(_U64)},
+    "wasi:random/insecure-seed": {"insecure-seed": _none(WitType("tuple", (_U64, _U64)))},
+    "wasi:filesystem/preopens": {
+        "get-directories": _none(WitType("list", (WitType("tuple", (_OWN, WitType("string"))),)))
+    },
 }

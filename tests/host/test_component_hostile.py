@@ -5,45 +5,47 @@ The guests are component text under guests/components/text/ (no WIT world can st
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 
 import pytest
 import wasmtime
 from hostkit import GUESTS, component, make_fs, make_session
+from wasmtime import _ffi as ffi
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.errors import LoadError
-from kuro_wasm.host import kuro_world, wasi_p2
+from kuro_wasm.host import component_values, kuro_world, wasi_p2
 from kuro_wasm.host.api import run
 from kuro_wasm.host.engine import EngineConfig
 from kuro_wasm.host.loader import Prepared, add_guest, prepare, resolve
 from kuro_wasm.model.sessions import guest
+from kuro_wasm.model.wit import WitType
 
 
 def _text(name: str) -> bytes:
     return bytes(wasmtime.wat2wasm((GUESTS / "components" / "text" / f"{name}.wat").read_text(encoding="utf-8")))
 
 
-@pytest.mark.parametrize(
-    ("export", "function"),
-    [
-        ("write", "kuro:host/output@1.0.0#write"),  # a u64 where the list<u8> is: a wild pointer in the host
-        ("read", "kuro:host/fs@1.0.0#read"),  # a u64 where the path is
-        ("stat", "kuro:host/fs@1.0.0#stat"),  # no result where the host writes one
-        ("poll", "wasi:io/poll@0.2.0#poll"),  # u64s where borrow<pollable> handles are
-    ],
-)
+#: The prefix of the load-error of a component importing a host function with another type than the host's.
+_MISTYPED = "cannot be linked: imported with another type than the host's: "
+
+
 @pytest.mark.parametrize("isolation", ["wasmtime", "process"])
-def test_a_host_function_imported_with_another_type_is_the_guests_trap_naming_it(
-    export: str, function: str, isolation: str
-) -> None:
+def test_a_host_function_imported_with_another_type_is_a_load_error_naming_it(isolation: str) -> None:
     store = MemoryBlockStore()
     fs = make_fs(store, {"a.txt": "secret"})
     cid = add_guest(store, _text("mistyped-imports"))
-    receipt = run(make_session(fs), guest(cid, export, []), store=store, fs=fs, home=False, isolation=isolation)
-    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
-    assert receipt["kuro/trap"]["message"] == f"kuro: {function} is imported with another type than the host's"
-    assert receipt.get("kuro/denials", []) == [] and receipt.get("kuro/reads", []) == []
+    receipt = run(make_session(fs), guest(cid, "write", []), store=store, fs=fs, home=False, isolation=isolation)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("load-error", 126), receipt
+    assert receipt[
+        "kuro/error"
+    ].endswith(
+        _MISTYPED + "kuro:host/fs@1.0.0#read as func(path: u64) -> u32"  # a u64 where the path is
+        "; kuro:host/fs@1.0.0#stat as func(path: string)"  # no result where the host writes one
+        "; kuro:host/output@1.0.0#write as func(s: u64, data: u64)"  # a u64 where the list<u8> is: a wild pointer
+        "; wasi:io/poll@0.2.0#poll as func(in: list<u64>) -> list<u32>"  # u64s where borrow<pollable>s are
+    )
 
 
 def test_an_enum_with_other_cases_than_the_hosts_is_another_type() -> None:
@@ -51,9 +53,15 @@ def test_an_enum_with_other_cases_than_the_hosts_is_another_type() -> None:
     fs = make_fs(store)
     cid = add_guest(store, _text("mistyped-stream"))  # writes "hello" to its stream "bogus"
     receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
-    assert (receipt["kuro/outcome"], receipt["kuro/stdout"], receipt["kuro/stderr"]) == ("trap", b"", b""), receipt
-    message = "kuro: kuro:host/output@1.0.0#write is imported with another type than the host's"
-    assert receipt["kuro/trap"]["message"] == message
+    assert (receipt["kuro/outcome"], receipt["kuro/stdout"], receipt["kuro/stderr"]) == ("load-error", b"", b"")
+    assert _MISTYPED + "kuro:host/output@1.0.0#write as func(s: enum { stdin, bogus }" in receipt["kuro/error"]
+
+
+def test_the_real_guests_import_the_host_functions_with_the_hosts_types() -> None:
+    store = MemoryBlockStore()
+    for name in ("py-tool", "py-wasi"):  # built from wit/host.wit and WASI 0.2's WIT
+        cid = add_guest(store, component(name))
+        assert isinstance(prepare(store, cid, EngineConfig(), home=False), Prepared), name
 
 
 def test_every_host_function_has_the_signature_its_arguments_are_checked_against() -> None:
@@ -148,3 +156,88 @@ def test_a_guest_holding_more_handles_than_its_store_allows_traps_it_is_no_host_
     assert receipt["kuro/trap"]["message"] == (
         "kuro: a new pollable handle: cannot allocate another handle: store handle limit exceeded"
     )
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_a_list_of_other_elements_where_bytes_belong_is_another_type(isolation: str) -> None:
+    # each element of a list<option<u8>> is an engine value whose byte 8 is part of a host heap pointer
+    store = MemoryBlockStore()
+    fs = make_fs(store, {"a.txt": "secret"})
+    cid = add_guest(store, _text("list-of-options"))
+    receipt = run(make_session(fs), guest(cid, "write", []), store=store, fs=fs, home=False, isolation=isolation)
+    assert (receipt["kuro/outcome"], receipt["kuro/stdout"], receipt["kuro/stderr"]) == ("load-error", b"", b"")
+    assert receipt["kuro/error"].endswith(
+        _MISTYPED + "kuro:host/fs@1.0.0#write as func(path: string, data: list<option<u8>>) -> result<_, u32>"
+        "; kuro:host/output@1.0.0#write as func(s: enum { stdout, stderr }, data: list<option<u8>>) -> result<_, u32>"
+    )
+
+
+def test_a_list_is_bytes_only_when_every_element_is_a_u8() -> None:
+    # the check at every call (behind the one at link time): a list<option<u8>> is not a list<u8>
+    ok, other = WitType("list", (WitType("u8"),)), WitType("list", (WitType("option", (WitType("u8"),)),))
+    for t, value in ((ok, b"AB"), (other, [(0x41,), None, (0x42,)])):
+        raw = ffi.wasmtime_component_val_t()
+        component_values.write(t, value, ctypes.pointer(raw))
+        try:
+            assert component_values.fits(ok, raw) is (t is ok)
+            assert component_values.fits(other, raw) is (t is other)
+        finally:
+            component_values.delete(ctypes.byref(raw))
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_a_host_function_imported_with_another_result_is_a_load_error_before_anything_runs(isolation: str) -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store, {"a.txt": "secret"})
+    cid = add_guest(store, _text("mistyped-result"))  # fs.write -> result<u64, u32>: the host answers result<_, …>
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False, isolation=isolation)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("load-error", 126), receipt
+    assert receipt["kuro/error"].endswith(
+        _MISTYPED + "kuro:host/fs@1.0.0#write as func(path: string, data: list<u8>) -> result<u64, u32>"
+    )
+    assert receipt.get("kuro/fs-root-after") is None and receipt.get("kuro/denials", []) == []
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_wasi_exit_while_the_component_is_instantiated_ends_the_run_with_its_code(isolation: str) -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("exit-at-start"))  # its core start function calls exit(err)
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False, isolation=isolation)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", 1), receipt
+    assert "kuro/result" not in receipt and "kuro/trap" not in receipt
+
+
+def test_a_wasi_fault_while_the_component_is_instantiated_is_the_guests_trap_saying_why() -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("fault-at-start"))  # its core start function calls get-random-bytes(2^40)
+    receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
+    message = "kuro: wasi:random get-random-bytes(1099511627776): more than 1048576 bytes (max_value_bytes, 1 MiB)"
+    assert receipt["kuro/trap"]["message"] == message
+
+
+@pytest.mark.parametrize(
+    ("export", "n", "stdout", "trap"),
+    [
+        ("write", 1000, 1000, None),  # check-write permits max_value_bytes (1000 here)
+        ("write", 1001, 0, "write of 1001 bytes: more than check-write permitted (1000)"),
+        ("write-twice", 600, 600, "write of 600 bytes: more than check-write permitted (400)"),
+        ("write-unchecked", 5, 0, "write of 5 bytes: more than check-write permitted (0)"),
+        ("blocking", 1000, 1000, None),
+        ("blocking", 4097, 0, "blocking-write-and-flush of 4097 bytes: more than 4096"),
+    ],
+)
+def test_a_wasi_write_past_its_permit_is_the_guests_trap(export: str, n: int, stdout: int, trap: str | None) -> None:
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("stream-permits"))
+    spec = guest(cid, export, [n])
+    receipt = run(make_session(fs), spec, store=store, fs=fs, home=False, max_value_bytes=1000 if n < 4096 else 8192)
+    assert receipt["kuro/stdout"] == b"x" * stdout, receipt
+    if trap is None:
+        assert (receipt["kuro/outcome"], receipt["kuro/result"]) == ("ok", 0), receipt
+    else:
+        assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
+        assert receipt["kuro/trap"]["message"] == f"kuro: wasi:io/streams {trap}"

@@ -64,6 +64,7 @@ from wasmtime import _ffi as ffi
 
 from kuro_wasm.host import wasi_p2
 from kuro_wasm.host.calls import run_of
+from kuro_wasm.host.component_types import imported_funcs
 from kuro_wasm.host.component_values import Budget, ValueTooLarge, delete, fits, read, write
 from kuro_wasm.host.context import RunContext, Stopped
 from kuro_wasm.host.engine import CallOutcome, TrapInfo
@@ -91,8 +92,12 @@ def _error_ptr(message: str) -> int:
     return int(ctypes.cast(err, ctypes.c_void_p).value or 0)
 
 
-def _trampoline(name: str, handler: Handler, signature: tuple[tuple[WitType, ...], int]) -> Any:
-    params, n_results = signature
+_Signature = tuple[tuple[WitType, ...], WitType | None]
+
+
+def _trampoline(name: str, handler: Handler, signature: _Signature) -> Any:
+    params, result = signature
+    n_results = 0 if result is None else 1
 
     @ffi.wasmtime_component_func_callback_t  # type: ignore[untyped-decorator]
     def trampoline(_env: Any, cctx: Any, _ty: Any, args: Any, n: int, results: Any, nr: int) -> int:
@@ -104,6 +109,7 @@ def _trampoline(name: str, handler: Handler, signature: tuple[tuple[WitType, ...
             if run.should_stop() is not None:  # stopped, or past the deadline: no further effect
                 return _error_ptr(f"kuro: stopped ({run.stop_reason})")
             # linked untyped: the guest chose the import's type, so nothing is read or written unless it is ours
+            # (compared whole when the guest was linked, :func:`_mistyped`; checked again here, where it matters)
             if n != len(params) or nr != n_results or not all(fits(t, args[i]) for i, t in enumerate(params)):
                 wasi_p2.fault(run, f"kuro: {name} is imported with another type than the host's")
                 return _error_ptr(run.kind_state["fault"])
@@ -111,6 +117,8 @@ def _trampoline(name: str, handler: Handler, signature: tuple[tuple[WitType, ...
                 fault = run.kind_state.get("fault")
                 if run.stop_reason is None and fault is not None:
                     return _error_ptr(fault)
+                if run.stop_reason is None:  # wasi:cli/exit: the guest ends (the kind reads its exit code)
+                    return _error_ptr(f"kuro: {name} ended the guest")
                 return _error_ptr(f"kuro: stopped ({run.stop_reason})")
             return 0
         except Stopped as stop:  # the deadline or a kill, found between two blocks of a long host call
@@ -129,7 +137,7 @@ _THUNKS: dict[str, Any] = {}
 _THUNKS_LOCK = threading.Lock()
 
 
-def _thunk(key: str, handler: Handler, signature: tuple[tuple[WitType, ...], int]) -> Any:
+def _thunk(key: str, handler: Handler, signature: _Signature) -> Any:
     with _THUNKS_LOCK:
         thunk = _THUNKS.get(key)
         if thunk is None:
@@ -150,18 +158,47 @@ def _drop_resource(_env: Any, cctx: Any, rep: int) -> int:
     return 0
 
 
+def _signatures(wasi: frozenset[str]) -> dict[str, _Signature]:
+    """``instance#func`` → its host signature: the kuro world's, and the virtual WASI's under the names in ``wasi``."""
+    signatures = dict(SIGNATURES)
+    for instance in wasi:
+        iface = instance.partition("@")[0]
+        signatures.update({f"{instance}#{f}": sig for f, sig in wasi_p2.SIGNATURES.get(iface, {}).items()})
+    return signatures
+
+
+def _mistyped(engine: wasmtime.Engine, compiled: Any, wasi: frozenset[str]) -> str | None:
+    """Which host functions the component imports with another type than the host's (None: none).
+
+    The C API links a host function untyped, so the guest's type for it is compared here, once, whole — its
+    parameters and its result — before anything runs: a host function must not act (write a file) and only
+    then find it cannot answer in the type the guest declared.
+    """
+    signatures = _signatures(wasi)
+    instances = frozenset(HOST_FUNCTIONS) | wasi
+    try:
+        imported = imported_funcs(engine, compiled, instances)
+    except ValueError as exc:
+        return str(exc)
+    wrong = [
+        f"{name} as {func.text()}"
+        for name, func in sorted(imported.items())
+        if name in signatures and signatures[name] != (tuple(t for _, t in func.params), func.result)
+    ]
+    return "imported with another type than the host's: " + "; ".join(wrong) if wrong else None
+
+
 def _define(linker: wc.Linker, wasi: frozenset[str] = frozenset()) -> None:
     """Define the world's host functions in ``linker``, and the virtual WASI 0.2 instances named in ``wasi``.
 
     WASI instances are defined under the exact names (versions) the component imports.
     """
     instances: dict[str, dict[str, Handler]] = dict(HOST_FUNCTIONS)
-    signatures = dict(SIGNATURES)
+    signatures = _signatures(wasi)
     resources: dict[str, list[tuple[str, int]]] = {}
     for instance in sorted(wasi):
         iface = instance.partition("@")[0]
         instances[instance] = dict(wasi_p2.FUNCTIONS.get(iface, {}))
-        signatures.update({f"{instance}#{f}": sig for f, sig in wasi_p2.SIGNATURES.get(iface, {}).items()})
         resources[instance] = [(n, tid) for n, (owner, tid) in wasi_p2.RESOURCES.items() if owner == iface]
     root = ffi.wasmtime_component_linker_root(linker.ptr())
     try:
@@ -226,6 +263,20 @@ def _failed(err: Any) -> CallOutcome:
     return CallOutcome(error=text)
 
 
+def _ended(err: Any, run: RunContext) -> CallOutcome:
+    """What a failed instantiation or call (``err``, consumed) means: the guest's exit code when it called
+    ``wasi:cli/exit``, its trap when it broke a call's rule (:func:`~kuro_wasm.host.wasi_p2.fault`), else the
+    engine's error — unless the run was stopped, which the run's stop reason says."""
+    exited, fault = run.kind_state.get("exit-code"), run.kind_state.get("fault")
+    if fault is not None and run.stop_reason is None:  # the guest broke a call's rule (wasi_p2.fault)
+        ffi.wasmtime_error_delete(err)
+        return CallOutcome(trap=TrapInfo(None, str(fault)))
+    if exited is not None and run.stop_reason is None:  # wasi:cli/exit: the guest chose its code
+        ffi.wasmtime_error_delete(err)
+        return CallOutcome(values=(exited,))
+    return _failed(err)
+
+
 # ---- the kind
 
 
@@ -267,8 +318,15 @@ class ComponentKind:
         return None
 
     def link(self, engine: wasmtime.Engine, compiled: Any) -> Any:
-        """The shared linker, or for a component importing WASI its own (WASI + the rest of it as traps)."""
+        """The shared linker, or for a component importing WASI its own (WASI + the rest of it as traps).
+
+        Raises wasmtime.WasmtimeError: the component imports a host function with another type than the host's
+        (naming each such function).
+        """
         wasi = frozenset(name for name in compiled.type.imports(engine) if wasi_p2.provides(name))
+        mistyped = _mistyped(engine, compiled, wasi)
+        if mistyped is not None:
+            raise wasmtime.WasmtimeError(mistyped)
         if not wasi:
             return (self.linker(engine), compiled, False)
         linker = wc.Linker(engine)
@@ -286,11 +344,14 @@ class ComponentKind:
                 why = f"more than max_value_bytes ({run.max_value_bytes}) lets one call carry"
                 return None, CallOutcome(error=f"the spec's env and argv are {size} bytes, {why}")
         instance = ffi.wasmtime_component_instance_t()
+        if run is not None:
+            run.kind_state.pop("exit-code", None)
+            run.kind_state.pop("fault", None)
         err = ffi.wasmtime_component_linker_instantiate(
             linker.ptr(), store._context(), component.ptr(), ctypes.byref(instance)
         )
-        if err:
-            return None, _failed(err)
+        if err:  # a core start function may call the host (wasi:cli/exit, a call's rule broken) as an export may
+            return None, _failed(err) if run is None else _ended(err, run)
         return instance, None
 
     def entry(self, shape: WasmShape, export: str, args: Sequence[object]) -> Entry | str:
@@ -346,14 +407,7 @@ class ComponentKind:
                 int(has_result),
             )
             if err:
-                exited, fault = run.kind_state.get("exit-code"), run.kind_state.get("fault")
-                if fault is not None and run.stop_reason is None:  # the guest broke a call's rule (wasi_p2.fault)
-                    ffi.wasmtime_error_delete(err)
-                    return CallOutcome(trap=TrapInfo(None, str(fault)))
-                if exited is not None and run.stop_reason is None:  # wasi:cli/exit: the guest chose its code
-                    ffi.wasmtime_error_delete(err)
-                    return CallOutcome(values=(exited,))
-                return _failed(err)
+                return _ended(err, run)
             try:
                 value: Any = None if func.result is None else read(func.result, result, Budget(run.max_value_bytes))
             except ValueTooLarge:
