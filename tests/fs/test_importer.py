@@ -307,18 +307,23 @@ class InterruptedStore(FileBlockStore):
     def __init__(self, root: Path) -> None:
         super().__init__(root)
         self.in_flight = threading.Event()
+        self.sent = 0
+
+    def _ctrl_c(self) -> None:
+        self.sent += 1
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # to the main thread, as a tty's
 
     def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
         if bytes(data) == b"file 3":
             assert self.in_flight.wait(10)
-            os.kill(os.getpid(), signal.SIGINT)
+            self._ctrl_c()
         elif bytes(data) == b"file 6":
             self.in_flight.set()
             for _ in range(1000):
                 if _main_thread_in("_join"):
+                    self._ctrl_c()
                     break
                 time.sleep(0.01)
-            os.kill(os.getpid(), signal.SIGINT)
             batch = active_batch(self)
             for _ in range(100):  # until the import's batch has ended (never, if the import waits for this put)
                 if batch is None or not batch.open:
@@ -335,8 +340,26 @@ def test_a_second_ctrl_c_while_the_import_waits_for_its_threads_keeps_nothing_an
     for i in range(12):
         (tree / f"f{i:02d}").write_bytes(b"file %d" % i)
     store = InterruptedStore(tmp_path / "store")
-    with pytest.raises(KeyboardInterrupt):
-        import_path(store, tree, workers=2)
+    handled: list[int] = []
+
+    def ctrl_c(_signum: int, _frame: object) -> None:
+        handled.append(1)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, ctrl_c)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            import_path(store, tree, workers=2)
+        for _ in range(500):  # every Ctrl-C sent is handled here, none after the test
+            if len(handled) >= store.sent:
+                break
+            try:
+                time.sleep(0.01)
+            except KeyboardInterrupt:
+                pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert store.sent == len(handled) == 2
     assert store.stats()["blocks"] == 0  # every put ended inside the batch, which was then discarded
 
 
