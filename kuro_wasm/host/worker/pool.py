@@ -130,7 +130,12 @@ class _Conn:
         self.probe_cond = threading.Condition()
         # Frames decided under the pool's lock, written in that order by whichever thread flushes: the order
         # on the wire is the order of ``outstanding``, and a run's stdin or kill never overtakes the run.
-        self.outbox: deque[tuple[str, dict[str, Any], bytes]] = deque()
+        self.outbox: deque[tuple[str, bytes, bytes | bytearray | memoryview]] = deque()
+
+    def queue(self, kind: str, fields: Mapping[str, Any], payload: bytes = b"") -> None:
+        """Put a control frame in the outbox (caller holds the pool's lock). Raises ProtocolError (never, for the
+        int fields and bytes the pool's frames carry)."""
+        self.outbox.append((kind, *protocol.frame(kind, fields, payload)))
 
     def send(self, kind: str, fields: Mapping[str, Any], payload: bytes = b"") -> bool:
         """Write one frame; False if the worker is gone (its reader sees that too)."""
@@ -523,14 +528,22 @@ class WorkerPool:
             with run.lock:
                 fields = self._request(run, conn)
                 payload = bytes(run.stdin)
-            if conn.outstanding and _frame_size(fields, payload) > PIPELINE_FRAME_BYTES:
+            try:
+                wire = protocol.frame("run", fields, payload, run.wire)
+            except ProtocolError as exc:  # never for the fields made here (their JSON is within submit's margin)
+                self._pending.popleft()
+                self._live.discard(run)
+                failure = HostError(f"the run cannot be sent to a worker process: {exc}")
+                threading.Thread(target=run.fail, args=(failure,), daemon=True).start()
+                continue
+            if conn.outstanding and len(wire[0]) + len(wire[1]) > PIPELINE_FRAME_BYTES:
                 break  # too large to wait in a busy worker's channel: it goes to the first idle worker (FIFO)
             self._pending.popleft()
             run.conn, run.sent = conn, True
             conn.outstanding.append(run)
             if len(conn.outstanding) == 1:
                 run.stdin.clear()  # the head may start at once: it can no longer be withdrawn
-            conn.outbox.append(("run", fields, payload))
+            conn.outbox.append(("run", *wire))
             touched.add(conn)
         if not self._pending:
             idle = next((c for c in self._active if c.ready and not c.outstanding and not c.retiring), None)
@@ -538,7 +551,7 @@ class WorkerPool:
             if idle is not None and busy is not None and not busy.outstanding[-1].withdrawing:
                 run = busy.outstanding[-1]
                 run.withdrawing = True
-                busy.outbox.append(("withdraw", {"id": run.id}, b""))
+                busy.queue("withdraw", {"id": run.id})
                 touched.add(busy)
         return touched
 
@@ -550,45 +563,30 @@ class WorkerPool:
                     with self._cond:
                         if not conn.outbox:
                             break
-                        kind, fields, payload = conn.outbox.popleft()
+                        kind, first, rest = conn.outbox.popleft()
                     try:
-                        send(conn.ctl if kind in CONTROL else conn.sock, kind, fields, payload)
-                    except (OSError, ProtocolError):
+                        sock = conn.ctl if kind in CONTROL else conn.sock
+                        sock.sendall(first)
+                        if rest:
+                            sock.sendall(rest)
+                    except OSError:
                         with self._cond:
                             conn.outbox.clear()  # the worker is gone: its reader sees that and settles its runs
                         break
 
     def _request(self, run: RemoteRun, conn: _Conn) -> dict[str, Any]:
-        fs_arg = run.fs_arg
-        fs: Any = fs_arg
-        if isinstance(fs_arg, Fs):
-            grant = None if fs_arg.grant is None else sorted(fs_arg.grant)
-            fs = {
-                "root": fs_arg.root,
-                "grant": grant,
-                "chunk_size": fs_arg.chunk_size,
-                "width": fs_arg.width,
-                "budget": [fs_arg.budget.entries, fs_arg.budget.bytes],
-                "layout": [fs_arg.layout.max_flat, fs_arg.layout.shape.bit_width, fs_arg.layout.shape.bucket_size],
-            }
+        """The fields of ``run``'s frame that are decided when it is sent (the rest are ``run.wire``)."""
         guest = run.command.get("kuro/guest")
         try:
             present = isinstance(guest, str) and run.store.has(guest)
         except (KuroFsError, ValueError):
             present = False
-        store_path = _readable(run.fs_store, conn.stores)
         return {
             "id": run.id,
-            "session": _session_data(run.session),
-            "command": protocol.command_data(run.command),
-            "fs": fs,
-            "limits": _limits_data(run.limits),
-            "deadline": run.deadline,
             "stdin_closed": run.stdin_closed,
             "guest_present": present,
             "killed": run.stop_reason == "cancelled",
-            "store_path": store_path,
-            "seed": run.seed,
+            "store_path": _readable(run.fs_store, conn.stores),
         }
 
     # ---- death
@@ -690,7 +688,7 @@ class WorkerPool:
         """
         with self._cond:
             self._usable()
-        _check_sendable(run)  # outside the lock: a large command takes a while to encode
+        run.wire = _encoded_run(run)  # outside the lock: a large command takes a while to encode
         with self._cond:
             self._usable()
             self._live.add(run)
@@ -732,7 +730,7 @@ class WorkerPool:
                 if conn is None or conn.outstanding[:1] != [run] or run.withdrawing:
                     run.stdin += piece  # not running yet (or maybe coming back): the host keeps every byte
                 if conn is not None:
-                    conn.outbox.append(("stdin", {"id": run.id}, piece))
+                    conn.queue("stdin", {"id": run.id}, piece)
             if conn is not None:
                 self._flush({conn})
 
@@ -744,7 +742,7 @@ class WorkerPool:
             run.stdin_closed = True
             conn = run.conn if run.sent else None
             if conn is not None:
-                conn.outbox.append(("eof", {"id": run.id}, b""))
+                conn.queue("eof", {"id": run.id})
         if conn is not None:
             self._flush({conn})
 
@@ -760,10 +758,10 @@ class WorkerPool:
                     self._pending.remove(run)
                 self._live.discard(run)
             if conn is not None:
-                conn.outbox.append(("kill", {"id": run.id}, b""))
+                conn.queue("kill", {"id": run.id})
                 if conn.outstanding[:1] != [run] and not run.withdrawing:  # queued in the worker: take it back
                     run.withdrawing = True
-                    conn.outbox.append(("withdraw", {"id": run.id}, b""))
+                    conn.queue("withdraw", {"id": run.id})
             self._watch.notify_all()
         if conn is None:
             run.stopped("cancelled", None, None)
@@ -802,7 +800,7 @@ class WorkerPool:
                     elif now >= run.deadline and not run.withdrawing:
                         run.stop_reason = run.stop_reason or "timeout"
                         run.withdrawing = True
-                        conn.outbox.append(("withdraw", {"id": run.id}, b""))
+                        conn.queue("withdraw", {"id": run.id})
                         withdraw.append(conn)
                     elif not run.withdrawing:
                         due = min(due, run.deadline)
@@ -889,14 +887,6 @@ _WAITED: Final[Mapping[str, str]] = {
 }
 
 
-def _frame_size(fields: Mapping[str, Any], payload: bytes) -> int:
-    """The bytes a run frame of ``fields`` and ``payload`` puts on the wire (as :func:`protocol.encode` makes it)."""
-    try:
-        return len(protocol.encode("run", fields)) + len(payload)
-    except ProtocolError:
-        return PIPELINE_FRAME_BYTES + 1  # not plain data: sent to an idle worker, where send() says why
-
-
 def _exit_status(conn: _Conn) -> int | None:
     """How the worker ended: read from its zombie's ``/proc/PID/stat`` as soon as its pidfd says it has exited
     (no wait for the zygote to be scheduled), else the zygote's report once it has reaped it."""
@@ -930,20 +920,45 @@ def _resolved(path: str) -> str:
     return str(Path(path).resolve())
 
 
-#: What a run frame's JSON holds besides its session and command (fs, limits, numbers, a store path), at most.
-_RUN_FIELDS_BYTES: Final = 64 << 10
+#: The most JSON a run frame's fields decided at dispatch (:meth:`WorkerPool._request`: an id, three flags and a
+#: store directory) may add to those encoded at submit; a run whose fixed fields leave less room is refused at once.
+_DISPATCH_FIELDS_BYTES: Final = 64 << 10
 
 
-def _check_sendable(run: RemoteRun) -> None:
-    """Raises HostError: ``run``'s session and command are more JSON than a ``run`` frame may carry."""
+def _encoded_run(run: RemoteRun) -> bytes:
+    """The JSON of ``run``'s frame fields that stay the same wherever and whenever it is sent, encoded once.
+
+    Raises HostError: they are not plain data, or more JSON than a ``run`` frame may carry with the rest.
+    """
+    fs_arg = run.fs_arg
+    fs: Any = fs_arg
+    if isinstance(fs_arg, Fs):
+        grant = None if fs_arg.grant is None else sorted(fs_arg.grant)
+        fs = {
+            "root": fs_arg.root,
+            "grant": grant,
+            "chunk_size": fs_arg.chunk_size,
+            "width": fs_arg.width,
+            "budget": [fs_arg.budget.entries, fs_arg.budget.bytes],
+            "layout": [fs_arg.layout.max_flat, fs_arg.layout.shape.bit_width, fs_arg.layout.shape.bucket_size],
+        }
+    fixed = {
+        "session": _session_data(run.session),
+        "command": protocol.command_data(run.command),
+        "fs": fs,
+        "limits": _limits_data(run.limits),
+        "deadline": run.deadline,
+        "seed": run.seed,
+    }
     try:
-        head = {"session": _session_data(run.session), "command": protocol.command_data(run.command)}
-        size = len(protocol.encode("run", head)) + _RUN_FIELDS_BYTES
+        encoded = protocol.encode_fields("run", fixed)
     except ProtocolError as exc:
         raise HostError(f"the run cannot be sent to a worker process: {exc}") from None
+    size = len(encoded) + _DISPATCH_FIELDS_BYTES
     if size > protocol.MAX_JSON_BYTES:
         why = f"{size} bytes of JSON with its other fields, over the {protocol.MAX_JSON_BYTES}-byte limit"
         raise HostError(f"the run cannot be sent to a worker process: {why}")
+    return encoded
 
 
 @functools.lru_cache(maxsize=256)

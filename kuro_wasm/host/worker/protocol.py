@@ -69,7 +69,9 @@ __all__ = [
     "decode_receipt",
     "done_receipt",
     "encode",
+    "encode_fields",
     "encode_receipt",
+    "frame",
     "read_frame",
     "receipt_limit",
     "send",
@@ -194,14 +196,34 @@ _ENCODER: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 _DECODER: Final = json.JSONDecoder(parse_constant=_no_constants)
 
 
-def encode(kind: str, fields: Mapping[str, Any], payload: bytes | bytearray | memoryview = b"") -> bytes:
-    """The frame of message ``kind`` (header and JSON; the payload is appended when small).
+def encode_fields(kind: str, fields: Mapping[str, Any]) -> bytes:
+    """The JSON object of some of a ``kind`` message's fields, encoded ahead of :func:`frame` (which joins it to the
+    rest): a run's session, command, fs and limits are encoded once when it is submitted, however often and to
+    whichever worker it is then sent.
 
-    The sender's fields are its own: they are checked against the row by the *receiver*
-    (:func:`decode`), not here, which keeps a run's warm path short.
+    Raises ProtocolError: a value JSON cannot carry (NaN, ±Infinity, a non-str key), or more JSON than a frame holds.
+    """
+    try:
+        body = _ENCODER.encode(fields).encode("ascii")
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"{kind}: not plain data: {exc}") from exc
+    if len(body) > MAX_JSON_BYTES:
+        raise ProtocolError(f"{kind}: {len(body)} bytes of JSON is over the {MAX_JSON_BYTES}-byte limit")
+    return body
+
+
+def frame(
+    kind: str, fields: Mapping[str, Any], payload: bytes | bytearray | memoryview = b"", encoded: bytes = b"{}"
+) -> tuple[bytes, bytes | bytearray | memoryview]:
+    """Message ``kind`` as the bytes to write: ``(header ‖ JSON [‖ payload], large payload or b"")``.
+
+    ``encoded`` is the rest of its fields, made by :func:`encode_fields` (no name in both). A payload of up to
+    64 KiB rides in the first part, so a frame is one write; a larger one is written after it, not copied.
+    The sender's fields are its own: they are checked against the row by the *receiver* (:func:`decode`), not
+    here, which keeps a run's warm path short.
 
     Raises ProtocolError: ``kind`` unknown, a payload where none belongs, or a value JSON cannot
-    carry (NaN, ±Infinity, a non-str key).
+    carry (NaN, ±Infinity, a non-str key), or more JSON than a frame holds.
     """
     spec = MESSAGES.get(kind)
     if spec is None:
@@ -212,20 +234,30 @@ def encode(kind: str, fields: Mapping[str, Any], payload: bytes | bytearray | me
         body = _ENCODER.encode({"t": kind, **fields}).encode("ascii")
     except (TypeError, ValueError) as exc:
         raise ProtocolError(f"{kind}: not plain data: {exc}") from exc
+    if len(encoded) > 2:  # not an empty object: ``{…fields` + `,` + `rest…}``
+        body = body[:-1] + b"," + encoded[1:]
     if len(body) > MAX_JSON_BYTES:
         raise ProtocolError(f"{kind}: {len(body)} bytes of JSON is over the {MAX_JSON_BYTES}-byte limit")
     head = _HEAD.pack(4 + len(body) + len(payload), len(body))
-    return head + body + bytes(payload) if len(payload) <= _SMALL_PAYLOAD else head + body
+    if len(payload) <= _SMALL_PAYLOAD:
+        return head + body + bytes(payload), b""
+    return head + body, payload
+
+
+def encode(kind: str, fields: Mapping[str, Any], payload: bytes | bytearray | memoryview = b"") -> bytes:
+    """The frame of message ``kind`` (header and JSON; the payload is appended when small): :func:`frame`'s first
+    part. Raises ProtocolError as :func:`frame`."""
+    return frame(kind, fields, payload)[0]
 
 
 def send(
     sock: socket.socket, kind: str, fields: Mapping[str, Any], payload: bytes | bytearray | memoryview = b""
 ) -> None:
     """Write one frame to ``sock`` (the caller holds the socket's send lock). Raises OSError, ProtocolError."""
-    frame = encode(kind, fields, payload)
-    sock.sendall(frame)
-    if len(payload) > _SMALL_PAYLOAD:
-        sock.sendall(payload)
+    first, rest = frame(kind, fields, payload)
+    sock.sendall(first)
+    if rest:
+        sock.sendall(rest)
 
 
 def _check_fields(kind: str, fields: Mapping[str, Any]) -> None:

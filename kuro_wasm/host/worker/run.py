@@ -190,6 +190,8 @@ class RemoteRun:
         self.callback_error: str | None = None
         self.staged = Staged()  # the blocks the worker handed back, stored only with a believed root
         self.store_failure: KuroFsError | None = None  # the first block read the host's store failed
+        #: the JSON of the fields its run frame always carries, encoded once when the pool takes it (``submit``)
+        self.wire = b"{}"
         self.conn: Any = None
         self.sent = False
         self.withdrawing = False

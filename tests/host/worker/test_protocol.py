@@ -21,7 +21,9 @@ from kuro_wasm.host.worker.protocol import (
     decode_receipt,
     done_receipt,
     encode,
+    encode_fields,
     encode_receipt,
+    frame,
     read_frame,
     receipt_limit,
 )
@@ -53,6 +55,31 @@ def test_a_large_payload_rides_after_the_json_part() -> None:
     payload = bytes(range(256)) * 1024
     got = read_frame(io.BytesIO(_frame("chunk", {"id": 1, "stream": "stdout"}, payload)), WORKER, lambda _m: 1 << 20)
     assert got is not None and got[1] == payload
+
+
+@given(split=st.integers(0, len(MESSAGES["run"].fields)), stdin=st.binary(max_size=70_000))
+@settings(max_examples=25, deadline=None)
+def test_fields_encoded_ahead_make_the_same_message_as_fields_encoded_at_once(split: int, stdin: bytes) -> None:
+    fields = {name: _SAMPLES[t] for name, t in MESSAGES["run"].fields.items()}
+    names = sorted(fields)
+    now, ahead = {k: fields[k] for k in names[:split]}, {k: fields[k] for k in names[split:]}
+    first, rest = frame("run", now, stdin, encode_fields("run", ahead))
+    assert read_frame(io.BytesIO(first + rest), HOST, lambda _m: 1 << 20) == ({"t": "run", **fields}, stdin)
+    assert (len(rest) > 0) == (len(stdin) > 65536)  # a large payload is written after the frame, not copied into it
+
+
+def test_fields_encoded_ahead_are_plain_data_within_a_frames_limit() -> None:
+    with pytest.raises(ProtocolError, match="not plain data"):
+        encode_fields("run", {"deadline": float("inf")})
+    with pytest.raises(ProtocolError, match="over the"):
+        encode_fields("run", {"session": "x" * MAX_JSON_BYTES})
+    with pytest.raises(ProtocolError, match="over the"):  # each part within the limit, the two together over it
+        frame(
+            "run",
+            {"command": "x" * (MAX_JSON_BYTES // 2)},
+            b"",
+            encode_fields("run", {"fs": "y" * (MAX_JSON_BYTES // 2)}),
+        )
 
 
 def test_a_clean_end_between_frames_is_none() -> None:
