@@ -942,18 +942,13 @@ def _encoded_run(run: RemoteRun) -> bytes:
             "budget": [fs_arg.budget.entries, fs_arg.budget.bytes],
             "layout": [fs_arg.layout.max_flat, fs_arg.layout.shape.bit_width, fs_arg.layout.shape.bucket_size],
         }
-    fixed = {
-        "session": _session_data(run.session),
-        "command": protocol.command_data(run.command),
-        "fs": fs,
-        "limits": _limits_data(run.limits),
-        "deadline": run.deadline,
-        "seed": run.seed,
-    }
+    fixed = {"command": protocol.command_data(run.command), "fs": fs, "deadline": run.deadline, "seed": run.seed}
     try:
-        encoded = protocol.encode_fields("run", fixed)
+        rest = protocol.encode_fields("run", fixed)
+        session = _session_json(run.session)
     except ProtocolError as exc:
         raise HostError(f"the run cannot be sent to a worker process: {exc}") from None
+    encoded = b'{"session":' + session + b',"limits":' + _limits_json(run.limits) + b"," + rest[1:]
     size = len(encoded) + _DISPATCH_FIELDS_BYTES
     if size > protocol.MAX_JSON_BYTES:
         why = f"{size} bytes of JSON with its other fields, over the {protocol.MAX_JSON_BYTES}-byte limit"
@@ -962,14 +957,16 @@ def _encoded_run(run: RemoteRun) -> bytes:
 
 
 @functools.lru_cache(maxsize=256)
-def _session_data(session: Session) -> dict[str, Any]:
-    """A session's plain data (sessions are frozen; a warm run re-sends the same one)."""
-    return session.to_data()
+def _session_json(session: Session) -> bytes:
+    """A session's plain data as a run frame's JSON (sessions are frozen; a warm run re-sends the same one).
+    Raises ProtocolError: not plain data."""
+    return protocol.encode_fields("run", session.to_data())
 
 
 @functools.lru_cache(maxsize=256)
-def _limits_data(limits: Limits) -> dict[str, Any]:
-    return limits.as_options()
+def _limits_json(limits: Limits) -> bytes:
+    """A run's limits as a run frame's JSON (frozen, and the same for every warm run of one caller)."""
+    return protocol.encode_fields("run", limits.as_options())
 
 
 def _default_workers() -> int:
