@@ -11,8 +11,9 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.errors import HostError
 from kuro_wasm.host.api import run
 from kuro_wasm.host.loader import add_guest
+from kuro_wasm.host.worker import pool as pool_module
 from kuro_wasm.host.worker.pool import WorkerPool
-from kuro_wasm.host.worker.protocol import ProtocolError, command_data, command_of
+from kuro_wasm.host.worker.protocol import MAX_JSON_BYTES, ProtocolError, command_data, command_of
 from kuro_wasm.model.sessions import guest
 
 CID = "bafkreicwk4quvp7jvrrivokpcyjnsjrcnj3lbqnzkowucmqsrzkkrbmyoq"
@@ -59,3 +60,19 @@ def test_args_too_large_for_a_run_frame_are_refused_at_once_not_left_to_hang(poo
         run(make_session(fs), spec, store=store, fs=fs, isolation=pool, timeout_ms=WAIT_MS)
     fits = run(make_session(fs), guest(cid, "sum-bytes", [b"\1" * (2 << 20)]), store=store, fs=fs, isolation=pool)
     assert (fits["kuro/outcome"], fits["kuro/result"]) == ("ok", 2 << 20)
+
+
+def test_a_run_whose_frame_breaks_its_limit_at_dispatch_fails_there_and_the_pool_goes_on(
+    pool: WorkerPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fields decided at dispatch (an id, flags, a store directory) are a few dozen bytes within the margin
+    # submit keeps for them; were one ever past the frame's limit, its run fails with the submit's error, not hangs.
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, component("typed"))
+    monkeypatch.setattr(pool_module, "_readable", lambda *_args: "x" * MAX_JSON_BYTES)
+    with pytest.raises(HostError, match=r"cannot be sent to a worker process: .* over the 4194304-byte limit"):
+        run(make_session(fs), guest(cid, "sum-bytes", [b"abc"]), store=store, fs=fs, isolation=pool, timeout_ms=WAIT_MS)
+    monkeypatch.undo()
+    after = run(make_session(fs), guest(cid, "sum-bytes", [b"abc"]), store=store, fs=fs, isolation=pool)
+    assert (after["kuro/outcome"], after["kuro/result"]) == ("ok", 294)
