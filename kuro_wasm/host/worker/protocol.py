@@ -234,7 +234,7 @@ def frame(
         body = _ENCODER.encode({"t": kind, **fields}).encode("ascii")
     except (TypeError, ValueError) as exc:
         raise ProtocolError(f"{kind}: not plain data: {exc}") from exc
-    if len(encoded) > 2:  # not an empty object: ``{…fields` + `,` + `rest…}``
+    if len(encoded) > 2:  # not ``{}``: ``{…ours`` + ``,`` + ``theirs…}``
         body = body[:-1] + b"," + encoded[1:]
     if len(body) > MAX_JSON_BYTES:
         raise ProtocolError(f"{kind}: {len(body)} bytes of JSON is over the {MAX_JSON_BYTES}-byte limit")
