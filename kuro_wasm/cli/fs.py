@@ -359,12 +359,15 @@ def _log(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _checkout(args: argparse.Namespace, ctx: Context) -> int:
+    from kuro_fs.cid import parse
     from kuro_fs.fsdir import decode_dir_block
-    from kuro_wasm.cli.refs import resolve_target
+    from kuro_wasm.cli.refs import RefError, resolve_target
 
     refs = _refs(ctx)
     entries = refs.log(args.name)
     root = resolve_target(entries, args.target)
+    if parse(root).codec != "dag-cbor":  # a raw block may hold a directory's bytes: still no fs root
+        raise RefError(f"{root} is not a kuro.fs directory (a {parse(root).codec} CID; an fs root is dag-cbor)")
     block = ctx.store.get(root)
     if block is None:
         raise NotFound(f"root {root} is not in the block store of {ctx.home}")

@@ -124,7 +124,7 @@ def resolve_target(entries: list[RefEntry], target: str) -> str:
     >>> resolve_target([RefEntry(0, "bafyroot", "init", "t")], "0")
     'bafyroot'
     """
-    if target.isdigit():
+    if target.isascii() and target.isdigit():  # not "²": str.isdigit() says yes, int() cannot read it
         seq = int(target)
         for entry in entries:
             if entry.seq == seq:

@@ -115,6 +115,18 @@ def test_checkout_refuses_a_cid_that_is_not_a_directory_in_the_store(kuro: Kuro,
     assert len(_log(kuro)) == 1
 
 
+def test_checkout_refuses_a_raw_cid_whose_bytes_read_as_a_directory(kuro: Kuro, tmp_path: Path) -> None:
+    # A file holding exactly the bytes of a directory block: its raw CID names those bytes, but a
+    # name pointing at a raw CID is no fs root (every later command would fail on it).
+    f = tmp_path / "dir.bin"
+    f.write_bytes(encode_dir({}))
+    file_cid = kuro("fs", "put", str(f)).stdout.split()[0]
+    result = kuro("fs", "checkout", file_cid)
+    assert result.returncode == 2 and "not a kuro.fs directory" in one_error_line(result)
+    assert len(_log(kuro)) == 1
+    assert kuro("fs", "ls").stdout == "dir.bin\n"
+
+
 def test_a_sharded_root_can_be_named_listed_and_checked_out(kuro: Kuro, tmp_path: Path) -> None:
     # A root of more than 256 entries is a sharded directory block: still a kuro.fs directory to the CLI.
     store = MemoryBlockStore()
