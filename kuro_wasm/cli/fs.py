@@ -256,8 +256,7 @@ def _get(args: argparse.Namespace, ctx: Context) -> int:
         if target == "-":
             _stream(ctx, pieces, None)
         else:
-            with open(target, "wb") as handle:
-                _stream(ctx, pieces, handle)
+            _write_local(Path(target), pieces)
             ctx.note(f"wrote {target}")
         return 0
     if target == "-":
@@ -282,9 +281,7 @@ def _get(args: argparse.Namespace, ctx: Context) -> int:
             local.mkdir(parents=True, exist_ok=True)
         else:
             _prefetch(ctx, item, args.max_bytes)
-            pieces = _check(fs.stream(item["path"]), f"get {item['path']}")
-            with open(local, "wb") as handle:
-                _stream(ctx, pieces, handle)
+            _write_local(local, _check(fs.stream(item["path"]), f"get {item['path']}"))
     ctx.note(f"wrote {base}/")
     return 0
 
@@ -308,6 +305,28 @@ def _stream(ctx: Context, pieces: Iterable[bytes | memoryview], handle: Any) -> 
             handle.write(piece)
     if handle is not None:
         handle.flush()
+
+
+def _write_local(target: Path, pieces: Iterable[bytes | memoryview]) -> None:
+    """Write a file's pieces to ``target`` as they are read, whole or not at all: a copy that fails part-way
+    (a leaf missing or corrupt) leaves what was at ``target`` before, never a torn file under its name.
+
+    Only a new name or a regular file is replaced that way (a temporary file renamed onto it). A symlink
+    (``/dev/stdout``), a FIFO or a device is written through, in place, as ``cp`` would: replacing it
+    would replace the link or the device node, not write to what it names.
+    """
+    from kuro_fs.atomic import write_atomic
+
+    if target.is_symlink() or (target.exists() and not target.is_file()):
+        if target.is_dir():
+            raise IsADirectoryError(21, "Is a directory", str(target))
+        with open(target, "wb") as handle:
+            for piece in pieces:
+                handle.write(piece)
+        return
+    if not target.absolute().parent.is_dir():  # name the user's path, not the temporary file written first
+        raise FileNotFoundError(2, "No such file or directory", str(target))
+    write_atomic(target, pieces, mode=0o666, sync=False)  # as open() makes it: the umask decides
 
 
 def _ls(args: argparse.Namespace, ctx: Context) -> int:

@@ -369,3 +369,32 @@ def test_block_missing_says_whether_the_block_is_absent_or_corrupt(
     result = kuro("fs", "cat", "tree/a.txt")
     assert result.returncode == 1
     assert "block-missing" in one_error_line(result) and said in one_error_line(result)
+
+
+def test_a_get_that_fails_part_way_leaves_the_local_file_as_it_was(kuro: Kuro, home: Path, tmp_path: Path) -> None:
+    # The second leaf of a two-leaf file is gone: the root and the first leaf read, then the copy stops.
+    # What was at LOCAL before is kept (no truncated file under the final name, no temporary left over).
+    data = os.urandom(300_000)
+    (tmp_path / "big.bin").write_bytes(data)
+    assert kuro("fs", "put", str(tmp_path / "big.bin")).returncode == 0
+    (leaf,) = [p for p in (home / "blocks").rglob("bafkrei*") if p.read_bytes() == data[262144:]]
+    leaf.unlink()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "kept.bin").write_bytes(b"precious")
+    result = kuro("fs", "get", "big.bin", str(out / "kept.bin"))
+    assert result.returncode == 1 and "block-missing" in one_error_line(result)
+    assert (out / "kept.bin").read_bytes() == b"precious"
+    result = kuro("fs", "get", "big.bin", str(out / "new.bin"))
+    assert result.returncode == 1
+    assert sorted(p.name for p in out.iterdir()) == ["kept.bin"]
+
+
+def test_a_get_onto_a_symlink_writes_through_it_and_keeps_the_link(kuro: Kuro, tmp_path: Path) -> None:
+    # Replacing LOCAL by a renamed temporary file must not replace a link (`/dev/stdout` is one).
+    (tmp_path / "f.txt").write_text("data")
+    assert kuro("fs", "put", str(tmp_path / "f.txt")).returncode == 0
+    (tmp_path / "real").write_text("old")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert kuro("fs", "get", "f.txt", str(tmp_path / "link")).returncode == 0
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "real").read_text() == "data"
