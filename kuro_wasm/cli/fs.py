@@ -219,6 +219,7 @@ def _tree_size(path: Path) -> int:
 
 def _put(args: argparse.Namespace, ctx: Context) -> int:
     from kuro_fs.importer import import_path
+    from kuro_fs.paths import clean_path, join_path
     from kuro_wasm.cli.progress import ProgressStore
 
     local = Path(args.local)
@@ -227,9 +228,12 @@ def _put(args: argparse.Namespace, ctx: Context) -> int:
     dest = args.dest or local.resolve().name
     fs, before = _open(ctx, args.name)
     # Validate the destination first (bad path, a file in the way, a directory there):
-    # kuro.fs decides, and a refused put imports nothing. Fs.link refuses exactly what
-    # Fs.write refuses about the path, so a write of nothing answers for it.
-    _check(fs.write(dest, b""), f"put {dest}")
+    # kuro.fs decides, and a refused put imports nothing. Fs.link refuses what Fs.write
+    # refuses about the path, so a write of nothing answers for it — but for a tree, a
+    # DEST ending in '/' (which only a directory may take) is the same path without it.
+    parts = clean_path(dest)
+    probe = join_path(parts) if local.is_dir() and parts else dest
+    _check(fs.write(probe, b""), f"put {dest}")
     with _progress(ctx, f"import {local.name}", _tree_size(local)) as bar:
         cid = import_path(ProgressStore(ctx.store, bar), local)
     linked = _new(fs.link(dest, cid), f"put {dest}")

@@ -398,3 +398,13 @@ def test_a_get_onto_a_symlink_writes_through_it_and_keeps_the_link(kuro: Kuro, t
     (tmp_path / "link").symlink_to(tmp_path / "real")
     assert kuro("fs", "get", "f.txt", str(tmp_path / "link")).returncode == 0
     assert (tmp_path / "link").is_symlink() and (tmp_path / "real").read_text() == "data"
+
+
+def test_put_of_a_directory_at_a_path_ending_in_a_slash_imports_it_there(kuro: Kuro, tree: Path) -> None:
+    # DEST/ names a directory, which a tree is: kuro.fs links it (a file there stays not-a-directory).
+    put = kuro("fs", "put", str(tree), "docs/")
+    assert put.returncode == 0, put.stderr
+    assert kuro("fs", "ls", "docs").stdout.split() == ["a.txt", "sub/"]
+    refused = kuro("fs", "put", str(tree / "a.txt"), "file/")
+    assert refused.returncode == 1 and "not-a-directory" in one_error_line(refused)
+    assert len(_log(kuro)) == 1
