@@ -57,7 +57,7 @@ from kuro_fs.blocks import BlockStore, open_batch
 from kuro_fs.cid import cid_for, cid_from_digest
 from kuro_fs.errors import KuroFsError
 from kuro_fs.fsdir import Entry, write_dir
-from kuro_fs.paths import clean_path
+from kuro_fs.paths import MAX_NAME_BYTES, clean_path, escape_name, has_control
 from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, BalancedLayout, FileRoot
 
 __all__ = ["BATCH_BYTES", "file_cid", "import_bytes", "import_file", "import_path", "import_stream"]
@@ -335,7 +335,24 @@ def _import_regular_file(
 
 
 def _refuse(path: str | os.PathLike[str], why: str) -> KuroFsError:
-    return KuroFsError(f"cannot import {os.fspath(path)}: {why}")
+    # The path escaped (a local name may hold a terminal escape or a newline; bytes that are not
+    # UTF-8 show as \udcXX): the message is printed, and must not act on the terminal that shows it.
+    return KuroFsError(f"cannot import {escape_name(os.fspath(path))}: {why}")
+
+
+def _unholdable(name: str) -> str:
+    # Why clean_path refuses a local name as one entry.
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "the name cannot be a kuro.fs entry: it is not UTF-8"
+    if has_control(name):
+        return "the name cannot be a kuro.fs entry: it holds a control character"
+    if name.strip() == "":
+        return "the name cannot be a kuro.fs entry: it is whitespace only"
+    if size > MAX_NAME_BYTES:
+        return f"the name cannot be a kuro.fs entry: it is {size} bytes, more than {MAX_NAME_BYTES}"
+    return "the name cannot be a kuro.fs entry"
 
 
 def _import_dir(
@@ -361,7 +378,7 @@ def _import_dir(
         name = item.name
         try:
             if clean_path(name) != (name,):
-                raise _refuse(item.path, "the name cannot be a kuro.fs entry (not UTF-8, or too long)")
+                raise _refuse(item.path, _unholdable(name))
             if item.is_dir(follow_symlinks=False):
                 root = _import_dir(store, item.path, chunk_size, width, workers, batch_bytes, pool, abandoned)
                 entries[name] = Entry(root, 0)

@@ -23,6 +23,7 @@ from kuro_fs.fileread import read_file
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
 from kuro_fs.importer import file_cid, import_bytes, import_file, import_path, import_stream
+from kuro_fs.paths import has_control
 from kuro_fs.unixfs import write_file
 
 
@@ -414,3 +415,16 @@ def test_an_import_into_the_disk_store_returns_after_its_blocks_are_visible_and_
     # one sync before any block had a name, one after every block had its name, and nothing after
     assert visible_at_sync == [0, len(expected.cids())] == [0, store.stats()["blocks"]]
     assert store.publish(expected.cids())["published"] == len(expected.cids())
+
+
+@pytest.mark.parametrize(
+    ("name", "why"), [("a\x1b]0;title\x07", "control character"), ("   ", "whitespace"), (b"\xff", "not UTF-8")]
+)
+def test_a_local_name_no_path_can_hold_is_refused_saying_why(tmp_path: Path, name: str | bytes, why: str) -> None:
+    # The message names the rule, and shows the name escaped: it is printed, and must not retitle the terminal.
+    (tmp_path / "t").mkdir()
+    with open(os.path.join(os.fsencode(tmp_path / "t"), os.fsencode(name)), "wb") as f:
+        f.write(b"x")
+    with pytest.raises(KuroFsError, match=why) as refused:
+        import_path(MemoryBlockStore(), tmp_path / "t")
+    assert not has_control(str(refused.value))
