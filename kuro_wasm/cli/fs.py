@@ -370,6 +370,8 @@ def _mv(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _log(args: argparse.Namespace, ctx: Context) -> int:
+    from kuro_fs.paths import escape_name
+
     refs = _refs(ctx)
     entries = refs.log(args.name)
     if not entries:
@@ -377,7 +379,8 @@ def _log(args: argparse.Namespace, ctx: Context) -> int:
     current = refs.get(args.name)
     for entry in entries:
         mark = "*" if entry.root == current and entry is entries[-1] else " "
-        ctx.say(f"{mark} {entry.seq:>4}  {entry.root}  {entry.at}  {entry.note}")
+        # A note names local files (a put's source): shown escaped, as every name is, so it cannot act on the terminal.
+        ctx.say(f"{mark} {entry.seq:>4}  {entry.root}  {escape_name(entry.at)}  {escape_name(entry.note)}")
     return 0
 
 

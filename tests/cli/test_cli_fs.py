@@ -408,3 +408,13 @@ def test_put_of_a_directory_at_a_path_ending_in_a_slash_imports_it_there(kuro: K
     refused = kuro("fs", "put", str(tree / "a.txt"), "file/")
     assert refused.returncode == 1 and "not-a-directory" in one_error_line(refused)
     assert len(_log(kuro)) == 1
+
+
+def test_the_log_shows_a_note_escaped(kuro: Kuro, tmp_path: Path) -> None:
+    # A note names the local file a put came from; its name may hold a terminal escape (a download's
+    # name), which `kuro fs log` must not send raw to the terminal that shows it.
+    local = tmp_path / "evil\x1b]0;pwned\x07.txt"
+    local.write_text("x")
+    assert kuro("fs", "put", str(local), "ok.txt").returncode == 0
+    shown = kuro("fs", "log").stdout
+    assert "\\x1b]0;pwned\\x07.txt" in shown and "\x1b" not in shown and "\x07" not in shown
