@@ -428,3 +428,18 @@ def test_a_local_name_no_path_can_hold_is_refused_saying_why(tmp_path: Path, nam
     with pytest.raises(KuroFsError, match=why) as refused:
         import_path(MemoryBlockStore(), tmp_path / "t")
     assert not has_control(str(refused.value))
+
+
+def test_a_tree_nested_deeper_than_the_recursion_limit_imports(tmp_path: Path) -> None:
+    # 1100 levels of one-letter names: a 2.2 KB path, well within kuro.fs's 4096 bytes (and Linux's).
+    depth = 1100
+    assert depth > sys.getrecursionlimit()
+    where = tmp_path / "t"
+    where.mkdir()
+    for _ in range(depth):  # not os.makedirs: it recurses once a level too
+        where /= "d"
+        where.mkdir()
+    (where / "f").write_bytes(b"bottom")
+    store = MemoryBlockStore()
+    fs = Fs(store, import_path(store, tmp_path / "t"))
+    assert fs.read("/".join(["d"] * depth) + "/f").value == b"bottom"
