@@ -434,12 +434,18 @@ def test_a_tree_nested_deeper_than_the_recursion_limit_imports(tmp_path: Path) -
     # 1100 levels of one-letter names: a 2.2 KB path, well within kuro.fs's 4096 bytes (and Linux's).
     depth = 1100
     assert depth > sys.getrecursionlimit()
-    where = tmp_path / "t"
-    where.mkdir()
+    levels = [tmp_path / "t"]
     for _ in range(depth):  # not os.makedirs: it recurses once a level too
-        where /= "d"
-        where.mkdir()
-    (where / "f").write_bytes(b"bottom")
-    store = MemoryBlockStore()
-    fs = Fs(store, import_path(store, tmp_path / "t"))
-    assert fs.read("/".join(["d"] * depth) + "/f").value == b"bottom"
+        levels.append(levels[-1] / "d")
+    try:
+        for level in levels:
+            level.mkdir()
+        (levels[-1] / "f").write_bytes(b"bottom")
+        store = MemoryBlockStore()
+        fs = Fs(store, import_path(store, levels[0]))
+        assert fs.read("/".join(["d"] * depth) + "/f").value == b"bottom"
+    finally:  # removed here, bottom up: pytest's own cleanup (shutil.rmtree) recurses once a level
+        (levels[-1] / "f").unlink(missing_ok=True)
+        for level in reversed(levels):
+            if level.exists():
+                level.rmdir()
