@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helpers import ROOT, Kuro, one_error_line
@@ -418,3 +419,26 @@ def test_the_log_shows_a_note_escaped(kuro: Kuro, tmp_path: Path) -> None:
     assert kuro("fs", "put", str(local), "ok.txt").returncode == 0
     shown = kuro("fs", "log").stdout
     assert "\\x1b]0;pwned\\x07.txt" in shown and "\x1b" not in shown and "\x07" not in shown
+
+
+def test_get_writes_in_place_where_no_temporary_file_can_be_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A LOCAL that may be written in a directory that takes no new file (no write permission on the
+    # directory, as for a user who owns only the file): written in place, as before, not refused
+    # naming a temporary file the user never asked for.
+    import kuro_fs.atomic as atomic
+    from kuro_wasm.cli import fs as cli_fs
+
+    real_open = os.open
+
+    def no_new_files(path: Any, flags: int, mode: int = 0o777, **kw: Any) -> int:
+        if os.path.basename(os.fspath(path)).startswith(atomic.TMP_PREFIX):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, flags, mode, **kw)
+
+    target = tmp_path / "kept.bin"
+    target.write_bytes(b"old")
+    monkeypatch.setattr(atomic.os, "open", no_new_files)
+    cli_fs._write_local(target, iter([b"new ", memoryview(b"bytes")]))
+    assert target.read_bytes() == b"new bytes"
