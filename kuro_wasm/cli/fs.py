@@ -388,13 +388,18 @@ def _mv(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _log(args: argparse.Namespace, ctx: Context) -> int:
+    from kuro_fs.errors import InvalidCID
     from kuro_fs.paths import escape_name
 
     refs = _refs(ctx)
     entries = refs.log(args.name)
     if not entries:
         raise NotFound(f"fs {args.name!r} has no history yet (write to it first, e.g. `kuro fs put FILE`)")
-    current = refs.get(args.name)
+    try:
+        current = refs.get(args.name)
+    except InvalidCID as exc:  # the history is still whole: show it, and how to point the name back
+        current = None
+        ctx.note(f"fs {args.name}: its ref file is damaged ({exc}); `kuro fs checkout N` points it back")
     for entry in entries:
         mark = "*" if entry.root == current and entry is entries[-1] else " "
         # A note names local files (a put's source): shown escaped, as every name is, so it cannot act on the terminal.
@@ -416,7 +421,8 @@ def _checkout(args: argparse.Namespace, ctx: Context) -> int:
     if block is None:
         raise NotFound(f"root {root} is not in the block store of {ctx.home}")
     decode_dir_block(block)  # raises if it is not a kuro.fs directory (flat or sharded)
-    refs.set(args.name, root, f"checkout {args.target}", expected=refs.get(args.name))
+    # No compare-and-swap: a checkout names its root outright (and so also repairs a damaged ref file).
+    refs.set(args.name, root, f"checkout {args.target}", expected=True)
     ctx.note(f"fs {args.name} → {root}")
     return 0
 

@@ -442,3 +442,20 @@ def test_get_writes_in_place_where_no_temporary_file_can_be_made(
     monkeypatch.setattr(atomic.os, "open", no_new_files)
     cli_fs._write_local(target, iter([b"new ", memoryview(b"bytes")]))
     assert target.read_bytes() == b"new bytes"
+
+
+def test_a_damaged_ref_file_leaves_the_history_readable_and_a_checkout_repairs_it(
+    kuro: Kuro, tree: Path, home: Path
+) -> None:
+    # The history is intact: `kuro fs log` shows it and `kuro fs checkout N` points the name back,
+    # instead of both failing on the ref file they would replace.
+    from kuro_fs.home import refs_dir
+
+    assert kuro("fs", "put", str(tree)).returncode == 0
+    (refs_dir(home) / "main.ref").write_text("not a cid\n")
+    broken = kuro("fs", "ls")
+    assert broken.returncode == 2 and "invalid-cid" in one_error_line(broken)
+    shown = kuro("fs", "log")
+    assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 1
+    assert kuro("fs", "checkout", "0").returncode == 0
+    assert kuro("fs", "ls").stdout == "tree/\n"
