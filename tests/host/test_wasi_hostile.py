@@ -9,6 +9,7 @@ under wasmtime's WASI; ``proc_exit`` there ends the run with its code.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ EFAULT = 21
 MODES = ["wasmtime", "process"]
 
 _SIGS = {
+    "clock_time_get": "(param i32 i64 i32) (result i32)",
     "fd_write": "(param i32 i32 i32 i32) (result i32)",
     "fd_read": "(param i32 i32 i32 i32) (result i32)",
     "poll_oneoff": "(param i32 i32 i32 i32) (result i32)",
@@ -103,3 +105,29 @@ def test_proc_exit_in_a_start_function_ends_the_run_with_its_code_and_calls_no_e
       (func $init (call $proc_exit (i32.const 3))) (start $init) {_SAYS_NO})"""
     receipt = _run(store, home, source, isolation)
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"], receipt["kuro/stdout"]) == ("exit", 3, b""), receipt
+
+
+# ---- the virtual clocks at the end of time
+
+
+@pytest.mark.parametrize("isolation", MODES)
+def test_a_deterministic_sleep_past_the_end_of_time_leaves_the_clocks_at_their_last_u64(
+    store: MemoryBlockStore, home: Path, isolation: str
+) -> None:
+    """Two relative sleeps of 2**64 - 1 ns move the virtual clocks past any u64: a reading is then 2**64 - 1 (as
+    the component kind's), never a host error from packing a larger number. The reading is the exit code's
+    witness: 0 when the clock reads all ones (its low and high words are both -1)."""
+    sub = struct.pack("<QB7xI4xQQH6x", 1, 0, 1, 2**64 - 1, 0, 0)  # a relative monotonic-clock subscription
+    data = "".join(f"\\{b:02x}" for b in sub)
+    source = f"""(module {_IMPORTS} (memory (export "memory") 1) (data (i32.const 1000) "{data}")
+      (func (export "_start") (result i32)
+        (drop (call $poll_oneoff (i32.const 1000) (i32.const 3000) (i32.const 1) (i32.const 2996)))
+        (drop (call $poll_oneoff (i32.const 1000) (i32.const 3000) (i32.const 1) (i32.const 2996)))
+        (if (call $clock_time_get (i32.const 0) (i64.const 0) (i32.const 400)) (then (return (i32.const 90))))
+        (if (call $clock_time_get (i32.const 1) (i64.const 0) (i32.const 408)) (then (return (i32.const 91))))
+        (i32.xor (i32.and (i32.and (i32.load (i32.const 400)) (i32.load (i32.const 404)))
+                          (i32.and (i32.load (i32.const 408)) (i32.load (i32.const 412)))) (i32.const -1))))"""
+    fs = make_fs(store)
+    spec = guest(add_guest(store, source), "_start")
+    receipt = run(make_session(fs), spec, store=store, fs=fs, home=home, isolation=isolation, deterministic=True)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("ok", 0), receipt
