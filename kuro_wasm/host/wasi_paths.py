@@ -168,6 +168,8 @@ def _path_open(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     span(mem, out, 4)
     create, want_dir = bool(oflags & wasi.OFLAG_CREAT), bool(oflags & wasi.OFLAG_DIRECTORY)
     exclusive, truncate = bool(oflags & wasi.OFLAG_EXCL), bool(oflags & wasi.OFLAG_TRUNC)
+    if want_dir and (create or exclusive or truncate):
+        return INVAL  # no directory is made, emptied or required new by path_open (Linux and wasmtime: EINVAL)
     found = ov.stat_path(path, at)
     is_dir = not isinstance(found, OvErrno) and found.kind == "dir"
     if isinstance(found, OvErrno) and not create:
