@@ -418,6 +418,7 @@ static void deny(void) {
     __wasi_errno_t e;
     uint8_t buf[64];
     __wasi_size_t n;
+    say("set /'s mtim", __wasi_fd_filestat_set_times(3, 0, 5, __WASI_FSTFLAGS_MTIM));
     e = __wasi_fd_readdir(3, buf, sizeof buf, 0, &n);
     value("fd_readdir of / (bytes)", e, n);
     __wasi_filestat_t fst;
@@ -457,6 +458,13 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "deny") == 0) {
         deny();
         return 0;
+    }
+    if (strcmp(mode, "common") == 0) {  /* first: nothing has looked at the preopen's tree yet */
+        say("set /'s times", __wasi_fd_filestat_set_times(3, 5000000000ull, 7000000000ull,
+                                                          __WASI_FSTFLAGS_ATIM | __WASI_FSTFLAGS_MTIM));
+        __wasi_filestat_t top;
+        __wasi_errno_t got = __wasi_fd_filestat_get(3, &top);
+        value("/'s mtim", got, top.mtim);
     }
     __wasi_errno_t e = __wasi_path_create_directory(3, SCRATCH);
     __wasi_fd_t opened = (__wasi_fd_t)-1;
