@@ -131,3 +131,62 @@ def test_a_deterministic_sleep_past_the_end_of_time_leaves_the_clocks_at_their_l
     spec = guest(add_guest(store, source), "_start")
     receipt = run(make_session(fs), spec, store=store, fs=fs, home=home, isolation=isolation, deterministic=True)
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("ok", 0), receipt
+
+
+# ---- iovec arrays longer than IOV_MAX
+
+
+_IO_SIGS = {
+    "path_open": "(param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)",
+    "fd_pread": "(param i32 i32 i32 i64 i32) (result i32)",
+    "fd_pwrite": "(param i32 i32 i32 i64 i32) (result i32)",
+}
+_OPEN_F = (
+    "(drop (call $path_open (i32.const 3) (i32.const 0) (i32.const 100) (i32.const 1) (i32.const 1)"
+    " (i64.const 0x1fffffff) (i64.const 0x1fffffff) (i32.const 0) (i32.const 96)))"
+)
+
+
+@pytest.mark.parametrize("isolation", MODES)
+@pytest.mark.parametrize(
+    "call",
+    [
+        "(call $fd_write (i32.const 1) (i32.const 4096) (local.get $n) (i32.const 2100))",
+        "(call $fd_write (local.get $f) (i32.const 4096) (local.get $n) (i32.const 2100))",
+        "(call $fd_pwrite (local.get $f) (i32.const 4096) (local.get $n) (i64.const 0) (i32.const 2100))",
+        "(call $fd_read (i32.const 0) (i32.const 4096) (local.get $n) (i32.const 2100))",
+        "(call $fd_pread (local.get $f) (i32.const 4096) (local.get $n) (i64.const 0) (i32.const 2100))",
+    ],
+    ids=["fd_write-stdout", "fd_write-file", "fd_pwrite", "fd_read-stdin", "fd_pread"],
+)
+def test_more_iovecs_than_iov_max_is_einval_and_moves_nothing(
+    store: MemoryBlockStore, home: Path, call: str, isolation: str
+) -> None:
+    """POSIX's readv/writev refuse more than IOV_MAX (1024 in wasi-libc's limits.h) buffers with EINVAL: so does
+    kuro, before it reads the array — a guest whose memory is all iovecs (2**29 of them in 4 GiB, each a host
+    object) cannot make the host build them all. 1024 iovecs of one byte each still move 1024 bytes; 1025 move
+    none. The exit code is the first call's count, times 1000, plus the second call's errno."""
+    more = "".join(f'(import "wasi_snapshot_preview1" "{n}" (func ${n} {sig}))' for n, sig in _IO_SIGS.items())
+    imports = _IMPORTS + more
+    source = f"""(module {imports} (memory (export "memory") 1) (data (i32.const 100) "f")
+      (func (export "_start") (result i32) (local $f i32) (local $n i32) (local $i i32) (local $e i32) (local $c i32)
+        (loop $fill  ;; 1025 iovecs at 4096, each one byte at 20000 + i
+          (i32.store (i32.add (i32.const 4096) (i32.mul (local.get $i) (i32.const 8)))
+                     (i32.add (i32.const 20000) (local.get $i)))
+          (i32.store (i32.add (i32.const 4100) (i32.mul (local.get $i) (i32.const 8))) (i32.const 1))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br_if $fill (i32.lt_u (local.get $i) (i32.const 1025))))
+        (memory.fill (i32.const 20000) (i32.const 120) (i32.const 1025))
+        {_OPEN_F} (local.set $f (i32.load (i32.const 96)))
+        (drop (call $fd_write (local.get $f) (i32.const 4096) (i32.const 1024) (i32.const 2100)))  ;; 1024 bytes
+        (local.set $n (i32.const 1024))
+        (local.set $e {call})
+        (local.set $c (i32.load (i32.const 2100)))
+        (i32.store (i32.const 2100) (i32.const 7))
+        (local.set $n (i32.const 1025))
+        (local.set $e {call})
+        (if (i32.ne (i32.load (i32.const 2100)) (i32.const 7)) (then (return (i32.const 99))))
+        (i32.add (i32.mul (local.get $c) (i32.const 1000)) (local.get $e))))"""
+    receipt = _run(store, home, source, isolation, stdin=b"y" * 2000)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", 1024 * 1000 + 28), receipt
+    assert receipt["kuro/stdout"] in (b"", b"x" * 1024)
