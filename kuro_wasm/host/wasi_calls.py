@@ -64,7 +64,7 @@ from kuro_wasm.host.wasi_fds import FD_HANDLERS
 from kuro_wasm.host.wasi_guest import BADF, INVAL, NOTSUP, OK, deny, state
 from kuro_wasm.host.wasi_io import IO_HANDLERS
 from kuro_wasm.host.wasi_paths import PATH_HANDLERS
-from kuro_wasm.host.wasi_state import FILE, STDIN, WasiState
+from kuro_wasm.host.wasi_state import FILE, MAX_FDS, STDIN, WasiState
 from kuro_wasm.model import wasi
 from kuro_wasm.model.wasi import Errno, Rights
 
@@ -171,9 +171,12 @@ def _poll_oneoff(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     if nsubs == 0:
         return INVAL
     mem = guest_memory(run, caller, cctx)
-    raw = load_array(mem, subs_ptr, nsubs, wasi.SUBSCRIPTION.size)
+    span_array(mem, subs_ptr, nsubs, wasi.SUBSCRIPTION.size)
     span_array(mem, events_ptr, nsubs, wasi.EVENT.size)
     span(mem, out, 4)
+    if nsubs > MAX_SUBSCRIPTIONS:
+        return INVAL  # as POSIX poll answers more descriptors than a process may open; nothing read
+    raw = load_array(mem, subs_ptr, nsubs, wasi.SUBSCRIPTION.size)
     subs = [wasi.SUBSCRIPTION.unpack_from(raw, i * wasi.SUBSCRIPTION.size) for i in range(nsubs)]
     timers: list[tuple[int, int]] = []  # (subscription index, ns to wait from now)
     for index, (_userdata, tag, u0, timeout, _precision, flags) in enumerate(subs):
@@ -214,6 +217,12 @@ def _poll_oneoff(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     store_bytes(mem, events_ptr, b"".join(wasi.EVENT.pack(*event) for event in events))
     pack(mem, out, _U32, len(events))
     return OK
+
+
+#: The most subscriptions one ``poll_oneoff`` may make: a read and a write of every descriptor a run may hold, and
+#: a timeout. Each becomes a host object: a guest whose memory is all subscriptions (89 million in 4 GiB) would
+#: otherwise make the host build them all.
+MAX_SUBSCRIPTIONS: Final = 2 * MAX_FDS + 1
 
 
 def _pollable(st: WasiState, fd: int, tag: int) -> bool:

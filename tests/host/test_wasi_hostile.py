@@ -190,3 +190,33 @@ def test_more_iovecs_than_iov_max_is_einval_and_moves_nothing(
     receipt = _run(store, home, source, isolation, stdin=b"y" * 2000)
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", 1024 * 1000 + 28), receipt
     assert receipt["kuro/stdout"] in (b"", b"x" * 1024)
+
+
+# ---- poll_oneoff subscriptions past what any poll needs
+
+
+@pytest.mark.parametrize("isolation", MODES)
+def test_more_subscriptions_than_any_poll_needs_is_einval_and_moves_nothing(
+    store: MemoryBlockStore, home: Path, isolation: str
+) -> None:
+    """One poll needs at most a read and a write subscription per open descriptor (16384 at most) and a timeout:
+    32769. More is EINVAL, as POSIX poll answers more descriptors than a process may open, before the array is
+    read — each subscription is a host object, and 4 GiB holds 89 million of them. 32769 due timers all fire; the
+    exit code is their event count times 100, plus the errno of 32770."""
+    most = 2 * 16384 + 1
+    source = f"""(module {_IMPORTS} (memory (export "memory") 64)
+      (func (export "_start") (result i32) (local $i i32) (local $e i32) (local $n i32)
+        (loop $fill  ;; subscription i at 65536 + 48 i: userdata i, a monotonic clock due now
+          (i64.store (i32.add (i32.const 65536) (i32.mul (local.get $i) (i32.const 48)))
+                     (i64.extend_i32_u (local.get $i)))
+          (i32.store (i32.add (i32.const 65552) (i32.mul (local.get $i) (i32.const 48))) (i32.const 1))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br_if $fill (i32.le_u (local.get $i) (i32.const {most}))))
+        (drop (call $poll_oneoff (i32.const 65536) (i32.const 2200000) (i32.const {most}) (i32.const 2100)))
+        (local.set $n (i32.load (i32.const 2100)))
+        (i32.store (i32.const 2100) (i32.const 7))
+        (local.set $e (call $poll_oneoff (i32.const 65536) (i32.const 2200000) (i32.const {most + 1}) (i32.const 2100)))
+        (if (i32.ne (i32.load (i32.const 2100)) (i32.const 7)) (then (return (i32.const 99))))
+        (i32.add (i32.mul (local.get $n) (i32.const 100)) (local.get $e))))"""
+    receipt = _run(store, home, source, isolation)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", most * 100 + 28), receipt
