@@ -10,6 +10,7 @@ under wasmtime's WASI; ``proc_exit`` there ends the run with its code.
 from __future__ import annotations
 
 import struct
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +221,35 @@ def test_more_subscriptions_than_any_poll_needs_is_einval_and_moves_nothing(
         (i32.add (i32.mul (local.get $n) (i32.const 100)) (local.get $e))))"""
     receipt = _run(store, home, source, isolation)
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", most * 100 + 28), receipt
+
+
+# ---- a path longer than any path
+
+
+def test_a_path_longer_than_4096_bytes_is_enametoolong_and_never_copied(store: MemoryBlockStore, home: Path) -> None:
+    """A path is at most 4096 bytes (ENAMETOOLONG past it, wherever it points): a 32 MiB one is refused by its
+    length, never copied out of guest memory and decoded (it could be all of a 4 GiB memory). Past the end of
+    memory it is still EFAULT. The exit code is both errnos, the first times 100."""
+    imports = _IMPORTS + f'(import "wasi_snapshot_preview1" "path_open" (func $path_open {_IO_SIGS["path_open"]}))'
+    size = 32 << 20
+
+    def open_call(length: int) -> str:
+        return (
+            f"(call $path_open (i32.const 3) (i32.const 0) (i32.const 65536) (i32.const {length}) (i32.const 0)"
+            " (i64.const 2) (i64.const 2) (i32.const 0) (i32.const 96))"
+        )
+
+    source = f"""(module {imports} (memory (export "memory") {size // 65536 + 1})
+      (func (export "_start") (result i32)
+        (memory.fill (i32.const 65536) (i32.const 97) (i32.const {size}))
+        (i32.add (i32.mul {open_call(size)} (i32.const 100)) {open_call(size + 1)})))"""
+    fs = make_fs(store)
+    spec = guest(add_guest(store, source), "_start")
+    tracemalloc.start()
+    try:
+        receipt = run(make_session(fs), spec, store=store, fs=fs, home=home)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", 37 * 100 + EFAULT), receipt
+    assert peak < 4 << 20, f"the host held {peak} bytes"
