@@ -85,6 +85,9 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         stop = buf + n
         if stop > run.memory_size and stop > memory_size(run, cctx):
             return FAULT
+        if n == 0:  # writing nothing to a pipe changes nothing (POSIX): no chunk, not even toward the chunk bound
+            _U32_INTO(_SPACE, base + out, 0)
+            return OK
         if n < _COPY_SMALL_N:
             data = _COPY_SMALL[n](_SPACE, base + buf)[0]
         elif n > _SMALL and not run.admit(n):
@@ -103,7 +106,11 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     if too_many is not None:
         return too_many
     if stream is not None:  # measured first: the iovecs may name one buffer many times over
-        if not run.admit(iovec_total(mem, iovs, count)) or not run.emit(stream, data := gather(mem, iovs, count)):
+        total = iovec_total(mem, iovs, count)
+        if total == 0:  # nothing written: no chunk (as the one-buffer path)
+            pack(mem, out, _U32, 0)
+            return OK
+        if not run.admit(total) or not run.emit(stream, data := gather(mem, iovs, count)):
             run.stop("output-capped")
             return None
         pack(mem, out, _U32, len(data))

@@ -253,3 +253,24 @@ def test_a_path_longer_than_4096_bytes_is_enametoolong_and_never_copied(store: M
         tracemalloc.stop()
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", 37 * 100 + EFAULT), receipt
     assert peak < 4 << 20, f"the host held {peak} bytes"
+
+
+# ---- writes of nothing
+
+
+@pytest.mark.parametrize("count", [1, 2], ids=["one-iovec", "two-iovecs"])
+def test_writing_nothing_to_stdout_adds_no_chunk_however_often(store: MemoryBlockStore, home: Path, count: int) -> None:
+    """A write of 0 bytes to a pipe changes nothing (POSIX; wasmtime's WASI): 100001 of them — past the stream's
+    100000-chunk bound — leave the run ``ok`` with no chunk, not ``output-capped`` with nothing output."""
+    source = f"""(module {_IMPORTS} (memory (export "memory") 1)
+      (func (export "_start") (local $i i32)
+        (i32.store (i32.const 104) (i32.const 0)) (i32.store (i32.const 112) (i32.const 0))
+        (loop $again
+          (drop (call $fd_write (i32.const 1) (i32.const 100) (i32.const {count}) (i32.const 300)))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br_if $again (i32.lt_u (local.get $i) (i32.const 100001))))))"""
+    fs = make_fs(store)
+    chunks: list[object] = []
+    spec = guest(add_guest(store, source), "_start")
+    receipt = run(make_session(fs), spec, store=store, fs=fs, home=home, on_chunk=lambda _s, c: chunks.append(c))
+    assert (receipt["kuro/outcome"], receipt["kuro/stdout"], chunks) == ("ok", b"", []), receipt
