@@ -49,7 +49,7 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Final, TypeVar
 
@@ -119,7 +119,46 @@ def _put_run(
     return out
 
 
-def _join(pool: ThreadPoolExecutor) -> None:
+class _Pool(ThreadPoolExecutor):
+    """A thread pool that counts the tasks it is running, so that :func:`_join` can wait for each one.
+
+    The executor's own list of threads is not enough: ``submit`` starts a thread, then adds it to
+    that list, so a Ctrl-C landing while the thread starts leaves it running a task (its work item
+    was queued first) that ``shutdown(wait=True)`` does not wait for, and its put would outlive the
+    import's batch. Counted here, such a task is waited for; one that begins after :meth:`close`
+    does nothing.
+    """
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers)
+        self._tasks = threading.Condition()
+        self._running = 0
+        self._closed = False
+
+    def submit(self, fn: Callable[..., _R], /, *args: object, **kwargs: object) -> Future[_R]:
+        return super().submit(self._task, fn, *args, **kwargs)
+
+    def _task(self, fn: Callable[..., _R], /, *args: object, **kwargs: object) -> _R:
+        with self._tasks:
+            if self._closed:
+                raise _Stopped
+            self._running += 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            with self._tasks:
+                self._running -= 1
+                self._tasks.notify_all()
+
+    def close(self) -> None:
+        """Let no task begin from now on, and wait for every task that has begun."""
+        with self._tasks:
+            self._closed = True
+            while self._running:
+                self._tasks.wait()
+
+
+def _join(pool: _Pool) -> None:
     """Wait for every task of ``pool`` (cancelling those not started), even through further Ctrl-Cs.
 
     A put that outlived its import's batch would be an ordinary put, and a failed import's
@@ -129,6 +168,7 @@ def _join(pool: ThreadPoolExecutor) -> None:
     while True:
         try:
             pool.shutdown(wait=True, cancel_futures=True)
+            pool.close()
             break
         except KeyboardInterrupt:
             interrupted = True
@@ -237,7 +277,7 @@ def _threads(workers: int) -> Iterator[tuple[ThreadPoolExecutor | None, threadin
     if workers <= 1:
         yield None, abandoned
         return
-    pool = ThreadPoolExecutor(workers)
+    pool = _Pool(workers)
     try:
         yield pool, abandoned
     finally:

@@ -449,3 +449,52 @@ def test_a_tree_nested_deeper_than_the_recursion_limit_imports(tmp_path: Path) -
         for level in reversed(levels):
             if level.exists():
                 level.rmdir()
+
+
+class _SlowSixth(FileBlockStore):
+    """The put of ``b"file 6"`` (the second thread's first) lasts until the import waits for its threads, and
+    half a second more: an import that does not wait for it returns before it ends."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.ended = threading.Event()
+
+    def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+        if bytes(data) != b"file 6":
+            return super().put(data, codec, cid=cid)
+        for _ in range(500):
+            if _main_thread_in("_join"):
+                break
+            time.sleep(0.01)
+        time.sleep(0.5)
+        try:
+            return super().put(data, codec, cid=cid)
+        finally:
+            self.ended.set()
+
+
+def test_a_ctrl_c_while_a_thread_starts_still_waits_for_that_threads_put(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ThreadPoolExecutor adds a thread to the threads it joins only after its start returns; a Ctrl-C landing
+    # in that start left the thread's run (already queued) going, and its put outlived the import's batch.
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(12):
+        (tree / f"f{i:02d}").write_bytes(b"file %d" % i)
+    store = _SlowSixth(tmp_path / "store")
+    real_start = threading.Thread.start
+    starts: list[str] = []
+
+    def start(thread: threading.Thread) -> None:
+        real_start(thread)
+        if thread.name.startswith("ThreadPoolExecutor") and threading.current_thread() is threading.main_thread():
+            starts.append(thread.name)
+            if len(starts) == 2:
+                raise KeyboardInterrupt  # as a Ctrl-C while the second thread starts
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(KeyboardInterrupt):
+        import_path(store, tree, workers=2)
+    assert store.ended.is_set()  # the import waited for the put in flight on the second thread
+    assert store.stats()["blocks"] == 0
