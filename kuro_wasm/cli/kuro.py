@@ -51,7 +51,6 @@ import argparse
 import os
 import sys
 import textwrap
-import traceback
 from collections.abc import Sequence
 from typing import Any, Final, NoReturn, TextIO, cast
 
@@ -358,6 +357,8 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
             shown, source = exc.exc, exc.source
         line, code = error_line(shown, source=source)
         if os.environ.get("KURO_DEBUG"):
+            import traceback
+
             traceback.print_exception(shown, file=err)
         err.write(f"kuro: error: {line}\n")
         err.flush()

@@ -57,7 +57,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import wasmtime
-import wasmtime.component
 from blake3 import blake3
 
 from kuro_fs.atomic import write_atomic
@@ -88,14 +87,23 @@ MODULE: Final = Artifact(
     wasmtime.Module.deserialize,
     wasmtime.Module.deserialize_file,
 )
+
+
+def _component() -> Any:
+    # wasmtime.component (~5 ms to import) loads with the first component, not with every run of a core module
+    from wasmtime.component import Component
+
+    return Component
+
+
 #: Component-model binaries.
 COMPONENT: Final = Artifact(
     "component",
     is_component,
-    wasmtime.component.Component,
+    lambda engine, data: _component()(engine, data),
     lambda c: bytes(c.serialize()),
-    wasmtime.component.Component.deserialize,
-    wasmtime.component.Component.deserialize_file,
+    lambda engine, data: _component().deserialize(engine, data),
+    lambda engine, path: _component().deserialize_file(engine, path),
 )
 #: Every artifact kind, in the order a disk lookup tries them.
 ARTIFACTS: Final = (MODULE, COMPONENT)
