@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import textwrap
 from collections.abc import Sequence
 from typing import Any, Final, NoReturn, TextIO, cast
 
@@ -237,6 +236,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
     if only is not None:
         return parser
+    import textwrap  # (with its regexes, ~2 ms: only the whole tree's help needs it)
+
     parser.epilog = "every command (`kuro COMMAND --help` for its options):\n" + "\n".join(
         f"  {usage:<32} " + "\n".ljust(36).join(textwrap.wrap(text, 78 - 35)) for usage, text in command_list(parser)
     )
