@@ -48,7 +48,6 @@ import hmac
 import mmap
 import os
 import secrets
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -178,6 +177,8 @@ class ModuleCache:
                 return key
         except FileNotFoundError:
             pass
+        import tempfile  # once per home: a run that finds its key loads no tempfile
+
         key = secrets.token_bytes(32)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".key-")
         try:
