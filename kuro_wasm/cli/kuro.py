@@ -33,7 +33,10 @@ is stored as a dag-cbor block, so ``kuro receipt show CID`` finds it later.
 ## Effects
 Reads argv, files and stdin; writes stdout/stderr and the home. The host, the
 ledger and wasmtime are imported by the commands that use them, so ``--help``
-and the fs commands start without loading a wasm engine or SQLite.
+and the fs commands start without loading a wasm engine or SQLite; and
+``kuro COMMAND …`` builds (and imports) that command's parser alone
+(:func:`build_parser` with ``only``), the whole tree only for ``kuro --help``
+and an unknown command.
 
 ## Not done here
 Each command group is its own module: ``kuro run`` in :mod:`kuro_wasm.cli.run`,
