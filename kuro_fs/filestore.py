@@ -86,10 +86,9 @@ import os
 import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from kuro_fs.atomic import fsync_dir, write_atomic
 from kuro_fs.blocks import (
@@ -106,6 +105,9 @@ from kuro_fs.cid import ParsedCID, cid_for, matches, parse
 from kuro_fs.errors import BlockStoreError, CorruptBlock, MissingBlock
 from kuro_fs.filebatch import BLOCK_NAME, SHARD_NAME, FileBatch, os_failure, shard_of
 from kuro_fs.home import blocks_dir
+
+if TYPE_CHECKING:  # concurrent.futures (and logging under it) loads with the first parallel read
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["PARALLEL_READ_BYTES", "READ_HELPERS", "FileBlockStore", "ReadRequest", "default_store", "shard_of"]
 
@@ -127,6 +129,8 @@ def _read_pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             _POOL = ThreadPoolExecutor(max(READ_HELPERS, 1), thread_name_prefix="kuro-fs-read")
         return _POOL
 

@@ -33,7 +33,10 @@ is stored as a dag-cbor block, so ``kuro receipt show CID`` finds it later.
 ## Effects
 Reads argv, files and stdin; writes stdout/stderr and the home. The host, the
 ledger and wasmtime are imported by the commands that use them, so ``--help``
-and the fs commands start without loading a wasm engine or SQLite.
+and the fs commands start without loading a wasm engine or SQLite; and
+``kuro COMMAND …`` builds (and imports) that command's parser alone
+(:func:`build_parser` with ``only``), the whole tree only for ``kuro --help``
+and an unknown command.
 
 ## Not done here
 Each command group is its own module: ``kuro run`` in :mod:`kuro_wasm.cli.run`,
@@ -50,8 +53,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import textwrap
-import traceback
 from collections.abc import Sequence
 from typing import Any, Final, NoReturn, TextIO, cast
 
@@ -98,16 +99,20 @@ def _add_gateway(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command tree; every command and option has help text (a test checks)."""
-    from kuro_wasm.cli import batch as cli_batch
-    from kuro_wasm.cli import demo as cli_demo
-    from kuro_wasm.cli import fixtures as cli_fixtures
-    from kuro_wasm.cli import fs as cli_fs
-    from kuro_wasm.cli import gateway as cli_gateway
-    from kuro_wasm.cli import guest as cli_guest
-    from kuro_wasm.cli import receipt as cli_receipt
-    from kuro_wasm.cli import run as cli_run
+#: The commands, in the order ``kuro --help`` lists them.
+COMMANDS: Final = ("demo", "guest", "run", "batch", "fs", "car", "cid", "receipt", "gateway", "fixtures", "ledger")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command tree; every command and option has help text (a test checks).
+
+    With ``only`` (one of :data:`COMMANDS`), the tree holds that command alone: all that parsing
+    ``kuro ONLY …`` reads (argparse consults only the chosen command's parser), without importing
+    or building the other command groups — ``kuro run`` starts that much sooner.
+    """
+
+    def want(name: str) -> bool:
+        return only is None or only == name
 
     parser = _Parser(
         prog="kuro",
@@ -135,67 +140,107 @@ def build_parser() -> argparse.ArgumentParser:
         group.required = True
         return group
 
-    demo = leaf(
-        sub,
-        "demo",
-        "add the bundled guests, write a small fs tree, run them and show each receipt",
-        cli_demo.demo_command,
-    )
-    demo.add_argument(
-        "--json",
-        action="store_true",
-        help="print only the receipts on stdout, one JSON object per line (the rest: stderr)",
-    )
+    if want("demo"):
+        from kuro_wasm.cli import demo as cli_demo
 
-    guest = branch("guest", "manage guest modules in the block store")
-    add = leaf(
-        guest, "add", "add .wat or .wasm guests (WAT compiled on the way in); prints CID and file", cli_guest.guest_add
-    )
-    add.add_argument("files", nargs="+", metavar="FILE", help="a .wat or .wasm file")
-
-    cli_run.add_run_parser(leaf(sub, "run", "run a guest export by CID and print its receipt", cli_run.run))
-    cli_batch.add_batch_parser(
-        leaf(
+        demo = leaf(
             sub,
-            "batch",
-            "run a JSON-lines file of guest invocations over a cluster, each at most once",
-            cli_batch.batch,
+            "demo",
+            "add the bundled guests, write a small fs tree, run them and show each receipt",
+            cli_demo.demo_command,
         )
-    )
-    cli_fs.add_fs_parsers(branch("fs", "a named kuro.fs root kept in the home (default name: main)"), leaf)
-    cli_fs.add_car_parsers(branch("car", "CARv1 export and import"), leaf)
+        demo.add_argument(
+            "--json",
+            action="store_true",
+            help="print only the receipts on stdout, one JSON object per line (the rest: stderr)",
+        )
+    if want("guest"):
+        from kuro_wasm.cli import guest as cli_guest
 
-    cid = leaf(sub, "cid", "print the CID of files as `kuro fs put` (and IPFS) would name them", cli_fs.cid_files)
-    cid.add_argument("files", nargs="+", metavar="FILE", help="a file or directory")
-    cid.add_argument("--raw", action="store_true", help="the raw-codec CID of the whole bytes (one block)")
+        guest = branch("guest", "manage guest modules in the block store")
+        add = leaf(
+            guest,
+            "add",
+            "add .wat or .wasm guests (WAT compiled on the way in); prints CID and file",
+            cli_guest.guest_add,
+        )
+        add.add_argument("files", nargs="+", metavar="FILE", help="a .wat or .wasm file")
+    if want("run"):
+        from kuro_wasm.cli import run as cli_run
 
-    receipt = branch("receipt", "stored receipts")
-    show = leaf(receipt, "show", "show a receipt by its CID or by the --op-id it ran under", cli_receipt.receipt_show)
-    show.add_argument("ref", metavar="CID|OP_ID", help="a receipt CID, or an operation id from `kuro run --op-id`")
-    show.add_argument("--json", action="store_true", help="the full receipt as JSON")
-    show.add_argument(
-        "--html", metavar="FILE", help="also write the guest's stdout, rendered, as an HTML <pre> fragment to FILE"
-    )
-    show.add_argument(
-        "--color",
-        choices=("auto", "always", "never"),
-        default="auto",
-        help="colour the guest's output (default: auto, when stdout is a terminal)",
-    )
+        cli_run.add_run_parser(leaf(sub, "run", "run a guest export by CID and print its receipt", cli_run.run))
+    if want("batch"):
+        from kuro_wasm.cli import batch as cli_batch
 
-    cli_gateway.add_gateway_parsers(branch("gateway", "an IPFS trustless gateway over the home, and custody"), leaf)
-    fixtures = branch("fixtures", "portable guest fixture cases (guests/fixtures/schema.json)")
-    cli_fixtures.add_fixtures_parsers(fixtures, leaf)
+        cli_batch.add_batch_parser(
+            leaf(
+                sub,
+                "batch",
+                "run a JSON-lines file of guest invocations over a cluster, each at most once",
+                cli_batch.batch,
+            )
+        )
+    if want("fs") or want("car") or want("cid"):
+        from kuro_wasm.cli import fs as cli_fs
 
-    ledger = branch("ledger", "the durable ledger of operations run with --op-id")
-    lst = leaf(ledger, "list", "list the operations in the ledger", cli_receipt.ledger_list)
-    lst.add_argument("--json", action="store_true", help="one JSON object per line")
-    lst.add_argument("--limit", metavar="N", type=_page_size, default=100, help="at most N operations (default 100)")
-    lst.add_argument(
-        "--after",
-        metavar="CURSOR",
-        help="start after this row (the cursor `kuro ledger list` prints when there is more)",
-    )
+        if want("fs"):
+            cli_fs.add_fs_parsers(branch("fs", "a named kuro.fs root kept in the home (default name: main)"), leaf)
+        if want("car"):
+            cli_fs.add_car_parsers(branch("car", "CARv1 export and import"), leaf)
+        if want("cid"):
+            cid = leaf(
+                sub, "cid", "print the CID of files as `kuro fs put` (and IPFS) would name them", cli_fs.cid_files
+            )
+            cid.add_argument("files", nargs="+", metavar="FILE", help="a file or directory")
+            cid.add_argument("--raw", action="store_true", help="the raw-codec CID of the whole bytes (one block)")
+    if want("receipt") or want("ledger"):
+        from kuro_wasm.cli import receipt as cli_receipt
+
+        if want("receipt"):
+            receipt = branch("receipt", "stored receipts")
+            show = leaf(
+                receipt, "show", "show a receipt by its CID or by the --op-id it ran under", cli_receipt.receipt_show
+            )
+            show.add_argument(
+                "ref", metavar="CID|OP_ID", help="a receipt CID, or an operation id from `kuro run --op-id`"
+            )
+            show.add_argument("--json", action="store_true", help="the full receipt as JSON")
+            show.add_argument(
+                "--html",
+                metavar="FILE",
+                help="also write the guest's stdout, rendered, as an HTML <pre> fragment to FILE",
+            )
+            show.add_argument(
+                "--color",
+                choices=("auto", "always", "never"),
+                default="auto",
+                help="colour the guest's output (default: auto, when stdout is a terminal)",
+            )
+    if want("gateway"):
+        from kuro_wasm.cli import gateway as cli_gateway
+
+        cli_gateway.add_gateway_parsers(branch("gateway", "an IPFS trustless gateway over the home, and custody"), leaf)
+    if want("fixtures"):
+        from kuro_wasm.cli import fixtures as cli_fixtures
+
+        fixtures = branch("fixtures", "portable guest fixture cases (guests/fixtures/schema.json)")
+        cli_fixtures.add_fixtures_parsers(fixtures, leaf)
+    if want("ledger"):
+        ledger = branch("ledger", "the durable ledger of operations run with --op-id")
+        lst = leaf(ledger, "list", "list the operations in the ledger", cli_receipt.ledger_list)
+        lst.add_argument("--json", action="store_true", help="one JSON object per line")
+        lst.add_argument(
+            "--limit", metavar="N", type=_page_size, default=100, help="at most N operations (default 100)"
+        )
+        lst.add_argument(
+            "--after",
+            metavar="CURSOR",
+            help="start after this row (the cursor `kuro ledger list` prints when there is more)",
+        )
+    if only is not None:
+        return parser
+    import textwrap  # (with its regexes, ~2 ms: only the whole tree's help needs it)
+
     parser.epilog = "every command (`kuro COMMAND --help` for its options):\n" + "\n".join(
         f"  {usage:<32} " + "\n".ljust(36).join(textwrap.wrap(text, 78 - 35)) for usage, text in command_list(parser)
     )
@@ -244,21 +289,23 @@ _GLOBAL_OPTIONS: Final = frozenset({"-h", "--help", "--home", "--gateway"})
 _WITH_VALUE: Final = frozenset({"--home", "--gateway"})
 
 
-def _unknown_global_option(tokens: Sequence[str]) -> str | None:
-    """The first option before the command that ``kuro`` itself does not know (argparse would only say
-    that COMMAND is missing)."""
-    skip = False
+def _before_command(tokens: Sequence[str]) -> tuple[str | None, str | None]:
+    """(the first option before the command that ``kuro`` itself does not know — argparse would only
+    say that COMMAND is missing —, the command token when no ``--help`` precedes it); None for each
+    that is not there."""
+    skip, helped = False, False
     for token in tokens:
         if skip:
             skip = False
             continue
         if not token.startswith("-") or token == "-":
-            return None
+            return None, None if helped else token
         name = token.split("=", 1)[0]
         if name not in _GLOBAL_OPTIONS:
-            return token
+            return token, None
+        helped = helped or name in ("-h", "--help")
         skip = name in _WITH_VALUE and "=" not in token
-    return None
+    return None, None
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -276,11 +323,12 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
 
 def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     tokens = list(sys.argv[1:] if argv is None else argv)
-    unknown = _unknown_global_option(tokens)
+    unknown, command = _before_command(tokens)
     if unknown is not None:
         err.write(f"kuro: error: unrecognized option {unknown!r} (see `kuro --help`)\n")
         return EXIT_BAD_INPUT
-    parser = build_parser()
+    # `kuro run …` builds (and imports) the run command alone; `--help` or an unknown command: the whole tree
+    parser = build_parser(command if command in COMMANDS else None)
     try:
         args, extras = parser.parse_known_args(tokens)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
@@ -313,6 +361,8 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
             shown, source = exc.exc, exc.source
         line, code = error_line(shown, source=source)
         if os.environ.get("KURO_DEBUG"):
+            import traceback
+
             traceback.print_exception(shown, file=err)
         err.write(f"kuro: error: {line}\n")
         err.flush()

@@ -27,6 +27,7 @@ environment.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -64,4 +65,11 @@ def main() -> NoReturn:
 
     for signum in SIGNALS:
         signal.signal(signum, _raise)
-    sys.exit(kuro_main())
+    status = kuro_main()
+    # The command is over: what it stored is durable and its files are closed (kuro keeps no state in
+    # finalizers). Frozen, the objects it loaded are not walked again by the collections the interpreter
+    # makes on its way out (three full walks of every module's objects, only to free memory the OS takes
+    # back: ~30-60 ms of a ~150 ms `kuro run` on a 2-core machine). Atexit handlers (the worker pool's),
+    # the flush of stdout and stderr and the freeing of everything not in a cycle still happen.
+    gc.freeze()
+    sys.exit(status)

@@ -48,7 +48,6 @@ import hmac
 import mmap
 import os
 import secrets
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -57,7 +56,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import wasmtime
-import wasmtime.component
 from blake3 import blake3
 
 from kuro_fs.atomic import write_atomic
@@ -88,14 +86,23 @@ MODULE: Final = Artifact(
     wasmtime.Module.deserialize,
     wasmtime.Module.deserialize_file,
 )
+
+
+def _component() -> Any:
+    # wasmtime.component (~5 ms to import) loads with the first component, not with every run of a core module
+    from wasmtime.component import Component
+
+    return Component
+
+
 #: Component-model binaries.
 COMPONENT: Final = Artifact(
     "component",
     is_component,
-    wasmtime.component.Component,
+    lambda engine, data: _component()(engine, data),
     lambda c: bytes(c.serialize()),
-    wasmtime.component.Component.deserialize,
-    wasmtime.component.Component.deserialize_file,
+    lambda engine, data: _component().deserialize(engine, data),
+    lambda engine, path: _component().deserialize_file(engine, path),
 )
 #: Every artifact kind, in the order a disk lookup tries them.
 ARTIFACTS: Final = (MODULE, COMPONENT)
@@ -170,6 +177,8 @@ class ModuleCache:
                 return key
         except FileNotFoundError:
             pass
+        import tempfile  # once per home: a run that finds its key loads no tempfile
+
         key = secrets.token_bytes(32)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".key-")
         try:

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import wasmtime
-import wasmtime.component
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import cid_for, matches
@@ -46,7 +45,6 @@ from kuro_fs.fileread import read_bytes
 from kuro_fs.unixfs import MissingBlock, file_root_info, write_file
 from kuro_wasm.errors import LoadError
 from kuro_wasm.host.cache import ModuleCache, cache_for
-from kuro_wasm.host.component_types import component_shape
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
 from kuro_wasm.host.kind import Entry, GuestKind
 from kuro_wasm.host.kinds import classify
@@ -184,6 +182,8 @@ def _describe_with(engine: wasmtime.Engine) -> Any:
     def describe(data: bytes, compiled: Any) -> bytes:
         try:
             if is_component(data):
+                from kuro_wasm.host.component_types import component_shape
+
                 return component_shape(engine, compiled).to_bytes()
             return read_shape(data).to_bytes()
         except (ShapeError, ValueError) as exc:
@@ -205,8 +205,12 @@ def check_imports(wasm: bytes) -> str | None:
     a component that does not compile.
     """
     if is_component(wasm):
+        from wasmtime.component import Component
+
+        from kuro_wasm.host.component_types import component_shape
+
         engine = engine_for(EngineConfig())
-        kind = classify(component_shape(engine, wasmtime.component.Component(engine, wasm)))
+        kind = classify(component_shape(engine, Component(engine, wasm)))
         return kind if isinstance(kind, str) else None
     kind = classify(read_shape(wasm))
     return kind if isinstance(kind, str) else None
@@ -424,8 +428,10 @@ def add_guest(store: BlockStore, wasm_or_wat: bytes | str) -> str:
         engine, key = engine_for(EngineConfig()), engine_key(EngineConfig())
         cid = write_file(_cid_only, data).cid
         if not ModuleCache.holds(cid, key):  # compiled in this process already: valid
+            from wasmtime.component import Component
+
             try:
-                compiled = wasmtime.component.Component(engine, data)
+                compiled = Component(engine, data)
                 meta = _describe_with(engine)(data, compiled)
             except wasmtime.WasmtimeError as exc:
                 raise LoadError(f"not a valid component: {_first_line(exc)}") from exc

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from cli_helpers import ROOT, Kuro
 
+from kuro_wasm.cli.kuro import COMMANDS as TOP_COMMANDS
 from kuro_wasm.cli.kuro import build_parser, main
 
 
@@ -37,6 +38,22 @@ def test_the_issue_commands_all_exist() -> None:
 @pytest.mark.parametrize(("path", "help_text"), COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])
 def test_every_command_has_help_text(path: tuple[str, ...], help_text: str) -> None:
     assert len(help_text.strip()) > 10, path
+
+
+def test_the_top_level_command_list_is_the_tree() -> None:
+    assert list(TOP_COMMANDS) == [path[0] for path, _ in _commands(build_parser()) if len(path) == 1]
+
+
+@pytest.mark.parametrize("command", TOP_COMMANDS)
+def test_a_one_command_tree_is_that_command_as_in_the_whole_tree(command: str) -> None:
+    """``kuro COMMAND …`` builds only its own command; its help, usage and options are the whole tree's."""
+
+    def shown(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
+        return [(leaf.prog, leaf.format_help()) for leaf in _leaf_parsers(parser) if leaf.prog.split()[1] == command]
+
+    alone = build_parser(command)
+    assert [path for path, _ in _commands(alone) if len(path) == 1] == [(command,)]
+    assert shown(alone) == shown(build_parser())
 
 
 def _leaf_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:

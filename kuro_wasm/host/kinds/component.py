@@ -56,15 +56,13 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import wasmtime
-import wasmtime.component as wc
 from wasmtime import _ffi as ffi
 
 from kuro_wasm.host import wasi_p2
 from kuro_wasm.host.calls import run_of
-from kuro_wasm.host.component_types import imported_funcs
 from kuro_wasm.host.component_values import Budget, ValueTooLarge, delete, fits, read, write
 from kuro_wasm.host.context import RunContext, Stopped
 from kuro_wasm.host.engine import CallOutcome, TrapInfo
@@ -73,6 +71,9 @@ from kuro_wasm.host.kuro_world import CAPABILITIES, HOST_FUNCTIONS, SIGNATURES, 
 from kuro_wasm.model import wit
 from kuro_wasm.model.wasm_shape import FuncSig, WasmShape
 from kuro_wasm.model.wit import WitType
+
+if TYPE_CHECKING:  # wasmtime.component (~5 ms) loads with the first component linked, not with the kind table
+    import wasmtime.component as wc
 
 __all__ = ["CAPABILITIES", "HOST_FUNCTIONS", "KIND", "WORLD_PACKAGE", "ComponentKind", "error_name", "trap_code_of"]
 
@@ -174,6 +175,8 @@ def _mistyped(engine: wasmtime.Engine, compiled: Any, wasi: frozenset[str]) -> s
     parameters and its result — before anything runs: a host function must not act (write a file) and only
     then find it cannot answer in the type the guest declared.
     """
+    from kuro_wasm.host.component_types import imported_funcs
+
     signatures = _signatures(wasi)
     instances = frozenset(HOST_FUNCTIONS) | wasi
     try:
@@ -299,6 +302,8 @@ class ComponentKind:
         with self._lock:
             linker = self._linkers.get(id(engine))
             if linker is None:
+                import wasmtime.component as wc
+
                 linker = wc.Linker(engine)
                 _define(linker)
                 self._linkers[id(engine)] = linker
@@ -329,6 +334,8 @@ class ComponentKind:
             raise wasmtime.WasmtimeError(mistyped)
         if not wasi:
             return (self.linker(engine), compiled, False)
+        import wasmtime.component as wc
+
         linker = wc.Linker(engine)
         _define(linker, wasi)
         _check(ffi.wasmtime_component_linker_define_unknown_imports_as_traps(linker.ptr(), compiled.ptr()))

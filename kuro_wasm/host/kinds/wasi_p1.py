@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import wasmtime
 
@@ -47,10 +47,11 @@ from kuro_wasm.host.calls import define, run_of
 from kuro_wasm.host.context import RunContext, Stopped
 from kuro_wasm.host.engine import CallOutcome
 from kuro_wasm.host.kind import CoreModuleKind, Entry
-from kuro_wasm.host.wasi_calls import HANDLERS
-from kuro_wasm.host.wasi_state import WasiState, initial_fds
 from kuro_wasm.model import wasi
 from kuro_wasm.model.wasm_shape import WasmShape
+
+if TYPE_CHECKING:  # the WASI implementation (the overlay, ~5 ms to import) loads with the first WASI guest
+    from kuro_wasm.host.wasi_state import WasiState
 
 __all__ = ["KIND", "WasiPreview1"]
 
@@ -64,6 +65,8 @@ class WasiPreview1(CoreModuleKind):
     import_modules = frozenset({wasi.MODULE})
 
     def define_functions(self, linker: wasmtime.Linker) -> None:
+        from kuro_wasm.host.wasi_calls import HANDLERS
+
         for spec in wasi.FUNCTIONS.values():
             define(linker, wasi.MODULE, spec.name, spec.params, spec.results, HANDLERS[spec.name], fault=_FAULT)
 
@@ -112,6 +115,8 @@ class WasiPreview1(CoreModuleKind):
         return instance, failed
 
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
+        from kuro_wasm.host.wasi_state import WasiState
+
         st = run.kind_state.get("wasi")
         if not isinstance(st, WasiState):  # instantiated outside a registered run (a test's or bench's own store)
             st = run.kind_state["wasi"] = _new_state(run)
@@ -143,6 +148,8 @@ class WasiPreview1(CoreModuleKind):
 
 def _new_state(run: RunContext) -> WasiState:
     """A WASI run's state from its spec: argv (``argv0``, then the spec's args), environment, fds, seed."""
+    from kuro_wasm.host.wasi_state import WasiState, initial_fds
+
     spec = run.command
     argv0: str = spec.get("kuro/argv0", spec.get("kuro/guest", ""))
     argv = tuple(str(a).encode("utf-8") for a in (argv0, *spec.get("kuro/args", ())))
