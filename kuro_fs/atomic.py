@@ -131,15 +131,18 @@ def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
 
 def write_atomic(
     path: str | os.PathLike[str],
-    data: bytes | bytearray | memoryview | Iterable[bytes],
+    data: bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview],
     *,
     mode: int = 0o644,
     durable_dir: bool = True,
+    sync: bool = True,
 ) -> int:
     """Write ``data`` (bytes, or an iterable of byte chunks) to ``path`` atomically; return bytes written.
 
     ``mode`` is the new file's permission bits (before the umask). With
-    ``durable_dir`` the containing directory is fsynced after the rename.
+    ``durable_dir`` the containing directory is fsynced after the rename. Without ``sync``
+    the file is not fsynced (nor the directory): a failure while writing still leaves ``path``
+    as it was, but a crash may not (a copy a person makes, like ``cp``, not a file kuro names).
     """
     target = Path(path)
     tmp = target.parent / f"{TMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
@@ -151,7 +154,8 @@ def write_atomic(
             for chunk in chunks:
                 _write_all(fd, chunk)
                 total += len(chunk)
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, target)
@@ -161,6 +165,6 @@ def write_atomic(
         except OSError:
             pass
         raise
-    if durable_dir:
+    if durable_dir and sync:
         fsync_dir(target.parent)
     return total

@@ -88,14 +88,14 @@ class Node:
 
     ``raws`` holds each element's canonical dag-cbor bytes (None for a child not stored yet).
     ``width`` is the bit width its stored ``map`` shows (0 for a node built here); ``placed``
-    records the (depth, hash prefix) positions this node was checked at.
+    records the (depth, hash prefix, bit width, bucket size) positions this node was checked at.
     """
 
     bitmap: int
     elems: tuple[Elem, ...]
     raws: tuple[bytes | None, ...]
     width: int = 0
-    placed: set[tuple[int, int]] = field(default_factory=set, repr=False)
+    placed: set[tuple[int, int, int, int]] = field(default_factory=set, repr=False)
 
     @property
     def pending(self) -> bool:
@@ -294,12 +294,14 @@ class Hamt:
         """Refuse ``node`` at ``depth`` under hash ``prefix`` unless every key there hashes to its slot.
 
         Also refused: a map of another width, a bucket over ``bucket_size``, an empty non-root node,
-        a node deeper than the hash. Checked once per position (memoised on the node).
+        a node deeper than the hash. Checked once per position in a map of this shape (memoised on
+        the node: a cached node may be linked from maps of other shapes, where it must be checked anew).
         Raises DagCborError.
         """
-        if (depth, prefix) in node.placed:
-            return
         w = self._w
+        where = (depth, prefix, w, self.shape.bucket_size)
+        if where in node.placed:
+            return
         if node.width not in (0, w):
             raise DagCborError(f"a HAMT node of bitWidth {node.width} in a map of bitWidth {w}")
         if depth >= self.shape.max_depth:
@@ -315,7 +317,7 @@ class Hamt:
                 for key, _ in elem:
                     if _hash(key) >> shift != want:
                         raise DagCborError(f"HAMT key {key!r} is in a slot its hash does not lead to")
-        node.placed.add((depth, prefix))
+        node.placed.add(where)
 
     def _child(self, elem: Elem, depth: int, prefix: int) -> Node:
         if isinstance(elem, Node):
@@ -502,7 +504,7 @@ class Hamt:
             block = encode_node(child, self.shape)
             digest = hashlib.sha256(block).digest()
             cid = cid_from_digest(digest, "dag-cbor")
-            child.placed.add((depth + 1, where))
+            child.placed.add((depth + 1, where, self._w, self.shape.bucket_size))
             out.append((cid, block, child))
             elems[pos] = cid
             raws[pos] = _LINK_HEAD + digest

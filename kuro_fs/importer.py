@@ -57,7 +57,7 @@ from kuro_fs.blocks import BlockStore, open_batch
 from kuro_fs.cid import cid_for, cid_from_digest
 from kuro_fs.errors import KuroFsError
 from kuro_fs.fsdir import Entry, write_dir
-from kuro_fs.paths import clean_path
+from kuro_fs.paths import MAX_NAME_BYTES, clean_path, escape_name, has_control
 from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, BalancedLayout, FileRoot
 
 __all__ = ["BATCH_BYTES", "file_cid", "import_bytes", "import_file", "import_path", "import_stream"]
@@ -335,7 +335,63 @@ def _import_regular_file(
 
 
 def _refuse(path: str | os.PathLike[str], why: str) -> KuroFsError:
-    return KuroFsError(f"cannot import {os.fspath(path)}: {why}")
+    # The path escaped (a local name may hold a terminal escape or a newline; bytes that are not
+    # UTF-8 show as \udcXX): the message is printed, and must not act on the terminal that shows it.
+    return KuroFsError(f"cannot import {escape_name(os.fspath(path))}: {why}")
+
+
+def _unholdable(name: str) -> str:
+    # Why clean_path refuses a local name as one entry.
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "the name cannot be a kuro.fs entry: it is not UTF-8"
+    if has_control(name):
+        return "the name cannot be a kuro.fs entry: it holds a control character"
+    if name.strip() == "":
+        return "the name cannot be a kuro.fs entry: it is whitespace only"
+    if size > MAX_NAME_BYTES:
+        return f"the name cannot be a kuro.fs entry: it is {size} bytes, more than {MAX_NAME_BYTES}"
+    return "the name cannot be a kuro.fs entry"
+
+
+class _Listing:
+    """One directory of a tree being imported: its sorted listing, how far it got, what it found."""
+
+    __slots__ = ("at", "entries", "error", "files", "items", "path", "pending")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.items: list[os.DirEntry[str]] | None = None
+        self.at = 0
+        self.entries: dict[str, Entry] = {}
+        self.files: list[tuple[str, str]] = []
+        self.error: KuroFsError | OSError | None = None
+        self.pending = ""  # the name of the subdirectory being imported
+
+    def next_dir(self) -> str | None:
+        """The next subdirectory to import (its name kept in ``pending``); None once the listing is
+        done or failed (``error``: raised after the files named before the failing entry, whose
+        failure comes first)."""
+        try:
+            if self.items is None:
+                with os.scandir(self.path) as listing:
+                    self.items = sorted(listing, key=lambda e: e.name)
+            while self.error is None and self.at < len(self.items):
+                item = self.items[self.at]
+                self.at += 1
+                name = item.name
+                if clean_path(name) != (name,):
+                    raise _refuse(item.path, _unholdable(name))
+                if item.is_dir(follow_symlinks=False):
+                    self.pending = name
+                    return item.path
+                if not item.is_file(follow_symlinks=False):
+                    raise _refuse(item.path, "symlinks and special files are not imported")
+                self.files.append((name, item.path))
+        except (KuroFsError, OSError) as exc:
+            self.error = exc
+        return None
 
 
 def _import_dir(
@@ -351,36 +407,34 @@ def _import_dir(
     # The directory's files are imported on the pool, in contiguous runs, one file at a time per
     # run (a file's own chunks then go on its own threads, as a lone file's do): creating and
     # writing a block file is kernel work that runs without the GIL, so a tree of small files
-    # uses both cores. Subdirectories are walked here, one after another, as they come.
-    entries: dict[str, Entry] = {}
-    with os.scandir(path) as listing:
-        items = sorted(listing, key=lambda e: e.name)
-    files: list[tuple[str, str]] = []
-    walk_error: KuroFsError | OSError | None = None
-    for item in items:
-        name = item.name
-        try:
-            if clean_path(name) != (name,):
-                raise _refuse(item.path, "the name cannot be a kuro.fs entry (not UTF-8, or too long)")
-            if item.is_dir(follow_symlinks=False):
-                root = _import_dir(store, item.path, chunk_size, width, workers, batch_bytes, pool, abandoned)
-                entries[name] = Entry(root, 0)
-            elif item.is_file(follow_symlinks=False):
-                files.append((name, item.path))
-            else:
-                raise _refuse(item.path, "symlinks and special files are not imported")
-        except (KuroFsError, OSError) as exc:
-            walk_error = exc  # raised after the files named before this entry, whose failure comes first
-            break
-
+    # uses both cores. Subdirectories are walked here, one after another, as they come — in a
+    # loop over an explicit stack, not by recursion: a local tree may be nested deeper than
+    # Python's recursion limit (kuro.fs takes a path of thousands of segments).
     def one(file: tuple[str, str]) -> FileRoot:
         return _import_regular_file(store, file[1], chunk_size, width, workers, batch_bytes)
 
-    for (name, _), froot in zip(files, _put_all(one, files, workers, pool, abandoned), strict=True):
-        entries[name] = Entry(froot.cid, froot.size)
-    if walk_error is not None:
-        raise walk_error
-    return write_dir(store, entries)
+    stack = [_Listing(path)]
+    while True:
+        top = stack[-1]
+        below = top.next_dir()
+        if below is not None:
+            stack.append(_Listing(below))
+            continue
+        stack.pop()
+        try:
+            for (name, _), froot in zip(top.files, _put_all(one, top.files, workers, pool, abandoned), strict=True):
+                top.entries[name] = Entry(froot.cid, froot.size)
+            if top.error is not None:
+                raise top.error
+            root = write_dir(store, top.entries)
+        except (KuroFsError, OSError) as exc:
+            if not stack:
+                raise
+            stack[-1].error = exc  # the parent stops listing here, as at any entry it cannot import
+            continue
+        if not stack:
+            return root
+        stack[-1].entries[stack[-1].pending] = Entry(root, 0)
 
 
 def import_path(

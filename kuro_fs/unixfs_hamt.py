@@ -6,7 +6,8 @@
 defaults) gives for the same tree, so its rules are followed to the byte:
 
 * **When to shard** (its ``links-bytes`` strategy): a directory is sharded when
-  the sum, over its links, of UTF-8 name bytes + binary CID bytes exceeds
+  the sum, over its links, of UTF-8 name bytes + binary CID bytes (each
+  link's own: 36 for a CIDv1 sha2-256, 34 for a linked CIDv0) exceeds
   :data:`~kuro_fs.unixfs.SHARD_THRESHOLD_BYTES` (262144). The importer counts a
   link only once it knows the child's CID while it adds entries, which is true
   of files and of empty directories, never of a directory with entries (it is
@@ -40,6 +41,7 @@ from typing import Final
 
 import mmh3
 
+from kuro_fs.cid import cid_bytes
 from kuro_fs.dagpb import PBLink, PBNode
 from kuro_fs.dagpb import encode as encode_pb
 from kuro_fs.unixfs import SHARD_THRESHOLD_BYTES, NodeType, Put, UnixFSData, directory_node, encode_data
@@ -49,7 +51,6 @@ __all__ = ["FANOUT", "HASH_TYPE", "shard_slots", "shard_weight", "unixfs_directo
 #: Slots per HAMTShard node, and the multihash code of murmur3-x64-64 written in each.
 FANOUT: Final = 256
 HASH_TYPE: Final = 0x22
-_CID_BYTES: Final = 36  # a CIDv1 sha2-256 in binary
 
 #: One directory link for :func:`unixfs_directory`: name, CID, Tsize, and whether the
 #: importer's size estimate counts it (a file or an empty directory).
@@ -58,7 +59,13 @@ Link = tuple[str, str, int, bool]
 
 def shard_weight(links: Iterable[Link]) -> int:
     """The importer's estimate of a directory's size: name + CID bytes of the links it counts."""
-    return sum(len(name.encode("utf-8")) + _CID_BYTES for name, _, _, counted in links if counted)
+    return sum(len(name.encode("utf-8")) + _cid_length(cid) for name, cid, _, counted in links if counted)
+
+
+def _cid_length(cid: str) -> int:
+    # The binary CID's length: 36 for every 59-character base32 CIDv1 (kuro's own), else as parsed
+    # (a linked CIDv0 is 34 bytes, a sha2-512 CID 68).
+    return 36 if len(cid) == 59 and cid[0] == "b" else len(cid_bytes(cid))
 
 
 def shard_slots(name: str, levels: int) -> list[int]:

@@ -108,6 +108,19 @@ static void common(void) {
     say("open f/", e);
     open_at(dir, "f", __WASI_OFLAGS_DIRECTORY, __WASI_RIGHTS_FD_READ, &e);
     say("open f as a directory", e);
+    const struct {
+        const char *what, *path;
+        __wasi_oflags_t oflags;
+    } dir_opens[] = {{"create f as a directory", "f", __WASI_OFLAGS_CREAT},
+                     {"truncate f as a directory", "f", __WASI_OFLAGS_TRUNC},
+                     {"open f exclusive as a directory", "f", __WASI_OFLAGS_EXCL},
+                     {"create . as a directory", ".", __WASI_OFLAGS_CREAT},
+                     {"truncate . as a directory", ".", __WASI_OFLAGS_TRUNC},
+                     {"create a missing directory", "nodir", __WASI_OFLAGS_CREAT | __WASI_OFLAGS_EXCL}};
+    for (unsigned i = 0; i < sizeof dir_opens / sizeof *dir_opens; i++) {
+        open_at(dir, dir_opens[i].path, __WASI_OFLAGS_DIRECTORY | dir_opens[i].oflags, __WASI_RIGHTS_FD_READ, &e);
+        say(dir_opens[i].what, e);
+    }
     put(f, "hello");
     e = __wasi_fd_seek(f, 2, __WASI_WHENCE_SET, &pos);
     value("seek to 2", e, pos);
@@ -241,6 +254,27 @@ static void common(void) {
     printf("poll a 1 ms clock: errno %u, %u event(s), userdata %llu, type %u\n", (unsigned)e, (unsigned)n,
            (unsigned long long)ev.userdata, (unsigned)ev.type);
     say("poll nothing", __wasi_poll_oneoff(&sub, &ev, 0, &n));
+    const struct {
+        const char *what;
+        __wasi_clockid_t id;
+        __wasi_subclockflags_t flags;
+    } clocks[] = {{"the process CPU-time clock", __WASI_CLOCKID_PROCESS_CPUTIME_ID, 0},
+                  {"the thread CPU-time clock", __WASI_CLOCKID_THREAD_CPUTIME_ID, 0},
+                  {"clock 7", 7, 0},
+                  {"clock 7 at an absolute time", 7, __WASI_SUBCLOCKFLAGS_SUBSCRIPTION_CLOCK_ABSTIME},
+                  {"a clock with flag bit 1", __WASI_CLOCKID_MONOTONIC, 2}};
+    for (unsigned i = 0; i < sizeof clocks / sizeof *clocks; i++) {
+        __wasi_subscription_t two[2];
+        memcpy(&two[0], &sub, sizeof sub);
+        memcpy(&two[1], &sub, sizeof sub);
+        two[0].u.u.clock.timeout = 0;
+        two[1].u.u.clock.id = clocks[i].id;
+        two[1].u.u.clock.flags = clocks[i].flags;
+        __wasi_event_t evs[2];
+        n = 77;
+        e = __wasi_poll_oneoff(two, evs, 2, &n);
+        printf("poll %s beside a due one: errno %u, %u event(s)\n", clocks[i].what, (unsigned)e, (unsigned)n);
+    }
     const struct {
         const char *what;
         __wasi_eventtype_t tag;
@@ -384,6 +418,7 @@ static void deny(void) {
     __wasi_errno_t e;
     uint8_t buf[64];
     __wasi_size_t n;
+    say("set /'s mtim", __wasi_fd_filestat_set_times(3, 0, 5, __WASI_FSTFLAGS_MTIM));
     e = __wasi_fd_readdir(3, buf, sizeof buf, 0, &n);
     value("fd_readdir of / (bytes)", e, n);
     __wasi_filestat_t fst;
@@ -423,6 +458,13 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "deny") == 0) {
         deny();
         return 0;
+    }
+    if (strcmp(mode, "common") == 0) {  /* first: nothing has looked at the preopen's tree yet */
+        say("set /'s times", __wasi_fd_filestat_set_times(3, 5000000000ull, 7000000000ull,
+                                                          __WASI_FSTFLAGS_ATIM | __WASI_FSTFLAGS_MTIM));
+        __wasi_filestat_t top;
+        __wasi_errno_t got = __wasi_fd_filestat_get(3, &top);
+        value("/'s mtim", got, top.mtim);
     }
     __wasi_errno_t e = __wasi_path_create_directory(3, SCRATCH);
     __wasi_fd_t opened = (__wasi_fd_t)-1;

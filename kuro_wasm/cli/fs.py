@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -219,6 +219,7 @@ def _tree_size(path: Path) -> int:
 
 def _put(args: argparse.Namespace, ctx: Context) -> int:
     from kuro_fs.importer import import_path
+    from kuro_fs.paths import clean_path, join_path
     from kuro_wasm.cli.progress import ProgressStore
 
     local = Path(args.local)
@@ -227,9 +228,12 @@ def _put(args: argparse.Namespace, ctx: Context) -> int:
     dest = args.dest or local.resolve().name
     fs, before = _open(ctx, args.name)
     # Validate the destination first (bad path, a file in the way, a directory there):
-    # kuro.fs decides, and a refused put imports nothing. Fs.link refuses exactly what
-    # Fs.write refuses about the path, so a write of nothing answers for it.
-    _check(fs.write(dest, b""), f"put {dest}")
+    # kuro.fs decides, and a refused put imports nothing. Fs.link refuses what Fs.write
+    # refuses about the path, so a write of nothing answers for it — but for a tree, a
+    # DEST ending in '/' (which only a directory may take) is the same path without it.
+    parts = clean_path(dest)
+    probe = join_path(parts) if local.is_dir() and parts else dest
+    _check(fs.write(probe, b""), f"put {dest}")
     with _progress(ctx, f"import {local.name}", _tree_size(local)) as bar:
         cid = import_path(ProgressStore(ctx.store, bar), local)
     linked = _new(fs.link(dest, cid), f"put {dest}")
@@ -256,8 +260,7 @@ def _get(args: argparse.Namespace, ctx: Context) -> int:
         if target == "-":
             _stream(ctx, pieces, None)
         else:
-            with open(target, "wb") as handle:
-                _stream(ctx, pieces, handle)
+            _write_local(Path(target), pieces)
             ctx.note(f"wrote {target}")
         return 0
     if target == "-":
@@ -282,9 +285,7 @@ def _get(args: argparse.Namespace, ctx: Context) -> int:
             local.mkdir(parents=True, exist_ok=True)
         else:
             _prefetch(ctx, item, args.max_bytes)
-            pieces = _check(fs.stream(item["path"]), f"get {item['path']}")
-            with open(local, "wb") as handle:
-                _stream(ctx, pieces, handle)
+            _write_local(local, _check(fs.stream(item["path"]), f"get {item['path']}"))
     ctx.note(f"wrote {base}/")
     return 0
 
@@ -308,6 +309,46 @@ def _stream(ctx: Context, pieces: Iterable[bytes | memoryview], handle: Any) -> 
             handle.write(piece)
     if handle is not None:
         handle.flush()
+
+
+def _write_local(target: Path, pieces: Iterable[bytes | memoryview]) -> None:
+    """Write a file's pieces to ``target`` as they are read, whole or not at all: a copy that fails part-way
+    (a leaf missing or corrupt) leaves what was at ``target`` before, never a torn file under its name.
+
+    Only a new name or a regular file is replaced that way (a temporary file renamed onto it). A symlink
+    (``/dev/stdout``), a FIFO or a device is written through, in place, as ``cp`` would: replacing it
+    would replace the link or the device node, not write to what it names. So is a file in a directory
+    where no temporary file can be made.
+    """
+    from kuro_fs.atomic import TMP_PREFIX, write_atomic
+
+    def in_place() -> None:
+        with open(target, "wb") as handle:
+            for piece in pieces:
+                handle.write(piece)
+
+    if target.is_symlink() or (target.exists() and not target.is_file()):
+        if target.is_dir():
+            raise IsADirectoryError(21, "Is a directory", str(target))
+        in_place()
+        return
+    if not target.absolute().parent.is_dir():  # name the user's path, not the temporary file written first
+        raise FileNotFoundError(2, "No such file or directory", str(target))
+    started = False
+
+    def counted() -> Iterator[bytes | memoryview]:
+        nonlocal started
+        started = True
+        yield from pieces
+
+    try:
+        write_atomic(target, counted(), mode=0o666, sync=False)  # as open() makes it: the umask decides
+    except OSError as exc:
+        # The temporary file could not be made (a directory that takes no new file, a read-only mount):
+        # no piece was read yet, so write in place as cp would — or fail naming LOCAL, not the temporary.
+        if started or not Path(str(exc.filename or "")).name.startswith(TMP_PREFIX):
+            raise
+        in_place()
 
 
 def _ls(args: argparse.Namespace, ctx: Context) -> int:
@@ -347,29 +388,41 @@ def _mv(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _log(args: argparse.Namespace, ctx: Context) -> int:
+    from kuro_fs.errors import InvalidCID
+    from kuro_fs.paths import escape_name
+
     refs = _refs(ctx)
     entries = refs.log(args.name)
     if not entries:
         raise NotFound(f"fs {args.name!r} has no history yet (write to it first, e.g. `kuro fs put FILE`)")
-    current = refs.get(args.name)
+    try:
+        current = refs.get(args.name)
+    except InvalidCID as exc:  # the history is still whole: show it, and how to point the name back
+        current = None
+        ctx.note(f"fs {args.name}: its ref file is damaged ({exc}); `kuro fs checkout N` points it back")
     for entry in entries:
         mark = "*" if entry.root == current and entry is entries[-1] else " "
-        ctx.say(f"{mark} {entry.seq:>4}  {entry.root}  {entry.at}  {entry.note}")
+        # A note names local files (a put's source): shown escaped, as every name is, so it cannot act on the terminal.
+        ctx.say(f"{mark} {entry.seq:>4}  {entry.root}  {escape_name(entry.at)}  {escape_name(entry.note)}")
     return 0
 
 
 def _checkout(args: argparse.Namespace, ctx: Context) -> int:
+    from kuro_fs.cid import parse
     from kuro_fs.fsdir import decode_dir_block
-    from kuro_wasm.cli.refs import resolve_target
+    from kuro_wasm.cli.refs import RefError, resolve_target
 
     refs = _refs(ctx)
     entries = refs.log(args.name)
     root = resolve_target(entries, args.target)
+    if parse(root).codec != "dag-cbor":  # a raw block may hold a directory's bytes: still no fs root
+        raise RefError(f"{root} is not a kuro.fs directory (a {parse(root).codec} CID; an fs root is dag-cbor)")
     block = ctx.store.get(root)
     if block is None:
         raise NotFound(f"root {root} is not in the block store of {ctx.home}")
     decode_dir_block(block)  # raises if it is not a kuro.fs directory (flat or sharded)
-    refs.set(args.name, root, f"checkout {args.target}", expected=refs.get(args.name))
+    # No compare-and-swap: a checkout names its root outright (and so also repairs a damaged ref file).
+    refs.set(args.name, root, f"checkout {args.target}", expected=True)
     ctx.note(f"fs {args.name} → {root}")
     return 0
 

@@ -124,7 +124,7 @@ def resolve_target(entries: list[RefEntry], target: str) -> str:
     >>> resolve_target([RefEntry(0, "bafyroot", "init", "t")], "0")
     'bafyroot'
     """
-    if target.isdigit():
+    if target.isascii() and target.isdigit():  # not "²": str.isdigit() says yes, int() cannot read it
         seq = int(target)
         for entry in entries:
             if entry.seq == seq:
@@ -197,9 +197,10 @@ class Refs:
         root = str(parse(root))
         self.directory.mkdir(parents=True, exist_ok=True)
         with self._locked(name):
-            current = self.get(name)
-            if expected is not True and current != expected:
-                raise RefConflict(f"fs {name!r} moved to {current} while this command ran (expected {expected})")
+            if expected is not True:  # (unchecked, a damaged ref file is simply replaced)
+                current = self.get(name)
+                if current != expected:
+                    raise RefConflict(f"fs {name!r} moved to {current} while this command ran (expected {expected})")
             history = self.log(name)
             entry = RefEntry(history[-1].seq + 1 if history else 0, root, note, self._now())
             self._append_log(name, entry)

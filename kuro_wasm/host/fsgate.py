@@ -351,16 +351,20 @@ def call_in(run: RunContext, name: str, capability: str, op: str, *args: Any, sc
 
     A kuro.fs ``missing-capability`` refusal is recorded in the run's denials
     against ``capability``. A write into the scratch directory past
-    :data:`SCRATCH_MAX_BYTES` answers ``over-budget`` (``TOO_LARGE``) and stores nothing.
+    :data:`SCRATCH_MAX_BYTES` answers ``over-budget`` (``TOO_LARGE``) and stores nothing; only
+    accepted writes count against that bound.
     """
     if scratch:
         if run.scratch is None:
             run.scratch = Fs.empty(MemoryBlockStore())
-        if op == "write":
+        if op != "write":
+            return call(run.scratch, op, *args)
+        if run.scratch_bytes + len(args[1]) > SCRATCH_MAX_BYTES:
+            return Answer(reason="over-budget")
+        answer = call(run.scratch, op, *args)
+        if answer.reason is None:  # a refused write stored nothing: only what was written counts
             run.scratch_bytes += len(args[1])
-            if run.scratch_bytes > SCRATCH_MAX_BYTES:
-                return Answer(reason="over-budget")
-        return call(run.scratch, op, *args)
+        return answer
     answer = call(opened_fs(run), op, *args)
     if answer.reason is not None and abi.error_for_reason(answer.reason) == ErrorCode.DENIED:
         run.deny(name, capability, args[0] if args and isinstance(args[0], str) else None)

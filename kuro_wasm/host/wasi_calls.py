@@ -64,7 +64,7 @@ from kuro_wasm.host.wasi_fds import FD_HANDLERS
 from kuro_wasm.host.wasi_guest import BADF, INVAL, NOTSUP, OK, deny, state
 from kuro_wasm.host.wasi_io import IO_HANDLERS
 from kuro_wasm.host.wasi_paths import PATH_HANDLERS
-from kuro_wasm.host.wasi_state import FILE, STDIN, WasiState
+from kuro_wasm.host.wasi_state import FILE, MAX_FDS, STDIN, WasiState
 from kuro_wasm.model import wasi
 from kuro_wasm.model.wasi import Errno, Rights
 
@@ -171,21 +171,29 @@ def _poll_oneoff(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     if nsubs == 0:
         return INVAL
     mem = guest_memory(run, caller, cctx)
-    raw = load_array(mem, subs_ptr, nsubs, wasi.SUBSCRIPTION.size)
+    span_array(mem, subs_ptr, nsubs, wasi.SUBSCRIPTION.size)
     span_array(mem, events_ptr, nsubs, wasi.EVENT.size)
     span(mem, out, 4)
+    if nsubs > MAX_SUBSCRIPTIONS:
+        return INVAL  # as POSIX poll answers more descriptors than a process may open; nothing read
+    raw = load_array(mem, subs_ptr, nsubs, wasi.SUBSCRIPTION.size)
     subs = [wasi.SUBSCRIPTION.unpack_from(raw, i * wasi.SUBSCRIPTION.size) for i in range(nsubs)]
-    timers: list[tuple[int, int]] = []  # (subscription index, ns to wait from now; -1: a clock not offered)
+    timers: list[tuple[int, int]] = []  # (subscription index, ns to wait from now)
     for index, (_userdata, tag, u0, timeout, _precision, flags) in enumerate(subs):
         if tag in (wasi.EVENTTYPE_FD_READ, wasi.EVENTTYPE_FD_WRITE) and not _pollable(st, u0 & 0xFFFFFFFF, tag):
             return BADF  # the whole call, as wasmtime's WASI (no event for it)
         if tag == wasi.EVENTTYPE_CLOCK:
+            if u0 & 0xFFFFFFFF not in (wasi.CLOCK_REALTIME, wasi.CLOCK_MONOTONIC) or flags & ~wasi.SUBCLOCK_ABSTIME:
+                return INVAL  # a clock this host has no timer on, or flags no witx names: the whole call, as wasmtime
             if flags & wasi.SUBCLOCK_ABSTIME:
                 now = st.now(run, u0 & 0xFFFFFFFF)
-                timers.append((index, -1 if now is None else max(0, timeout - now)))
+                assert now is not None
+                timers.append((index, max(0, timeout - now)))
             else:
                 timers.append((index, timeout))
-    due = min((ns for _, ns in timers if ns >= 0), default=None)
+        elif tag not in (wasi.EVENTTYPE_FD_READ, wasi.EVENTTYPE_FD_WRITE):
+            return INVAL  # no such event type (the witx enum has three)
+    due = min((ns for _, ns in timers), default=None)
     start = time.monotonic_ns()
     elapsed = 0
     while True:
@@ -209,6 +217,12 @@ def _poll_oneoff(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     store_bytes(mem, events_ptr, b"".join(wasi.EVENT.pack(*event) for event in events))
     pack(mem, out, _U32, len(events))
     return OK
+
+
+#: The most subscriptions one ``poll_oneoff`` may make: a read and a write of every descriptor a run may hold, and
+#: a timeout. Each becomes a host object: a guest whose memory is all subscriptions (89 million in 4 GiB) would
+#: otherwise make the host build them all.
+MAX_SUBSCRIPTIONS: Final = 2 * MAX_FDS + 1
 
 
 def _pollable(st: WasiState, fd: int, tag: int) -> bool:
@@ -235,16 +249,10 @@ def _ready(
         return None
     events: list[tuple[int, int, int, int, int]] = []
     for index, wait in timers:
-        userdata = subs[index][0]
-        if wait < 0:
-            events.append((userdata, INVAL, wasi.EVENTTYPE_CLOCK, 0, 0))
-        elif elapsed >= wait:
-            events.append((userdata, OK, wasi.EVENTTYPE_CLOCK, 0, 0))
+        if elapsed >= wait:
+            events.append((subs[index][0], OK, wasi.EVENTTYPE_CLOCK, 0, 0))
     for userdata, tag, u0, *_rest in subs:
         if tag == wasi.EVENTTYPE_CLOCK:
-            continue
-        if tag not in (wasi.EVENTTYPE_FD_READ, wasi.EVENTTYPE_FD_WRITE):
-            events.append((userdata, INVAL, tag, 0, 0))
             continue
         f = st.fds[u0 & 0xFFFFFFFF]  # pollable for ``tag``: checked before the first wait
         if tag == wasi.EVENTTYPE_FD_WRITE:

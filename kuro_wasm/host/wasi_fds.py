@@ -207,15 +207,18 @@ def _fd_filestat_set_times(run: RunContext, caller: int, cctx: int, p: Any) -> i
     bad = check_time_flags(flags)
     if bad is not None:
         return bad
-    if f.kind in (FILE, DIR) and not f.rights & Rights.FD_FILESTAT_SET_TIMES:
+    if f.kind not in (FILE, DIR):
+        return OK  # stdio has no times to keep
+    if not f.rights & Rights.FD_FILESTAT_SET_TIMES:
         return NOTCAPABLE
-    handle = st.handle(f)
-    if f.kind not in (FILE, DIR) or handle is None or st.overlay is None:
-        return OK  # stdio (and a preopen not yet looked at) has no times to keep
     refused = need(run, "fd_filestat_set_times", ("fs/write",))
     if refused is not None:
         return refused
-    stat = st.overlay.stat(handle)
+    ov = st.open_overlay(run)  # the preopen may be the first of the tree the program looks at
+    handle = st.handle(f)
+    if ov is None or handle is None:
+        return IO
+    stat = ov.stat(handle)
     if isinstance(stat, OvErrno):
         return errno_of(stat)
     set_times(run, st, stat.ino, atim, mtim, flags)

@@ -16,16 +16,16 @@ from __future__ import annotations
 from typing import Final
 
 from kuro_fs.overlay import Handle, Overlay, Stat
-from kuro_wasm.host.calls import Memory, load, load_array, span, store_bytes, unpack
+from kuro_wasm.host.calls import Memory, load, load_array, span, span_array, store_bytes, unpack
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.wasi_state import DIR, FILE, Fd, WasiState
 from kuro_wasm.model import wasi
 from kuro_wasm.model.wasi import Errno, Filetype
 
 __all__ = [
-    "BADF", "DENIED", "DEVICE", "FAULT", "INVAL", "IO", "ISDIR", "NOTCAPABLE", "NOTDIR", "NOTSUP", "OK", "SPIPE",
-    "deny", "directory", "filestat", "gather", "iovec_total", "iovecs", "need", "path_text", "record_path",
-    "regular_file", "scatter", "state",
+    "BADF", "DENIED", "DEVICE", "FAULT", "INVAL", "IO", "IOV_MAX", "ISDIR", "NOTCAPABLE", "NOTDIR", "NOTSUP", "OK",
+    "SPIPE", "deny", "directory", "filestat", "gather", "iovec_count", "iovec_total", "iovecs", "need", "path_text",
+    "record_path", "regular_file", "scatter", "state",
 ]  # fmt: skip
 
 OK: Final = 0
@@ -80,6 +80,21 @@ def record_path(mem: Memory, ptr: int, length: int) -> str | None:
         return path_text(mem, ptr, length)
     except Exception:
         return None
+
+
+#: The most buffers one read or write may name: POSIX's ``IOV_MAX`` (1024 in wasi-libc's ``limits.h``).
+IOV_MAX: Final = 1024
+
+
+def iovec_count(mem: Memory, iovs: int, count: int) -> int | None:
+    """None if an iovec array of ``count`` may be read; ``EINVAL`` for more than :data:`IOV_MAX` buffers, as POSIX's
+    ``readv``/``writev`` answer. Raises Fault first if the array is not inside guest memory.
+
+    Checked before any array is read: each iovec becomes a host object, and a guest whose memory is all
+    iovecs (2**29 in 4 GiB) would otherwise make the host build them all, and spend minutes on them.
+    """
+    span_array(mem, iovs, count, _IOVEC.size)
+    return INVAL if count % 2**32 > IOV_MAX else None
 
 
 def iovecs(mem: Memory, iovs: int, count: int) -> list[tuple[int, int]]:

@@ -45,6 +45,7 @@ from kuro_wasm.host.wasi_guest import (
     OK,
     deny,
     gather,
+    iovec_count,
     iovec_total,
     iovecs,
     need,
@@ -84,6 +85,9 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         stop = buf + n
         if stop > run.memory_size and stop > memory_size(run, cctx):
             return FAULT
+        if n == 0:  # writing nothing to a pipe changes nothing (POSIX): no chunk, not even toward the chunk bound
+            _U32_INTO(_SPACE, base + out, 0)
+            return OK
         if n < _COPY_SMALL_N:
             data = _COPY_SMALL[n](_SPACE, base + buf)[0]
         elif n > _SMALL and not run.admit(n):
@@ -98,8 +102,15 @@ def _fd_write(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         return OK
     mem = guest_memory(run, caller, cctx)
     span(mem, out, 4)
+    too_many = iovec_count(mem, iovs, count)
+    if too_many is not None:
+        return too_many
     if stream is not None:  # measured first: the iovecs may name one buffer many times over
-        if not run.admit(iovec_total(mem, iovs, count)) or not run.emit(stream, data := gather(mem, iovs, count)):
+        total = iovec_total(mem, iovs, count)
+        if total == 0:  # nothing written: no chunk (as the one-buffer path)
+            pack(mem, out, _U32, 0)
+            return OK
+        if not run.admit(total) or not run.emit(stream, data := gather(mem, iovs, count)):
             run.stop("output-capped")
             return None
         pack(mem, out, _U32, len(data))
@@ -177,6 +188,9 @@ def _fd_pwrite(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         return refused
     mem = guest_memory(run, caller, cctx)
     span(mem, out, 4)
+    too_many = iovec_count(mem, iovs, count)
+    if too_many is not None:
+        return too_many
     iovec_total(mem, iovs, count)  # every buffer bounds-checked before any is written
     if offset < 0:
         return INVAL
@@ -217,6 +231,9 @@ def _fd_read(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         return BADF
     mem = guest_memory(run, caller, cctx)
     span(mem, out, 4)
+    too_many = iovec_count(mem, iovs, count)
+    if too_many is not None:
+        return too_many
     if f.kind == STDIN:
         bufs = iovecs(mem, iovs, count)
         got = _read_stdin(run, f, bufs)
@@ -266,6 +283,9 @@ def _fd_pread(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         return INVAL
     mem = guest_memory(run, caller, cctx)
     span(mem, out, 4)
+    too_many = iovec_count(mem, iovs, count)
+    if too_many is not None:
+        return too_many
     n = _read_into(st, f, guest_view(run, caller, cctx), mem, iovs, count, offset)
     if n < 0:
         return -n

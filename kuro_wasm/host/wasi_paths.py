@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from kuro_fs.overlay import Errno as OvErrno
 from kuro_fs.overlay import Handle, Overlay, Stat
+from kuro_fs.paths import MAX_PATH_BYTES
 from kuro_wasm.host.calls import Handler, Memory, guest_memory, pack, span
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.wasi_fds import SETTABLE_FLAGS, check_time_flags, set_times
@@ -61,7 +62,7 @@ def _lookup(
 ) -> tuple[Memory, Overlay, Handle, str] | int:
     """The directory fd (holding ``rights``), then the grant (a refusal recorded with the path), then the
     path: the overlay, the directory's handle and the path, or an errno (BADF, NOTDIR, NOTCAPABLE, EACCES,
-    IO, ILSEQ, FAULT)."""
+    IO, NAMETOOLONG, ILSEQ, FAULT)."""
     mem = guest_memory(run, caller, cctx)
     got = directory(state(run), run, fd, rights)
     if isinstance(got, int):
@@ -70,6 +71,9 @@ def _lookup(
         refused = need(run, name, capabilities, record_path(mem, ptr, length))
         assert refused is not None
         return refused
+    if length % 2**32 > MAX_PATH_BYTES:  # refused by its length: never copied out and decoded (it may be 4 GiB)
+        span(mem, ptr, length)
+        return int(Errno.NAMETOOLONG)
     path = path_text(mem, ptr, length)
     if path is None:
         return int(Errno.ILSEQ)
@@ -168,6 +172,8 @@ def _path_open(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     span(mem, out, 4)
     create, want_dir = bool(oflags & wasi.OFLAG_CREAT), bool(oflags & wasi.OFLAG_DIRECTORY)
     exclusive, truncate = bool(oflags & wasi.OFLAG_EXCL), bool(oflags & wasi.OFLAG_TRUNC)
+    if want_dir and (create or exclusive or truncate):
+        return INVAL  # no directory is made, emptied or required new by path_open (Linux and wasmtime: EINVAL)
     found = ov.stat_path(path, at)
     is_dir = not isinstance(found, OvErrno) and found.kind == "dir"
     if isinstance(found, OvErrno) and not create:

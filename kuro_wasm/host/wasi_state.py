@@ -50,6 +50,7 @@ PREOPEN_FD: Final = 3
 PREOPEN_NAME: Final = b"/"
 #: At most this many open descriptors (``EMFILE`` beyond): each costs host memory.
 MAX_FDS: Final = 16384
+_U64_MAX: Final = 2**64 - 1
 
 STDIN: Final = "stdin"
 STDOUT: Final = "stdout"
@@ -176,11 +177,15 @@ class WasiState:
     # ---- clocks and random (one RunClocks for every kind: kuro_wasm.host.clocks)
 
     def now(self, run: RunContext, clock: int) -> int | None:
-        """Nanoseconds on ``clock`` (realtime or monotonic), or None for a clock this host does not offer."""
+        """Nanoseconds on ``clock`` (realtime or monotonic), or None for a clock this host does not offer.
+
+        A witx ``timestamp`` is a u64: a deterministic run's virtual clocks, moved on by sleeps of any length,
+        read 2**64 - 1 once they pass it (as the component kind's), never a number no ``timestamp`` can hold.
+        """
         if clock == wasi.CLOCK_REALTIME:
-            return self.clocks.realtime_ns(run)
+            return min(self.clocks.realtime_ns(run), _U64_MAX)
         if clock == wasi.CLOCK_MONOTONIC:
-            return self.clocks.monotonic_ns(run)
+            return min(self.clocks.monotonic_ns(run), _U64_MAX)
         return None
 
     def advance(self, ns: int) -> None:

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helpers import ROOT, Kuro, one_error_line
@@ -113,6 +114,18 @@ def test_checkout_refuses_a_cid_that_is_not_a_directory_in_the_store(kuro: Kuro,
     result = kuro("fs", "checkout", file_cid)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert len(_log(kuro)) == 1
+
+
+def test_checkout_refuses_a_raw_cid_whose_bytes_read_as_a_directory(kuro: Kuro, tmp_path: Path) -> None:
+    # A file holding exactly the bytes of a directory block: its raw CID names those bytes, but a
+    # name pointing at a raw CID is no fs root (every later command would fail on it).
+    f = tmp_path / "dir.bin"
+    f.write_bytes(encode_dir({}))
+    file_cid = kuro("fs", "put", str(f)).stdout.split()[0]
+    result = kuro("fs", "checkout", file_cid)
+    assert result.returncode == 2 and "not a kuro.fs directory" in one_error_line(result)
+    assert len(_log(kuro)) == 1
+    assert kuro("fs", "ls").stdout == "dir.bin\n"
 
 
 def test_a_sharded_root_can_be_named_listed_and_checked_out(kuro: Kuro, tmp_path: Path) -> None:
@@ -357,3 +370,92 @@ def test_block_missing_says_whether_the_block_is_absent_or_corrupt(
     result = kuro("fs", "cat", "tree/a.txt")
     assert result.returncode == 1
     assert "block-missing" in one_error_line(result) and said in one_error_line(result)
+
+
+def test_a_get_that_fails_part_way_leaves_the_local_file_as_it_was(kuro: Kuro, home: Path, tmp_path: Path) -> None:
+    # The second leaf of a two-leaf file is gone: the root and the first leaf read, then the copy stops.
+    # What was at LOCAL before is kept (no truncated file under the final name, no temporary left over).
+    data = os.urandom(300_000)
+    (tmp_path / "big.bin").write_bytes(data)
+    assert kuro("fs", "put", str(tmp_path / "big.bin")).returncode == 0
+    (leaf,) = [p for p in (home / "blocks").rglob("bafkrei*") if p.read_bytes() == data[262144:]]
+    leaf.unlink()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "kept.bin").write_bytes(b"precious")
+    result = kuro("fs", "get", "big.bin", str(out / "kept.bin"))
+    assert result.returncode == 1 and "block-missing" in one_error_line(result)
+    assert (out / "kept.bin").read_bytes() == b"precious"
+    result = kuro("fs", "get", "big.bin", str(out / "new.bin"))
+    assert result.returncode == 1
+    assert sorted(p.name for p in out.iterdir()) == ["kept.bin"]
+
+
+def test_a_get_onto_a_symlink_writes_through_it_and_keeps_the_link(kuro: Kuro, tmp_path: Path) -> None:
+    # Replacing LOCAL by a renamed temporary file must not replace a link (`/dev/stdout` is one).
+    (tmp_path / "f.txt").write_text("data")
+    assert kuro("fs", "put", str(tmp_path / "f.txt")).returncode == 0
+    (tmp_path / "real").write_text("old")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert kuro("fs", "get", "f.txt", str(tmp_path / "link")).returncode == 0
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "real").read_text() == "data"
+
+
+def test_put_of_a_directory_at_a_path_ending_in_a_slash_imports_it_there(kuro: Kuro, tree: Path) -> None:
+    # DEST/ names a directory, which a tree is: kuro.fs links it (a file there stays not-a-directory).
+    put = kuro("fs", "put", str(tree), "docs/")
+    assert put.returncode == 0, put.stderr
+    assert kuro("fs", "ls", "docs").stdout.split() == ["a.txt", "sub/"]
+    refused = kuro("fs", "put", str(tree / "a.txt"), "file/")
+    assert refused.returncode == 1 and "not-a-directory" in one_error_line(refused)
+    assert len(_log(kuro)) == 1
+
+
+def test_the_log_shows_a_note_escaped(kuro: Kuro, tmp_path: Path) -> None:
+    # A note names the local file a put came from; its name may hold a terminal escape (a download's
+    # name), which `kuro fs log` must not send raw to the terminal that shows it.
+    local = tmp_path / "evil\x1b]0;pwned\x07.txt"
+    local.write_text("x")
+    assert kuro("fs", "put", str(local), "ok.txt").returncode == 0
+    shown = kuro("fs", "log").stdout
+    assert "\\x1b]0;pwned\\x07.txt" in shown and "\x1b" not in shown and "\x07" not in shown
+
+
+def test_get_writes_in_place_where_no_temporary_file_can_be_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A LOCAL that may be written in a directory that takes no new file (no write permission on the
+    # directory, as for a user who owns only the file): written in place, as before, not refused
+    # naming a temporary file the user never asked for.
+    import kuro_fs.atomic as atomic
+    from kuro_wasm.cli import fs as cli_fs
+
+    real_open = os.open
+
+    def no_new_files(path: Any, flags: int, mode: int = 0o777, **kw: Any) -> int:
+        if os.path.basename(os.fspath(path)).startswith(atomic.TMP_PREFIX):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, flags, mode, **kw)
+
+    target = tmp_path / "kept.bin"
+    target.write_bytes(b"old")
+    monkeypatch.setattr(atomic.os, "open", no_new_files)
+    cli_fs._write_local(target, iter([b"new ", memoryview(b"bytes")]))
+    assert target.read_bytes() == b"new bytes"
+
+
+def test_a_damaged_ref_file_leaves_the_history_readable_and_a_checkout_repairs_it(
+    kuro: Kuro, tree: Path, home: Path
+) -> None:
+    # The history is intact: `kuro fs log` shows it and `kuro fs checkout N` points the name back,
+    # instead of both failing on the ref file they would replace.
+    from kuro_fs.home import refs_dir
+
+    assert kuro("fs", "put", str(tree)).returncode == 0
+    (refs_dir(home) / "main.ref").write_text("not a cid\n")
+    broken = kuro("fs", "ls")
+    assert broken.returncode == 2 and "invalid-cid" in one_error_line(broken)
+    shown = kuro("fs", "log")
+    assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 1
+    assert kuro("fs", "checkout", "0").returncode == 0
+    assert kuro("fs", "ls").stdout == "tree/\n"

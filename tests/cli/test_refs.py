@@ -132,6 +132,13 @@ def test_a_history_number_that_does_not_exist_is_refused(target: str) -> None:
         resolve_target(entries, target)
 
 
+@pytest.mark.parametrize("target", ["²", "¹⁰", "٣x", "𝟘"])
+def test_a_target_of_digits_that_are_not_ascii_is_a_typed_error_not_a_crash(target: str) -> None:
+    # str.isdigit() is true for "²", which int() cannot read: that was an internal ValueError.
+    with pytest.raises((RefError, InvalidCID)):
+        resolve_target([RefEntry(0, _root(0), "a", "t")], target)
+
+
 def test_a_checkout_target_that_is_neither_a_number_nor_a_cid_is_an_invalid_cid() -> None:
     with pytest.raises(InvalidCID):
         resolve_target([], "yesterday")

@@ -253,3 +253,19 @@ def test_a_stored_name_with_control_characters_is_listed_exactly_and_escaped_for
     assert store.get(listed["evil\nfake"]) == b"x"  # its content is reachable by CID
     fs = ok(fs.write("new", b"n")).fs  # the directory stays writable, the old names kept as they are
     assert sorted(e["name"] for e in ok(fs.ls(".")).value) == sorted([*legacy, "new"])
+
+
+def test_a_node_checked_in_one_map_is_checked_again_in_a_map_of_another_shape() -> None:
+    # A node the cache holds was checked at (depth 1, prefix 5) of a bitWidth-8 map; a hostile map of
+    # bitWidth 3 linking the same node at its (1, 5) must still be refused — there its keys lead elsewhere.
+    import hashlib
+
+    store, cache = MemoryBlockStore(), DirCache()
+    names = [n for n in (f"k{i}" for i in range(20_000)) if hashlib.sha256(n.encode()).digest()[0] == 5][:4]
+    good = write_dir(store, {n: Entry(raw_cid(b"x"), 1) for n in names}, DirLayout(max_flat=0))
+    assert sorted(read_dir(store, good, cache)) == names  # its child node (all 4 names) now cached, checked
+    value = dagcbor.decode(store.get(good) or b"")
+    value["shard"]["hamt"] = [bytes([1 << 5]), value["shard"]["hamt"][1]]  # the same child, slot 5 of 8
+    hostile = store.put(dagcbor.encode(value), "dag-cbor")
+    with pytest.raises(DagCborError):
+        read_dir(store, hostile, cache)

@@ -23,6 +23,7 @@ from kuro_fs.fileread import read_file
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
 from kuro_fs.importer import file_cid, import_bytes, import_file, import_path, import_stream
+from kuro_fs.paths import has_control
 from kuro_fs.unixfs import write_file
 
 
@@ -414,3 +415,37 @@ def test_an_import_into_the_disk_store_returns_after_its_blocks_are_visible_and_
     # one sync before any block had a name, one after every block had its name, and nothing after
     assert visible_at_sync == [0, len(expected.cids())] == [0, store.stats()["blocks"]]
     assert store.publish(expected.cids())["published"] == len(expected.cids())
+
+
+@pytest.mark.parametrize(
+    ("name", "why"), [("a\x1b]0;title\x07", "control character"), ("   ", "whitespace"), (b"\xff", "not UTF-8")]
+)
+def test_a_local_name_no_path_can_hold_is_refused_saying_why(tmp_path: Path, name: str | bytes, why: str) -> None:
+    # The message names the rule, and shows the name escaped: it is printed, and must not retitle the terminal.
+    (tmp_path / "t").mkdir()
+    with open(os.path.join(os.fsencode(tmp_path / "t"), os.fsencode(name)), "wb") as f:
+        f.write(b"x")
+    with pytest.raises(KuroFsError, match=why) as refused:
+        import_path(MemoryBlockStore(), tmp_path / "t")
+    assert not has_control(str(refused.value))
+
+
+def test_a_tree_nested_deeper_than_the_recursion_limit_imports(tmp_path: Path) -> None:
+    # 1100 levels of one-letter names: a 2.2 KB path, well within kuro.fs's 4096 bytes (and Linux's).
+    depth = 1100
+    assert depth > sys.getrecursionlimit()
+    levels = [tmp_path / "t"]
+    for _ in range(depth):  # not os.makedirs: it recurses once a level too
+        levels.append(levels[-1] / "d")
+    try:
+        for level in levels:
+            level.mkdir()
+        (levels[-1] / "f").write_bytes(b"bottom")
+        store = MemoryBlockStore()
+        fs = Fs(store, import_path(store, levels[0]))
+        assert fs.read("/".join(["d"] * depth) + "/f").value == b"bottom"
+    finally:  # removed here, bottom up: pytest's own cleanup (shutil.rmtree) recurses once a level
+        (levels[-1] / "f").unlink(missing_ok=True)
+        for level in reversed(levels):
+            if level.exists():
+                level.rmdir()

@@ -376,3 +376,19 @@ def test_add_leaves_builds_the_tree_of_that_many_add_leaf_calls(runs: list[tuple
         one.add_leaf(*leaves[0])
         many.add_leaf(*leaves[0])
     assert many.finish() == one.finish()
+
+
+def test_the_shard_estimate_counts_each_links_own_binary_cid_length() -> None:
+    # The importer's links-bytes rule sums name bytes + cid.byteLength: 36 for kuro's CIDv1s,
+    # but a linked CIDv0 file is 34 bytes and a sha2-512 one 68 (both readable, so both linkable).
+    import hashlib
+
+    from kuro_fs.cid import cid_bytes, format_binary
+    from kuro_fs.unixfs_hamt import shard_weight
+
+    v1 = raw_cid(b"x")
+    v0 = "QmbFMke1KXqnYyBBWxB74N4c5SBnJMVAiMNRcGu6x1AwQH"
+    sha512 = format_binary(b"\x01\x55\x13\x40" + hashlib.sha512(b"x").digest())
+    links = [("a", v1, 1, True), ("bb", v0, 1, True), ("ccc", sha512, 1, True), ("d", v1, 1, False)]
+    assert [len(cid_bytes(c)) for _, c, _, _ in links[:3]] == [36, 34, 68]
+    assert shard_weight(links) == (1 + 36) + (2 + 34) + (3 + 68)

@@ -6,6 +6,7 @@ these tests pin the classification boundary against kuro ABI v1 and the edges of
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -85,6 +86,22 @@ def test_text_without_a_nul_runs_to_the_end_of_memory() -> None:
     fill = f'{MEMORY} (func (export "run") (param i32 i32) (result i32) (memory.fill (i32.const 2048) (i32.const 97) (i32.const 63488)) (i32.const 0))'  # noqa: E501
     r = _run(fill, args=[0, 0])
     assert r["kuro/exit-code"] == 0 and r["kuro/stdout"] == b"a" * (65536 - 2048)
+
+
+def test_text_longer_than_the_output_cap_is_measured_not_copied() -> None:
+    """32 MiB of text without a NUL and a 1 KiB cap: the run is output-capped with nothing kept, and the host never
+    holds the text (it once gathered all of it, then joined it: twice the guest's memory, up to 8 GiB)."""
+    pages = 512
+    body = f'(memory (export "memory") {pages}) (func (export "run") (param i32 i32) (result i32) (memory.fill (i32.const 2048) (i32.const 97) (i32.const {pages * 65536 - 2048})) (i32.const 0))'  # noqa: E501
+    tracemalloc.start()
+    try:
+        r = _run(body, args=[0, 0], max_output_bytes=1024)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    text = pages * 65536 - 2048
+    assert (r["kuro/outcome"], r["kuro/stdout"], r["kuro/dropped-bytes"]) == ("output-capped", b"", text)
+    assert peak < 4 << 20, f"the host held {peak} bytes"
 
 
 def test_nothing_at_2048_is_no_output_and_a_zero_result_is_ok() -> None:

@@ -51,6 +51,17 @@ def test_writes_past_the_scratch_bound_store_nothing_and_answer_io() -> None:
     assert run_.denials == []
 
 
+def test_a_write_the_scratch_refused_is_not_counted_against_its_bound() -> None:
+    # Only bytes written count: a refused write (over the bound, or a bad path) stored nothing,
+    # so a later write that fits in what is left is accepted.
+    run_ = RunContext(grant=frozenset({"fs/scratch"}), emit=lambda name, data: True)
+    run_.scratch_bytes = fsgate.SCRATCH_MAX_BYTES - 10
+    assert fsgate.call_in(run_, "fs_write", "fs/write", "write", "big", b"x" * 11, scratch=True).reason == "over-budget"
+    assert fsgate.call_in(run_, "fs_write", "fs/write", "write", "a/../b", b"x" * 5, scratch=True).reason == "bad-path"
+    assert fsgate.call_in(run_, "fs_write", "fs/write", "write", "fits", b"x" * 10, scratch=True).reason is None
+    assert run_.scratch_bytes == fsgate.SCRATCH_MAX_BYTES
+
+
 def test_a_path_is_in_the_scratch_only_with_fs_scratch_and_only_under_tmp() -> None:
     granted = RunContext(grant=frozenset({"fs/scratch"}), emit=lambda name, data: True)
     plain = RunContext(grant=frozenset({"fs/write"}), emit=lambda name, data: True)

@@ -90,20 +90,18 @@ def _fs_read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     return _fsgate.read_into_guest(run, "fs_read", target, mem, p[0], p[1], scratch=inner is not None)
 
 
-def _text(store: wasmtime.Store, memory: Any) -> bytes:
-    """The bytes at :data:`TEXT_OFFSET` up to the first NUL or the end of memory (b"" if memory is smaller)."""
+def _text_span(store: wasmtime.Store, memory: Any) -> tuple[int, int]:
+    """(address, length) of the bytes at :data:`TEXT_OFFSET` up to the first NUL or the end of memory (length 0
+    if memory is smaller). Measured a piece at a time, none kept: text longer than the output cap is never
+    copied whole (it may be all of a 4 GiB memory)."""
     base, size = exported_memory(store, memory)
-    parts: list[bytes] = []
     at = TEXT_OFFSET
     while at < size:
-        piece = ctypes.string_at(base + at, min(_SCAN, size - at))
-        end = piece.find(b"\0")
+        end = ctypes.string_at(base + at, min(_SCAN, size - at)).find(b"\0")
         if end >= 0:
-            parts.append(piece[:end])
-            break
-        parts.append(piece)
-        at += len(piece)
-    return b"".join(parts)
+            return base + TEXT_OFFSET, at + end - TEXT_OFFSET
+        at += _SCAN
+    return base + TEXT_OFFSET, max(0, size - TEXT_OFFSET)
 
 
 def _is_run(shape: WasmShape, exact: FuncSig | None) -> bool:
@@ -153,8 +151,8 @@ class BrowserV0(CoreModuleKind):
         outcome = _engine.call_export(store, func, entry.sig.params, entry.args, entry.sig.results)
         if outcome.trap is not None or outcome.error is not None:
             return outcome
-        text = _text(store, run.memory)
-        if text and not run.emit("stdout", text):
+        address, length = _text_span(store, run.memory)
+        if length and not (run.admit(length) and run.emit("stdout", ctypes.string_at(address, length))):
             run.stop("output-capped")
             return CallOutcome(error="the guest's text does not fit the output cap")
         return outcome
