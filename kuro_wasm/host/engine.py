@@ -124,6 +124,7 @@ _set_epoch_deadline = foreign("wasmtime_context_set_epoch_deadline", None, _P, c
 _pre_instantiate = foreign("wasmtime_instance_pre_instantiate", _P, _P, _P, _P, _P)
 _export_get = foreign("wasmtime_instance_export_get", ctypes.c_bool, _P, _P, ctypes.c_char_p, ctypes.c_size_t, _P,
                       keep_gil=True)  # fmt: skip
+_increment_epoch = foreign("wasmtime_engine_increment_epoch", None, _P, keep_gil=True)  # an atomic add
 _func_call = foreign("wasmtime_func_call", _P, _P, _P, _P, ctypes.c_size_t, _P, ctypes.c_size_t, _P)
 _EXTERN_FUNC: Final = int(ffi.WASMTIME_EXTERN_FUNC.value)
 _EXTERN_MEMORY: Final = int(ffi.WASMTIME_EXTERN_MEMORY.value)
@@ -336,7 +337,7 @@ class _Ticker:
                     due = self._idle_since + _IDLE_EXIT_SECONDS
                 if due <= now:  # a live run is past its deadline: tick, and again until it is over
                     for engine in list(_ENGINES.values()):
-                        engine.increment_epoch()
+                        _increment_epoch(address(engine.ptr()))
                     due = now + _TICK_SECONDS
                 wake_at = self._wake_at = min(due, now + _IDLE_EXIT_SECONDS)
             ready, _, _ = select.select([wake], [], [], max(0.0, wake_at - now))
@@ -383,12 +384,14 @@ def interrupt() -> None:
     """Advance every engine's epoch now: each running guest's callback asks its run whether to stop.
 
     What makes a stop other than the deadline prompt (:meth:`RunContext.stop`: kill, output cap, host
-    error); a guest with no reason to stop continues. Thread-safe (an atomic add in wasmtime).
+    error); a guest with no reason to stop continues. Thread-safe (an atomic add in wasmtime), and made
+    without letting the GIL go: a thread that stops a run and goes straight on (a worker exiting as its host
+    goes) is not overtaken here by the run's own thread.
     """
     with _ENGINES_LOCK:
         engines = list(_ENGINES.values())
     for engine in engines:
-        engine.increment_epoch()
+        _increment_epoch(address(engine.ptr()))
 
 
 # ---- epoch callback
