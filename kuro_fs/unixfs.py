@@ -256,6 +256,23 @@ class BalancedLayout:
         self._leaves += count
         self._repeat(0, (_cid_bin(cid), size, size), count)
 
+    def add_node(self, cid: str, size: int, tsize: int, level: int) -> None:
+        """Append a whole File node of ``level`` ≥ 1 (``width ** level`` leaves, ``size`` file bytes,
+        ``tsize`` cumulative block bytes), made as this layout would make it — the caller checks that.
+
+        The same tree as adding its leaves one by one, in one step: it must start on a multiple of
+        ``width ** level`` leaves (ValueError otherwise), where the levels below it are empty.
+        """
+        span = self.width**level
+        if level < 1 or self._leaves % span:
+            raise ValueError(f"a level-{level} node cannot follow {self._leaves} leaves")
+        if self._leaves == 0:
+            self._first = FileRoot(cid, size, tsize)
+        self._leaves += span
+        while len(self._levels) <= level:
+            self._levels.append([])
+        self._push(level, (_cid_bin(cid), size, tsize))
+
     def _repeat(self, level: int, entry: tuple[bytes, int, int], count: int) -> None:
         # Close the open node of this level with copies of ``entry`` first (it is then empty); the copies that
         # make whole nodes are one node repeated one level up; the rest open a new node here.
