@@ -411,6 +411,26 @@ def test_add_node_appends_a_whole_node_as_its_leaves_would(data: bytes, width: i
     assert by_node.finish() == by_leaf.finish()
 
 
+def test_listing_the_leaves_of_a_hole_reads_its_repeated_node_once_per_run() -> None:
+    """A hole is one node repeated at each depth: listing its 4096 leaves reads and decodes each once, not once
+    per repeat (before: every node, ~0.8 s for the 65536 leaves of a leaf table at 256 KiB chunks)."""
+    store = MemoryBlockStore()
+    gets = 0
+    zero = store.put(bytes(4), "raw")
+    layout = BalancedLayout(store.put, 4)
+    layout.add_leaves(zero, 4, 4096)
+    root = layout.finish()
+
+    def get(cid: str) -> bytes | None:
+        nonlocal gets
+        gets += 1
+        return store.get(cid)
+
+    listed = list(iter_leaves(get, root.cid))
+    assert listed == [(4 * k, zero, 4) for k in range(4096)]
+    assert gets == 6, gets  # each level's one node, once (before: all 1365 nodes)
+
+
 def test_the_shard_estimate_counts_each_links_own_binary_cid_length() -> None:
     # The importer's links-bytes rule sums name bytes + cid.byteLength: 36 for kuro's CIDv1s,
     # but a linked CIDv0 file is 34 bytes and a sha2-512 one 68 (both readable, so both linkable).
