@@ -62,7 +62,7 @@ _Node = tuple[int, list[str], tuple[int, ...], list[int]]
 class BaseTree:
     """The stored file ``cid`` of ``size`` bytes, asked for its subtrees in the layout of ``chunk``/``width``."""
 
-    __slots__ = ("_nodes", "chunk", "cid", "get", "known", "size", "width")
+    __slots__ = ("_path", "chunk", "cid", "get", "known", "size", "width")
 
     def __init__(
         self, get: Get, cid: str, size: int, chunk: int, width: int, known: dict[tuple[str, int], FileRoot | None]
@@ -74,7 +74,7 @@ class BaseTree:
         self.width = width
         #: (cid, level) → the node as a layout entry if it is exactly the layout's, else None
         self.known = known
-        self._nodes: dict[str, _Node] = {}  # decoded on the way down, for this build
+        self._path: dict[int, tuple[str, _Node]] = {}  # depth → the node last decoded there on the way down
 
     def subtree(self, k: int, stop: int) -> tuple[int, FileRoot] | None:
         """The largest whole node of the layout over chunks ``[k, k + width**h)`` within ``[k, stop)``
@@ -104,7 +104,7 @@ class BaseTree:
                     return None
                 size = expect if expect is not None else len(_get(self.get, cid))
                 return FileRoot(cid, size, size) if size == n else None
-            own, cids, sizes, starts = self._node(cid, expect)
+            own, cids, sizes, starts = self._node(cid, expect, _depth)
             total = own + sum(sizes)
             if level and start == a and total == n:
                 entry = self._layout_node(cid, level)
@@ -116,9 +116,12 @@ class BaseTree:
             cid, start, expect = cids[i], start + starts[i], sizes[i]
         raise FileTooDeep(cid, MAX_FILE_DEPTH)
 
-    def _node(self, cid: str, expect: int | None) -> _Node:
-        node = self._nodes.get(cid)
-        if node is None:
+    def _node(self, cid: str, expect: int | None, depth: int) -> _Node:
+        # Lookups go left to right, so the last path down holds the next one's nodes (a bounded cache).
+        last = self._path.get(depth)
+        if last is not None and last[0] == cid:
+            node = last[1]
+        else:
             pb, meta = _file_node(_get(self.get, cid), cid)
             own = len(meta.data or b"")
             starts, pos = [], own
@@ -126,7 +129,7 @@ class BaseTree:
                 starts.append(pos)
                 pos += size
             node = own, [_link_cid(link.hash) for link in pb.links], meta.blocksizes, starts
-            self._nodes[cid] = node
+            self._path[depth] = cid, node
         total = node[0] + sum(node[2])
         if expect is not None and total != expect:
             raise DagPbError(f"file node {cid} covers {total} bytes, its parent says {expect}")
