@@ -16,8 +16,9 @@ such a node of level ``h - 1`` — at level 1, a raw leaf of ``chunk_size`` byte
 a raw leaf is reused by name, as every kept chunk always was). That check is recursive, so each
 answer is remembered by CID (:attr:`BaseTree.known`, carried from one build to the next): a hole's
 subtree is one node repeated, checked once; a base written in this layout by someone else is checked
-once per distinct node (a read of each dag-pb node, never of a leaf), and a tree this file built
-itself is known node by node only where it changed. Anything else — another chunk size or width, a
+once per distinct node (a read of each dag-pb node, never of a leaf) the first time a
+:class:`~kuro_fs.extents.SparseFile` over it builds — once per overlay —, and a tree it built itself
+is checked again only where it changed. Anything else — another chunk size or width, a
 trickle DAG, bytes inside nodes — is not kept whole: its chunks are reused leaf by leaf or re-read,
 exactly as before, so such a base still costs a step per chunk.
 
