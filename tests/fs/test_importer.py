@@ -452,16 +452,21 @@ def test_a_tree_nested_deeper_than_the_recursion_limit_imports(tmp_path: Path) -
 
 
 class _SlowSixth(FileBlockStore):
-    """The put of ``b"file 6"`` (the second thread's first) lasts until the import waits for its threads, and
-    half a second more: an import that does not wait for it returns before it ends."""
+    """The put of ``b"file 0"`` (the first thread's first) waits until the second thread is in the put of
+    ``b"file 6"`` (so the pool must start a second thread), which lasts until the import waits for its
+    threads, and half a second more: an import that does not wait for it returns before it ends."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
+        self.sixth = threading.Event()
         self.ended = threading.Event()
 
     def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+        if bytes(data) == b"file 0":
+            assert self.sixth.wait(10)
         if bytes(data) != b"file 6":
             return super().put(data, codec, cid=cid)
+        self.sixth.set()
         for _ in range(500):
             if _main_thread_in("_join"):
                 break
@@ -491,10 +496,12 @@ def test_a_ctrl_c_while_a_thread_starts_still_waits_for_that_threads_put(
         if thread.name.startswith("ThreadPoolExecutor") and threading.current_thread() is threading.main_thread():
             starts.append(thread.name)
             if len(starts) == 2:
+                assert store.sixth.wait(10)  # the new thread took its run and is in a put
                 raise KeyboardInterrupt  # as a Ctrl-C while the second thread starts
 
     monkeypatch.setattr(threading.Thread, "start", start)
     with pytest.raises(KeyboardInterrupt):
         import_path(store, tree, workers=2)
+    assert len(starts) == 2
     assert store.ended.is_set()  # the import waited for the put in flight on the second thread
     assert store.stats()["blocks"] == 0
