@@ -131,5 +131,6 @@ def test_every_car_the_gateway_streamed_parses_and_verifies_with_ipld_car(
         verdict = js_verdicts[str(answer.file)]
         assert verdict["error"] is None, verdict
         assert verdict["version"] == 1
-        _roots, sections = read_car(io.BytesIO(answer.body))
+        roots, sections = read_car(io.BytesIO(answer.body))
+        assert verdict["roots"] == roots
         assert verdict["blocks"] == [cid for cid, _ in sections]

@@ -1,6 +1,6 @@
 """The same component, two engines: every component fixture gives the same answer on wasmtime and on V8.
 
-Each ``guests/fixtures/*.toml`` case whose guest is a component runs through
+Each ``guests/components/fixtures/*.toml`` case whose guest is a component runs through
 ``kuro_wasm.run`` (wasmtime) and through ``tools/component_host.mjs`` (node: the
 component transpiled by ``jco transpile --instantiation async``, with kuro:host
 written in JavaScript over the same blocks). Compared: the exit code, the

@@ -110,8 +110,51 @@ def test_both_engines_agree(name: str, both: dict[str, tuple[CaseResult, dict[st
     assert ours.status == "pass", ours.problems
     assert ours.receipt is not None
     view = parity_view(ours.receipt)
-    differ = {k: (view.get(k), theirs["view"].get(k)) for k in view if view.get(k) != theirs["view"].get(k)}
+    keys = set(view) | set(theirs["view"])  # a key only one side reports differs too
+    differ = {k: (view.get(k, "<absent>"), theirs["view"].get(k, "<absent>")) for k in sorted(keys)}
+    differ = {k: pair for k, pair in differ.items() if pair[0] != pair[1]}
     assert differ == {}, f"wasmtime vs v8 {differ}; v8 said: {theirs['error']}"
+
+
+#: What the module docstring promises is compared: receipt key → its key in the view.
+PROMISED = {
+    "kuro/exit-code": "exit-code",
+    "kuro/outcome": "outcome",
+    "kuro/capped-by": "capped-by",
+    "kuro/stdout-cid": "stdout-cid",
+    "kuro/stderr-cid": "stderr-cid",
+    "kuro/reads": "reads",
+    "kuro/denials": "denials",
+    "kuro/fs-root-after": "fs-root-after",
+    "kuro/trap": "trap-kind",
+    "kuro/timed-out?": "timed-out?",
+    "kuro/truncated?": "truncated?",
+}
+
+
+def test_the_view_holds_every_promised_key_and_changes_with_each() -> None:
+    """Not vacuous: a receipt key the view dropped would never be compared between the engines."""
+    case = CASES["hello-writes-stdout-and-stderr"]
+    receipt = run_case(case, bundled_dir()).receipt
+    assert receipt is not None
+    view = parity_view(receipt)
+    assert set(view) == set(PROMISED.values())
+    other = {
+        "kuro/exit-code": 3,
+        "kuro/outcome": "exit",
+        "kuro/capped-by": "bytes",
+        "kuro/stdout-cid": receipt["kuro/stderr-cid"],
+        "kuro/stderr-cid": receipt["kuro/stdout-cid"],
+        "kuro/reads": ["bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"],
+        "kuro/denials": [{"kuro/import": "fs_read", "kuro/capability": "fs/read"}],
+        "kuro/fs-root-after": receipt["kuro/fs-root-cid"],
+        "kuro/trap": {"kind": "unreachable", "message": "wasm trap: unreachable"},
+        "kuro/timed-out?": True,
+        "kuro/truncated?": True,
+    }
+    for field, key in PROMISED.items():
+        changed = parity_view({**receipt, field: other[field]})
+        assert {k for k in view if changed[k] != view[k]} == {key}, field
 
 
 def test_a_case_v8_cannot_express_says_why_and_every_wasmtime_only_limit_is_marked() -> None:

@@ -2,9 +2,10 @@
 
 For each case the reference runner (wasmtime's built-in WASI over a temporary directory) must produce
 exactly the oracle's outcome — exit code, stdout, stderr and the resulting tree, compared by CID —
-and every other runner in ``wasikit.RUNNERS`` (kuro's WASI over kuro.fs, when it lands) must produce
-exactly the reference's. The oracles (``oracles.py``) model the tree with ``kuro_fs.overlay``, so a
-disagreement is either a runner bug or an overlay choice that differs from wasmtime's.
+and every other runner in ``wasikit.RUNNERS`` (kuro's WASI over kuro.fs, which must be among them:
+without it nothing is compared) must produce exactly the reference's. The oracles (``oracles.py``)
+model the tree with ``kuro_fs.overlay``, so a disagreement is either a runner bug or an overlay choice
+that differs from wasmtime's.
 """
 
 from __future__ import annotations
@@ -17,7 +18,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracles import oracle
-from wasikit import C_GUESTS, RUNNERS, WasiCase, WasiOutcome, differences, run_all, run_builtin, write_tree
+from wasikit import (
+    C_GUESTS,
+    RUNNERS,
+    WasiCase,
+    WasiOutcome,
+    differences,
+    run_all,
+    run_builtin,
+    run_kuro,
+    write_tree,
+)
 
 NAMES = ["a", "b.txt", "dir", "é", "x y", "-"]
 CONTENT = st.one_of(
@@ -46,6 +57,17 @@ def materialize(tree: dict[str, bytes | None], folder: Path) -> None:
         write_tree(folder, {path: data})
 
 
+def _reference_and_others(outcomes: dict[str, WasiOutcome]) -> tuple[WasiOutcome, dict[str, WasiOutcome]]:
+    """The reference's outcome and the others'; kuro's WASI must be among the others (or nothing is compared)."""
+    reference = outcomes.pop("builtin")
+    assert "kuro" in outcomes, f"kuro's WASI is not a runner (only {sorted(outcomes)}): nothing would be compared"
+    return reference, outcomes
+
+
+def test_kuros_wasi_is_one_of_the_runners_compared() -> None:
+    assert RUNNERS["builtin"] is run_builtin and RUNNERS["kuro"] is run_kuro
+
+
 def check(program: str, tree: dict[str, bytes | None], args: list[str], **more: object) -> None:
     with tempfile.TemporaryDirectory(prefix="kuro-wasi-diff-") as scratch:
         root = Path(scratch) / "root"
@@ -53,8 +75,7 @@ def check(program: str, tree: dict[str, bytes | None], args: list[str], **more: 
         materialize(tree, root)
         case = WasiCase(C_GUESTS / f"{program}.wasm", tuple(args), root=root, **more)  # type: ignore[arg-type]
         expected = oracle(case)
-        outcomes = run_all(case)
-        reference = outcomes.pop("builtin")
+        reference, outcomes = _reference_and_others(run_all(case))
         assert differences(expected, reference) == [], "the reference runner disagrees with the oracle"
         for name, outcome in outcomes.items():
             assert differences(reference, outcome) == [], f"runner {name} disagrees with the reference"
@@ -240,8 +261,8 @@ def test_raw_wasi_edge_cases_agree_with_wasmtime(tmp_path: Path) -> None:
     left behind, must be wasmtime's. (Its ``kuro`` mode, where the hosts differ by design, is a fixture case.)"""
     root = tmp_path / "root"
     write_tree(root, {"keep.txt": b"kept"})
-    outcomes = run_all(WasiCase(C_GUESTS / "wasiedge.wasm", ("common",), root=root))
-    reference = outcomes.pop("builtin")
+    case = WasiCase(C_GUESTS / "wasiedge.wasm", ("common",), root=root)
+    reference, outcomes = _reference_and_others(run_all(case))
     assert reference.exit_code == 0 and b"remove the scratch directory ok" in reference.stdout
     for name, outcome in outcomes.items():
         assert differences(reference, outcome) == [], f"runner {name} disagrees with the reference"
@@ -253,8 +274,8 @@ def test_every_call_a_capability_governs_succeeds_as_on_wasmtime_when_granted(tm
     refusals are kuro's own: the fixture cases grant-*.)"""
     root = tmp_path / "root"
     write_tree(root, {"f": b"hello", "e": b"y", "d/keep": b"z"})
-    outcomes = run_all(WasiCase(C_GUESTS / "wasiedge.wasm", ("deny",), root=root, stdin=b"input"))
-    reference = outcomes.pop("builtin")
+    case = WasiCase(C_GUESTS / "wasiedge.wasm", ("deny",), root=root, stdin=b"input")
+    reference, outcomes = _reference_and_others(run_all(case))
     assert reference.exit_code == 0 and b"rmdir d ok\nread stdin = 5\npoll stdin: errno 0, event error 0\n" in (
         reference.stdout
     )
