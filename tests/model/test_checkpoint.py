@@ -97,6 +97,12 @@ def test_a_checkpoint_without_a_version_is_refused(sess: Session, spec: dict[str
         lambda d: d.update({"kuro/max-output-bytes": "big"}),
         lambda d: d.update({"kuro/stdout-bytes": 2**70}),
         lambda d: d.update({"kuro/dropped-bytes": 2**64}),
+        # counters that do not add up per stream: the receipt would say 0 stdout bytes beside "ab"
+        lambda d: d.update({"kuro/stdout-bytes": 0, "kuro/stderr-bytes": 3}),
+        # dropped bytes in an untruncated stream: abandon's receipt would drop them without a word
+        lambda d: d.update({"kuro/dropped-bytes": 7}),
+        # more kept than the cap ever lets through
+        lambda d: d.update({"kuro/max-output-bytes": 2}),
     ],
 )
 def test_data_that_is_not_a_checkpoint_is_refused(damage: Any, sess: Session, spec: dict[str, Any]) -> None:
