@@ -79,10 +79,21 @@ def _escape_end(text: str, i: int) -> tuple[int, str, str] | None:
             return k + 1, "csi", text[i + 2 : k + 1]
         return k, "skip", ""  # broken CSI: drop it, keep the byte that broke it
     if c in "]PX^_":
-        bel = text.find("\x07", i + 2) if c == "]" else -1
-        st = text.find("\x1b\\", i + 2)
-        ends = [e for e in (bel + 1 if bel >= 0 else -1, st + 2 if st >= 0 else -1) if e > 0]
-        return (min(ends), "skip", "") if ends else None
+        # The first terminator: BEL (OSC only) or ST. Each search stops at the next ESC, so a string
+        # escape costs what it spans (searching the whole rest of the input for each terminator in
+        # turn made many OSCs quadratic).
+        k = i + 2
+        while True:
+            esc = text.find("\x1b", k)
+            if c == "]":
+                bel = text.find("\x07", k, n if esc < 0 else esc)
+                if bel >= 0:
+                    return bel + 1, "skip", ""
+            if esc < 0 or esc + 1 >= n:
+                return None
+            if text[esc + 1] == "\\":
+                return esc + 2, "skip", ""
+            k = esc + 1
     k = i + 1
     while k < n and "\x20" <= text[k] <= "\x2f":
         k += 1

@@ -58,6 +58,31 @@ def test_a_truncated_escape_is_not_remembered_by_the_next_call() -> None:
     assert plain("next") == "next"
 
 
+class _Counted(str):
+    """A str whose ``find`` adds up the characters each search walks (the work, counted, not timed)."""
+
+    walked = 0
+
+    def find(self, sub: Any, start: Any = None, end: Any = None) -> int:
+        at = super().find(sub, start, end)
+        lo = 0 if start is None else start
+        hi = len(self) if end is None else min(end, len(self))
+        _Counted.walked += (at + len(sub) if at >= 0 else hi) - lo
+        return at
+
+
+@pytest.mark.parametrize("one", ["\x1b]0;title\x07", "\x1b]0;title\x1b\\", "\x1bPq#0\x1b\\", "\x1b]8;;u\x07x"])
+@pytest.mark.parametrize("read", [plain, split_tail], ids=["plain", "split_tail"])
+def test_many_string_escapes_are_read_in_linear_work(one: str, read: Any) -> None:
+    # A guest printing a title OSC (BEL-terminated) 80k times (~1 MiB, the default cap) made
+    # `kuro receipt show` search the whole rest of its output for the other terminator at every
+    # OSC: quadratic (34 s for 560 KB). Every search now stops at the first ESC.
+    text = _Counted(one * 20_000)
+    _Counted.walked = 0
+    read(text)
+    assert _Counted.walked <= 4 * len(text)
+
+
 def test_split_tail_holds_back_an_unfinished_escape_for_the_next_piece() -> None:
     assert split_tail("ok" + E + "[3") == ("ok", E + "[3")
     assert split_tail("ok" + E + "]8;;http://x") == ("ok", E + "]8;;http://x")
