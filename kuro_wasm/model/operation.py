@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kuro_fs.cid import parse_cid, raw_cid
-from kuro_fs.dagcbor import cid_of
-from kuro_fs.errors import InvalidCID
+from kuro_fs.dagcbor import MAX_DEPTH, cid_of
+from kuro_fs.errors import DagCborError, InvalidCID
 from kuro_fs.fs import DEFAULT_GRANT, Budget, Fs
 from kuro_fs.fsdir import DirLayout
 from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH
@@ -104,8 +104,12 @@ def _echo(value: object) -> str:
 # ---- argument digest
 
 
-def plain(value: Any, where: str) -> Any:
-    """``value`` as plain dag-cbor data (integral floats as ints); raises ModelError ``unencodable-value``."""
+def plain(value: Any, where: str, _depth: int = 0) -> Any:
+    """``value`` as plain dag-cbor data (integral floats as ints); raises ModelError ``unencodable-value``
+    (also for nesting deeper than dag-cbor's :data:`~kuro_fs.dagcbor.MAX_DEPTH`, before Python's own
+    recursion limit could be met)."""
+    if _depth > MAX_DEPTH:
+        raise ModelError(f"{where}: nested deeper than {MAX_DEPTH}", reason="unencodable-value")
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
@@ -121,9 +125,9 @@ def plain(value: Any, where: str) -> Any:
     if isinstance(value, Mapping):
         if not all(isinstance(k, str) for k in value):
             raise ModelError(f"{where}: map keys must be strings", reason="unencodable-value")
-        return {k: plain(v, f"{where}/{k}") for k, v in value.items()}
+        return {k: plain(v, f"{where}/{k}", _depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [plain(v, f"{where}/{i}") for i, v in enumerate(value)]
+        return [plain(v, f"{where}/{i}", _depth + 1) for i, v in enumerate(value)]
     raise ModelError(f"{where}: {type(value).__name__} cannot be digested", reason="unencodable-value")
 
 
@@ -240,7 +244,10 @@ def argument_digest(session: Session, command: object, **run_options: Any) -> st
     seed = run_seed(run_options.get("deterministic", False), run_options.get("seed", 0))
     if seed is not None:  # only then: operations digested before the option existed keep their identity
         identity["deterministic"] = {"seed": seed}
-    return cid_of(identity)
+    try:
+        return cid_of(identity)
+    except DagCborError as exc:  # nesting within plain()'s bound but past the encoder's, under the identity's keys
+        raise ModelError(f"the operation cannot be digested: {exc}", reason="unencodable-value") from exc
 
 
 _DEFAULT_BUDGET: Final = Budget()

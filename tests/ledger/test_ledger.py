@@ -981,3 +981,18 @@ def test_a_command_value_outside_dag_cbor_is_a_model_error(value: Any) -> None:
     with pytest.raises(ModelError) as info:
         argument_digest(make_session(), {"kuro/type": "kuro/guest", "x": value})
     assert info.value.reason == "unencodable-value"
+
+
+def test_a_command_nested_past_dag_cbor_is_a_model_error_not_a_recursion_error() -> None:
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+    for nested in (deep, {**command(), "kuro/args": [deep]}):
+        with pytest.raises(ModelError) as info:
+            argument_digest(make_session(), nested)
+        assert info.value.reason == "unencodable-value"
+    shallow_enough_for_python: Any = []
+    for _ in range(300):  # deeper than dag-cbor's 256, shallow enough for Python's own recursion
+        shallow_enough_for_python = [shallow_enough_for_python]
+    with pytest.raises(ModelError):
+        argument_digest(make_session(), shallow_enough_for_python)
