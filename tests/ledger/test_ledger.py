@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ledger_fakes import GUEST, ROOT, FakeHandle, FakeStarter, RunThread, command, fake_receipt, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
@@ -18,7 +20,7 @@ from kuro_fs.errors import BlockStoreError
 from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict
 from kuro_wasm.ledger.ledger import MAX_PAGE, Ledger
 from kuro_wasm.model.operation import argument_digest
-from kuro_wasm.model.sessions import Session, denial, guest, session
+from kuro_wasm.model.sessions import Session, denial, guest, is_guest_spec, session
 
 # ---- bad input first
 
@@ -996,3 +998,25 @@ def test_a_command_nested_past_dag_cbor_is_a_model_error_not_a_recursion_error()
         shallow_enough_for_python = [shallow_enough_for_python]
     with pytest.raises(ModelError):
         argument_digest(make_session(), shallow_enough_for_python)
+
+
+_arg_values = st.one_of(
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e18, max_value=1e18),
+    st.booleans(),
+    st.text(max_size=3),
+    st.binary(max_size=3),
+    st.binary(max_size=3).map(bytearray),
+)
+_spelled_args = st.one_of(st.lists(_arg_values, max_size=3), st.lists(_arg_values, max_size=3).map(tuple))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_spelled_args, _spelled_args)
+def test_equal_digests_mean_the_gate_decides_alike_and_the_specs_are_equal(one: Any, two: Any) -> None:
+    sess = make_session()
+    a, b = ({**command(), "kuro/args": args} for args in (one, two))
+    if argument_digest(sess, a) == argument_digest(sess, b):
+        assert is_guest_spec(a) == is_guest_spec(b)
+        if is_guest_spec(a):
+            assert a == b
