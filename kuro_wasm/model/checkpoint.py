@@ -34,7 +34,7 @@ from typing import Any, Final
 
 from kuro_wasm.errors import CheckpointError, CheckpointVersionError, ModelError, StreamClosed
 from kuro_wasm.model.isolation import ISOLATIONS
-from kuro_wasm.model.sessions import Session, is_guest_spec, missing_capabilities
+from kuro_wasm.model.sessions import Session, denial, is_guest_spec, missing_capabilities
 from kuro_wasm.model.stream import STATES, STREAMS, Chunk, Stream, _finish, chunks
 
 __all__ = [
@@ -187,7 +187,8 @@ def restore(data: Mapping[str, Any]) -> Stream:
 
     Raises CheckpointVersionError: if the version is not :data:`VERSION`.
     Raises CheckpointError: if the data is not a checkpoint (wrong shape, chunk
-    seqs out of order, counters that do not add up, a bad session or command).
+    seqs out of order, counters that do not add up, a bad session or command, or
+    a command its session's gate refuses: such a run never ran).
     """
     if not isinstance(data, Mapping):
         raise CheckpointError(f"a checkpoint is a mapping, got {type(data).__name__}")
@@ -204,6 +205,9 @@ def restore(data: Mapping[str, Any]) -> Stream:
     if not is_guest_spec(command) or data.get("kuro/session-id") != sess.id:
         raise CheckpointError("checkpoint command must be a guest spec and session-id match the session")
     assert isinstance(command, Mapping)
+    refused = denial(sess, command)
+    if refused is not None:  # the gate refuses it: it never ran, and abandon() would make it a receipt
+        raise CheckpointError(f"checkpoint of a run its session's gate refuses ({refused['kuro/reason']})")
     seq = _count(data, "kuro/seq")
     items = data.get("kuro/chunks")
     if not isinstance(items, (list, tuple)):

@@ -58,7 +58,7 @@ def test_a_checkpoint_of_a_run_whose_session_lacks_agent_checkpoint_is_a_denial(
 
 
 def test_the_original_agent_checkpoint_name_is_the_grant_a_checkpoint_needs(spec: dict[str, Any]) -> None:
-    allowed = session("s1", EMPTY_CID, grant=["repo/read", "agent/checkpoint"])
+    allowed = session("s1", EMPTY_CID, grant=["guest/invoke", "repo/read", "agent/checkpoint"])
     assert restore(to_data(_run(allowed, spec, [("stdout", b"a")]))).state == "orphaned"
 
 
@@ -103,6 +103,11 @@ def test_a_checkpoint_without_a_version_is_refused(sess: Session, spec: dict[str
         lambda d: d.update({"kuro/dropped-bytes": 7}),
         # more kept than the cap ever lets through
         lambda d: d.update({"kuro/max-output-bytes": 2}),
+        # a run the gate refuses never ran, so it has no checkpoint (abandon would make it a receipt)
+        lambda d: d["kuro/session"].update({"kuro/grant": ["agent/checkpoint"]}),
+        lambda d: d["kuro/session"].update(
+            {"kuro/mode": "terminal-host", "kuro/signed-opt-in?": True, "kuro/grant": ["guest/invoke"]}
+        ),
     ],
 )
 def test_data_that_is_not_a_checkpoint_is_refused(damage: Any, sess: Session, spec: dict[str, Any]) -> None:
