@@ -24,13 +24,15 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from kuro_wasm.model.ansi import BIDI_CONTROLS
+
 __all__ = ["DENIAL_EXIT", "coloured", "denial_text", "is_denial", "receipt_text", "sgr", "size"]
 
 #: Characters a terminal acts on, each shown as its escape (``\\x1b``, ``\\u202e``): every C0 control (a
 #: newline inside a value would forge a line), DEL, the C1 controls and the bidirectional controls.
 _SHOWN: Final[Mapping[int, str]] = {
     **{c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)]},
-    **{c: f"\\u{c:04x}" for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+    **{c: f"\\u{c:04x}" for c in BIDI_CONTROLS},
 }
 
 
