@@ -17,11 +17,13 @@ Writes never copy the file. A :class:`SparseFile` is three layers, read top down
 A read fills the caller's buffer in place (:meth:`SparseFile.read_into`: a WASI ``fd_read`` fills
 guest memory with no bytes object between); :meth:`SparseFile.read` is the same into one new ``bytes``.
 
-:meth:`SparseFile.build` then makes the new file DAG with :class:`~kuro_fs.unixfs.BalancedLayout`
-chunk by chunk, reusing every leaf it can (an untouched raw leaf of the base at the same aligned
-offset and length, a folded leaf, the one all-zero leaf of each length for holes) and storing only
-the chunks that changed. The CID is therefore exactly the one :meth:`~kuro_fs.fs.Fs.write` gives the
-same bytes (same chunking and width), but building it costs the changed chunks, not the file.
+:meth:`SparseFile.build` then makes the new file DAG with :class:`~kuro_fs.unixfs.BalancedLayout`,
+reusing every block it can — over untouched chunks of the base, the base's largest node that is
+exactly the layout's there, whole (:class:`~kuro_fs.basetree.BaseTree`); else the base's raw leaf at
+the same aligned offset and length, a folded leaf, the one all-zero leaf of each length for holes —
+and storing only the chunks that changed and the nodes above them. The CID is therefore exactly the
+one :meth:`~kuro_fs.fs.Fs.write` gives the same bytes (same chunking and width), but building it
+costs the changes and the tree's depth, not the file.
 
 ## Pure
 Blocks go through the injected store only. Raises MissingBlock / CorruptBlock / DagPbError from a
@@ -33,8 +35,9 @@ No paths, handles or errno (the overlay's job). Memory: pending extent bytes are
 :meth:`SparseFile.fold` folds whole chunks until a budget is met, but the partial last chunk of a
 file (< ``chunk_size`` bytes) always stays in memory until commit. A hole past the base costs nothing,
 built or not: its whole chunks are one all-zero leaf repeated (:meth:`BalancedLayout.add_leaves`, a few
-blocks per hole whatever its length), so a 1 TiB file that is all hole builds in milliseconds. The
-base's part of the file is still walked chunk by chunk (each reused leaf is one step).
+blocks per hole whatever its length), so a 1 TiB file that is all hole builds in milliseconds, and
+so does a byte written into it once it is stored. A base in another layout (another chunk size or
+width, a trickle DAG) has no node to keep whole: its part of the file is walked chunk by chunk.
 """
 
 from __future__ import annotations
@@ -42,11 +45,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator
 
+from kuro_fs.basetree import BaseTree
 from kuro_fs.blocks import BlockStore
 from kuro_fs.errors import DagPbError
 from kuro_fs.fillbytes import fill_bytes
 from kuro_fs.leafread import MAX_LEAF_TABLE, LeafReader
-from kuro_fs.unixfs import BalancedLayout, FileRoot, iter_file, iter_leaves
+from kuro_fs.unixfs import BalancedLayout, FileRoot, iter_file
 
 __all__ = ["MAX_LEAF_TABLE", "SparseFile"]
 
@@ -67,6 +71,7 @@ class SparseFile:
 
     __slots__ = (
         "_bufs",
+        "_known",
         "_leaves",
         "_reader",
         "_starts",
@@ -92,6 +97,7 @@ class SparseFile:
         self._starts: list[int] = []
         self._bufs: list[bytearray] = []
         self._leaves: dict[int, str] = {}
+        self._known: dict[tuple[str, int], FileRoot | None] = {}  # BaseTree's checked nodes, build to build
         self._reader: LeafReader | bool | None = None  # False: the base has none (read through its tree)
 
     @property
@@ -234,9 +240,9 @@ class SparseFile:
     # ---- building
 
     def build(self) -> FileRoot:
-        """Store the file's DAG (reusing every unchanged leaf) and return its root. Nothing is reset."""
+        """Store the file's DAG (reusing every unchanged leaf and subtree) and return its root. Nothing is reset."""
         chunk = self.chunk_size
-        reusable = self._base_leaves()
+        base = self._base_tree()
         zeros: dict[int, str] = {}
         layout = BalancedLayout(self.store.put, self.width)
         starts, bufs = self._starts, self._bufs
@@ -255,8 +261,17 @@ class SparseFile:
                 leaf = self._leaves.get(k)
                 if leaf is not None and b - a == chunk:
                     cid = leaf
-                elif leaf is None and b <= self.base_valid and reusable.get(a, ("", -1))[1] == b - a:
-                    cid = reusable[a][0]
+                elif leaf is None and b <= self.base_valid and base is not None:
+                    if b - a == chunk:  # untouched whole chunks of the base: its largest layout node there, whole
+                        at = bisect_right(folded, k)
+                        end = min(whole, self.base_valid // chunk, starts[i] // chunk if i < len(starts) else whole)
+                        found = base.subtree(k, min(end, folded[at]) if at < len(folded) else end)
+                        if found is not None:
+                            level, node = found
+                            layout.add_node(node.cid, node.size, node.tsize, level)
+                            k += self.width**level
+                            continue
+                    cid = base.leaf(a, b - a)
                 elif leaf is None and a >= self.base_valid:
                     cid = zeros.get(b - a)
                     if cid is None:
@@ -283,11 +298,11 @@ class SparseFile:
         self._reader = None
         self.pending_bytes = 0
 
-    def _base_leaves(self) -> dict[int, tuple[str, int]]:
-        # offset -> (cid, size) of the base's raw leaves that sit on chunk boundaries (reusable as they are).
+    def _base_tree(self) -> BaseTree | None:
+        # The base, looked up by position (its checked nodes remembered from build to build), or None.
         if self.base_cid is None or self.base_valid == 0:
-            return {}
-        return {o: (c, n) for o, c, n in iter_leaves(self.store.get, self.base_cid) if o % self.chunk_size == 0}
+            return None
+        return BaseTree(self.store.get, self.base_cid, self.base_size, self.chunk_size, self.width, self._known)
 
     # ---- runs
 

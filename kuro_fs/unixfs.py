@@ -256,6 +256,23 @@ class BalancedLayout:
         self._leaves += count
         self._repeat(0, (_cid_bin(cid), size, size), count)
 
+    def add_node(self, cid: str, size: int, tsize: int, level: int) -> None:
+        """Append a whole File node of ``level`` ≥ 1 (``width ** level`` leaves, ``size`` file bytes,
+        ``tsize`` cumulative block bytes), made as this layout would make it — the caller checks that.
+
+        The same tree as adding its leaves one by one, in one step: it must start on a multiple of
+        ``width ** level`` leaves (ValueError otherwise), where the levels below it are empty.
+        """
+        span = self.width**level
+        if level < 1 or self._leaves % span:
+            raise ValueError(f"a level-{level} node cannot follow {self._leaves} leaves")
+        if self._leaves == 0:
+            self._first = FileRoot(cid, size, tsize)
+        self._leaves += span
+        while len(self._levels) <= level:
+            self._levels.append([])
+        self._push(level, (_cid_bin(cid), size, tsize))
+
     def _repeat(self, level: int, entry: tuple[bytes, int, int], count: int) -> None:
         # Close the open node of this level with copies of ``entry`` first (it is then empty); the copies that
         # make whole nodes are one node repeated one level up; the rest open a new node here.
@@ -468,6 +485,7 @@ def iter_leaves(get: Get, cid: str) -> Iterator[tuple[int, str, int]]:
     """
     # An explicit stack of (cid, offset, expected size, depth), so a deep hostile tree needs no recursion.
     stack: list[tuple[str, int, int | None, int]] = [(cid, 0, None, 0)]
+    last: dict[int, tuple[str, int, list[tuple[str, int]]]] = {}  # depth → the last node decoded there
     while stack:
         here, offset, expect, depth = stack.pop()
         if depth > MAX_FILE_DEPTH:
@@ -477,14 +495,19 @@ def iter_leaves(get: Get, cid: str) -> Iterator[tuple[int, str, int]]:
                 expect = len(_get(get, here))
             yield offset, here, expect
             continue
-        node, meta = _file_node(_get(get, here), here)
-        own = len(meta.data or b"")
-        if expect is not None and own + sum(meta.blocksizes) != expect:
-            raise DagPbError(f"file node {here} covers {own + sum(meta.blocksizes)} bytes, its parent says {expect}")
+        known = last.get(depth)
+        if known is None or known[0] != here:  # (a hole is one node repeated at each depth: decoded once)
+            node, meta = _file_node(_get(get, here), here)
+            links = [(_link_cid(link.hash), size) for link, size in zip(node.links, meta.blocksizes, strict=True)]
+            known = last[depth] = here, len(meta.data or b""), links
+        _, own, links = known
+        total = own + sum(size for _, size in links)
+        if expect is not None and total != expect:
+            raise DagPbError(f"file node {here} covers {total} bytes, its parent says {expect}")
         children = []
         start = offset + own
-        for link, size in zip(node.links, meta.blocksizes, strict=True):
-            children.append((_link_cid(link.hash), start, size, depth + 1))
+        for child, size in links:
+            children.append((child, start, size, depth + 1))
             start += size
         stack.extend(reversed(children))
 

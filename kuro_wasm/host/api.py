@@ -16,7 +16,7 @@ guest bytes are the CID's bytes    every block re-hashed before compiling (:mod:
 only its kind's effects            imports checked at load (kuro ABI v1, or WASI preview 1 over a virtual world)
 capability per import call         checked at call time; refusals in ``kuro/denials``
 memory confined                    every (ptr, len) bounds-checked; wasm's own sandbox
-prompt stop (loop)                 epoch callback each ~1 ms tick (:mod:`.engine`)
+prompt stop (loop)                 epoch tick at the deadline or the stop (:mod:`.engine`)
 prompt stop (blocked in ``read``)  condition variable woken by stdin/kill/deadline
 memory limit                       ``Store.set_limits``: ``memory.grow`` returns -1 (all memories + tables)
 stack overflow                     wasmtime's guard: a ``stack-overflow`` trap
@@ -137,7 +137,7 @@ def stop_and_wait(handle: _Stoppable) -> Mapping[str, Any]:
     """Kill ``handle``'s guest and wait for its (``cancelled``) receipt, whatever interrupts arrive meanwhile.
 
     A second Ctrl-C (or SIGTERM after it) does not stop the wait: the kill is already asked, and a
-    killed run ends within its stop grace — at the engine's next epoch tick in this process, or
+    killed run ends within its stop grace — at the epoch tick the kill makes in this process, or
     :data:`~kuro_wasm.host.worker.run.STOP_GRACE_S` after the kill for a worker process, which is
     then SIGKILLed. Giving up the wait instead would lose the receipt of a run that is ending anyway.
     """
@@ -490,8 +490,8 @@ def run(
 # calling ctypes callback"): the guest would run on to its deadline. So a
 # run() on the main thread that finds Python's default SIGINT handler installs
 # _on_sigint in its place (once: it then stays): while a main-thread run() is live, SIGINT records
-# ``cancelled`` in that run's context (the next epoch tick or a blocked ``read``
-# acts on it); otherwise it raises KeyboardInterrupt exactly as the default
+# ``cancelled`` in that run's context (the epoch tick the signal makes or a blocked
+# ``read`` acts on it); otherwise it raises KeyboardInterrupt exactly as the default
 # handler does. A program that installs its own SIGINT handler keeps it — for the
 # runs made while it is installed. The handler is looked at on every main-thread
 # run, not once per process: a handler that was only in place for a while (a

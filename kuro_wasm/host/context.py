@@ -10,7 +10,8 @@ and :class:`StdinPipe`. The denial record and the store-fault record are bounded
 
 ## Effects
 A condition variable (stdin, kill and the deadline wake a blocked reader); the
-monotonic clock for the deadline.
+monotonic clock for the deadline; a new reason to stop advances every engine's
+epoch (:func:`kuro_wasm.host.engine.interrupt`), so running wasm asks at once.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from kuro_wasm.host.engine import interrupt
 from kuro_wasm.model.abi import ErrorCode
 from kuro_wasm.model.limits import DEFAULT_MAX_VALUE_BYTES
 
@@ -266,18 +268,30 @@ class RunContext:
             self.stdin = StdinPipe(self.cond, closed=True)
 
     def stop(self, reason: str, detail: str | None = None) -> None:
-        """Record the first reason to stop (later ones are ignored) and wake a blocked ``read``."""
+        """Record the first reason to stop (later ones are ignored), wake a blocked ``read``, and interrupt
+        running wasm: the guest's epoch callback asks :meth:`should_stop` now, not at the deadline."""
+        if self._record(reason, detail):
+            interrupt()
+
+    def _record(self, reason: str, detail: str | None = None) -> bool:
+        """Record ``reason`` if it is the first and wake a blocked ``read``; whether it was the first."""
         with self.cond:
-            if self.stop_reason is None:
+            first = self.stop_reason is None
+            if first:
                 self.stop_reason = reason
                 if detail is not None:
                     self.host_error = detail
             self.cond.notify_all()
+        return first
 
     def should_stop(self) -> str | None:
-        """The epoch-tick check: the stop reason, with the deadline turned into ``timeout`` when due."""
+        """The epoch-tick check: the stop reason, with the deadline turned into ``timeout`` when due.
+
+        A deadline found here needs no interrupt: the caller is the run itself (its epoch callback, or a
+        host call that stops on the answer), and the ticker keeps ticking while a run past its deadline is live.
+        """
         if self.stop_reason is None and time.monotonic() >= self.deadline:
-            self.stop("timeout")
+            self._record("timeout")
         return self.stop_reason
 
     def check_stop(self) -> None:

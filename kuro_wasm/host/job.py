@@ -55,8 +55,6 @@ _PLAIN = _engine.EngineConfig(fuel=False)
 _FUEL = _engine.EngineConfig(fuel=True)
 
 _DONE_LOCK = threading.Lock()
-#: Keeps the epoch ticker going while a run is live (stateless: one object serves every run and thread).
-_LIVE_RUN = _engine.live_run()
 
 OnChunk = Callable[[_stream.Stream, _stream.Chunk], None]
 OnExit = Callable[[dict[str, Any]], None]
@@ -226,7 +224,7 @@ class Job:
                 wstore.set_fuel(self.limits.fuel)
             interrupt_key = _engine.install_interrupt(wstore, ctx)
             register_run(wstore, ctx)
-            with _LIVE_RUN:
+            with _engine.live_run(ctx.deadline):
                 instance, failed = ready.kind.instantiate(wstore, ready.pre)
                 if failed is None:
                     outcome = ready.kind.call(wstore, instance, entry, ctx)

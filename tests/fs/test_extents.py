@@ -5,29 +5,38 @@ Tiny chunks (and width 2–3) make every chunk, leaf-reuse and tree-shape bounda
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.dagpb import PBLink, PBNode
+from kuro_fs.dagpb import decode as decode_pb
+from kuro_fs.dagpb import encode as encode_pb
 from kuro_fs.extents import SparseFile
 from kuro_fs.fileread import read_file, read_range
-from kuro_fs.unixfs import write_file
+from kuro_fs.unixfs import BalancedLayout, FileRoot, NodeType, UnixFSData, chunks, decode_data, encode_data, write_file
 
 
 class CountingStore(MemoryBlockStore):
-    """A memory store that counts puts and the bytes they carried."""
+    """A memory store that counts puts (and the bytes they carried) and gets."""
 
     def __init__(self) -> None:
         super().__init__()
         self.puts = 0
         self.put_bytes = 0
+        self.gets = 0
 
     def put(self, data: Any, codec: str = "raw", *, cid: str | None = None) -> str:
         self.puts += 1
         self.put_bytes += len(data)
         return super().put(data, codec, cid=cid)
+
+    def get(self, cid: str) -> bytes | None:
+        self.gets += 1
+        return super().get(cid)
 
 
 def sparse_over(store: MemoryBlockStore, base: bytes | None, chunk: int, width: int) -> SparseFile:
@@ -123,7 +132,7 @@ def test_changing_one_chunk_of_a_large_file_stores_one_leaf_and_the_tree_above_i
     f.write(500_000, b"changed")
     store.puts = store.put_bytes = 0
     built = f.build()
-    assert store.puts == 1 + 8 + 1  # the changed leaf, the 8 level-1 nodes, the root
+    assert store.puts == 1 + 1 + 1  # the changed leaf, its level-1 node, the root (the other 7 nodes are kept)
     assert store.put_bytes < 16384 + 4096
     expected = bytearray(base)
     expected[500_000:500_007] = b"changed"
@@ -175,3 +184,102 @@ def test_fold_stores_whole_chunks_and_keeps_the_partial_last_one() -> None:
     assert f.read(0, 100)[0] == before
     assert all(start >= (f.size // 8) * 8 for start, _ in f.runs())
     assert f.pending_bytes <= f.size % 8
+
+
+def test_a_write_into_a_terabyte_hole_of_the_base_costs_the_tree_depth_not_a_step_per_chunk() -> None:
+    """The 1 TiB hole is the base now (committed): one byte written at 0. The build reuses the base's
+    untouched subtrees whole — the same few blocks the hole is made of — instead of walking its 2**22 leaves
+    (before: every base node read and every level-1 node re-made, ~24 000 gets and puts, ~60 s, > 1 GB)."""
+    store = CountingStore()
+    f = SparseFile(store, None, 0, 1 << 18, 174)
+    f.write((1 << 40) - 1, b"x")
+    f.rebase(f.build())
+    f.write(0, b"y")
+    store.gets = store.puts = 0
+    built = f.build()
+    assert store.puts < 20, store.puts
+    assert store.gets < 60, store.gets  # the base's few distinct nodes, read on the way down
+    assert built.size == 1 << 40
+    assert read_range(store, built.cid, 0, 2) == b"y\0"
+    assert read_range(store, built.cid, (1 << 40) - 2, 2) == b"\0x"
+    # a fresh SparseFile over the same base (a later run opening the file) needs no more
+    again = SparseFile(store, built.cid, built.size, 1 << 18, 174)
+    again.write(1 << 39, b"z")
+    store.gets = store.puts = 0
+    again.build()
+    assert store.puts < 20, store.puts
+    assert store.gets < 60, store.gets
+
+
+def _wrapped(store: MemoryBlockStore, root: FileRoot) -> FileRoot:
+    # A one-link File node over ``root``: the same bytes, a tree no balanced layout makes.
+    data = encode_data(UnixFSData(NodeType.FILE, filesize=root.size, blocksizes=(root.size,)))
+    block = encode_pb(PBNode((PBLink.to(root.cid, "", root.tsize),), data))
+    return FileRoot(store.put(block, "dag-pb"), root.size, len(block) + root.tsize)
+
+
+def _wrapped_leaves(store: MemoryBlockStore, data: bytes, chunk: int, width: int) -> FileRoot:
+    # The layout's tree, but each leaf wrapped in a one-link node: every node above looks like the layout's.
+    layout = BalancedLayout(store.put, width)
+    for piece in chunks(data, chunk):
+        leaf = store.put(bytes(piece), "raw")
+        layout.add_leaf(_wrapped(store, FileRoot(leaf, len(piece), len(piece))).cid, len(piece))
+    return layout.finish()
+
+
+def _with_mode(store: MemoryBlockStore, data: bytes, chunk: int, width: int) -> FileRoot:
+    # The layout's tree, but each File node carries a ``mode``: the same links, not the layout's blocks.
+    def put(block: bytes, codec: str) -> str:
+        if codec == "dag-pb":
+            node = decode_pb(block)
+            meta = decode_data(node.data or b"")
+            block = encode_pb(PBNode(node.links, encode_data(replace(meta, mode=0o644))))
+        return store.put(block, codec)
+
+    return write_file(put, data, chunk_size=chunk, width=width)
+
+
+BASES = st.one_of(
+    st.none(),
+    st.tuples(
+        st.one_of(st.binary(max_size=60), st.integers(0, 300).map(bytes), st.binary(max_size=8).map(lambda b: b * 30)),
+        st.sampled_from(["layout", "other-chunk", "other-width", "wrapped", "wrapped-leaves", "with-mode"]),
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(base=BASES, rounds=st.lists(OPS, min_size=1, max_size=3), chunk=st.integers(1, 5), width=st.integers(2, 3))
+def test_a_rebuilt_file_is_the_one_its_bytes_import_to_whatever_layout_its_base_has(
+    base: tuple[bytes, str] | None, rounds: list[list[tuple[str, int, bytes]]], chunk: int, width: int
+) -> None:
+    """Differential: after each round of writes, cuts and folds the build is exactly :func:`write_file` of
+    the file's bytes — over a base in this layout (its untouched subtrees kept whole), in another chunk size
+    or width, wrapped (whole, or leaf by leaf) in nodes no layout makes, or with nodes that carry a mode
+    (nothing kept whole that the import would not make), and over the trees earlier rounds built (the
+    nodes checked in one build remembered for the next)."""
+    store = MemoryBlockStore()
+    if base is None:
+        f, model = SparseFile(store, None, 0, chunk, width), bytearray()
+    else:
+        data, shape = base
+        root = write_file(
+            store.put,
+            data,
+            chunk_size=chunk + 1 if shape == "other-chunk" else chunk,
+            width=width + 1 if shape == "other-width" else width,
+        )
+        if shape == "wrapped":
+            root = _wrapped(store, root)
+        if shape == "with-mode":
+            root = _with_mode(store, data, chunk, width)
+        if shape == "wrapped-leaves":
+            root = _wrapped_leaves(store, data, chunk, width)
+        f, model = SparseFile(store, root.cid, root.size, chunk, width), bytearray(data)
+    for ops in rounds:
+        for op in ops:
+            apply(model, f, op)
+        built = f.build()
+        assert built == write_file(MemoryBlockStore().put, bytes(model), chunk_size=chunk, width=width)
+        assert read_file(store, built.cid) == bytes(model)
+        f.rebase(built)

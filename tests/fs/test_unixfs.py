@@ -378,6 +378,59 @@ def test_add_leaves_builds_the_tree_of_that_many_add_leaf_calls(runs: list[tuple
     assert many.finish() == one.finish()
 
 
+@settings(max_examples=100, deadline=None)
+@given(data=st.binary(min_size=1, max_size=50), width=st.integers(2, 3), levels=st.lists(st.integers(1, 3)))
+def test_add_node_appends_a_whole_node_as_its_leaves_would(data: bytes, width: int, levels: list[int]) -> None:
+    """A whole node of the layout (``width ** h`` leaves) added where such a node starts is the tree of its
+    leaves added one by one; where none starts it is refused (ValueError) and nothing is added."""
+    store = MemoryBlockStore()
+    leaf = store.put(data, "raw")
+    nodes = {}
+    for h in (1, 2, 3):
+        layout = BalancedLayout(store.put, width)
+        layout.add_leaves(leaf, len(data), width**h)
+        nodes[h] = layout.finish()
+    by_node, by_leaf = BalancedLayout(store.put, width), BalancedLayout(store.put, width)
+    leaves = 0
+    for h in levels:
+        node = nodes[h]
+        if leaves % width**h:
+            with pytest.raises(ValueError):
+                by_node.add_node(node.cid, node.size, node.tsize, h)
+            by_node.add_leaf(leaf, len(data))
+            by_leaf.add_leaf(leaf, len(data))
+            leaves += 1
+            continue
+        by_node.add_node(node.cid, node.size, node.tsize, h)
+        by_leaf.add_leaves(leaf, len(data), width**h)
+        leaves += width**h
+    with pytest.raises(ValueError):
+        by_node.add_node(leaf, len(data), len(data), 0)
+    by_node.add_leaf(leaf, len(data))
+    by_leaf.add_leaf(leaf, len(data))
+    assert by_node.finish() == by_leaf.finish()
+
+
+def test_listing_the_leaves_of_a_hole_reads_its_repeated_node_once_per_run() -> None:
+    """A hole is one node repeated at each depth: listing its 4096 leaves reads and decodes each once, not once
+    per repeat (before: every node, ~0.8 s for the 65536 leaves of a leaf table at 256 KiB chunks)."""
+    store = MemoryBlockStore()
+    gets = 0
+    zero = store.put(bytes(4), "raw")
+    layout = BalancedLayout(store.put, 4)
+    layout.add_leaves(zero, 4, 4096)
+    root = layout.finish()
+
+    def get(cid: str) -> bytes | None:
+        nonlocal gets
+        gets += 1
+        return store.get(cid)
+
+    listed = list(iter_leaves(get, root.cid))
+    assert listed == [(4 * k, zero, 4) for k in range(4096)]
+    assert gets == 6, gets  # each level's one node, once (before: all 1365 nodes)
+
+
 def test_the_shard_estimate_counts_each_links_own_binary_cid_length() -> None:
     # The importer's links-bytes rule sums name bytes + cid.byteLength: 36 for kuro's CIDv1s,
     # but a linked CIDv0 file is 34 bytes and a sha2-512 one 68 (both readable, so both linkable).

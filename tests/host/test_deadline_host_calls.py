@@ -159,3 +159,64 @@ def test_the_deadline_passing_during_the_end_of_run_commit_is_a_timeout_not_a_ho
     assert "kuro/error" not in receipt
     assert store.puts == 1 and store.after_trip == 0
     assert "kuro/fs-root-after" not in receipt
+
+
+_PWRITE_Y_AT_0 = """(module
+  (import "wasi_snapshot_preview1" "path_open"
+    (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_pwrite" (func $pwrite (param i32 i32 i32 i64 i32) (result i32)))
+  (memory (export "memory") 1) (data (i32.const 0) "big") (data (i32.const 16) "y")
+  (data (i32.const 32) "\\10\\00\\00\\00\\01\\00\\00\\00")
+  (func (export "_start") (result i32)
+    (if (call $open (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 3) (i32.const 0) (i64.const -1)
+          (i64.const -1) (i32.const 0) (i32.const 100)) (then (return (i32.const 90))))
+    (if (call $pwrite (i32.load (i32.const 100)) (i32.const 32) (i32.const 1) (i64.const 0) (i32.const 104))
+      (then (return (i32.const 91))))
+    (i32.const 0)))"""
+
+
+def _terabyte_file(store: MemoryBlockStore) -> Fs:
+    """An fs holding ``big``: 1 TiB, all zeros but its last byte (the file a guest makes by writing there)."""
+    from kuro_fs.unixfs import BalancedLayout
+
+    fs = Fs.empty(store)
+    chunk = fs.chunk_size
+    layout = BalancedLayout(store.put, fs.width)
+    layout.add_leaves(store.put(bytes(chunk), "raw"), chunk, (1 << 40) // chunk - 1)
+    layout.add_leaf(store.put(bytes(chunk - 1) + b"x", "raw"), chunk)
+    linked = fs.link("big", layout.finish().cid)
+    assert linked.ok, linked.receipt
+    return linked.fs
+
+
+def test_the_end_of_run_commit_of_a_byte_written_into_a_stored_terabyte_file_costs_its_depth(home: Path) -> None:
+    """A WASI program writes one byte at the start of a stored 1 TiB file and returns: the end-of-run commit
+    stores that chunk and the nodes above it, keeping the rest of the tree (before: every level-1 node
+    re-made, ~24 000 puts, a minute and > 1 GB of host memory)."""
+    store = TrippingStore()
+    fs = _terabyte_file(store)
+    cid = add_guest(store, _PWRITE_Y_AT_0)
+    store.puts = 0
+    receipt = _Held().start(fs, store, cid, "_start", home, timeout_ms=60_000)
+    assert receipt["kuro/outcome"] == "ok", receipt
+    assert store.puts < 20, store.puts
+    after = Fs(store, receipt["kuro/fs-root-after"])
+    assert after.stat("big").value["size"] == 1 << 40
+    assert after.read_range("big", 0, 2).value == b"y\0"
+    assert after.read_range("big", (1 << 40) - 2, 2).value == b"\0x"
+
+
+def test_the_deadline_passing_during_the_commit_of_a_stored_file_is_a_timeout(home: Path) -> None:
+    """The same commit with the deadline passing at its first block stored: a timeout, nothing stored after it,
+    nothing committed — reusing the base's subtrees reads them through the run's interruptible store too."""
+    store = TrippingStore()
+    fs = _terabyte_file(store)
+    cid = add_guest(store, _PWRITE_Y_AT_0)
+    held = _Held()
+    store.puts = 0
+    store.trip_at, store.on_trip = 1, held.expire
+    receipt = held.start(fs, store, cid, "_start", home, timeout_ms=60_000)
+    assert receipt["kuro/outcome"] == "timeout", receipt
+    assert "kuro/error" not in receipt
+    assert store.puts == 1 and store.after_trip == 0
+    assert "kuro/fs-root-after" not in receipt

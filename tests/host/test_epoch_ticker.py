@@ -1,0 +1,142 @@
+"""The epoch ticker is event-driven: it ticks when a live run's deadline is due, a stop ticks at once.
+
+A running guest's epoch callback asks its run whether to stop; each ask takes the GIL. These tests count
+the asks of one CPU-bound guest: with a far deadline and no stop, none happen however long it loops; a
+stop (kill, cap, …) and the deadline still end an endless loop.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+import wasmtime
+from hostkit import wat
+
+from kuro_wasm.host.context import RunContext
+from kuro_wasm.host.engine import EngineConfig, engine_for, install_interrupt, live_run, remove_interrupt
+
+HANG_GUARD = 10.0  # seconds: only so a broken ticker fails instead of hanging the suite
+COUNT = 200_000_000  # iterations of spin's ``count``: a fraction of a second of pure wasm
+
+
+class CountingRun(RunContext):
+    """A run context that counts how often the epoch callback asks it."""
+
+    asks: int = 0
+
+    def should_stop(self) -> str | None:
+        self.asks += 1
+        return super().should_stop()
+
+
+def _spin(
+    run: CountingRun, export: str, *args: int, then: Callable[[], None] | None = None
+) -> tuple[float, str | None]:
+    """Run spin's ``export`` under ``run`` (registered with the ticker at its deadline): (seconds, error).
+
+    ``then`` is called in a new thread 20 ms after the call into wasm begins."""
+    engine = engine_for(EngineConfig())
+    store = wasmtime.Store(engine)
+    key = install_interrupt(store, run)
+    run.asks = 0  # install_interrupt asked once; only the callback's asks count
+    try:
+        instance = wasmtime.Instance(store, wasmtime.Module(engine, wat("spin")), [])
+        func = instance.exports(store)[export]
+        assert isinstance(func, wasmtime.Func)
+        began = time.monotonic()
+        if then is not None:
+            threading.Timer(0.02, then).start()
+        with live_run(run.deadline):
+            try:
+                func(store, *args)
+            except wasmtime.WasmtimeError as err:
+                return time.monotonic() - began, str(err)
+        return time.monotonic() - began, None
+    finally:
+        remove_interrupt(key)
+
+
+def test_a_run_with_a_far_deadline_is_never_asked_while_it_loops() -> None:
+    run = CountingRun(grant=frozenset(), emit=lambda _n, _d: True, deadline=time.monotonic() + 60)
+    took, error = _spin(run, "count", COUNT)
+    assert error is None and run.stop_reason is None
+    # A 1 ms ticker asked once per millisecond (hundreds of times here); the event-driven one never.
+    assert run.asks == 0, f"{run.asks} asks in {took * 1000:.0f} ms"
+
+
+def test_a_stop_from_another_thread_ends_an_endless_loop_with_a_far_deadline() -> None:
+    run = CountingRun(grant=frozenset(), emit=lambda _n, _d: True, deadline=time.monotonic() + 60)
+    took, error = _spin(run, "run", then=lambda: run.stop("cancelled"))
+    assert error is not None and "cancelled" in error and run.stop_reason == "cancelled"
+    assert took < HANG_GUARD
+
+
+def test_the_deadline_ends_an_endless_loop() -> None:
+    run = CountingRun(grant=frozenset(), emit=lambda _n, _d: True, deadline=time.monotonic() + 0.05)
+    took, error = _spin(run, "run")
+    assert error is not None and "timeout" in error and run.stop_reason == "timeout"
+    assert took < HANG_GUARD
+
+
+def test_a_stop_before_the_store_is_armed_still_ends_the_loop() -> None:
+    # The stop's interrupt ticked no store of this run (none was armed yet): arming it honours the stop.
+    run = CountingRun(grant=frozenset(), emit=lambda _n, _d: True, deadline=time.monotonic() + 60)
+    run.stop("cancelled")
+    _took, error = _spin(run, "run")
+    assert error is not None and "cancelled" in error
+
+
+def test_a_past_due_run_inside_a_host_call_is_still_stopped_when_it_returns_to_wasm() -> None:
+    # The ticker keeps ticking while a run past its deadline is live: a guest whose callback was not reached
+    # at the first tick (here: the deadline passed before the loop began) is stopped by a later one.
+    run = CountingRun(grant=frozenset(), emit=lambda _n, _d: True, deadline=time.monotonic() + 0.01)
+    engine = engine_for(EngineConfig())
+    store = wasmtime.Store(engine)
+    key = install_interrupt(store, run)
+    try:
+        instance = wasmtime.Instance(store, wasmtime.Module(engine, wat("spin")), [])
+        func = instance.exports(store)["run"]
+        assert isinstance(func, wasmtime.Func)
+        with live_run(run.deadline):
+            time.sleep(0.05)  # past the deadline, outside wasm: the first tick finds nothing to stop
+            try:
+                func(store)
+            except wasmtime.WasmtimeError as err:
+                assert "timeout" in str(err)
+            else:
+                raise AssertionError("the loop must be stopped")
+    finally:
+        remove_interrupt(key)
+
+
+@pytest.mark.parametrize("wakeup_fd", ["none", "the program's own"])
+def test_a_signal_handler_runs_while_the_main_thread_runs_wasm(wakeup_fd: str) -> None:
+    # Python runs a signal handler only when the main thread runs Python code: in a wasm loop, that is its
+    # next epoch callback. A signal must tick (through Python's wakeup fd), or, when the program has a
+    # wakeup fd of its own (an asyncio loop), the run is ticked every millisecond as before.
+    assert threading.current_thread() is threading.main_thread()
+    run = CountingRun(grant=frozenset(), emit=lambda _n, _d: True, deadline=time.monotonic() + HANG_GUARD)
+    handled: list[bool] = []
+
+    def handler(_signum: int, _frame: object) -> None:
+        handled.append(time.monotonic() < run.deadline)  # False: only the deadline's tick let it run
+        run.stop("cancelled")
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    theirs = os.pipe()
+    os.set_blocking(theirs[1], False)
+    before = signal.set_wakeup_fd(theirs[1] if wakeup_fd != "none" else -1)
+    try:
+        _took, error = _spin(run, "run", then=lambda: os.kill(os.getpid(), signal.SIGUSR1))
+        assert signal.set_wakeup_fd(before) == (theirs[1] if wakeup_fd != "none" else -1)  # given back
+    finally:
+        signal.set_wakeup_fd(before)
+        signal.signal(signal.SIGUSR1, previous)
+        for fd in theirs:
+            os.close(fd)
+    assert handled == [True] and error is not None and "cancelled" in error
