@@ -52,6 +52,7 @@ _DROP: Final[dict[int, str | None]] = {
 _FLAGS: Final = {1: "bold", 2: "dim", 3: "italic", 4: "underline", 7: "inverse", 9: "strike"}
 _CLEARS: Final = {22: ("bold", "dim"), 23: ("italic",), 24: ("underline",), 27: ("inverse",), 29: ("strike",)}
 _BLANK: Final[dict[str, Any]] = {}
+_NO_CELL: Final = 1 << 62  # a floor above every column: no cell is left
 
 Style = dict[str, Any]
 Span = dict[str, Any]
@@ -79,10 +80,21 @@ def _escape_end(text: str, i: int) -> tuple[int, str, str] | None:
             return k + 1, "csi", text[i + 2 : k + 1]
         return k, "skip", ""  # broken CSI: drop it, keep the byte that broke it
     if c in "]PX^_":
-        bel = text.find("\x07", i + 2) if c == "]" else -1
-        st = text.find("\x1b\\", i + 2)
-        ends = [e for e in (bel + 1 if bel >= 0 else -1, st + 2 if st >= 0 else -1) if e > 0]
-        return (min(ends), "skip", "") if ends else None
+        # The first terminator: BEL (OSC only) or ST. Each search stops at the next ESC, so a string
+        # escape costs what it spans (searching the whole rest of the input for each terminator in
+        # turn made many OSCs quadratic).
+        k = i + 2
+        while True:
+            esc = text.find("\x1b", k)
+            if c == "]":
+                bel = text.find("\x07", k, n if esc < 0 else esc)
+                if bel >= 0:
+                    return bel + 1, "skip", ""
+            if esc < 0 or esc + 1 >= n:
+                return None
+            if text[esc + 1] == "\\":
+                return esc + 2, "skip", ""
+            k = esc + 1
     k = i + 1
     while k < n and "\x20" <= text[k] <= "\x2f":
         k += 1
@@ -213,19 +225,38 @@ def _group(cells: list[tuple[str, Style]]) -> Line:
     return line
 
 
+def _forget(cells: dict[int, tuple[str, Style]], lo: int, hi: int) -> None:
+    """Remove the cells at ``lo..hi-1`` (they become blanks), walking whichever is fewer: the range or the cells."""
+    if hi - lo <= len(cells):
+        for i in range(lo, hi):
+            cells.pop(i, None)
+    else:
+        for i in [i for i in cells if lo <= i < hi]:
+            del cells[i]
+
+
 def _render(items: list[tuple[str, Any, Style]], tab: int) -> Line:
     if all(kind == "t" and not any(c in text for c in "\r\b\t") for kind, text, _ in items):
         return _group([(text, style) for _, text, style in items if text])
-    cells: list[tuple[str, Style]] = []
-    col = 0
+    # The line is ``length`` columns; ``cells`` holds the written ones, any other column is a blank
+    # (padding, or erased). Every column below ``floor`` is known to be a blank. So an erase costs
+    # what it really removes, never the line's width: a list of cells, blanked or padded out column
+    # by column, made an erase after a long line cost that line again (quadratic: 77 s for 280 KB).
+    cells: dict[int, tuple[str, Style]] = {}
+    length = floor = col = 0
     for kind, value, style in items:
         if kind == "e":
-            if value == 0:
-                del cells[col:]
-            elif value == 1:
-                cells[: col + 1] = [(" ", _BLANK)] * min(col + 1, len(cells))
-            elif value == 2:
-                cells = []
+            if value == 0:  # erase to the end of the line
+                if col < length:
+                    _forget(cells, col, length)
+                    length = col
+            elif value == 1:  # blank from the start through the cursor (the line is not extended)
+                upto = min(col + 1, length)
+                if upto > floor:
+                    _forget(cells, floor, upto)
+                    floor = upto
+            elif value == 2:  # erase the whole line
+                cells, length, floor = {}, 0, _NO_CELL
             continue
         for ch in value:
             if ch == "\r":
@@ -235,13 +266,14 @@ def _render(items: list[tuple[str, Any, Style]], tab: int) -> Line:
                 col = max(0, col - 1)
                 continue
             for c in " " * (tab - col % tab) if ch == "\t" else ch:
-                if col < len(cells):
-                    cells[col] = (c, style)
-                else:
-                    cells.extend([(" ", _BLANK)] * (col - len(cells)))
-                    cells.append((c, style))
+                cells[col] = (c, style)
+                if col < floor:
+                    floor = col
                 col += 1
-    return _group(cells)
+                if col > length:
+                    length = col
+    blank = (" ", _BLANK)
+    return _group([cells.get(i, blank) for i in range(length)])
 
 
 def lines(text: str | bytes, tab_width: int = TAB_WIDTH) -> list[Line]:

@@ -34,7 +34,7 @@ from typing import Any, Final
 
 from kuro_wasm.errors import CheckpointError, CheckpointVersionError, ModelError, StreamClosed
 from kuro_wasm.model.isolation import ISOLATIONS
-from kuro_wasm.model.sessions import Session, is_guest_spec, missing_capabilities
+from kuro_wasm.model.sessions import Session, denial, is_guest_spec, missing_capabilities
 from kuro_wasm.model.stream import STATES, STREAMS, Chunk, Stream, _finish, chunks
 
 __all__ = [
@@ -187,7 +187,8 @@ def restore(data: Mapping[str, Any]) -> Stream:
 
     Raises CheckpointVersionError: if the version is not :data:`VERSION`.
     Raises CheckpointError: if the data is not a checkpoint (wrong shape, chunk
-    seqs out of order, counters that do not add up, a bad session or command).
+    seqs out of order, counters that do not add up, a bad session or command, or
+    a command its session's gate refuses: such a run never ran).
     """
     if not isinstance(data, Mapping):
         raise CheckpointError(f"a checkpoint is a mapping, got {type(data).__name__}")
@@ -204,6 +205,9 @@ def restore(data: Mapping[str, Any]) -> Stream:
     if not is_guest_spec(command) or data.get("kuro/session-id") != sess.id:
         raise CheckpointError("checkpoint command must be a guest spec and session-id match the session")
     assert isinstance(command, Mapping)
+    refused = denial(sess, command)
+    if refused is not None:  # the gate refuses it: it never ran, and abandon() would make it a receipt
+        raise CheckpointError(f"checkpoint of a run its session's gate refuses ({refused['kuro/reason']})")
     seq = _count(data, "kuro/seq")
     items = data.get("kuro/chunks")
     if not isinstance(items, (list, tuple)):
@@ -217,9 +221,19 @@ def restore(data: Mapping[str, Any]) -> Stream:
     # the first cut into kuro/dropped-bytes, and its counters still hold the pre-cut truth.
     if sum(len(c.data) for c in saved) + cut > out + err:
         raise CheckpointError("checkpoint chunk bytes plus checkpoint drops exceed the byte counters")
+    # Per stream too: the receipt abandon() builds states each counter beside that stream's bytes.
+    for name, counted in (("stdout", out), ("stderr", err)):
+        if sum(len(c.data) for c in saved if c.stream == name) > counted:
+            raise CheckpointError(f"checkpoint {name} chunk bytes exceed kuro/{name}-bytes")
+    cap = _count(data, "kuro/max-output-bytes")
+    if out + err > cap:
+        raise CheckpointError(f"checkpoint keeps {out + err} bytes, more than its kuro/max-output-bytes {cap}")
     truncated = data.get("kuro/truncated?")
     if not isinstance(truncated, bool):
         raise CheckpointError(f"checkpoint kuro/truncated? must be a bool, got {truncated!r}")
+    stream_dropped = _count(data, "kuro/dropped-bytes")
+    if stream_dropped and not truncated:  # the cap drops only by truncating: else the drop would vanish
+        raise CheckpointError("checkpoint kuro/dropped-bytes is nonzero but kuro/truncated? is false")
     capped_by = data.get("kuro/capped-by")
     if capped_by not in (None, "bytes", "chunks"):
         raise CheckpointError(f"checkpoint kuro/capped-by must be bytes or chunks, got {capped_by!r}")
@@ -230,12 +244,12 @@ def restore(data: Mapping[str, Any]) -> Stream:
     for chunk in saved:
         rev = (chunk.stream, chunk.data, chunk.seq, rev)
     return Stream(
-        max_output_bytes=_count(data, "kuro/max-output-bytes"),
+        max_output_bytes=cap,
         state="orphaned" if state == "running" else state,
         seq=seq,
         stdout_bytes=out,
         stderr_bytes=err,
-        dropped_bytes=_count(data, "kuro/dropped-bytes") + cut,
+        dropped_bytes=stream_dropped + cut,
         truncated=truncated or cut > 0,
         restored_from=state,
         session=sess,

@@ -24,14 +24,14 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kuro_fs.cid import parse_cid, raw_cid
-from kuro_fs.dagcbor import cid_of
-from kuro_fs.errors import InvalidCID
+from kuro_fs.dagcbor import MAX_DEPTH, cid_of
+from kuro_fs.errors import DagCborError, InvalidCID
 from kuro_fs.fs import DEFAULT_GRANT, Budget, Fs
 from kuro_fs.fsdir import DirLayout
 from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.limits import Limits
-from kuro_wasm.model.sessions import Session
+from kuro_wasm.model.sessions import Session, is_guest_spec
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -104,23 +104,42 @@ def _echo(value: object) -> str:
 # ---- argument digest
 
 
-def plain(value: Any, where: str) -> Any:
-    """``value`` as plain dag-cbor data (integral floats as ints); raises ModelError ``unencodable-value``."""
-    if value is None or isinstance(value, (bool, str, int)):
+def plain(value: Any, where: str, _depth: int = 0) -> Any:
+    """``value`` as plain dag-cbor data (integral floats as ints); raises ModelError ``unencodable-value``
+    (also for nesting deeper than dag-cbor's :data:`~kuro_fs.dagcbor.MAX_DEPTH`, before Python's own
+    recursion limit could be met)."""
+    if _depth > MAX_DEPTH:
+        raise ModelError(f"{where}: nested deeper than {MAX_DEPTH}", reason="unencodable-value")
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        if not -(2**64) <= value < 2**64:  # dag-cbor's integer range
+            raise ModelError(f"{where}: integer {value} is outside dag-cbor's range", reason="unencodable-value")
         return value
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise ModelError(f"{where}: {value!r} cannot be digested", reason="unencodable-value")
-        return int(value) if value.is_integer() else value
+        return plain(int(value), where) if value.is_integer() else value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, Mapping):
         if not all(isinstance(k, str) for k in value):
             raise ModelError(f"{where}: map keys must be strings", reason="unencodable-value")
-        return {k: plain(v, f"{where}/{k}") for k, v in value.items()}
+        return {k: plain(v, f"{where}/{k}", _depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [plain(v, f"{where}/{i}") for i, v in enumerate(value)]
+        return [plain(v, f"{where}/{i}", _depth + 1) for i, v in enumerate(value)]
     raise ModelError(f"{where}: {type(value).__name__} cannot be digested", reason="unencodable-value")
+
+
+def _command(command: object) -> Any:
+    """``command`` as digested: its plain form, marked when the gate refuses the command but would run
+    its plain form (``[1.0]`` or ``(1,)`` args, a bytearray): the gate tells the two apart, so they are
+    two operations, and one must not replay the other's denial or receipt. Every other command's
+    identity is its plain form, as before."""
+    data = plain(command, "command")
+    if not is_guest_spec(command) and is_guest_spec(data):
+        return {"refused-spelling": data}
+    return data
 
 
 def _fs_root(session: Session, fs: object) -> str:
@@ -214,7 +233,7 @@ def argument_digest(session: Session, command: object, **run_options: Any) -> st
         "kuro.ledger/version": 1,
         "mode": session.mode,
         "grant": sorted(session.grant),
-        "command": plain(command, "command"),
+        "command": _command(command),
         "stdin": _stdin_cid(run_options.get("stdin")),
         "limits": {k.replace("_", "-"): v for k, v in Limits.from_options(run_options).identity().items()},
         "fs-root": _fs_root(session, run_options.get("fs")),
@@ -225,7 +244,10 @@ def argument_digest(session: Session, command: object, **run_options: Any) -> st
     seed = run_seed(run_options.get("deterministic", False), run_options.get("seed", 0))
     if seed is not None:  # only then: operations digested before the option existed keep their identity
         identity["deterministic"] = {"seed": seed}
-    return cid_of(identity)
+    try:
+        return cid_of(identity)
+    except DagCborError as exc:  # nesting within plain()'s bound but past the encoder's, under the identity's keys
+        raise ModelError(f"the operation cannot be digested: {exc}", reason="unencodable-value") from exc
 
 
 _DEFAULT_BUDGET: Final = Budget()

@@ -323,7 +323,15 @@ def host_value(key: str, value: Any) -> Any:
     """
     if not isinstance(key, str) or key not in _PREFIXED:
         raise ModelError(f"{key!r} is not a key a host may state", reason="invalid-receipt-value")
-    return _typed(key, value)
+    try:
+        return _typed(key, value)
+    except RecursionError:
+        raise _too_deep(key) from None
+
+
+def _too_deep(where: str) -> ModelError:
+    """A value nested past Python's recursion limit (dag-cbor stops at 256 levels anyway): refused as a value."""
+    return ModelError(f"{where}: nested too deeply to be plain data", reason="unencodable-value")
 
 
 def namespace(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -365,7 +373,10 @@ def receipt(sess: Session, command: Mapping[str, Any], result: Mapping[str, Any]
     _check_run(sess, command)
     if not isinstance(result, Mapping):
         raise ModelError(f"result must be a mapping, got {type(result).__name__}", reason="invalid-receipt-value")
-    return _assemble(sess, command, namespace(result), ())
+    try:
+        return _assemble(sess, command, namespace(result), ())
+    except RecursionError:
+        raise _too_deep("result") from None
 
 
 def receipt_measured(
@@ -390,7 +401,10 @@ def receipt_measured(
         raise ModelError("host and measured must be mappings", reason="invalid-receipt-value")
     merged = dict(host)
     merged.update(measured)
-    return _assemble(sess, command, merged, measured)
+    try:
+        return _assemble(sess, command, merged, measured)
+    except RecursionError:
+        raise _too_deep("host") from None
 
 
 def receipt_trusted(sess: Session, command: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:

@@ -568,11 +568,15 @@ def denial(sess: Session, command: object) -> dict[str, Any] | None:
     ran), ``kuro/missing`` (sorted; empty unless the reason is
     ``missing-capabilities``) and ``kuro/type`` ``"kuro/denial"``.
 
-    Raises ModelError: if ``sess`` is not a :class:`Session`.
+    Raises ModelError: if ``sess`` is not a :class:`Session` (``invalid-session``), or is one
+    built by hand with a mode :data:`MODES` does not have (``unknown-mode``).
     """
     if not isinstance(sess, Session):
         raise ModelError(f"denial needs a Session, got {type(sess).__name__}", reason="invalid-session")
-    if MODES[sess.mode].host:
+    mode = MODES.get(sess.mode) if isinstance(sess.mode, str) else None
+    if mode is None:  # a Session built by hand, not by session()
+        raise ModelError(f"unknown terminal mode {sess.mode!r}", reason="unknown-mode")
+    if mode.host:
         return _denied(sess, "unsupported-mode")
     if is_argv(command):
         return _denied(sess, "argv-not-a-process")

@@ -6,8 +6,10 @@ then what ran, what it read and wrote, and what was refused. Every key the
 summary does not show is still in ``--json`` (:func:`kuro_wasm.model.receipt.to_json`),
 so nothing is lost between the two views. Guest
 output is re-coloured for a terminal from :func:`kuro_wasm.model.ansi.lines` spans,
-never echoed raw: a receipt cannot move the reader's cursor or retitle the
-window.
+never echoed raw, and every other string shown (a refused call's path, a trap's
+message, a stored receipt's values) has the characters a terminal acts on shown
+as escapes (``\\x1b``): a receipt cannot move the reader's cursor, retitle the
+window or forge a line.
 
 ## Pure
 Values in, strings out. Whether colour is wanted is the caller's decision.
@@ -22,7 +24,29 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from kuro_wasm.model.ansi import BIDI_CONTROLS
+
 __all__ = ["DENIAL_EXIT", "coloured", "denial_text", "is_denial", "receipt_text", "sgr", "size"]
+
+#: Characters a terminal acts on, each shown as its escape (``\\x1b``, ``\\u202e``): every C0 control (a
+#: newline inside a value would forge a line), DEL, the C1 controls and the bidirectional controls.
+_SHOWN: Final[Mapping[int, str]] = {
+    **{c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)]},
+    **{c: f"\\u{c:04x}" for c in BIDI_CONTROLS},
+}
+
+
+def _visible(line: str) -> str:
+    r"""``line`` with every character a terminal would act on shown as its escape, never acted on.
+
+    The summary's values come from the guest (the path of a refused call, function names in a trap's
+    backtrace) and from receipts read back, which may say anything.
+
+    >>> _visible("a\x1b]0;title\x07\nb")
+    'a\\x1b]0;title\\x07\\x0ab'
+    """
+    return line.translate(_SHOWN)
+
 
 #: The exit status of ``kuro run`` when the run was denied before anything loaded
 #: (``EX_NOPERM`` from sysexits.h): distinct from every guest outcome code.
@@ -102,7 +126,7 @@ def receipt_text(receipt: Mapping[str, Any], cid: str | None = None) -> str:
         head = f"status {status}"
         if r.get("kuro/reason"):
             head += f" ({r['kuro/reason']})"
-        return f"operation {r.get('kuro/op-id', '?')}  {head}"
+        return _visible(f"operation {r.get('kuro/op-id', '?')}  {head}")
     head = f"{r.get('kuro/outcome', '?')} · exit code {r.get('kuro/exit-code', '?')}"
     if isinstance(r.get("kuro/duration-ms"), (int, float)):
         head += f" · {r['kuro/duration-ms']} ms"
@@ -139,7 +163,7 @@ def receipt_text(receipt: Mapping[str, Any], cid: str | None = None) -> str:
             lines.append(f"  {key.split('/')[1]}: {_one_line(r[key])}")
     if r.get("kuro/persistence") not in (None, "saved"):
         lines.append(f"  persistence: {r['kuro/persistence']}")
-    return "\n".join(lines)
+    return "\n".join(_visible(line) for line in lines)
 
 
 def denial_text(denial: Mapping[str, Any], argv: Sequence[str] | None = None, cid: str | None = None) -> str:
@@ -157,7 +181,7 @@ def denial_text(denial: Mapping[str, Any], argv: Sequence[str] | None = None, ci
     lines.append(f"  session {denial.get('kuro/session-id', '?')} · mode {denial.get('kuro/mode', '?')}")
     if cid:
         lines.append(f"  receipt {cid}")
-    return "\n".join(lines)
+    return "\n".join(_visible(line) for line in lines)
 
 
 def _one_line(value: object) -> str:

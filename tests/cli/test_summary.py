@@ -115,3 +115,37 @@ def test_a_receipt_without_a_cid_says_so_and_a_ledger_answer_names_its_own() -> 
     assert receipt_text(_receipt()).splitlines()[0].startswith("receipt (not stored as a block)  ok")
     named = _receipt(**{"kuro/receipt-cid": "bafyreiown"})
     assert receipt_text(named).splitlines()[0].startswith("receipt bafyreiown  ok")
+
+
+HOSTILE = "\x1b]0;pwned\x07a\nforged line\r\x9b2J\x7f\u202eb"
+#: Controls a terminal acts on (C0 but the newline between lines, DEL, C1) and the bidi overrides.
+ACTS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+@given(st.sampled_from(["kuro/export", "kuro/args", "kuro/denials", "kuro/error", "kuro/trap", "kuro/reads"]))
+def test_no_string_a_guest_or_a_stored_receipt_supplies_can_act_on_the_terminal(key: str) -> None:
+    # A guest names the path of a refused call (recorded before the path is checked), a trap's
+    # backtrace carries the module's own function names, and a receipt read back may say anything:
+    # the summary goes to a terminal, so none of it may retitle the window or forge a line.
+    value: object = {
+        "kuro/export": HOSTILE,
+        "kuro/args": [HOSTILE],
+        "kuro/denials": [{"kuro/import": "read", "kuro/capability": "fs/read", "kuro/path": HOSTILE}],
+        "kuro/error": HOSTILE,
+        "kuro/trap": {"kind": "unreachable", "message": HOSTILE},
+        "kuro/reads": [HOSTILE],
+    }[key]
+    plain_lines = receipt_text(_receipt(**{key: "x" if isinstance(value, str) else value and ["x"]})).count("\n")
+    text = receipt_text(_receipt(**{key: value}))
+    assert not ACTS.search(text)
+    assert text.count("\n") == plain_lines  # no forged line
+    assert "\\x1b" in text  # shown, as evidence, not dropped
+
+
+def test_a_denial_from_a_stored_record_cannot_act_on_the_terminal() -> None:
+    text = denial_text(
+        {"kuro/reason": HOSTILE, "kuro/missing": [HOSTILE], "kuro/session-id": HOSTILE, "kuro/mode": HOSTILE},
+        [HOSTILE],
+    )
+    assert not ACTS.search(text)
+    assert text.count("\n") == denial_text({"kuro/reason": "x", "kuro/missing": ["x"]}, ["x"]).count("\n")

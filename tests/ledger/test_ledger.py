@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ledger_fakes import ROOT, FakeHandle, FakeStarter, RunThread, command, make_session
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ledger_fakes import GUEST, ROOT, FakeHandle, FakeStarter, RunThread, command, fake_receipt, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
@@ -18,7 +20,7 @@ from kuro_fs.errors import BlockStoreError
 from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict
 from kuro_wasm.ledger.ledger import MAX_PAGE, Ledger
 from kuro_wasm.model.operation import argument_digest
-from kuro_wasm.model.sessions import Session, denial, session
+from kuro_wasm.model.sessions import Session, denial, guest, is_guest_spec, session
 
 # ---- bad input first
 
@@ -940,3 +942,81 @@ class _TwiceInterruptedHandle(FakeHandle):
 
 def test_a_second_interrupt_while_the_killed_run_ends_does_not_leave_it_unknown(ledger: Ledger) -> None:
     _stored_cancelled_with(ledger, _TwiceInterruptedHandle)
+
+
+@pytest.mark.parametrize(
+    ("runnable", "refused"),
+    [
+        pytest.param([1], [1.0], id="integral-float-arg"),
+        pytest.param([1], (1,), id="tuple-args"),
+        pytest.param([b"x"], [bytearray(b"x")], id="bytearray-arg"),
+    ],
+)
+def test_a_command_the_gate_refuses_never_shares_a_digest_with_one_it_allows(runnable: Any, refused: Any) -> None:
+    # The gate tells these apart (only the exact guest spec runs; the others are guest-spec-required),
+    # so they are different operations: one digest would replay a denial for a runnable spec, or a
+    # receipt of a run for a command that would have been refused.
+    sess = make_session()
+    allowed = guest(GUEST, "run", runnable)
+    spelled = {**allowed, "kuro/args": refused}
+    assert denial(sess, allowed) is None
+    found = denial(sess, spelled)
+    assert found is not None and found["kuro/reason"] == "guest-spec-required"
+    assert argument_digest(sess, spelled) != argument_digest(sess, allowed)
+
+
+def test_a_denied_spelling_does_not_replay_for_the_runnable_spec(db: Path, store: MemoryBlockStore) -> None:
+    def gate(sess: Any, cmd: Any, **options: Any) -> Any:
+        found = denial(sess, cmd)
+        return found if found is not None else FakeHandle(sess, cmd, fake_receipt(sess, cmd))
+
+    runnable = command(1)
+    with Ledger(db, store=store, starter=gate) as led:
+        refused = led.run("op", make_session(), {**runnable, "kuro/args": [1.0]})
+        assert refused["kuro/reason"] == "guest-spec-required"
+        with pytest.raises(OperationConflict):
+            led.run("op", make_session(), runnable)
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**64) - 1, 1e300])
+def test_a_command_value_outside_dag_cbor_is_a_model_error(value: Any) -> None:
+    with pytest.raises(ModelError) as info:
+        argument_digest(make_session(), {"kuro/type": "kuro/guest", "x": value})
+    assert info.value.reason == "unencodable-value"
+
+
+def test_a_command_nested_past_dag_cbor_is_a_model_error_not_a_recursion_error() -> None:
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+    for nested in (deep, {**command(), "kuro/args": [deep]}):
+        with pytest.raises(ModelError) as info:
+            argument_digest(make_session(), nested)
+        assert info.value.reason == "unencodable-value"
+    shallow_enough_for_python: Any = []
+    for _ in range(300):  # deeper than dag-cbor's 256, shallow enough for Python's own recursion
+        shallow_enough_for_python = [shallow_enough_for_python]
+    with pytest.raises(ModelError):
+        argument_digest(make_session(), shallow_enough_for_python)
+
+
+_arg_values = st.one_of(
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e18, max_value=1e18),
+    st.booleans(),
+    st.text(max_size=3),
+    st.binary(max_size=3),
+    st.binary(max_size=3).map(bytearray),
+)
+_spelled_args = st.one_of(st.lists(_arg_values, max_size=3), st.lists(_arg_values, max_size=3).map(tuple))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_spelled_args, _spelled_args)
+def test_equal_digests_mean_the_gate_decides_alike_and_the_specs_are_equal(one: Any, two: Any) -> None:
+    sess = make_session()
+    a, b = ({**command(), "kuro/args": args} for args in (one, two))
+    if argument_digest(sess, a) == argument_digest(sess, b):
+        assert is_guest_spec(a) == is_guest_spec(b)
+        if is_guest_spec(a):
+            assert a == b

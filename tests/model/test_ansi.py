@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from model_strategies import ansi_text
 
 from kuro_wasm.model.ansi import BIDI_CONTROLS, NAMED_COLOURS, lines, plain, split_tail, to_html
@@ -56,6 +57,109 @@ def test_a_broken_csi_does_not_eat_the_text_after_it() -> None:
 def test_a_truncated_escape_is_not_remembered_by_the_next_call() -> None:
     assert plain("out" + E + "[3") == "out"
     assert plain("next") == "next"
+
+
+class _Counted(str):
+    """A str whose ``find`` adds up the characters each search walks (the work, counted, not timed)."""
+
+    walked = 0
+
+    def find(self, sub: Any, start: Any = None, end: Any = None) -> int:
+        at = super().find(sub, start, end)
+        lo = 0 if start is None else start
+        hi = len(self) if end is None else min(end, len(self))
+        _Counted.walked += (at + len(sub) if at >= 0 else hi) - lo
+        return at
+
+
+@pytest.mark.parametrize("one", ["\x1b]0;title\x07", "\x1b]0;title\x1b\\", "\x1bPq#0\x1b\\", "\x1b]8;;u\x07x"])
+@pytest.mark.parametrize("read", [plain, split_tail], ids=["plain", "split_tail"])
+def test_many_string_escapes_are_read_in_linear_work(one: str, read: Any) -> None:
+    # A guest printing a title OSC (BEL-terminated) 80k times (~1 MiB, the default cap) made
+    # `kuro receipt show` search the whole rest of its output for the other terminator at every
+    # OSC: quadratic (34 s for 560 KB). Every search now stops at the first ESC.
+    text = _Counted(one * 20_000)
+    _Counted.walked = 0
+    read(text)
+    assert _Counted.walked <= 4 * len(text)
+
+
+def _render_by_list(items: list[tuple[str, Any, dict[str, Any]]], tab: int) -> list[tuple[str, Any]]:
+    """The line rules over a plain list of cells, one cell at a time (the reference :func:`lines` must equal)."""
+    blank: tuple[str, Any] = (" ", {})
+    cells: list[tuple[str, Any]] = []
+    col = 0
+    for kind, value, style in items:
+        if kind == "e":
+            if value == 0:
+                del cells[col:]
+            elif value == 1:
+                cells[: col + 1] = [blank] * min(col + 1, len(cells))
+            elif value == 2:
+                cells = []
+            continue
+        for ch in value:
+            if ch in "\r\b":
+                col = 0 if ch == "\r" else max(0, col - 1)
+                continue
+            for c in " " * (tab - col % tab) if ch == "\t" else ch:
+                cells.extend([blank] * (col - len(cells)))
+                cells[col : col + 1] = [(c, style)]
+                col += 1
+    return cells
+
+
+_STYLES = [{}, {"bold": True}, {"fg": "red"}]
+_line_items: st.SearchStrategy[list[tuple[str, Any, dict[str, Any]]]] = st.lists(
+    st.one_of(
+        st.tuples(st.just("t"), st.text(alphabet="ab \r\b\t", max_size=12), st.sampled_from(_STYLES)),
+        st.tuples(st.just("e"), st.sampled_from([0, 1, 2, 3, None]), st.just({})),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_line_items, st.sampled_from([1, 2, 8]))
+def test_a_line_is_rendered_as_the_cell_by_cell_rules_say(items: Any, tab: int) -> None:
+    from kuro_wasm.model.ansi import _group, _render
+
+    assert _render(items, tab) == _group(_render_by_list(items, tab))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda k: "a" * 10 * k + "\x1b[1K" * k,  # blank-to-cursor again and again at the end of a long line
+        lambda k: "a" * 10 * k + "\x1b[2Kx" * k,  # erase the line, write one column further: padding
+        lambda k: "a" * 10 * k + "\rx\x1b[1K" * k,
+        lambda k: "a" * 10 * k + "\b\x1b[K" * k,
+    ],
+)
+def test_erasing_within_a_long_line_is_linear_work(make: Any) -> None:
+    # Each erase cost the line's width (77 s for 280 KB of the first shape). The work is counted as the
+    # renderer's steps (trace line events), not timed; the old renderer spent it in C slice assignments,
+    # which no such count sees, so this bounds the new one: it cannot show the old one slow.
+    import sys
+
+    from kuro_wasm.model import ansi
+
+    text = make(3000)
+    steps = 0
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal steps
+        if frame.f_code.co_filename == ansi.__file__:
+            steps += 1
+            return tracer
+        return None
+
+    sys.settrace(tracer)
+    try:
+        plain(text)
+    finally:
+        sys.settrace(None)
+    assert steps <= 40 * len(text)
 
 
 def test_split_tail_holds_back_an_unfinished_escape_for_the_next_piece() -> None:

@@ -58,7 +58,7 @@ def test_a_checkpoint_of_a_run_whose_session_lacks_agent_checkpoint_is_a_denial(
 
 
 def test_the_original_agent_checkpoint_name_is_the_grant_a_checkpoint_needs(spec: dict[str, Any]) -> None:
-    allowed = session("s1", EMPTY_CID, grant=["repo/read", "agent/checkpoint"])
+    allowed = session("s1", EMPTY_CID, grant=["guest/invoke", "repo/read", "agent/checkpoint"])
     assert restore(to_data(_run(allowed, spec, [("stdout", b"a")]))).state == "orphaned"
 
 
@@ -97,6 +97,17 @@ def test_a_checkpoint_without_a_version_is_refused(sess: Session, spec: dict[str
         lambda d: d.update({"kuro/max-output-bytes": "big"}),
         lambda d: d.update({"kuro/stdout-bytes": 2**70}),
         lambda d: d.update({"kuro/dropped-bytes": 2**64}),
+        # counters that do not add up per stream: the receipt would say 0 stdout bytes beside "ab"
+        lambda d: d.update({"kuro/stdout-bytes": 0, "kuro/stderr-bytes": 3}),
+        # dropped bytes in an untruncated stream: abandon's receipt would drop them without a word
+        lambda d: d.update({"kuro/dropped-bytes": 7}),
+        # more kept than the cap ever lets through
+        lambda d: d.update({"kuro/max-output-bytes": 2}),
+        # a run the gate refuses never ran, so it has no checkpoint (abandon would make it a receipt)
+        lambda d: d["kuro/session"].update({"kuro/grant": ["agent/checkpoint"]}),
+        lambda d: d["kuro/session"].update(
+            {"kuro/mode": "terminal-host", "kuro/signed-opt-in?": True, "kuro/grant": ["guest/invoke"]}
+        ),
     ],
 )
 def test_data_that_is_not_a_checkpoint_is_refused(damage: Any, sess: Session, spec: dict[str, Any]) -> None:

@@ -455,6 +455,14 @@ def test_denial_needs_a_session(spec: dict[str, Any]) -> None:
         denial({"kuro/session-id": "s1"}, spec)  # type: ignore[arg-type]
 
 
+def test_a_hand_built_session_of_no_known_mode_is_a_model_error_at_the_gate(spec: dict[str, Any]) -> None:
+    # Session is a public dataclass; built by hand it skips session()'s checks, and the gate must
+    # still answer with a typed error, never a KeyError.
+    with pytest.raises(ModelError) as info:
+        denial(Session("s1", EMPTY_CID, "terminal-safe", frozenset({"guest/invoke"})), spec)
+    assert info.value.reason == "unknown-mode"
+
+
 def _rebuilds_exactly(command: Any) -> bool:
     """The rule is_guest_spec implements, written out: the spec equals guest() of its own fields, types and all."""
     from kuro_wasm.model.sessions import _GUEST_KEYS, GUEST_OPTIONAL_KEYS, _same_types

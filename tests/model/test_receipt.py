@@ -261,3 +261,21 @@ def test_a_well_typed_host_result_always_makes_an_encodable_receipt(result: dict
     assert set(r) <= DECLARED and "kuro/isolation" in r and "kuro/outcome" in r
     assert decode(encode(r)) == r
     assert from_json(to_json(r)) == r
+
+
+def test_a_host_value_nested_past_any_encoding_is_a_model_error_not_a_recursion_error(
+    sess: Session, spec: dict[str, Any]
+) -> None:
+    from kuro_wasm.model.receipt import host_value, receipt_measured
+
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+    for build in (
+        lambda: receipt(sess, spec, {"exit-code": 0, "trap": deep}),
+        lambda: receipt_measured(sess, spec, {"kuro/exit-code": 0, "kuro/result": deep}, {}),
+        lambda: host_value("kuro/engine", deep),
+    ):
+        with pytest.raises(ModelError) as info:
+            build()
+        assert info.value.reason == "unencodable-value"
