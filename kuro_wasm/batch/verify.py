@@ -5,7 +5,8 @@ A receipt from a worker is rebuilt by the driver, never taken as sent: the sessi
 and everything derived from them are the driver's own (:func:`kuro_wasm.model.receipt.receipt`
 over the worker's host keys, each re-checked by kind); every block handed back is re-hashed
 and held apart (:class:`kuro_wasm.host.worker.verify.Staged`); the kept output must hash to the
-receipt's ``kuro/stdout-cid``/``kuro/stderr-cid``; and a new fs root (``kuro/fs-root-after``) is
+receipt's ``kuro/stdout-cid``/``kuro/stderr-cid`` and be as long as its ``kuro/stdout-bytes``/
+``kuro/stderr-bytes``, and ``kuro/truncated?`` is stated only when true; and a new fs root (``kuro/fs-root-after``) is
 believed only when it is a kuro.fs directory whose every block is in the driver's store already or
 was handed back in this answer (then walked in turn), so its walk costs what the run wrote (the
 worker-process pool's own check, :func:`kuro_wasm.host.worker.verify.accept_root`). Only a
@@ -36,7 +37,7 @@ from kuro_fs.errors import KuroFsError
 from kuro_wasm.errors import ModelError
 from kuro_wasm.host.worker.verify import Staged, accept_root, check_root
 from kuro_wasm.model.invocation import Invocation
-from kuro_wasm.model.receipt import receipt
+from kuro_wasm.model.receipt import namespace, receipt
 
 __all__ = ["accepted", "host_error", "worker_died"]
 
@@ -50,10 +51,15 @@ def _problem(store: BlockStore, host: Mapping[str, Any], blocks: object, staged:
         refused = staged.add(pair[0], pair[1])
         if refused is not None:
             return f"a handed-back block was refused: {refused}"
+    keys = namespace(host)  # as the receipt will read them: a bare "stdout" is "kuro/stdout"
     for name in ("stdout", "stderr"):
-        data, named = host.get(f"kuro/{name}"), host.get(f"kuro/{name}-cid")
+        data, named, count = keys.get(f"kuro/{name}"), keys.get(f"kuro/{name}-cid"), keys.get(f"kuro/{name}-bytes")
         if isinstance(data, bytes) and named is not None and raw_cid(data) != named:
             return f"the kept {name} does not hash to kuro/{name}-cid {named}"
+        if isinstance(data, bytes) and count is not None and count != len(data):
+            return f"kuro/{name}-bytes {count!r} is not the {len(data)} bytes of {name} kept"
+    if keys.get("kuro/truncated?") is False:
+        return "kuro/truncated? is false (a receipt states it only when true)"
     root = host.get("kuro/fs-root-after")
     return None if root is None else check_root(store, root, staged)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from batch_witness import Shared
 
 from kuro_fs.blocks import MemoryBlockStore
@@ -76,6 +77,25 @@ def test_output_that_does_not_hash_to_its_cid_is_not_believed(shared: Shared) ->
     host["kuro/stdout"] = b"n=4\n"
     got = accepted(shared.store, inv, {"receipt": host, "blocks": []})
     assert got["kuro/outcome"] == "host-error" and raw_cid(b"n=3\n") in got["kuro/error"]
+
+
+@pytest.mark.parametrize(
+    "lie",
+    [
+        {"kuro/stdout-bytes": 0},  # beside the 4 bytes kept
+        {"kuro/stderr": b"x", "kuro/stderr-bytes": 2},
+        {"kuro/stdout": b"n=3\n!", "kuro/stdout-cid": raw_cid(b"n=3\n!")},  # output and CID agree, the count not
+        {"kuro/truncated?": False},  # stated only when true: a false one is not a receipt the host makes
+    ],
+)
+def test_output_counts_that_do_not_add_up_are_not_believed(shared: Shared, lie: dict[str, Any]) -> None:
+    inv = invocation({"guest": shared.batch, "export": "echo", "args": [3]}, session_id="v", default_fs=shared.empty)
+    receipt = run(inv.session, inv.command, store=shared.store, home=False, **inv.run_options())
+    host = host_part(receipt)
+    assert host["kuro/stdout"] == b"n=3\n" and host["kuro/stdout-bytes"] == 4
+    got = accepted(shared.store, inv, {"receipt": {**host, **lie}, "blocks": []})
+    assert got["kuro/outcome"] == "host-error", got
+    assert accepted(shared.store, inv, {"receipt": host, "blocks": []})["kuro/outcome"] == "ok"
 
 
 def test_a_receipt_the_model_refuses_is_a_host_error(shared: Shared) -> None:
