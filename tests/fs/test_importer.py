@@ -204,6 +204,14 @@ def test_import_bytes_on_several_threads_stores_every_leaf_in_order(workers: int
 # ---- trees: small files on the workers, the outcome of a serial import
 
 
+def _twelve_files(root: Path) -> Path:
+    """A directory of ``f00`` … ``f11`` holding ``file 0`` … ``file 11``: two threads' runs of six each."""
+    root.mkdir()
+    for i in range(12):
+        (root / f"f{i:02d}").write_bytes(b"file %d" % i)
+    return root
+
+
 def _mixed_tree(root: Path) -> Path:
     # Small files (one chunk each), larger ones (several chunks) and sub-directories, interleaved by name.
     for i in range(24):
@@ -240,10 +248,7 @@ class FailingStore(MemoryBlockStore):
 
 @pytest.mark.parametrize("workers", [1, 2, 4])
 def test_the_first_failing_file_by_name_is_the_error_and_nothing_is_kept(tmp_path: Path, workers: int) -> None:
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    for i in range(12):
-        (tree / f"f{i:02d}").write_bytes(b"file %d" % i)
+    tree = _twelve_files(tmp_path / "tree")
     store = FailingStore({b"file 3": "f03 failed", b"file 9": "f09 failed"})
     with pytest.raises(KuroFsError, match="f03 failed"):
         import_path(store, tree, workers=workers)
@@ -281,10 +286,7 @@ class RacingStore(FileBlockStore):
 
 
 def test_a_file_import_still_in_flight_when_another_fails_is_not_kept_either(tmp_path: Path) -> None:
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    for i in range(12):
-        (tree / f"f{i:02d}").write_bytes(b"file %d" % i)
+    tree = _twelve_files(tmp_path / "tree")
     store = RacingStore(tmp_path / "store")
     with pytest.raises(KuroFsError, match="f03 failed"):
         import_path(store, tree, workers=2)
@@ -336,10 +338,7 @@ class InterruptedStore(FileBlockStore):
 def test_a_second_ctrl_c_while_the_import_waits_for_its_threads_keeps_nothing_and_stops_the_rest(
     tmp_path: Path,
 ) -> None:
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    for i in range(12):
-        (tree / f"f{i:02d}").write_bytes(b"file %d" % i)
+    tree = _twelve_files(tmp_path / "tree")
     store = InterruptedStore(tmp_path / "store")
     handled: list[int] = []
 
@@ -483,10 +482,7 @@ def test_a_ctrl_c_while_a_thread_starts_still_waits_for_that_threads_put(
 ) -> None:
     # ThreadPoolExecutor adds a thread to the threads it joins only after its start returns; a Ctrl-C landing
     # in that start left the thread's run (already queued) going, and its put outlived the import's batch.
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    for i in range(12):
-        (tree / f"f{i:02d}").write_bytes(b"file %d" % i)
+    tree = _twelve_files(tmp_path / "tree")
     store = _SlowSixth(tmp_path / "store")
     real_start = threading.Thread.start
     starts: list[str] = []
