@@ -160,6 +160,8 @@ def guest_path(case: Case, case_dir: Path) -> Path:
     allowed = _allowed(case_dir)
     if named.is_absolute():
         raise _outside(case, allowed)
+    if not named.name:  # "." or "./": a directory, and no file name to add .wat/.wasm to
+        raise FixtureError(f"fixture {case.name!r}: guest {case.guest!r} names a directory, not a guest file")
     suffixes = ("",) if named.suffix in (".wat", ".wasm") else (".wat", ".wasm")
     names = [named.with_name(named.name + suffix) for suffix in suffixes]
     tried = []

@@ -141,3 +141,17 @@ def test_a_case_may_name_its_guest_by_a_path_that_stays_inside_its_parent(home: 
     case.write_text(case.read_text(encoding="utf-8").replace('"greeter"', '"../bin/greeter"'), encoding="utf-8")
     code, out, err = _kuro(home, str(project / "cases"))
     assert code == 0, out + err
+
+
+@pytest.mark.parametrize("named", [".", "./", "", "cases/.."])
+def test_a_case_whose_guest_names_a_directory_not_a_file_is_invalid_not_a_crash(
+    home: Path, project: Path, named: str
+) -> None:
+    """``guest = "."`` names no file: one INVALID row, and the other cases of the directory still run."""
+    shutil.copy(project / "cases" / "greets.toml", project / "cases" / "other.toml")
+    case = project / "cases" / "greets.toml"
+    case.write_text(case.read_text(encoding="utf-8").replace('"greeter"', json.dumps(named)), encoding="utf-8")
+    code, out, _ = _kuro(home, str(project / "cases"))
+    rows = {row.split()[1]: row for row in out.splitlines()}
+    assert code == 1 and rows["greets"].startswith("INVALID") and "guest" in rows["greets"], out
+    assert rows["other"].startswith("pass")
