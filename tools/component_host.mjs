@@ -9,12 +9,13 @@
 //
 // request: {module: path of the transpiled .js, export, func: WitFunc data, args: lowered args
 //   (JSON: tuples as lists, bytes as {"/": {"bytes": b64}}, big ints as {"$big": "…"}), grant,
-//   stdin: b64 | null, root: fs root CID, blocks: {cid: b64}, max_output_bytes, timeout_ms,
+//   stdin: b64 | null, root: fs root CID, blocks: {cid: b64}, max_output_bytes, max_output_chunks, timeout_ms,
 //   env: {name: value} (the spec's kuro/env), argv0: the spec's kuro/argv0 or the guest's CID,
 //   spec_args: the spec's args as given (strings become argv[1:]), max_value_bytes: the run's bound on one value
 //   (kuro_wasm.model.limits.Limits.value_bound)}
 // answer: {exit_code, outcome, stdout, stderr (b64), stdout_cid, stderr_cid, result?, reads, denials,
-//   fs_root_after: the fs root after the run's writes, or null}
+//   fs_root_after: the fs root after the run's writes, or null, capped_by: "bytes" | "chunks" | null — the output
+//   bound a dropped write hit, as kuro/capped-by)
 //
 // What this host does not do (the parity test skips those fixtures): fuel and memory limits (V8
 // has neither), and load errors (decided by kuro's model before any engine runs; so is an arg past
@@ -278,7 +279,8 @@ async function runGuest (req) {
   const reads = []
   const denials = []
   let kept = 0
-  let capped = false
+  let chunks = 0
+  let capped = null // the bound a dropped write hit (kuro_wasm.model.stream.append: bytes checked first), sticky
   let stdin = req.stdin === null ? new Uint8Array() : unb64(req.stdin)
   const deny = (name, capability, path) => {
     const found = denials.find((d) => d['kuro/import'] === name && d['kuro/capability'] === capability && d['kuro/path'] === path)
@@ -296,8 +298,10 @@ async function runGuest (req) {
   }
   const recordRead = (cid) => { if (!reads.includes(cid)) { reads.push(cid); parentPort.postMessage({ reads }) } }
   const emit = (stream, data) => {
-    if (capped || kept + data.length > req.max_output_bytes) { capped = true; throw new Stopped('output-capped') }
+    capped = capped ?? (kept + data.length > req.max_output_bytes ? 'bytes' : chunks >= req.max_output_chunks ? 'chunks' : null)
+    if (capped !== null) { parentPort.postMessage({ cappedBy: capped }); throw new Stopped('output-capped') }
     kept += data.length
+    chunks += 1
     parentPort.postMessage({ chunk: [stream, b64(data)] })
   }
   const imports = {
@@ -390,7 +394,7 @@ async function runGuest (req) {
   try {
     value = target(...params)
   } catch (e) {
-    if (capped) throw new Stopped('output-capped') // jco turned it into an err payload it could not lower
+    if (capped !== null) throw new Stopped('output-capped') // jco turned it into an err payload it could not lower
     if (e instanceof Exited) return { exit_code: e.code }
     if (e instanceof Stopped || e instanceof WebAssembly.RuntimeError || e instanceof RangeError || e?.payload === undefined) throw e
     value = e.payload // an export's result<_, E> err: jco throws the payload
@@ -423,6 +427,7 @@ async function main () {
   let reads = []
   let denials = []
   let fsRootAfter = null
+  let cappedBy = null
   const answer = await new Promise((resolve) => {
     const worker = new Worker(new URL(import.meta.url), { workerData: req })
     const timer = setTimeout(() => { worker.terminate(); resolve({ exit_code: 124, outcome: 'timeout' }) }, req.timeout_ms)
@@ -431,6 +436,7 @@ async function main () {
       if (m.reads) reads = m.reads
       if (m.denials) denials = m.denials
       if (m.fsRoot) fsRootAfter = m.fsRoot
+      if (m.cappedBy) cappedBy = m.cappedBy
       if (m.done) { clearTimeout(timer); resolve(m.done) }
     })
     worker.on('error', (e) => { clearTimeout(timer); resolve({ exit_code: 134, outcome: 'trap', error: String(e) }) })
@@ -439,7 +445,7 @@ async function main () {
   const stderr = Buffer.concat(out.stderr)
   if (answer.outcome === undefined) answer.outcome = answer.exit_code === 0 ? 'ok' : 'exit'
   Object.assign(answer, {
-    stdout: b64(stdout), stderr: b64(stderr), stdout_cid: await cidOf(stdout), stderr_cid: await cidOf(stderr), reads, denials, fs_root_after: fsRootAfter
+    stdout: b64(stdout), stderr: b64(stderr), stdout_cid: await cidOf(stdout), stderr_cid: await cidOf(stderr), reads, denials, fs_root_after: fsRootAfter, capped_by: cappedBy
   })
   process.stdout.write(JSON.stringify(answer) + '\n')
   process.exit(0)

@@ -5,7 +5,8 @@ Each ``guests/components/fixtures/*.toml`` case whose guest is a component runs 
 component transpiled by ``jco transpile --instantiation async``, with kuro:host
 written in JavaScript over the same blocks). Compared: the exit code, the
 stdout and stderr CIDs, the typed result (``kuro/result``), ``kuro/reads``, the
-denials and ``kuro/fs-root-after`` (fs writes mint the same kuro.fs blocks).
+denials, ``kuro/fs-root-after`` (fs writes mint the same kuro.fs blocks) and which
+output bound stopped the run (``kuro/capped-by``: bytes or chunks).
 ``max_value_bytes`` is enforced by both. Not compared, and why, per case: fuel
 and memory limits (V8 has neither), and load errors (kuro's model decides them
 before any engine runs). Needs ``node`` and ``tools/node_modules``; without them
@@ -176,7 +177,8 @@ def test_a_component_fixture_gives_the_same_answer_on_wasmtime_and_v8(
         "stdin": None if stdin is None else base64.b64encode(stdin.encode()).decode(),
         "root": fs.root,
         "blocks": {c: base64.b64encode(b).decode() for c, b in store.blocks.items()},
-        "max_output_bytes": limits.get("max_output_bytes", 1_048_576),
+        "max_output_bytes": Limits.from_options(limits).max_output_bytes,
+        "max_output_chunks": Limits.from_options(limits).max_output_chunks,
         "timeout_ms": limits.get("timeout_ms", 120_000),
         "env": case.get("env", {}),
         "argv0": case.get("argv0", cid),
@@ -196,3 +198,4 @@ def test_a_component_fixture_gives_the_same_answer_on_wasmtime_and_v8(
     assert v8["reads"] == receipt["kuro/reads"]
     assert v8["denials"] == receipt["kuro/denials"]
     assert v8["fs_root_after"] == receipt.get("kuro/fs-root-after")  # fs.write / fs.rm mint the same blocks
+    assert v8["capped_by"] == receipt.get("kuro/capped-by")  # the same bound (bytes, chunks) stopped the output
