@@ -39,6 +39,7 @@ const unb64 = (text) => new Uint8Array(Buffer.from(text, 'base64'))
 // ---- kuro.fs over the request's blocks: the V8 guest host's (tools/v8host/kurofs.mjs), errors by name
 
 const MAX_PATH_BYTES = 4096
+const MAX_DENIAL_ENTRIES = 256 // kuro_wasm.host.context.MAX_DENIAL_ENTRIES
 class Refused extends Error {
   constructor (code) { super(code); this.payload = code }
 }
@@ -282,8 +283,15 @@ async function runGuest (req) {
   let chunks = 0
   let capped = null // the bound a dropped write hit (kuro_wasm.model.stream.append: bytes checked first), sticky
   let stdin = req.stdin === null ? new Uint8Array() : unb64(req.stdin)
+  // kuro_wasm.host.context.RunContext.deny: one entry per distinct (import, capability, path), a repeat counted;
+  // past MAX_DENIAL_ENTRIES entries a new one is folded into a path-less entry for its import and capability
+  const find = (name, capability, path) => denials.find((d) => d['kuro/import'] === name && d['kuro/capability'] === capability && d['kuro/path'] === path)
   const deny = (name, capability, path) => {
-    const found = denials.find((d) => d['kuro/import'] === name && d['kuro/capability'] === capability && d['kuro/path'] === path)
+    let found = find(name, capability, path)
+    if (!found && denials.length >= MAX_DENIAL_ENTRIES) {
+      path = undefined
+      found = find(name, capability, path)
+    }
     if (found) found['kuro/count'] = (found['kuro/count'] ?? 1) + 1
     else denials.push(path === undefined ? { 'kuro/import': name, 'kuro/capability': capability } : { 'kuro/import': name, 'kuro/capability': capability, 'kuro/path': path })
     parentPort.postMessage({ denials })

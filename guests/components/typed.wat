@@ -5,6 +5,7 @@
 ;;   "cat" copies stdin to stdout · "deep" recurses until the stack is exhausted ·
 ;;   "read PATH" writes the file to stdout (exit 1 if fs.read answers an error) ·
 ;;   "len PATH" reads the file and exits with its length (1 on an error, 0 for an empty file) ·
+;;   "many PATH…" calls fs.read once on each PATH, whatever it answers, and exits 0 ·
 ;;   anything else (or none) writes one line to stdout and one to stderr; exit code = number of args.
 (module
   (import "kuro:host/output@1.0.0" "write" (func $write (param i32 i32 i32 i32)))
@@ -35,6 +36,7 @@
 
   (func (export "run") (param $args i32) (param $n i32) (result i32)
     (local $c i32)
+    (local $i i32)
     (if (i32.gt_u (local.get $n) (i32.const 0))
       (then
         (if (i32.gt_u (i32.load offset=4 (local.get $args)) (i32.const 0))
@@ -56,6 +58,18 @@
         (call $fsread (i32.load offset=8 (local.get $args)) (i32.load offset=12 (local.get $args)) (i32.const 128))
         (if (i32.load8_u (i32.const 128)) (then (return (i32.const 1))))
         (call $write (i32.const 0) (i32.load (i32.const 132)) (i32.load (i32.const 136)) (i32.const 144))
+        (return (i32.const 0))))
+    (if (i32.eq (local.get $c) (i32.const 109))                                          ;; m: many PATH…
+      (then
+        (local.set $i (i32.const 1))
+        (block $done
+          (loop $each
+            (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+            (call $fsread (i32.load (i32.add (local.get $args) (i32.shl (local.get $i) (i32.const 3))))
+                          (i32.load offset=4 (i32.add (local.get $args) (i32.shl (local.get $i) (i32.const 3))))
+                          (i32.const 128))
+            (local.set $i (i32.add (local.get $i) (i32.const 1)))
+            (br $each)))
         (return (i32.const 0))))
     (if (i32.eq (local.get $c) (i32.const 99))                                           ;; c: cat
       (then

@@ -34,7 +34,7 @@ from kuro_wasm.host.engine import EngineConfig
 from kuro_wasm.host.fixtures import load_case
 from kuro_wasm.host.kinds.component import KIND
 from kuro_wasm.host.loader import LoadFailure, add_guest, prepare
-from kuro_wasm.model.fixture import generated_files
+from kuro_wasm.model.fixture import Case, generated_files, parse_case
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.sessions import guest, session
 
@@ -146,11 +146,36 @@ def test_only_load_errors_and_limits_v8_lacks_are_left_out_of_parity() -> None:
 def test_a_component_fixture_gives_the_same_answer_on_wasmtime_and_v8(
     path: Path, transpiled: dict[str, Path], tmp_path: Path
 ) -> None:
-    case = _case(path)
+    _both_engines_agree(_case(path), load_case(path), transpiled, tmp_path)
+
+
+def test_denials_past_the_bound_fold_alike_on_both_engines(transpiled: dict[str, Path], tmp_path: Path) -> None:
+    """300 refused fs.read calls on distinct paths: 256 entries naming their path, then one counted path-less entry
+    (kuro_wasm.host.context.RunContext.deny) — on V8 too. A case too long to be a fixture file (256 denials)."""
+    paths = [f"p{i}" for i in range(300)]
+    data = {
+        "description": "300 distinct refused reads",
+        "guest": "component:typed",
+        "export": "run",
+        "args": ["many", *paths],
+        "grant": ["guest/invoke"],
+        "expect": {"exit_code": 0, "outcome": "ok"},
+    }
+    receipt = _both_engines_agree(data, parse_case("denials-past-the-bound", data), transpiled, tmp_path)
+    read = "kuro:host/fs@1.0.0#read"
+    assert receipt["kuro/denials"] == [
+        *({"kuro/import": read, "kuro/capability": "fs/read", "kuro/path": p} for p in paths[:256]),
+        {"kuro/import": read, "kuro/capability": "fs/read", "kuro/count": 44},
+    ]
+
+
+def _both_engines_agree(
+    case: dict[str, Any], parsed: Case, transpiled: dict[str, Path], tmp_path: Path
+) -> dict[str, Any]:
+    """Run ``case`` on wasmtime and on V8 over the same blocks, assert they agree, and return wasmtime's receipt."""
     name = case["guest"].removeprefix("component:")
     store = _Recording()
     fs = Fs.empty(store)
-    parsed = load_case(path)
     for file, data in generated_files(parsed.name, "fs_generated", parsed.fs_generated, parsed.fs).items():
         fs = fs.write(file, data).fs
     grant = case.get("grant", None if "mode" in case else ALL_CAPS)
@@ -199,3 +224,4 @@ def test_a_component_fixture_gives_the_same_answer_on_wasmtime_and_v8(
     assert v8["denials"] == receipt["kuro/denials"]
     assert v8["fs_root_after"] == receipt.get("kuro/fs-root-after")  # fs.write / fs.rm mint the same blocks
     assert v8["capped_by"] == receipt.get("kuro/capped-by")  # the same bound (bytes, chunks) stopped the output
+    return receipt
