@@ -10,6 +10,7 @@
 //               "guest": "<cid>", "export": "run", "args": [{"int": "40"}, {"float": 1.5}],
 //               "fs_root": "<kuro.fs root cid>", "grant": ["guest/invoke", ...],   // this host's names
 //               "stdin": "<base64>" | null, "fs_read_path": "greeting.txt" | null,
+//               "env": {"NAME": "value"} | null, "argv0": "name" | null,   // the spec's (a load error here)
 //               "limits": {"timeout_ms": 50, "max_output_bytes": 4096}}]}
 // Response (one JSON document on stdout): {"results": [{"name": "...", "view": {...}, "error": "..." | null}]}
 // where view has the keys of kuro_wasm.model.fixture.parity_view (or {"denial", "missing"}).

@@ -80,7 +80,9 @@ def _request(case: Case, ready: Setup, car: Path) -> dict[str, Any]:
         "fs_root": ready.fs.root,
         "grant": sorted(ready.session.grant),
         "stdin": None if case.stdin is None else base64.b64encode(case.stdin).decode("ascii"),
-        "fs_read_path": case.fs_read_path,
+        "fs_read_path": ready.command.get("kuro/fs-read-path"),
+        "env": ready.command.get("kuro/env"),
+        "argv0": ready.command.get("kuro/argv0"),
         "limits": {
             "timeout_ms": limits.timeout_ms,
             "max_output_bytes": limits.max_output_bytes,

@@ -41,6 +41,8 @@ const ABI_V1 = {
   fs_rm: { params: ['i32', 'i32'], cap: 'fs/rm' }
 }
 const NUMBER_TYPES = new Set(['i32', 'i64', 'f32', 'f64'])
+// the request's name of each optional guest-spec key (kuro_wasm.model.sessions.GUEST_OPTIONAL_KEYS) → the spec's
+const OPTIONAL_KEYS = { fs_read_path: 'kuro/fs-read-path', env: 'kuro/env', argv0: 'kuro/argv0' }
 const INT_RANGES = { i32: [-(2n ** 31n), 2n ** 32n - 1n], i64: [-(2n ** 63n), 2n ** 64n - 1n] }
 const TEXT_OFFSET = 2048
 const MAX_DENIAL_ENTRIES = 256
@@ -192,8 +194,11 @@ function execute (run, c, store) {
     kind = classify(shape)
     if (kind.error) throw new LoadError(kind.error)
     chosen = entry(shape, c.export, c.args)
-    if (kind.kind === 'kuro-browser-v0' && shape.imports.length && c.fs_read_path == null) {
-      throw new LoadError('the spec has no kuro/fs-read-path')
+    const takes = kind.kind === 'kuro-browser-v0' && shape.imports.length ? ['fs_read_path'] : []
+    if (takes.length && c.fs_read_path == null) throw new LoadError('the spec has no kuro/fs-read-path')
+    // kuro_wasm.host.loader: an optional spec key the entry does not use is a load error, not silently ignored
+    for (const [key, name] of Object.entries(OPTIONAL_KEYS)) {
+      if (c[key] != null && !takes.includes(key)) throw new LoadError(`the spec's ${name} is not for it`)
     }
   } catch (err) {
     if (err instanceof LoadError || err instanceof ShapeError || err instanceof WebAssembly.CompileError) {
