@@ -15,7 +15,7 @@
 //   (kuro_wasm.model.limits.Limits.value_bound)}
 // answer: {exit_code, outcome, stdout, stderr (b64), stdout_cid, stderr_cid, result?, reads, denials,
 //   fs_root_after: the fs root after the run's writes, or null, capped_by: "bytes" | "chunks" | null — the output
-//   bound a dropped write hit, as kuro/capped-by)
+//   bound a dropped write hit, as kuro/capped-by; trap_kind: a trap's kind as kuro/trap's, when it trapped}
 //
 // What this host does not do (the parity test skips those fixtures): fuel and memory limits (V8
 // has neither), and load errors (decided by kuro's model before any engine runs; so is an arg past
@@ -32,6 +32,7 @@ import { readFile } from 'node:fs/promises'
 import { sha256 } from 'multiformats/hashes/sha2'
 import { CID } from 'multiformats/cid'
 import { BlockStore, Fs } from './v8host/kurofs.mjs'
+import { trapKind } from './v8host/host.mjs'
 
 const b64 = (bytes) => Buffer.from(bytes).toString('base64')
 const unb64 = (text) => new Uint8Array(Buffer.from(text, 'base64'))
@@ -447,7 +448,7 @@ async function main () {
       if (m.cappedBy) cappedBy = m.cappedBy
       if (m.done) { clearTimeout(timer); resolve(m.done) }
     })
-    worker.on('error', (e) => { clearTimeout(timer); resolve({ exit_code: 134, outcome: 'trap', error: String(e) }) })
+    worker.on('error', (e) => { clearTimeout(timer); resolve({ exit_code: 134, outcome: 'trap', trap_kind: 'trap', error: String(e) }) })
   })
   const stdout = Buffer.concat(out.stdout)
   const stderr = Buffer.concat(out.stderr)
@@ -466,6 +467,10 @@ if (isMainThread) {
     parentPort.postMessage({ done: await runGuest(workerData) })
   } catch (e) {
     if (e instanceof Stopped) parentPort.postMessage({ done: { exit_code: 125, outcome: 'output-capped' } })
-    else parentPort.postMessage({ done: { exit_code: 134, outcome: 'trap', error: String(e) } })
+    else {
+      // a wasm trap's kind from V8's message; a host function's own error (a value past a bound) is a plain trap
+      const kind = e instanceof WebAssembly.RuntimeError || e instanceof RangeError ? trapKind(e) : 'trap'
+      parentPort.postMessage({ done: { exit_code: 134, outcome: 'trap', trap_kind: kind, error: String(e) } })
+    }
   }
 }

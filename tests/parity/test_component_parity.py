@@ -5,8 +5,9 @@ Each ``guests/components/fixtures/*.toml`` case whose guest is a component runs 
 component transpiled by ``jco transpile --instantiation async``, with kuro:host
 written in JavaScript over the same blocks). Compared: the exit code, the
 stdout and stderr CIDs, the typed result (``kuro/result``), ``kuro/reads``, the
-denials, ``kuro/fs-root-after`` (fs writes mint the same kuro.fs blocks) and which
-output bound stopped the run (``kuro/capped-by``: bytes or chunks).
+denials, ``kuro/fs-root-after`` (fs writes mint the same kuro.fs blocks), which
+output bound stopped the run (``kuro/capped-by``: bytes or chunks) and a trap's kind
+(``stack-overflow``, ``unreachable``, … — never its engine's message).
 ``max_value_bytes`` is enforced by both. Not compared, and why, per case: fuel
 and memory limits (V8 has neither), and load errors (kuro's model decides them
 before any engine runs). Needs ``node`` and ``tools/node_modules``; without them
@@ -224,4 +225,6 @@ def _both_engines_agree(
     assert v8["denials"] == receipt["kuro/denials"]
     assert v8["fs_root_after"] == receipt.get("kuro/fs-root-after")  # fs.write / fs.rm mint the same blocks
     assert v8["capped_by"] == receipt.get("kuro/capped-by")  # the same bound (bytes, chunks) stopped the output
+    trap = receipt.get("kuro/trap")
+    assert v8.get("trap_kind") == (trap["kind"] if trap is not None else None), (v8.get("error"), trap)
     return receipt

@@ -123,7 +123,8 @@ function entry (shape, exportName, args) {
   return { name: exportName, sig, values }
 }
 
-function trapKind (err) {
+// The receipt's trap kind (kuro_wasm.model.outcome.trap_kind) of a trap V8 raised, read from its message.
+export function trapKind (err) {
   const text = String(err && err.message)
   if (err && err.name === 'RangeError' && /call stack/i.test(text)) return 'stack-overflow'
   const kinds = [
