@@ -5,6 +5,8 @@
 ;;   run  -> fs_write "tmp/notes.txt" = "scratch works", fs_read it back, write it to stdout
 ;;   ls   -> fs_ls "tmp", the listing to stdout
 ;;   rm   -> fs_write "tmp/notes.txt", then fs_rm it, then fs_ls "tmp" to stdout (empty)
+;;   refused (pages) -> grows memory by pages, three times fs_write "tmp" (the scratch directory itself: refused)
+;;                      with all those bytes, then as run's first step: the scratch budget counts written bytes only
 (module
   (import "kuro" "fs_write" (func $fs_write (param i32 i32 i32 i32) (result i32)))
   (import "kuro" "fs_read" (func $fs_read (param i32 i32 i32 i32) (result i32)))
@@ -36,6 +38,14 @@
     (drop (call $write (i32.const 1) (i32.const 1024) (local.get $n)))
     (i32.const 0))
   (func (export "ls") (result i32) (call $list))
+  (func (export "refused") (param $pages i32) (result i32)
+    (local $i i32)
+    (drop (memory.grow (local.get $pages)))
+    (loop $again
+      (drop (call $fs_write (i32.const 64) (i32.const 3) (i32.const 0) (i32.mul (local.get $pages) (i32.const 65536))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $again (i32.lt_u (local.get $i) (i32.const 3))))
+    (call $put))
   (func (export "rm") (result i32)
     (local $r i32)
     (local.set $r (call $put))

@@ -337,11 +337,12 @@ function scratchPath (run, path) {
 function fsCall (run, at, op, ...args) {
   if (at.scratch) {
     if (run.scratch === null) run.scratch = Fs.empty(new BlockStore())
-    if (op === 'write') {
-      run.scratchBytes += args[0].length
-      if (run.scratchBytes > SCRATCH_MAX_BYTES) return { reason: 'over-budget' }
-    }
-    return run.scratch[op](at.path, ...args)
+    if (op !== 'write') return run.scratch[op](at.path, ...args)
+    // fsgate.call_in: past the budget stores nothing; only an accepted write counts against it
+    if (run.scratchBytes + args[0].length > SCRATCH_MAX_BYTES) return { reason: 'over-budget' }
+    const answer = run.scratch[op](at.path, ...args)
+    if (!answer.reason) run.scratchBytes += args[0].length
+    return answer
   }
   const fs = rootFs(run, run.store)
   if (fs === null) return { reason: 'block-missing' }
