@@ -41,6 +41,8 @@ __all__ = [
     "EXPECT_KEYS",
     "GENERATED_KEYS",
     "MAX_GENERATED",
+    "MAX_GENERATED_CONTENT",
+    "MAX_GENERATED_TABLES",
     "GRANT_NAMES",
     "MODE_NAMES",
     "PARITY_KEYS",
@@ -118,6 +120,11 @@ _DENIAL_KEYS: Final = {"import": True, "capability": True, "path": False, "count
 GENERATED_KEYS: Final[Mapping[str, bool]] = {"path": True, "count": True, "content": False}
 #: The most files one generated table may stand for (a case stays a small data file that runs fast).
 MAX_GENERATED: Final = 4096
+#: The most generated tables one list may hold, and the longest ``content`` template (characters): with
+#: :data:`MAX_GENERATED` they bound what a case sets up — without them a case file of 80 KB stood for 16 384
+#: files of 20 KB (16 s, 0.5 GB), and a larger one for as many more as it had lines.
+MAX_GENERATED_TABLES: Final = 4
+MAX_GENERATED_CONTENT: Final = 1024
 _INDEX: Final = "{i}"
 
 
@@ -234,7 +241,10 @@ def _files(name: str, where: str, value: object) -> dict[str, str]:
 
 def _generated(name: str, where: str, value: object) -> tuple[Generated, ...]:
     out = []
-    for i, item in enumerate(_list(name, where, value)):
+    tables = _list(name, where, value)
+    if len(tables) > MAX_GENERATED_TABLES:
+        raise _fail(name, where, f"must hold at most {MAX_GENERATED_TABLES} tables, got {len(tables)}")
+    for i, item in enumerate(tables):
         at = f"{where}[{i}]"
         table = _keys(name, at, item, GENERATED_KEYS)
         path = _text(name, f"{at}.path", table["path"])
@@ -244,6 +254,9 @@ def _generated(name: str, where: str, value: object) -> tuple[Generated, ...]:
         if count > MAX_GENERATED:
             raise _fail(name, f"{at}.count", f"must be at most {MAX_GENERATED}, got {count}")
         content = _text(name, f"{at}.content", table.get("content", ""), empty=True)
+        if len(content) > MAX_GENERATED_CONTENT:
+            bound = f"must be at most {MAX_GENERATED_CONTENT} characters, got {len(content)}"
+            raise _fail(name, f"{at}.content", bound)
         out.append(Generated(path, count, content))
     return tuple(out)
 

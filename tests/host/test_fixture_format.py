@@ -179,7 +179,9 @@ _GENERATED_BASE: dict[str, Any] = {"description": "d", "guest": "fs-write", "exp
     [([{"path": "f", "count": 2}], "must contain {i}"), ([{"path": "f{i}", "count": 0}], "count"),
      ([{"path": "f{i}", "count": 4097}], "at most 4096"), ([{"path": "f{i}"}], "missing required key"),
      ([{"path": "f{i}", "count": 1, "mode": 1}], "unknown key"), ({"path": "f{i}", "count": 1}, "array"),
-     ([{"path": "f{i}", "count": True}], "integer"), ([{"path": "f{i}", "count": 1, "content": 1}], "content")],
+     ([{"path": "f{i}", "count": True}], "integer"), ([{"path": "f{i}", "count": 1, "content": 1}], "content"),
+     ([{"path": f"t{t}/f{{i}}", "count": 1} for t in range(5)], "at most 4 tables"),
+     ([{"path": "f{i}", "count": 1, "content": "x" * 1025}], "at most 1024 characters")],
 )  # fmt: skip
 def test_a_bad_generated_table_is_refused_naming_the_key(generated: Any, named: str) -> None:
     as_setup = {**_GENERATED_BASE, "fs_generated": generated}
