@@ -226,5 +226,7 @@ def _both_engines_agree(
     assert v8["fs_root_after"] == receipt.get("kuro/fs-root-after")  # fs.write / fs.rm mint the same blocks
     assert v8["capped_by"] == receipt.get("kuro/capped-by")  # the same bound (bytes, chunks) stopped the output
     trap = receipt.get("kuro/trap")
-    assert v8.get("trap_kind") == (trap["kind"] if trap is not None else None), (v8.get("error"), trap)
+    want, kind = (trap["kind"] if trap is not None else None), v8.get("trap_kind")
+    # a pair where V8 names two kinds with one message (test_v8_parity.V8_AMBIGUOUS_TRAPS): either agrees
+    assert want in kind if isinstance(kind, list) else kind == want, (v8, trap)
     return receipt

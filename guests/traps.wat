@@ -1,0 +1,15 @@
+;; traps: one export per trap whose kind two engines may name differently (each export traps, never returns).
+;;   float_too_big    -> i32.trunc_f64_s of 1e100: out of range (wasmtime: integer-overflow)
+;;   float_nan        -> i32.trunc_f32_s of NaN (wasmtime: bad-conversion-to-integer)
+;;   wrong_signature  -> call_indirect (i32) -> i32 of slot 0, which holds a () -> i32 (wasmtime: bad-signature)
+;;   null_slot        -> call_indirect of slot 1, which is empty (wasmtime: indirect-call-to-null)
+(module
+  (type $takes_one (func (param i32) (result i32)))
+  (type $takes_none (func (result i32)))
+  (table 2 funcref)
+  (func $one (type $takes_none) (i32.const 1))
+  (elem (i32.const 0) $one)
+  (func (export "float_too_big") (result i32) (i32.trunc_f64_s (f64.const 1e100)))
+  (func (export "float_nan") (result i32) (i32.trunc_f32_s (f32.const nan)))
+  (func (export "wrong_signature") (result i32) (call_indirect (type $takes_one) (i32.const 0) (i32.const 0)))
+  (func (export "null_slot") (result i32) (call_indirect (type $takes_none) (i32.const 1))))
