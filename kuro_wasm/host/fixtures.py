@@ -109,14 +109,15 @@ def bundled_dir() -> Path:
 
 
 def case_files(directory: str | os.PathLike[str]) -> list[Path]:
-    """The case files (``*.toml``) of ``directory``, sorted by name.
+    """The case files (``*.toml``) of ``directory``, sorted by name — a dangling symlink too, so that a case
+    that cannot be read is reported (``invalid``), never skipped.
 
     Raises FixtureError: ``directory`` is not a directory.
     """
     where = Path(directory)
     if not where.is_dir():
         raise FixtureError(f"{where} is not a directory of fixture cases (*.toml)")
-    return sorted(p for p in where.glob("*.toml") if p.is_file())
+    return sorted(p for p in where.glob("*.toml") if p.is_file() or (p.is_symlink() and not p.exists()))
 
 
 def load_case(path: str | os.PathLike[str]) -> Case:

@@ -155,3 +155,12 @@ def test_a_case_whose_guest_names_a_directory_not_a_file_is_invalid_not_a_crash(
     rows = {row.split()[1]: row for row in out.splitlines()}
     assert code == 1 and rows["greets"].startswith("INVALID") and "guest" in rows["greets"], out
     assert rows["other"].startswith("pass")
+
+
+def test_a_case_file_that_is_a_dangling_symlink_is_invalid_not_skipped(home: Path, project: Path) -> None:
+    """A case that cannot be read is a result saying so: a directory whose one case is gone does not pass."""
+    (project / "cases" / "gone.toml").symlink_to(project / "nowhere.toml")
+    code, out, _ = _kuro(home, str(project / "cases"))
+    rows = {row.split()[1]: row for row in out.splitlines()}
+    assert code == 1 and rows["gone"].startswith("INVALID") and "cannot read" in rows["gone"], out
+    assert rows["greets"].startswith("pass")
