@@ -171,6 +171,9 @@ class Exited extends Error {
 // As kuro_wasm/host/wasi_p2.py: at most 1 MiB per get-random-bytes call, more is the guest's trap
 // (crypto.getRandomValues fills at most 64 KiB at a time).
 const MAX_RANDOM = 1 << 20
+// wasi_p2.py's _WRITE_BUDGET (what check-write permits, at most) and _BLOCKING_WRITE (WASI 0.2's 4096)
+const WRITE_BUDGET = 1 << 20
+const BLOCKING_WRITE = 4096
 function randomBytes (len) {
   const n = Number(len)
   if (n > MAX_RANDOM) throw new Error(`kuro: wasi:random get-random-bytes(${n}): more than ${MAX_RANDOM} bytes`)
@@ -189,11 +192,28 @@ function virtualWasi ({ emit, readStdin, stdinReady, environment, args, bound })
     ready () { return this.isReady() }
     block () { while (!this.isReady()) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1) }
   }
+  // WASI 0.2's permits, as wasi_p2.py _emit: a write within what check-write last permitted (less what was written
+  // since; nothing before the first check-write), a blocking-write-and-flush of at most 4096 bytes; past either,
+  // the guest's trap
   class OutputStream {
-    constructor (stream) { this.stream = stream }
-    checkWrite () { return BigInt(Math.min(1 << 20, bound)) }
-    write (bytes) { emit(this.stream, bounded(bytes)) }
-    blockingWriteAndFlush (bytes) { emit(this.stream, bounded(bytes)) }
+    constructor (stream) { this.stream = stream; this.permit = 0 }
+    checkWrite () { this.permit = Math.min(WRITE_BUDGET, bound); return BigInt(this.permit) }
+    write (bytes) {
+      if (bytes.length > this.permit) {
+        throw new Error(`kuro: wasi:io/streams write of ${bytes.length} bytes: more than check-write permitted (${this.permit})`)
+      }
+      bounded(bytes)
+      this.permit -= bytes.length
+      emit(this.stream, bytes)
+    }
+
+    blockingWriteAndFlush (bytes) {
+      if (bytes.length > BLOCKING_WRITE) {
+        throw new Error(`kuro: wasi:io/streams blocking-write-and-flush of ${bytes.length} bytes: more than ${BLOCKING_WRITE}`)
+      }
+      emit(this.stream, bounded(bytes))
+    }
+
     flush () {}
     blockingFlush () {}
     subscribe () { return new Pollable() }

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import wasmtime
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.fs import Fs
@@ -170,20 +171,51 @@ def test_denials_past_the_bound_fold_alike_on_both_engines(transpiled: dict[str,
     ]
 
 
+@pytest.mark.parametrize(
+    ("export", "n", "max_value_bytes"),
+    [("write", 1000, 1000), ("write", 1001, 1000), ("write-twice", 600, 1000), ("write-unchecked", 5, 1000),
+     ("blocking", 1000, 1000), ("blocking", 4097, 8192)],
+)  # fmt: skip
+def test_a_wasi_write_past_its_permit_traps_on_both_engines(
+    export: str, n: int, max_value_bytes: int, transpiled: dict[str, Path], tmp_path: Path
+) -> None:
+    """WASI 0.2's write permits (check-write, at most 4096 bytes a blocking-write-and-flush): the same trap on
+    V8 (guests/components/text/stream-permits.wat; tests/host/test_component_hostile.py says which trap)."""
+    data = {"description": "d", "guest": "text:stream-permits", "export": export, "args": [n],
+            "limits": {"max_value_bytes": max_value_bytes}, "expect": {"exit_code": 0, "outcome": "ok"}}  # fmt: skip
+    _both_engines_agree(data, parse_case("permits", data), transpiled, tmp_path)
+
+
+def _guest(named: str, transpiled: dict[str, Path], tmp_path: Path) -> tuple[bytes, Path]:
+    """The component's bytes and its jco-transpiled module: ``component:NAME`` built from guests/components/,
+    ``text:NAME`` the component text guests/components/text/NAME.wat (transpiled here)."""
+    kind, name = named.split(":", 1)
+    if kind == "component":
+        import build_components
+
+        return build_components.build(ROOT / "build" / "components", [name])[name].read_bytes(), transpiled[name]
+    wasm = bytes(wasmtime.wat2wasm((ROOT / "guests" / "components" / "text" / f"{name}.wat").read_text("utf-8")))
+    (tmp_path / f"{name}.wasm").write_bytes(wasm)
+    subprocess.run(
+        [str(JCO), "transpile", str(tmp_path / f"{name}.wasm"), "-o", str(tmp_path / name), "--name", name,
+         "--instantiation", "async", "--no-typescript", "-q"],
+        check=True, timeout=300,
+    )  # fmt: skip
+    return wasm, tmp_path / name / f"{name}.js"
+
+
 def _both_engines_agree(
     case: dict[str, Any], parsed: Case, transpiled: dict[str, Path], tmp_path: Path
 ) -> dict[str, Any]:
     """Run ``case`` on wasmtime and on V8 over the same blocks, assert they agree, and return wasmtime's receipt."""
-    name = case["guest"].removeprefix("component:")
+    wasm, module = _guest(case["guest"], transpiled, tmp_path)
     store = _Recording()
     fs = Fs.empty(store)
     for file, data in generated_files(parsed.name, "fs_generated", parsed.fs_generated, parsed.fs).items():
         fs = fs.write(file, data).fs
     grant = case.get("grant", None if "mode" in case else ALL_CAPS)
     sess = session("s-parity", fs.root, case.get("mode", "terminal-repo"), grant=grant)
-    import build_components
-
-    cid = add_guest(store, build_components.build(ROOT / "build" / "components", [name])[name].read_bytes())
+    cid = add_guest(store, wasm)
     args = case.get("args", [])
     stdin = case.get("stdin")
     limits = case.get("limits", {})
@@ -195,7 +227,7 @@ def _both_engines_agree(
     entry = KIND.entry(ready.shape, case["export"], args)
     assert not isinstance(entry, str), entry
     request = {
-        "module": str(transpiled[name]),
+        "module": str(module),
         "export": case["export"],
         "func": entry.typed.to_data(),
         "args": _lowered_json(entry.args),
