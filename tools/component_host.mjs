@@ -245,6 +245,8 @@ function virtualWasi ({ emit, readStdin, stdinReady, environment, args, bound })
     'wasi:io/poll': {
       Pollable,
       poll: (list) => {
+        // WASI 0.2: "at least one" pollable; waiting for none would never end, so it is the guest's trap (wasi_p2.py)
+        if (list.length === 0) throw new Error('kuro: wasi:io/poll poll of no pollables: it would never return')
         for (;;) {
           const ready = list.map((p, i) => (p.ready() ? i : -1)).filter((i) => i >= 0)
           if (ready.length) return new Uint32Array(ready)
@@ -414,7 +416,13 @@ async function runGuest (req) {
   }
   const dir = new URL('.', pathToFileURL(req.module))
   const { instantiate } = await import(pathToFileURL(req.module).href)
-  const exports = await instantiate(async (name) => WebAssembly.compile(await readFile(new URL(name, dir))), imports)
+  let exports
+  try {
+    exports = await instantiate(async (name) => WebAssembly.compile(await readFile(new URL(name, dir))), imports)
+  } catch (e) {
+    if (e instanceof Exited) return { exit_code: e.code } // wasi:cli/exit from a start function ends the run there
+    throw e
+  }
   const [iface, name] = req.export.includes('#') ? req.export.split('#') : [null, req.export]
   const target = iface === null ? exports[camel(name)] : exports[camel(iface.split('/').pop().split('@')[0])][camel(name)]
   const params = req.func.params.map(([, t], i) => toJco(t, req.args[i]))

@@ -186,6 +186,18 @@ def test_a_wasi_write_past_its_permit_traps_on_both_engines(
     _both_engines_agree(data, parse_case("permits", data), transpiled, tmp_path)
 
 
+@pytest.mark.parametrize("name", ["poll-nothing", "exit-at-start", "fault-at-start", "handles-after-a-drop"])
+def test_a_component_breaking_or_ending_in_wasi_ends_alike_on_both_engines(
+    name: str, transpiled: dict[str, Path], tmp_path: Path
+) -> None:
+    """Component text of tests/host/test_component_hostile.py, each export ``f``: a poll of no pollables (the
+    guest's trap, never a wait), wasi:cli/exit or a call past a bound in a start function (exit 1, a trap),
+    handles reused after a drop (0)."""
+    data = {"description": "d", "guest": f"text:{name}", "export": "f", "limits": {"timeout_ms": 20_000},
+            "expect": {"exit_code": 0, "outcome": "ok"}}  # fmt: skip
+    _both_engines_agree(data, parse_case(name, data), transpiled, tmp_path)
+
+
 def _guest(named: str, transpiled: dict[str, Path], tmp_path: Path) -> tuple[bytes, Path]:
     """The component's bytes and its jco-transpiled module: ``component:NAME`` built from guests/components/,
     ``text:NAME`` the component text guests/components/text/NAME.wat (transpiled here)."""
