@@ -103,7 +103,7 @@ from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import MAX_WORKERS, Limits
 from kuro_wasm.model.sessions import Session
 
-__all__ = ["WorkerPool", "default_pool"]
+__all__ = ["WorkerPool", "answering_for", "default_pool"]
 
 _FROM_WORKER: Final = frozenset({"worker"})
 #: How often a stdin writer waiting for room looks again whether its run ended (``took`` wakes it at once).
@@ -443,7 +443,11 @@ class WorkerPool:
         try:
             frame = read_frame(conn.inbox, _FROM_WORKER, lambda m: self._payload_limit(conn, m))
             if frame is not None:
-                self._on_frame(conn, *frame)
+                _READER.worker = conn.pid
+                try:
+                    self._on_frame(conn, *frame)
+                finally:
+                    _READER.worker = None
                 return True
         except ProtocolError as exc:
             conn.violation = str(exc)
@@ -1139,6 +1143,14 @@ _WAITED: Final[Mapping[str, str]] = {
     "timeout": "the deadline passed before the guest started (no worker was free)",
     "cancelled": "killed before the guest started",
 }
+
+
+def answering_for() -> int | None:
+    """The pid of the worker whose frame this thread is acting on now (a block it asked for being read, a chunk of
+    its run handed to ``on_chunk``…), or None. The thread may be the worker's keeper or a
+    :func:`~kuro_wasm.host.api.run` caller reading its own worker's frames: its name does not tell."""
+    worker: int | None = getattr(_READER, "worker", None)
+    return worker
 
 
 def _exit_status(conn: _Conn) -> int | None:
