@@ -38,7 +38,8 @@ table is in ``docs/abi.md``.
 ## Effects
 Threads: one worker per :func:`start`/:func:`run_async`; :func:`run` executes
 on the caller's thread (no thread hop on the warm path). A process run uses no
-thread of its own: the worker pool's threads carry it.
+thread of its own: the worker pool's threads carry it, and a :func:`run` caller reads its own
+worker's frames while it waits (:meth:`~kuro_wasm.host.worker.pool.WorkerPool.lead`).
 
 ## Not done here
 Unread stdin is not counted anywhere.
@@ -197,7 +198,7 @@ class Handle:
         instead of growing the host's memory. Stdin given to :func:`start` is held whole, as given
         (and counts toward the 4 MiB). Called from ``on_chunk`` it never waits and is kept whole:
         in-process that is the guest's own thread, under ``isolation="process"`` a reader thread
-        of the pool, whose writes never wait for any run.
+        of the pool or a :func:`run` caller reading its worker's frames, whose writes never wait for any run.
 
         Raises ModelError (``invalid-stdin``): ``data`` is not bytes, as :func:`start`'s ``stdin``.
         """
@@ -498,18 +499,20 @@ def run(
 # batch's, a CLI command's) when the first run came must not turn Ctrl-C off for
 # the rest of the process (found by a suite where such a run came first).
 
-_MAIN_RUN: list[Job | None] = [None]
+_MAIN_RUN: list[Job | RemoteRun | None] = [None]
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
     job = _MAIN_RUN[0]
     if job is None:
         signal.default_int_handler(signum, frame)
-    else:
+    elif isinstance(job, Job):
         job.ctx.stop("cancelled")
+    else:
+        job.interrupt()  # a process run whose caller reads its frames: it kills the run and waits for the receipt
 
 
-def _claim_ctrl_c(job: Job) -> bool:
+def _claim_ctrl_c(job: Job | RemoteRun) -> bool:
     """Route Ctrl-C to ``job`` while it runs; False (nothing changed) off the main thread or under a custom handler.
 
     The handler is read with ``_signal.getsignal`` (~0.1 µs; ``signal.getsignal``'s enum conversion
@@ -685,11 +688,22 @@ class ProcessHandle(Handle):
             wait_event(self._run.done, None)
 
     def run_to_end(self) -> dict[str, Any]:
-        """Submit, then wait; Ctrl-C on the main thread kills the guest and returns its ``cancelled`` receipt."""
-        self._start()
+        """Submit, then wait; Ctrl-C on the main thread kills the guest and returns its ``cancelled`` receipt.
+
+        The waiting thread reads its worker's frames itself (:meth:`WorkerPool.lead`) — on the main thread only
+        while Ctrl-C is routed to the run (Python's own handler was in place), else it waits as ``wait`` does.
+        """
+        claimed = _claim_ctrl_c(self._run)
+        self._run.leading = claimed or threading.current_thread() is not threading.main_thread()
         try:
+            self._start()
+            if self._run.leading:
+                return self._pool.lead(self._run)
             return self.wait()
         except KeyboardInterrupt:
             if threading.current_thread() is not threading.main_thread():
                 raise
             return dict(stop_and_wait(self))
+        finally:
+            if claimed:
+                _MAIN_RUN[0] = None

@@ -112,6 +112,7 @@ class Job:
         self.on_settled: Callable[[], None] | None = None
         self._done: threading.Event | None = None
         self._finished = False
+        self._spent: wasmtime.Store | None = None  # the run's wasmtime store, closed once the receipt is out
 
     @property
     def done(self) -> threading.Event:
@@ -173,6 +174,12 @@ class Job:
             self.failure = HostError(f"no receipt could be built: {type(exc).__name__}: {exc}")
             self._mark_done()
             raise self.failure from exc
+        finally:
+            # Closed after the receipt is out (waiters woken, on_exit called — a worker process's report sent):
+            # unmapping the guest's memory is nobody's wait. wasmtime_store_delete reports no error.
+            spent, self._spent = self._spent, None
+            if spent is not None:
+                spent.close()
 
     def execute_quietly(self) -> None:
         """:meth:`execute` for the worker thread: a failure is kept for ``Handle.wait``, not raised."""
@@ -239,7 +246,7 @@ class Job:
             if interrupt_key is not None:
                 _engine.remove_interrupt(interrupt_key)
             unregister_run(wstore)
-            wstore.close()
+            self._spent = wstore  # closed by execute, after the receipt
         result = self._classify(outcome, instantiating=failed is not None)
         if fuel_left is not None and self.limits.fuel is not None:
             result["fuel-consumed"] = max(0, self.limits.fuel - fuel_left)

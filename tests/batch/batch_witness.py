@@ -24,14 +24,14 @@ from typing import Any
 from kuro_fs.blocks import BlockStore
 from kuro_fs.filestore import FileBlockStore
 from kuro_wasm.batch.stores import SharedStore
+from kuro_wasm.host.worker.pool import answering_for
 
 
 def _reader() -> int:
-    """The pid this read is for: this process, or — read by a worker-process pool's reader thread on its
-    worker's behalf (``kuro-pool-reader-PID``) — that worker."""
-    name = threading.current_thread().name
-    prefix = "kuro-pool-reader-"
-    return int(name[len(prefix) :]) if name.startswith(prefix) else os.getpid()
+    """The pid this read is for: this process, or — read by a worker-process pool on a worker's behalf — that
+    worker."""
+    worker = answering_for()
+    return os.getpid() if worker is None else worker
 
 
 def _append(path: str, line: str) -> None:

@@ -31,6 +31,19 @@ host compiles it — or loads it from its own module cache, whose tags it verifi
 the serialized artifact (one compile for workers asking at once). A worker never writes anything
 the host deserializes.
 
+Who reads a worker's frames (leader/follower): each worker has a *keeper* thread, which reads them
+while runs are out that no caller waits on (:func:`~kuro_wasm.host.api.start`, the async API, probes)
+and, while none is out, waits in ``poll`` for the worker's hang-up only. A :func:`~kuro_wasm.host.api.run`
+caller waits for its receipt by reading its worker's frames itself once its run is that worker's
+head (:meth:`WorkerPool.lead`), and hands the channel on when its run ends — to the waiting caller of
+the next head, or to the keeper while frames are still awaited. A warm run thus costs no thread
+hand-over in the host (~5–10 % of a warm trivial run, interleaved, loaded machine). Whoever reads
+when a worker's channel ends settles its runs, once (:meth:`WorkerPool._end`); ``on_chunk`` and
+``on_exit`` are called on whichever thread reads. On the main thread a caller reads only while
+Ctrl-C is routed to its run (:meth:`~kuro_wasm.host.worker.run.RemoteRun.interrupt`: the run is killed and
+its ``cancelled`` receipt returned, as :func:`~kuro_wasm.host.api.stop_and_wait` does): an exception
+raised into a thread inside a frame would leave the channel unreadable, and the worker is then killed.
+
 Each worker has two sockets: the *run channel* carries runs and the replies to the worker's asks to
 it, and every frame of the worker back; the *control channel* carries stdin, eof, kill, withdraw and
 probe frames to it (its main thread reads its runs itself; see :mod:`.serve`). The two are not
@@ -39,9 +52,9 @@ increasing id order, and can tell a control frame for a run still to come from o
 has finished.
 
 ## Effects
-The zygote process and the workers it forks; one reader thread per worker, one watchdog thread;
-pidfds; the callers' block stores (blocks in and out); the host's module cache (guests compiled for
-workers).
+The zygote process and the workers it forks; one keeper thread and one eventfd per worker, one
+watchdog thread; the run() callers' threads while they wait; pidfds; the callers' block stores (blocks
+in and out); the host's module cache (guests compiled for workers).
 
 ## Not done here
 No scheduling across machines (the frames are the protocol a remote pool would speak too), no
@@ -90,7 +103,7 @@ from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import MAX_WORKERS, Limits
 from kuro_wasm.model.sessions import Session
 
-__all__ = ["WorkerPool", "default_pool"]
+__all__ = ["WorkerPool", "answering_for", "default_pool"]
 
 _FROM_WORKER: Final = frozenset({"worker"})
 #: How often a stdin writer waiting for room looks again whether its run ended (``took`` wakes it at once).
@@ -104,6 +117,49 @@ _READER = threading.local()
 PIPELINE_FRAME_BYTES: Final = 64 << 10
 _START_FAILURES: Final = 3
 _EXIT_STATUS_WAIT_S: Final = 1.0
+#: ``_Conn.token`` when the worker's keeper thread reads its run channel.
+_KEEPER: Final = object()
+#: How long a run() caller waiting for its turn to read sleeps before it looks again (it is woken sooner).
+_LEAD_RECHECK_S: Final = 0.25
+_RECV_BYTES: Final = 1 << 16
+#: Written by a Ctrl-C that :func:`kuro_wasm.host.api.run` routes to a process run on the main thread (one
+#: eventfd for the process, made on first use and never closed: a signal handler may write it at any time).
+_SIGFD: list[int] = []
+
+
+class _Inbox:
+    """The bytes of a worker's run channel, buffered: unlike ``socket.makefile``, it tells whether a frame's bytes
+    are here already (``pending``), which a ``poll`` of the socket cannot, so a reader polls only when they are not."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._buf = b""
+        self._pos = 0
+
+    @property
+    def pending(self) -> bool:
+        return self._pos < len(self._buf)
+
+    def read(self, size: int = -1, /) -> bytes:
+        """``size`` bytes; fewer only at the end of the stream. Raises OSError."""
+        end = self._pos + size
+        if end <= len(self._buf):
+            out = self._buf[self._pos : end]
+            self._pos = end
+            return out
+        parts = [self._buf[self._pos :]]
+        have = len(parts[0])
+        self._buf, self._pos = b"", 0
+        while have < size:
+            part = self._sock.recv(max(_RECV_BYTES, min(size - have, 1 << 24)))
+            if not part:
+                break
+            parts.append(part)
+            have += len(part)
+        data = b"".join(parts)
+        if have > size:
+            self._buf, data = data[size:], data[:size]
+        return data
 
 
 class _Conn:
@@ -131,6 +187,15 @@ class _Conn:
         # Frames decided under the pool's lock, written in that order by whichever thread flushes: the order
         # on the wire is the order of ``outstanding``, and a run's stdin or kill never overtakes the run.
         self.outbox: deque[tuple[str, bytes, bytes | bytearray | memoryview]] = deque()
+        self.inbox = _Inbox(sock)  # the run channel's frames, read by whoever holds ``token``
+        # Who reads the run channel (module docstring): None (nobody: no frame is awaited), _KEEPER (the worker's
+        # keeper thread) or the run whose run() caller reads its own frames. Changed under the pool's lock.
+        self.token: object = None
+        self.wake = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)  # wakes the keeper from its idle poll
+        self.keep = False  # probed (tests): the keeper reads whatever comes, runs or not
+        self.ending = False  # one thread is settling its end (kill, the head's receipt, the rest re-queued)
+        self.ended = False
+        self.closed = False  # its descriptors are closed (``wake`` is written only before)
 
     def queue(self, kind: str, fields: Mapping[str, Any], payload: bytes = b"") -> None:
         """Put a control frame in the outbox (caller holds the pool's lock). Raises ProtocolError (never, for the
@@ -207,6 +272,7 @@ class WorkerPool:
         lock = threading.Lock()
         self._cond = threading.Condition(lock)  # the pool's state
         self._watch = threading.Condition(lock)  # the watchdog's wake-up, under the same lock
+        self._lead = threading.Condition(lock)  # who reads a worker's channel changed, or a waited-for run moved
         self._active: list[_Conn] = []
         self._spares: list[_Conn] = []
         self._starting = 0
@@ -281,63 +347,238 @@ class WorkerPool:
     # ---- the reader of one worker
 
     def _read(self, conn: _Conn) -> None:
+        """The keeper thread of one worker: its hello, then its frames whenever no run() caller reads them."""
         _READER.active = True  # this thread calls on_chunk: a stdin write from there must never wait
-        stream = conn.sock.makefile("rb", buffering=1 << 16)
         try:
-            conn.sock.settimeout(self._start_timeout)
-            hello = read_frame(stream, _FROM_WORKER, lambda _m: 0)
-            if hello is not None and hello[0]["t"] == "unfit":
-                raise ProtocolError(f"the worker could not harden itself: {hello[0]['error']}")
-            if hello is None or hello[0]["t"] != "hello":
-                raise ProtocolError("a worker must say hello first")
-            conn.sock.settimeout(None)
-            # Said by the worker's own code after hardening, before any guest ran in it: trusted once, here.
-            conn.pid = int(hello[0]["pid"])
-            threading.current_thread().name = f"kuro-pool-reader-{conn.pid}"  # names the worker in a thread dump
-            hardening = hello[0]["hardening"]
-            if not isinstance(hardening, list) or not all(isinstance(h, str) for h in hardening):
-                raise ProtocolError("hello.hardening must be a list of names")
-            conn.hardening = sorted(hardening)
-            if hello[0]["engine"] != _engine.engine_key(_engine.EngineConfig()):  # its runs must be the in-process ones
-                raise ProtocolError(f"the worker's engine is {hello[0]['engine']}, not this host's")
-            stores = hello[0]["stores"]
-            if not isinstance(stores, list) or not all(isinstance(d, str) for d in stores):
-                raise ProtocolError("hello.stores must be a list of directory names")
-            conn.stores = tuple(stores)
-            conn.pidfd = os.pidfd_open(conn.pid)
-            with self._cond:
-                self._starting -= 1
-                self._failures = 0
-                conn.ready = True
-                if self._closed:
-                    conn.kill()
-                elif len(self._active) < self.size:
-                    self._active.append(conn)
-                else:
-                    self._spares.append(conn)
-                self._cond.notify_all()
-                flush = self._dispatch()
-            self._flush(flush)
-            while True:
-                frame = read_frame(stream, _FROM_WORKER, lambda m: self._payload_limit(conn, m))
-                if frame is None:
-                    break
-                self._on_frame(conn, *frame)
-        except ProtocolError as exc:
-            conn.violation = str(exc)
-        except (OSError, ValueError):
-            pass  # the connection broke (the worker is going): its runs are settled below
-        except Exception as exc:  # a host bug on this worker's frames: no traceback, no half-trusted worker left
-            conn.host_failure = f"{type(exc).__name__}: {exc}"
-        finally:
-            conn.kill()  # whatever ended this reader, the worker is not used again
-            self._died(conn)
             try:
-                stream.close()
+                self._hello(conn)
+            except ProtocolError as exc:
+                conn.violation = str(exc)
+            except (OSError, ValueError):
+                pass  # the connection broke (the worker is going)
+            except Exception as exc:  # a host bug on this worker's frames: no traceback, no half-trusted worker left
+                conn.host_failure = f"{type(exc).__name__}: {exc}"
+            else:
+                self._keep(conn)
+        finally:
+            self._end(conn)  # whatever ended this thread, the worker is not used again
+            with self._cond:
+                self._lead.wait_for(lambda: conn.ended)  # another thread may be settling its end still
+                conn.closed = True
+            try:
+                os.close(conn.wake)
                 conn.sock.close()
                 conn.ctl.close()
             except OSError:
                 pass
+
+    def _hello(self, conn: _Conn) -> None:
+        conn.sock.settimeout(self._start_timeout)
+        hello = read_frame(conn.inbox, _FROM_WORKER, lambda _m: 0)
+        if hello is not None and hello[0]["t"] == "unfit":
+            raise ProtocolError(f"the worker could not harden itself: {hello[0]['error']}")
+        if hello is None or hello[0]["t"] != "hello":
+            raise ProtocolError("a worker must say hello first")
+        conn.sock.settimeout(None)
+        # Said by the worker's own code after hardening, before any guest ran in it: trusted once, here.
+        conn.pid = int(hello[0]["pid"])
+        threading.current_thread().name = f"kuro-pool-reader-{conn.pid}"  # names the worker in a thread dump
+        hardening = hello[0]["hardening"]
+        if not isinstance(hardening, list) or not all(isinstance(h, str) for h in hardening):
+            raise ProtocolError("hello.hardening must be a list of names")
+        conn.hardening = sorted(hardening)
+        if hello[0]["engine"] != _engine.engine_key(_engine.EngineConfig()):  # its runs must be the in-process ones
+            raise ProtocolError(f"the worker's engine is {hello[0]['engine']}, not this host's")
+        stores = hello[0]["stores"]
+        if not isinstance(stores, list) or not all(isinstance(d, str) for d in stores):
+            raise ProtocolError("hello.stores must be a list of directory names")
+        conn.stores = tuple(stores)
+        conn.pidfd = os.pidfd_open(conn.pid)
+        with self._cond:
+            self._starting -= 1
+            self._failures = 0
+            conn.ready = True
+            if self._closed:
+                conn.kill()
+            elif len(self._active) < self.size:
+                self._active.append(conn)
+            else:
+                self._spares.append(conn)
+            self._cond.notify_all()
+            flush = self._dispatch()
+        self._flush(flush)
+
+    def _keep(self, conn: _Conn) -> None:
+        """Read ``conn``'s frames while the token is the keeper's; while nobody's, wait in ``poll`` for the worker's
+        hang-up (not for its data: a run() caller may be about to read that) or a wake; return once it has ended."""
+        poller = select.poll()
+        poller.register(conn.sock, select.POLLRDHUP)
+        poller.register(conn.wake, select.POLLIN)
+        while True:
+            with self._cond:
+                while not conn.ended and (conn.ending or conn.token not in (None, _KEEPER)):
+                    self._lead.wait()  # a run() caller reads (or ends it): it hands the channel back
+                if conn.ended:
+                    return
+                mine = conn.token is _KEEPER
+            if mine:
+                if not self._pump(conn):
+                    return
+                with self._cond:
+                    if conn.token is _KEEPER:
+                        self._pass_on(conn)
+                continue
+            events = poller.poll()
+            try:
+                os.eventfd_read(conn.wake)
+            except BlockingIOError:
+                pass
+            if any(fd == conn.sock.fileno() for fd, _ in events):  # it hung up (or broke): read what is left
+                with self._cond:
+                    if conn.token is None:
+                        conn.token = _KEEPER
+
+    def _pump(self, conn: _Conn) -> bool:
+        """Read and act on one frame of ``conn`` (the caller holds its token); False (after ending it) at its end."""
+        try:
+            frame = read_frame(conn.inbox, _FROM_WORKER, lambda m: self._payload_limit(conn, m))
+            if frame is not None:
+                _READER.worker = conn.pid
+                try:
+                    self._on_frame(conn, *frame)
+                finally:
+                    _READER.worker = None
+                return True
+        except ProtocolError as exc:
+            conn.violation = str(exc)
+        except (OSError, ValueError):
+            pass  # the connection broke (the worker is going): its runs are settled by _end
+        except Exception as exc:  # a host bug on this worker's frames: no traceback, no half-trusted worker left
+            conn.host_failure = f"{type(exc).__name__}: {exc}"
+        self._end(conn)
+        return False
+
+    def _end(self, conn: _Conn) -> None:
+        """Kill the worker and settle its runs (:meth:`_died`), once, whichever thread saw its end first."""
+        with self._cond:
+            if conn.ending:
+                return
+            conn.ending = True
+        try:
+            conn.kill()
+            self._died(conn)
+        finally:
+            with self._cond:
+                conn.ended = True
+                self._lead.notify_all()
+                self._wake(conn)
+
+    def _wake(self, conn: _Conn) -> None:
+        """Wake ``conn``'s keeper from its idle poll (caller holds the lock)."""
+        if not conn.closed:
+            os.eventfd_write(conn.wake, 1)
+
+    def _pass_on(self, conn: _Conn) -> None:
+        """Give ``conn``'s channel to whoever reads next (caller holds the lock and the token): the run() caller of
+        its head if it waits to read, else the keeper while a frame is awaited, else nobody."""
+        head = conn.outstanding[0] if conn.outstanding else None
+        if head is not None and head.waiter and not conn.ending:
+            conn.token = head
+            self._lead.notify_all()
+        elif head is not None or conn.keep:
+            if conn.token is not _KEEPER:
+                conn.token = _KEEPER
+                self._wake(conn)
+                self._lead.notify_all()
+        elif conn.token is not None:
+            conn.token = None
+            self._lead.notify_all()
+
+    def lead(self, run: RemoteRun) -> dict[str, Any]:
+        """Wait for ``run``'s receipt, reading its worker's frames on this thread while it is that worker's head
+        (leader/follower: no thread hand-over on a warm run); raises the run's HostError if it has none.
+
+        Only for a run submitted with ``leading`` set by a caller that waits at once (:func:`~kuro_wasm.host.api.run`):
+        on the main thread, only while a Ctrl-C is routed to :meth:`RemoteRun.interrupt` (a signal handler that
+        raised while this thread is inside a frame would leave the channel unreadable; it then kills the worker).
+        """
+        main = threading.current_thread() is threading.main_thread()
+        while not run.done.is_set():
+            if run.interrupted:  # Ctrl-C while it waited for a worker or its turn: as stop_and_wait
+                run.interrupted = False
+                self.kill(run)
+            conn = self._claim(run)
+            if conn is None:
+                continue
+            was = getattr(_READER, "active", False)
+            _READER.active = True  # on_chunk is called here now: a stdin write from there must never wait
+            inside = end = False
+            try:
+                while not run.done.is_set():
+                    if main and not conn.inbox.pending:
+                        self._await(conn, run)  # raised in here (between frames), the channel is whole: handed on
+                    inside = True
+                    if not self._pump(conn):
+                        break
+                    inside = False
+            except BaseException as exc:  # raised into this thread (a signal handler's) inside a frame: not whole
+                if inside:
+                    why = f"the reading thread was interrupted inside a frame: {type(exc).__name__}"
+                    conn.host_failure = conn.host_failure or why
+                    end = True
+                raise
+            finally:
+                _READER.active = was
+                if end:
+                    self._end(conn)
+                with self._cond:
+                    if conn.token is run:
+                        self._pass_on(conn)
+        if run.failure is not None:
+            raise run.failure
+        assert run.receipt is not None
+        return run.receipt
+
+    def _claim(self, run: RemoteRun) -> _Conn | None:
+        """The worker whose channel ``run``'s caller now reads, or None (its run is done, or it was interrupted)."""
+        with self._cond:
+            run.waiter = True
+            try:
+                while not run.done.is_set() and not run.interrupted:
+                    conn: _Conn | None = run.conn if run.sent else None
+                    if (
+                        conn is not None
+                        and not conn.ending
+                        and conn.token in (None, run)
+                        and conn.outstanding[:1] == [run]
+                    ):
+                        conn.token = run
+                        return conn
+                    self._lead.wait(_LEAD_RECHECK_S)  # queued, or another reads: woken at a dispatch or hand-over
+                return None
+            finally:
+                run.waiter = False
+
+    def _await(self, conn: _Conn, run: RemoteRun) -> None:
+        """Block until ``conn`` has data, acting on a Ctrl-C routed to ``run`` meanwhile (main thread only)."""
+        if not _SIGFD:
+            _SIGFD.append(os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK))
+        poller = select.poll()
+        poller.register(conn.sock, select.POLLIN)
+        poller.register(_SIGFD[0], select.POLLIN)
+        run.sigfd = _SIGFD[0]
+        while True:
+            if run.interrupted:
+                run.interrupted = False
+                self.kill(run)  # as stop_and_wait: the run ends cancelled, and its receipt is waited for
+            events = poller.poll()
+            if any(fd == _SIGFD[0] for fd, _ in events):
+                try:
+                    os.eventfd_read(_SIGFD[0])
+                except BlockingIOError:
+                    pass
+            if any(fd != _SIGFD[0] for fd, _ in events):
+                return
 
     def _payload_limit(self, conn: _Conn, message: Mapping[str, Any]) -> int:
         if message["t"] == "put":
@@ -545,6 +786,11 @@ class WorkerPool:
                 run.stdin.clear()  # the head may start at once: it can no longer be withdrawn
             conn.outbox.append(("run", *wire))
             touched.add(conn)
+            if conn.token is None and not run.leading:  # no run() caller will read its frames: the keeper does
+                conn.token = _KEEPER
+                self._wake(conn)
+            if run.waiter:
+                self._lead.notify_all()
         if not self._pending:
             idle = next((c for c in self._active if c.ready and not c.outstanding and not c.retiring), None)
             busy = next((c for c in self._active if len(c.outstanding) > 1), None)
@@ -689,6 +935,7 @@ class WorkerPool:
         with self._cond:
             self._usable()
         run.wire = _encoded_run(run)  # outside the lock: a large command takes a while to encode
+        run.wake = self._run_settled
         with self._cond:
             self._usable()
             self._live.add(run)
@@ -697,6 +944,11 @@ class WorkerPool:
             if run.deadline < self._watch_due:
                 self._watch.notify_all()
         self._flush(flush)
+
+    def _run_settled(self) -> None:
+        """A run whose caller waits to read its worker's frames has its receipt (its wait ends)."""
+        with self._cond:
+            self._lead.notify_all()
 
     def _usable(self) -> None:
         """Raises HostError: the pool is closed or broken (called under the lock)."""
@@ -831,7 +1083,13 @@ class WorkerPool:
         # A ready active worker, waiting (up to ``timeout``) for the replacement of one that just died.
         with self._cond:
             self._cond.wait_for(lambda: self._broken is not None or any(c.ready for c in self._active), timeout)
-            return next((c for c in self._active if c.ready), None)
+            conn = next((c for c in self._active if c.ready), None)
+            if conn is not None:  # its answer (or what a lying worker sends) is read at once, runs or not
+                conn.keep = True
+                if conn.token is None:
+                    conn.token = _KEEPER
+                    self._wake(conn)
+            return conn
 
     def probe_async(self, what: str) -> None:
         """Ask the active worker to try ``what`` and do not wait (``abort`` and ``lie-block`` get no answer)."""
@@ -885,6 +1143,14 @@ _WAITED: Final[Mapping[str, str]] = {
     "timeout": "the deadline passed before the guest started (no worker was free)",
     "cancelled": "killed before the guest started",
 }
+
+
+def answering_for() -> int | None:
+    """The pid of the worker whose frame this thread is acting on now (a block it asked for being read, a chunk of
+    its run handed to ``on_chunk``…), or None. The thread may be the worker's keeper or a
+    :func:`~kuro_wasm.host.api.run` caller reading its own worker's frames: its name does not tell."""
+    worker: int | None = getattr(_READER, "worker", None)
+    return worker
 
 
 def _exit_status(conn: _Conn) -> int | None:

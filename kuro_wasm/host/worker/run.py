@@ -29,6 +29,7 @@ Transport and scheduling (:mod:`.pool`); the run itself (a :class:`kuro_wasm.hos
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import threading
 import time
@@ -198,6 +199,14 @@ class RemoteRun:
         self.receipt: dict[str, Any] | None = None
         self.failure: HostError | None = None
         self.done = threading.Event()
+        #: Leader/follower (:meth:`WorkerPool.lead`): its caller reads its worker's frames itself (set before it is
+        #: submitted); ``waiter`` while that caller waits for its turn; ``wake`` tells the pool it has ended.
+        self.leading = False
+        self.waiter = False
+        self.wake: Callable[[], None] | None = None
+        #: A Ctrl-C routed to this run (:meth:`interrupt`) and the eventfd that wakes its reading caller.
+        self.interrupted = False
+        self.sigfd: int | None = None
 
     # ---- what the receipt says the guest saw
 
@@ -346,9 +355,18 @@ class RemoteRun:
             self.stream = _stream.mark_exited(self.stream)
         self._published()
 
+    def interrupt(self) -> None:
+        """Ctrl-C while its run() caller waits (a signal handler on the main thread: no lock is taken here); the
+        caller kills the run and returns its ``cancelled`` receipt."""
+        self.interrupted = True
+        if self.sigfd is not None:
+            os.eventfd_write(self.sigfd, 1)
+
     def _published(self) -> None:
         self.staged.close()  # what no believed root took is dropped
         self.done.set()
+        if self.waiter and self.wake is not None:
+            self.wake()
         if self.on_exit is not None and self.receipt is not None:
             try:
                 self.on_exit(self.receipt)

@@ -6,8 +6,9 @@ A worker runs exactly the run logic of the in-process backend — one
 worker's main thread — and adds only transport: the Job's ``on_chunk`` sends each kept chunk to the
 host as the guest writes it, stdin/close/kill frames reach the Job through its public
 ``ctx.stdin`` and ``ctx.stop``, and at the end the receipt (less the output bytes, which the host
-already has) and the stream's counters go back in one ``done`` frame. The host builds the receipt
-it hands out from that (:mod:`kuro_wasm.host.worker.run`).
+already has) and the stream's counters go back in one ``done`` frame, sent from the Job's ``on_exit``
+(before the Job closes its wasmtime store, whose teardown then overlaps the host's work on the
+receipt). The host builds the receipt it hands out from that (:mod:`kuro_wasm.host.worker.run`).
 
 Requests may queue (the host pipelines up to two per worker). The main thread reads its requests
 itself, from the *run channel* (runs, and the host's replies to this worker's asks: while it waits
@@ -430,6 +431,15 @@ class _Worker:
         def on_chunk(_s: _stream.Stream, chunk: _stream.Chunk) -> None:
             self.send("chunk", {"id": request.id, "stream": chunk.stream}, chunk.data)
 
+        unsent: list[BaseException] = []
+
+        def on_exit(receipt: dict[str, Any]) -> None:
+            # The done frame leaves as soon as the receipt exists, before the Job closes its wasmtime store.
+            try:
+                self._report(request.id, job, receipt, store, limits)
+            except BaseException as exc:  # BlockStoreError (the host is gone): raised once the Job has ended
+                unsent.append(exc)
+
         session = _session(message["session"])
         with self.cond:  # stdin, close and kill that arrived before the Job exists are in the request
             job = Job(
@@ -438,7 +448,7 @@ class _Worker:
                 store,
                 fs_arg,
                 on_chunk=on_chunk,
-                on_exit=None,
+                on_exit=on_exit,
                 limits=limits,
                 home=False,  # compiled guests come from the host (_compiled_by_host); no module cache on disk here
                 stdin_closed=request.closed,
@@ -453,10 +463,16 @@ class _Worker:
         if killed:
             job.ctx.stop("cancelled")
         try:
-            receipt = job.execute()
+            job.execute()
         except HostError as exc:
             self.send("failed", {"id": request.id, "error": str(exc)})
             return
+        if unsent:
+            raise unsent[0]
+
+    def _report(self, run_id: int, job: Job, receipt: Mapping[str, Any], store: RemoteStore, limits: Limits) -> None:
+        """Send run ``run_id``'s done frame: its receipt less what the host states itself, and its stream's counters.
+        Raises BlockStoreError: the host is gone."""
         kept = {k: v for k, v in receipt.items() if k in _REPORTED}
         if kept.get("kuro/outcome") == "host-error" and isinstance(kept.get("kuro/error"), str):
             kept["kuro/error"] = hardening.explain_address_space(kept["kuro/error"], limits.max_memories)
@@ -471,7 +487,7 @@ class _Worker:
             kept.update(forge.get("receipt", {}))
             counters.update(forge.get("stream", {}))
         size, payload = done_receipt(kept, receipt_limit(limits))  # over its limit: a host-error receipt says so
-        self.send("done", {"id": request.id, "receipt": size, "stream": counters, "cpu": time.process_time()}, payload)
+        self.send("done", {"id": run_id, "receipt": size, "stream": counters, "cpu": time.process_time()}, payload)
 
     def _lie_about_root(self, store: RemoteStore, kept: dict[str, Any]) -> None:
         """Test hook: ``lie-root`` hands back :data:`INCOMPLETE_DIR` (a directory whose one file nobody has) and

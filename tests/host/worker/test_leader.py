@@ -1,0 +1,175 @@
+"""A run() caller reads its own worker's frames while it waits (leader/follower), and every promise holds as before:
+its own receipt for each of several callers at once, live chunks, kill, Ctrl-C, and a worker dying under it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hostkit import wat
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.host.api import ProcessHandle, run, start
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.host.worker.pool import WorkerPool
+from kuro_wasm.model.sessions import Session, guest, session
+
+WAIT = 60.0
+
+
+@pytest.fixture(scope="module")
+def lpool() -> Iterator[WorkerPool]:
+    """One active worker and a spare, never probed (a probed worker's frames are always its keeper's to read)."""
+    with WorkerPool(1, spare=1) as started:
+        assert started.wait_ready(WAIT)
+        yield started
+
+
+@pytest.fixture
+def world() -> tuple[MemoryBlockStore, Session, dict[str, str]]:
+    store = MemoryBlockStore()
+    cids = {name: add_guest(store, wat(name)) for name in ("cat", "flood")}
+    return store, session("s-leader", Fs.empty(store).root), cids
+
+
+def _until(predicate: Any) -> None:
+    deadline = time.monotonic() + WAIT
+    while not predicate():
+        assert time.monotonic() < deadline, "the condition never came"
+        time.sleep(0.001)
+
+
+def test_a_run_caller_reads_its_own_frames_and_gets_its_chunks_on_its_own_thread(lpool: WorkerPool, world: Any) -> None:
+    store, sess, cids = world
+    threads: set[threading.Thread] = set()
+    receipt = run(
+        sess,
+        guest(cids["cat"], "run"),
+        store=store,
+        isolation=lpool,
+        stdin=b"mine",
+        on_chunk=lambda s, c: threads.add(threading.current_thread()),
+    )
+    assert (receipt["kuro/outcome"], receipt["kuro/stdout"]) == ("ok", b"mine")
+    assert threads == {threading.current_thread()}  # no thread of the pool carried it
+
+
+def test_callers_at_once_each_get_their_own_receipt_beside_started_runs(lpool: WorkerPool, world: Any) -> None:
+    store, sess, cids = world
+    results: dict[str, list[Any]] = {}
+
+    def caller(name: str) -> None:
+        results[name] = [
+            run(sess, guest(cids["cat"], "run"), store=store, isolation=lpool, stdin=f"{name}-{i}".encode())
+            for i in range(8)
+        ]
+
+    def starter() -> None:
+        handles = [
+            start(sess, guest(cids["cat"], "run"), store=store, isolation=lpool, stdin=f"s-{i}".encode())
+            for i in range(8)
+        ]
+        started = [h for h in handles if isinstance(h, ProcessHandle)]
+        assert len(started) == len(handles)
+        for h in started:
+            h.close_stdin()
+        results["s"] = [h.wait(WAIT) for h in started]
+
+    workers = [threading.Thread(target=caller, args=(n,)) for n in "abcd"] + [threading.Thread(target=starter)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(WAIT)
+    assert sorted(results) == ["a", "b", "c", "d", "s"]
+    for name, receipts in results.items():
+        assert [(r["kuro/outcome"], r["kuro/stdout"]) for r in receipts] == [
+            ("ok", f"{name}-{i}".encode()) for i in range(8)
+        ]
+
+
+def test_chunks_reach_a_reading_caller_while_the_guest_runs(lpool: WorkerPool, world: Any) -> None:
+    store, sess, cids = world
+    kills: list[Any] = []
+    receipt = run(
+        sess,
+        guest(cids["flood"], "write_then_spin"),
+        store=store,
+        isolation=lpool,
+        timeout_ms=int(WAIT * 1000),  # a chunk held back to the end would make this a timeout, not a kill
+        on_start=kills.append,
+        on_chunk=lambda s, c: kills[0](),
+    )
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("cancelled", 130)
+    assert receipt["kuro/stdout"]
+
+
+def test_a_worker_killed_under_a_reading_caller_ends_its_run_and_the_run_behind_goes_elsewhere(
+    lpool: WorkerPool, world: Any
+) -> None:
+    store, sess, cids = world
+    pid = lpool.pids[0]
+    behind: list[dict[str, Any]] = []
+    second = threading.Thread(
+        target=lambda: behind.append(run(sess, guest(cids["cat"], "run"), store=store, isolation=lpool, stdin=b"b"))
+    )
+
+    def killing(_s: object, _c: object) -> None:  # on this (reading) thread, while the guest spins
+        if second.is_alive() or behind:
+            return
+        second.start()
+        conn = next(c for c in lpool._active if c.pid == pid)
+        _until(lambda: len(conn.outstanding) == 2)  # queued behind this run, on the same worker, not started
+        os.kill(pid, signal.SIGKILL)
+
+    receipt = run(sess, guest(cids["flood"], "write_then_spin"), store=store, isolation=lpool, on_chunk=killing)
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("worker-died", 137)
+    assert receipt["kuro/worker"]["signal"] == "SIGKILL"
+    second.join(WAIT)
+    assert (behind[0]["kuro/outcome"], behind[0]["kuro/stdout"]) == ("ok", b"b")  # its first run, elsewhere
+    assert behind[0]["kuro/worker"]["pid"] != pid
+    assert lpool.wait_ready(WAIT)
+
+
+def test_ctrl_c_while_a_main_thread_caller_reads_kills_the_run_and_returns_its_receipt(
+    lpool: WorkerPool, world: Any, request: pytest.FixtureRequest
+) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # the precondition (see test_host_limits)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
+    store, sess, cids = world
+    fired: list[bool] = []
+
+    def on_chunk(_s: object, _c: object) -> None:
+        if not fired:  # the guest spins now, writing nothing: the caller blocks reading when the signal comes
+            fired.append(True)
+            threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    receipt = run(
+        sess,
+        guest(cids["flood"], "write_then_spin"),
+        store=store,
+        isolation=lpool,
+        timeout_ms=int(WAIT * 1000),
+        on_chunk=on_chunk,
+    )
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("cancelled", 130)
+    with pytest.raises(KeyboardInterrupt):  # outside a run, Ctrl-C is Python's own KeyboardInterrupt again
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(WAIT)
+
+
+def test_a_started_run_is_read_by_the_pool_while_its_handle_is_not_waited_on(lpool: WorkerPool, world: Any) -> None:
+    store, sess, cids = world
+    seen = threading.Event()
+    handle = start(sess, guest(cids["cat"], "run"), store=store, isolation=lpool, on_chunk=lambda s, c: seen.set())
+    assert isinstance(handle, ProcessHandle)
+    handle.write(b"live")
+    assert seen.wait(WAIT)  # nobody waits on the handle: the worker's keeper reads its chunks
+    handle.close_stdin()
+    assert handle.wait(WAIT)["kuro/stdout"] == b"live"
