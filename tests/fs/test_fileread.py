@@ -8,6 +8,7 @@ get_many_into read each leaf into its slot and verify it there; kuro_fs.fillbyte
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import tracemalloc
 from pathlib import Path
@@ -66,6 +67,13 @@ def test_fill_bytes_never_returns_a_partly_filled_object() -> None:
             fill_bytes(n, lambda view: (_ for _ in ()).throw(RuntimeError("filler failed")))
     with pytest.raises(ValueError, match="non-negative"):
         fill_bytes(-1, lambda view: 0)
+
+
+@pytest.mark.parametrize("n", [sys.maxsize + 1, 2**64 - 1])
+def test_fill_bytes_of_more_than_any_buffer_holds_is_a_memory_error(n: int) -> None:
+    # A File node may claim 2^63 bytes or more; CPython's C size type wrapped negative (SystemError).
+    with pytest.raises(MemoryError, match=str(n)):
+        fill_bytes(n, lambda view: 0)
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, IN_PLACE_MIN - 1, IN_PLACE_MIN, IN_PLACE_MIN * 3 + 7])
