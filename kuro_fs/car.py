@@ -56,6 +56,7 @@ __all__ = [
     "MAX_HEADER_BYTES",
     "MAX_SECTION_BYTES",
     "PUT_RUN",
+    "PUT_RUN_BYTES",
     "dag_blocks",
     "export_car",
     "import_car",
@@ -293,8 +294,13 @@ def import_car(store: BlockStore, path: str | os.PathLike[str], *, workers: int 
     return roots
 
 
-#: Blocks per task handed to an :func:`import_car` worker.
+#: Blocks per task handed to an :func:`import_car` worker: at most this many, and no more blocks once
+#: they hold :data:`PUT_RUN_BYTES`. No more than ``2 × workers`` runs, and no more than
+#: ``2 × workers × PUT_RUN_BYTES`` bytes of them, are in flight while the parser reads on: an import
+#: holds a bounded number of block bytes whatever the size of the blocks (a run is never less than
+#: one section, up to ``MAX_SECTION_BYTES``).
 PUT_RUN: Final = 512
+PUT_RUN_BYTES: Final = 4 << 20
 
 
 def _put_run(store: BlockStore, run: Iterable[_Section]) -> None:
@@ -305,24 +311,31 @@ def _put_run(store: BlockStore, run: Iterable[_Section]) -> None:
 
 def _put_sections(store: BlockStore, sections: Iterator[_Section], workers: int) -> None:
     # Hand runs of sections to the workers, each in a copy of this context (so their puts join the
-    # batch), with at most 2 runs per worker in flight; on any error, cancel what has not started.
+    # batch), with at most 2 runs (and 2 runs' worth of bytes) per worker in flight; on any error,
+    # cancel what has not started.
     if workers == 1:
         _put_run(store, sections)
         return
     with ThreadPoolExecutor(workers) as pool:
-        pending: deque[Future[None]] = deque()
+        pending: deque[tuple[Future[None], int]] = deque()
+        in_flight = 0
         try:
             run: list[_Section] = []
+            held = 0
             for section in sections:
                 run.append(section)
-                if len(run) == PUT_RUN:
-                    pending.append(pool.submit(contextvars.copy_context().run, _put_run, store, run))
-                    run = []
-                    if len(pending) > 2 * workers:
-                        pending.popleft().result()
-            pending.append(pool.submit(contextvars.copy_context().run, _put_run, store, run))
+                held += len(section[1])
+                if len(run) == PUT_RUN or held >= PUT_RUN_BYTES:
+                    pending.append((pool.submit(contextvars.copy_context().run, _put_run, store, run), held))
+                    in_flight += held
+                    run, held = [], 0
+                    while len(pending) > 2 * workers or in_flight > 2 * workers * PUT_RUN_BYTES:
+                        done, size = pending.popleft()
+                        done.result()
+                        in_flight -= size
+            pending.append((pool.submit(contextvars.copy_context().run, _put_run, store, run), held))
             while pending:
-                pending.popleft().result()
+                pending.popleft()[0].result()
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from fshelpers import PlainStore
 
 from kuro_fs.blocks import MemoryBlockStore
-from kuro_fs.car import dag_blocks, export_car, import_car, links_of, read_car, write_car
+from kuro_fs.car import PUT_RUN_BYTES, dag_blocks, export_car, import_car, links_of, read_car, write_car
 from kuro_fs.cid import cid_bytes, cid_for, raw_cid
 from kuro_fs.dagcbor import Link, encode
 from kuro_fs.dagpb import encode_uvarint
@@ -325,3 +326,34 @@ def test_an_import_killed_midway_leaves_no_visible_block_and_its_staging_is_swep
         store.put(b"after")
     assert list(root.glob(".batch-*")) == []
     assert store.cids() == [raw_cid(b"after")]
+
+
+class _Discarding(MemoryBlockStore):
+    """A store with batches that keeps no block (so the memory an import holds is the import's own)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.puts = 0
+        self._count = threading.Lock()
+
+    def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+        with self._count:
+            self.puts += 1
+        return ""
+
+
+def test_an_import_holds_a_bounded_number_of_block_bytes_whatever_the_block_size(tmp_path: Path) -> None:
+    # The parser handed the workers runs of 512 sections whatever their size: a CAR of 256 KiB leaves
+    # held ~768 MB in flight, one of 1 MiB blocks 3 GB, and the 256 MiB sections a CAR may hold 768 GB.
+    blocks = [(raw_cid(data), data) for data in (i.to_bytes(4, "big") * (16 * 1024) for i in range(1200))]
+    path = tmp_path / "big-blocks.car"
+    path.write_bytes(car_of([blocks[0][0]], blocks))  # 1200 blocks of 64 KiB: 75 MiB
+    store = _Discarding()
+    tracemalloc.start()
+    try:
+        import_car(store, path, workers=2)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert store.puts == 1200
+    assert peak < (2 * 2 + 2) * PUT_RUN_BYTES + (2 << 20)  # the runs in flight, the one being read, a buffer
