@@ -176,8 +176,9 @@ def _read_header(stream: IO[bytes]) -> tuple[list[str], int]:
         raise CarError(f"header is not dag-cbor: {exc}") from exc
     if not isinstance(header, dict):
         raise CarError("header is not a dag-cbor map")
-    if header.get("version") != 1:
-        raise CarError(f"unsupported CAR version {header.get('version')!r} (only CARv1)")
+    version = header.get("version")
+    if type(version) is not int or version != 1:  # the integer 1: not true, not 1.0 (both == 1 in Python)
+        raise CarError(f"unsupported CAR version {version!r} (only CARv1)")
     roots = header.get("roots")
     if set(header) != {"roots", "version"} or not isinstance(roots, list):
         raise CarError("header must be exactly {roots: [CID…], version: 1}")

@@ -45,6 +45,8 @@ def section(cid_bin: bytes, data: bytes) -> bytes:
 
 
 GOOD_HEADER = header({"roots": [Link(EMPTY)], "version": 1})
+#: The good header with ``version`` written as the float 1.0 (fb 3ff0…), which kuro's encoder refuses to write.
+_FLOAT_VERSION = b"\x42" + GOOD_HEADER[1:].replace(b"\x67version\x01", b"\x67version\xfb\x3f\xf0" + bytes(6))
 
 
 # ---- bad input first
@@ -63,6 +65,8 @@ GOOD_HEADER = header({"roots": [Link(EMPTY)], "version": 1})
         (b"\x02\xff\xff", "not dag-cbor"),
         (header([1]), "not a dag-cbor map"),
         (header({"roots": [Link(EMPTY)], "version": 2}), "unsupported CAR version 2"),
+        (header({"roots": [Link(EMPTY)], "version": True}), "unsupported CAR version True"),  # true == 1 in Python
+        (_FLOAT_VERSION, "unsupported CAR version 1.0"),  # the spec's version is an Int
         (header({"version": 1}), "exactly"),
         (header({"roots": [], "version": 1}), "zero roots"),
         (header({"roots": ["x"], "version": 1}), "non-empty list of CIDs"),
