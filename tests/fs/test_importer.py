@@ -11,6 +11,7 @@ import threading
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -75,6 +76,29 @@ def test_bad_parameters_are_refused(kwargs: dict[str, int]) -> None:
 def test_a_stream_needs_readinto() -> None:
     with pytest.raises(TypeError, match="readinto"):
         import_stream(MemoryBlockStore(), object())
+
+
+def test_a_non_blocking_stream_with_no_data_ready_is_refused_not_imported_as_its_prefix() -> None:
+    # readinto answers None when a non-blocking stream has no data yet (not at its end); that None was
+    # taken for the end of the stream, so the import returned the CID of a prefix (here: the empty file).
+    class NotYet(io.RawIOBase):
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: Any) -> int | None:
+            self.calls += 1
+            if self.calls == 2:
+                return None
+            if self.calls > 3:
+                return 0
+            buffer[:3] = b"abc"
+            return 3
+
+    with pytest.raises(BlockingIOError, match="no data ready"):
+        import_stream(MemoryBlockStore(), NotYet())
 
 
 def test_a_missing_path_raises_oserror(tmp_path: Path) -> None:
