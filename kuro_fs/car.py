@@ -39,7 +39,7 @@ import os
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import IO, Any, Final
 
 from kuro_fs import dagcbor
@@ -50,6 +50,7 @@ from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.dagpb import decode_uvarint, encode_uvarint
 from kuro_fs.errors import CarError, DagCborError, InvalidCID
 from kuro_fs.fsdir import HasStoreRoot
+from kuro_fs.importer import _join, _Pool
 from kuro_fs.unixfs import MissingBlock
 
 __all__ = [
@@ -313,33 +314,32 @@ def _put_run(store: BlockStore, run: Iterable[_Section]) -> None:
 def _put_sections(store: BlockStore, sections: Iterator[_Section], workers: int) -> None:
     # Hand runs of sections to the workers, each in a copy of this context (so their puts join the
     # batch), with at most 2 runs (and 2 runs' worth of bytes) per worker in flight; on any error,
-    # cancel what has not started.
+    # cancel what has not started and wait for what has (importer's pool: see _Pool there).
     if workers == 1:
         _put_run(store, sections)
         return
-    with ThreadPoolExecutor(workers) as pool:
+    pool = _Pool(workers)  # joins every thread that took a task, even one a Ctrl-C hit while it started
+    try:
         pending: deque[tuple[Future[None], int]] = deque()
         in_flight = 0
-        try:
-            run: list[_Section] = []
-            held = 0
-            for section in sections:
-                run.append(section)
-                held += len(section[1])
-                if len(run) == PUT_RUN or held >= PUT_RUN_BYTES:
-                    pending.append((pool.submit(contextvars.copy_context().run, _put_run, store, run), held))
-                    in_flight += held
-                    run, held = [], 0
-                    while len(pending) > 2 * workers or in_flight > 2 * workers * PUT_RUN_BYTES:
-                        done, size = pending.popleft()
-                        done.result()
-                        in_flight -= size
-            pending.append((pool.submit(contextvars.copy_context().run, _put_run, store, run), held))
-            while pending:
-                pending.popleft()[0].result()
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
+        run: list[_Section] = []
+        held = 0
+        for section in sections:
+            run.append(section)
+            held += len(section[1])
+            if len(run) == PUT_RUN or held >= PUT_RUN_BYTES:
+                pending.append((pool.submit(contextvars.copy_context().run, _put_run, store, run), held))
+                in_flight += held
+                run, held = [], 0
+                while len(pending) > 2 * workers or in_flight > 2 * workers * PUT_RUN_BYTES:
+                    done, size = pending.popleft()
+                    done.result()
+                    in_flight -= size
+        pending.append((pool.submit(contextvars.copy_context().run, _put_run, store, run), held))
+        while pending:
+            pending.popleft()[0].result()
+    finally:
+        _join(pool)  # (cancels the runs not started: after an error, no put may outlive the batch)
 
 
 def _check_block(parsed: ParsedCID, block: bytes, pos: int) -> None:

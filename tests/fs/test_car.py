@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fshelpers import PlainStore
+from fshelpers import LateSecondPut, PlainStore, ctrl_c_at_second_pool_thread, main_thread_in
 
-from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs import car
+from kuro_fs.blocks import MemoryBlockStore, active_batch
 from kuro_fs.car import PUT_RUN_BYTES, dag_blocks, export_car, import_car, links_of, read_car, write_car
 from kuro_fs.cid import cid_bytes, cid_for, raw_cid
 from kuro_fs.dagcbor import Link, encode
@@ -361,3 +362,31 @@ def test_an_import_holds_a_bounded_number_of_block_bytes_whatever_the_block_size
         tracemalloc.stop()
     assert store.puts == 1200
     assert peak < (2 * 2 + 2) * PUT_RUN_BYTES + (2 << 20)  # the runs in flight, the one being read, a buffer
+
+
+def test_a_ctrl_c_while_a_worker_starts_still_waits_for_that_workers_put(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The import_path defect, in import_car too: ThreadPoolExecutor joins a thread only once its start has
+    # returned, so a Ctrl-C landing in that start left the thread's run going, and its put landed after
+    # the import's batch was discarded: a block of an interrupted import became visible.
+    blocks = [(raw_cid(b"car %d" % i), b"car %d" % i) for i in range(6)]
+    path = tmp_path / "six.car"
+    path.write_bytes(car_of([blocks[0][0]], blocks))
+    monkeypatch.setattr(car, "PUT_RUN", 2)
+    store: LateSecondPut
+
+    def settle() -> None:  # until the import waits for its threads, or (the defect) its batch has ended
+        batch = active_batch(store)
+        for _ in range(1000):
+            if main_thread_in("_join") or batch is None or not batch.open:
+                return
+            time.sleep(0.01)
+
+    store = LateSecondPut(tmp_path / "store", b"car 0", b"car 2", settle)
+    starts = ctrl_c_at_second_pool_thread(monkeypatch, lambda: store.in_second.wait(10))  # the thread is in a put
+    with pytest.raises(KeyboardInterrupt):
+        import_car(store, path, workers=2)
+    assert len(starts) == 2
+    assert store.ended.is_set()
+    assert store.stats()["blocks"] == 0
