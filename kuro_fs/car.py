@@ -43,7 +43,7 @@ from concurrent.futures import Future
 from typing import IO, Any, Final
 
 from kuro_fs import dagcbor
-from kuro_fs.atomic import write_atomic
+from kuro_fs.atomic import write_target
 from kuro_fs.blocks import BlockStore, open_batch, put_matched
 from kuro_fs.cid import ParsedCID, cid_bytes, decode_binary, matches, parse
 from kuro_fs.dagpb import decode as decode_pb
@@ -234,7 +234,8 @@ def export_car(source: BlockStore | HasStoreRoot, root_or_path: str | os.PathLik
     """Write the DAG under a root to a CARv1 file; return the number of blocks written.
 
     ``export_car(store, root_cid, path)`` or ``export_car(fs, path)`` (the fs root).
-    The file is written with :func:`kuro_fs.atomic.write_atomic`, so a failed export leaves no CAR.
+    The file is written with :func:`kuro_fs.atomic.write_target`, so a failed export leaves no CAR
+    (a symlink such as ``/dev/stdout``, a FIFO or a device is written through, not replaced).
     Raises MissingBlock: a reachable block is absent.
     """
     if path is None:
@@ -256,7 +257,7 @@ def export_car(source: BlockStore | HasStoreRoot, root_or_path: str | os.PathLik
             count += 1
             yield item
 
-    write_atomic(path, write_car([root], counted()))
+    write_target(path, write_car([root], counted()))
     return count
 
 

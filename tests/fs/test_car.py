@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -190,6 +191,36 @@ def test_an_fs_exports_and_imports_whole(tmp_path: Path) -> None:
     back = Fs(dst, fs.root)
     assert back.read("docs/big.bin").value == bytes(range(256)) * 9
     assert [e["path"] for e in back.walk().value] == [e["path"] for e in fs.walk().value]
+
+
+def test_an_export_onto_a_symlink_or_a_fifo_writes_through_it_and_keeps_it(tmp_path: Path) -> None:
+    # The export replaced its target by a renamed temporary file, whatever the target was: onto a
+    # symlink it replaced the link (``kuro car export /dev/stdout`` as root replaced /dev/stdout with a
+    # regular file; /dev/full too), onto a FIFO the FIFO, and nothing read the CAR.
+    store = MemoryBlockStore()
+    root = write_file(store.put, b"x" * 100, chunk_size=40, width=2).cid
+    expected = car_of([root], list(dag_blocks(store.get, root)))
+    (tmp_path / "real").write_bytes(b"old")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert export_car(store, root, tmp_path / "link") == 5
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "real").read_bytes() == expected
+    got: list[bytes] = []
+    os.mkfifo(tmp_path / "pipe")
+    reader = threading.Thread(target=lambda: got.append((tmp_path / "pipe").read_bytes()))
+    reader.start()
+    assert export_car(store, root, tmp_path / "pipe") == 5
+    reader.join()
+    assert got == [expected] and stat.S_ISFIFO((tmp_path / "pipe").lstat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "pipe", "real"]
+
+
+def test_an_export_onto_a_directory_names_the_directory(tmp_path: Path) -> None:
+    store = MemoryBlockStore()
+    root = store.put(b"x")
+    with pytest.raises(IsADirectoryError) as raised:
+        export_car(store, root, tmp_path)
+    assert raised.value.filename == str(tmp_path)  # not the temporary file the export wrote first
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_export_accepts_an_fs_given_with_an_explicit_root(tmp_path: Path) -> None:
