@@ -425,8 +425,20 @@ def _car_export(args: argparse.Namespace, ctx: Context) -> int:
     ctx.prefetch(root, "all")  # through a gateway: the whole DAG in one request
     with _progress(ctx, f"export {Path(args.file).name}", None) as bar:
         export_car(ProgressStore(ctx.store, bar, count_put=False, count_get=True), root, args.file)
-    ctx.say(f"{root}  {args.file}")
+    if _is_stdout(ctx, args.file):  # (`car export /dev/stdout > x.car`: a line there would write over the CAR)
+        ctx.note(f"{root}  {args.file}")
+    else:
+        ctx.say(f"{root}  {args.file}")
     return 0
+
+
+def _is_stdout(ctx: Context, path: str) -> bool:
+    """True if ``path`` names the file ``ctx.out`` writes to (``/dev/stdout``, ``/proc/self/fd/1``)."""
+    try:
+        mine, theirs = os.stat(path), os.fstat(ctx.out.fileno())
+    except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is an OSError and a ValueError)
+        return False
+    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 def _car_import(args: argparse.Namespace, ctx: Context) -> int:
