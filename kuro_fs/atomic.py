@@ -27,12 +27,13 @@ from __future__ import annotations
 import ctypes
 import os
 import secrets
+import stat
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
-__all__ = ["TMP_PREFIX", "fsync_dir", "start_writeback", "sync_filesystem", "write_atomic"]
+__all__ = ["TMP_PREFIX", "fsync_dir", "start_writeback", "sync_filesystem", "write_atomic", "write_target"]
 
 #: Prefix of every temporary file; directory listings skip names that start with it.
 TMP_PREFIX: Final = ".tmp-"
@@ -168,3 +169,55 @@ def write_atomic(
     if durable_dir and sync:
         fsync_dir(target.parent)
     return total
+
+
+def write_target(
+    path: str | os.PathLike[str],
+    chunks: Iterable[bytes | bytearray | memoryview],
+    *,
+    mode: int = 0o644,
+    sync: bool = True,
+) -> int:
+    """Write ``chunks`` to a path a person named (``kuro fs get``, a CAR export); return bytes written.
+
+    A new name or a regular file is replaced whole or not at all (:func:`write_atomic`, with ``mode``
+    and ``sync``): a failure part-way leaves what was there. A symlink (``/dev/stdout``), a FIFO or a
+    device is written through, in place, as ``cp`` would: replacing it would replace the link or the
+    device node (as root, /dev/stdout itself), not write to what it names. So is a file in a directory
+    where no temporary file can be made.
+    Raises IsADirectoryError (a directory), FileNotFoundError (no such parent directory), each naming
+    ``path``, not the temporary file; OSError from writing.
+    """
+    target = Path(path)
+    started = False
+
+    def counted() -> Iterable[bytes | bytearray | memoryview]:
+        nonlocal started
+        started = True
+        yield from chunks
+
+    def in_place() -> int:
+        total = 0
+        with open(target, "wb") as handle:
+            for chunk in counted():
+                handle.write(chunk)
+                total += len(chunk)
+            handle.flush()
+            if sync and stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                os.fsync(handle.fileno())
+        return total
+
+    if target.is_symlink() or (target.exists() and not target.is_file()):
+        if target.is_dir():
+            raise IsADirectoryError(21, "Is a directory", str(target))
+        return in_place()
+    if not target.absolute().parent.is_dir():
+        raise FileNotFoundError(2, "No such file or directory", str(target))
+    try:
+        return write_atomic(target, counted(), mode=mode, sync=sync)
+    except OSError as exc:
+        # The temporary file could not be made (a directory that takes no new file, a read-only mount):
+        # nothing was read yet, so write in place as cp would — or fail naming ``path``, not the temporary.
+        if started or not Path(str(exc.filename or "")).name.startswith(TMP_PREFIX):
+            raise
+        return in_place()

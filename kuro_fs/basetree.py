@@ -56,8 +56,9 @@ __all__ = ["MAX_KNOWN", "BaseTree"]
 #: At most this many checked nodes are remembered per file (about 100 bytes each); past it they are forgotten.
 MAX_KNOWN: Final = 65536
 
-#: A decoded dag-pb node: own data length, child CIDs, child sizes, child start offsets (relative to the node).
-_Node = tuple[int, list[str], tuple[int, ...], list[int]]
+#: A decoded dag-pb node: own data length, child CIDs, child sizes, child start offsets (relative to the
+#: node), and the bytes it covers — summed once when decoded, so a lookup costs the depth, not the width.
+_Node = tuple[int, list[str], tuple[int, ...], list[int], int]
 
 
 class BaseTree:
@@ -105,8 +106,7 @@ class BaseTree:
                     return None
                 size = expect if expect is not None else len(_get(self.get, cid))
                 return FileRoot(cid, size, size) if size == n else None
-            own, cids, sizes, starts = self._node(cid, expect, _depth)
-            total = own + sum(sizes)
+            _, cids, sizes, starts, total = self._node(cid, expect, _depth)
             if level and start == a and total == n:
                 entry = self._layout_node(cid, level)
                 if entry is not None:
@@ -129,9 +129,9 @@ class BaseTree:
             for size in meta.blocksizes:
                 starts.append(pos)
                 pos += size
-            node = own, [_link_cid(link.hash) for link in pb.links], meta.blocksizes, starts
+            node = own, [_link_cid(link.hash) for link in pb.links], meta.blocksizes, starts, pos
             self._path[depth] = cid, node
-        total = node[0] + sum(node[2])
+        total = node[4]
         if expect is not None and total != expect:
             raise DagPbError(f"file node {cid} covers {total} bytes, its parent says {expect}")
         return node

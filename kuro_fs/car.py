@@ -39,23 +39,25 @@ import os
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import IO, Any, Final
 
 from kuro_fs import dagcbor
-from kuro_fs.atomic import write_atomic
+from kuro_fs.atomic import write_target
 from kuro_fs.blocks import BlockStore, open_batch, put_matched
 from kuro_fs.cid import ParsedCID, cid_bytes, decode_binary, matches, parse
 from kuro_fs.dagpb import decode as decode_pb
 from kuro_fs.dagpb import decode_uvarint, encode_uvarint
 from kuro_fs.errors import CarError, DagCborError, InvalidCID
 from kuro_fs.fsdir import HasStoreRoot
+from kuro_fs.importer import _join, _Pool
 from kuro_fs.unixfs import MissingBlock
 
 __all__ = [
     "MAX_HEADER_BYTES",
     "MAX_SECTION_BYTES",
     "PUT_RUN",
+    "PUT_RUN_BYTES",
     "dag_blocks",
     "export_car",
     "import_car",
@@ -175,8 +177,9 @@ def _read_header(stream: IO[bytes]) -> tuple[list[str], int]:
         raise CarError(f"header is not dag-cbor: {exc}") from exc
     if not isinstance(header, dict):
         raise CarError("header is not a dag-cbor map")
-    if header.get("version") != 1:
-        raise CarError(f"unsupported CAR version {header.get('version')!r} (only CARv1)")
+    version = header.get("version")
+    if type(version) is not int or version != 1:  # the integer 1: not true, not 1.0 (both == 1 in Python)
+        raise CarError(f"unsupported CAR version {version!r} (only CARv1)")
     roots = header.get("roots")
     if set(header) != {"roots", "version"} or not isinstance(roots, list):
         raise CarError("header must be exactly {roots: [CID…], version: 1}")
@@ -231,7 +234,8 @@ def export_car(source: BlockStore | HasStoreRoot, root_or_path: str | os.PathLik
     """Write the DAG under a root to a CARv1 file; return the number of blocks written.
 
     ``export_car(store, root_cid, path)`` or ``export_car(fs, path)`` (the fs root).
-    The file is written with :func:`kuro_fs.atomic.write_atomic`, so a failed export leaves no CAR.
+    The file is written with :func:`kuro_fs.atomic.write_target`, so a failed export leaves no CAR
+    (a symlink such as ``/dev/stdout``, a FIFO or a device is written through, not replaced).
     Raises MissingBlock: a reachable block is absent.
     """
     if path is None:
@@ -253,7 +257,7 @@ def export_car(source: BlockStore | HasStoreRoot, root_or_path: str | os.PathLik
             count += 1
             yield item
 
-    write_atomic(path, write_car([root], counted()))
+    write_target(path, write_car([root], counted()))
     return count
 
 
@@ -293,8 +297,13 @@ def import_car(store: BlockStore, path: str | os.PathLike[str], *, workers: int 
     return roots
 
 
-#: Blocks per task handed to an :func:`import_car` worker.
+#: Blocks per task handed to an :func:`import_car` worker: at most this many, and no more blocks once
+#: they hold :data:`PUT_RUN_BYTES`. No more than ``2 × workers`` runs, and no more than
+#: ``2 × workers × PUT_RUN_BYTES`` bytes of them, are in flight while the parser reads on: an import
+#: holds a bounded number of block bytes whatever the size of the blocks (a run is never less than
+#: one section, up to ``MAX_SECTION_BYTES``).
 PUT_RUN: Final = 512
+PUT_RUN_BYTES: Final = 4 << 20
 
 
 def _put_run(store: BlockStore, run: Iterable[_Section]) -> None:
@@ -305,27 +314,33 @@ def _put_run(store: BlockStore, run: Iterable[_Section]) -> None:
 
 def _put_sections(store: BlockStore, sections: Iterator[_Section], workers: int) -> None:
     # Hand runs of sections to the workers, each in a copy of this context (so their puts join the
-    # batch), with at most 2 runs per worker in flight; on any error, cancel what has not started.
+    # batch), with at most 2 runs (and 2 runs' worth of bytes) per worker in flight; on any error,
+    # cancel what has not started and wait for what has (importer's pool: see _Pool there).
     if workers == 1:
         _put_run(store, sections)
         return
-    with ThreadPoolExecutor(workers) as pool:
-        pending: deque[Future[None]] = deque()
-        try:
-            run: list[_Section] = []
-            for section in sections:
-                run.append(section)
-                if len(run) == PUT_RUN:
-                    pending.append(pool.submit(contextvars.copy_context().run, _put_run, store, run))
-                    run = []
-                    if len(pending) > 2 * workers:
-                        pending.popleft().result()
-            pending.append(pool.submit(contextvars.copy_context().run, _put_run, store, run))
-            while pending:
-                pending.popleft().result()
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
+    pool = _Pool(workers)  # joins every thread that took a task, even one a Ctrl-C hit while it started
+    try:
+        pending: deque[tuple[Future[None], int]] = deque()
+        in_flight = 0
+        run: list[_Section] = []
+        held = 0
+        for section in sections:
+            run.append(section)
+            held += len(section[1])
+            if len(run) == PUT_RUN or held >= PUT_RUN_BYTES:
+                pending.append((pool.submit(contextvars.copy_context().run, _put_run, store, run), held))
+                in_flight += held
+                run, held = [], 0
+                while len(pending) > 2 * workers or in_flight > 2 * workers * PUT_RUN_BYTES:
+                    done, size = pending.popleft()
+                    done.result()
+                    in_flight -= size
+        pending.append((pool.submit(contextvars.copy_context().run, _put_run, store, run), held))
+        while pending:
+            pending.popleft()[0].result()
+    finally:
+        _join(pool)  # (cancels the runs not started: after an error, no put may outlive the batch)
 
 
 def _check_block(parsed: ParsedCID, block: bytes, pos: int) -> None:

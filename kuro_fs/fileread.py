@@ -1,11 +1,13 @@
 """Reading a UnixFS file, or a range of it, into one buffer filled in place.
 
 ## The one decision
-A read first walks the file's dag-pb File nodes (small: 25 of them for 1 GiB) to
-a **plan** — which raw leaf lands where in the output, and which bytes of it —
-checking that every node's sizes add up, and only then reads the leaves, each
-straight into its slot of one output buffer. The buffer is allocated once at its
-final size (:func:`kuro_fs.fillbytes.fill_bytes` for ``bytes``; the caller's own
+A read takes its size from the file's root block, allocates the output once at
+that size, then walks the file's dag-pb File nodes lazily — checking that every
+node's sizes add up — and reads each raw leaf straight into its slot of that one
+buffer, :data:`FETCH_RUN` leaves per store call. (Planning every leaf before
+reading any held a tuple and a view per leaf: 2.6 GB to read a 5.3 MB file of
+one-byte leaves, which a diamond DAG of four blocks is.) The buffer is allocated
+once at its final size (:func:`kuro_fs.fillbytes.fill_bytes` for ``bytes``; the caller's own
 for :func:`read_into`), so a whole-file read holds the file once: joining the
 pieces, as :func:`~kuro_fs.unixfs.iter_file` callers did, held it twice (a 1 GiB
 file peaked at 2.1 GB). A store with ``get_many_into``
@@ -28,13 +30,14 @@ holds is refused when a leaf disagrees, after the output was allocated.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import Final, NamedTuple, Protocol
 
 from kuro_fs.cid import codec_is, parse
+from kuro_fs.errors import DagPbError
 from kuro_fs.fillbytes import fill_bytes
-from kuro_fs.unixfs import Get, _get, _is_count, leaf_size_error, walk_file
+from kuro_fs.unixfs import Get, _get, _is_count, file_root_info, leaf_size_error, walk_file
 
-__all__ = ["read_bytes", "read_file", "read_into", "read_range"]
+__all__ = ["FETCH_RUN", "read_bytes", "read_file", "read_into", "read_range"]
 
 
 class _HasGet(Protocol):
@@ -49,32 +52,52 @@ class _Leaf(NamedTuple):
     n: int  # bytes wanted
 
 
-class _Plan(NamedTuple):
-    leaves: list[_Leaf]
-    inline: list[tuple[int, bytes]]  # (output offset, bytes) carried in File nodes' own Data
+#: Leaves handed to the store per call: a read of many small leaves holds this many requests at a time.
+FETCH_RUN: Final = 1024
 
 
-def _plan(get: Get, cid: str, expect: int | None, lo: int, hi: int | None) -> tuple[_Plan, int]:
-    # Where each run of [lo, hi) of the File-node tree ``cid`` lands in the output, and the total.
-    plan = _Plan([], [])
+def _root_once(get: Get, cid: str) -> Get:
+    # ``get``, with the root block of ``cid`` fetched now and served from here (the size and the walk read it).
+    block = _get(get, cid)
+    return lambda wanted: block if wanted == cid else get(wanted)
+
+
+def _size(get: Get, cid: str, expect: int | None, lo: int, hi: int | None) -> int:
+    # How many bytes [lo, hi) of the File-node tree ``cid`` holds, from its root block alone (the walk
+    # then checks every node below against it); ``expect`` is the size the caller was told.
+    total = file_root_info(get, cid).size
+    if expect is not None and total != expect:
+        raise DagPbError(f"file node {cid} covers {total} bytes, its parent says {expect}")
+    end = total if hi is None else min(hi, total)
+    return max(end - lo, 0)
+
+
+def _fill(store: _HasGet, get: Get, cid: str, expect: int | None, lo: int, out: memoryview) -> int:
+    # Walk the runs of bytes [lo, lo+len(out)) of the tree ``cid`` lazily, each into its slot of ``out``:
+    # data carried in File nodes at once, raw leaves in runs of FETCH_RUN (one store call each).
     at = 0
-    for run in walk_file(get, cid, expect, lo, hi):
+    leaves: list[_Leaf] = []
+    for run in walk_file(get, cid, expect, lo, lo + len(out)):
+        size = len(run.data) if run.size is None else run.size  # a leaf below a File node: its parent's word
+        n = len(run.data) if run.cid is None else max((size if run.hi is None else min(run.hi, size)) - run.lo, 0)
+        if at + n > len(out):
+            raise DagPbError(f"file {cid} holds more bytes than its root block says")
         if run.cid is None:
-            plan.inline.append((at, run.data))
-            at += len(run.data)
-            continue
-        assert run.size is not None  # a leaf below a File node: its parent names its size
-        n = max((run.size if run.hi is None else min(run.hi, run.size)) - run.lo, 0)
-        if n:
-            plan.leaves.append(_Leaf(run.cid, run.size, run.lo, at, n))
-            at += n
-    return plan, at
+            out[at : at + n] = run.data
+        elif n:
+            leaves.append(_Leaf(run.cid, size, run.lo, at, n))
+            if len(leaves) == FETCH_RUN:
+                _fetch(store, leaves, out)
+                leaves = []
+        at += n
+    _fetch(store, leaves, out)
+    if at != len(out):
+        raise DagPbError(f"file {cid} holds fewer bytes than its root block says")
+    return at
 
 
-def _fill(store: _HasGet, plan: _Plan, out: memoryview) -> int:
-    for at, data in plan.inline:
-        out[at : at + len(data)] = data
-    requests = [(leaf.cid, out[leaf.at : leaf.at + leaf.n], leaf.lo) for leaf in plan.leaves]
+def _fetch(store: _HasGet, leaves: list[_Leaf], out: memoryview) -> None:
+    requests = [(leaf.cid, out[leaf.at : leaf.at + leaf.n], leaf.lo) for leaf in leaves]
     many = getattr(store, "get_many_into", None)
     if callable(many):
         sizes: list[int] = many(requests)
@@ -85,10 +108,9 @@ def _fill(store: _HasGet, plan: _Plan, out: memoryview) -> int:
             piece = memoryview(block)[lo : lo + len(view)]
             view[: len(piece)] = piece
             sizes.append(len(block))
-    for leaf, size in zip(plan.leaves, sizes, strict=True):
+    for leaf, size in zip(leaves, sizes, strict=True):
         if size != leaf.size:
             raise leaf_size_error(leaf.cid, size, leaf.size)
-    return len(out)
 
 
 def _check_range(offset: object, length: object) -> None:
@@ -116,8 +138,8 @@ def read_bytes(
         if size is not None and len(block) != size:
             raise leaf_size_error(cid, len(block), size)
         return block if offset == 0 and (hi is None or hi >= len(block)) else bytes(block[offset:hi])
-    plan, total = _plan(store.get, cid, size, offset, hi)
-    return fill_bytes(total, lambda out: _fill(store, plan, out))
+    get = _root_once(store.get, cid)
+    return fill_bytes(_size(get, cid, size, offset, hi), lambda out: _fill(store, get, cid, size, offset, out))
 
 
 def read_into(
@@ -143,8 +165,9 @@ def read_into(
         piece = memoryview(block)[offset : offset + len(view)]
         view[: len(piece)] = piece
         return len(piece)
-    plan, total = _plan(store.get, cid, size, offset, offset + len(view))
-    return _fill(store, plan, view[:total])
+    get = _root_once(store.get, cid)
+    total = _size(get, cid, size, offset, offset + len(view))
+    return _fill(store, get, cid, size, offset, view[:total])
 
 
 def read_file(store: _HasGet, cid: str) -> bytes:

@@ -15,7 +15,7 @@ filled (CPython computes it lazily), and no one else holds a reference until it
 is returned.
 
 This is hand-written on purpose (no library returns a bytes filled in place);
-``tests/fs/test_fillbytes.py`` checks it against ``bytes(bytearray)`` and that a
+``tests/fs/test_fileread.py`` checks it against ``bytes(bytearray)`` and that a
 short fill never returns the object.
 
 ## Effects
@@ -67,10 +67,13 @@ def fill_bytes(n: int, fill: Callable[[memoryview], int]) -> bytes:
     >>> fill_bytes(3, lambda view: view.__setitem__(slice(None), b"abc") or 3)
     b'abc'
 
-    Raises ValueError: ``n`` is negative, or ``fill`` returned another count.
+    Raises ValueError: ``n`` is negative, or ``fill`` returned another count. Raises MemoryError: ``n``
+    is more than any buffer can hold (above ``sys.maxsize``) or than memory can give.
     """
     if n < 0:
         raise ValueError(f"a length is a non-negative int, got {n}")
+    if n > sys.maxsize:  # (the C API's size is signed: a larger n would wrap negative)
+        raise MemoryError(f"no buffer holds {n} bytes")
     if _API is None or n < IN_PLACE_MIN:
         buffer = bytearray(n)
         with memoryview(buffer) as view:

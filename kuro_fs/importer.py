@@ -297,7 +297,8 @@ def import_stream(
     """Import everything readable from a binary ``stream`` (with ``readinto``), batch by batch.
 
     At most ``batch_bytes`` (rounded up to a whole chunk) are held at once; the buffer is reused.
-    Raises TypeError: ``stream`` has no ``readinto``.
+    Raises TypeError: ``stream`` has no ``readinto``. Raises BlockingIOError: a non-blocking stream had
+    no data ready (``readinto`` answered None); nothing of it is visible (the batch is discarded).
     """
     _check(chunk_size, width, workers)
     readinto = getattr(stream, "readinto", None)
@@ -313,6 +314,8 @@ def import_stream(
             filled = 0
             while filled < per_batch:
                 n = readinto(whole[filled:])
+                if n is None:  # a non-blocking stream with nothing to read yet: not its end
+                    raise BlockingIOError(errno.EAGAIN, "the stream is non-blocking and had no data ready")
                 if not n:
                     break
                 filled += n

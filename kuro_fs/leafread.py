@@ -38,10 +38,14 @@ from kuro_fs.blocks import BlockStore
 from kuro_fs.errors import DagPbError, MissingBlock
 from kuro_fs.unixfs import iter_leaves
 
-__all__ = ["MAX_LEAF_TABLE", "LeafReader"]
+__all__ = ["MAX_LEAF_TABLE", "MAX_WINDOW_BUFFER", "LeafReader"]
 
 #: Files of at most this many leaves (16 GiB at 256 KiB chunks) keep their leaf list once read.
 MAX_LEAF_TABLE: Final = 65536
+#: A leaf kept in the window is read into a reused buffer of the length its parent claims only up to
+#: this length; a longer claim (a File node may say its 3-byte leaf holds a terabyte) is fetched with
+#: ``get``, so the memory is the block's real length and the claim is refused before anything else.
+MAX_WINDOW_BUFFER: Final = 4 << 20
 
 
 class LeafReader:
@@ -113,20 +117,22 @@ class LeafReader:
             a, n = self._starts[k], self._sizes[k]
             if a >= start and a + n <= end:
                 direct[k] = out[a - start : a + n - start]
-            elif not callable(many):
-                window[k] = b""
+            elif not callable(many) or n > MAX_WINDOW_BUFFER:
+                window[k] = b""  # fetched with get: its real length, never a buffer of the length claimed
             else:
                 reuse = next((j for j, buf in enumerate(spare) if len(buf) == n), None)
                 window[k] = spare.pop(reuse) if reuse is not None else bytearray(n)
         if callable(many):
-            targets = [*direct.items(), *((k, memoryview(buf)) for k, buf in window.items())]
+            buffers = ((k, memoryview(buf)) for k, buf in window.items() if isinstance(buf, bytearray))
+            targets = [*direct.items(), *buffers]
             got = many([(self._cids[k], view, 0) for k, view in targets])
             for (k, _), size in zip(targets, got, strict=True):
                 self._check(k, size)
         else:
             for k, view in direct.items():
                 view[:] = self._get(k)
-            for k in window:
+        for k, buf in window.items():
+            if not isinstance(buf, bytearray):
                 window[k] = self._get(k)
         self._window = window
         return set(direct)

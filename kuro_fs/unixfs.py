@@ -13,7 +13,7 @@ is their sum; Tsize is the cumulative block bytes below a link.
 Reading walks the same tree through ``blocksizes``: :func:`iter_file` with an
 offset and length fetches only the blocks that overlap the range
 (:mod:`kuro_fs.fileread` reads a file or a range into one buffer). A tree that
-does not add up (blocksizes vs links vs leaf lengths) is corrupt:
+does not add up (blocksizes vs links vs leaf lengths), or claims more than 2^64−1 bytes, is corrupt:
 :class:`~kuro_fs.errors.DagPbError`. A block the store lacks is
 :class:`MissingBlock`, carrying the CID, so :mod:`kuro_fs.fs` can deny with
 ``block-missing``.
@@ -46,6 +46,7 @@ from kuro_fs.errors import DagPbError, FileTooDeep, MissingBlock
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_WIDTH",
+    "MAX_FILE_BYTES",
     "MAX_FILE_DEPTH",
     "SHARD_THRESHOLD_BYTES",
     "BalancedLayout",
@@ -75,6 +76,9 @@ SHARD_THRESHOLD_BYTES: Final = 262144
 #: The deepest file tree read. A balanced tree of width ≥ 2 over 2^64 one-byte chunks is 64 levels;
 #: anything deeper is a hostile DAG (a chain of one-link nodes), refused before it exhausts the stack.
 MAX_FILE_DEPTH: Final = 100
+#: The most bytes a file holds: UnixFS ``filesize`` is a uint64, so a File node whose own bytes and
+#: ``blocksizes`` add up to more is malformed (a directory entry could not even record its size).
+MAX_FILE_BYTES: Final = (1 << 64) - 1
 
 Put = Callable[[bytes, str], str]
 Get = Callable[[str], "bytes | None"]
@@ -382,7 +386,10 @@ def _file_node(block: bytes, cid: str) -> tuple[PBNode, UnixFSData]:
     if len(meta.blocksizes) != len(node.links):
         raise DagPbError(f"file node {cid} has {len(node.links)} links but {len(meta.blocksizes)} blocksizes")
     own = len(meta.data or b"")
-    if meta.filesize is not None and meta.filesize != own + sum(meta.blocksizes):
+    total = own + sum(meta.blocksizes)
+    if total > MAX_FILE_BYTES:
+        raise DagPbError(f"file node {cid} claims {total} bytes: a UnixFS file holds no more than 2^64-1 bytes")
+    if meta.filesize is not None and meta.filesize != total:
         raise DagPbError(f"file node {cid}: filesize {meta.filesize} != data + blocksizes")
     return node, meta
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -314,41 +314,12 @@ def _stream(ctx: Context, pieces: Iterable[bytes | memoryview], handle: Any) -> 
 def _write_local(target: Path, pieces: Iterable[bytes | memoryview]) -> None:
     """Write a file's pieces to ``target`` as they are read, whole or not at all: a copy that fails part-way
     (a leaf missing or corrupt) leaves what was at ``target`` before, never a torn file under its name.
-
-    Only a new name or a regular file is replaced that way (a temporary file renamed onto it). A symlink
-    (``/dev/stdout``), a FIFO or a device is written through, in place, as ``cp`` would: replacing it
-    would replace the link or the device node, not write to what it names. So is a file in a directory
-    where no temporary file can be made.
+    A symlink (``/dev/stdout``), a FIFO or a device is written through, in place, as ``cp`` would
+    (:func:`kuro_fs.atomic.write_target`).
     """
-    from kuro_fs.atomic import TMP_PREFIX, write_atomic
+    from kuro_fs.atomic import write_target
 
-    def in_place() -> None:
-        with open(target, "wb") as handle:
-            for piece in pieces:
-                handle.write(piece)
-
-    if target.is_symlink() or (target.exists() and not target.is_file()):
-        if target.is_dir():
-            raise IsADirectoryError(21, "Is a directory", str(target))
-        in_place()
-        return
-    if not target.absolute().parent.is_dir():  # name the user's path, not the temporary file written first
-        raise FileNotFoundError(2, "No such file or directory", str(target))
-    started = False
-
-    def counted() -> Iterator[bytes | memoryview]:
-        nonlocal started
-        started = True
-        yield from pieces
-
-    try:
-        write_atomic(target, counted(), mode=0o666, sync=False)  # as open() makes it: the umask decides
-    except OSError as exc:
-        # The temporary file could not be made (a directory that takes no new file, a read-only mount):
-        # no piece was read yet, so write in place as cp would — or fail naming LOCAL, not the temporary.
-        if started or not Path(str(exc.filename or "")).name.startswith(TMP_PREFIX):
-            raise
-        in_place()
+    write_target(target, pieces, mode=0o666, sync=False)  # as open() makes it: the umask decides
 
 
 def _ls(args: argparse.Namespace, ctx: Context) -> int:
@@ -454,8 +425,20 @@ def _car_export(args: argparse.Namespace, ctx: Context) -> int:
     ctx.prefetch(root, "all")  # through a gateway: the whole DAG in one request
     with _progress(ctx, f"export {Path(args.file).name}", None) as bar:
         export_car(ProgressStore(ctx.store, bar, count_put=False, count_get=True), root, args.file)
-    ctx.say(f"{root}  {args.file}")
+    if _is_stdout(ctx, args.file):  # (`car export /dev/stdout > x.car`: a line there would write over the CAR)
+        ctx.note(f"{root}  {args.file}")
+    else:
+        ctx.say(f"{root}  {args.file}")
     return 0
+
+
+def _is_stdout(ctx: Context, path: str) -> bool:
+    """True if ``path`` names the file ``ctx.out`` writes to (``/dev/stdout``, ``/proc/self/fd/1``)."""
+    try:
+        mine, theirs = os.stat(path), os.fstat(ctx.out.fileno())
+    except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is an OSError and a ValueError)
+        return False
+    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 def _car_import(args: argparse.Namespace, ctx: Context) -> int:

@@ -163,6 +163,29 @@ def test_a_car_export_imports_into_a_fresh_home_with_the_same_tree(kuro: Kuro, t
     assert kuro("fs", "cat", "tree/sub/b.txt", "-n", "restored", env=env).stdout == "beta\n"
 
 
+def test_a_car_export_to_dev_stdout_redirected_to_a_file_is_the_car_alone(
+    kuro: Kuro, home: Path, tree: Path, tmp_path: Path
+) -> None:
+    # `kuro car export /dev/stdout > x.car`: the export opens the file afresh (at offset 0), and the
+    # "ROOT  FILE" line then went to stdout too, over the CAR's first bytes: an invalid CAR.
+    assert kuro("fs", "put", str(tree)).returncode == 0
+    car = tmp_path / "out.car"
+    with car.open("wb") as out:
+        done = subprocess.run(
+            [sys.executable, "-m", "kuro_wasm", "car", "export", "/dev/stdout"],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "KURO_HOME": str(home)},
+            cwd=tmp_path,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    root = done.stderr.decode().split()[0]  # the line for people, on stderr
+    imported = kuro("car", "import", str(car), env={"KURO_HOME": str(tmp_path / "other")})
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.split() == [root]
+
+
 def test_a_tampered_car_imports_nothing_and_says_so_in_one_line(kuro: Kuro, tree: Path, tmp_path: Path) -> None:
     assert kuro("fs", "put", str(tree)).returncode == 0
     car = tmp_path / "tree.car"

@@ -5,18 +5,21 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fshelpers import PlainStore
+from fshelpers import LateSecondPut, PlainStore, ctrl_c_at_second_pool_thread, main_thread_in
 
-from kuro_fs.blocks import MemoryBlockStore
-from kuro_fs.car import dag_blocks, export_car, import_car, links_of, read_car, write_car
+from kuro_fs import car
+from kuro_fs.blocks import MemoryBlockStore, active_batch
+from kuro_fs.car import PUT_RUN_BYTES, dag_blocks, export_car, import_car, links_of, read_car, write_car
 from kuro_fs.cid import cid_bytes, cid_for, raw_cid
 from kuro_fs.dagcbor import Link, encode
 from kuro_fs.dagpb import encode_uvarint
@@ -44,6 +47,8 @@ def section(cid_bin: bytes, data: bytes) -> bytes:
 
 
 GOOD_HEADER = header({"roots": [Link(EMPTY)], "version": 1})
+#: The good header with ``version`` written as the float 1.0 (fb 3ff0…), which kuro's encoder refuses to write.
+_FLOAT_VERSION = b"\x42" + GOOD_HEADER[1:].replace(b"\x67version\x01", b"\x67version\xfb\x3f\xf0" + bytes(6))
 
 
 # ---- bad input first
@@ -62,6 +67,8 @@ GOOD_HEADER = header({"roots": [Link(EMPTY)], "version": 1})
         (b"\x02\xff\xff", "not dag-cbor"),
         (header([1]), "not a dag-cbor map"),
         (header({"roots": [Link(EMPTY)], "version": 2}), "unsupported CAR version 2"),
+        (header({"roots": [Link(EMPTY)], "version": True}), "unsupported CAR version True"),  # true == 1 in Python
+        (_FLOAT_VERSION, "unsupported CAR version 1.0"),  # the spec's version is an Int
         (header({"version": 1}), "exactly"),
         (header({"roots": [], "version": 1}), "zero roots"),
         (header({"roots": ["x"], "version": 1}), "non-empty list of CIDs"),
@@ -184,6 +191,36 @@ def test_an_fs_exports_and_imports_whole(tmp_path: Path) -> None:
     back = Fs(dst, fs.root)
     assert back.read("docs/big.bin").value == bytes(range(256)) * 9
     assert [e["path"] for e in back.walk().value] == [e["path"] for e in fs.walk().value]
+
+
+def test_an_export_onto_a_symlink_or_a_fifo_writes_through_it_and_keeps_it(tmp_path: Path) -> None:
+    # The export replaced its target by a renamed temporary file, whatever the target was: onto a
+    # symlink it replaced the link (``kuro car export /dev/stdout`` as root replaced /dev/stdout with a
+    # regular file; /dev/full too), onto a FIFO the FIFO, and nothing read the CAR.
+    store = MemoryBlockStore()
+    root = write_file(store.put, b"x" * 100, chunk_size=40, width=2).cid
+    expected = car_of([root], list(dag_blocks(store.get, root)))
+    (tmp_path / "real").write_bytes(b"old")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert export_car(store, root, tmp_path / "link") == 5
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "real").read_bytes() == expected
+    got: list[bytes] = []
+    os.mkfifo(tmp_path / "pipe")
+    reader = threading.Thread(target=lambda: got.append((tmp_path / "pipe").read_bytes()))
+    reader.start()
+    assert export_car(store, root, tmp_path / "pipe") == 5
+    reader.join()
+    assert got == [expected] and stat.S_ISFIFO((tmp_path / "pipe").lstat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "pipe", "real"]
+
+
+def test_an_export_onto_a_directory_names_the_directory(tmp_path: Path) -> None:
+    store = MemoryBlockStore()
+    root = store.put(b"x")
+    with pytest.raises(IsADirectoryError) as raised:
+        export_car(store, root, tmp_path)
+    assert raised.value.filename == str(tmp_path)  # not the temporary file the export wrote first
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_export_accepts_an_fs_given_with_an_explicit_root(tmp_path: Path) -> None:
@@ -325,3 +362,62 @@ def test_an_import_killed_midway_leaves_no_visible_block_and_its_staging_is_swep
         store.put(b"after")
     assert list(root.glob(".batch-*")) == []
     assert store.cids() == [raw_cid(b"after")]
+
+
+class _Discarding(MemoryBlockStore):
+    """A store with batches that keeps no block (so the memory an import holds is the import's own)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.puts = 0
+        self._count = threading.Lock()
+
+    def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+        with self._count:
+            self.puts += 1
+        return ""
+
+
+def test_an_import_holds_a_bounded_number_of_block_bytes_whatever_the_block_size(tmp_path: Path) -> None:
+    # The parser handed the workers runs of 512 sections whatever their size: a CAR of 256 KiB leaves
+    # held ~768 MB in flight, one of 1 MiB blocks 3 GB, and the 256 MiB sections a CAR may hold 768 GB.
+    blocks = [(raw_cid(data), data) for data in (i.to_bytes(4, "big") * (16 * 1024) for i in range(1200))]
+    path = tmp_path / "big-blocks.car"
+    path.write_bytes(car_of([blocks[0][0]], blocks))  # 1200 blocks of 64 KiB: 75 MiB
+    store = _Discarding()
+    tracemalloc.start()
+    try:
+        import_car(store, path, workers=2)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert store.puts == 1200
+    assert peak < (2 * 2 + 2) * PUT_RUN_BYTES + (2 << 20)  # the runs in flight, the one being read, a buffer
+
+
+def test_a_ctrl_c_while_a_worker_starts_still_waits_for_that_workers_put(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The import_path defect, in import_car too: ThreadPoolExecutor joins a thread only once its start has
+    # returned, so a Ctrl-C landing in that start left the thread's run going, and its put landed after
+    # the import's batch was discarded: a block of an interrupted import became visible.
+    blocks = [(raw_cid(b"car %d" % i), b"car %d" % i) for i in range(6)]
+    path = tmp_path / "six.car"
+    path.write_bytes(car_of([blocks[0][0]], blocks))
+    monkeypatch.setattr(car, "PUT_RUN", 2)
+    store: LateSecondPut
+
+    def settle() -> None:  # until the import waits for its threads, or (the defect) its batch has ended
+        batch = active_batch(store)
+        for _ in range(1000):
+            if main_thread_in("_join") or batch is None or not batch.open:
+                return
+            time.sleep(0.01)
+
+    store = LateSecondPut(tmp_path / "store", b"car 0", b"car 2", settle)
+    starts = ctrl_c_at_second_pool_thread(monkeypatch, lambda: store.in_second.wait(10))  # the thread is in a put
+    with pytest.raises(KeyboardInterrupt):
+        import_car(store, path, workers=2)
+    assert len(starts) == 2
+    assert store.ended.is_set()
+    assert store.stats()["blocks"] == 0

@@ -8,11 +8,13 @@ get_many_into read each leaf into its slot and verify it there; kuro_fs.fillbyte
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import tracemalloc
 from pathlib import Path
 
 import pytest
+from dagkit import diamond_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -66,6 +68,13 @@ def test_fill_bytes_never_returns_a_partly_filled_object() -> None:
             fill_bytes(n, lambda view: (_ for _ in ()).throw(RuntimeError("filler failed")))
     with pytest.raises(ValueError, match="non-negative"):
         fill_bytes(-1, lambda view: 0)
+
+
+@pytest.mark.parametrize("n", [sys.maxsize + 1, 2**64 - 1])
+def test_fill_bytes_of_more_than_any_buffer_holds_is_a_memory_error(n: int) -> None:
+    # A File node may claim 2^63 bytes or more; CPython's C size type wrapped negative (SystemError).
+    with pytest.raises(MemoryError, match=str(n)):
+        fill_bytes(n, lambda view: 0)
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, IN_PLACE_MIN - 1, IN_PLACE_MIN, IN_PLACE_MIN * 3 + 7])
@@ -277,3 +286,22 @@ def test_fs_read_holds_the_file_once(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert result.ok and len(result.value) == size and type(result.value) is bytes
     assert peak <= 1.1 * size, f"Fs.read of {size} bytes peaked at {peak} traced bytes"
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["get", "get_many_into"])
+def test_a_read_of_many_small_leaves_holds_a_bounded_plan_not_one_entry_per_leaf(tmp_path: Path, many: bool) -> None:
+    # A diamond of 3 blocks (every node links one child 174 times) is a file of 30 276 one-byte leaves.
+    # The read planned every leaf before reading any (a tuple and a memoryview each, ~300 bytes): 10 MB
+    # for these 30 KB; a 4-block diamond of 5.3 MB took 2.6 GB, a 900 MB one (within the Fs budget) ~450 GB.
+    store = FileBlockStore(tmp_path) if many else MemoryBlockStore()
+    cid, size = diamond_file(store, 2, leaf=1)  # type: ignore[arg-type]
+    tracemalloc.start()
+    try:
+        data = read_file(store, cid)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert data == bytes(size)
+    assert peak < 2 << 20, f"a read of {size} bytes peaked at {peak} traced bytes"
+    out = bytearray(size - 1)
+    assert read_into(store, cid, out, 1) == size - 1 and out == bytes(size - 1)

@@ -11,8 +11,10 @@ import threading
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fshelpers import LateSecondPut, ctrl_c_at_second_pool_thread, main_thread_in
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,6 +77,29 @@ def test_bad_parameters_are_refused(kwargs: dict[str, int]) -> None:
 def test_a_stream_needs_readinto() -> None:
     with pytest.raises(TypeError, match="readinto"):
         import_stream(MemoryBlockStore(), object())
+
+
+def test_a_non_blocking_stream_with_no_data_ready_is_refused_not_imported_as_its_prefix() -> None:
+    # readinto answers None when a non-blocking stream has no data yet (not at its end); that None was
+    # taken for the end of the stream, so the import returned the CID of a prefix (here: the empty file).
+    class NotYet(io.RawIOBase):
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: Any) -> int | None:
+            self.calls += 1
+            if self.calls == 2:
+                return None
+            if self.calls > 3:
+                return 0
+            buffer[:3] = b"abc"
+            return 3
+
+    with pytest.raises(BlockingIOError, match="no data ready"):
+        import_stream(MemoryBlockStore(), NotYet())
 
 
 def test_a_missing_path_raises_oserror(tmp_path: Path) -> None:
@@ -294,15 +319,6 @@ def test_a_file_import_still_in_flight_when_another_fails_is_not_kept_either(tmp
     assert store.stats()["blocks"] == 0  # the import waited for the other thread's put before discarding its batch
 
 
-def _main_thread_in(function: str) -> bool:
-    frame = sys._current_frames().get(threading.main_thread().ident or 0)
-    while frame is not None:
-        if frame.f_code.co_name == function:
-            return True
-        frame = frame.f_back
-    return False
-
-
 class InterruptedStore(FileBlockStore):
     """Ctrl-C at the put of ``b"file 3"``, and a second one while the import waits for its threads (the put of
     ``b"file 6"``, in flight on the other thread, sends it, then waits for the batch to end before it lands)."""
@@ -323,7 +339,7 @@ class InterruptedStore(FileBlockStore):
         elif bytes(data) == b"file 6":
             self.in_flight.set()
             for _ in range(1000):
-                if _main_thread_in("_join"):
+                if main_thread_in("_join"):
                     self._ctrl_c()
                     break
                 time.sleep(0.01)
@@ -450,31 +466,13 @@ def test_a_tree_nested_deeper_than_the_recursion_limit_imports(tmp_path: Path) -
                 level.rmdir()
 
 
-class _SlowSixth(FileBlockStore):
-    """The put of ``b"file 0"`` (the first thread's first) waits until the second thread is in the put of
-    ``b"file 6"`` (so the pool must start a second thread), which lasts until the import waits for its
-    threads, and half a second more: an import that does not wait for it returns before it ends."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        self.sixth = threading.Event()
-        self.ended = threading.Event()
-
-    def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
-        if bytes(data) == b"file 0":
-            assert self.sixth.wait(10)
-        if bytes(data) != b"file 6":
-            return super().put(data, codec, cid=cid)
-        self.sixth.set()
-        for _ in range(500):
-            if _main_thread_in("_join"):
-                break
-            time.sleep(0.01)
-        time.sleep(0.5)
-        try:
-            return super().put(data, codec, cid=cid)
-        finally:
-            self.ended.set()
+def _until_the_import_joins_and_half_a_second_more() -> None:
+    # An import that does not wait for the put in flight returns before it ends.
+    for _ in range(500):
+        if main_thread_in("_join"):
+            break
+        time.sleep(0.01)
+    time.sleep(0.5)
 
 
 def test_a_ctrl_c_while_a_thread_starts_still_waits_for_that_threads_put(
@@ -483,19 +481,8 @@ def test_a_ctrl_c_while_a_thread_starts_still_waits_for_that_threads_put(
     # ThreadPoolExecutor adds a thread to the threads it joins only after its start returns; a Ctrl-C landing
     # in that start left the thread's run (already queued) going, and its put outlived the import's batch.
     tree = _twelve_files(tmp_path / "tree")
-    store = _SlowSixth(tmp_path / "store")
-    real_start = threading.Thread.start
-    starts: list[str] = []
-
-    def start(thread: threading.Thread) -> None:
-        real_start(thread)
-        if thread.name.startswith("ThreadPoolExecutor") and threading.current_thread() is threading.main_thread():
-            starts.append(thread.name)
-            if len(starts) == 2:
-                assert store.sixth.wait(10)  # the new thread took its run and is in a put
-                raise KeyboardInterrupt  # as a Ctrl-C while the second thread starts
-
-    monkeypatch.setattr(threading.Thread, "start", start)
+    store = LateSecondPut(tmp_path / "store", b"file 0", b"file 6", _until_the_import_joins_and_half_a_second_more)
+    starts = ctrl_c_at_second_pool_thread(monkeypatch, lambda: store.in_second.wait(10))  # the thread is in a put
     with pytest.raises(KeyboardInterrupt):
         import_path(store, tree, workers=2)
     assert len(starts) == 2

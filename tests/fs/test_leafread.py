@@ -17,12 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.dagpb import PBLink, PBNode
+from kuro_fs.dagpb import encode as encode_pb
 from kuro_fs.errors import CorruptBlock, DagPbError, MissingBlock
 from kuro_fs.filestore import FileBlockStore, ReadRequest
 from kuro_fs.fs import Fs
 from kuro_fs.leafread import LeafReader
 from kuro_fs.overlay import Errno, Overlay
-from kuro_fs.unixfs import iter_leaves, write_file
+from kuro_fs.unixfs import NodeType, UnixFSData, encode_data, iter_leaves, write_file
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -211,3 +213,22 @@ def test_a_leaf_of_another_length_than_its_parent_says_is_a_dag_error() -> None:
         read(reader, 4, 4)
     with pytest.raises(ValueError, match="not within"):
         read(reader, 6, 4)
+
+
+def test_a_leaf_that_claims_a_terabyte_is_refused_without_a_buffer_of_that_size(tmp_path: Path) -> None:
+    # A File node may say its 3-byte leaf holds 1 TiB. A read of a piece of it used to allocate a window
+    # buffer of the claimed length first (MemoryError, a host traceback; a 2 GiB claim took 2 GB of RSS).
+    with FileBlockStore(tmp_path / "blocks") as store:
+        leaf = store.put(b"abc", "raw")
+        claim = 1 << 40
+        data = encode_data(UnixFSData(NodeType.FILE, filesize=claim + 3, blocksizes=(claim, 3)))
+        root = store.put(encode_pb(PBNode((PBLink.to(leaf, "", 3), PBLink.to(leaf, "", 3)), data)), "dag-pb")
+        reader = LeafReader.of(store, root, claim + 3)
+        assert reader is not None
+        with pytest.raises(DagPbError, match="is 3 bytes, its parent says 1099511627776"):
+            read(reader, claim // 2, 100)
+        ov = Overlay(Fs.empty(store).link("f", root).fs)
+        handle = ov.open("f")
+        assert not isinstance(handle, Errno)
+        assert ov.read_into(handle, claim // 2, bytearray(100)) == Errno.IO
+        assert ov.read(handle, claim + 1, 2) == b"bc"  # the honest leaf still reads

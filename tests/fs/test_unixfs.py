@@ -16,6 +16,7 @@ from kuro_fs.cid import cid_for, raw_cid
 from kuro_fs.dagpb import PBLink, PBNode, decode, encode
 from kuro_fs.errors import DagPbError
 from kuro_fs.fileread import read_file, read_range
+from kuro_fs.fs import Fs
 from kuro_fs.unixfs import (
     MAX_FILE_DEPTH,
     BalancedLayout,
@@ -445,3 +446,20 @@ def test_the_shard_estimate_counts_each_links_own_binary_cid_length() -> None:
     links = [("a", v1, 1, True), ("bb", v0, 1, True), ("ccc", sha512, 1, True), ("d", v1, 1, False)]
     assert [len(cid_bytes(c)) for _, c, _, _ in links[:3]] == [36, 34, 68]
     assert shard_weight(links) == (1 + 36) + (2 + 34) + (3 + 68)
+
+
+def test_a_file_node_whose_sizes_add_up_past_uint64_is_malformed() -> None:
+    # UnixFS sizes are uint64, so no file holds 2^64 bytes or more. Two blocksizes of 2^64-1 each
+    # used to pass, and Fs.link then raised OverflowError writing the entry's size into its directory.
+    store = MemoryBlockStore()
+    leaf = store.put(b"abc")
+    top = 2**64 - 1
+    data = encode_data(UnixFSData(NodeType.FILE, blocksizes=(top, top)))
+    root = store.put(encode(PBNode((PBLink.to(leaf, "", 3), PBLink.to(leaf, "", 3)), data)), "dag-pb")
+    with pytest.raises(DagPbError, match="more than 2\\^64-1 bytes"):
+        file_root_info(store.get, root)
+    with pytest.raises(DagPbError, match="more than 2\\^64-1 bytes"):
+        read_file(store, root)
+    denied = Fs.empty(store).link("f", root)
+    assert not denied.ok
+    assert denied.receipt["kuro.fs/reason"] == "not-a-file"
