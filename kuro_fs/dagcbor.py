@@ -10,8 +10,11 @@ links as tag 42 over ``0x00 ‖ binary CID`` (checked against kuro's CID profile
 That is the ``@ipld/dag-cbor`` (JavaScript) encoding on every published vector
 *except one*: a whole-valued float (``1.0``) is ``fb 3ff0…`` in Python and ``01``
 in JavaScript. Two encodings of one value would mean two CIDs for one receipt,
-so :func:`encode` **refuses integral floats** (``DagCborError``); kuro's own data
-model normalises them to ints before they get here. :func:`decode` still
+so :func:`encode` **refuses integral floats** JavaScript would write as integers
+— those within its safe-integer range, |x| ≤ 2^53−1 (``DagCborError``); kuro's
+own data model normalises them to ints before they get here. A whole float past
+that range (``2.0**60``, ``1e300``) is a float in JavaScript too (``fb``), and is
+written as one. :func:`decode` still
 *accepts* a 64-bit integral float (other implementations write them) and
 returns it as a float.
 
@@ -48,7 +51,7 @@ from typing import Any, Final, TypeAlias
 from kuro_fs.cid import cid_bytes, cid_for, cid_from_bytes, parse
 from kuro_fs.errors import DagCborError, InvalidCID
 
-__all__ = ["MAX_DEPTH", "Link", "cid_of", "decode", "encode", "links"]
+__all__ = ["JS_SAFE_INTEGER", "MAX_DEPTH", "Link", "cid_of", "decode", "encode", "js_number", "links"]
 
 #: Deepest nesting of arrays/maps either direction accepts (far beyond any kuro structure).
 MAX_DEPTH: Final = 256
@@ -56,6 +59,20 @@ MAX_DEPTH: Final = 256
 _U64_LIMIT: Final = 1 << 64
 _TAG_LINK: Final = 42
 _FLOAT64 = struct.Struct(">Bd")
+#: The largest integer JavaScript numbers hold exactly; @ipld/dag-cbor writes a whole number past it as a float.
+JS_SAFE_INTEGER: Final = 2**53 - 1
+_JS_SAFE: Final = JS_SAFE_INTEGER
+
+
+def js_number(value: float) -> int | float:
+    """``value`` as JavaScript's dag-cbor would write it: an int if whole and within ±(2^53−1), else the float.
+
+    >>> js_number(2.0), js_number(2.5), js_number(1e300)
+    (2, 2.5, 1e+300)
+    """
+    return int(value) if value.is_integer() and -_JS_SAFE <= value <= _JS_SAFE else value
+
+
 _HEAD16 = struct.Struct(">BH")
 _HEAD32 = struct.Struct(">BI")
 _HEAD64 = struct.Struct(">BQ")
@@ -121,7 +138,8 @@ def _utf8(text: str, node: _Path, key: Any) -> bytes:
 def encode(value: Any) -> bytes:
     """Canonical dag-cbor bytes for ``value``.
 
-    Accepts None, bool, int (−2^64 … 2^64−1), non-integral finite float, str,
+    Accepts None, bool, int (−2^64 … 2^64−1), a finite float that is not a whole number JavaScript would write as
+    an integer (|x| ≤ 2^53−1), str,
     bytes/bytearray/memoryview, list/tuple, dict with str keys, and :class:`Link`.
 
     >>> encode({"hello": "world"}).hex()
@@ -179,7 +197,7 @@ def encode(value: Any) -> bytes:
         elif kind is float:
             if math.isnan(item) or math.isinf(item):
                 raise DagCborError(f"dag-cbor forbids NaN and infinities (at {_where(node, key)})")
-            if item.is_integer():
+            if item.is_integer() and -_JS_SAFE <= item <= _JS_SAFE:
                 raise DagCborError(
                     f"integral float {item!r} at {_where(node, key)}: it encodes differently in Python and "
                     "JavaScript dag-cbor; pass an int instead"

@@ -38,7 +38,7 @@ from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import raw_cid
-from kuro_fs.dagcbor import encode
+from kuro_fs.dagcbor import encode, js_number
 from kuro_fs.errors import KuroFsError
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.operation import plain
@@ -74,8 +74,8 @@ def _jsonplain(value: Any, blocks: _Blocks) -> Any:
         return {str(k): _jsonplain(v, blocks) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonplain(v, blocks) for v in value]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    if isinstance(value, float):
+        return js_number(value)
     return value
 
 

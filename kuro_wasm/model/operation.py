@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kuro_fs.cid import parse_cid, raw_cid
-from kuro_fs.dagcbor import MAX_DEPTH, cid_of
+from kuro_fs.dagcbor import MAX_DEPTH, cid_of, js_number
 from kuro_fs.errors import DagCborError, InvalidCID
 from kuro_fs.fs import DEFAULT_GRANT, Budget, Fs
 from kuro_fs.fsdir import DirLayout
@@ -119,7 +119,7 @@ def plain(value: Any, where: str, _depth: int = 0) -> Any:
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise ModelError(f"{where}: {value!r} cannot be digested", reason="unencodable-value")
-        return plain(int(value), where) if value.is_integer() else value
+        return js_number(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, Mapping):

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kuro_fs.cid import parse as _parse_cid
-from kuro_fs.dagcbor import cid_of
+from kuro_fs.dagcbor import cid_of, js_number
 from kuro_fs.errors import InvalidCID
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.sessions import Session, is_guest_spec
@@ -226,8 +226,8 @@ def _plain_general(value: Any, where: str) -> Any:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ModelError(f"{where}: {value!r} is not encodable", reason="unencodable-value")
-        # Integral floats become ints (dag-cbor parity); the int range check still applies.
-        return _plain(int(value), where) if value.is_integer() else value
+        # Whole floats JavaScript writes as ints become ints (dag-cbor parity); past 2^53 they stay floats.
+        return js_number(value)
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, Mapping):

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kuro_fs.cid import parse as _parse_cid
+from kuro_fs.dagcbor import js_number
 from kuro_fs.errors import InvalidCID
 from kuro_fs.paths import clean_path
 from kuro_wasm.errors import ModelError
@@ -371,9 +372,9 @@ def _arg(value: object, where: str, depth: int = 0) -> Any:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ModelError(f"guest arg {where} is {value!r}: not a finite number", reason="invalid-guest-spec")
-        if not value.is_integer():
+        value = js_number(value)  # JS-number semantics: 2.0 is 2, 2.5 and 1e300 (past 2^53) stay floats
+        if isinstance(value, float):
             return value
-        value = int(value)  # JS-number semantics: 2.0 is 2 (and dag-cbor must not see an integral float)
     if not I64_MIN <= value <= 2**64 - 1:
         raise ModelError(f"guest arg {where} = {value} does not fit in i64 or u64", reason="invalid-guest-spec")
     return value

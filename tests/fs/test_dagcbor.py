@@ -62,10 +62,27 @@ def test_nan_and_infinities_are_refused(value: Any) -> None:
         encode(value)
 
 
-@pytest.mark.parametrize("value", [1.0, 0.0, -0.0, -3.0, 2.0**60, {"x": [1.0]}], ids=repr)
+@pytest.mark.parametrize("value", [1.0, 0.0, -0.0, -3.0, 2.0**53 - 1, -(2.0**53 - 1), {"x": [1.0]}], ids=repr)
 def test_integral_floats_are_refused_because_js_would_write_an_int(value: Any) -> None:
     with pytest.raises(DagCborError, match="integral float"):
         encode(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "js"),  # the bytes node's @ipld/dag-cbor writes for the same number
+    [
+        (2.0**53, "fb4340000000000000"),
+        (-(2.0**53), "fbc340000000000000"),
+        (2.0**60, "fb43b0000000000000"),
+        (1e300, "fb7e37e43c8800759c"),
+        (-1e300, "fbfe37e43c8800759c"),
+    ],
+    ids=repr,
+)
+def test_a_whole_float_past_javascripts_safe_integers_is_a_float_as_javascript_writes_it(value: float, js: str) -> None:
+    assert encode(value).hex() == js
+    back = decode(bytes.fromhex(js))
+    assert isinstance(back, float) and back == value
 
 
 @pytest.mark.parametrize("value", [2**64, -(2**64) - 1, [2**70]], ids=repr)

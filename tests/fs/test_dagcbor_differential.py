@@ -160,12 +160,21 @@ def test_every_integer_boundary_matches_the_reference(number: int) -> None:
     assert decode(encode(number)) == number
 
 
-@given(st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: f.is_integer()))
+@given(st.floats(min_value=-(2.0**53 - 1), max_value=2.0**53 - 1).filter(lambda f: f.is_integer()))
 @settings(max_examples=50, deadline=None)
 def test_integral_floats_are_refused_although_the_reference_writes_them_and_we_read_them(number: float) -> None:
     with pytest.raises(DagCborError, match="integral float"):
         encode(number)
     written = bytes(dag_cbor.encode(number))
+    back = decode(written)
+    assert isinstance(back, float) and back == number
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: f.is_integer() and abs(f) > 2**53 - 1))
+@settings(max_examples=50, deadline=None)
+def test_whole_floats_past_2_53_are_written_as_the_reference_writes_them(number: float) -> None:
+    written = bytes(dag_cbor.encode(number))
+    assert encode(number) == written
     back = decode(written)
     assert isinstance(back, float) and back == number
 

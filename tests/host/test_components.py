@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import wasmtime
+import wasmtime.component
 from hostkit import ALL_CAPS, ROOT, component, make_fs, make_session
 from hypothesis import given, settings
 from hypothesis import strategies as st
