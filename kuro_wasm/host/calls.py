@@ -47,6 +47,7 @@ each thread's current run (a context variable).
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
 import threading
 import time
@@ -124,6 +125,15 @@ _COPY_SMALL_N: Final = len(COPY_SMALL)
 
 _RUNS: dict[int, RunContext] = {}
 _RUNS_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _RUNS_LOCK, _THUNKS_LOCK  # another thread may have held one as the process forked
+    _RUNS_LOCK = threading.Lock()
+    _THUNKS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 #: This thread's current run (None: none): a context variable, read by every host call in one C call (half the

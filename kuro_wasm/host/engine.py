@@ -28,7 +28,8 @@ artifacts apart.
 Creates wasmtime engines (one per config, for the process), runs one daemon
 ticker thread that exits after a second with no live run (it waits on a pipe,
 made once per process; during a main-thread run that pipe is Python's signal
-wakeup fd, so a signal handler runs promptly while wasm runs), and calls wasmtime's
+wakeup fd, so a signal handler runs promptly while wasm runs; a forked child gets a pipe, a lock and a thread
+of its own), and calls wasmtime's
 C API directly (``wasmtime._ffi``) for the epoch callback, instantiation and
 export calls. The public wasmtime-py call path re-raises a process-global
 "last Python exception" (it can surface on the wrong thread); this path never
@@ -351,8 +352,36 @@ class _Ticker:
                 if got.strip(b"\0"):  # a signal: the main thread's callback runs its handler
                     interrupt()
 
+    def after_fork_in_child(self) -> None:
+        """In a forked child: the parent's thread is not here, its lock may have been held, and its pipe is shared.
+
+        The child gets a lock and a pipe of its own under the same fd numbers (so a wakeup fd set to the old
+        one — a fork inside a main-thread run — now wakes the child's thread), and a thread starts when its
+        first run registers. The live runs' deadlines are kept: the forking thread's own run is among them.
+        """
+        self._lock = threading.Lock()
+        self._thread = None
+        self._wake_at = float("inf")
+        self._idle_since = time.monotonic()
+        if self._pipe is not None:
+            fresh = os.pipe()
+            for fd, old in zip(fresh, self._pipe, strict=True):
+                os.set_blocking(fd, False)
+                os.dup2(fd, old, inheritable=False)
+                os.close(fd)
+        if self._deadlines:
+            self._thread = threading.Thread(target=self._loop, name="kuro-epoch-ticker", daemon=True)
+            self._thread.start()
+
 
 _TICKER = _Ticker()
+
+
+def _after_fork_in_child() -> None:
+    global _ENGINES_LOCK, _CHECKS_LOCK
+    _ENGINES_LOCK = threading.Lock()
+    _CHECKS_LOCK = threading.Lock()
+    _TICKER.after_fork_in_child()
 
 
 class live_run:
@@ -424,6 +453,7 @@ class Interruptible(Protocol):
 _CHECKS: dict[int, Interruptible] = {}
 _CHECKS_LOCK = threading.Lock()
 _NEXT_ID = [0]
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _error_ptr(message: str) -> int:

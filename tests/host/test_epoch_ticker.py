@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import wasmtime
@@ -140,3 +141,49 @@ def test_a_signal_handler_runs_while_the_main_thread_runs_wasm(wakeup_fd: str) -
         for fd in theirs:
             os.close(fd)
     assert handled == [True] and error is not None and "cancelled" in error
+
+
+_FORK_DURING_A_RUN = """
+import os, sys, time
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.host.api import run, start
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.sessions import guest, session
+
+store = MemoryBlockStore()
+spin = add_guest(store, open(sys.argv[1], encoding="utf-8").read())
+sess = session("s-fork", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke"])
+assert run(sess, guest(spin, "run"), store=store, home=False, timeout_ms=1)["kuro/outcome"] == "timeout"  # compiled
+live = start(sess, guest(spin, "run"), store=store, home=False)  # the ticker thread is alive while this runs
+pid = os.fork()
+if pid == 0:  # the child: the parent's ticker thread does not exist here
+    receipt = run(sess, guest(spin, "run"), store=store, home=False, timeout_ms=50)
+    os.write(1, receipt["kuro/outcome"].encode())
+    os._exit(0)
+live.close()
+deadline = time.monotonic() + float(sys.argv[2])
+while not os.waitpid(pid, os.WNOHANG)[0]:
+    if time.monotonic() > deadline:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        print("hung")
+        break
+    time.sleep(0.01)
+"""
+
+
+def test_a_child_forked_while_the_ticker_runs_still_meets_its_deadline(tmp_path: Path) -> None:
+    # The child inherits the ticker's state (a thread that is not there, a pipe shared with the parent, maybe a
+    # held lock): it must tick for its own runs, or a deadline there is never met (it hung).
+    import subprocess
+    import sys
+
+    script = tmp_path / "fork.py"
+    script.write_text(_FORK_DURING_A_RUN, encoding="utf-8")
+    spin = Path(__file__).resolve().parents[2] / "guests" / "spin.wat"
+    done = subprocess.run(
+        [sys.executable, str(script), str(spin), str(HANG_GUARD)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "timeout", done.stdout
