@@ -93,21 +93,32 @@ __all__ = [
 ]
 
 
-def _check_options(home: object, on_chunk: object, on_exit: object) -> None:
-    # Refused before anything runs: a bad home would otherwise surface mid-run as a "host error" trap.
+def _check_options(home: object, on_chunk: object, on_exit: object) -> object:
+    """``home`` as the run uses it (a str path, None or False), after checking every option.
+
+    Refused before anything runs: a bad home would otherwise surface mid-run as a "host error" trap,
+    and ``""`` would be the current directory (a cache written wherever the program happens to run).
+    """
     if home is not None and home is not False:
         if type(home) is not str:
             if not isinstance(home, os.PathLike):
                 raise ModelError(
                     f"home must be a path, None or False, got {type(home).__name__}", reason="invalid-run-option"
                 )
-            home = os.fsdecode(home)
+            try:
+                home = os.fsdecode(home)
+            except TypeError as exc:  # a __fspath__ answering neither str nor bytes
+                raise ModelError(f"home must be a path: {exc}", reason="invalid-run-option") from None
+        assert isinstance(home, str)
+        if not home:
+            raise ModelError("home must not be empty", reason="invalid-run-option")
         if "\0" in home:
             raise ModelError("home must not contain a NUL character", reason="invalid-run-option")
     if on_chunk is not None and not callable(on_chunk):
         raise ModelError(f"on_chunk must be callable, got {type(on_chunk).__name__}", reason="invalid-run-option")
     if on_exit is not None and not callable(on_exit):
         raise ModelError(f"on_exit must be callable, got {type(on_exit).__name__}", reason="invalid-run-option")
+    return home
 
 
 def wait_event(event: threading.Event, timeout: float | None) -> bool:
@@ -286,7 +297,7 @@ def _job(
     limits = Limits.of(timeout_ms, max_output_bytes, max_memory_bytes, fuel, bounds)
     if stdin is not None:
         _stdin_bytes(stdin)
-    _check_options(home, on_chunk, on_exit)
+    home = _check_options(home, on_chunk, on_exit)
     if not hasattr(store, "get") or not hasattr(store, "has") or not hasattr(store, "put"):
         raise HostError(f"store must be a BlockStore, got {type(store).__name__}")
     if fs is not None:
@@ -363,7 +374,7 @@ def start(
     ``$KURO_ISOLATION``, else ``"wasmtime"``.
 
     Raises ModelError: a limit that is not an int from its minimum to 2**64-1 (``invalid-limit``),
-    stdin that is not bytes, a ``home`` that is not a path (or None/False) or ``on_chunk``/``on_exit``
+    stdin that is not bytes, a ``home`` that is not a non-empty path (or None/False) or ``on_chunk``/``on_exit``
     not callable (``invalid-run-option``). Raises HostError: ``store`` is not a block store.
 
     ``deterministic=True`` fixes what a guest could read from outside its inputs: its clocks are

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -105,6 +106,40 @@ def test_a_bad_limit_is_refused_with_a_typed_error(
     with pytest.raises(ModelError) as err:
         run(sess, guest(guest_cid("hello"), "run"), store=store, **{name: value})  # type: ignore[arg-type]
     assert err.value.reason == "invalid-limit"
+
+
+class _FsPath:
+    """An ``os.PathLike`` whose ``__fspath__`` answers ``value`` (str, bytes, or something it must not)."""
+
+    def __init__(self, value: object) -> None:
+        self._value = value
+
+    def __fspath__(self) -> object:
+        return self._value
+
+
+@pytest.mark.parametrize(
+    "home", ["", _FsPath(""), _FsPath(5), _FsPath(None), _FsPath("a\0b"), _FsPath(b"a\0b")], ids=repr
+)
+def test_a_home_that_names_no_directory_is_refused_before_anything_runs(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: object
+) -> None:
+    # "" would be the current directory (a cache written wherever the program happens to run); the others are
+    # not paths at all. Each is the caller's mistake: a typed error, not a traceback or a host-error receipt.
+    sess = make_session(make_fs(store))
+    with pytest.raises(ModelError) as err:
+        run(sess, guest(guest_cid("hello"), "run"), store=store, home=home)
+    assert err.value.reason == "invalid-run-option"
+
+
+def test_a_home_given_as_a_bytes_path_is_a_path(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], tmp_path: Path
+) -> None:
+    home = tmp_path / "bytes-home"
+    receipt = run(make_session(make_fs(store)), guest(guest_cid("hello"), "run"), store=store,
+                  home=_FsPath(os.fsencode(home)))  # fmt: skip
+    assert receipt["kuro/outcome"] == "ok", receipt.get("kuro/error")
+    assert (home / "cache").is_dir()
 
 
 def test_an_fs_argument_that_names_no_filesystem_is_refused(

@@ -1,0 +1,1 @@
+KUROMOD1Á’úŽ#kG¶†"\c.TÆ¼I½3wfaSzkìâe
