@@ -491,7 +491,7 @@ def run(
     try:
         return job.execute()
     finally:
-        _MAIN_RUN[0] = None
+        _MAIN_RUNS.pop()
 
 
 # ---- Ctrl-C during run() on the main thread
@@ -508,15 +508,17 @@ def run(
 # run, not once per process: a handler that was only in place for a while (a
 # batch's, a CLI command's) when the first run came must not turn Ctrl-C off for
 # the rest of the process (found by a suite where such a run came first).
+# Main-thread runs nest (a run made from another's on_chunk, or from a signal handler,
+# while that one is in a host call): Ctrl-C cancels every one of them, innermost first —
+# the innermost is the guest running, and the outer ones could not stop before it returns.
 
-_MAIN_RUN: list[Job | None] = [None]
+_MAIN_RUNS: list[Job] = []
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
-    job = _MAIN_RUN[0]
-    if job is None:
+    if not _MAIN_RUNS:
         signal.default_int_handler(signum, frame)
-    else:
+    for job in reversed(_MAIN_RUNS):
         job.ctx.stop("cancelled")
 
 
@@ -526,14 +528,14 @@ def _claim_ctrl_c(job: Job) -> bool:
     The handler is read with ``_signal.getsignal`` (~0.1 µs; ``signal.getsignal``'s enum conversion
     costs microseconds on this per-run path).
     """
-    if _MAIN_RUN[0] is not None or threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread():
         return False
     handler = _signal.getsignal(signal.SIGINT)
     if handler is not _on_sigint:
         if handler is not signal.default_int_handler:
             return False  # the program's own handler: it keeps Ctrl-C
         signal.signal(signal.SIGINT, _on_sigint)
-    _MAIN_RUN[0] = job
+    _MAIN_RUNS.append(job)
     return True
 
 

@@ -572,6 +572,32 @@ def test_ctrl_c_during_run_cancels_the_guest(
         time.sleep(HANG_GUARD)
 
 
+def test_ctrl_c_during_a_run_nested_in_a_main_thread_run_cancels_the_guest_that_runs(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path, request: pytest.FixtureRequest
+) -> None:
+    # A run made on the main thread from inside another's callback (on_chunk here; a signal handler alike)
+    # is the guest running when Ctrl-C comes: it went to the outer run only, which cannot stop before the
+    # inner one returns, so the inner guest ran on to its deadline.
+    import _thread
+    import signal
+
+    assert threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
+    sess = make_session(make_fs(store))
+    spin = guest_cid("spin")
+    inner: list[dict[str, Any]] = []
+
+    def on_chunk(_stream: Stream, _chunk: Chunk) -> None:
+        if not inner:
+            threading.Timer(0.02, _thread.interrupt_main).start()
+            inner.append(run(sess, guest(spin, "run"), store=store, home=home, timeout_ms=int(HANG_GUARD * 1000)))
+
+    outer = run(sess, guest(guest_cid("hello"), "run"), store=store, home=home, on_chunk=on_chunk)
+    assert [r["kuro/outcome"] for r in inner] == ["cancelled"]
+    assert outer["kuro/outcome"] == "cancelled"
+
+
 def test_after_kill_no_further_import_call_takes_effect(
     store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
 ) -> None:
