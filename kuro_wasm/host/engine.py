@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
 import select
 import signal
@@ -326,6 +327,8 @@ class _Ticker:
     def _loop(self) -> None:
         assert self._pipe is not None
         wake = self._pipe[0]
+        poller = select.poll()  # not select.select: it refuses an fd past FD_SETSIZE (a process with 1024 files open)
+        poller.register(wake, select.POLLIN)
         while True:
             with self._lock:
                 now = time.monotonic()
@@ -341,7 +344,7 @@ class _Ticker:
                         _increment_epoch(address(engine.ptr()))
                     due = now + _TICK_SECONDS
                 wake_at = self._wake_at = min(due, now + _IDLE_EXIT_SECONDS)
-            ready, _, _ = select.select([wake], [], [], max(0.0, wake_at - now))
+            ready = poller.poll(max(0, math.ceil((wake_at - now) * 1000)))  # milliseconds, rounded up
             with self._lock:
                 self._wake_at = float("inf")
             if ready:

@@ -187,3 +187,42 @@ def test_a_child_forked_while_the_ticker_runs_still_meets_its_deadline(tmp_path:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "timeout", done.stdout
+
+
+_MANY_FDS = """
+import os, resource, sys
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.sessions import guest, session
+
+resource.setrlimit(resource.RLIMIT_NOFILE, (2048, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # the ticker's pipe gets fds past 1024
+store = MemoryBlockStore()
+spin = add_guest(store, open(sys.argv[1], encoding="utf-8").read())
+sess = session("s-fds", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke"])
+print(run(sess, guest(spin, "run"), store=store, home=False, timeout_ms=50)["kuro/outcome"], end="")
+"""
+
+
+def test_the_deadline_holds_in_a_process_with_more_than_1024_open_files(tmp_path: Path) -> None:
+    # select() takes no fd past FD_SETSIZE (1024): a server with many connections open made the ticker thread
+    # die at its first wait, and every run's deadline was then never met (an endless guest hung for ever).
+    import resource
+    import subprocess
+    import sys
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip("the hard limit on open files is below 2048 here")
+    script = tmp_path / "fds.py"
+    script.write_text(_MANY_FDS, encoding="utf-8")
+    spin = Path(__file__).resolve().parents[2] / "guests" / "spin.wat"
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script), str(spin)], capture_output=True, text=True, timeout=HANG_GUARD + 20
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the run's deadline was never met") from None
+    assert (done.returncode, done.stdout) == (0, "timeout"), done.stderr
