@@ -138,6 +138,18 @@ def wait_event(event: threading.Event, timeout: float | None) -> bool:
         raise
 
 
+def _seconds(timeout: object) -> float | None:
+    """``timeout`` for ``Event.wait``: None (no bound) for None and for more than the platform can count.
+
+    Raises ModelError (``invalid-run-option``): not a number of seconds (a bool, nan, a string …).
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout:  # nan
+        raise ModelError(f"timeout must be None or seconds, got {timeout!r}", reason="invalid-run-option")
+    return None if timeout > threading.TIMEOUT_MAX else float(timeout)
+
+
 class _Stoppable(Protocol):
     def kill(self) -> None: ...
 
@@ -243,8 +255,9 @@ class Handle:
 
         Raises TimeoutError: if ``timeout`` seconds pass first (the guest keeps running).
         Raises HostError: if the run ended but no receipt could be built (a host bug).
+        Raises ModelError (``invalid-run-option``): ``timeout`` is not None nor a number of seconds.
         """
-        if not wait_event(self._job.done, timeout):
+        if not wait_event(self._job.done, _seconds(timeout)):
             raise TimeoutError(f"the guest is still running after {timeout} s")
         if self._job.failure is not None:
             raise self._job.failure
@@ -685,7 +698,7 @@ class ProcessHandle(Handle):
         )
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
-        if not wait_event(self._run.done, timeout):
+        if not wait_event(self._run.done, _seconds(timeout)):
             raise TimeoutError(f"the guest is still running after {timeout} s")
         if self._run.failure is not None:
             raise self._run.failure

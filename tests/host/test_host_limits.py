@@ -267,6 +267,26 @@ def test_close_kills_a_running_guest_and_is_idempotent(
     handle.close()
 
 
+@pytest.mark.parametrize("timeout", ["1", float("nan"), [1], True])
+def test_wait_with_a_timeout_that_is_no_number_of_seconds_is_refused(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path, timeout: object
+) -> None:
+    sess = make_session(make_fs(store))
+    with _started(start(sess, guest(guest_cid("spin"), "run"), store=store, home=home)) as handle:
+        with pytest.raises(ModelError) as err:
+            handle.wait(timeout)  # type: ignore[arg-type]
+        assert err.value.reason == "invalid-run-option"
+
+
+@pytest.mark.parametrize("timeout", [1e300, float("inf"), 10**400], ids=["1e300", "inf", "10**400"])
+def test_wait_with_a_timeout_past_what_the_platform_counts_waits_for_the_receipt(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path, timeout: float
+) -> None:
+    sess = make_session(make_fs(store))
+    handle = _started(start(sess, guest(guest_cid("spin"), "run"), store=store, home=home, timeout_ms=20))
+    assert handle.wait(timeout)["kuro/outcome"] == "timeout"  # was OverflowError: timestamp out of range
+
+
 def test_wait_with_a_timeout_raises_while_the_guest_runs(
     store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
 ) -> None:
