@@ -150,6 +150,32 @@ def _seconds(timeout: object) -> float | None:
     return None if timeout > threading.TIMEOUT_MAX else float(timeout)
 
 
+def _waiting_on_itself() -> ModelError:
+    return ModelError(
+        "wait() from the run's own on_chunk: its receipt is made only after the callback returns "
+        "(kill() or close() stops it from there)",
+        reason="wait-in-own-callback",
+    )
+
+
+#: The remote run whose ``on_chunk`` this thread is calling (a pool reader thread's), if any.
+_CALLING_BACK = threading.local()
+
+
+def _marking_callback(on_chunk: OnChunk, remote: list[Any]) -> OnChunk:
+    """``on_chunk`` that marks this thread as calling back for ``remote[0]`` while it runs (a process run's)."""
+
+    def call(stream: _stream.Stream, chunk: _stream.Chunk) -> None:
+        outer = getattr(_CALLING_BACK, "run", None)
+        _CALLING_BACK.run = remote[0] if remote else None
+        try:
+            on_chunk(stream, chunk)
+        finally:
+            _CALLING_BACK.run = outer
+
+    return call
+
+
 class _Stoppable(Protocol):
     def kill(self) -> None: ...
 
@@ -255,9 +281,14 @@ class Handle:
 
         Raises TimeoutError: if ``timeout`` seconds pass first (the guest keeps running).
         Raises HostError: if the run ended but no receipt could be built (a host bug).
-        Raises ModelError (``invalid-run-option``): ``timeout`` is not None nor a number of seconds.
+        Raises ModelError (``invalid-run-option``): ``timeout`` is not None nor a number of seconds;
+        (``wait-in-own-callback``): called from this run's own ``on_chunk`` before the receipt exists
+        (the thread that would make it is the one waiting).
         """
-        if not wait_event(self._job.done, _seconds(timeout)):
+        seconds = _seconds(timeout)
+        if not self._job.done.is_set() and self._in_own_callback():
+            raise _waiting_on_itself()
+        if not wait_event(self._job.done, seconds):
             raise TimeoutError(f"the guest is still running after {timeout} s")
         if self._job.failure is not None:
             raise self._job.failure
@@ -265,11 +296,20 @@ class Handle:
         return self._job.receipt
 
     def close(self) -> None:
-        """Kill the guest if it still runs and wait for its receipt. Calling it twice is harmless."""
+        """Kill the guest if it still runs and wait for its receipt. Calling it twice is harmless.
+
+        From this run's own ``on_chunk`` it only kills: the receipt comes once the callback returns.
+        """
         if not self._job.done.is_set():
             self.kill()
+            if self._in_own_callback():
+                return
         if self._thread.is_alive() or self._thread.ident is not None:
             wait_event(self._job.done, None)
+
+    def _in_own_callback(self) -> bool:
+        """Whether this thread carries the run (its ``on_chunk`` is calling): waiting here would never end."""
+        return threading.get_ident() == self._thread.ident
 
     def __enter__(self) -> Handle:
         return self
@@ -319,7 +359,8 @@ def _job(
             raise ModelError(problem, reason="invalid-fs-root")
     if resolve_isolation(isolation) == "process":
         pool = _pool_for(isolation)
-        return pool.prepare(
+        made: list[Any] = []  # the remote run, once made: its on_chunk marks the pool thread calling it
+        remote = pool.prepare(
             session,
             command,
             store,
@@ -328,10 +369,12 @@ def _job(
             home=home,
             stdin=None if stdin is None else bytes(stdin),
             stdin_closed=stdin_closed,
-            on_chunk=on_chunk,
+            on_chunk=None if on_chunk is None else _marking_callback(on_chunk, made),
             on_exit=on_exit,
             seed=seed,
         )
+        made.append(remote)
+        return remote
     return Job(
         session,
         command,
@@ -698,7 +741,10 @@ class ProcessHandle(Handle):
         )
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
-        if not wait_event(self._run.done, _seconds(timeout)):
+        seconds = _seconds(timeout)
+        if not self._run.done.is_set() and self._in_own_callback():
+            raise _waiting_on_itself()
+        if not wait_event(self._run.done, seconds):
             raise TimeoutError(f"the guest is still running after {timeout} s")
         if self._run.failure is not None:
             raise self._run.failure
@@ -708,7 +754,11 @@ class ProcessHandle(Handle):
     def close(self) -> None:
         if not self._run.done.is_set():
             self.kill()
-            wait_event(self._run.done, None)
+            if not self._in_own_callback():
+                wait_event(self._run.done, None)
+
+    def _in_own_callback(self) -> bool:
+        return getattr(_CALLING_BACK, "run", None) is self._run
 
     def run_to_end(self) -> dict[str, Any]:
         """Submit, then wait; Ctrl-C on the main thread kills the guest and returns its ``cancelled`` receipt."""

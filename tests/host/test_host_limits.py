@@ -228,6 +228,49 @@ def test_on_chunk_fires_while_the_guest_is_still_running(
     assert not handle.stream.running
 
 
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_close_from_the_runs_own_on_chunk_stops_it_instead_of_waiting_on_itself(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path, isolation: str
+) -> None:
+    # on_chunk runs on the thread that carries the run (the guest's, or the pool's reader for its worker): a close()
+    # there waited for a receipt that thread could only make after close() returned — for ever, past any deadline.
+    sess = make_session(make_fs(store))
+    handles: list[Handle] = []
+    ready = threading.Event()
+
+    def on_chunk(_stream: Stream, _chunk: Chunk) -> None:
+        ready.wait(HANG_GUARD)
+        handles[0].close()
+
+    handles.append(_started(start(sess, guest(guest_cid("hello"), "run"), store=store, home=home,
+                                  on_chunk=on_chunk, isolation=isolation)))  # fmt: skip
+    ready.set()
+    receipt = handles[0].wait(HANG_GUARD)
+    if isolation == "wasmtime":  # on_chunk runs inside the guest's write: the kill lands before its next one
+        assert receipt["kuro/outcome"] == "cancelled"
+        assert receipt["kuro/stdout"] == b"hello, kuro\n"  # the chunk being delivered was kept; nothing after it
+    else:  # a worker's guest runs on while the host calls back: the kill may come after it finished
+        assert receipt["kuro/outcome"] in ("cancelled", "ok")
+
+
+def test_wait_from_the_runs_own_on_chunk_is_refused_instead_of_waiting_on_itself(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    sess = make_session(make_fs(store))
+    handles: list[Handle] = []
+    ready = threading.Event()
+
+    def on_chunk(_stream: Stream, _chunk: Chunk) -> None:
+        ready.wait(HANG_GUARD)
+        handles[0].wait()
+
+    handles.append(_started(start(sess, guest(guest_cid("hello"), "run"), store=store, home=home, on_chunk=on_chunk)))
+    ready.set()
+    receipt = handles[0].wait(HANG_GUARD)
+    assert receipt["kuro/outcome"] == "ok"
+    assert "on_chunk raised ModelError" in receipt["kuro/error"]
+
+
 def test_on_exit_gets_the_receipt_wait_returns(
     store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
 ) -> None:
