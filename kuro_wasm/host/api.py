@@ -114,6 +114,8 @@ def _check_options(home: object, on_chunk: object, on_exit: object) -> object:
             raise ModelError("home must not be empty", reason="invalid-run-option")
         if "\0" in home:
             raise ModelError("home must not contain a NUL character", reason="invalid-run-option")
+        if home.startswith("~") and os.path.expanduser(home).startswith("~"):  # ~user of no user (or no $HOME)
+            raise ModelError(f"home {home!r} names the home of no user", reason="invalid-run-option")
     if on_chunk is not None and not callable(on_chunk):
         raise ModelError(f"on_chunk must be callable, got {type(on_chunk).__name__}", reason="invalid-run-option")
     if on_exit is not None and not callable(on_exit):

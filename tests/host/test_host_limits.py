@@ -119,7 +119,9 @@ class _FsPath:
 
 
 @pytest.mark.parametrize(
-    "home", ["", _FsPath(""), _FsPath(5), _FsPath(None), _FsPath("a\0b"), _FsPath(b"a\0b")], ids=repr
+    "home",
+    ["", _FsPath(""), _FsPath(5), _FsPath(None), _FsPath("a\0b"), _FsPath(b"a\0b"), "~no-such-user-kuro/home"],
+    ids=repr,
 )
 def test_a_home_that_names_no_directory_is_refused_before_anything_runs(
     store: MemoryBlockStore, guest_cid: Callable[[str], str], home: object
