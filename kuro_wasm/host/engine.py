@@ -226,7 +226,8 @@ def engine_identity(config: EngineConfig) -> str:
 
 
 _ENGINES: dict[EngineConfig, wasmtime.Engine] = {}
-_ENGINES_LOCK = threading.Lock()
+#: Re-entrant: a signal handler that stops a run (interrupt() takes it) may run on a thread inside engine_for.
+_ENGINES_LOCK = threading.RLock()
 
 
 def engine_for(config: EngineConfig) -> wasmtime.Engine:
@@ -272,7 +273,8 @@ class _Ticker:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        #: re-entrant: a signal handler may start a run (and so register one) on a thread that is inside acquire
+        self._lock = threading.RLock()
         self._deadlines: dict[int, float] = {}
         self._next = 0
         self._thread: threading.Thread | None = None
@@ -292,9 +294,9 @@ class _Ticker:
             self._next += 1
             key = self._next
             self._deadlines[key] = deadline
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="kuro-epoch-ticker", daemon=True)
-                self._thread.start()
+            if self._thread is None:  # (set before it starts: a run registered meanwhile, see _lock, wakes it)
+                thread = self._thread = threading.Thread(target=self._loop, name="kuro-epoch-ticker", daemon=True)
+                thread.start()
             elif deadline < self._wake_at:
                 self._wake()
             return key
@@ -362,7 +364,7 @@ class _Ticker:
         one — a fork inside a main-thread run — now wakes the child's thread), and a thread starts when its
         first run registers. The live runs' deadlines are kept: the forking thread's own run is among them.
         """
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._thread = None
         self._wake_at = float("inf")
         self._idle_since = time.monotonic()
@@ -382,7 +384,7 @@ _TICKER = _Ticker()
 
 def _after_fork_in_child() -> None:
     global _ENGINES_LOCK, _CHECKS_LOCK
-    _ENGINES_LOCK = threading.Lock()
+    _ENGINES_LOCK = threading.RLock()
     _CHECKS_LOCK = threading.Lock()
     _TICKER.after_fork_in_child()
 

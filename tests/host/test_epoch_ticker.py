@@ -226,3 +226,90 @@ def test_the_deadline_holds_in_a_process_with_more_than_1024_open_files(tmp_path
     except subprocess.TimeoutExpired:
         raise AssertionError("the run's deadline was never met") from None
     assert (done.returncode, done.stdout) == (0, "timeout"), done.stderr
+
+
+_SIGNAL_WHILE_AN_ENGINE_IS_MADE = """
+import os, signal, wasmtime
+from kuro_wasm.host import engine
+from kuro_wasm.host.context import RunContext
+
+run = RunContext(grant=frozenset(), emit=lambda _n, _d: True)
+signal.signal(signal.SIGUSR1, lambda _s, _f: run.stop("cancelled"))  # as run()'s Ctrl-C handler does
+real = wasmtime.Engine
+
+
+def engine_then_a_signal(config):
+    made = real(config)
+    os.kill(os.getpid(), signal.SIGUSR1)  # the handler runs at the next bytecode: inside engine_for
+    return made
+
+
+wasmtime.Engine = engine_then_a_signal
+engine.engine_for(engine.EngineConfig(fuel=True))
+print(run.stop_reason, end="")
+"""
+
+
+def test_a_stop_from_a_signal_handler_while_the_first_engine_is_made_does_not_deadlock(tmp_path: Path) -> None:
+    # A stop interrupts every engine, under the engines' lock; a signal handler that stops a run (Ctrl-C during
+    # run() on the main thread) runs on the main thread, which may be inside engine_for holding that lock.
+    import subprocess
+    import sys
+
+    script = tmp_path / "stop_in_a_handler.py"
+    script.write_text(_SIGNAL_WHILE_AN_ENGINE_IS_MADE, encoding="utf-8")
+    try:
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=HANG_GUARD + 20)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("deadlocked: the handler's stop waited for the lock its own thread held") from None
+    assert (done.returncode, done.stdout) == (0, "cancelled"), done.stderr
+
+
+_RUN_FROM_A_HANDLER_AS_THE_TICKER_STARTS = """
+import os, signal, sys, threading
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.sessions import guest, session
+
+store = MemoryBlockStore()
+spin = add_guest(store, open(sys.argv[1], encoding="utf-8").read())
+sess = session("s-handler", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke"])
+inner = []
+
+
+def handler(_signum, _frame):
+    inner.append(run(sess, guest(spin, "count", [1]), store=store, home=False))
+
+
+signal.signal(signal.SIGUSR1, handler)
+real_start = threading.Thread.start
+
+
+def start_then_a_signal(self):
+    real_start(self)
+    if self.name == "kuro-epoch-ticker":  # the handler runs at the next bytecode: inside the ticker's acquire
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+
+threading.Thread.start = start_then_a_signal
+outer = run(sess, guest(spin, "count", [1]), store=store, home=False)
+print(outer["kuro/outcome"], [r["kuro/outcome"] for r in inner], end="")
+"""
+
+
+def test_a_run_made_by_a_signal_handler_while_the_ticker_starts_does_not_deadlock(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "run_in_a_handler.py"
+    script.write_text(_RUN_FROM_A_HANDLER_AS_THE_TICKER_STARTS, encoding="utf-8")
+    spin = Path(__file__).resolve().parents[2] / "guests" / "spin.wat"
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script), str(spin)], capture_output=True, text=True, timeout=HANG_GUARD + 20
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError("deadlocked: the handler's run waited for the ticker lock its own thread held") from None
+    assert (done.returncode, done.stdout) == (0, "ok ['ok']"), done.stderr
