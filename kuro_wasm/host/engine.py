@@ -385,7 +385,7 @@ _TICKER = _Ticker()
 def _after_fork_in_child() -> None:
     global _ENGINES_LOCK, _CHECKS_LOCK
     _ENGINES_LOCK = threading.RLock()
-    _CHECKS_LOCK = threading.Lock()
+    _CHECKS_LOCK = threading.RLock()
     _TICKER.after_fork_in_child()
 
 
@@ -456,7 +456,7 @@ class Interruptible(Protocol):
 
 
 _CHECKS: dict[int, Interruptible] = {}
-_CHECKS_LOCK = threading.Lock()
+_CHECKS_LOCK = threading.RLock()
 _NEXT_ID = [0]
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
