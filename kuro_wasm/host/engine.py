@@ -304,7 +304,7 @@ class _Ticker:
     def release(self, key: int) -> None:
         """The run registered under ``key`` is over (the thread is not woken: a stale wake costs one check)."""
         with self._lock:
-            del self._deadlines[key]
+            self._deadlines.pop(key, None)  # (absent in a forked child for a run of its parent)
             if not self._deadlines:
                 self._idle_since = time.monotonic()
 
@@ -362,9 +362,12 @@ class _Ticker:
 
         The child gets a lock and a pipe of its own under the same fd numbers (so a wakeup fd set to the old
         one — a fork inside a main-thread run — now wakes the child's thread), and a thread starts when its
-        first run registers. The live runs' deadlines are kept: the forking thread's own run is among them.
+        first run registers (not here: a child may be about to exec, as under ``preexec_fn``). The parent's
+        runs are not the child's: their deadlines are forgotten (a run the forking thread was inside goes on
+        in the child without one).
         """
         self._lock = threading.RLock()
+        self._deadlines = {}
         self._thread = None
         self._wake_at = float("inf")
         self._idle_since = time.monotonic()
@@ -374,9 +377,6 @@ class _Ticker:
                 os.set_blocking(fd, False)
                 os.dup2(fd, old, inheritable=False)
                 os.close(fd)
-        if self._deadlines:
-            self._thread = threading.Thread(target=self._loop, name="kuro-epoch-ticker", daemon=True)
-            self._thread.start()
 
 
 _TICKER = _Ticker()
