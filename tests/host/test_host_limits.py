@@ -134,14 +134,13 @@ def test_a_home_that_names_no_directory_is_refused_before_anything_runs(
     assert err.value.reason == "invalid-run-option"
 
 
-def test_a_home_given_as_a_bytes_path_is_a_path(
-    store: MemoryBlockStore, guest_cid: Callable[[str], str], tmp_path: Path
-) -> None:
+def test_a_home_given_as_a_bytes_path_is_a_path(store: MemoryBlockStore, tmp_path: Path) -> None:
     home = tmp_path / "bytes-home"
-    receipt = run(make_session(make_fs(store)), guest(guest_cid("hello"), "run"), store=store,
+    fresh = add_guest(store, '(module (func (export "bytes-home") (result i32) i32.const 0))')  # compiled by no test
+    receipt = run(make_session(make_fs(store)), guest(fresh, "bytes-home"), store=store,
                   home=_FsPath(os.fsencode(home)))  # fmt: skip
     assert receipt["kuro/outcome"] == "ok", receipt.get("kuro/error")
-    assert (home / "cache").is_dir()
+    assert (home / "cache").is_dir()  # its compiled form went to the cache of that home
 
 
 def test_an_fs_argument_that_names_no_filesystem_is_refused(
