@@ -94,21 +94,34 @@ __all__ = [
 ]
 
 
-def _check_options(home: object, on_chunk: object, on_exit: object) -> None:
-    # Refused before anything runs: a bad home would otherwise surface mid-run as a "host error" trap.
+def _check_options(home: object, on_chunk: object, on_exit: object) -> object:
+    """``home`` as the run uses it (a str path, None or False), after checking every option.
+
+    Refused before anything runs: a bad home would otherwise surface mid-run as a "host error" trap,
+    and ``""`` would be the current directory (a cache written wherever the program happens to run).
+    """
     if home is not None and home is not False:
         if type(home) is not str:
             if not isinstance(home, os.PathLike):
                 raise ModelError(
                     f"home must be a path, None or False, got {type(home).__name__}", reason="invalid-run-option"
                 )
-            home = os.fsdecode(home)
+            try:
+                home = os.fsdecode(home)
+            except TypeError as exc:  # a __fspath__ answering neither str nor bytes
+                raise ModelError(f"home must be a path: {exc}", reason="invalid-run-option") from None
+        assert isinstance(home, str)
+        if not home:
+            raise ModelError("home must not be empty", reason="invalid-run-option")
         if "\0" in home:
             raise ModelError("home must not contain a NUL character", reason="invalid-run-option")
+        if home.startswith("~") and os.path.expanduser(home).startswith("~"):  # ~user of no user (or no $HOME)
+            raise ModelError(f"home {home!r} names the home of no user", reason="invalid-run-option")
     if on_chunk is not None and not callable(on_chunk):
         raise ModelError(f"on_chunk must be callable, got {type(on_chunk).__name__}", reason="invalid-run-option")
     if on_exit is not None and not callable(on_exit):
         raise ModelError(f"on_exit must be callable, got {type(on_exit).__name__}", reason="invalid-run-option")
+    return home
 
 
 def wait_event(event: threading.Event, timeout: float | None) -> bool:
@@ -126,6 +139,44 @@ def wait_event(event: threading.Event, timeout: float | None) -> bool:
         if isinstance(exc.__context__, KeyboardInterrupt):
             raise exc.__context__ from None
         raise
+
+
+def _seconds(timeout: object) -> float | None:
+    """``timeout`` for ``Event.wait``: None (no bound) for None and for more than the platform can count.
+
+    Raises ModelError (``invalid-run-option``): not a number of seconds (a bool, nan, a string …).
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout:  # nan
+        raise ModelError(f"timeout must be None or seconds, got {timeout!r}", reason="invalid-run-option")
+    return None if timeout > threading.TIMEOUT_MAX else float(timeout)
+
+
+def _waiting_on_itself() -> ModelError:
+    return ModelError(
+        "wait() from the run's own on_chunk: its receipt is made only after the callback returns "
+        "(kill() or close() stops it from there)",
+        reason="wait-in-own-callback",
+    )
+
+
+#: The remote run whose ``on_chunk`` this thread is calling (a pool reader thread's), if any.
+_CALLING_BACK = threading.local()
+
+
+def _marking_callback(on_chunk: OnChunk, remote: list[Any]) -> OnChunk:
+    """``on_chunk`` that marks this thread as calling back for ``remote[0]`` while it runs (a process run's)."""
+
+    def call(stream: _stream.Stream, chunk: _stream.Chunk) -> None:
+        outer = getattr(_CALLING_BACK, "run", None)
+        _CALLING_BACK.run = remote[0] if remote else None
+        try:
+            on_chunk(stream, chunk)
+        finally:
+            _CALLING_BACK.run = outer
+
+    return call
 
 
 class _Stoppable(Protocol):
@@ -233,8 +284,14 @@ class Handle:
 
         Raises TimeoutError: if ``timeout`` seconds pass first (the guest keeps running).
         Raises HostError: if the run ended but no receipt could be built (a host bug).
+        Raises ModelError (``invalid-run-option``): ``timeout`` is not None nor a number of seconds;
+        (``wait-in-own-callback``): called from this run's own ``on_chunk`` before the receipt exists
+        (the thread that would make it is the one waiting).
         """
-        if not wait_event(self._job.done, timeout):
+        seconds = _seconds(timeout)
+        if not self._job.done.is_set() and self._in_own_callback():
+            raise _waiting_on_itself()
+        if not wait_event(self._job.done, seconds):
             raise TimeoutError(f"the guest is still running after {timeout} s")
         if self._job.failure is not None:
             raise self._job.failure
@@ -242,11 +299,20 @@ class Handle:
         return self._job.receipt
 
     def close(self) -> None:
-        """Kill the guest if it still runs and wait for its receipt. Calling it twice is harmless."""
+        """Kill the guest if it still runs and wait for its receipt. Calling it twice is harmless.
+
+        From this run's own ``on_chunk`` it only kills: the receipt comes once the callback returns.
+        """
         if not self._job.done.is_set():
             self.kill()
+            if self._in_own_callback():
+                return
         if self._thread.is_alive() or self._thread.ident is not None:
             wait_event(self._job.done, None)
+
+    def _in_own_callback(self) -> bool:
+        """Whether this thread carries the run (its ``on_chunk`` is calling): waiting here would never end."""
+        return threading.get_ident() == self._thread.ident
 
     def __enter__(self) -> Handle:
         return self
@@ -287,7 +353,7 @@ def _job(
     limits = Limits.of(timeout_ms, max_output_bytes, max_memory_bytes, fuel, bounds)
     if stdin is not None:
         _stdin_bytes(stdin)
-    _check_options(home, on_chunk, on_exit)
+    home = _check_options(home, on_chunk, on_exit)
     if not hasattr(store, "get") or not hasattr(store, "has") or not hasattr(store, "put"):
         raise HostError(f"store must be a BlockStore, got {type(store).__name__}")
     if fs is not None:
@@ -296,7 +362,8 @@ def _job(
             raise ModelError(problem, reason="invalid-fs-root")
     if resolve_isolation(isolation) == "process":
         pool = _pool_for(isolation)
-        return pool.prepare(
+        made: list[Any] = []  # the remote run, once made: its on_chunk marks the pool thread calling it
+        remote = pool.prepare(
             session,
             command,
             store,
@@ -305,10 +372,12 @@ def _job(
             home=home,
             stdin=None if stdin is None else bytes(stdin),
             stdin_closed=stdin_closed,
-            on_chunk=on_chunk,
+            on_chunk=None if on_chunk is None else _marking_callback(on_chunk, made),
             on_exit=on_exit,
             seed=seed,
         )
+        made.append(remote)
+        return remote
     return Job(
         session,
         command,
@@ -364,7 +433,7 @@ def start(
     ``$KURO_ISOLATION``, else ``"wasmtime"``.
 
     Raises ModelError: a limit that is not an int from its minimum to 2**64-1 (``invalid-limit``),
-    stdin that is not bytes, a ``home`` that is not a path (or None/False) or ``on_chunk``/``on_exit``
+    stdin that is not bytes, a ``home`` that is not a non-empty path (or None/False) or ``on_chunk``/``on_exit``
     not callable (``invalid-run-option``). Raises HostError: ``store`` is not a block store.
 
     ``deterministic=True`` fixes what a guest could read from outside its inputs: its clocks are
@@ -481,7 +550,7 @@ def run(
     try:
         return job.execute()
     finally:
-        _MAIN_RUN[0] = None
+        _MAIN_RUNS.pop()
 
 
 # ---- Ctrl-C during run() on the main thread
@@ -498,18 +567,21 @@ def run(
 # run, not once per process: a handler that was only in place for a while (a
 # batch's, a CLI command's) when the first run came must not turn Ctrl-C off for
 # the rest of the process (found by a suite where such a run came first).
+# Main-thread runs nest (a run made from another's on_chunk, or from a signal handler,
+# while that one is in a host call): Ctrl-C cancels every one of them, innermost first —
+# the innermost is the guest running, and the outer ones could not stop before it returns.
 
-_MAIN_RUN: list[Job | RemoteRun | None] = [None]
+_MAIN_RUNS: list[Job | RemoteRun] = []
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
-    job = _MAIN_RUN[0]
-    if job is None:
+    if not _MAIN_RUNS:
         signal.default_int_handler(signum, frame)
-    elif isinstance(job, Job):
-        job.ctx.stop("cancelled")
-    else:
-        job.interrupt()  # a process run whose caller reads its frames: it kills the run and waits for the receipt
+    for job in reversed(_MAIN_RUNS):
+        if isinstance(job, Job):
+            job.ctx.stop("cancelled")
+        else:
+            job.interrupt()  # a process run whose caller reads its frames: it kills the run and waits for the receipt
 
 
 def _claim_ctrl_c(job: Job | RemoteRun) -> bool:
@@ -518,14 +590,14 @@ def _claim_ctrl_c(job: Job | RemoteRun) -> bool:
     The handler is read with ``_signal.getsignal`` (~0.1 µs; ``signal.getsignal``'s enum conversion
     costs microseconds on this per-run path).
     """
-    if _MAIN_RUN[0] is not None or threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread():
         return False
     handler = _signal.getsignal(signal.SIGINT)
     if handler is not _on_sigint:
         if handler is not signal.default_int_handler:
             return False  # the program's own handler: it keeps Ctrl-C
         signal.signal(signal.SIGINT, _on_sigint)
-    _MAIN_RUN[0] = job
+    _MAIN_RUNS.append(job)
     return True
 
 
@@ -675,7 +747,10 @@ class ProcessHandle(Handle):
         )
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
-        if not wait_event(self._run.done, timeout):
+        seconds = _seconds(timeout)
+        if not self._run.done.is_set() and self._in_own_callback():
+            raise _waiting_on_itself()
+        if not wait_event(self._run.done, seconds):
             raise TimeoutError(f"the guest is still running after {timeout} s")
         if self._run.failure is not None:
             raise self._run.failure
@@ -685,7 +760,11 @@ class ProcessHandle(Handle):
     def close(self) -> None:
         if not self._run.done.is_set():
             self.kill()
-            wait_event(self._run.done, None)
+            if not self._in_own_callback():
+                wait_event(self._run.done, None)
+
+    def _in_own_callback(self) -> bool:
+        return getattr(_CALLING_BACK, "run", None) is self._run
 
     def run_to_end(self) -> dict[str, Any]:
         """Submit, then wait; Ctrl-C on the main thread kills the guest and returns its ``cancelled`` receipt.
@@ -706,4 +785,4 @@ class ProcessHandle(Handle):
             return dict(stop_and_wait(self))
         finally:
             if claimed:
-                _MAIN_RUN[0] = None
+                _MAIN_RUNS.pop()

@@ -143,7 +143,7 @@ _HAS_PROC_FD: Final = _PROC_FD.is_dir()
 
 # (cid, engine key) → (compiled guest, its metadata or None when no caller has described it yet)
 _MEMORY: OrderedDict[tuple[str, str], tuple[Any, bytes | None]] = OrderedDict()
-_MEMORY_LOCK = threading.Lock()
+_MEMORY_LOCK = threading.RLock()  # (every lock a run takes is re-entrant: a signal handler may run another run)
 
 
 def _cache_key(cid: str, engine_key: str, artifact: Artifact = MODULE) -> bytes:
@@ -161,7 +161,7 @@ class ModuleCache:
         self._key: bytes | None = None
         self._mac_key: bytes | None = None
         self._meta_key: bytes | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     # ---- disk layer
 
@@ -432,7 +432,7 @@ class ModuleCache:
 
 _CACHES: dict[Path | None, ModuleCache] = {}
 _BY_ARGUMENT: dict[tuple[object, str | None], ModuleCache] = {}
-_CACHES_LOCK = threading.Lock()
+_CACHES_LOCK = threading.RLock()
 
 
 def cache_for(home: str | os.PathLike[str] | bool | None = None) -> ModuleCache:

@@ -47,6 +47,7 @@ each thread's current run (a context variable).
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
 import threading
 import time
@@ -123,7 +124,16 @@ _COPY_SMALL_N: Final = len(COPY_SMALL)
 # ---- the run registry (store context address → run), and each thread's current run
 
 _RUNS: dict[int, RunContext] = {}
-_RUNS_LOCK = threading.Lock()
+_RUNS_LOCK = threading.RLock()  # (re-entrant: a signal handler on a thread inside it may make a run)
+
+
+def _after_fork_in_child() -> None:
+    global _RUNS_LOCK, _THUNKS_LOCK  # another thread may have held one as the process forked
+    _RUNS_LOCK = threading.RLock()
+    _THUNKS_LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 #: This thread's current run (None: none): a context variable, read by every host call in one C call (half the
@@ -386,7 +396,7 @@ _VALTYPES: Final[dict[str, Callable[[], wasmtime.ValType]]] = {
 }
 # Every thunk handed to wasmtime stays alive for the process (a linker may outlive any caller's reference).
 _THUNKS: dict[tuple[str, str, int], Any] = {}
-_THUNKS_LOCK = threading.Lock()
+_THUNKS_LOCK = threading.RLock()
 
 
 def define(

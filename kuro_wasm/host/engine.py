@@ -28,7 +28,8 @@ artifacts apart.
 Creates wasmtime engines (one per config, for the process), runs one daemon
 ticker thread that exits after a second with no live run (it waits on a pipe,
 made once per process; during a main-thread run that pipe is Python's signal
-wakeup fd, so a signal handler runs promptly while wasm runs), and calls wasmtime's
+wakeup fd, so a signal handler runs promptly while wasm runs; a forked child gets a pipe, a lock and a thread
+of its own), and calls wasmtime's
 C API directly (``wasmtime._ffi``) for the epoch callback, instantiation and
 export calls. The public wasmtime-py call path re-raises a process-global
 "last Python exception" (it can surface on the wrong thread); this path never
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
 import select
 import signal
@@ -224,7 +226,8 @@ def engine_identity(config: EngineConfig) -> str:
 
 
 _ENGINES: dict[EngineConfig, wasmtime.Engine] = {}
-_ENGINES_LOCK = threading.Lock()
+#: Re-entrant: a signal handler that stops a run (interrupt() takes it) may run on a thread inside engine_for.
+_ENGINES_LOCK = threading.RLock()
 
 
 def engine_for(config: EngineConfig) -> wasmtime.Engine:
@@ -270,7 +273,8 @@ class _Ticker:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        #: re-entrant: a signal handler may start a run (and so register one) on a thread that is inside acquire
+        self._lock = threading.RLock()
         self._deadlines: dict[int, float] = {}
         self._next = 0
         self._thread: threading.Thread | None = None
@@ -290,9 +294,9 @@ class _Ticker:
             self._next += 1
             key = self._next
             self._deadlines[key] = deadline
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="kuro-epoch-ticker", daemon=True)
-                self._thread.start()
+            if self._thread is None:  # (set before it starts: a run registered meanwhile, see _lock, wakes it)
+                thread = self._thread = threading.Thread(target=self._loop, name="kuro-epoch-ticker", daemon=True)
+                thread.start()
             elif deadline < self._wake_at:
                 self._wake()
             return key
@@ -300,7 +304,7 @@ class _Ticker:
     def release(self, key: int) -> None:
         """The run registered under ``key`` is over (the thread is not woken: a stale wake costs one check)."""
         with self._lock:
-            del self._deadlines[key]
+            self._deadlines.pop(key, None)  # (absent in a forked child for a run of its parent)
             if not self._deadlines:
                 self._idle_since = time.monotonic()
 
@@ -325,6 +329,8 @@ class _Ticker:
     def _loop(self) -> None:
         assert self._pipe is not None
         wake = self._pipe[0]
+        poller = select.poll()  # not select.select: it refuses an fd past FD_SETSIZE (a process with 1024 files open)
+        poller.register(wake, select.POLLIN)
         while True:
             with self._lock:
                 now = time.monotonic()
@@ -340,7 +346,7 @@ class _Ticker:
                         _increment_epoch(address(engine.ptr()))
                     due = now + _TICK_SECONDS
                 wake_at = self._wake_at = min(due, now + _IDLE_EXIT_SECONDS)
-            ready, _, _ = select.select([wake], [], [], max(0.0, wake_at - now))
+            ready = poller.poll(max(0, math.ceil((wake_at - now) * 1000)))  # milliseconds, rounded up
             with self._lock:
                 self._wake_at = float("inf")
             if ready:
@@ -351,8 +357,36 @@ class _Ticker:
                 if got.strip(b"\0"):  # a signal: the main thread's callback runs its handler
                     interrupt()
 
+    def after_fork_in_child(self) -> None:
+        """In a forked child: the parent's thread is not here, its lock may have been held, and its pipe is shared.
+
+        The child gets a lock and a pipe of its own under the same fd numbers (so a wakeup fd set to the old
+        one — a fork inside a main-thread run — now wakes the child's thread), and a thread starts when its
+        first run registers (not here: a child may be about to exec, as under ``preexec_fn``). The parent's
+        runs are not the child's: their deadlines are forgotten (a run the forking thread was inside goes on
+        in the child without one).
+        """
+        self._lock = threading.RLock()
+        self._deadlines = {}
+        self._thread = None
+        self._wake_at = float("inf")
+        self._idle_since = time.monotonic()
+        if self._pipe is not None:
+            fresh = os.pipe()
+            for fd, old in zip(fresh, self._pipe, strict=True):
+                os.set_blocking(fd, False)
+                os.dup2(fd, old, inheritable=False)
+                os.close(fd)
+
 
 _TICKER = _Ticker()
+
+
+def _after_fork_in_child() -> None:
+    global _ENGINES_LOCK, _CHECKS_LOCK
+    _ENGINES_LOCK = threading.RLock()
+    _CHECKS_LOCK = threading.RLock()
+    _TICKER.after_fork_in_child()
 
 
 class live_run:
@@ -422,8 +456,9 @@ class Interruptible(Protocol):
 
 
 _CHECKS: dict[int, Interruptible] = {}
-_CHECKS_LOCK = threading.Lock()
+_CHECKS_LOCK = threading.RLock()
 _NEXT_ID = [0]
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _error_ptr(message: str) -> int:

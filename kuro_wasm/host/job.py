@@ -54,7 +54,7 @@ ISOLATION = "wasmtime"
 _PLAIN = _engine.EngineConfig(fuel=False)
 _FUEL = _engine.EngineConfig(fuel=True)
 
-_DONE_LOCK = threading.Lock()
+_DONE_LOCK = threading.RLock()  # (re-entrant, as every lock a run takes: a signal handler may make a run)
 
 OnChunk = Callable[[_stream.Stream, _stream.Chunk], None]
 OnExit = Callable[[dict[str, Any]], None]

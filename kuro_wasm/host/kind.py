@@ -170,7 +170,7 @@ class CoreModuleKind:
 
     def __init__(self) -> None:
         self._linkers: dict[int, wasmtime.Linker] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (re-entrant: a signal handler may make a run on a thread inside it)
 
     def define_functions(self, linker: wasmtime.Linker) -> None:
         """Define this kind's host functions in a new ``linker``."""

@@ -219,7 +219,7 @@ def check_imports(wasm: bytes) -> str | None:
 # ---- prepare (cached)
 
 _PREPARED: OrderedDict[tuple[str, str], Prepared] = OrderedDict()
-_PREPARED_LOCK = threading.Lock()
+_PREPARED_LOCK = threading.RLock()  # (re-entrant: a signal handler may make a run on a thread inside it)
 
 
 def prepare(

@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import wasmtime
@@ -140,3 +141,175 @@ def test_a_signal_handler_runs_while_the_main_thread_runs_wasm(wakeup_fd: str) -
         for fd in theirs:
             os.close(fd)
     assert handled == [True] and error is not None and "cancelled" in error
+
+
+_FORK_DURING_A_RUN = """
+import os, sys, time
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.host.api import run, start
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.sessions import guest, session
+
+store = MemoryBlockStore()
+spin = add_guest(store, open(sys.argv[1], encoding="utf-8").read())
+sess = session("s-fork", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke"])
+assert run(sess, guest(spin, "run"), store=store, home=False, timeout_ms=1)["kuro/outcome"] == "timeout"  # compiled
+live = start(sess, guest(spin, "run"), store=store, home=False)  # the ticker thread is alive while this runs
+pid = os.fork()
+if pid == 0:  # the child: the parent's ticker thread does not exist here
+    receipt = run(sess, guest(spin, "run"), store=store, home=False, timeout_ms=50)
+    os.write(1, receipt["kuro/outcome"].encode())
+    os._exit(0)
+live.close()
+deadline = time.monotonic() + float(sys.argv[2])
+while not os.waitpid(pid, os.WNOHANG)[0]:
+    if time.monotonic() > deadline:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        print("hung")
+        break
+    time.sleep(0.01)
+"""
+
+
+def test_a_child_forked_while_the_ticker_runs_still_meets_its_deadline(tmp_path: Path) -> None:
+    # The child inherits the ticker's state (a thread that is not there, a pipe shared with the parent, maybe a
+    # held lock): it must tick for its own runs, or a deadline there is never met (it hung).
+    import subprocess
+    import sys
+
+    script = tmp_path / "fork.py"
+    script.write_text(_FORK_DURING_A_RUN, encoding="utf-8")
+    spin = Path(__file__).resolve().parents[2] / "guests" / "spin.wat"
+    done = subprocess.run(
+        [sys.executable, str(script), str(spin), str(HANG_GUARD)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "timeout", done.stdout
+
+
+_MANY_FDS = """
+import os, resource, sys
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.sessions import guest, session
+
+resource.setrlimit(resource.RLIMIT_NOFILE, (2048, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # the ticker's pipe gets fds past 1024
+store = MemoryBlockStore()
+spin = add_guest(store, open(sys.argv[1], encoding="utf-8").read())
+sess = session("s-fds", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke"])
+print(run(sess, guest(spin, "run"), store=store, home=False, timeout_ms=50)["kuro/outcome"], end="")
+"""
+
+
+def test_the_deadline_holds_in_a_process_with_more_than_1024_open_files(tmp_path: Path) -> None:
+    # select() takes no fd past FD_SETSIZE (1024): a server with many connections open made the ticker thread
+    # die at its first wait, and every run's deadline was then never met (an endless guest hung for ever).
+    import resource
+    import subprocess
+    import sys
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip("the hard limit on open files is below 2048 here")
+    script = tmp_path / "fds.py"
+    script.write_text(_MANY_FDS, encoding="utf-8")
+    spin = Path(__file__).resolve().parents[2] / "guests" / "spin.wat"
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script), str(spin)], capture_output=True, text=True, timeout=HANG_GUARD + 20
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the run's deadline was never met") from None
+    assert (done.returncode, done.stdout) == (0, "timeout"), done.stderr
+
+
+_SIGNAL_WHILE_AN_ENGINE_IS_MADE = """
+import os, signal, wasmtime
+from kuro_wasm.host import engine
+from kuro_wasm.host.context import RunContext
+
+run = RunContext(grant=frozenset(), emit=lambda _n, _d: True)
+signal.signal(signal.SIGUSR1, lambda _s, _f: run.stop("cancelled"))  # as run()'s Ctrl-C handler does
+real = wasmtime.Engine
+
+
+def engine_then_a_signal(config):
+    made = real(config)
+    os.kill(os.getpid(), signal.SIGUSR1)  # the handler runs at the next bytecode: inside engine_for
+    return made
+
+
+wasmtime.Engine = engine_then_a_signal
+engine.engine_for(engine.EngineConfig(fuel=True))
+print(run.stop_reason, end="")
+"""
+
+
+def test_a_stop_from_a_signal_handler_while_the_first_engine_is_made_does_not_deadlock(tmp_path: Path) -> None:
+    # A stop interrupts every engine, under the engines' lock; a signal handler that stops a run (Ctrl-C during
+    # run() on the main thread) runs on the main thread, which may be inside engine_for holding that lock.
+    import subprocess
+    import sys
+
+    script = tmp_path / "stop_in_a_handler.py"
+    script.write_text(_SIGNAL_WHILE_AN_ENGINE_IS_MADE, encoding="utf-8")
+    try:
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=HANG_GUARD + 20)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("deadlocked: the handler's stop waited for the lock its own thread held") from None
+    assert (done.returncode, done.stdout) == (0, "cancelled"), done.stderr
+
+
+_RUN_FROM_A_HANDLER_AS_THE_TICKER_STARTS = """
+import os, signal, sys, threading
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.sessions import guest, session
+
+store = MemoryBlockStore()
+spin = add_guest(store, open(sys.argv[1], encoding="utf-8").read())
+sess = session("s-handler", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke"])
+inner = []
+
+
+def handler(_signum, _frame):
+    inner.append(run(sess, guest(spin, "count", [1]), store=store, home=False))
+
+
+signal.signal(signal.SIGUSR1, handler)
+real_start = threading.Thread.start
+
+
+def start_then_a_signal(self):
+    real_start(self)
+    if self.name == "kuro-epoch-ticker":  # the handler runs at the next bytecode: inside the ticker's acquire
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+
+threading.Thread.start = start_then_a_signal
+outer = run(sess, guest(spin, "count", [1]), store=store, home=False)
+print(outer["kuro/outcome"], [r["kuro/outcome"] for r in inner], end="")
+"""
+
+
+def test_a_run_made_by_a_signal_handler_while_the_ticker_starts_does_not_deadlock(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "run_in_a_handler.py"
+    script.write_text(_RUN_FROM_A_HANDLER_AS_THE_TICKER_STARTS, encoding="utf-8")
+    spin = Path(__file__).resolve().parents[2] / "guests" / "spin.wat"
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script), str(spin)], capture_output=True, text=True, timeout=HANG_GUARD + 20
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError("deadlocked: the handler's run waited for the ticker lock its own thread held") from None
+    assert (done.returncode, done.stdout) == (0, "ok ['ok']"), done.stderr

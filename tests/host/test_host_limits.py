@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -107,6 +108,41 @@ def test_a_bad_limit_is_refused_with_a_typed_error(
     assert err.value.reason == "invalid-limit"
 
 
+class _FsPath:
+    """An ``os.PathLike`` whose ``__fspath__`` answers ``value`` (str, bytes, or something it must not)."""
+
+    def __init__(self, value: object) -> None:
+        self._value = value
+
+    def __fspath__(self) -> object:
+        return self._value
+
+
+@pytest.mark.parametrize(
+    "home",
+    ["", _FsPath(""), _FsPath(5), _FsPath(None), _FsPath("a\0b"), _FsPath(b"a\0b"), "~no-such-user-kuro/home"],
+    ids=repr,
+)
+def test_a_home_that_names_no_directory_is_refused_before_anything_runs(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: object
+) -> None:
+    # "" would be the current directory (a cache written wherever the program happens to run); the others are
+    # not paths at all. Each is the caller's mistake: a typed error, not a traceback or a host-error receipt.
+    sess = make_session(make_fs(store))
+    with pytest.raises(ModelError) as err:
+        run(sess, guest(guest_cid("hello"), "run"), store=store, home=home)
+    assert err.value.reason == "invalid-run-option"
+
+
+def test_a_home_given_as_a_bytes_path_is_a_path(store: MemoryBlockStore, tmp_path: Path) -> None:
+    home = tmp_path / "bytes-home"
+    fresh = add_guest(store, '(module (func (export "bytes-home") (result i32) i32.const 0))')  # compiled by no test
+    receipt = run(make_session(make_fs(store)), guest(fresh, "bytes-home"), store=store,
+                  home=_FsPath(os.fsencode(home)))  # fmt: skip
+    assert receipt["kuro/outcome"] == "ok", receipt.get("kuro/error")
+    assert (home / "cache").is_dir()  # its compiled form went to the cache of that home
+
+
 def test_an_fs_argument_that_names_no_filesystem_is_refused(
     store: MemoryBlockStore, guest_cid: Callable[[str], str]
 ) -> None:
@@ -193,6 +229,49 @@ def test_on_chunk_fires_while_the_guest_is_still_running(
     assert not handle.stream.running
 
 
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_close_from_the_runs_own_on_chunk_stops_it_instead_of_waiting_on_itself(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path, isolation: str
+) -> None:
+    # on_chunk runs on the thread that carries the run (the guest's, or the pool's reader for its worker): a close()
+    # there waited for a receipt that thread could only make after close() returned — for ever, past any deadline.
+    sess = make_session(make_fs(store))
+    handles: list[Handle] = []
+    ready = threading.Event()
+
+    def on_chunk(_stream: Stream, _chunk: Chunk) -> None:
+        ready.wait(HANG_GUARD)
+        handles[0].close()
+
+    handles.append(_started(start(sess, guest(guest_cid("hello"), "run"), store=store, home=home,
+                                  on_chunk=on_chunk, isolation=isolation)))  # fmt: skip
+    ready.set()
+    receipt = handles[0].wait(HANG_GUARD)
+    if isolation == "wasmtime":  # on_chunk runs inside the guest's write: the kill lands before its next one
+        assert receipt["kuro/outcome"] == "cancelled"
+        assert receipt["kuro/stdout"] == b"hello, kuro\n"  # the chunk being delivered was kept; nothing after it
+    else:  # a worker's guest runs on while the host calls back: the kill may come after it finished
+        assert receipt["kuro/outcome"] in ("cancelled", "ok")
+
+
+def test_wait_from_the_runs_own_on_chunk_is_refused_instead_of_waiting_on_itself(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
+) -> None:
+    sess = make_session(make_fs(store))
+    handles: list[Handle] = []
+    ready = threading.Event()
+
+    def on_chunk(_stream: Stream, _chunk: Chunk) -> None:
+        ready.wait(HANG_GUARD)
+        handles[0].wait()
+
+    handles.append(_started(start(sess, guest(guest_cid("hello"), "run"), store=store, home=home, on_chunk=on_chunk)))
+    ready.set()
+    receipt = handles[0].wait(HANG_GUARD)
+    assert receipt["kuro/outcome"] == "ok"
+    assert "on_chunk raised ModelError" in receipt["kuro/error"]
+
+
 def test_on_exit_gets_the_receipt_wait_returns(
     store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path
 ) -> None:
@@ -230,6 +309,26 @@ def test_close_kills_a_running_guest_and_is_idempotent(
         pass
     assert handle.receipt is not None and handle.receipt["kuro/outcome"] == "cancelled"
     handle.close()
+
+
+@pytest.mark.parametrize("timeout", ["1", float("nan"), [1], True])
+def test_wait_with_a_timeout_that_is_no_number_of_seconds_is_refused(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path, timeout: object
+) -> None:
+    sess = make_session(make_fs(store))
+    with _started(start(sess, guest(guest_cid("spin"), "run"), store=store, home=home)) as handle:
+        with pytest.raises(ModelError) as err:
+            handle.wait(timeout)  # type: ignore[arg-type]
+        assert err.value.reason == "invalid-run-option"
+
+
+@pytest.mark.parametrize("timeout", [1e300, float("inf"), 10**400], ids=["1e300", "inf", "10**400"])
+def test_wait_with_a_timeout_past_what_the_platform_counts_waits_for_the_receipt(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path, timeout: float
+) -> None:
+    sess = make_session(make_fs(store))
+    handle = _started(start(sess, guest(guest_cid("spin"), "run"), store=store, home=home, timeout_ms=20))
+    assert handle.wait(timeout)["kuro/outcome"] == "timeout"  # was OverflowError: timestamp out of range
 
 
 def test_wait_with_a_timeout_raises_while_the_guest_runs(
@@ -535,6 +634,32 @@ def test_ctrl_c_during_run_cancels_the_guest(
     with pytest.raises(KeyboardInterrupt):  # outside a run, Ctrl-C is Python's own KeyboardInterrupt again
         _thread.interrupt_main()
         time.sleep(HANG_GUARD)
+
+
+def test_ctrl_c_during_a_run_nested_in_a_main_thread_run_cancels_the_guest_that_runs(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path, request: pytest.FixtureRequest
+) -> None:
+    # A run made on the main thread from inside another's callback (on_chunk here; a signal handler alike)
+    # is the guest running when Ctrl-C comes: it went to the outer run only, which cannot stop before the
+    # inner one returns, so the inner guest ran on to its deadline.
+    import _thread
+    import signal
+
+    assert threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
+    sess = make_session(make_fs(store))
+    spin = guest_cid("spin")
+    inner: list[dict[str, Any]] = []
+
+    def on_chunk(_stream: Stream, _chunk: Chunk) -> None:
+        if not inner:
+            threading.Timer(0.02, _thread.interrupt_main).start()
+            inner.append(run(sess, guest(spin, "run"), store=store, home=home, timeout_ms=int(HANG_GUARD * 1000)))
+
+    outer = run(sess, guest(guest_cid("hello"), "run"), store=store, home=home, on_chunk=on_chunk)
+    assert [r["kuro/outcome"] for r in inner] == ["cancelled"]
+    assert outer["kuro/outcome"] == "cancelled"
 
 
 def test_after_kill_no_further_import_call_takes_effect(

@@ -1,0 +1,93 @@
+"""A signal handler may make a run at any point of another run on the main thread: nothing deadlocks.
+
+Python runs a signal handler on the main thread between two bytecodes of whatever that thread runs —
+during a run, inside the host's own code, with its locks held. A handler that makes a run of its own then
+takes the same locks on the same thread. The script below makes one warm run, counts the C calls it
+returns from, and then, for each such point in turn, makes the run again with a signal arriving right
+there; the handler makes a run (a nested one, on the main thread). A lock a run takes that is not
+re-entrant hangs the script; faulthandler ends it with the stacks, so the test fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HANG_GUARD = 60.0  # seconds for the whole script: only so a deadlock fails instead of hanging the suite
+
+_SCRIPT = """
+import faulthandler, os, signal, sys
+faulthandler.dump_traceback_later(float(sys.argv[2]), exit=True)
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.host.api import run
+from kuro_wasm.host.cache import ModuleCache
+from kuro_wasm.host.loader import add_guest, forget_prepared
+from kuro_wasm.model.sessions import guest, session
+
+store = MemoryBlockStore()
+spin = add_guest(store, open(sys.argv[1], encoding="utf-8").read())
+sess = session("s-handler", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke"])
+spec = guest(spin, "count", [1])
+home = sys.argv[3] if sys.argv[3] != "-" else False
+inner = []
+
+
+def handler(_signum, _frame):
+    inner.append(run(sess, spec, store=store, home=home)["kuro/outcome"])
+
+
+def outer():
+    if home is not False:  # every run loads from the disk layer of the module cache
+        forget_prepared()
+        ModuleCache.forget_memory()
+    return run(sess, spec, store=store, home=home)["kuro/outcome"]
+
+
+signal.signal(signal.SIGUSR1, handler)
+outer()
+points = [0]
+
+
+def counting(_frame, event, _arg):
+    if event == "c_return":
+        points[0] += 1
+
+
+sys.setprofile(counting)
+outer()
+sys.setprofile(None)
+for at in range(1, points[0] + 1):
+    seen = [0]
+
+    def firing(_frame, event, _arg, at=at):
+        if event == "c_return":
+            seen[0] += 1
+            if seen[0] == at:
+                os.kill(os.getpid(), signal.SIGUSR1)
+
+    inner.clear()
+    sys.setprofile(firing)
+    got = outer()
+    sys.setprofile(None)
+    assert (got, inner) in (("ok", []), ("ok", ["ok"])), (at, got, inner)
+print(points[0] > 50, end="")
+"""
+
+
+@pytest.mark.parametrize("layer", ["memory", "disk"])
+def test_a_run_made_by_a_signal_handler_at_any_point_of_a_main_thread_run_completes(tmp_path: Path, layer: str) -> None:
+    script = tmp_path / "reentry.py"
+    script.write_text(_SCRIPT, encoding="utf-8")
+    spin = Path(__file__).resolve().parents[2] / "guests" / "spin.wat"
+    home = str(tmp_path / "home") if layer == "disk" else "-"
+    done = subprocess.run(
+        [sys.executable, str(script), str(spin), str(HANG_GUARD), home],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD + 30,
+    )
+    assert (done.returncode, done.stdout) == (0, "True"), done.stderr[-3000:]
