@@ -10,16 +10,18 @@ re-entrant hangs the script; faulthandler ends it with the stacks, so the test f
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hostkit import component
 
 HANG_GUARD = 60.0  # seconds for the whole script: only so a deadlock fails instead of hanging the suite
 
 _SCRIPT = """
-import faulthandler, os, signal, sys
+import faulthandler, json, os, signal, sys
 faulthandler.dump_traceback_later(float(sys.argv[2]), exit=True)
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.fs import Fs
@@ -29,9 +31,11 @@ from kuro_wasm.host.loader import add_guest, forget_prepared
 from kuro_wasm.model.sessions import guest, session
 
 store = MemoryBlockStore()
-spin = add_guest(store, open(sys.argv[1], encoding="utf-8").read())
+with open(sys.argv[1], "rb") as f:
+    spin = add_guest(store, f.read() if sys.argv[1].endswith(".wasm") else f.read().decode())
 sess = session("s-handler", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke"])
-spec = guest(spin, "count", [1])
+export, args = json.loads(sys.argv[4])
+spec = guest(spin, export, args)
 home = sys.argv[3] if sys.argv[3] != "-" else False
 inner = []
 
@@ -78,14 +82,24 @@ print(points[0] > 50, end="")
 """
 
 
-@pytest.mark.parametrize("layer", ["memory", "disk"])
-def test_a_run_made_by_a_signal_handler_at_any_point_of_a_main_thread_run_completes(tmp_path: Path, layer: str) -> None:
+@pytest.mark.parametrize(
+    ("layer", "kind"), [("memory", "core"), ("disk", "core"), ("memory", "component"), ("disk", "component")]
+)
+def test_a_run_made_by_a_signal_handler_at_any_point_of_a_main_thread_run_completes(
+    tmp_path: Path, layer: str, kind: str
+) -> None:
     script = tmp_path / "reentry.py"
     script.write_text(_SCRIPT, encoding="utf-8")
-    spin = Path(__file__).resolve().parents[2] / "guests" / "spin.wat"
+    if kind == "component":  # the kuro:host world's linker and thunk locks are taken too
+        guest_file = tmp_path / "typed.wasm"
+        guest_file.write_bytes(component("typed"))
+        call = json.dumps(["run", []])
+    else:
+        guest_file = Path(__file__).resolve().parents[2] / "guests" / "spin.wat"
+        call = json.dumps(["count", [1]])
     home = str(tmp_path / "home") if layer == "disk" else "-"
     done = subprocess.run(
-        [sys.executable, str(script), str(spin), str(HANG_GUARD), home],
+        [sys.executable, str(script), str(guest_file), str(HANG_GUARD), home, call],
         capture_output=True,
         text=True,
         timeout=HANG_GUARD + 30,

@@ -135,7 +135,7 @@ def _trampoline(name: str, handler: Handler, signature: _Signature) -> Any:
 _NULL_FINALIZER: Final = ctypes.CFUNCTYPE(None, ctypes.c_void_p)()
 # Every thunk handed to wasmtime stays alive for the process (a linker may outlive any caller's reference).
 _THUNKS: dict[str, Any] = {}
-_THUNKS_LOCK = threading.Lock()
+_THUNKS_LOCK = threading.RLock()  # (every lock a run takes is re-entrant: a signal handler may run another run)
 
 
 def _thunk(key: str, handler: Handler, signature: _Signature) -> Any:
@@ -295,7 +295,7 @@ class ComponentKind:
 
     def __init__(self) -> None:
         self._linkers: dict[int, wc.Linker] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def linker(self, engine: wasmtime.Engine) -> wc.Linker:
         """The shared component linker of ``engine`` holding the world's host functions (one per engine)."""
