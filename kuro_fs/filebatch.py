@@ -169,7 +169,8 @@ class FileBatch(StoreBatch):
     def __init__(self, store: object, root: str) -> None:
         super().__init__(store)
         self._root = root
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()  # what ``with`` takes on the hot path: the Condition's own lock, without
+        self._cond = threading.Condition(self._lock)  # the Python-level call Condition.__enter__ costs per block
         self._waiters = 0  # threads in _wait: a writer that finds none skips the (Python-level) notify
         self._writing: set[str] = set()  # CIDs being written right now (the only per-block memory)
         self._staged: dict[str, int] = {}  # blocks staged per staging directory since its last commit
@@ -187,7 +188,7 @@ class FileBatch(StoreBatch):
 
         Raises OSError: the write failed (the partial file is removed first).
         """
-        with self._cond:
+        with self._lock:
             while self._flushing or cid in self._writing:
                 self._wait()
             if not self.open:
@@ -216,7 +217,7 @@ class FileBatch(StoreBatch):
             os.close(out)
             created = True
         finally:
-            with self._cond:
+            with self._lock:
                 self._writing.discard(cid)
                 if created:
                     self._staged[group] = self._staged.get(group, 0) + 1

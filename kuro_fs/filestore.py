@@ -327,7 +327,7 @@ class FileBlockStore:
         data = block_bytes(data)  # the same object for ``bytes``: a copy only of mutable input
         if cid is None:
             cid = key = cid_for(data, codec)
-            path = f"{self._root_str}/{shard_of(cid)}/{cid}"
+            path = ""  # made below only where it is used
         else:
             key, path, parsed = self._locate(cid)
             if not matches(parsed, data):
@@ -337,14 +337,18 @@ class FileBlockStore:
         try:
             batch = active_batch(self)
             if not isinstance(batch, FileBatch):
+                path = path or f"{self._root_str}/{shard_of(key)}/{key}"
                 if not self._present_and_equal(path, data):
                     self._atomic_write(Path(path), data)
                 return cid
             # A shard the batch saw absent holds no block: not asked (a lookup per block of a new store).
-            if not batch.shard_is_new(shard_of(key)) and self._present_and_equal(path, data):
-                return cid
+            shard = shard_of(key)
+            if not batch.shard_is_new(shard):
+                path = path or f"{self._root_str}/{shard}/{key}"
+                if self._present_and_equal(path, data):
+                    return cid
             if not batch.stage(key, data):
-                self._atomic_write(Path(path), data)
+                self._atomic_write(Path(path or f"{self._root_str}/{shard}/{key}"), data)
         except OSError as exc:
             raise _fail("put", cid, exc) from exc
         return cid
