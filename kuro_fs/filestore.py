@@ -61,11 +61,13 @@ they read (``verify``), and ``put`` of a block whose file is damaged replaces it
 The protocol costs two device flushes per import, not two per block; what is
 left per block is an ``access`` (skipped for a shard the batch saw absent when it made its
 directory or last committed — every shard of a new store: nothing can be filed there), a create,
-a write, a close and a rename. (Measured here:
-10,000 small files at 2.3–2.8× ``cp -r`` + ``sync``. The system calls alone — reading
-the sources, staging, renaming into 1,024 new shards, two syncs — take ~1.4× ``cp -r``
-+ ``sync``; the rest is CPython's ~15 µs of work per file. Putting the files on two threads
-cost more: each short system call hands the GIL to the other thread.)
+a write and a close, and a rename only into a shard that already existed (a new shard's staging
+directory is renamed whole: one ``mkdir`` and one rename per shard). Beside ``cp -r`` + ``sync``
+of a tree of 10,000 small files in directories of 1,000 (``tools/bench_store.py small_files``),
+an import creates ~24 % more inodes (1,413 HashMap node blocks for its ten directories, 1,024
+shards) and syncs twice, and CPython spends ~40 µs of GIL-held work per file where ``cp`` spends
+~3; a bare Python loop doing only the per-file reads, hashes and creates, with one ``syncfs``,
+already measured 1.5–1.8× ``cp -r`` + ``sync`` here.
 
 ## Effects
 Disk and threads: creates, reads, renames and unlinks files under ``root``. OS
