@@ -11,7 +11,10 @@ appears only once its bytes are on disk): **sync** the staged files, **rename** 
 have yet is renamed into place whole — its staging directory becomes the shard, one rename for
 all its blocks (a young store or a large import: a million-block CAR into a new store pays
 ~1,000 renames, not a million); a shard that appeared meanwhile (another writer) makes the
-rename fail, and its blocks are then renamed one by one, as into any existing shard. The sync is
+rename fail, and its blocks are then renamed one by one, as into any existing shard. The batch
+counts what it stages in each staging directory and keeps the names of those it has made, so a
+block costs one create (no failed lookup of a missing directory first) and, with ``syncfs``, a
+new shard's staging directory is renamed without being listed. The sync is
 one ``syncfs(2)`` of the store's filesystem where the kernel offers it
 (:func:`kuro_fs.atomic.sync_filesystem`), else an fsync of every staged file and of every
 directory the renames touched. On the disk this was measured on, every fsync is a device cache
@@ -35,7 +38,7 @@ locks; syncs the filesystem. Used only by :mod:`kuro_fs.filestore`.
 ## Not done here
 POSIX only (``flock``, ``dir_fd``), as the rest of kuro's durable state. No size
 limit: staged files take the disk space their blocks will take anyway, and memory
-holds only the CIDs being written at this moment. An empty ``.tmp-`` batch
+holds only the CIDs being written at this moment and a count per staging directory (≤ 1,024). An empty ``.tmp-`` batch
 directory left by a crash between its ``mkdir`` and its rename is ignored, not
 swept, like the temp files of crashed single puts.
 """
@@ -166,9 +169,12 @@ class FileBatch(StoreBatch):
     def __init__(self, store: object, root: str) -> None:
         super().__init__(store)
         self._root = root
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()  # what ``with`` takes on the hot path: the Condition's own lock, without
+        self._cond = threading.Condition(self._lock)  # the Python-level call Condition.__enter__ costs per block
         self._waiters = 0  # threads in _wait: a writer that finds none skips the (Python-level) notify
         self._writing: set[str] = set()  # CIDs being written right now (the only per-block memory)
+        self._staged: dict[str, int] = {}  # blocks staged per staging directory since its last commit
+        self._made: set[str] = set()  # the staging directories this batch has made and not yet renamed away
         self._shards: frozenset[str] | None = None  # the shard directories the root held at the last look
         self._readers = 0  # reads of staged blocks in flight
         self._flushing = False
@@ -182,7 +188,7 @@ class FileBatch(StoreBatch):
 
         Raises OSError: the write failed (the partial file is removed first).
         """
-        with self._cond:
+        with self._lock:
             while self._flushing or cid in self._writing:
                 self._wait()
             if not self.open:
@@ -192,10 +198,12 @@ class FileBatch(StoreBatch):
             fd = self._fd
             assert fd is not None
             self._writing.add(cid)
-        staged = _staged_name(cid)
+        group = shard_of(cid)
+        staged = f"{group}/{cid}"  # the staging directory is named as the block's shard
+        created = False
         try:
             try:
-                out = _create(staged, fd)
+                out = self._create(group, staged, fd)
             except FileExistsError:
                 return True  # staged earlier in this batch, and whole: writers finish before unregistering
             try:
@@ -207,12 +215,26 @@ class FileBatch(StoreBatch):
                 os.unlink(staged, dir_fd=fd)
                 raise
             os.close(out)
+            created = True
         finally:
-            with self._cond:
+            with self._lock:
                 self._writing.discard(cid)
+                if created:
+                    self._staged[group] = self._staged.get(group, 0) + 1
                 if self._waiters:
                     self._cond.notify_all()
         return True
+
+    def _create(self, group: str, staged: str, fd: int) -> int:
+        # Create ``<group>/<cid>`` under the batch directory, making the staging directory on first use
+        # with the mode a shard gets (it may become one whole; the batch directory itself is 0o700).
+        if group not in self._made:
+            try:
+                os.mkdir(group, dir_fd=fd)
+            except FileExistsError:
+                pass
+            self._made.add(group)
+        return os.open(staged, _NEW_FILE, 0o644, dir_fd=fd)
 
     def shard_is_new(self, shard: str) -> bool:
         """True if directory ``shard`` was absent from the root at this batch's last look (no block can be in it).
@@ -304,6 +326,10 @@ class FileBatch(StoreBatch):
                 self._cond.notify_all()
 
     def _commit(self, fd: int) -> int:
+        # With syncfs, a staging directory whose shard the root lacks is renamed into place whole
+        # without being listed: the batch counted what it staged there, and nothing else writes in
+        # its private directory. Any other is listed and its blocks moved one by one. A group leaves
+        # ``_staged`` once handled, so a commit that fails midway leaves the rest to the next one.
         synced = sync_filesystem(fd)
         root_fd = os.open(self._root, _DIR_FLAGS)
         moved = 0
@@ -311,29 +337,18 @@ class FileBatch(StoreBatch):
         made_shard = False
         try:
             present = set(os.listdir(root_fd))
-            with os.scandir(fd) as listing:
-                groups = [e.name for e in listing if SHARD_NAME.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
-            for group in groups:
-                src = os.open(group, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-                try:
-                    with os.scandir(src) as listing:
-                        every = [e.name for e in listing]
-                    names = [n for n in every if BLOCK_NAME.fullmatch(n) and shard_of(n) == group]
-                    if not synced:
-                        for name in names:
-                            _fsync_at(src, name)
-                    if group not in present and len(names) == len(every) and _take_shard(fd, root_fd, group):
-                        made_shard = True
-                    else:
-                        if group not in present:  # made before the renames: a rename that fails costs a raise
-                            made_shard |= _make_shards(root_fd, {group})
-                        for name in names:
-                            made_shard |= _move(src, root_fd, name)
-                    present.add(group)
-                    touched.add(group)
-                    moved += len(names)
-                finally:
-                    os.close(src)
+            for group, count in sorted(self._staged.items()):
+                if synced and group not in present and _take_shard(fd, root_fd, group):
+                    made_shard = True
+                    self._made.discard(group)
+                    moved += count
+                else:
+                    n, made = self._move_listed(fd, root_fd, group, synced, new=group not in present)
+                    made_shard |= made
+                    moved += n
+                del self._staged[group]
+                present.add(group)
+                touched.add(group)
             if moved and not sync_filesystem(fd):
                 for shard in touched:
                     fsync_dir(os.path.join(self._root, shard))
@@ -343,6 +358,30 @@ class FileBatch(StoreBatch):
         finally:
             os.close(root_fd)
         return moved
+
+    def _move_listed(self, fd: int, root_fd: int, group: str, synced: bool, new: bool) -> tuple[int, bool]:
+        """Make the blocks listed in staging directory ``group`` visible (each fsynced first unless ``synced``):
+        the directory whole if the shard is ``new`` to the root and it holds only its blocks (not tried again
+        when ``synced``: the caller tried), else block by block; return how many, and whether a shard was made."""
+        src = os.open(group, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+        made_shard = False
+        try:
+            with os.scandir(src) as listing:
+                every = [e.name for e in listing]
+            names = [n for n in every if BLOCK_NAME.fullmatch(n) and shard_of(n) == group]
+            if not synced:
+                for name in names:
+                    _fsync_at(src, name)
+            if new and not synced and len(names) == len(every) and _take_shard(fd, root_fd, group):
+                self._made.discard(group)
+                return len(names), True
+            if new:  # made before the renames: a rename that fails costs a raise
+                made_shard |= _make_shards(root_fd, {group})
+            for name in names:
+                made_shard |= _move(src, root_fd, name)
+            return len(names), made_shard
+        finally:
+            os.close(src)
 
     # ---- lifecycle
 
@@ -391,19 +430,6 @@ class FileBatch(StoreBatch):
 
 def _staged_name(cid: str) -> str:
     return f"{shard_of(cid)}/{cid}"  # the staging directory is named as the block's shard
-
-
-def _create(staged: str, fd: int) -> int:
-    # Create ``<shard>/<cid>`` under the batch directory, making the staging directory on first use
-    # with the mode a shard gets (it may become one whole; the batch directory itself is 0o700).
-    try:
-        return os.open(staged, _NEW_FILE, 0o644, dir_fd=fd)
-    except FileNotFoundError:
-        try:
-            os.mkdir(staged[:2], dir_fd=fd)
-        except FileExistsError:
-            pass
-        return os.open(staged, _NEW_FILE, 0o644, dir_fd=fd)
 
 
 def _take_shard(batch_fd: int, root_fd: int, shard: str) -> bool:

@@ -61,11 +61,13 @@ they read (``verify``), and ``put`` of a block whose file is damaged replaces it
 The protocol costs two device flushes per import, not two per block; what is
 left per block is an ``access`` (skipped for a shard the batch saw absent when it made its
 directory or last committed — every shard of a new store: nothing can be filed there), a create,
-a write, a close and a rename. (Measured here:
-10,000 small files at 2.3–2.8× ``cp -r`` + ``sync``. The system calls alone — reading
-the sources, staging, renaming into 1,024 new shards, two syncs — take ~1.4× ``cp -r``
-+ ``sync``; the rest is CPython's ~15 µs of work per file. Putting the files on two threads
-cost more: each short system call hands the GIL to the other thread.)
+a write and a close, and a rename only into a shard that already existed (a new shard's staging
+directory is renamed whole: one ``mkdir`` and one rename per shard). Beside ``cp -r`` + ``sync``
+of a tree of 10,000 small files in directories of 1,000 (``tools/bench_store.py small_files``),
+an import creates ~24 % more inodes (1,413 HashMap node blocks for its ten directories, 1,024
+shards) and syncs twice, and CPython spends ~40 µs of GIL-held work per file where ``cp`` spends
+~3; a bare Python loop doing only the per-file reads, hashes and creates, with one ``syncfs``,
+already measured 1.5–1.8× ``cp -r`` + ``sync`` here.
 
 ## Effects
 Disk and threads: creates, reads, renames and unlinks files under ``root``. OS
@@ -327,7 +329,7 @@ class FileBlockStore:
         data = block_bytes(data)  # the same object for ``bytes``: a copy only of mutable input
         if cid is None:
             cid = key = cid_for(data, codec)
-            path = f"{self._root_str}/{shard_of(cid)}/{cid}"
+            path = ""  # made below only where it is used
         else:
             key, path, parsed = self._locate(cid)
             if not matches(parsed, data):
@@ -337,14 +339,18 @@ class FileBlockStore:
         try:
             batch = active_batch(self)
             if not isinstance(batch, FileBatch):
+                path = path or f"{self._root_str}/{shard_of(key)}/{key}"
                 if not self._present_and_equal(path, data):
                     self._atomic_write(Path(path), data)
                 return cid
             # A shard the batch saw absent holds no block: not asked (a lookup per block of a new store).
-            if not batch.shard_is_new(shard_of(key)) and self._present_and_equal(path, data):
-                return cid
+            shard = shard_of(key)
+            if not batch.shard_is_new(shard):
+                path = path or f"{self._root_str}/{shard}/{key}"
+                if self._present_and_equal(path, data):
+                    return cid
             if not batch.stage(key, data):
-                self._atomic_write(Path(path), data)
+                self._atomic_write(Path(path or f"{self._root_str}/{shard}/{key}"), data)
         except OSError as exc:
             raise _fail("put", cid, exc) from exc
         return cid

@@ -46,7 +46,7 @@ Denial receipts and grants (:mod:`kuro_fs.fs`), the UnixFS shard layout
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -357,8 +357,17 @@ def lookup(get: Callable[[str], bytes | None], block: bytes, name: str) -> tuple
     return entry, store.read
 
 
-def write_dir(store: BlockStore, entries: Mapping[str, Entry], layout: DirLayout | None = None) -> str:
+def write_dir(
+    store: BlockStore,
+    entries: Mapping[str, Entry],
+    layout: DirLayout | None = None,
+    *,
+    put_blocks: Callable[[Sequence[bytes]], object] | None = None,
+) -> str:
     """Store a directory holding ``entries`` in its canonical layout; return its CID.
+
+    ``put_blocks``, if given, stores the directory's new dag-cbor blocks (in any order, e.g. on
+    several threads) instead of one ``store.put`` each; they are all stored when it returns.
 
     Raises DagCborError: a bad name, CID or size.
     """
@@ -368,7 +377,7 @@ def write_dir(store: BlockStore, entries: Mapping[str, Entry], layout: DirLayout
     tree = WorkingTree(store, "", layout=layout)
     tree._top = _Slot(WorkDir(tree.reader, tree.layout, FlatDir(dict(entries))))
     tree._top.dirty = True
-    return tree.commit()
+    return tree.commit(put_blocks)
 
 
 # ---- one directory as an op sees it
@@ -600,8 +609,11 @@ class WorkingTree:
         """Create the (missing) directory ``parts`` and its missing parents."""
         self._walk(parts, "path-blocked", create=True)
 
-    def commit(self) -> str:
-        """Encode every changed directory (deepest first), then store them; return the new root."""
+    def commit(self, put_blocks: Callable[[Sequence[bytes]], object] | None = None) -> str:
+        """Encode every changed directory (deepest first), then store them; return the new root.
+
+        ``put_blocks`` stores the new blocks (dag-cbor) all at once instead of one ``store.put`` each.
+        """
         top = self._top
         if top is None or not top.dirty:
             return self.root
@@ -633,8 +645,11 @@ class WorkingTree:
         # What this op loaded is (nearly all) the path it just replaced: those versions go first when
         # the cache is full, and the new ones (put below, most recently used) stay.
         cache.demote(self.reader.loaded)
+        if put_blocks is not None:
+            put_blocks([block for _, block, _ in blocks])
         for cid, block, decoded in blocks:
-            self.store.put(block, "dag-cbor")
+            if put_blocks is None:
+                self.store.put(block, "dag-cbor")
             cache.put(cid, decoded, len(block))
         return root
 

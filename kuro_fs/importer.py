@@ -17,7 +17,8 @@ Files on disk are read chunk by chunk with ``os.pread`` on the worker threads
 it is given), in batches of :data:`BATCH_BYTES`, so a 1 GiB file is never read
 into memory at once; :func:`import_stream` does the same for any binary stream
 through one reused buffer. In a tree, each directory's files are imported on the
-``workers`` threads too, in contiguous runs of files (creating a block file is
+``workers`` threads too, in contiguous runs of files, and so are the HashMap node blocks of
+a large directory (creating a block file is
 kernel work that runs without the GIL, so a tree of small files uses both cores;
 ``tools/bench.py`` measures it against ``cp -r``); a failed import waits for every file in flight before its batch is
 discarded, so no put outlives the batch.
@@ -456,6 +457,12 @@ def _import_dir(
     def one(file: tuple[str, str]) -> FileRoot:
         return _import_regular_file(store, file[1], chunk_size, width, workers, batch_bytes)
 
+    def put_node(block: bytes) -> str:
+        return store.put(block, "dag-cbor")
+
+    def put_nodes(blocks: Sequence[bytes]) -> None:  # a large directory is many HashMap nodes: on the threads too
+        _put_all(put_node, blocks, workers, pool, abandoned)
+
     stack = [_Listing(path)]
     while True:
         top = stack[-1]
@@ -469,7 +476,7 @@ def _import_dir(
                 top.entries[name] = Entry(froot.cid, froot.size)
             if top.error is not None:
                 raise top.error
-            root = write_dir(store, top.entries)
+            root = write_dir(store, top.entries, put_blocks=put_nodes)
         except (KuroFsError, OSError) as exc:
             if not stack:
                 raise

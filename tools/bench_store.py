@@ -21,7 +21,8 @@ Each disk sample starts after an ``os.sync()`` (not timed), in a directory of it
 pays for the previous one's writeback; samples are deleted only at the end of their section (creating
 files right after deleting thousands made ext4 spend several times the CPU per creation here).
 The functions return plain dicts (``figure``, ``value``, ``unit``, ``anchor``, ``anchor_value``,
-``goal``, ``note``, ``extra``) that ``tools/bench.py`` turns into rows.
+``goal``, ``note``, ``extra``) that ``tools/bench.py`` turns into rows. One part of the section can be
+run alone, e.g. ``tools/bench_store.py small_files`` (the parts: import, small_files, read_back, car, memory).
 """
 
 from __future__ import annotations
@@ -457,3 +458,35 @@ def bench_all(tmp: Path, quick: bool, car_blocks: int | None = None) -> list[dic
         + bench_car(tmp, quick, car_blocks)
         + bench_memory(tmp, quick)
     )
+
+
+_PARTS: dict[str, Callable[[Path, bool], list[dict[str, Any]]]] = {
+    "import": bench_import,
+    "small_files": bench_small_files,
+    "read_back": bench_read_back,
+    "car": bench_car,
+    "memory": bench_memory,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``tools/bench_store.py [--quick] PART…``: some rows of the ``store`` section alone, each beside its anchor."""
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes and few samples (a smoke run)")
+    parser.add_argument("parts", nargs="+", choices=sorted(_PARTS), metavar="PART", help=", ".join(_PARTS))
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="kuro-bench-store-") as tmp:
+        for part in args.parts:
+            for row in _PARTS[part](Path(tmp), args.quick):
+                ratio = row["value"] / row["anchor_value"]
+                ours = f"{row['figure']}: {row['value']:.4g} {row['unit']}"
+                anchor = f"{row['anchor']}: {row['anchor_value']:.4g}"
+                print(f"{ours} | {anchor} | {ratio:.2f}× | goal {row.get('goal', '—')} | {row['note']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

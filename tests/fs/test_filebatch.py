@@ -323,6 +323,55 @@ def test_a_new_shard_is_renamed_into_place_whole_and_an_existing_one_block_by_bl
     os.rmdir(file_store.root / "zz-probe")
 
 
+def test_a_commit_with_syncfs_renames_new_shards_whole_without_listing_them(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The batch counts what it stages per staging directory, so a shard new to the root is renamed
+    # into place unlisted; the count it reports is still one a distinct block.
+    blobs = [b"%d" % i for i in range(300)]
+    listed: list[object] = []
+    real_scandir = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        listed.append(path)
+        return real_scandir(path)
+
+    with file_store.batch() as batch:
+        for blob in blobs + blobs[:50]:  # a block put twice is staged (and counted) once
+            file_store.put(blob)
+        monkeypatch.setattr(os, "scandir", scandir)
+        assert batch.flush() == 300
+        monkeypatch.undo()
+    assert listed == []
+    assert file_store.publish([raw_cid(b) for b in blobs])["published"] == 300
+
+
+def test_a_commit_that_fails_midway_leaves_the_rest_to_the_next_commit(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blobs = _blocks_in_distinct_shards(6, set())
+    real_take = filebatch._take_shard
+    taken: list[str] = []
+
+    def take(batch_fd: int, root_fd: int, shard: str) -> bool:
+        if len(taken) == 3:
+            raise OSError(28, "No space left on device")
+        taken.append(shard)
+        return real_take(batch_fd, root_fd, shard)
+
+    with file_store.batch() as batch:
+        for blob in blobs:
+            file_store.put(blob)
+        monkeypatch.setattr(filebatch, "_take_shard", take)
+        with pytest.raises(BlockStoreError, match="No space left on device"):
+            batch.flush()
+        monkeypatch.undo()
+        assert sorted(file_store.cids()) == sorted(raw_cid(b) for b in blobs if shard_of(raw_cid(b)) in taken)
+        assert batch.flush() == 3  # the three it had not reached, each once
+    assert sorted(file_store.cids()) == sorted(raw_cid(b) for b in blobs)
+    assert _batch_dirs(file_store.root) == []
+
+
 @pytest.mark.parametrize("meanwhile", ["a block", "nothing"])
 def test_a_shard_another_writer_made_meanwhile_loses_nothing(
     file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch, meanwhile: str

@@ -24,6 +24,7 @@ from kuro_fs.errors import KuroFsError
 from kuro_fs.fileread import read_file
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
+from kuro_fs.fsdir import MAX_FLAT_ENTRIES, Entry, write_dir
 from kuro_fs.importer import file_cid, import_bytes, import_file, import_path, import_stream
 from kuro_fs.paths import has_control
 from kuro_fs.unixfs import write_file
@@ -256,6 +257,32 @@ def test_a_tree_imported_on_threads_equals_the_serial_import_block_for_block(tmp
     expected = import_path(serial, tree, chunk_size=4096, width=3, workers=1)
     assert import_path(threaded, tree, chunk_size=4096, width=3, workers=workers) == expected
     assert threaded.cids() == serial.cids()
+
+
+def test_a_sharded_directory_imported_on_two_threads_into_the_disk_store_is_the_serial_one(tmp_path: Path) -> None:
+    # A directory past the flat limit is many HashMap nodes, stored on the import's threads too.
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(MAX_FLAT_ENTRIES + 40):
+        (tree / f"f{i:05d}").write_bytes(b"%d" % i)
+    serial = MemoryBlockStore()
+    expected = import_path(serial, tree, workers=1)
+    assert len(serial.cids()) > MAX_FLAT_ENTRIES + 41  # more than the files and one flat directory block
+    with FileBlockStore(tmp_path / "disk") as disk:
+        assert import_path(disk, tree, workers=2) == expected
+        assert disk.cids() == serial.cids()
+        assert disk.publish(serial.cids())["published"] == len(serial.cids())
+
+
+def test_write_dir_hands_its_new_blocks_to_put_blocks_instead_of_putting_each(tmp_path: Path) -> None:
+    entries = {f"e{i}": Entry(cid_for(b"%d" % i), i) for i in range(MAX_FLAT_ENTRIES + 1)}
+    plain = MemoryBlockStore()
+    expected = write_dir(plain, entries)
+    given: list[bytes] = []
+    untouched = MemoryBlockStore()
+    assert write_dir(untouched, entries, put_blocks=given.extend) == expected
+    assert untouched.cids() == []
+    assert sorted(cid_for(b, "dag-cbor") for b in given) == plain.cids()
 
 
 class FailingStore(MemoryBlockStore):
