@@ -39,7 +39,10 @@ head (:meth:`WorkerPool.lead`), and hands the channel on when its run ends — t
 the next head, or to the keeper while frames are still awaited. A warm run thus costs no thread
 hand-over in the host (~5–10 % of a warm trivial run, interleaved, loaded machine). Whoever reads
 when a worker's channel ends settles its runs, once (:meth:`WorkerPool._end`); ``on_chunk`` and
-``on_exit`` are called on whichever thread reads. On the main thread a caller reads only while
+``on_exit`` are called on whichever thread reads. A run() made from a reading caller's ``on_chunk`` hands that
+caller's channel to the keeper first (its run may be the new run's head on the same worker: unread, both would
+hang); the caller's run's later chunks may then reach ``on_chunk`` on the keeper meanwhile.
+On the main thread a caller reads only while
 Ctrl-C is routed to its run (:meth:`~kuro_wasm.host.worker.run.RemoteRun.interrupt`: the run is killed and
 its ``cancelled`` receipt returned, as :func:`~kuro_wasm.host.api.stop_and_wait` does): an exception
 raised into a thread inside a frame would leave the channel unreadable, and the worker is then killed.
@@ -503,6 +506,13 @@ class WorkerPool:
         raised while this thread is inside a frame would leave the channel unreadable; it then kills the worker).
         """
         main = threading.current_thread() is threading.main_thread()
+        outer: tuple[_Conn, RemoteRun] | None = getattr(_READER, "leads", None)
+        if outer is not None:  # called from on_chunk while this thread reads another run's worker: hand that on
+            with self._cond:
+                if outer[0].token is outer[1] and not outer[0].ending:
+                    outer[0].token = _KEEPER  # its frames (its run may be this one's head) are read meanwhile
+                    self._wake(outer[0])
+                    self._lead.notify_all()
         while not run.done.is_set():
             if run.interrupted:  # Ctrl-C while it waited for a worker or its turn: as stop_and_wait
                 run.interrupted = False
@@ -512,6 +522,7 @@ class WorkerPool:
                 continue
             was = getattr(_READER, "active", False)
             _READER.active = True  # on_chunk is called here now: a stdin write from there must never wait
+            _READER.leads = (conn, run)
             inside = end = False
             try:
                 while not run.done.is_set():
@@ -521,6 +532,8 @@ class WorkerPool:
                     if not self._pump(conn):
                         break
                     inside = False
+                    if conn.token is not run:  # a run() made from on_chunk handed the channel on: wait for it again
+                        break
             except BaseException as exc:  # raised into this thread (a signal handler's) inside a frame: not whole
                 if inside:
                     why = f"the reading thread was interrupted inside a frame: {type(exc).__name__}"
@@ -529,6 +542,7 @@ class WorkerPool:
                 raise
             finally:
                 _READER.active = was
+                _READER.leads = outer
                 if end:
                     self._end(conn)
                 with self._cond:

@@ -173,3 +173,29 @@ def test_a_started_run_is_read_by_the_pool_while_its_handle_is_not_waited_on(lpo
     assert seen.wait(WAIT)  # nobody waits on the handle: the worker's keeper reads its chunks
     handle.close_stdin()
     assert handle.wait(WAIT)["kuro/stdout"] == b"live"
+
+
+def test_a_run_made_from_on_chunk_on_the_same_worker_ends_and_so_does_the_run_it_came_from(
+    lpool: WorkerPool, world: Any
+) -> None:
+    """The reading caller's on_chunk runs another guest, pipelined behind its own run on the one worker: the outer
+    run's frames are read by the worker's keeper meanwhile (before, nobody read them and both runs hung forever)."""
+    store, sess, cids = world
+    inner: list[dict[str, Any]] = []
+    outer: list[dict[str, Any]] = []
+
+    def nested(_s: object, _c: object) -> None:
+        if not inner:
+            inner.append(run(sess, guest(cids["cat"], "run"), store=store, isolation=lpool, stdin=b"in"))
+
+    caller = threading.Thread(
+        target=lambda: outer.append(
+            run(sess, guest(cids["cat"], "run"), store=store, isolation=lpool, stdin=b"out", on_chunk=nested)
+        ),
+        daemon=True,
+    )
+    caller.start()
+    caller.join(WAIT)
+    assert not caller.is_alive(), "the outer run() never returned"
+    assert (outer[0]["kuro/outcome"], outer[0]["kuro/stdout"]) == ("ok", b"out")
+    assert (inner[0]["kuro/outcome"], inner[0]["kuro/stdout"]) == ("ok", b"in")
