@@ -39,9 +39,10 @@ head (:meth:`WorkerPool.lead`), and hands the channel on when its run ends — t
 the next head, or to the keeper while frames are still awaited. A warm run thus costs no thread
 hand-over in the host (~5–10 % of a warm trivial run, interleaved, loaded machine). Whoever reads
 when a worker's channel ends settles its runs, once (:meth:`WorkerPool._end`); ``on_chunk`` and
-``on_exit`` are called on whichever thread reads. A run() made from a reading caller's ``on_chunk`` hands that
-caller's channel to the keeper first (its run may be the new run's head on the same worker: unread, both would
-hang); the caller's run's later chunks may then reach ``on_chunk`` on the keeper meanwhile.
+``on_exit`` are called on whichever thread reads. A run() made from ``on_chunk`` first hands the channel the
+thread reads on — to the keeper, or, made on the keeper, to a stand-in thread until the keeper is back — since
+the reader's run may be the new run's head on the same worker (unread, both would hang); that run's later
+chunks, and its receipt, may then come while its ``on_chunk`` still waits.
 On the main thread a caller reads only while
 Ctrl-C is routed to its run (:meth:`~kuro_wasm.host.worker.run.RemoteRun.interrupt`: the run is killed and
 its ``cancelled`` receipt returned, as :func:`~kuro_wasm.host.api.stop_and_wait` does): an exception
@@ -196,6 +197,7 @@ class _Conn:
         self.token: object = None
         self.wake = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)  # wakes the keeper from its idle poll
         self.keep = False  # probed (tests): the keeper reads whatever comes, runs or not
+        self.keeper_free = True  # False while its keeper waits in a run() made from on_chunk (a stand-in reads)
         self.ending = False  # one thread is settling its end (kill, the head's receipt, the rest re-queued)
         self.ended = False
         self.closed = False  # its descriptors are closed (``wake`` is written only before)
@@ -425,8 +427,12 @@ class WorkerPool:
                     return
                 mine = conn.token is _KEEPER
             if mine:
-                if not self._pump(conn):
-                    return
+                _READER.leads = (conn, _KEEPER)
+                try:
+                    if not self._pump(conn):
+                        return
+                finally:
+                    _READER.leads = None
                 with self._cond:
                     if conn.token is _KEEPER:
                         self._pass_on(conn)
@@ -506,13 +512,18 @@ class WorkerPool:
         raised while this thread is inside a frame would leave the channel unreadable; it then kills the worker).
         """
         main = threading.current_thread() is threading.main_thread()
-        outer: tuple[_Conn, RemoteRun] | None = getattr(_READER, "leads", None)
-        if outer is not None:  # called from on_chunk while this thread reads another run's worker: hand that on
-            with self._cond:
-                if outer[0].token is outer[1] and not outer[0].ending:
-                    outer[0].token = _KEEPER  # its frames (its run may be this one's head) are read meanwhile
-                    self._wake(outer[0])
-                    self._lead.notify_all()
+        outer: tuple[_Conn, object] | None = getattr(_READER, "leads", None)
+        if outer is not None:  # called from on_chunk while this thread reads a worker's frames: hand them on
+            self._hand_off(*outer)
+        try:
+            return self._lead_run(run, main)
+        finally:
+            if outer is not None and outer[1] is _KEEPER:
+                with self._cond:
+                    outer[0].keeper_free = True
+
+    def _lead_run(self, run: RemoteRun, main: bool) -> dict[str, Any]:
+        outer = getattr(_READER, "leads", None)
         while not run.done.is_set():
             if run.interrupted:  # Ctrl-C while it waited for a worker or its turn: as stop_and_wait
                 run.interrupted = False
@@ -552,6 +563,43 @@ class WorkerPool:
             raise run.failure
         assert run.receipt is not None
         return run.receipt
+
+    def _hand_off(self, conn: _Conn, token: object) -> None:
+        """This thread, reading ``conn`` under ``token``, is about to wait for another run (a run() made from
+        ``on_chunk``): ``conn``'s frames are read meanwhile — its run may be that run's head on the same worker —
+        by the keeper, or by a stand-in thread while the keeper itself is the thread that waits."""
+        with self._cond:
+            if conn.token is not token or conn.ending:
+                return
+            if token is _KEEPER:
+                conn.keeper_free = False  # until this thread's run() returns (lead's end)
+            elif conn.keeper_free:
+                conn.token = _KEEPER
+                self._wake(conn)
+                self._lead.notify_all()
+                return
+            stand = object()
+            conn.token = stand
+        threading.Thread(target=self._stand_in, args=(conn, stand), name="kuro-pool-stand-in", daemon=True).start()
+
+    def _stand_in(self, conn: _Conn, stand: object) -> None:
+        """Read ``conn``'s frames for its keeper while that waits in a run() made from ``on_chunk``: until the
+        next head's caller waits to read, or the keeper is back (the keeper's token is still ``stand`` then)."""
+        _READER.active = True
+        while True:
+            _READER.leads = (conn, stand)
+            try:
+                if not self._pump(conn):
+                    return
+            finally:
+                _READER.leads = None
+            with self._cond:
+                if conn.token is not stand:
+                    return
+                head = conn.outstanding[0] if conn.outstanding else None
+                if (head is not None and head.waiter) or conn.keeper_free:
+                    self._pass_on(conn)
+                    return
 
     def _claim(self, run: RemoteRun) -> _Conn | None:
         """The worker whose channel ``run``'s caller now reads, or None (its run is done, or it was interrupted)."""

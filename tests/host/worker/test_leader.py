@@ -199,3 +199,24 @@ def test_a_run_made_from_on_chunk_on_the_same_worker_ends_and_so_does_the_run_it
     assert not caller.is_alive(), "the outer run() never returned"
     assert (outer[0]["kuro/outcome"], outer[0]["kuro/stdout"]) == ("ok", b"out")
     assert (inner[0]["kuro/outcome"], inner[0]["kuro/stdout"]) == ("ok", b"in")
+
+
+def test_a_run_made_from_a_started_runs_on_chunk_on_the_same_worker_ends_and_so_does_the_started_run(
+    lpool: WorkerPool, world: Any
+) -> None:
+    """A started run's chunks reach on_chunk on the worker's keeper; a run() made there, pipelined behind it on the
+    one worker, gets a stand-in reader for the keeper meanwhile (before, both hung forever)."""
+    store, sess, cids = world
+    inner: list[dict[str, Any]] = []
+
+    def nested(_s: object, _c: object) -> None:
+        if not inner:
+            inner.append(run(sess, guest(cids["cat"], "run"), store=store, isolation=lpool, stdin=b"in"))
+
+    handle = start(sess, guest(cids["cat"], "run"), store=store, isolation=lpool, stdin=b"out", on_chunk=nested)
+    assert isinstance(handle, ProcessHandle)
+    handle.close_stdin()
+    outer = handle.wait(WAIT)  # TimeoutError if it never ends
+    assert (outer["kuro/outcome"], outer["kuro/stdout"]) == ("ok", b"out")
+    _until(lambda: inner)  # its receipt may come while on_chunk still waits for the run it made
+    assert (inner[0]["kuro/outcome"], inner[0]["kuro/stdout"]) == ("ok", b"in")
