@@ -915,20 +915,21 @@ class WorkerPool:
             while len(self._active) < self.size and self._spares:
                 self._active.append(self._spares.pop(0))
             head = conn.outstanding[0] if conn.outstanding else None
+            closing = self._closed
             for run in reversed(conn.outstanding[1:]):
                 run.conn, run.sent, run.withdrawing = None, False, False
-                if run.stop_reason is None:
+                if run.stop_reason is None and not closing:  # closed: nothing takes a queued run any more
                     self._pending.appendleft(run)
-            behind = [r for r in conn.outstanding[1:] if r.stop_reason is not None]
+            behind = [r for r in conn.outstanding[1:] if r.stop_reason is not None or closing]
             conn.outstanding.clear()
-            closing = self._closed
             self._fill()
             flush = self._dispatch()
             self._cond.notify_all()
         self._flush(flush)
         for run in behind:
             self._live.discard(run)
-            run.stopped(run.stop_reason or "cancelled", _WAITED.get(run.stop_reason or ""), None)
+            reason = run.stop_reason or "closed"
+            run.stopped("cancelled" if reason == "closed" else reason, _WAITED.get(reason), None)
         # The exit status is read through the pidfd, so it is closed only after (and under its lock: a late kill
         # then finds None, never a number another worker's pidfd now holds).
         status = _exit_status(conn) if head is not None and conn.pid is not None else None
@@ -1204,6 +1205,7 @@ class WorkerPool:
 _WAITED: Final[Mapping[str, str]] = {
     "timeout": "the deadline passed before the guest started (no worker was free)",
     "cancelled": "killed before the guest started",
+    "closed": "the worker pool was closed before a worker took the run",
 }
 
 

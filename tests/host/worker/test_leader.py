@@ -220,3 +220,37 @@ def test_a_run_made_from_a_started_runs_on_chunk_on_the_same_worker_ends_and_so_
     assert (outer["kuro/outcome"], outer["kuro/stdout"]) == ("ok", b"out")
     _until(lambda: inner)  # its receipt may come while on_chunk still waits for the run it made
     assert (inner[0]["kuro/outcome"], inner[0]["kuro/stdout"]) == ("ok", b"in")
+
+
+def test_closing_the_pool_ends_the_run_leading_and_the_runs_queued_behind_it_in_its_worker(world: Any) -> None:
+    """Three callers on one worker: one reads its running guest's frames, one is queued in the worker behind it, one
+    waits in the pool's queue. close() ends all three cancelled (before, the one queued in the worker went back to a
+    queue nobody served any more, and its caller waited forever, past its deadline)."""
+    store, sess, cids = world
+    results: list[dict[str, Any]] = []
+    running = threading.Event()
+    with WorkerPool(1, spare=0) as pool:
+        assert pool.wait_ready(WAIT)
+
+        def caller() -> None:
+            results.append(
+                run(
+                    sess,
+                    guest(cids["flood"], "write_then_spin"),
+                    store=store,
+                    isolation=pool,
+                    timeout_ms=int(WAIT * 1000),
+                    on_chunk=lambda s, c: running.set(),
+                )
+            )
+
+        callers = [threading.Thread(target=caller, daemon=True) for _ in range(3)]
+        for t in callers:
+            t.start()
+        assert running.wait(WAIT)
+        _until(lambda: len(pool._active[0].outstanding) == 2)  # the second is queued in the worker
+        pool.close()
+        for t in callers:
+            t.join(WAIT)
+            assert not t.is_alive(), "a caller never got its receipt"
+    assert sorted(r["kuro/outcome"] for r in results) == ["cancelled"] * 3
