@@ -427,12 +427,8 @@ class WorkerPool:
                     return
                 mine = conn.token is _KEEPER
             if mine:
-                _READER.leads = (conn, _KEEPER)
-                try:
-                    if not self._pump(conn):
-                        return
-                finally:
-                    _READER.leads = None
+                if not self._pump_as(conn, _KEEPER):
+                    return
                 with self._cond:
                     if conn.token is _KEEPER:
                         self._pass_on(conn)
@@ -446,6 +442,14 @@ class WorkerPool:
                 with self._cond:
                     if conn.token is None:
                         conn.token = _KEEPER
+
+    def _pump_as(self, conn: _Conn, token: object) -> bool:
+        """:meth:`_pump` with this thread named as reading ``conn`` for ``token`` (the keeper or a stand-in)."""
+        _READER.leads = (conn, token)
+        try:
+            return self._pump(conn)
+        finally:
+            _READER.leads = None
 
     def _pump(self, conn: _Conn) -> bool:
         """Read and act on one frame of ``conn`` (the caller holds its token); False (after ending it) at its end."""
@@ -587,12 +591,8 @@ class WorkerPool:
         next head's caller waits to read, or the keeper is back (the keeper's token is still ``stand`` then)."""
         _READER.active = True
         while True:
-            _READER.leads = (conn, stand)
-            try:
-                if not self._pump(conn):
-                    return
-            finally:
-                _READER.leads = None
+            if not self._pump_as(conn, stand):
+                return
             with self._cond:
                 if conn.token is not stand:
                     return
