@@ -61,7 +61,6 @@ _TAG_LINK: Final = 42
 _FLOAT64 = struct.Struct(">Bd")
 #: The largest integer JavaScript numbers hold exactly; @ipld/dag-cbor writes a whole number past it as a float.
 JS_SAFE_INTEGER: Final = 2**53 - 1
-_JS_SAFE: Final = JS_SAFE_INTEGER
 
 
 def js_number(value: float) -> int | float:
@@ -70,7 +69,11 @@ def js_number(value: float) -> int | float:
     >>> js_number(2.0), js_number(2.5), js_number(1e300)
     (2, 2.5, 1e+300)
     """
-    return int(value) if value.is_integer() and -_JS_SAFE <= value <= _JS_SAFE else value
+    return int(value) if _js_writes_an_int(value) else value
+
+
+def _js_writes_an_int(value: float) -> bool:
+    return value.is_integer() and -JS_SAFE_INTEGER <= value <= JS_SAFE_INTEGER
 
 
 _HEAD16 = struct.Struct(">BH")
@@ -197,7 +200,7 @@ def encode(value: Any) -> bytes:
         elif kind is float:
             if math.isnan(item) or math.isinf(item):
                 raise DagCborError(f"dag-cbor forbids NaN and infinities (at {_where(node, key)})")
-            if item.is_integer() and -_JS_SAFE <= item <= _JS_SAFE:
+            if _js_writes_an_int(item):
                 raise DagCborError(
                     f"integral float {item!r} at {_where(node, key)}: it encodes differently in Python and "
                     "JavaScript dag-cbor; pass an int instead"
