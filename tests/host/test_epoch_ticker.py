@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +24,21 @@ from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.engine import EngineConfig, engine_for, install_interrupt, live_run, remove_interrupt
 
 HANG_GUARD = 10.0  # seconds: only so a broken ticker fails instead of hanging the suite
+_SPIN = str(Path(__file__).resolve().parents[2] / "guests" / "spin.wat")
+
+
+def _script(tmp_path: Path, source: str, *args: str, hang: str) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` in a fresh interpreter (the ticker's state starts clean); a hang fails with ``hang``."""
+    script = tmp_path / "script.py"
+    script.write_text(source, encoding="utf-8")
+    try:
+        return subprocess.run(
+            [sys.executable, str(script), *args], capture_output=True, text=True, timeout=HANG_GUARD + 50
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError(hang) from None
+
+
 COUNT = 200_000_000  # iterations of spin's ``count``: a fraction of a second of pure wasm
 
 
@@ -176,15 +193,7 @@ while not os.waitpid(pid, os.WNOHANG)[0]:
 def test_a_child_forked_while_the_ticker_runs_still_meets_its_deadline(tmp_path: Path) -> None:
     # The child inherits the ticker's state (a thread that is not there, a pipe shared with the parent, maybe a
     # held lock): it must tick for its own runs, or a deadline there is never met (it hung).
-    import subprocess
-    import sys
-
-    script = tmp_path / "fork.py"
-    script.write_text(_FORK_DURING_A_RUN, encoding="utf-8")
-    spin = Path(__file__).resolve().parents[2] / "guests" / "spin.wat"
-    done = subprocess.run(
-        [sys.executable, str(script), str(spin), str(HANG_GUARD)], capture_output=True, text=True, timeout=60
-    )
+    done = _script(tmp_path, _FORK_DURING_A_RUN, _SPIN, str(HANG_GUARD), hang="the child's deadline was never met")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "timeout", done.stdout
 
@@ -210,21 +219,11 @@ def test_the_deadline_holds_in_a_process_with_more_than_1024_open_files(tmp_path
     # select() takes no fd past FD_SETSIZE (1024): a server with many connections open made the ticker thread
     # die at its first wait, and every run's deadline was then never met (an endless guest hung for ever).
     import resource
-    import subprocess
-    import sys
 
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard < 2048:
         pytest.skip("the hard limit on open files is below 2048 here")
-    script = tmp_path / "fds.py"
-    script.write_text(_MANY_FDS, encoding="utf-8")
-    spin = Path(__file__).resolve().parents[2] / "guests" / "spin.wat"
-    try:
-        done = subprocess.run(
-            [sys.executable, str(script), str(spin)], capture_output=True, text=True, timeout=HANG_GUARD + 20
-        )
-    except subprocess.TimeoutExpired:
-        raise AssertionError("the run's deadline was never met") from None
+    done = _script(tmp_path, _MANY_FDS, _SPIN, hang="the run's deadline was never met")
     assert (done.returncode, done.stdout) == (0, "timeout"), done.stderr
 
 
@@ -253,15 +252,11 @@ print(run.stop_reason, end="")
 def test_a_stop_from_a_signal_handler_while_the_first_engine_is_made_does_not_deadlock(tmp_path: Path) -> None:
     # A stop interrupts every engine, under the engines' lock; a signal handler that stops a run (Ctrl-C during
     # run() on the main thread) runs on the main thread, which may be inside engine_for holding that lock.
-    import subprocess
-    import sys
-
-    script = tmp_path / "stop_in_a_handler.py"
-    script.write_text(_SIGNAL_WHILE_AN_ENGINE_IS_MADE, encoding="utf-8")
-    try:
-        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=HANG_GUARD + 20)
-    except subprocess.TimeoutExpired:
-        raise AssertionError("deadlocked: the handler's stop waited for the lock its own thread held") from None
+    done = _script(
+        tmp_path,
+        _SIGNAL_WHILE_AN_ENGINE_IS_MADE,
+        hang="deadlocked: the handler's stop waited for the lock its own thread held",
+    )
     assert (done.returncode, done.stdout) == (0, "cancelled"), done.stderr
 
 
@@ -300,16 +295,10 @@ print(outer["kuro/outcome"], [r["kuro/outcome"] for r in inner], end="")
 
 
 def test_a_run_made_by_a_signal_handler_while_the_ticker_starts_does_not_deadlock(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    script = tmp_path / "run_in_a_handler.py"
-    script.write_text(_RUN_FROM_A_HANDLER_AS_THE_TICKER_STARTS, encoding="utf-8")
-    spin = Path(__file__).resolve().parents[2] / "guests" / "spin.wat"
-    try:
-        done = subprocess.run(
-            [sys.executable, str(script), str(spin)], capture_output=True, text=True, timeout=HANG_GUARD + 20
-        )
-    except subprocess.TimeoutExpired:
-        raise AssertionError("deadlocked: the handler's run waited for the ticker lock its own thread held") from None
+    done = _script(
+        tmp_path,
+        _RUN_FROM_A_HANDLER_AS_THE_TICKER_STARTS,
+        _SPIN,
+        hang="deadlocked: the handler's run waited for the ticker lock its own thread held",
+    )
     assert (done.returncode, done.stdout) == (0, "ok ['ok']"), done.stderr
