@@ -110,6 +110,8 @@ CANCEL_POLL_S: Final = 0.25
 #: Environment variables whose values are concealed in previews (a guest has no env, but stdin or fs may carry one).
 _SECRET_ENV_NAME: Final = re.compile(r"token|secret|passw|api_?key|private_?key|credential", re.IGNORECASE)
 _SECRET_ENV_MIN: Final = 8
+#: The start time of a page cursor (:func:`page_cursor`): what ``str`` of an SQLite integer looks like.
+_CURSOR_AT: Final = re.compile(r"-?[0-9]{1,19}")
 
 #: ``starter(session, command, *, store, **options) -> RunHandle | denial mapping``.
 Starter = Callable[..., "RunHandle | Mapping[str, Any]"]
@@ -159,7 +161,9 @@ def page_cursor(row: Mapping[str, Any]) -> str:
 def _from_cursor(cursor: object) -> tuple[int, str]:
     if isinstance(cursor, str):
         at, sep, op_id = cursor.partition(":")
-        if sep and at.isdigit() and op_id:
+        # ASCII digits only (``int`` takes other scripts' digits, ``isdigit`` even ones ``int`` refuses), a
+        # start time SQLite can hold (a forged one past it would fail the query, not the cursor)
+        if sep and op_id and _CURSOR_AT.fullmatch(at) and -(2**63) <= int(at) < 2**63:
             return int(at), op_id
     raise ModelError(f"not a ledger page cursor: {cursor!r} (it is kuro/cursor of a listed row)", reason="invalid-page")
 

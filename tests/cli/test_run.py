@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -186,12 +187,41 @@ def test_ledger_list_shows_a_page_and_says_how_to_see_the_next(kuro: Kuro) -> No
     first = kuro("ledger", "list", "--limit", "2")
     assert [line.split()[0] for line in first.stdout.splitlines()] == ["op-0", "op-1"]
     more = first.stderr.strip().splitlines()[-1]
-    assert more.startswith("more: kuro ledger list --after ")
-    rest = kuro("ledger", "list", "--limit", "2", "--after", more.split("--after ", 1)[1])
+    assert more.startswith("more: kuro ledger list --after")
+    rest = kuro("ledger", "list", "--limit", "2", *shlex.split(more.removeprefix("more: "))[3:])
     assert [line.split()[0] for line in rest.stdout.splitlines()] == ["op-2"] and "more:" not in rest.stderr
     bad = kuro("ledger", "list", "--after", "not-a-cursor")
     assert bad.returncode == 2 and bad.stderr.startswith("kuro: error:")
     assert kuro("ledger", "list", "--limit", "0").returncode == 2
+
+
+def test_the_next_page_command_is_one_a_shell_runs_as_printed_whatever_the_op_id(kuro: Kuro) -> None:
+    # an op id is any printable text: the printed command must not become two commands (or lose a word)
+    cid = add_guest(kuro, "hello.wat")
+    hostile = ["a b; touch pwned", "it's $(touch pwned)", 'x"y`z`']
+    for op_id in [*hostile, "last"]:
+        assert kuro("run", cid, "run", "--op-id", op_id).returncode == 0
+    seen = []
+    after: list[str] = []
+    for _ in range(5):
+        page = kuro("ledger", "list", "--limit", "1", "--json", *after)
+        assert page.returncode == 0, page.stderr
+        seen += [json.loads(line)["kuro/op-id"] for line in page.stdout.splitlines()]
+        more = page.stderr.strip().splitlines()[-1:] or [""]
+        if not more[0].startswith("more: "):
+            break
+        words = shlex.split(more[0].removeprefix("more: "))
+        assert words[:3] == ["kuro", "ledger", "list"] and "--json" in words
+        after = [w for w in words[3:] if w != "--json"]
+    assert seen == [*hostile, "last"]
+
+
+def test_the_largest_page_limit_the_command_takes_lists_everything(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    assert kuro("run", cid, "run", "--op-id", "op-1").returncode == 0
+    result = kuro("ledger", "list", "--limit", str(2**63 - 1))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == "op-1" and "more:" not in result.stderr
 
 
 def test_output_is_streamed_while_the_guest_still_runs(home: Path, tmp_path: Path) -> None:

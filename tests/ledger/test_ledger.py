@@ -849,12 +849,28 @@ def test_operations_page_through_the_ledger_with_a_cursor(ledger: Ledger, starte
         {"after": "nonsense"},
         {"after": "x:y"},
         {"after": 7},
+        # forged cursors: digits int() refuses, and positions past SQLite's integers
+        {"after": "\u00b2:op"},
+        {"after": "\u0663:op"},
+        {"after": f"{2**63}:op"},
+        {"after": f"-{2**63 + 1}:op"},
+        {"after": "9" * 5000 + ":op"},
     ],
 )
 def test_a_bad_page_is_refused(ledger: Ledger, bad: dict[str, Any]) -> None:
     with pytest.raises(ModelError) as info:
         ledger.operations(**bad)
     assert info.value.reason == "invalid-page"
+
+
+def test_a_cursor_of_a_row_started_before_1970_pages_on(db: Path, store: MemoryBlockStore) -> None:
+    # a clock set back past the epoch gives negative start times; their cursors are still this ledger's own
+    with Ledger(db, store=store, starter=FakeStarter(), now=lambda: -5) as ledger:
+        for op_id in ("a", "b"):
+            ledger.run(op_id, make_session(), command())
+        first = ledger.operations(limit=1)
+        assert first[0]["kuro/cursor"] == "-5:a"
+        assert [row["kuro/op-id"] for row in ledger.operations(after=first[0]["kuro/cursor"])] == ["b"]
 
 
 def test_the_largest_page_limit_sqlite_counts_is_every_row(ledger: Ledger) -> None:
