@@ -652,7 +652,7 @@ class Ledger:
         ``cancel=True`` kills a run of this process and returns its terminal
         receipt once saved; for a run of another process it records a cancel
         request and returns the running status at once with ``kuro/cancel``
-        ``requested`` (``not-recorded`` if SQLite refused it): the owner kills
+        ``requested`` (``not-recorded`` if SQLite refused it, or the run ended meanwhile): the owner kills
         its run within :data:`CANCEL_POLL_S` s. On anything else it is a no-op.
         ``for_new_task=True`` marks the answer ``kuro/current: False``: a
         historical result does not complete new work.
