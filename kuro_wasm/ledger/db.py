@@ -177,11 +177,16 @@ class LedgerDB:
             if not names.issuperset(_ADDED_NAMES):
                 self._add_missing()
         except sqlite3.DatabaseError as exc:
-            if any(word in str(exc) for word in ("not a database", "malformed", "no such table")):
-                raise LedgerCorrupt(f"{self._path} is not a kuro ledger: {exc}") from exc
-            raise LedgerError(f"cannot open or prepare the ledger {self._path}: {exc}") from exc
+            raise self.refusal(exc, "cannot open or prepare the ledger", "is not a kuro ledger") from exc
         if version is None or version[0] != SCHEMA_VERSION:
             raise LedgerCorrupt(f"{self._path}: ledger schema version {version!r}, this code reads {SCHEMA_VERSION}")
+
+    def refusal(self, exc: sqlite3.Error, cannot: str, damaged: str) -> LedgerError:
+        """What ``exc`` from SQLite means for this ledger: :class:`LedgerCorrupt` (``"<path> <damaged>: …"``) if
+        the file is damaged or not a ledger, else :class:`LedgerError` (``"<cannot> <path>: …"``)."""
+        if any(word in str(exc) for word in ("not a database", "malformed", "no such table")):
+            return LedgerCorrupt(f"{self._path} {damaged}: {exc}")
+        return LedgerError(f"{cannot} {self._path}: {exc}")
 
     def _add_missing(self) -> None:
         """Add the index and the cancel table to an older ledger; a locked or read-only file stays without."""

@@ -705,13 +705,17 @@ class Ledger:
         row of the previous page (:func:`page_cursor`); a page costs its own rows, not the whole table.
 
         Raises ModelError: ``limit`` is not an int from 1 to :data:`MAX_PAGE`, or ``after`` is not a
-        cursor this ledger made.
+        cursor this ledger made. LedgerCorrupt: the file is damaged. LedgerError: SQLite cannot read it.
         """
         self._check_open()
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE):
             raise ModelError(f"limit must be an int from 1 to {MAX_PAGE}, got {limit!r:.40}", reason="invalid-page")
+        position = None if after is None else _from_cursor(after)
         self.recover()
-        rows = self._db.operations(limit=limit, after=None if after is None else _from_cursor(after))
+        try:
+            rows = self._db.operations(limit=limit, after=position)
+        except sqlite3.Error as exc:  # a damaged page, an unreadable file: said, never raised raw
+            raise self._db.refusal(exc, "cannot list the ledger", "is damaged") from exc
         for row in rows:
             row["kuro/cursor"] = page_cursor(row)
         return rows

@@ -110,6 +110,26 @@ def test_a_file_that_is_not_a_ledger_is_reported_corrupt(tmp_path: Path) -> None
         Ledger(path, store=MemoryBlockStore(), starter=FakeStarter())
 
 
+def test_a_damaged_page_of_the_listing_index_is_reported_corrupt_not_raised_raw(
+    db: Path, store: MemoryBlockStore, starter: FakeStarter
+) -> None:
+    with Ledger(db, store=store, starter=starter) as ledger:
+        for i in range(3):
+            ledger.run(f"op-{i}", make_session(), command(i))
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'operations_order'").fetchone()
+    (page,) = conn.execute("PRAGMA page_size").fetchone()
+    conn.close()
+    with open(db, "r+b") as fh:  # the page `kuro ledger list` reads through: a bad disk sector, say
+        fh.seek((root - 1) * page)
+        fh.write(b"\xff" * 16)
+    with Ledger(db, store=store, starter=starter) as ledger:
+        with pytest.raises(LedgerCorrupt, match="malformed"):
+            ledger.operations()
+        assert ledger.result("op-1")["kuro/status"] == "done"  # the rows themselves still answer
+
+
 def test_a_receipt_edited_in_the_database_is_reported_corrupt(ledger: Ledger, db: Path) -> None:
     ledger.run("op", make_session(), command())
     with sqlite3.connect(db) as conn:
