@@ -88,7 +88,7 @@ from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.home import ledger_path
-from kuro_wasm.errors import LedgerError, ModelError, OperationConflict
+from kuro_wasm.errors import HostError, LedgerError, ModelError, OperationConflict
 from kuro_wasm.ledger.answer import Row, answer, check_op_id, not_found, receipt_of, running_value, status_value
 from kuro_wasm.ledger.db import Connect, LedgerDB, default_connect
 from kuro_wasm.ledger.journal import Journal
@@ -147,6 +147,21 @@ def _check_backend(isolation: object) -> None:
         from kuro_wasm.host.worker.pool import default_pool
 
         default_pool()
+
+
+def _check_start_options(store: object, options: Mapping[str, Any]) -> None:
+    """What the host's ``start`` refuses in the options, refused before an op id is claimed (refused after
+    it, the op id would be used up as ``unknown`` though nothing ran): stdin that is not bytes (the digest
+    reads a str too), a bad ``home``, ``on_chunk``/``on_exit`` that cannot be called, a store that is none.
+    """
+    from kuro_wasm.host.api import _check_options  # lazily, as the starter: the host's own rule, not a copy
+
+    stdin = options.get("stdin")
+    if stdin is not None and not isinstance(stdin, (bytes, bytearray, memoryview)):
+        raise ModelError(f"stdin must be bytes, got {type(stdin).__name__}", reason="invalid-stdin")
+    _check_options(options.get("home"), options.get("on_chunk"), options.get("on_exit"))
+    if not all(hasattr(store, name) for name in ("get", "has", "put")):
+        raise HostError(f"store must be a BlockStore, got {type(store).__name__}")
 
 
 def page_cursor(row: Mapping[str, Any]) -> str:
@@ -310,7 +325,7 @@ class Ledger:
         LedgerError: the start could not be recorded (nothing ran), or the ledger is closed.
         Whatever the starter raises propagates, after the row is marked ``unknown``.
         HostError: ``isolation="process"`` (or ``$KURO_ISOLATION``) and no worker pool can be had
-        (``$KURO_WORKERS`` out of range …) — before anything is recorded.
+        (``$KURO_WORKERS`` out of range …), or ``store`` is not a block store — before anything is recorded.
         """
         _check_backend(run_options.get("isolation"))
         claimed = self.claim(op_id, session, command, **run_options)
@@ -494,6 +509,7 @@ class Ledger:
         keep_output = run_options.pop("keep_output", False)
         if not isinstance(keep_output, bool):
             raise ModelError(f"keep_output must be a bool, got {keep_output!r}", reason="invalid-run-option")
+        _check_start_options(store, run_options)
         digest = argument_digest(session, command, **run_options)
         options = {**run_options, **run_limits(run_options)}
         output_store = self._private_output() if keep_output else None
