@@ -79,6 +79,7 @@ import contextlib
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -181,6 +182,25 @@ def _from_cursor(cursor: object) -> tuple[int, str]:
         if sep and op_id and _CURSOR_AT.fullmatch(at) and -(2**63) <= int(at) < 2**63:
             return int(at), op_id
     raise ModelError(f"not a ledger page cursor: {cursor!r} (it is kuro/cursor of a listed row)", reason="invalid-page")
+
+
+#: The runs (their :class:`Live`) whose callback (``on_chunk``/``on_exit``) the current thread is inside.
+_IN_CALLBACK = threading.local()
+
+
+def _marked(callback: Callable[..., Any], live: Live) -> Callable[..., Any]:
+    """``callback``, noting while it runs that this thread is inside one of ``live``'s callbacks: the run
+    cannot end until it returns, so a cancel of that run asked from it must not wait for the run's end."""
+
+    def call(*args: Any) -> Any:
+        held: tuple[Live, ...] = getattr(_IN_CALLBACK, "runs", ())
+        _IN_CALLBACK.runs = (*held, live)
+        try:
+            return callback(*args)
+        finally:
+            _IN_CALLBACK.runs = held
+
+    return call
 
 
 def _live_value(op_id: str, live: Live) -> dict[str, Any]:
@@ -614,7 +634,11 @@ class Ledger:
         try:
             try:  # from the start on the guest may be running: an interrupt is a cancel, with its receipt
                 with self._starting():
-                    started = self._start(session, command, claim.store, claim.options)
+                    options = {
+                        **claim.options,
+                        **{k: _marked(v, live) for k in ("on_chunk", "on_exit") if (v := claim.options.get(k))},
+                    }
+                    started = self._start(session, command, claim.store, options)
                     if not isinstance(started, Mapping):
                         live.attach(started)
                 if not isinstance(started, Mapping):
@@ -666,8 +690,9 @@ class Ledger:
         seen ``{"kuro/status": "not-found", "kuro/op-id": op_id}``.
 
         ``cancel=True`` kills a run of this process and returns its terminal
-        receipt once saved; for a run of another process it records a cancel
-        request and returns the running status at once with ``kuro/cancel``
+        receipt once saved (asked from that run's own ``on_chunk``/``on_exit``, which the run waits
+        for, it returns the running status with ``kuro/cancel`` ``requested`` at once); for a run of
+        another process it records a cancel request and returns the running status at once with ``kuro/cancel``
         ``requested`` (``not-recorded`` if SQLite refused it, or the run ended meanwhile): the owner kills
         its run within :data:`CANCEL_POLL_S` s. On anything else it is a no-op.
         ``for_new_task=True`` marks the answer ``kuro/current: False``: a
@@ -692,6 +717,8 @@ class Ledger:
             if not cancel:
                 return _live_value(op_id, live)
             live.cancel()
+            if live in getattr(_IN_CALLBACK, "runs", ()):  # asked from the run's own callback: it ends after this
+                return {**_live_value(op_id, live), "kuro/cancel": "requested"}
             live.done.wait()
             assert live.final is not None
             return dict(live.final)

@@ -834,11 +834,14 @@ def test_by_default_the_ledger_its_journal_blocks_and_output_store_live_in_the_h
 def test_callbacks_and_home_pass_through_to_the_starter_but_do_not_change_the_digest(
     ledger: Ledger, starter: FakeStarter
 ) -> None:
+    exits: list[Any] = []
+
     def on_exit(receipt: Any) -> None:
-        pass
+        exits.append(receipt)
 
     ledger.run("op", make_session(), command(), on_exit=on_exit, home=False)
-    assert starter.options[0]["on_exit"] is on_exit
+    starter.options[0]["on_exit"]("the receipt")  # the starter's on_exit is ours (noted as the run's callback)
+    assert exits == ["the receipt"]
     assert starter.options[0]["home"] is False
     assert ledger.run("op", make_session(), command())["kuro/replayed"] is True
     assert starter.total == 1
