@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import GUESTS, ROOT, Kuro, add_guest, kuro_runner, one_error_line
+from cli_helpers import GUESTS, ROOT, Kuro, add_guest, crashed_run, kuro_runner, one_error_line
 
 from kuro_wasm.model.receipt import from_json
 
@@ -442,3 +442,23 @@ def test_a_word_that_does_not_fit_its_wit_parameter_is_one_typed_line(kuro: Kuro
         assert got.returncode == 2, (words, got)
         line = one_error_line(got)
         assert line.startswith("kuro: error:") and why in line, (words[:1], line)
+
+
+def _blocks(home: Path) -> set[str]:
+    return {p.name for p in (home / "blocks").rglob("*") if p.is_file()}
+
+
+def test_an_op_id_answered_unknown_stores_no_receipt_block_and_names_none(
+    kuro: Kuro, home: Path, tmp_path: Path
+) -> None:
+    # `unknown` is the ledger's answer, not a receipt: nothing is stored for it as if it were one
+    spin = add_guest(kuro, "spin.wat")
+    argv = ["run", spin, "run", "--op-id", "crashed", "--timeout-ms", "60000"]
+    crashed_run(home, tmp_path, argv, "crashed")
+    before = _blocks(home)
+    again = kuro(*argv)
+    assert again.returncode == 1 and "status unknown" in again.stderr
+    assert "receipt-not-stored" not in again.stderr and "bafy" not in again.stderr
+    as_json = kuro(*argv, "--json")
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["kuro/status"] == "unknown"
+    assert _blocks(home) == before
