@@ -153,6 +153,7 @@ def ledger_list(args: argparse.Namespace, ctx: Context) -> int:
     from kuro_wasm.errors import ModelError
     from kuro_wasm.ledger.ledger import MAX_PAGE, Ledger
     from kuro_wasm.model.receipt import to_json
+    from kuro_wasm.model.summary import visible
 
     if not ledger_path(ctx.home).exists():
         ctx.note(f"no operations yet ({ledger_path(ctx.home)} does not exist)")
@@ -168,7 +169,8 @@ def ledger_list(args: argparse.Namespace, ctx: Context) -> int:
         if args.json:
             ctx.say(to_json(row))
         else:
-            fields = [str(row.get(f"kuro/{k}", "-")) for k in ("op-id", "status", "exit-code", "outcome")]
+            # an op id may hold bidirectional controls (printable, so allowed): shown, never acted on
+            fields = [visible(str(row.get(f"kuro/{k}", "-"))) for k in ("op-id", "status", "exit-code", "outcome")]
             ctx.say("  ".join(fields))
     if not rows and not args.json:
         ctx.note("no operations yet" if args.after is None else "no more operations")

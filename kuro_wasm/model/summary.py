@@ -26,7 +26,17 @@ from typing import Any, Final
 
 from kuro_wasm.model.ansi import BIDI_CONTROLS
 
-__all__ = ["DENIAL_EXIT", "coloured", "denial_text", "is_denial", "is_status_answer", "receipt_text", "sgr", "size"]
+__all__ = [
+    "DENIAL_EXIT",
+    "coloured",
+    "denial_text",
+    "is_denial",
+    "is_status_answer",
+    "receipt_text",
+    "sgr",
+    "size",
+    "visible",
+]
 
 #: Characters a terminal acts on, each shown as its escape (``\\x1b``, ``\\u202e``): every C0 control (a
 #: newline inside a value would forge a line), DEL, the C1 controls and the bidirectional controls.
@@ -46,6 +56,16 @@ def _visible(line: str) -> str:
     'a\\x1b]0;title\\x07\\x0ab'
     """
     return line.translate(_SHOWN)
+
+
+def visible(text: str) -> str:
+    r"""``text`` (a value printed as part of a line: an op id, a name) with every character a terminal
+    would act on shown as its escape, as the summaries show them.
+
+    >>> visible("op\u202eko enod")
+    'op\\u202eko enod'
+    """
+    return _visible(text)
 
 
 #: The exit status of ``kuro run`` when the run was denied before anything loaded

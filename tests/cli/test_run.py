@@ -216,6 +216,15 @@ def test_the_next_page_command_is_one_a_shell_runs_as_printed_whatever_the_op_id
     assert seen == [*hostile, "last"]
 
 
+def test_ledger_list_shows_a_bidirectional_control_in_an_op_id_as_its_escape(kuro: Kuro) -> None:
+    # printable, so a valid op id; printed raw it would turn the rest of the row around on screen
+    cid = add_guest(kuro, "hello.wat")
+    assert kuro("run", cid, "run", "--op-id", "op\u202e ko 0 enod").returncode == 0
+    listed = kuro("ledger", "list")
+    assert listed.stdout.splitlines() == ["op\\u202e ko 0 enod  done  0  ok"]
+    assert json.loads(kuro("ledger", "list", "--json").stdout)["kuro/op-id"] == "op\u202e ko 0 enod"
+
+
 def test_the_largest_page_limit_the_command_takes_lists_everything(kuro: Kuro) -> None:
     cid = add_guest(kuro, "hello.wat")
     assert kuro("run", cid, "run", "--op-id", "op-1").returncode == 0
