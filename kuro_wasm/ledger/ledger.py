@@ -81,7 +81,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -184,21 +184,29 @@ def _from_cursor(cursor: object) -> tuple[int, str]:
     raise ModelError(f"not a ledger page cursor: {cursor!r} (it is kuro/cursor of a listed row)", reason="invalid-page")
 
 
-#: The runs (their :class:`Live`) whose callback (``on_chunk``/``on_exit``) the current thread is inside.
-_IN_CALLBACK = threading.local()
+#: The runs (their :class:`Live`) the current thread must come back to for them to end: the thread waiting
+#: in :meth:`Ledger.run` (a signal handler runs on it) and a thread inside the run's ``on_chunk``/``on_exit``.
+_NEEDED = threading.local()
+
+
+@contextlib.contextmanager
+def _needed_by(live: Live) -> Iterator[None]:
+    """While the block runs, ``live``'s run cannot end until this thread goes on: a cancel of it asked from
+    this thread (a signal handler, a callback) must not wait for the run's end."""
+    held: tuple[Live, ...] = getattr(_NEEDED, "runs", ())
+    _NEEDED.runs = (*held, live)
+    try:
+        yield
+    finally:
+        _NEEDED.runs = held
 
 
 def _marked(callback: Callable[..., Any], live: Live) -> Callable[..., Any]:
-    """``callback``, noting while it runs that this thread is inside one of ``live``'s callbacks: the run
-    cannot end until it returns, so a cancel of that run asked from it must not wait for the run's end."""
+    """``callback``, run as a thread ``live``'s run needs (see :func:`_needed_by`)."""
 
     def call(*args: Any) -> Any:
-        held: tuple[Live, ...] = getattr(_IN_CALLBACK, "runs", ())
-        _IN_CALLBACK.runs = (*held, live)
-        try:
+        with _needed_by(live):
             return callback(*args)
-        finally:
-            _IN_CALLBACK.runs = held
 
     return call
 
@@ -628,6 +636,10 @@ class Ledger:
         return status_value(row)
 
     def _run_claimed(self, claim: Claim, session: Session, command: object) -> dict[str, Any]:
+        with _needed_by(claim.live):  # a signal handler calling result(op_id, cancel=True) runs on this thread
+            return self._run_claimed_here(claim, session, command)
+
+    def _run_claimed_here(self, claim: Claim, session: Session, command: object) -> dict[str, Any]:
         phase = "host-raised"
         live = claim.live
         started: Any = None
@@ -690,8 +702,9 @@ class Ledger:
         seen ``{"kuro/status": "not-found", "kuro/op-id": op_id}``.
 
         ``cancel=True`` kills a run of this process and returns its terminal
-        receipt once saved (asked from that run's own ``on_chunk``/``on_exit``, which the run waits
-        for, it returns the running status with ``kuro/cancel`` ``requested`` at once); for a run of
+        receipt once saved (asked from a thread the run needs in order to end — its own ``on_chunk``/``on_exit``,
+        a signal handler interrupting its ``run`` — it returns the running status with ``kuro/cancel``
+        ``requested`` at once); for a run of
         another process it records a cancel request and returns the running status at once with ``kuro/cancel``
         ``requested`` (``not-recorded`` if SQLite refused it, or the run ended meanwhile): the owner kills
         its run within :data:`CANCEL_POLL_S` s. On anything else it is a no-op.
@@ -717,7 +730,7 @@ class Ledger:
             if not cancel:
                 return _live_value(op_id, live)
             live.cancel()
-            if live in getattr(_IN_CALLBACK, "runs", ()):  # asked from the run's own callback: it ends after this
+            if live in getattr(_NEEDED, "runs", ()):  # asked from a thread the run needs: it ends after this
                 return {**_live_value(op_id, live), "kuro/cancel": "requested"}
             live.done.wait()
             assert live.final is not None

@@ -269,3 +269,35 @@ def test_a_cancel_request_arriving_after_the_claim_is_withdrawn_is_not_recorded(
         other = LedgerDB(db, default_connect, 1.0)
         assert other.request_cancel("op-r", 2) == "requested"  # a standing claim: yes
         other.close()
+
+
+_SIGNAL_CANCEL = """
+import os, signal, sys, threading
+from ledger_fakes import FakeStarter, command, make_session
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.ledger.ledger import Ledger
+
+starter = FakeStarter(block=True)
+ledger = Ledger(sys.argv[1], store=MemoryBlockStore(), starter=starter)
+asked = []
+signal.signal(signal.SIGUSR1, lambda *_: asked.append(ledger.result("op-s", cancel=True)))
+threading.Thread(target=lambda: (starter.wait_started("s1"), os.kill(os.getpid(), signal.SIGUSR1)), daemon=True).start()
+got = ledger.run("op-s", make_session(), command())
+print(got["kuro/outcome"], asked[0]["kuro/status"], asked[0]["kuro/cancel"])
+"""
+
+
+def test_a_cancel_from_a_signal_handler_interrupting_the_run_ends_it_cancelled_instead_of_hanging(
+    tmp_path: Path,
+) -> None:
+    # the handler runs on the thread that waits for the run: it cannot wait there for the run's receipt
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(CHILD.parent), os.environ.get("PYTHONPATH")]))}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _SIGNAL_CANCEL, str(tmp_path / "ledger.sqlite")],
+            capture_output=True, text=True, env=env, timeout=120,  # a hang guard, not a measure
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise AssertionError("a cancel from a signal handler hung the ledgered run") from None
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["cancelled", "running", "requested"]
