@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import HostError, ModelError
+from kuro_wasm.host import interrupts
 from kuro_wasm.host.fsgate import open_fs
 from kuro_wasm.host.isolation import resolve_isolation
 from kuro_wasm.host.job import ISOLATION, Job, OnChunk, OnExit
@@ -545,12 +546,21 @@ def run(
         return remote.run_to_end()
     if on_start is not None:
         on_start(functools.partial(job.ctx.stop, "cancelled"))
-    if not _claim_ctrl_c(job):
+    if threading.current_thread() is not threading.main_thread():
         return job.execute()
+    claimed = _claim_ctrl_c(job)
+    held = interrupts.hold(job)
     try:
-        return job.execute()
+        receipt = job.execute()
     finally:
-        _MAIN_RUNS.pop()
+        interrupts.release(job, held)
+        if claimed:
+            _MAIN_RUNS.pop()
+    if job.interruption is not None:  # a signal handler of the program's raised: the run was stopped, now raise it
+        exc = job.interruption
+        exc.add_note(f"kuro: raised during a run, which was stopped: its receipt says {receipt['kuro/outcome']}")
+        raise exc
+    return receipt
 
 
 # ---- Ctrl-C during run() on the main thread
@@ -582,6 +592,9 @@ def _on_sigint(signum: int, frame: Any) -> None:
             job.ctx.stop("cancelled")
         else:
             job.interrupt()  # a process run whose caller reads its frames: it kills the run and waits for the receipt
+
+
+interrupts.own(_on_sigint)  # it raises only when no main-thread run is live
 
 
 def _claim_ctrl_c(job: Job | RemoteRun) -> bool:

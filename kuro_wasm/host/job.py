@@ -92,6 +92,8 @@ class Job:
         self.writer = _stream.Writer(max_output_bytes=limits.max_output_bytes, max_chunks=limits.max_output_chunks)
         self.exited = False  # the receipt exists: the stream value is then ``exited``
         self.callback_error: str | None = None
+        #: what a program's signal handler raised while this run was held (:mod:`.interrupts`): raised after the receipt
+        self.interruption: BaseException | None = None
         # Without on_chunk, imports append straight to the writer (no call through Job.emit on the hot path).
         emit = self.writer.append if on_chunk is None else self.emit
         cond = threading.Condition()
@@ -154,6 +156,12 @@ class Job:
                 if self.callback_error is None:
                     self.callback_error = f"on_chunk raised {type(exc).__name__}: {exc}"
         return True
+
+    def interrupted(self, exc: BaseException) -> None:
+        """A signal handler of the program raised ``exc`` during this run: keep the first, and cancel the run."""
+        if self.interruption is None:
+            self.interruption = exc
+        self.ctx.stop("cancelled")
 
     # -- the run
 
@@ -305,6 +313,9 @@ class Job:
             after = _root_of(ctx.fs)
             if after is not None:
                 result["fs-root-after"] = after
+        if self.interruption is not None and "error" not in result:
+            exc = self.interruption
+            result["error"] = f"interrupted: a signal handler raised {type(exc).__name__}: {exc}"
         if self.callback_error is not None and "error" not in result:
             result["error"] = self.callback_error
         receipt = self.writer.receipt(session, self.command, result)

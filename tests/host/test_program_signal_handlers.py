@@ -1,0 +1,86 @@
+"""A program's own signal handler that raises during a run on the main thread: the run stops, then run() raises it.
+
+Python runs a signal handler at the next bytecode of the main thread; during a run that is inside a
+ctypes callback of wasmtime's (the epoch check, a host call) before any ``try`` of the host's. Such a
+raise used to be swallowed by ctypes, which then handed wasmtime an uninitialised pointer, and the
+process aborted (``free(): invalid pointer``). Each case runs in a fresh interpreter (the abort would
+end the test run otherwise); faulthandler ends a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hostkit import GUESTS, component
+
+HANG_GUARD = 60.0  # seconds for the whole script: only so a hang fails instead of hanging the suite
+
+_SCRIPT = """
+import faulthandler, json, os, signal, sys, threading
+faulthandler.dump_traceback_later(float(sys.argv[2]), exit=True)
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.sessions import guest, session
+
+store = MemoryBlockStore()
+with open(sys.argv[1], "rb") as f:
+    cid = add_guest(store, f.read() if sys.argv[1].endswith(".wasm") else f.read().decode())
+sess = session("s-handler", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke"])
+export, args, how = json.loads(sys.argv[3])
+outcomes = []
+
+if how == "alarm":
+    def handler(_signum, _frame):
+        raise TimeoutError("the program's own timeout")
+    signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+else:  # a SIGTERM handler that exits
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+try:
+    got = run(sess, guest(cid, export, args), store=store, home=False, timeout_ms=int(sys.argv[2]) * 1000)
+    print(json.dumps({"returned": got["kuro/outcome"]}))
+except BaseException as exc:
+    print(json.dumps({"raised": type(exc).__name__, "args": list(exc.args), "notes": getattr(exc, "__notes__", [])}))
+"""
+
+_STOPPED = "kuro: raised during a run, which was stopped: its receipt says cancelled"
+
+
+@pytest.mark.parametrize(
+    ("guest_name", "call"),
+    [
+        ("spin.wat", ["run", [], "alarm"]),  # pure wasm: the signal lands in the epoch callback
+        ("deny-loop.wat", ["same", [2**31 - 1], "alarm"]),  # host calls back to back: it lands in a host call
+        ("typed.wasm", ["run", ["spin"], "alarm"]),  # a component
+        ("spin.wat", ["run", [], "exit"]),  # a SIGTERM handler calling sys.exit
+    ],
+)
+def test_a_raising_handler_stops_the_run_and_run_raises_it_after_the_receipt(
+    tmp_path: Path, guest_name: str, call: list[object]
+) -> None:
+    script = tmp_path / "handler.py"
+    script.write_text(_SCRIPT, encoding="utf-8")
+    if guest_name.endswith(".wasm"):
+        guest_file = tmp_path / guest_name
+        guest_file.write_bytes(component(guest_name.removesuffix(".wasm")))
+    else:
+        guest_file = GUESTS / guest_name
+    done = subprocess.run(
+        [sys.executable, str(script), str(guest_file), str(int(HANG_GUARD)), json.dumps(call)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD + 30,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout)
+    if call[2] == "alarm":
+        assert got == {"raised": "TimeoutError", "args": ["the program's own timeout"], "notes": [_STOPPED]}
+    else:
+        assert got == {"raised": "SystemExit", "args": [3], "notes": [_STOPPED]}
