@@ -426,7 +426,9 @@ def start(
     returned: its receipt says ``cancelled``. ``fs`` is a ``kuro_fs.Fs`` or a root CID (default: the session's
     root). ``stdin`` bytes are available at once and input stays open until
     :meth:`Handle.close_stdin`. ``on_chunk(stream, chunk)`` fires on the
-    worker thread as each kept chunk is written; ``on_exit(receipt)`` once at
+    worker thread as each kept chunk is written (an ``Exception`` it raises is kept in ``kuro/error`` and the
+    run goes on; a ``SystemExit`` or ``KeyboardInterrupt`` cancels the run, its ``kuro/error`` naming it, and
+    :func:`run` raises it once the receipt is made); ``on_exit(receipt)`` once at
     the end. ``home`` selects the compiled-module cache directory
     (:func:`kuro_fs.home.resolve_home`; ``False`` keeps it in memory only).
     ``isolation`` picks the backend: ``"wasmtime"`` (in this process), ``"process"`` (a worker
@@ -507,6 +509,9 @@ def run(
     (130). ``on_start(kill)`` is called on the calling thread before the guest loads
     (not for a denial); ``kill()`` stops this run from any thread, as
     :meth:`Handle.kill` does (a batch worker cancels the run it is executing so).
+    A signal handler of the program's that raises during the run on the main thread, or an ``on_chunk``
+    raising ``SystemExit``/``KeyboardInterrupt``, cancels the guest; once its receipt is made, this raises
+    that exception (with a note giving the receipt's outcome).
     Limits and errors as :func:`start`; an ``on_start`` that is not callable is a ModelError
     (``invalid-run-option``) on every backend, raised before anything is submitted.
     """
@@ -547,20 +552,26 @@ def run(
     if on_start is not None:
         on_start(functools.partial(job.ctx.stop, "cancelled"))
     if threading.current_thread() is not threading.main_thread():
-        return job.execute()
-    claimed = _claim_ctrl_c(job)
-    held = interrupts.hold(job)
-    try:
         receipt = job.execute()
-    finally:
-        interrupts.release(job, held)
-        if claimed:
-            _MAIN_RUNS.pop()
-    if job.interruption is not None:  # a signal handler of the program's raised: the run was stopped, now raise it
-        exc = job.interruption
-        exc.add_note(f"kuro: raised during a run, which was stopped: its receipt says {receipt['kuro/outcome']}")
-        raise exc
+    else:
+        claimed = _claim_ctrl_c(job)
+        held = interrupts.hold(job)
+        try:
+            receipt = job.execute()
+        finally:
+            interrupts.release(job, held)
+            if claimed:
+                _MAIN_RUNS.pop()
+    if job.interruption is not None:  # the program stopped the run by raising: the receipt is made, now raise it
+        raise _raised_after(job.interruption, receipt)
     return receipt
+
+
+def _raised_after(exc: BaseException, receipt: Mapping[str, Any] | None) -> BaseException:
+    """``exc``, raised by the program during a run that it stopped, with a note saying what the receipt says."""
+    said = "no receipt could be made" if receipt is None else f"its receipt says {receipt['kuro/outcome']}"
+    exc.add_note(f"kuro: raised during a run, which was stopped: {said}")
+    return exc
 
 
 # ---- Ctrl-C during run() on the main thread
@@ -789,13 +800,29 @@ class ProcessHandle(Handle):
         self._run.leading = claimed or threading.current_thread() is not threading.main_thread()
         try:
             self._start()
-            if self._run.leading:
-                return self._pool.lead(self._run)
-            return self.wait()
+            receipt = self._pool.lead(self._run) if self._run.leading else self.wait()
         except KeyboardInterrupt:
             if threading.current_thread() is not threading.main_thread():
                 raise
             return dict(stop_and_wait(self))
+        except HostError:
+            raise
+        except BaseException as exc:  # a signal handler of the program's: the run is stopped, its receipt made
+            raise _raised_after(exc, self._stopped()) from exc.__cause__
         finally:
             if claimed:
                 _MAIN_RUNS.pop()
+        if self._run.interruption is not None:  # on_chunk raised SystemExit or KeyboardInterrupt: the run stopped
+            raise _raised_after(self._run.interruption, receipt)
+        return receipt
+
+    def _stopped(self) -> dict[str, Any] | None:
+        """Kill the run and wait for its receipt, reading its frames if this caller was to (None: it has none)."""
+        while True:
+            try:
+                self.kill()
+                return self._pool.lead(self._run) if self._run.leading else self.wait()
+            except KeyboardInterrupt:
+                continue  # the kill is asked already: the run ends within its stop grace
+            except HostError:
+                return None

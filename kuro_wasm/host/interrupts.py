@@ -53,8 +53,9 @@ class Interruptible(Protocol):
 
 #: The runs held now, outermost first (main-thread runs nest: a run made from another's on_chunk).
 _HELD: list[Interruptible] = []
-#: Handlers of the host's own that never raise while a run is held (not guarded: no signal.signal per run).
-_OWN: set[int] = set()
+#: What a signal's handler may be without needing a guard: SIG_DFL, SIG_IGN, None (set from C), and the host's
+#: own handlers that never raise while a run is held (:func:`own`). Most runs find nothing else: one set test.
+_QUIET: set[Any] = {signal.SIG_DFL.value, signal.SIG_IGN.value, None}
 
 
 class _Guard:
@@ -78,7 +79,7 @@ class _Guard:
 
 def own(handler: Callable[[int, Any], Any]) -> None:
     """Mark ``handler`` (installed by the host itself) as one that never raises while a run is held."""
-    _OWN.add(id(handler))
+    _QUIET.add(handler)
 
 
 #: What :func:`hold` changed: (signal, the program's handler, its guard).
@@ -88,19 +89,18 @@ Held = tuple[tuple[int, Any, _Guard], ...]
 def hold(run: Interruptible) -> Held:
     """Guard every Python handler of the program until :func:`release` (on the main thread, as ``run`` starts)."""
     _HELD.append(run)
-    found = [
-        (signum, handler)
-        for signum, handler in zip(_SIGNALS, map(_getsignal, _SIGNALS), strict=True)
-        if handler is not None and handler.__class__ is not int and handler.__class__ is not _Guard
-    ]
-    if not found:
-        return ()
+    handlers = tuple(map(_getsignal, _SIGNALS))
+    try:
+        if _QUIET.issuperset(handlers):
+            return ()
+    except TypeError:  # an unhashable handler (a callable object with __eq__ and no __hash__): look at each
+        pass
     changed = []
-    for signum, handler in found:
-        if id(handler) in _OWN:
+    for signum, handler in zip(_SIGNALS, handlers, strict=True):
+        if handler.__class__ is int or handler.__class__ is _Guard or any(handler is q for q in _QUIET):
             continue
         guard = _Guard(handler)
-        signal.signal(signum, guard)
+        _signal.signal(signum, guard)
         changed.append((signum, handler, guard))
     return tuple(changed)
 
@@ -109,7 +109,7 @@ def release(run: Interruptible, held: Held) -> None:
     """Put back the handlers ``hold`` guarded for ``run`` (a handler the program set meanwhile is left as it is)."""
     for signum, handler, guard in held:
         if _getsignal(signum) is guard:
-            signal.signal(signum, handler)
+            _signal.signal(signum, handler)
     for i in range(len(_HELD) - 1, -1, -1):
         if _HELD[i] is run:
             del _HELD[i]

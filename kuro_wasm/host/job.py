@@ -152,13 +152,18 @@ class Job:
         if self.on_chunk is not None:
             try:
                 self.on_chunk(writer.value(), _stream.Chunk(name, data, writer.seq - 1))
-            except Exception as exc:
+            except BaseException as exc:
                 if self.callback_error is None:
                     self.callback_error = f"on_chunk raised {type(exc).__name__}: {exc}"
+                if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt: the program means to stop
+                    self.interrupted(exc)
+                    return False  # (kept already: the write stops the guest, as a capped one does)
         return True
 
     def interrupted(self, exc: BaseException) -> None:
-        """A signal handler of the program raised ``exc`` during this run: keep the first, and cancel the run."""
+        """The program stopped this run by raising ``exc`` (a signal handler during a main-thread run, or a
+        ``BaseException`` that is not an ``Exception`` from ``on_chunk``): keep the first, and cancel the run.
+        :func:`~kuro_wasm.host.api.run` raises it once the receipt is made."""
         if self.interruption is None:
             self.interruption = exc
         self.ctx.stop("cancelled")
@@ -313,11 +318,11 @@ class Job:
             after = _root_of(ctx.fs)
             if after is not None:
                 result["fs-root-after"] = after
+        if self.callback_error is not None and "error" not in result:
+            result["error"] = self.callback_error
         if self.interruption is not None and "error" not in result:
             exc = self.interruption
             result["error"] = f"interrupted: a signal handler raised {type(exc).__name__}: {exc}"
-        if self.callback_error is not None and "error" not in result:
-            result["error"] = self.callback_error
         receipt = self.writer.receipt(session, self.command, result)
         self.exited = True
         self.receipt = receipt

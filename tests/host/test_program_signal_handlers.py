@@ -32,8 +32,9 @@ store = MemoryBlockStore()
 with open(sys.argv[1], "rb") as f:
     cid = add_guest(store, f.read() if sys.argv[1].endswith(".wasm") else f.read().decode())
 sess = session("s-handler", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke"])
-export, args, how = json.loads(sys.argv[3])
-outcomes = []
+export, args, how, warm = json.loads(sys.argv[3])
+isolation = None if sys.argv[4] == "-" else sys.argv[4]
+run(sess, guest(cid, *warm), store=store, home=False, isolation=isolation)  # compiled, and a worker started
 
 if how == "alarm":
     def handler(_signum, _frame):
@@ -44,7 +45,8 @@ else:  # a SIGTERM handler that exits
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
     threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
 try:
-    got = run(sess, guest(cid, export, args), store=store, home=False, timeout_ms=int(sys.argv[2]) * 1000)
+    spec = guest(cid, export, args)
+    got = run(sess, spec, store=store, home=False, timeout_ms=int(sys.argv[2]) * 1000, isolation=isolation)
     print(json.dumps({"returned": got["kuro/outcome"]}))
 except BaseException as exc:
     print(json.dumps({"raised": type(exc).__name__, "args": list(exc.args), "notes": getattr(exc, "__notes__", [])}))
@@ -54,16 +56,17 @@ _STOPPED = "kuro: raised during a run, which was stopped: its receipt says cance
 
 
 @pytest.mark.parametrize(
-    ("guest_name", "call"),
+    ("guest_name", "call", "isolation"),
     [
-        ("spin.wat", ["run", [], "alarm"]),  # pure wasm: the signal lands in the epoch callback
-        ("deny-loop.wat", ["same", [2**31 - 1], "alarm"]),  # host calls back to back: it lands in a host call
-        ("typed.wasm", ["run", ["spin"], "alarm"]),  # a component
-        ("spin.wat", ["run", [], "exit"]),  # a SIGTERM handler calling sys.exit
+        ("spin.wat", ["run", [], "alarm", ["count", [1]]], "-"),  # pure wasm: the signal lands in the epoch callback
+        ("deny-loop.wat", ["same", [2**31 - 1], "alarm", ["same", [1]]], "-"),  # host calls back to back
+        ("typed.wasm", ["run", ["spin"], "alarm", ["run", ["trap"]]], "-"),  # a component
+        ("spin.wat", ["run", [], "exit", ["count", [1]]], "-"),  # a SIGTERM handler calling sys.exit
+        ("spin.wat", ["run", [], "alarm", ["count", [1]]], "process"),  # the caller waits for a worker's frames
     ],
 )
 def test_a_raising_handler_stops_the_run_and_run_raises_it_after_the_receipt(
-    tmp_path: Path, guest_name: str, call: list[object]
+    tmp_path: Path, guest_name: str, call: list[object], isolation: str
 ) -> None:
     script = tmp_path / "handler.py"
     script.write_text(_SCRIPT, encoding="utf-8")
@@ -73,7 +76,7 @@ def test_a_raising_handler_stops_the_run_and_run_raises_it_after_the_receipt(
     else:
         guest_file = GUESTS / guest_name
     done = subprocess.run(
-        [sys.executable, str(script), str(guest_file), str(int(HANG_GUARD)), json.dumps(call)],
+        [sys.executable, str(script), str(guest_file), str(int(HANG_GUARD)), json.dumps(call), isolation],
         capture_output=True,
         text=True,
         timeout=HANG_GUARD + 30,
