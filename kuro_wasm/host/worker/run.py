@@ -365,6 +365,9 @@ class RemoteRun:
         self.interrupted = True
         if self.sigfd is not None:
             os.eventfd_write(self.sigfd, 1)
+        if self.waiter and self.wake is not None:  # it waits for its turn on the pool's condition: wake it now.
+            # (From a new thread: the notify takes the pool's lock, which this thread may hold as the signal lands.)
+            threading.Thread(target=self.wake, name="kuro-interrupt", daemon=True).start()
 
     def _published(self) -> None:
         self.staged.close()  # what no believed root took is dropped
