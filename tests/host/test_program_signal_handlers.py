@@ -87,3 +87,39 @@ def test_a_raising_handler_stops_the_run_and_run_raises_it_after_the_receipt(
         assert got == {"raised": "TimeoutError", "args": ["the program's own timeout"], "notes": [_STOPPED]}
     else:
         assert got == {"raised": "SystemExit", "args": [3], "notes": [_STOPPED]}
+
+
+_WAKEUP_SCRIPT = """
+import os, signal, socket, sys
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.model.sessions import guest, session
+
+store = MemoryBlockStore()
+with open(sys.argv[1], encoding="utf-8") as f:
+    cid = add_guest(store, f.read())
+sess = session("s-wakeup", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke"])
+# as trio sets its wakeup fd: a socket that holds a few bytes, and no warning when it is full
+read_end, write_end = socket.socketpair()
+for s in (read_end, write_end):
+    s.setblocking(False)
+write_end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
+read_end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+signal.set_wakeup_fd(write_end.fileno(), warn_on_full_buffer=False)
+signal.signal(signal.SIGUSR1, lambda *_: None)
+assert run(sess, guest(cid, "count", [1]), store=store, home=False)["kuro/outcome"] == "ok"
+for _ in range(200):  # far more than the socket holds
+    os.kill(os.getpid(), signal.SIGUSR1)
+print(signal.set_wakeup_fd(-1) == write_end.fileno(), end="")
+"""
+
+
+def test_a_main_thread_run_leaves_the_programs_wakeup_fd_warning_setting_as_it_was(tmp_path: Path) -> None:
+    script = tmp_path / "wakeup.py"
+    script.write_text(_WAKEUP_SCRIPT, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script), str(GUESTS / "spin.wat")], capture_output=True, text=True, timeout=HANG_GUARD
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "True", "")
