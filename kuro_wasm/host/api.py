@@ -563,15 +563,8 @@ def run(
             if claimed:
                 _MAIN_RUNS.pop()
     if job.interruption is not None:  # the program stopped the run by raising: the receipt is made, now raise it
-        raise _raised_after(job.interruption, receipt)
+        raise interrupts.raised_after(job.interruption, receipt)
     return receipt
-
-
-def _raised_after(exc: BaseException, receipt: Mapping[str, Any] | None) -> BaseException:
-    """``exc``, raised by the program during a run that it stopped, with a note saying what the receipt says."""
-    said = "no receipt could be made" if receipt is None else f"its receipt says {receipt['kuro/outcome']}"
-    exc.add_note(f"kuro: raised during a run, which was stopped: {said}")
-    return exc
 
 
 # ---- Ctrl-C during run() on the main thread
@@ -808,12 +801,12 @@ class ProcessHandle(Handle):
         except HostError:
             raise
         except BaseException as exc:  # a signal handler of the program's: the run is stopped, its receipt made
-            raise _raised_after(exc, self._stopped()) from exc.__cause__
+            raise interrupts.raised_after(exc, self._stopped()) from exc.__cause__
         finally:
             if claimed:
                 _MAIN_RUNS.pop()
         if self._run.interruption is not None:  # on_chunk raised SystemExit or KeyboardInterrupt: the run stopped
-            raise _raised_after(self._run.interruption, receipt)
+            raise interrupts.raised_after(self._run.interruption, receipt)
         return receipt
 
     def _stopped(self) -> dict[str, Any] | None:

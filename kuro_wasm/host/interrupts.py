@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # CPython's C module behind signal (no stub): no enum conversion
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
-__all__ = ["Held", "Interruptible", "hold", "own", "release"]
+__all__ = ["Held", "Interruptible", "hold", "own", "raised_after", "release"]
 
 #: Every signal a handler can be set for (SIGKILL and SIGSTOP read as SIG_DFL, never as a Python handler).
 _SIGNALS: Final = tuple(sorted(int(s) for s in signal.valid_signals() if 0 < s < signal.NSIG))
@@ -114,3 +114,10 @@ def release(run: Interruptible, held: Held) -> None:
         if _HELD[i] is run:
             del _HELD[i]
             break
+
+
+def raised_after(exc: BaseException, receipt: Mapping[str, Any] | None) -> BaseException:
+    """``exc``, raised by the program during a run that was stopped for it, with a note saying what the receipt says."""
+    said = "no receipt could be made" if receipt is None else f"its receipt says {receipt['kuro/outcome']}"
+    exc.add_note(f"kuro: raised during a run, which was stopped: {said}")
+    return exc
