@@ -274,3 +274,18 @@ def _both_engines_agree(
     # a pair where V8 names two kinds with one message (test_v8_parity.V8_AMBIGUOUS_TRAPS): either agrees
     assert want in kind if isinstance(kind, list) else kind == want, (v8, trap)
     return receipt
+
+
+@pytest.mark.parametrize(
+    ("n", "stdin", "max_value_bytes"),
+    [(0, "", 1000), (0, "abc", 1000), (3, "", 1000), (5000, "x" * 4000, 1000), (10, "x" * 4000, 1000)],
+)
+def test_a_wasi_stdin_read_answers_alike_on_both_engines(
+    n: int, stdin: str, max_value_bytes: int, transpiled: dict[str, Path], tmp_path: Path
+) -> None:
+    """One input-stream.read of n bytes (guests/components/text/stdin-read.wat): a read of 0 asks for nothing (never
+    "closed", even at the end of input), and what one read hands back is bounded by max_value_bytes."""
+    data = {"description": "d", "guest": "text:stdin-read", "export": "read", "args": [n], "stdin": stdin,
+            "limits": {"max_value_bytes": max_value_bytes}, "expect": {"exit_code": 0, "outcome": "ok"}}  # fmt: skip
+    receipt = _both_engines_agree(data, parse_case("stdin-read", data), transpiled, tmp_path)
+    assert receipt["kuro/result"] == (2**32 - 1 if stdin == "" and n else min(n, len(stdin), max_value_bytes))
