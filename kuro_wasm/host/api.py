@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import HostError, ModelError
+from kuro_wasm.host import interrupts
 from kuro_wasm.host.fsgate import open_fs
 from kuro_wasm.host.isolation import resolve_isolation
 from kuro_wasm.host.job import ISOLATION, Job, OnChunk, OnExit
@@ -425,7 +426,9 @@ def start(
     returned: its receipt says ``cancelled``. ``fs`` is a ``kuro_fs.Fs`` or a root CID (default: the session's
     root). ``stdin`` bytes are available at once and input stays open until
     :meth:`Handle.close_stdin`. ``on_chunk(stream, chunk)`` fires on the
-    worker thread as each kept chunk is written; ``on_exit(receipt)`` once at
+    worker thread as each kept chunk is written (an ``Exception`` it raises is kept in ``kuro/error`` and the
+    run goes on; a ``SystemExit`` or ``KeyboardInterrupt`` cancels the run, its ``kuro/error`` naming it, and
+    :func:`run` raises it once the receipt is made); ``on_exit(receipt)`` once at
     the end. ``home`` selects the compiled-module cache directory
     (:func:`kuro_fs.home.resolve_home`; ``False`` keeps it in memory only).
     ``isolation`` picks the backend: ``"wasmtime"`` (in this process), ``"process"`` (a worker
@@ -506,6 +509,9 @@ def run(
     (130). ``on_start(kill)`` is called on the calling thread before the guest loads
     (not for a denial); ``kill()`` stops this run from any thread, as
     :meth:`Handle.kill` does (a batch worker cancels the run it is executing so).
+    A signal handler of the program's that raises during the run on the main thread, or an ``on_chunk``
+    raising ``SystemExit``/``KeyboardInterrupt``, cancels the guest; once its receipt is made, this raises
+    that exception (with a note giving the receipt's outcome).
     Limits and errors as :func:`start`; an ``on_start`` that is not callable is a ModelError
     (``invalid-run-option``) on every backend, raised before anything is submitted.
     """
@@ -545,12 +551,20 @@ def run(
         return remote.run_to_end()
     if on_start is not None:
         on_start(functools.partial(job.ctx.stop, "cancelled"))
-    if not _claim_ctrl_c(job):
-        return job.execute()
-    try:
-        return job.execute()
-    finally:
-        _MAIN_RUNS.pop()
+    if threading.current_thread() is not threading.main_thread():
+        receipt = job.execute()
+    else:
+        claimed = _claim_ctrl_c(job)
+        held = interrupts.hold(job)
+        try:
+            receipt = job.execute()
+        finally:
+            interrupts.release(job, held)
+            if claimed:
+                _MAIN_RUNS.pop()
+    if job.interruption is not None:  # the program stopped the run by raising: the receipt is made, now raise it
+        raise interrupts.raised_after(job.interruption, receipt)
+    return receipt
 
 
 # ---- Ctrl-C during run() on the main thread
@@ -582,6 +596,9 @@ def _on_sigint(signum: int, frame: Any) -> None:
             job.ctx.stop("cancelled")
         else:
             job.interrupt()  # a process run whose caller reads its frames: it kills the run and waits for the receipt
+
+
+interrupts.own(_on_sigint)  # it raises only when no main-thread run is live
 
 
 def _claim_ctrl_c(job: Job | RemoteRun) -> bool:
@@ -776,13 +793,29 @@ class ProcessHandle(Handle):
         self._run.leading = claimed or threading.current_thread() is not threading.main_thread()
         try:
             self._start()
-            if self._run.leading:
-                return self._pool.lead(self._run)
-            return self.wait()
+            receipt = self._pool.lead(self._run) if self._run.leading else self.wait()
         except KeyboardInterrupt:
             if threading.current_thread() is not threading.main_thread():
                 raise
             return dict(stop_and_wait(self))
+        except HostError:
+            raise
+        except BaseException as exc:  # a signal handler of the program's: the run is stopped, its receipt made
+            raise interrupts.raised_after(exc, self._stopped()) from exc.__cause__
         finally:
             if claimed:
                 _MAIN_RUNS.pop()
+        if self._run.interruption is not None:  # on_chunk raised SystemExit or KeyboardInterrupt: the run stopped
+            raise interrupts.raised_after(self._run.interruption, receipt)
+        return receipt
+
+    def _stopped(self) -> dict[str, Any] | None:
+        """Kill the run and wait for its receipt, reading its frames if this caller was to (None: it has none)."""
+        while True:
+            try:
+                self.kill()
+                return self._pool.lead(self._run) if self._run.leading else self.wait()
+            except KeyboardInterrupt:
+                continue  # the kill is asked already: the run ends within its stop grace
+            except HostError:
+                return None

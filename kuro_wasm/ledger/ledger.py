@@ -89,7 +89,7 @@ from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.home import ledger_path
-from kuro_wasm.errors import HostError, LedgerError, ModelError, OperationConflict
+from kuro_wasm.errors import HostError, KuroError, LedgerError, ModelError, OperationConflict
 from kuro_wasm.ledger.answer import Row, answer, check_op_id, not_found, receipt_of, running_value, status_value
 from kuro_wasm.ledger.db import Connect, LedgerDB, default_connect
 from kuro_wasm.ledger.journal import Journal
@@ -668,8 +668,24 @@ class Ledger:
         except BaseException as exc:
             if live.handle is not None:
                 live.handle.kill()
+                if phase == "host-raised" and not isinstance(exc, KuroError):  # the program's (a signal handler's):
+                    stopped = self._receipt_after_kill(claim)  # the run is stopped and recorded, then it goes on
+                    if stopped is not None:
+                        from kuro_wasm.host.interrupts import raised_after  # (loaded: a run has started)
+
+                        raise raised_after(exc, stopped) from exc.__cause__
             self.abandon(claim, f"{phase}: {type(exc).__name__}")
             raise
+
+    def _receipt_after_kill(self, claim: Claim) -> Mapping[str, Any] | None:
+        """The killed run's receipt, recorded (None: it could not be had or recorded: the claim is then abandoned)."""
+        assert claim.live.handle is not None
+        try:
+            result = _stop_and_wait(claim.live.handle)
+            self.settle(claim, result)
+        except BaseException:
+            return None
+        return result
 
     def _wait(self, op_id: str, handle: RunHandle, live: Live) -> Mapping[str, Any]:
         """The run's result; meanwhile, every :data:`CANCEL_POLL_S` s, honour a cancel request from another process.

@@ -1068,3 +1068,39 @@ def test_equal_digests_mean_the_gate_decides_alike_and_the_specs_are_equal(one: 
         assert is_guest_spec(a) == is_guest_spec(b)
         if is_guest_spec(a):
             assert a == b
+
+
+class _Alarm(Exception):
+    """What a program's own signal handler raises (a SIGALRM timeout's)."""
+
+
+class _AlarmedHandle(FakeHandle):
+    """A program's signal handler raises in the ledger's first wait."""
+
+    alarmed = False
+
+    def wait(self, timeout: float | None = None) -> Mapping[str, Any]:
+        if not self.alarmed:
+            self.alarmed = True
+            raise _Alarm("the program's own timeout")
+        return super().wait(timeout)
+
+
+def test_a_signal_handlers_exception_while_the_run_goes_on_stores_the_cancelled_receipt_then_propagates(
+    ledger: Ledger,
+) -> None:
+    # The run is stopped and its receipt recorded (not left unknown with the run going on unrecorded), then the
+    # program's exception goes on up, as run() does in-process.
+    handles: list[FakeHandle] = []
+
+    def start(sess: Session, cmd: Any, **_options: Any) -> FakeHandle:
+        handles.append(_AlarmedHandle(sess, cmd, None))
+        return handles[-1]
+
+    ledger._starter = start
+    with pytest.raises(_Alarm) as raised:
+        ledger.run("op", make_session(), command())
+    assert handles[0].killed
+    assert raised.value.__notes__ == ["kuro: raised during a run, which was stopped: its receipt says cancelled"]
+    stored = ledger.result("op")
+    assert (stored["kuro/status"], stored["kuro/outcome"]) == ("done", "cancelled")
