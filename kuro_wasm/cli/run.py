@@ -59,7 +59,7 @@ from kuro_wasm.cli.context import (
     silence,
     starting_guarded,
 )
-from kuro_wasm.errors import ModelError
+from kuro_wasm.errors import ModelError, StillRunning
 from kuro_wasm.model.isolation import ISOLATIONS
 from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
 
@@ -699,7 +699,7 @@ def _run_live(
         while True:
             try:
                 return handle.wait(0.2)
-            except TimeoutError:
+            except StillRunning:
                 continue
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (kuro_wasm.cli.launch): a cancel, with a receipt
         if handle is None:

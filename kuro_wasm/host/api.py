@@ -56,7 +56,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kuro_fs.blocks import BlockStore
-from kuro_wasm.errors import HostError, ModelError
+from kuro_wasm.errors import HostError, ModelError, StillRunning
 from kuro_wasm.host import interrupts
 from kuro_wasm.host.fsgate import open_fs
 from kuro_wasm.host.isolation import resolve_isolation
@@ -283,7 +283,7 @@ class Handle:
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
         """Block until the receipt exists and return it.
 
-        Raises TimeoutError: if ``timeout`` seconds pass first (the guest keeps running).
+        Raises StillRunning (a TimeoutError): if ``timeout`` seconds pass first (the guest keeps running).
         Raises HostError: if the run ended but no receipt could be built (a host bug).
         Raises ModelError (``invalid-run-option``): ``timeout`` is not None nor a number of seconds;
         (``wait-in-own-callback``): called from this run's own ``on_chunk`` before the receipt exists
@@ -293,7 +293,7 @@ class Handle:
         if not self._job.done.is_set() and self._in_own_callback():
             raise _waiting_on_itself()
         if not wait_event(self._job.done, seconds):
-            raise TimeoutError(f"the guest is still running after {timeout} s")
+            raise StillRunning(f"the guest is still running after {timeout} s")
         if self._job.failure is not None:
             raise self._job.failure
         assert self._job.receipt is not None
@@ -768,7 +768,7 @@ class ProcessHandle(Handle):
         if not self._run.done.is_set() and self._in_own_callback():
             raise _waiting_on_itself()
         if not wait_event(self._run.done, seconds):
-            raise TimeoutError(f"the guest is still running after {timeout} s")
+            raise StillRunning(f"the guest is still running after {timeout} s")
         if self._run.failure is not None:
             raise self._run.failure
         assert self._run.receipt is not None

@@ -89,7 +89,7 @@ from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.home import ledger_path
-from kuro_wasm.errors import HostError, KuroError, LedgerError, ModelError, OperationConflict
+from kuro_wasm.errors import HostError, KuroError, LedgerError, ModelError, OperationConflict, StillRunning
 from kuro_wasm.ledger.answer import Row, answer, check_op_id, not_found, receipt_of, running_value, status_value
 from kuro_wasm.ledger.db import Connect, LedgerDB, default_connect
 from kuro_wasm.ledger.journal import Journal
@@ -700,7 +700,7 @@ class Ledger:
             try:  # the poll is inside the try: an interrupt while SQLite is asked is a cancel too
                 try:
                     return handle.wait(CANCEL_POLL_S)
-                except TimeoutError:
+                except StillRunning:  # the poll's own timeout (a handler's TimeoutError goes on up)
                     pass
                 if not live.cancel_requested and self._db.cancel_requested(op_id):
                     live.cancel()

@@ -17,7 +17,7 @@ from ledger_fakes import GUEST, ROOT, FakeHandle, FakeStarter, RunThread, comman
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_fs.errors import BlockStoreError
-from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict
+from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict, StillRunning
 from kuro_wasm.ledger.ledger import MAX_PAGE, Ledger
 from kuro_wasm.model.operation import argument_digest
 from kuro_wasm.model.sessions import Session, denial, guest, is_guest_spec, session
@@ -1084,6 +1084,35 @@ class _AlarmedHandle(FakeHandle):
             self.alarmed = True
             raise _Alarm("the program's own timeout")
         return super().wait(timeout)
+
+
+class _TimedOutHandle(FakeHandle):
+    """A program's SIGALRM handler raises a plain TimeoutError (not the handle's own StillRunning) in the first wait."""
+
+    alarmed = False
+
+    def wait(self, timeout: float | None = None) -> Mapping[str, Any]:
+        if not self.alarmed:
+            self.alarmed = True
+            raise TimeoutError("the program's own timeout")
+        return super().wait(timeout)
+
+
+def test_a_handlers_timeout_error_is_not_taken_for_the_ledgers_poll(ledger: Ledger) -> None:
+    # The ledger polls the run with wait(CANCEL_POLL_S); only the handle's own StillRunning is that poll ending.
+    handles: list[FakeHandle] = []
+
+    def start(sess: Session, cmd: Any, **_options: Any) -> FakeHandle:
+        handles.append(_TimedOutHandle(sess, cmd, None))
+        return handles[-1]
+
+    ledger._starter = start
+    with pytest.raises(TimeoutError, match="the program's own timeout") as raised:
+        ledger.run("op", make_session(), command())
+    assert not isinstance(raised.value, StillRunning)
+    assert handles[0].killed
+    stored = ledger.result("op")
+    assert (stored["kuro/status"], stored["kuro/outcome"]) == ("done", "cancelled")
 
 
 def test_a_signal_handlers_exception_while_the_run_goes_on_stores_the_cancelled_receipt_then_propagates(

@@ -17,7 +17,7 @@ import pytest
 from ledger_fakes import FakeStarter, command, fake_receipt, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
-from kuro_wasm.errors import OperationConflict
+from kuro_wasm.errors import OperationConflict, StillRunning
 from kuro_wasm.ledger.db import LedgerDB, default_connect
 from kuro_wasm.ledger.journal import encode_line
 from kuro_wasm.ledger.ledger import Ledger
@@ -225,7 +225,7 @@ class _PolledThrice:
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
         if self.waits < 3:
             self.waits += 1
-            raise TimeoutError("still running")
+            raise StillRunning("still running")
         return self.result
 
 
