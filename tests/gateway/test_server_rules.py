@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -295,3 +296,23 @@ def test_a_store_read_that_stalls_does_not_stall_other_requests() -> None:
             store.release.set()
             waiter.join(60)
     assert stalled == [200]
+
+
+# ---- names beyond ASCII
+
+
+@pytest.mark.parametrize("fmt", ["raw", "car"])
+def test_a_path_through_a_non_latin_name_is_served_and_x_ipfs_path_is_percent_encoded(fmt: str) -> None:
+    # A response header is bytes: a UnixFS name like 日本.txt (not even latin-1) once crashed the response
+    # (a traceback, the connection reset); é was sent as one latin-1 byte no client reads as UTF-8.
+    store = MemoryBlockStore()
+    leaf = store.put(b"hello", "raw")
+    names = ["日本.txt", "café.txt", "a b.txt"]
+    links = tuple(PBLink.to(leaf, name, 5) for name in sorted(names))
+    folder = store.put(encode_pb(PBNode(links, encode_data(UnixFSData(NodeType.DIRECTORY)))), "dag-pb")
+    with running_gateway(store) as url, httpx.Client(base_url=url, timeout=30) as http:
+        for name in names:
+            r = http.get(f"/ipfs/{folder}/{quote(name, safe='')}", params={"format": fmt})
+            assert r.status_code == 200, (name, r.status_code, r.text[:200])
+            assert r.headers["X-Ipfs-Path"] == f"/ipfs/{folder}/{quote(name)}"
+            assert r.headers["X-Ipfs-Roots"] == f"{folder},{leaf}"
