@@ -5,7 +5,9 @@ Nothing a gateway sends is trusted — neither its bytes nor its sizes: every bl
 against the CID it was asked for (:func:`kuro_fs.cid.matches`) **before** it is cached or
 returned, no answer is read past a cap (a block: :data:`MAX_FETCHED_BLOCK`, 2 MiB, the IPFS
 stack's largest block — bitswap's message limit and this gateway's custody default; an error
-answer: its first :data:`MAX_ERROR_BODY` bytes; a CAR section: the block cap plus its CID), and a
+answer: its first :data:`MAX_ERROR_BODY` bytes; a CAR section: the block cap plus its CID) and
+none is inflated (only ``identity`` is asked for, and a 2xx body in a ``Content-Encoding`` is
+refused unread: a compressed bomb costs its own kilobyte, not the gigabytes it names), and a
 CAR is accepted block by block only while each block is the root or a link of a block already
 accepted, and only once (so a gateway can neither slip in wrong bytes, nor fill the cache with
 blocks nobody asked for, nor repeat one forever). Bytes that fail are a
@@ -161,17 +163,40 @@ class _Answer:
         return text.splitlines()[0][:200] if text else ""
 
 
+def _identity_only(response: httpx.Response) -> None:
+    """Refuse a 2xx body in a ``Content-Encoding``: the client asks for identity and never inflates one.
+
+    httpx decodes whatever encoding a server names, asked for or not, and one network chunk of
+    ``gzip, gzip`` inflates to gigabytes in a single call, before any cap sees a byte.
+    """
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity") or not 200 <= response.status_code < 300 or response.request.method == "HEAD":
+        return
+    raise GatewayRefused(
+        f"{response.request.method} {response.request.url}: the gateway answered in Content-Encoding "
+        f"{encoding!r}, though only identity was accepted; not read",
+        response.status_code,
+    )
+
+
+def _raw_chunks(response: httpx.Response) -> Iterator[bytes]:
+    # The body as sent, chunk by chunk. A response an injected transport built from bytes (httpx reads
+    # those at once) is already in memory: its content is the one chunk.
+    return iter((response.content,)) if response.is_stream_consumed else response.iter_raw()
+
+
 def _capped(response: httpx.Response, cap: int, deadline: Deadline) -> _Answer:
-    # Read at most ``cap`` bytes of a streamed body (decoded: a compressed bomb is capped too), then stop;
+    # Read at most ``cap`` bytes of a streamed body (as sent: never inflated, see _identity_only), then stop;
     # an answer (head or chunk) that arrives past the deadline is late, whatever the transport (httpx's
     # own is bounded at each socket read as well, see kuro_fs.gateway.deadline).
     deadline.check()
+    _identity_only(response)
     declared = response.headers.get("content-length", "")
     kind = response.headers.get("content-type", "")
     if declared.isdigit() and int(declared) > cap:
         return _Answer(response.status_code, b"", True, kind)
     body = bytearray()
-    for chunk in response.iter_bytes():
+    for chunk in _raw_chunks(response):
         deadline.check()
         body += chunk
         if len(body) > cap:
@@ -251,6 +276,7 @@ class GatewayBlockStore:
                 # Drop idle connections before a server's own keep-alive timeout (uvicorn's is 5 s) can close
                 # one just as a request is sent on it.
                 limits=httpx.Limits(keepalive_expiry=_KEEPALIVE_EXPIRY),
+                headers={"Accept-Encoding": "identity"},  # blocks are sent as they hash: never inflated here
             )
         )
         self._closed = False
@@ -437,7 +463,8 @@ class GatewayBlockStore:
             ):
                 if resp.status_code != 200:
                     raise self._status_error(_capped(resp, MAX_ERROR_BODY, deadline), f"GET {cid} as CAR")
-                return self._accept_car(cid, io.BufferedReader(_ChunkReader(resp.iter_bytes(), deadline)), deadline)
+                _identity_only(resp)
+                return self._accept_car(cid, io.BufferedReader(_ChunkReader(_raw_chunks(resp), deadline)), deadline)
         except (httpx.TimeoutException, DeadlinePassed) as exc:
             raise GatewayTimeout(
                 f"CAR of {cid} from {self._url}: a block did not arrive within {self._timeout:g} s ({exc})"

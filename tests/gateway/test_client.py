@@ -6,7 +6,11 @@ gateway on 127.0.0.1.
 
 from __future__ import annotations
 
+import functools
+import gzip
 import hashlib
+import tracemalloc
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -221,6 +225,53 @@ def test_an_endless_error_body_is_read_only_as_far_as_its_first_kilobytes() -> N
     with pytest.raises(GatewayRefused):
         store.prefetch(cid_for(b"x", "dag-pb"))
     assert hose.taken <= 2 * (MAX_ERROR_BODY + 65536 + 32)
+
+
+@functools.cache
+def _bomb() -> bytes:
+    # About 1 KB that a gzip-of-gzip decoder turns into 512 MiB in one call.
+    inner = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = bytes(1 << 20)
+    return gzip.compress(b"".join([*(inner.compress(zeros) for _ in range(512)), inner.flush()]), 9)
+
+
+@pytest.mark.parametrize("status", [200, 404, 500])
+def test_a_compressed_bomb_is_never_inflated(status: int) -> None:
+    # httpx decodes any Content-Encoding a server names, whatever was asked for: one 1 KB chunk of
+    # `gzip, gzip` became 512 MiB in memory before the block cap saw a byte. The client asks for identity
+    # and refuses an encoded answer unread.
+    bomb = _bomb()
+    asked: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(request.headers.get("accept-encoding", ""))
+        return httpx.Response(status, content=iter([bomb]), headers={"Content-Encoding": "gzip, gzip"})
+
+    cache = MemoryBlockStore()
+    store = _fake(handler, cache)
+    tracemalloc.start()
+    try:
+        if status == 404:
+            assert store.get(HELLO) is None
+        else:
+            with pytest.raises(GatewayError):
+                store.get(HELLO)
+        with pytest.raises(GatewayError):
+            store.prefetch(cid_for(b"x", "dag-pb"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak
+    assert asked and all(a == "identity" for a in asked) and cache.stats()["blocks"] == 0
+
+
+def test_an_answer_in_a_content_encoding_is_refused_naming_it() -> None:
+    body = gzip.compress(b"hello")
+    store = _fake(lambda r: httpx.Response(200, content=iter([body]), headers={"Content-Encoding": "gzip"}))
+    with pytest.raises(GatewayRefused, match="Content-Encoding 'gzip'"):
+        store.get(HELLO)
+    plain = _fake(lambda r: httpx.Response(200, content=iter([b"hello"]), headers={"Content-Encoding": "identity"}))
+    assert plain.get(HELLO) == b"hello"
 
 
 def _car_head(root: str) -> bytes:
