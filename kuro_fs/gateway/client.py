@@ -570,9 +570,9 @@ class GatewayBlockStore:
                     reasons[key] = "invalid-cid"
                 continue
             for here, block, reason in self._dag(cid):
-                if here in done:
+                if parse(here).key in done:  # a CIDv0 and its CIDv1 are one block: pushed and counted once
                     continue
-                done.add(here)
+                done.add(parse(here).key)
                 if block is not None and not matches(parse(here), block):
                     block, reason = None, "corrupt"
                 if block is None:

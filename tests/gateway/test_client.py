@@ -21,6 +21,8 @@ from gateway_helpers import MANIFEST, TOKEN
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.car import write_car
 from kuro_fs.cid import cid_for, parse, raw_cid
+from kuro_fs.dagpb import PBLink, PBNode
+from kuro_fs.dagpb import encode as encode_pb
 from kuro_fs.errors import (
     BlockStoreError,
     CorruptBlock,
@@ -419,6 +421,26 @@ def test_publish_pushes_a_root_and_its_dag_to_custody(
         result = store.publish([root, root])
         assert result == {"published": cache.stats()["blocks"], "rejected": [], "reasons": {}}
     assert read_file(fixture_store, root) == data
+
+
+def test_publish_pushes_and_counts_one_block_once_whatever_name_it_is_given() -> None:
+    # A CIDv0 and its CIDv1 are one block: named both ways (or linked both ways in a DAG) it was
+    # PUT twice and counted twice.
+    from multiformats import CID
+
+    cache = MemoryBlockStore()
+    leaf = cache.put(b"leaf")
+    node = cache.put(encode_pb(PBNode((PBLink.to(leaf, "a", 4),))), "dag-pb")
+    v0 = str(CID.decode(node).set(base="base58btc", version=0))
+    put: list[str] = []
+
+    def custody(request: httpx.Request) -> httpx.Response:
+        put.append(request.url.path)
+        return httpx.Response(201, json={})
+
+    store = GatewayBlockStore("http://gateway.test", cache, token=TOKEN, transport=httpx.MockTransport(custody))
+    assert store.publish([v0, node, node.upper()]) == {"published": 2, "rejected": [], "reasons": {}}
+    assert len(put) == 2
 
 
 def test_publish_reports_what_it_could_not_push_and_why(gateway: str, tmp_path: Path) -> None:
