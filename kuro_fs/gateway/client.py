@@ -98,7 +98,15 @@ from kuro_fs.gateway.request import CAR_TYPE, RAW_TYPE
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_ERROR_BODY", "MAX_FETCHED_BLOCK", "PROBE_CID", "GatewayBlockStore", "check_url"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_ERROR_BODY",
+    "MAX_FETCHED_BLOCK",
+    "PROBE_CID",
+    "GatewayBlockStore",
+    "check_token",
+    "check_url",
+]
 
 DEFAULT_TIMEOUT: Final = 30.0
 #: The largest block accepted from a gateway: 2 MiB, the IPFS stack's block limit (bitswap refuses
@@ -227,6 +235,22 @@ def check_url(url: object) -> str:
     return url.rstrip("/")
 
 
+def check_token(token: object) -> str:
+    """``token`` if an HTTP header can carry it as ``Authorization: Bearer <token>``: printable ASCII
+    (spaces and tabs inside allowed), not empty.
+
+    >>> check_token("s3cret-token")
+    's3cret-token'
+
+    Raises ValueError: anything else (a non-ASCII character or a control character can never be sent,
+    so such a token would make every custody write fail).
+    """
+    if not isinstance(token, str) or not token.strip() or not all(ch == "\t" or " " <= ch <= "~" for ch in token):
+        shown = repr(token) if not isinstance(token, str) else f"of {len(token)} characters"
+        raise ValueError(f"a custody token is printable ASCII an HTTP header can carry; got one {shown} that is not")
+    return token
+
+
 #: Seconds an idle pooled connection is kept (below common servers' keep-alive timeouts).
 _KEEPALIVE_EXPIRY: Final = 2.0
 
@@ -246,7 +270,8 @@ class GatewayBlockStore:
     monotonic clock the deadline is read from (injectable, for tests).
 
     Raises InvalidGatewayURL (a ``BlockStoreError`` and ``ValueError``): ``url`` is not a
-    well-formed http(s) URL with a host; ValueError: ``timeout`` is not a positive number.
+    well-formed http(s) URL with a host; ValueError: ``timeout`` is not a positive number, or
+    ``token`` is not printable ASCII (:func:`check_token`).
     """
 
     def __init__(
@@ -264,7 +289,7 @@ class GatewayBlockStore:
             raise ValueError(f"a gateway timeout is a positive number of seconds, got {timeout!r}")
         httpx = _httpx()
         self._cache: BlockStore = cache if cache is not None else MemoryBlockStore()
-        self._token = token
+        self._token = None if token is None else check_token(token)
         self._timeout = float(timeout)
         self._clock = clock
         self._client = bound_client(

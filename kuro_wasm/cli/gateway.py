@@ -25,11 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kuro_wasm.cli.context import Context, UsageError
+from kuro_wasm.cli.context import TOKEN_ENV, Context, UsageError, checked_token
 
 __all__ = ["add_gateway_parsers", "publish", "serve"]
-
-TOKEN_ENV = "KURO_GATEWAY_TOKEN"
 
 
 def add_gateway_parsers(group: Any, leaf: Callable[..., argparse.ArgumentParser]) -> None:
@@ -51,12 +49,17 @@ def add_gateway_parsers(group: Any, leaf: Callable[..., argparse.ArgumentParser]
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    if args.token_file is not None:
-        token = Path(args.token_file).read_text(encoding="utf-8").strip()
-        if not token:
-            raise UsageError(f"token file {args.token_file} is empty")
-        return token
-    return os.environ.get(TOKEN_ENV) or None
+    from kuro_fs.gateway.client import check_token
+
+    if args.token_file is None:
+        return checked_token(os.environ.get(TOKEN_ENV) or None, f"${TOKEN_ENV}", check_token)
+    try:
+        token = Path(args.token_file).read_bytes().decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise UsageError(f"token file {args.token_file} is not UTF-8 text") from None
+    if not token:
+        raise UsageError(f"token file {args.token_file} is empty")
+    return checked_token(token, f"token file {args.token_file}", check_token)
 
 
 def serve(args: argparse.Namespace, ctx: Context) -> int:

@@ -58,6 +58,12 @@ def test_a_gateway_url_that_is_not_http_is_refused(url: object) -> None:
         GatewayBlockStore(url)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("token", ["t\u00f6k\u00e9n", "bell\x07", "", "   ", b"bytes"])
+def test_a_custody_token_no_http_header_can_carry_is_refused_when_the_store_is_made(token: object) -> None:
+    with pytest.raises(ValueError, match="printable ASCII"):
+        GatewayBlockStore("http://gateway.test", token=token)  # type: ignore[arg-type]
+
+
 def test_a_malformed_cid_is_refused_before_any_request() -> None:
     store = _fake(lambda r: pytest.fail("no request may be sent"))  # type: ignore[arg-type]
     for call in (store.get, store.has):
