@@ -201,7 +201,7 @@ def _capped(response: httpx.Response, cap: int, deadline: Deadline) -> _Answer:
     _identity_only(response)
     declared = response.headers.get("content-length", "")
     kind = response.headers.get("content-type", "")
-    if declared.isdigit() and int(declared) > cap:
+    if declared.isascii() and declared.isdigit() and int(declared) > cap:
         return _Answer(response.status_code, b"", True, kind)
     body = bytearray()
     for chunk in _raw_chunks(response):

@@ -369,7 +369,7 @@ def _authorized(request: Request, cfg: GatewayConfig) -> Response | None:
 async def _read_capped(request: Request, cap: int) -> bytes | Response:
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.isdigit():
+        if not (declared.isascii() and declared.isdigit()):  # '²' is a digit to str.isdigit, not to int
             return _text(400, f"bad Content-Length {declared!r}")
         if int(declared) > cap:
             return _text(413, f"block of {declared} bytes exceeds the {cap}-byte cap")

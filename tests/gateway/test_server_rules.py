@@ -316,3 +316,41 @@ def test_a_path_through_a_non_latin_name_is_served_and_x_ipfs_path_is_percent_en
             assert r.status_code == 200, (name, r.status_code, r.text[:200])
             assert r.headers["X-Ipfs-Path"] == f"/ipfs/{folder}/{quote(name)}"
             assert r.headers["X-Ipfs-Roots"] == f"{folder},{leaf}"
+
+
+def test_a_content_length_of_non_ascii_digits_is_a_400_under_any_asgi_server() -> None:
+    # uvicorn's parser refuses it, but the app is plain ASGI: '²' passed str.isdigit and int('²') crashed (500).
+    import asyncio
+
+    from kuro_fs.gateway.server import create_app
+
+    sent: list[dict[str, object]] = []
+
+    async def put() -> None:
+        app = create_app(MemoryBlockStore(), GatewayConfig(token=TOKEN))
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "PUT",
+            "scheme": "http",
+            "path": f"/ipld/{raw_cid(b'x')}",
+            "raw_path": f"/ipld/{raw_cid(b'x')}".encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"authorization", f"Bearer {TOKEN}".encode()), (b"content-length", "²".encode("latin-1"))],
+            "server": ("gateway.test", 80),
+            "client": ("client.test", 1),
+        }
+        messages = [{"type": "http.request", "body": b"x", "more_body": False}]
+
+        async def receive() -> dict[str, object]:
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        async def send(message: dict[str, object]) -> None:
+            sent.append(message)
+
+        await app(scope, receive, send)
+
+    asyncio.run(put())
+    assert sent[0]["status"] == 400 and b"Content-Length" in sent[1]["body"]  # type: ignore[operator]
