@@ -61,6 +61,7 @@ it was given), no read-ahead guessed from a reader's pattern (``prefetch`` is as
 from __future__ import annotations
 
 import io
+import json
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -571,12 +572,28 @@ class GatewayBlockStore:
             except (DagPbError, DagCborError, InvalidCID):
                 continue  # a block that does not decode links nothing; it is still published as bytes
 
+    def _confirmed(self, answer: _Answer, cid: str) -> None:
+        # A custody gateway's success names the block it now holds ({"cid": …, "stored": …}); any other 2xx
+        # (a web host, a proxy's page) is no custody, and every later block would be "published" the same way.
+        try:
+            named = json.loads(answer.body)["cid"]
+            if isinstance(named, str) and parse(canonical(named)).key == parse(cid).key:
+                return
+        except (ValueError, TypeError, KeyError, InvalidCID):
+            pass
+        raise GatewayRefused(
+            f"PUT {cid}: {self._url} answered {answer.status} without naming the block "
+            f"({answer.first_line()[:80]!r}): not a custody gateway",
+            answer.status,
+        )
+
     def publish(self, cids: Iterable[str]) -> PublishResult:
         """Push each named block, and every block of its DAG held in the cache, to the gateway's custody.
 
-        A block is counted once however often it is named. Raises GatewayUnreachable /
-        GatewayTimeout (the network failed: nothing is counted for the block in flight) and
-        GatewayRefused for a 5xx answer.
+        A block is counted once however often it is named, and only when the gateway's answer names
+        it (``{"cid": …}``). Raises GatewayUnreachable / GatewayTimeout (the network failed: nothing
+        is counted for the block in flight) and GatewayRefused for a 5xx answer or a success that
+        does not name the block (a server that is no custody gateway).
         """
         published = 0
         rejected: list[str] = []
@@ -609,6 +626,7 @@ class GatewayBlockStore:
                     continue
                 answer = self._exchange("PUT", f"/ipld/{here}", MAX_ERROR_BODY, content=block, headers=headers)
                 if answer.status in (200, 201):
+                    self._confirmed(answer, here)
                     published += 1
                     continue
                 if answer.status >= 500:

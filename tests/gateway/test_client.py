@@ -442,11 +442,30 @@ def test_publish_pushes_and_counts_one_block_once_whatever_name_it_is_given() ->
 
     def custody(request: httpx.Request) -> httpx.Response:
         put.append(request.url.path)
-        return httpx.Response(201, json={})
+        return httpx.Response(201, json={"cid": request.url.path.rsplit("/", 1)[1], "stored": True})
 
     store = GatewayBlockStore("http://gateway.test", cache, token=TOKEN, transport=httpx.MockTransport(custody))
     assert store.publish([v0, node, node.upper()]) == {"published": 2, "rejected": [], "reasons": {}}
     assert len(put) == 2
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        httpx.Response(200, text="<html>welcome</html>"),
+        httpx.Response(201, json={}),
+        httpx.Response(200, json={"cid": raw_cid(b"another block"), "stored": True}),
+    ],
+)
+def test_a_success_that_does_not_name_the_block_is_no_custody(answer: httpx.Response) -> None:
+    # Any server answering 200 to a PUT (a web host, a proxy's landing page) was counted as custody of
+    # every block: publish reported them all published while nothing held them.
+    cache = MemoryBlockStore()
+    held = cache.put(b"mine")
+    web_host = httpx.MockTransport(lambda r: answer)
+    store = GatewayBlockStore("http://gateway.test", cache, token=TOKEN, transport=web_host)
+    with pytest.raises(GatewayRefused, match="custody"):
+        store.publish([held])
 
 
 def test_publish_reports_what_it_could_not_push_and_why(gateway: str, tmp_path: Path) -> None:
