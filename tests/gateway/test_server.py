@@ -345,6 +345,33 @@ def test_a_client_that_drips_its_request_head_is_disconnected(fixture_store: Fil
                 pytest.fail("the gateway kept a dripping connection open for 5 s")
 
 
+@pytest.mark.parametrize("method", ["GET", "PUT"])
+def test_a_request_body_the_answer_did_not_wait_for_cannot_hold_the_connection(
+    fixture_store: FileBlockStore, method: str
+) -> None:
+    # A request that declares a body nobody reads (a GET's, a PUT refused before its body) is answered;
+    # a byte of that body then cancelled uvicorn's keep-alive timer and nothing re-armed one, so the
+    # connection (one of max_connections) stayed open forever. It is now closed head_timeout after the answer.
+    with running_gateway(fixture_store, limits=ServerLimits(head_timeout=0.3, keep_alive=1)) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            path = f"/ipfs/{TWO['root']}?format=raw" if method == "GET" else f"/ipld/{ABSENT}"
+            sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n".encode())
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += sock.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 200" if method == "GET" else b"HTTP/1.1 403"), answer[:60]
+            sock.sendall(b"a")
+            sock.settimeout(20)  # far beyond the 0.3 s bound: only a connection never closed reaches it
+            try:
+                while sock.recv(65536):
+                    pass
+            except TimeoutError:
+                pytest.fail("the gateway kept the connection open 20 s after its answer")
+            except ConnectionResetError:
+                pass
+
+
 def test_a_client_that_stops_reading_a_car_is_dropped_after_the_send_deadline() -> None:
     from kuro_fs.blocks import MemoryBlockStore
     from kuro_fs.importer import import_bytes
