@@ -15,7 +15,7 @@ slow request heads (slowloris)   the head must arrive within ``head_timeout`` s 
                                  connection (or of the previous response), else closed
 idle keep-alive                  ``keep_alive`` s (uvicorn)
 slow upload / slow reader        the app's ``body_timeout`` / ``send_timeout``
-a body the answer did not read   the rest of it must arrive within ``head_timeout`` s of the answer
+bytes between requests           (a CRLF, a body the answer did not read) start the head deadline
 ================================ ==========================================================
 
 uvicorn alone never times out a connection that has sent part of a request head, and
@@ -114,16 +114,18 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
             self._disarm()
             super().on_headers_complete()
 
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            # Any byte cancels uvicorn's keep-alive timer, which only a new response re-arms: bytes that start
+            # no request (a CRLF between requests, the rest of a body the answer did not wait for) would hold
+            # the connection open forever. With no request in progress they get the head deadline.
+            idle = self.cycle is None or self.cycle.response_complete
+            if idle and self._head_timer is None and not self.transport.is_closing():
+                self._arm()
+
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if self.transport.is_closing() or self.cycle is None:
-                return
-            if self.cycle.more_body:
-                # Answered before its body arrived (a GET's body, a refused upload): a byte of it cancels
-                # uvicorn's keep-alive timer and nothing re-arms it, so the rest of the body gets the head's
-                # deadline; the next head (after the body) re-arms ours.
-                self._arm()
-            elif self.cycle.keep_alive:
+            if not self.transport.is_closing() and self.cycle is not None and self.cycle.keep_alive:
                 self._disarm()  # idle keep-alive is uvicorn's timer; the next head re-arms ours
 
     return BoundedHttpToolsProtocol
