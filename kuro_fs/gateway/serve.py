@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,7 +46,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from kuro_fs.blocks import BlockStore
 from kuro_fs.gateway.server import GatewayConfig, create_app
 
-__all__ = ["ServerLimits", "run_gateway", "running_gateway"]
+__all__ = ["ServerLimits", "listen", "run_gateway", "running_gateway"]
 
 _DEFAULT_HEAD_BYTES: Final = 16 * 1024
 
@@ -169,6 +170,19 @@ def _uvicorn_config(
     )
 
 
+def listen(host: str, port: int, backlog: int = ServerLimits.backlog) -> socket.socket:
+    """A listening TCP socket on ``host``:``port`` (0 picks a free port), for :func:`run_gateway`.
+
+    Bound here rather than by uvicorn, whose bind failure is three log lines and ``sys.exit(3)``.
+    Raises OSError: the address cannot be bound or resolved; ``filename`` is ``host:port``.
+    """
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        return socket.create_server((host, port), family=family, backlog=backlog)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), f"{host}:{port}") from None
+
+
 def run_gateway(
     store: BlockStore,
     host: str = "127.0.0.1",
@@ -176,9 +190,14 @@ def run_gateway(
     config: GatewayConfig | None = None,
     limits: ServerLimits | None = None,
     log_level: str = "info",
+    sock: socket.socket | None = None,
 ) -> None:
-    """Serve ``store`` until interrupted (Ctrl-C or SIGTERM stop it gracefully)."""
-    uvicorn.Server(_config(store, host, port, config or GatewayConfig(), limits or ServerLimits(), log_level)).run()
+    """Serve ``store`` until interrupted (Ctrl-C or SIGTERM stop it gracefully).
+
+    ``sock`` (from :func:`listen`) is served instead of binding ``host``:``port``.
+    """
+    server = uvicorn.Server(_config(store, host, port, config or GatewayConfig(), limits or ServerLimits(), log_level))
+    server.run(sockets=None if sock is None else [sock])
 
 
 @contextmanager

@@ -65,7 +65,7 @@ def _token(args: argparse.Namespace) -> str | None:
 def serve(args: argparse.Namespace, ctx: Context) -> int:
     """Run the gateway over the home's block store until interrupted."""
     from kuro_fs.filestore import default_store
-    from kuro_fs.gateway.serve import ServerLimits, run_gateway
+    from kuro_fs.gateway.serve import ServerLimits, listen, run_gateway
     from kuro_fs.gateway.server import GatewayConfig
 
     if ctx.gateway is not None:
@@ -75,10 +75,20 @@ def serve(args: argparse.Namespace, ctx: Context) -> int:
     if args.max_block_bytes < 1 or args.max_connections < 1:
         raise UsageError("--max-block-bytes and --max-connections must be positive")
     token = _token(args)
-    store = default_store(ctx.home)
-    ctx.note(f"kuro gateway: serving {store.root} on {args.host}" + ("" if token else " (read-only: no write token)"))
-    config = GatewayConfig(token=token, max_block_bytes=args.max_block_bytes)
-    run_gateway(store, args.host, args.port, config, ServerLimits(max_connections=args.max_connections))
+    limits = ServerLimits(max_connections=args.max_connections)
+    sock = listen(args.host, args.port, limits.backlog)  # a port in use is one line (OSError), before anything else
+    with sock:
+        store = default_store(ctx.home)
+        # uvicorn says nothing when it is handed a socket: the address (the port --port 0 picked) is said here,
+        # and a client may connect from now on (the socket is listening; uvicorn accepts what waits).
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        where = f"http://{host}:{sock.getsockname()[1]}"
+        ctx.note(
+            f"kuro gateway: serving {store.root}, running on {where}"
+            + ("" if token else " (read-only: no write token)")
+        )
+        config = GatewayConfig(token=token, max_block_bytes=args.max_block_bytes)
+        run_gateway(store, args.host, args.port, config, limits, sock=sock)
     return 0
 
 
