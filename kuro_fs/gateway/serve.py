@@ -170,7 +170,7 @@ def _uvicorn_config(
     )
 
 
-def listen(host: str, port: int, backlog: int = ServerLimits.backlog) -> socket.socket:
+def listen(host: str, port: int, backlog: int = 1024) -> socket.socket:
     """A listening TCP socket on ``host``:``port`` (0 picks a free port), for :func:`run_gateway`.
 
     Bound here rather than by uvicorn, whose bind failure is three log lines and ``sys.exit(3)``.
