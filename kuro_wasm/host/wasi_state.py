@@ -111,6 +111,8 @@ class WasiState:
     #: access and modification times the program set (``*_set_times``), by inode; kept for the run only
     times: dict[int, tuple[int, int]] = field(default_factory=dict)
     _opened: bool = False
+    #: no descriptor number below this one is free: where :meth:`next_fd` looks first (:meth:`release` lowers it)
+    _free_from: int = 0
     clocks: RunClocks = field(init=False)
 
     def __post_init__(self) -> None:
@@ -160,13 +162,25 @@ class WasiState:
             run.reads.extend(cid for cid in self.overlay.reads if cid not in known)
 
     def next_fd(self) -> int | None:
-        """The lowest free descriptor number from 3 up, or None at :data:`MAX_FDS` open descriptors."""
+        """The lowest free descriptor number, or None at :data:`MAX_FDS` open descriptors.
+
+        As POSIX ``open`` and wasmtime's WASI: a program that closed its stdout gets fd 1 from its next open.
+        The search starts where the last one ended, so opening n descriptors looks up O(n) numbers, not O(n**2).
+        """
         if len(self.fds) >= MAX_FDS:
             return None
-        n = PREOPEN_FD
+        n = self._free_from
         while n in self.fds:
             n += 1
+        self._free_from = n
         return n
+
+    def release(self, number: int) -> Fd | None:
+        """Take descriptor ``number`` out of the table (None if it is not open); its number is free again."""
+        f = self.fds.pop(number, None)
+        if f is not None and number < self._free_from:
+            self._free_from = number
+        return f
 
     def close(self, fd: Fd) -> None:
         """Release what ``fd`` holds in the overlay (its listing; its handle, unless it is the root)."""

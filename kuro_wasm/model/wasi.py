@@ -435,8 +435,8 @@ FUNCTIONS: Final[Mapping[str, FuncSpec]] = {
             "path_open",
             "i32 i32 i32 i32 i32 i64 i64 i32 i32",
             "by what it opens (see *Capabilities*)",
-            "open, create, truncate, exclusive; a directory opened for writing is `EISDIR`; `directory` with"
-            " `creat`, `excl` or `trunc` is `EINVAL` (as Linux and wasmtime)",
+            "open, create, truncate, exclusive; the lowest free descriptor number; a directory opened with"
+            " `fd_write` is `EISDIR`; `directory` with `creat`, `excl` or `trunc` is `EINVAL` (as Linux and wasmtime)",
         ),
         _f("path_readlink", "i32 i32 i32 i32 i32 i32", "`fs/ls`", "`EINVAL` for an existing entry (never a link)"),
         _f("path_remove_directory", "i32 i32 i32", "`fs/rm`", "rmdir of an empty directory"),
