@@ -179,6 +179,8 @@ def _write_file(
 def _fd_pwrite(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     fd, iovs, count, offset, out = p
     st = state(run)
+    if _not_open_that_way(st, fd, writing=True):
+        return BADF
     got = regular_file(st, fd)
     if isinstance(got, int):
         return got
@@ -269,9 +271,18 @@ def _read_into(st: WasiState, f: Fd, view: memoryview, mem: Memory, iovs: int, c
     return done
 
 
+def _not_open_that_way(st: WasiState, fd: int, *, writing: bool) -> bool:
+    """Whether ``fd`` is stdio open the other way (stdin for a write, stdout/stderr for a read): ``EBADF`` before
+    the ``ESPIPE`` of a positional call on stdio, as wasmtime's WASI answers (POSIX names both)."""
+    f = st.fds.get(fd)
+    return f is not None and (f.kind == STDIN if writing else f.stream is not None)
+
+
 def _fd_pread(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     fd, iovs, count, offset, out = p
     st = state(run)
+    if _not_open_that_way(st, fd, writing=False):
+        return BADF
     got = regular_file(st, fd)
     if isinstance(got, int):
         return got

@@ -8,6 +8,8 @@ Each case is a small WAT program calling preview 1 directly; it runs on both run
 - a directory opened with rights that are not ``fd_write`` (``fd_datasync``, ``fd_allocate``,
   ``fd_filestat_set_size``: the ones wasi-libc and Rust ask for with "write") opens; only ``fd_write``
   makes it ``EISDIR``.
+- a positional read of stdout or stderr, or a positional write of stdin, is ``EBADF`` (the descriptor
+  is not open that way), before ``ESPIPE`` (it cannot seek), as wasmtime answers.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import wasmtime
 from wasikit import WasiCase, differences, run_builtin, run_kuro, write_tree
 
 from kuro_wasm.host.wasi_state import WasiState, initial_fds
+from kuro_wasm.model import wasi
 
 _IMPORTS = """
  (import "wasi_snapshot_preview1" "path_open" (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
@@ -70,6 +73,46 @@ def test_only_fd_write_keeps_a_directory_from_opening(tmp_path: Path, rights: in
           (i64.const {rights}) (i64.const 0) (i32.const 0) (i32.const 100)))))"""
     code, _files = _both(tmp_path, wat, {"d/x": b"1"})
     assert code == errno
+
+
+def _errnos(tmp_path: Path, calls: list[tuple[str, tuple[int, ...]]], files: dict[str, bytes | None]) -> bytes:
+    """The errno of each call (a byte each, printed to stdout), on both runners alike."""
+    names = sorted({name for name, _ in calls} | {"fd_write"})
+    imports = "".join(
+        f'(import "wasi_snapshot_preview1" "{n}" (func ${n} (param {" ".join(wasi.FUNCTIONS[n].params)}) (result i32)))'
+        for n in names
+    )
+    body = "".join(
+        f"(i32.store8 (i32.const {4096 + i}) (call ${name} "
+        + " ".join(f"({t}.const {v})" for t, v in zip(wasi.FUNCTIONS[name].params, args, strict=True))
+        + "))"
+        for i, (name, args) in enumerate(calls)
+    )
+    wat = f"""(module {imports} (memory (export "memory") 1)
+      (data (i32.const 200) "\\90\\01\\00\\00\\01\\00\\00\\00") (data (i32.const 400) "a")
+      (func (export "_start") {body}
+        (i32.store (i32.const 64) (i32.const 4096)) (i32.store (i32.const 68) (i32.const {len(calls)}))
+        (drop (call $fd_write (i32.const 1) (i32.const 64) (i32.const 1) (i32.const 72)))))"""
+    wasm = tmp_path / "calls.wasm"
+    wasm.write_bytes(wasmtime.wat2wasm(wat))
+    root = tmp_path / "root"
+    write_tree(root, files)
+    case = WasiCase(wasm, root=root)
+    builtin, kuro = run_builtin(case), run_kuro(case)
+    assert differences(builtin, kuro) == []
+    return kuro.stdout
+
+
+def test_a_positional_read_of_an_output_or_write_of_stdin_is_ebadf_before_espipe(tmp_path: Path) -> None:
+    iov, nread = 200, 128  # one iovec: 1 byte at 400
+    calls = [
+        ("fd_pread", (1, iov, 1, 0, nread)),
+        ("fd_pread", (2, iov, 1, 0, nread)),
+        ("fd_pwrite", (0, iov, 1, 0, nread)),
+        ("fd_pread", (0, iov, 1, 0, nread)),  # stdin and the outputs the way they are open: ESPIPE
+        ("fd_pwrite", (1, iov, 1, 0, nread)),
+    ]
+    assert _errnos(tmp_path, calls, {"a": b"x"}) == bytes([8, 8, 8, 70, 70])
 
 
 class _Probed(dict[int, object]):
