@@ -14,11 +14,12 @@ Each case is a small WAT program calling preview 1 directly; it runs on both run
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import wasmtime
-from wasikit import WasiCase, differences, run_builtin, run_kuro, write_tree
+from wasikit import WasiCase, WasiOutcome, differences, run_builtin, run_kuro, write_tree
 
 from kuro_wasm.host.wasi_state import WasiState, initial_fds
 from kuro_wasm.model import wasi
@@ -33,8 +34,8 @@ FD_WRITE = 0x40
 ALL_RIGHTS = (1 << 29) - 1
 
 
-def _both(tmp_path: Path, wat: str, files: dict[str, bytes | None]) -> tuple[int | None, dict[str, bytes | None]]:
-    """Run ``wat`` on both runners over ``files``: the exit code and the tree they agree on."""
+def _both(tmp_path: Path, wat: str, files: dict[str, bytes | None]) -> WasiOutcome:
+    """Run ``wat`` on both runners over ``files``: what they agree on."""
     wasm = tmp_path / "case.wasm"
     wasm.write_bytes(wasmtime.wat2wasm(wat))
     root = tmp_path / "root"
@@ -42,7 +43,7 @@ def _both(tmp_path: Path, wat: str, files: dict[str, bytes | None]) -> tuple[int
     case = WasiCase(wasm, root=root)
     builtin, kuro = run_builtin(case), run_kuro(case)
     assert differences(builtin, kuro) == []
-    return kuro.exit_code, dict(kuro.files)
+    return kuro
 
 
 def test_a_closed_stdout_is_the_number_the_next_open_gets_and_prints_go_to_that_file(tmp_path: Path) -> None:
@@ -56,9 +57,9 @@ def test_a_closed_stdout_is_the_number_the_next_open_gets_and_prints_go_to_that_
         (i32.store (i32.const 200) (i32.const 16)) (i32.store (i32.const 204) (i32.const 3))
         (drop (call $write (i32.const 1) (i32.const 200) (i32.const 1) (i32.const 300)))
         (call $exit (i32.load (i32.const 100)))))"""
-    code, files = _both(tmp_path, wat, {})
-    assert code == 1
-    assert files == {"out": b"hi\n"}
+    done = _both(tmp_path, wat, {})
+    assert done.exit_code == 1
+    assert done.files == {"out": b"hi\n"}
 
 
 @pytest.mark.parametrize(
@@ -71,11 +72,10 @@ def test_only_fd_write_keeps_a_directory_from_opening(tmp_path: Path, rights: in
       (func (export "_start")
         (call $exit (call $open (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 0)
           (i64.const {rights}) (i64.const 0) (i32.const 0) (i32.const 100)))))"""
-    code, _files = _both(tmp_path, wat, {"d/x": b"1"})
-    assert code == errno
+    assert _both(tmp_path, wat, {"d/x": b"1"}).exit_code == errno
 
 
-def _errnos(tmp_path: Path, calls: list[tuple[str, tuple[int, ...]]], files: dict[str, bytes | None]) -> bytes:
+def _errnos(tmp_path: Path, calls: Sequence[tuple[str, Sequence[int]]], files: dict[str, bytes | None]) -> bytes:
     """The errno of each call (a byte each, printed to stdout), on both runners alike."""
     names = sorted({name for name, _ in calls} | {"fd_write"})
     imports = "".join(
@@ -93,14 +93,7 @@ def _errnos(tmp_path: Path, calls: list[tuple[str, tuple[int, ...]]], files: dic
       (func (export "_start") {body}
         (i32.store (i32.const 64) (i32.const 4096)) (i32.store (i32.const 68) (i32.const {len(calls)}))
         (drop (call $fd_write (i32.const 1) (i32.const 64) (i32.const 1) (i32.const 72)))))"""
-    wasm = tmp_path / "calls.wasm"
-    wasm.write_bytes(wasmtime.wat2wasm(wat))
-    root = tmp_path / "root"
-    write_tree(root, files)
-    case = WasiCase(wasm, root=root)
-    builtin, kuro = run_builtin(case), run_kuro(case)
-    assert differences(builtin, kuro) == []
-    return kuro.stdout
+    return _both(tmp_path, wat, files).stdout
 
 
 def test_a_positional_read_of_an_output_or_write_of_stdin_is_ebadf_before_espipe(tmp_path: Path) -> None:
