@@ -90,6 +90,31 @@ def test_a_path_that_would_pass_4096_bytes_after_its_parent_is_nametoolong() -> 
     assert ov.open(deep + "/ok", create=True) != Errno.NAMETOOLONG
 
 
+#: A chain below ``a`` whose deepest path is 4082 bytes: legal, but not one byte more than 14 further down.
+_DEEP = "a/" + "/".join(["x" * 200] * 20) + "/" + "f" * 60
+
+
+def test_a_directory_moved_so_that_a_stored_path_below_it_passes_4096_bytes_is_refused_at_commit() -> None:
+    """The rename itself is allowed (as on Linux, whose limit is per call); the commit that would store a path
+    no kuro.fs call can name is refused, ``bad-path``, with everything kept pending, until it is moved back."""
+    ov, fs = make({_DEEP: b"hi", "a-much-longer-name": None})
+    assert ov.rename("a", "a-much-longer-name/a") is None
+    result = ov.commit()
+    assert not result.ok and result.denial is not None
+    assert result.denial["kuro.fs/reason"] == "bad-path"
+    assert result.fs.root == fs.root and ov.pending
+    assert ov.stat_path("a-much-longer-name/a/" + _DEEP[2:]) is Errno.NAMETOOLONG  # no path names it here either
+    assert ov.rename("a-much-longer-name/a", "a") is None
+    assert tree(committed(ov)) == tree(fs)
+
+
+def test_a_swap_whose_staged_paths_would_pass_4096_bytes_commits_when_the_final_tree_is_legal() -> None:
+    ov, _ = make({_DEEP: b"hi", "b": None})  # staging "a" passes 4096 bytes; its final place "b" does not
+    assert [ov.rename("a", "t"), ov.rename("b", "a"), ov.rename("t", "b")] == [None, None, None]
+    after = tree(committed(ov))
+    assert after["b/" + _DEEP[2:]] == b"hi" and after["a"] is None
+
+
 def test_a_closed_handle_is_badf_and_a_foreign_value_is_a_type_error() -> None:
     ov, _ = make({"f": b"x"})
     h = handle(ov.open("f"))
