@@ -280,6 +280,24 @@ def test_reads_name_the_stored_files_whose_bytes_reached_the_reader() -> None:
     assert ov.reads == (cid["a"], fs2.stat("n").value["cid"])
 
 
+@pytest.mark.parametrize("then_cut", [False, True], ids=["folded", "folded-then-cut"])
+def test_stored_bytes_folded_early_into_a_leaf_still_name_their_file_when_they_are_read(then_cut: bool) -> None:
+    """Pending bytes past the budget are folded into leaf blocks with the stored bytes beneath them: a read of such a
+    leaf reads the stored file, and so does a read of what a cut kept of it."""
+    ov, fs = make({"F": bytes(range(256)) * 2048}, max_pending_bytes=1000)  # 512 KiB: two chunks
+    f = handle(ov.open("F"))
+    assert ov.write(f, 0, b"Z") == 1
+    g = handle(ov.open("G", create=True))
+    assert ov.write(g, 1, b"y" * 2000) == 2000  # past the budget: F's first chunk is folded over its stored bytes
+    assert ov.pending_bytes == 2000 and ov.reads == ()
+    if then_cut:
+        assert ov.set_size(f, 100) is None
+        assert ov.set_size(f, 300000) is None  # grown again: zeros past the cut, as ever
+        assert ov.read(f, 99, 2) == b"c\0"
+    assert ov.read(f, 0, 4) == b"Z\x01\x02\x03"
+    assert ov.reads == (fs.stat("F").value["cid"],)
+
+
 # ---- commit
 
 
