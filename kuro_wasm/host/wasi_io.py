@@ -8,7 +8,8 @@ stdin, a read blocking on the run's condition variable until input, its end, kil
 file bytes are the overlay's, read and written at the descriptor's cursor (``O_APPEND``: at the end,
 for ``pwrite`` too, as Linux) with the capability checked at every call. A directory lists ``.``,
 ``..`` and its entries sorted by name, decided at cookie 0 and read from there by later cookies, so a
-listing read in small buffers is one consistent listing.
+listing read in small buffers is one consistent listing (unless the listings of all descriptors pass
+:data:`~kuro_wasm.host.wasi_state.MAX_LISTED` entries: the least recently listed is then read again).
 
 ## Effects
 Guest memory, the run's stream and stdin, the overlay.
@@ -359,12 +360,13 @@ def _fd_readdir(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     _, size = span(mem, buf, length)
     span(mem, out, 4)
     cookie %= 2**64
-    if cookie == 0 or f.listing is None:
+    entries = f.listing
+    if cookie == 0 or entries is None:  # (a listing dropped to bound all of them is read again, as at cookie 0)
         listing = _listing(st, run, f)
         if isinstance(listing, int):
             return listing
-        f.listing = listing
-    entries = f.listing
+        st.keep_listing(f, listing)
+        entries = listing
     blob = bytearray()
     index = cookie
     while index < len(entries) and len(blob) < size:
