@@ -18,6 +18,7 @@ import pytest
 from hostkit import make_fs, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
 from kuro_wasm.host.api import run
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.model.sessions import guest
@@ -40,6 +41,18 @@ def _run(store: MemoryBlockStore, home: Path, source: str, isolation: str, stdin
     fs = make_fs(store)
     spec = guest(add_guest(store, source), "_start")
     return run(make_session(fs), spec, store=store, fs=fs, home=home, stdin=stdin, isolation=isolation)
+
+
+def _run_traced(store: MemoryBlockStore, home: Path, source: str, fs: Fs) -> tuple[Any, int]:
+    """The receipt of a run of ``source`` over ``fs`` in this process, and the most memory Python held during it."""
+    spec = guest(add_guest(store, source), "_start")
+    tracemalloc.start()
+    try:
+        receipt = run(make_session(fs), spec, store=store, fs=fs, home=home)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return receipt, peak
 
 
 # ---- counts whose byte size passes 2**32
@@ -244,14 +257,7 @@ def test_a_path_longer_than_4096_bytes_is_enametoolong_and_never_copied(store: M
       (func (export "_start") (result i32)
         (memory.fill (i32.const 65536) (i32.const 97) (i32.const {size}))
         (i32.add (i32.mul {open_call(size)} (i32.const 100)) {open_call(size + 1)})))"""
-    fs = make_fs(store)
-    spec = guest(add_guest(store, source), "_start")
-    tracemalloc.start()
-    try:
-        receipt = run(make_session(fs), spec, store=store, fs=fs, home=home)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    receipt, peak = _run_traced(store, home, source, make_fs(store))
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", 37 * 100 + EFAULT), receipt
     assert peak < 4 << 20, f"the host held {peak} bytes"
 
@@ -309,13 +315,6 @@ def test_listings_held_by_many_descriptors_are_bounded_and_a_dropped_one_is_read
           (br_if $more (i32.lt_u (local.get $i) (i32.const 39))))
         (drop (call $fd_readdir (local.get $first) (i32.const 200) (i32.const 29) (i64.const 999) (i32.const 100)))
         (i32.ne (i32.load (i32.const 225)) (i32.const 0x37393930))))"""  # "0997", after 24 bytes and "n"
-    fs = make_fs(store, names)
-    spec = guest(add_guest(store, source), "_start")
-    tracemalloc.start()
-    try:
-        receipt = run(make_session(fs), spec, store=store, fs=fs, home=home)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    receipt, peak = _run_traced(store, home, source, make_fs(store, names))
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("ok", 0), receipt
     assert peak < 3 << 20, f"the host held {peak} bytes"
