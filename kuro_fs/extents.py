@@ -42,7 +42,7 @@ width, a trickle DAG) has no node to keep whole: its part of the file is walked 
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 from kuro_fs.basetree import BaseTree
@@ -373,24 +373,33 @@ class SparseFile:
             self._insert(a, data[a - s : b - s])
 
     def _cut(self, a: int, b: int) -> None:
-        # Remove the pending bytes in [a, b), splitting runs that straddle either end.
+        # Remove the pending bytes in [a, b), splitting runs that straddle either end. Only the runs that may meet
+        # [a, b) are visited (the last starting at or before a, up to the first starting at b): a fold cuts chunk
+        # after chunk, and visiting every run each time made folding R scattered runs cost R**2.
         starts, bufs = self._starts, self._bufs
+        i = max(bisect_right(starts, a) - 1, 0)
+        j = bisect_left(starts, b, i)
         new_starts: list[int] = []
         new_bufs: list[bytearray] = []
-        for start, buf in zip(starts, bufs, strict=True):
+        removed = 0
+        for start, buf in zip(starts[i:j], bufs[i:j], strict=True):
             end = start + len(buf)
-            if end <= a or start >= b:
+            if end <= a:
                 new_starts.append(start)
                 new_bufs.append(buf)
                 continue
+            removed += len(buf)
             if start < a:
                 new_starts.append(start)
                 new_bufs.append(buf[: a - start])
+                removed -= a - start
             if end > b:
                 new_starts.append(b)
                 new_bufs.append(buf[b - start :])
-        self._starts, self._bufs = new_starts, new_bufs
-        self.pending_bytes = sum(len(buf) for buf in new_bufs)
+                removed -= end - b
+        starts[i:j] = new_starts
+        bufs[i:j] = new_bufs
+        self.pending_bytes -= removed
 
     def _fold_whole_chunks(self, j: int) -> None:
         # Fold every whole chunk run j covers into a leaf block, keeping the run's ragged ends.
