@@ -42,7 +42,7 @@ width, a trickle DAG) has no node to keep whole: its part of the file is walked 
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 from kuro_fs.basetree import BaseTree
@@ -70,6 +70,7 @@ class SparseFile:
     """
 
     __slots__ = (
+        "_based",
         "_bufs",
         "_known",
         "_leaves",
@@ -97,6 +98,8 @@ class SparseFile:
         self._starts: list[int] = []
         self._bufs: list[bytearray] = []
         self._leaves: dict[int, str] = {}
+        #: the folded leaves that hold bytes of the base: a read of one reads the base (``kuro/reads`` names it)
+        self._based: set[int] = set()
         self._known: dict[tuple[str, int], FileRoot | None] = {}  # BaseTree's checked nodes, build to build
         self._reader: LeafReader | bool | None = None  # False: the base has none (read through its tree)
 
@@ -167,6 +170,7 @@ class SparseFile:
             leaf = self._leaves.get(k)
             if leaf is not None:
                 _put(out[pos - start : stop - start], iter_file(self.store.get, leaf, pos - k * size, stop - pos))
+                used = used or k in self._based
             else:
                 while stop < end and (stop // size) not in self._leaves:  # a run of unfolded chunks: one read
                     stop = min(end, stop + size)
@@ -216,9 +220,15 @@ class SparseFile:
             self._cut(size, self.size)
             for k in [k for k in self._leaves if (k + 1) * chunk > size]:
                 leaf = self._leaves.pop(k)
-                if k * chunk < size:  # the chunk the new end falls in: keep its prefix as a run
+                based = k in self._based
+                self._based.discard(k)
+                if k * chunk < size:  # the chunk the new end falls in: keep its prefix
                     keep = b"".join(iter_file(self.store.get, leaf, 0, size - k * chunk, size=chunk))
-                    self._insert_under(k * chunk, keep)
+                    if based:  # bytes of the base: a leaf still (zeros past the end), so reading them names the base
+                        self._leaves[k] = self.store.put(keep + bytes(chunk - len(keep)), "raw")
+                        self._based.add(k)
+                    else:  # as a run
+                        self._insert_under(k * chunk, keep)
             self.base_valid = min(self.base_valid, size)
         self.size = size
 
@@ -233,9 +243,13 @@ class SparseFile:
             k = next((s // size for s in self._starts if s // size < whole), None)
             if k is None:
                 return
-            data, _ = self.read(k * size, size)
+            data, used = self.read(k * size, size)
             self._cut(k * size, (k + 1) * size)
             self._leaves[k] = self.store.put(data, "raw")
+            if used:  # (a read of a based leaf says it is used too)
+                self._based.add(k)
+            else:
+                self._based.discard(k)
 
     # ---- building
 
@@ -295,6 +309,7 @@ class SparseFile:
         self.base_cid, self.base_size = root.cid, root.size
         self.base_valid = self.size = root.size
         self._starts, self._bufs, self._leaves = [], [], {}
+        self._based = set()
         self._reader = None
         self.pending_bytes = 0
 
@@ -358,24 +373,33 @@ class SparseFile:
             self._insert(a, data[a - s : b - s])
 
     def _cut(self, a: int, b: int) -> None:
-        # Remove the pending bytes in [a, b), splitting runs that straddle either end.
+        # Remove the pending bytes in [a, b), splitting runs that straddle either end. Only the runs that may meet
+        # [a, b) are visited (the last starting at or before a, up to the first starting at b): a fold cuts chunk
+        # after chunk, and visiting every run each time made folding R scattered runs cost R**2.
         starts, bufs = self._starts, self._bufs
+        i = max(bisect_right(starts, a) - 1, 0)
+        j = bisect_left(starts, b, i)
         new_starts: list[int] = []
         new_bufs: list[bytearray] = []
-        for start, buf in zip(starts, bufs, strict=True):
+        removed = 0
+        for start, buf in zip(starts[i:j], bufs[i:j], strict=True):
             end = start + len(buf)
-            if end <= a or start >= b:
+            if end <= a:
                 new_starts.append(start)
                 new_bufs.append(buf)
                 continue
+            removed += len(buf)
             if start < a:
                 new_starts.append(start)
                 new_bufs.append(buf[: a - start])
+                removed -= a - start
             if end > b:
                 new_starts.append(b)
                 new_bufs.append(buf[b - start :])
-        self._starts, self._bufs = new_starts, new_bufs
-        self.pending_bytes = sum(len(buf) for buf in new_bufs)
+                removed -= end - b
+        starts[i:j] = new_starts
+        bufs[i:j] = new_bufs
+        self.pending_bytes -= removed
 
     def _fold_whole_chunks(self, j: int) -> None:
         # Fold every whole chunk run j covers into a leaf block, keeping the run's ragged ends.
@@ -387,6 +411,7 @@ class SparseFile:
         view = memoryview(buf)
         for k in range(first, last):
             self._leaves[k] = self.store.put(bytes(view[k * size - start : (k + 1) * size - start]), "raw")
+            self._based.discard(k)
         head, tail = buf[: first * size - start], buf[last * size - start :]
         view.release()
         pieces = [(start, head), (last * size, tail)]

@@ -467,6 +467,9 @@ class Overlay:
         if not isinstance(staging, str):  # the root itself cannot be read
             return Commit(self._fs, 0, staging)
         ops, visited, left = plan_commit(self._root, (staging,))
+        too_long = self._moved_too_deep(left)
+        if too_long is not None:
+            return Commit(self._fs, 0, too_long)
         fs = self._fs
         built: list[tuple[FileNode, FileRoot]] = []
         for count, op in enumerate(ops):
@@ -516,6 +519,39 @@ class Overlay:
         new = self._fs if fs.root == self._fs.root else replace(fs, log=FsLog(self._fs.root, self._fs.log))
         self._fs = new
         return Commit(new, len(ops))
+
+    def _moved_too_deep(self, left: list[Node]) -> dict[str, Any] | None:
+        # The kuro.fs denial for a stored directory moved where a path below it would pass MAX_PATH_BYTES, or None.
+        # kuro.fs's mv checks only the two paths it is given, and every other op of a plan names its own full path;
+        # a moved directory's stored subtree is what no op names. Only a move to a longer path can do it (every
+        # stored path was legal), so a tree that moves nothing deeper costs no walk.
+        for node in left:
+            if not isinstance(node, DirNode) or node.parent is None:
+                continue
+            path = join_path(path_of(node))
+            room = MAX_PATH_BYTES - len(path.encode("utf-8"))
+            if room >= MAX_PATH_BYTES - len(join_path(origin_path(node)).encode("utf-8")):
+                continue
+            try:
+                below = self._deepest(node, room)
+            except (_Refused, MissingBlock, CorruptBlock, DagPbError):  # a stored directory that cannot be listed
+                return {"kuro.fs/type": "kuro.fs/denied", "kuro.fs/reason": "block-missing", "kuro.fs/path": path}
+            if below is not None:
+                return {"kuro.fs/type": "kuro.fs/denied", "kuro.fs/reason": "bad-path", "kuro.fs/path": path + below}
+        return None
+
+    def _deepest(self, top: DirNode, room: int) -> str | None:
+        # The first path below ``top`` (as "/name/…") longer than ``room`` bytes, or None; a stack, not recursion.
+        stack: list[tuple[DirNode, str]] = [(top, "")]
+        while stack:
+            d, rel = stack.pop()
+            for name, child in self._list(d):
+                below = f"{rel}/{name}"
+                if len(below.encode("utf-8")) > room:
+                    return below
+                if isinstance(child, DirNode):
+                    stack.append((child, below))
+        return None
 
     # ---- helpers: handles and nodes
 

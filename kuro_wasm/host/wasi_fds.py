@@ -42,7 +42,7 @@ SETTABLE_FLAGS: Final = (
 
 def _fd_close(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     st = state(run)
-    f = st.fds.pop(p[0], None)
+    f = st.release(p[0])
     if f is None:
         return BADF
     st.close(f)
@@ -64,7 +64,9 @@ def _fd_renumber(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         return BADF
     if src != dst:
         st.close(st.fds[dst])
-        st.fds[dst] = st.fds.pop(src)
+        moved = st.release(src)
+        assert moved is not None
+        st.fds[dst] = moved
         if not st.commit(run):
             return IO
     return OK

@@ -8,7 +8,8 @@ stdin, a read blocking on the run's condition variable until input, its end, kil
 file bytes are the overlay's, read and written at the descriptor's cursor (``O_APPEND``: at the end,
 for ``pwrite`` too, as Linux) with the capability checked at every call. A directory lists ``.``,
 ``..`` and its entries sorted by name, decided at cookie 0 and read from there by later cookies, so a
-listing read in small buffers is one consistent listing.
+listing read in small buffers is one consistent listing (unless the listings of all descriptors pass
+:data:`~kuro_wasm.host.wasi_state.MAX_LISTED` entries: the least recently listed is then read again).
 
 ## Effects
 Guest memory, the run's stream and stdin, the overlay.
@@ -179,6 +180,8 @@ def _write_file(
 def _fd_pwrite(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     fd, iovs, count, offset, out = p
     st = state(run)
+    if _not_open_that_way(st, fd, writing=True):
+        return BADF
     got = regular_file(st, fd)
     if isinstance(got, int):
         return got
@@ -269,9 +272,18 @@ def _read_into(st: WasiState, f: Fd, view: memoryview, mem: Memory, iovs: int, c
     return done
 
 
+def _not_open_that_way(st: WasiState, fd: int, *, writing: bool) -> bool:
+    """Whether ``fd`` is stdio open the other way (stdin for a write, stdout/stderr for a read): ``EBADF`` before
+    the ``ESPIPE`` of a positional call on stdio, as wasmtime's WASI answers (POSIX names both)."""
+    f = st.fds.get(fd)
+    return f is not None and (f.kind == STDIN if writing else f.stream is not None)
+
+
 def _fd_pread(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     fd, iovs, count, offset, out = p
     st = state(run)
+    if _not_open_that_way(st, fd, writing=False):
+        return BADF
     got = regular_file(st, fd)
     if isinstance(got, int):
         return got
@@ -348,12 +360,13 @@ def _fd_readdir(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     _, size = span(mem, buf, length)
     span(mem, out, 4)
     cookie %= 2**64
-    if cookie == 0 or f.listing is None:
+    entries = f.listing
+    if cookie == 0 or entries is None:  # (a listing dropped to bound all of them is read again, as at cookie 0)
         listing = _listing(st, run, f)
         if isinstance(listing, int):
             return listing
-        f.listing = listing
-    entries = f.listing
+        st.keep_listing(f, listing)
+        entries = listing
     blob = bytearray()
     index = cookie
     while index < len(entries) and len(blob) < size:

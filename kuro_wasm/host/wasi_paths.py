@@ -5,9 +5,10 @@ Each call first checks the rights of the directory descriptor it names
 (:data:`~kuro_wasm.model.wasi.PATH_RIGHTS`: ``ENOTCAPABLE``, nothing recorded), then the grant.
 What ``path_open`` needs of the grant is decided by what it opens: reading a file needs ``fs/read``,
 a directory ``fs/ls``, writing, creating or truncating ``fs/write`` (a grant with no ``fs/…``
-capability at all is refused before the path is even resolved); a directory opened for writing is
-``EISDIR``. The new descriptor's rights are those asked for that apply to what it opened, every one
-passed on by its directory (:func:`~kuro_wasm.model.wasi.open_rights`), or ``ENOTCAPABLE``. Every
+capability at all is refused before the path is even resolved); a directory opened with ``fd_write`` is
+``EISDIR`` (its other "write" rights, as ``fd_datasync``, it may hold, as under wasmtime). The new
+descriptor is the lowest free number (POSIX ``open``); its rights are those asked for that apply to what
+it opened, every one passed on by its directory (:func:`~kuro_wasm.model.wasi.open_rights`), or ``ENOTCAPABLE``. Every
 namespace change is the overlay's (:mod:`kuro_fs.overlay`, POSIX semantics as wasmtime's WASI), pending
 until the next commit point. kuro.fs has no symlinks or hard links: ``path_symlink``/``path_link`` are ``ENOTSUP``.
 
@@ -205,7 +206,7 @@ def _path_open(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         ov.close(handle)
         return errno_of(stat)
     assert (stat.kind == "dir") == is_dir  # what was found is what was opened (one thread, nothing between)
-    if is_dir and write:
+    if is_dir and base & Rights.FD_WRITE:  # (not fd_datasync, fd_allocate, fd_filestat_set_size: as wasmtime)
         ov.close(handle)
         return ISDIR
     st.fds[number] = Fd(DIR if is_dir else FILE, rights[0], rights[1], fdflags & SETTABLE_FLAGS, handle)

@@ -43,13 +43,17 @@ from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.fsgate import opened_fs
 from kuro_wasm.model import wasi
 
-__all__ = ["FS_CAPABILITIES", "MAX_FDS", "PREOPEN_FD", "PREOPEN_NAME", "Fd", "WasiState", "initial_fds"]
+__all__ = ["FS_CAPABILITIES", "MAX_FDS", "MAX_LISTED", "PREOPEN_FD", "PREOPEN_NAME", "Fd", "WasiState", "initial_fds"]
 
 #: The preopened directory: fd 3, named ``/`` (wasi-libc resolves relative paths against its cwd ``/``).
 PREOPEN_FD: Final = 3
 PREOPEN_NAME: Final = b"/"
 #: At most this many open descriptors (``EMFILE`` beyond): each costs host memory.
 MAX_FDS: Final = 16384
+#: The most directory entries the listings of all open descriptors keep at once (``fd_readdir``, ~150 bytes each):
+#: past it the least recently listed other descriptor's listing is dropped, and read again from its directory at its
+#: next cookie — else every one of 16384 descriptors could hold its own copy of one large directory's listing.
+MAX_LISTED: Final = 1 << 20
 _U64_MAX: Final = 2**64 - 1
 
 STDIN: Final = "stdin"
@@ -111,6 +115,11 @@ class WasiState:
     #: access and modification times the program set (``*_set_times``), by inode; kept for the run only
     times: dict[int, tuple[int, int]] = field(default_factory=dict)
     _opened: bool = False
+    #: no descriptor number below this one is free: where :meth:`next_fd` looks first (:meth:`release` lowers it)
+    _free_from: int = 0
+    #: the descriptors holding a listing, least recently listed first, and how many entries they hold in all
+    _listed: dict[int, Fd] = field(default_factory=dict)
+    _listed_entries: int = 0
     clocks: RunClocks = field(init=False)
 
     def __post_init__(self) -> None:
@@ -160,17 +169,47 @@ class WasiState:
             run.reads.extend(cid for cid in self.overlay.reads if cid not in known)
 
     def next_fd(self) -> int | None:
-        """The lowest free descriptor number from 3 up, or None at :data:`MAX_FDS` open descriptors."""
+        """The lowest free descriptor number, or None at :data:`MAX_FDS` open descriptors.
+
+        As POSIX ``open`` and wasmtime's WASI: a program that closed its stdout gets fd 1 from its next open.
+        The search starts where the last one ended, so opening n descriptors looks up O(n) numbers, not O(n**2).
+        """
         if len(self.fds) >= MAX_FDS:
             return None
-        n = PREOPEN_FD
+        n = self._free_from
         while n in self.fds:
             n += 1
+        self._free_from = n
         return n
+
+    def release(self, number: int) -> Fd | None:
+        """Take descriptor ``number`` out of the table (None if it is not open); its number is free again."""
+        f = self.fds.pop(number, None)
+        if f is not None and number < self._free_from:
+            self._free_from = number
+        return f
+
+    def keep_listing(self, fd: Fd, listing: list[tuple[bytes, int, int]]) -> None:
+        """Give ``fd`` its listing (an ``fd_readdir`` at cookie 0), dropping the least recently listed others'
+        while all of them hold more than :data:`MAX_LISTED` entries."""
+        self.drop_listing(fd)
+        fd.listing = listing
+        self._listed[id(fd)] = fd
+        self._listed_entries += len(listing)
+        while self._listed_entries > MAX_LISTED:
+            oldest = next(iter(self._listed.values()))
+            if oldest is fd:
+                break
+            self.drop_listing(oldest)
+
+    def drop_listing(self, fd: Fd) -> None:
+        if self._listed.pop(id(fd), None) is not None and fd.listing is not None:
+            self._listed_entries -= len(fd.listing)
+        fd.listing = None
 
     def close(self, fd: Fd) -> None:
         """Release what ``fd`` holds in the overlay (its listing; its handle, unless it is the root)."""
-        fd.listing = None
+        self.drop_listing(fd)
         if fd.handle is not None and self.overlay is not None:
             self.overlay.close(fd.handle)
 

@@ -411,10 +411,20 @@ FUNCTIONS: Final[Mapping[str, FuncSpec]] = {
             "truncates or extends with zeros; not opened for writing `EINVAL`",
         ),
         _f("fd_filestat_set_times", "i32 i64 i64 i32", "`fs/write`", "kept for the run only (bad flag pairs `EINVAL`)"),
-        _f("fd_pread", "i32 i32 i32 i64 i32", "`fs/read`", "reads at an offset; the cursor stays"),
+        _f(
+            "fd_pread",
+            "i32 i32 i32 i64 i32",
+            "`fs/read`",
+            "reads at an offset; the cursor stays; stdin `ESPIPE`, stdout/stderr `EBADF`",
+        ),
         _f("fd_prestat_get", "i32 i32", "—", "fd 3 is the directory `/`"),
         _f("fd_prestat_dir_name", "i32 i32 i32", "—", "`/`"),
-        _f("fd_pwrite", "i32 i32 i32 i64 i32", "`fs/write`", "writes at an offset (at the end with `append`)"),
+        _f(
+            "fd_pwrite",
+            "i32 i32 i32 i64 i32",
+            "`fs/write`",
+            "writes at an offset (at the end with `append`); stdout/stderr `ESPIPE`, stdin `EBADF`",
+        ),
         _f("fd_read", "i32 i32 i32 i32", "`fs/read`, or `stdin/read` for fd 0", "reads at the cursor; stdin blocks"),
         _f(
             "fd_readdir",
@@ -435,8 +445,8 @@ FUNCTIONS: Final[Mapping[str, FuncSpec]] = {
             "path_open",
             "i32 i32 i32 i32 i32 i64 i64 i32 i32",
             "by what it opens (see *Capabilities*)",
-            "open, create, truncate, exclusive; a directory opened for writing is `EISDIR`; `directory` with"
-            " `creat`, `excl` or `trunc` is `EINVAL` (as Linux and wasmtime)",
+            "open, create, truncate, exclusive; the lowest free descriptor number; a directory opened with"
+            " `fd_write` is `EISDIR`; `directory` with `creat`, `excl` or `trunc` is `EINVAL` (as Linux and wasmtime)",
         ),
         _f("path_readlink", "i32 i32 i32 i32 i32 i32", "`fs/ls`", "`EINVAL` for an existing entry (never a link)"),
         _f("path_remove_directory", "i32 i32 i32", "`fs/rm`", "rmdir of an empty directory"),

@@ -90,6 +90,31 @@ def test_a_path_that_would_pass_4096_bytes_after_its_parent_is_nametoolong() -> 
     assert ov.open(deep + "/ok", create=True) != Errno.NAMETOOLONG
 
 
+#: A chain below ``a`` whose deepest path is 4082 bytes: legal, but not one byte more than 14 further down.
+_DEEP = "a/" + "/".join(["x" * 200] * 20) + "/" + "f" * 60
+
+
+def test_a_directory_moved_so_that_a_stored_path_below_it_passes_4096_bytes_is_refused_at_commit() -> None:
+    """The rename itself is allowed (as on Linux, whose limit is per call); the commit that would store a path
+    no kuro.fs call can name is refused, ``bad-path``, with everything kept pending, until it is moved back."""
+    ov, fs = make({_DEEP: b"hi", "a-much-longer-name": None})
+    assert ov.rename("a", "a-much-longer-name/a") is None
+    result = ov.commit()
+    assert not result.ok and result.denial is not None
+    assert result.denial["kuro.fs/reason"] == "bad-path"
+    assert result.fs.root == fs.root and ov.pending
+    assert ov.stat_path("a-much-longer-name/a/" + _DEEP[2:]) is Errno.NAMETOOLONG  # no path names it here either
+    assert ov.rename("a-much-longer-name/a", "a") is None
+    assert tree(committed(ov)) == tree(fs)
+
+
+def test_a_swap_whose_staged_paths_would_pass_4096_bytes_commits_when_the_final_tree_is_legal() -> None:
+    ov, _ = make({_DEEP: b"hi", "b": None})  # staging "a" passes 4096 bytes; its final place "b" does not
+    assert [ov.rename("a", "t"), ov.rename("b", "a"), ov.rename("t", "b")] == [None, None, None]
+    after = tree(committed(ov))
+    assert after["b/" + _DEEP[2:]] == b"hi" and after["a"] is None
+
+
 def test_a_closed_handle_is_badf_and_a_foreign_value_is_a_type_error() -> None:
     ov, _ = make({"f": b"x"})
     h = handle(ov.open("f"))
@@ -253,6 +278,24 @@ def test_reads_name_the_stored_files_whose_bytes_reached_the_reader() -> None:
     fs2 = committed(ov)
     assert ov.read(new, 0, 3) == b"new"
     assert ov.reads == (cid["a"], fs2.stat("n").value["cid"])
+
+
+@pytest.mark.parametrize("then_cut", [False, True], ids=["folded", "folded-then-cut"])
+def test_stored_bytes_folded_early_into_a_leaf_still_name_their_file_when_they_are_read(then_cut: bool) -> None:
+    """Pending bytes past the budget are folded into leaf blocks with the stored bytes beneath them: a read of such a
+    leaf reads the stored file, and so does a read of what a cut kept of it."""
+    ov, fs = make({"F": bytes(range(256)) * 2048}, max_pending_bytes=1000)  # 512 KiB: two chunks
+    f = handle(ov.open("F"))
+    assert ov.write(f, 0, b"Z") == 1
+    g = handle(ov.open("G", create=True))
+    assert ov.write(g, 1, b"y" * 2000) == 2000  # past the budget: F's first chunk is folded over its stored bytes
+    assert ov.pending_bytes == 2000 and ov.reads == ()
+    if then_cut:
+        assert ov.set_size(f, 100) is None
+        assert ov.set_size(f, 300000) is None  # grown again: zeros past the cut, as ever
+        assert ov.read(f, 99, 2) == b"c\0"
+    assert ov.read(f, 0, 4) == b"Z\x01\x02\x03"
+    assert ov.reads == (fs.stat("F").value["cid"],)
 
 
 # ---- commit

@@ -18,6 +18,7 @@ import pytest
 from hostkit import make_fs, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
 from kuro_wasm.host.api import run
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.model.sessions import guest
@@ -40,6 +41,18 @@ def _run(store: MemoryBlockStore, home: Path, source: str, isolation: str, stdin
     fs = make_fs(store)
     spec = guest(add_guest(store, source), "_start")
     return run(make_session(fs), spec, store=store, fs=fs, home=home, stdin=stdin, isolation=isolation)
+
+
+def _run_traced(store: MemoryBlockStore, home: Path, source: str, fs: Fs) -> tuple[Any, int]:
+    """The receipt of a run of ``source`` over ``fs`` in this process, and the most memory Python held during it."""
+    spec = guest(add_guest(store, source), "_start")
+    tracemalloc.start()
+    try:
+        receipt = run(make_session(fs), spec, store=store, fs=fs, home=home)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return receipt, peak
 
 
 # ---- counts whose byte size passes 2**32
@@ -141,6 +154,7 @@ _IO_SIGS = {
     "path_open": "(param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)",
     "fd_pread": "(param i32 i32 i32 i64 i32) (result i32)",
     "fd_pwrite": "(param i32 i32 i32 i64 i32) (result i32)",
+    "fd_readdir": "(param i32 i32 i32 i64 i32) (result i32)",
 }
 _OPEN_F = (
     "(drop (call $path_open (i32.const 3) (i32.const 0) (i32.const 100) (i32.const 1) (i32.const 1)"
@@ -243,14 +257,7 @@ def test_a_path_longer_than_4096_bytes_is_enametoolong_and_never_copied(store: M
       (func (export "_start") (result i32)
         (memory.fill (i32.const 65536) (i32.const 97) (i32.const {size}))
         (i32.add (i32.mul {open_call(size)} (i32.const 100)) {open_call(size + 1)})))"""
-    fs = make_fs(store)
-    spec = guest(add_guest(store, source), "_start")
-    tracemalloc.start()
-    try:
-        receipt = run(make_session(fs), spec, store=store, fs=fs, home=home)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    receipt, peak = _run_traced(store, home, source, make_fs(store))
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", 37 * 100 + EFAULT), receipt
     assert peak < 4 << 20, f"the host held {peak} bytes"
 
@@ -274,3 +281,40 @@ def test_writing_nothing_to_stdout_adds_no_chunk_however_often(store: MemoryBloc
     spec = guest(add_guest(store, source), "_start")
     receipt = run(make_session(fs), spec, store=store, fs=fs, home=home, on_chunk=lambda _s, c: chunks.append(c))
     assert (receipt["kuro/outcome"], receipt["kuro/stdout"], chunks) == ("ok", b"", []), receipt
+
+
+# ---- listings of one large directory through many descriptors
+
+
+def test_listings_held_by_many_descriptors_are_bounded_and_a_dropped_one_is_read_again(
+    store: MemoryBlockStore, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each descriptor keeps the listing its ``fd_readdir`` at cookie 0 made (later cookies read it), but all of them
+    keep at most ``MAX_LISTED`` entries: 40 descriptors over one directory of 1000 names hold about one listing, not
+    40 (~7 MB). The first descriptor's listing, dropped long since, is read again at its next cookie: the entry at
+    cookie 999 is still ``n0997`` (after ``.`` and ``..``), 24 bytes of dirent and its name. The exit code is 0
+    when it is."""
+    from kuro_wasm.host import wasi_state
+
+    monkeypatch.setattr(wasi_state, "MAX_LISTED", 1500)
+    names = {f"d/n{i:04d}": b"" for i in range(1000)}
+    imports = _IMPORTS + "".join(
+        f'(import "wasi_snapshot_preview1" "{n}" (func ${n} {_IO_SIGS[n]}))' for n in ("path_open", "fd_readdir")
+    )
+    source = f"""(module {imports} (memory (export "memory") 1) (data (i32.const 0) "d")
+      (func $open (result i32)
+        (drop (call $path_open (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 2)
+          (i64.const 0x4000) (i64.const 0) (i32.const 0) (i32.const 96)))
+        (i32.load (i32.const 96)))
+      (func (export "_start") (result i32) (local $first i32) (local $i i32)
+        (local.set $first (call $open))
+        (drop (call $fd_readdir (local.get $first) (i32.const 200) (i32.const 0) (i64.const 0) (i32.const 100)))
+        (loop $more
+          (drop (call $fd_readdir (call $open) (i32.const 200) (i32.const 0) (i64.const 0) (i32.const 100)))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br_if $more (i32.lt_u (local.get $i) (i32.const 39))))
+        (drop (call $fd_readdir (local.get $first) (i32.const 200) (i32.const 29) (i64.const 999) (i32.const 100)))
+        (i32.ne (i32.load (i32.const 225)) (i32.const 0x37393930))))"""  # "0997", after 24 bytes and "n"
+    receipt, peak = _run_traced(store, home, source, make_fs(store, names))
+    assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("ok", 0), receipt
+    assert peak < 3 << 20, f"the host held {peak} bytes"

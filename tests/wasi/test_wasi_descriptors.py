@@ -1,0 +1,133 @@
+"""Descriptor numbers and what a directory may be opened with, on kuro's WASI and on wasmtime's, alike.
+
+Each case is a small WAT program calling preview 1 directly; it runs on both runners of
+:mod:`wasikit` over the same tree, and both must agree with each other and with the answer written here:
+
+- ``path_open`` gives the **lowest** free descriptor number, as POSIX ``open`` and wasmtime's WASI do: a
+  program that closes its stdout and opens a file gets fd 1, and what it then prints goes to the file.
+- a directory opened with rights that are not ``fd_write`` (``fd_datasync``, ``fd_allocate``,
+  ``fd_filestat_set_size``: the ones wasi-libc and Rust ask for with "write") opens; only ``fd_write``
+  makes it ``EISDIR``.
+- a positional read of stdout or stderr, or a positional write of stdin, is ``EBADF`` (the descriptor
+  is not open that way), before ``ESPIPE`` (it cannot seek), as wasmtime answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import wasmtime
+from wasikit import WasiCase, WasiOutcome, differences, run_builtin, run_kuro, write_tree
+
+from kuro_wasm.host.wasi_state import WasiState, initial_fds
+from kuro_wasm.model import wasi
+
+_IMPORTS = """
+ (import "wasi_snapshot_preview1" "path_open" (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+ (import "wasi_snapshot_preview1" "fd_close" (func $close (param i32) (result i32)))
+ (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+ (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+"""
+FD_WRITE = 0x40
+ALL_RIGHTS = (1 << 29) - 1
+
+
+def _both(tmp_path: Path, wat: str, files: dict[str, bytes | None]) -> WasiOutcome:
+    """Run ``wat`` on both runners over ``files``: what they agree on."""
+    wasm = tmp_path / "case.wasm"
+    wasm.write_bytes(wasmtime.wat2wasm(wat))
+    root = tmp_path / "root"
+    write_tree(root, files)
+    case = WasiCase(wasm, root=root)
+    builtin, kuro = run_builtin(case), run_kuro(case)
+    assert differences(builtin, kuro) == []
+    return kuro
+
+
+def test_a_closed_stdout_is_the_number_the_next_open_gets_and_prints_go_to_that_file(tmp_path: Path) -> None:
+    wat = f"""(module {_IMPORTS} (memory (export "memory") 1)
+      (data (i32.const 0) "out") (data (i32.const 16) "hi\\n")
+      (func (export "_start") (local $e i32)
+        (drop (call $close (i32.const 1)))
+        (local.set $e (call $open (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 3) (i32.const 1)
+          (i64.const {FD_WRITE}) (i64.const 0) (i32.const 0) (i32.const 100)))
+        (if (local.get $e) (then (call $exit (i32.add (i32.const 100) (local.get $e)))))
+        (i32.store (i32.const 200) (i32.const 16)) (i32.store (i32.const 204) (i32.const 3))
+        (drop (call $write (i32.const 1) (i32.const 200) (i32.const 1) (i32.const 300)))
+        (call $exit (i32.load (i32.const 100)))))"""
+    done = _both(tmp_path, wat, {})
+    assert done.exit_code == 1
+    assert done.files == {"out": b"hi\n"}
+
+
+@pytest.mark.parametrize(
+    ("rights", "errno"),
+    [(0x1, 0), (0x100, 0), (0x400000, 0), (ALL_RIGHTS & ~FD_WRITE, 0), (FD_WRITE, 31)],
+    ids=["fd_datasync", "fd_allocate", "fd_filestat_set_size", "all-but-fd_write", "fd_write-EISDIR"],
+)
+def test_only_fd_write_keeps_a_directory_from_opening(tmp_path: Path, rights: int, errno: int) -> None:
+    wat = f"""(module {_IMPORTS} (memory (export "memory") 1) (data (i32.const 0) "d")
+      (func (export "_start")
+        (call $exit (call $open (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 0)
+          (i64.const {rights}) (i64.const 0) (i32.const 0) (i32.const 100)))))"""
+    assert _both(tmp_path, wat, {"d/x": b"1"}).exit_code == errno
+
+
+def _errnos(tmp_path: Path, calls: Sequence[tuple[str, Sequence[int]]], files: dict[str, bytes | None]) -> bytes:
+    """The errno of each call (a byte each, printed to stdout), on both runners alike."""
+    names = sorted({name for name, _ in calls} | {"fd_write"})
+    imports = "".join(
+        f'(import "wasi_snapshot_preview1" "{n}" (func ${n} (param {" ".join(wasi.FUNCTIONS[n].params)}) (result i32)))'
+        for n in names
+    )
+    body = "".join(
+        f"(i32.store8 (i32.const {4096 + i}) (call ${name} "
+        + " ".join(f"({t}.const {v})" for t, v in zip(wasi.FUNCTIONS[name].params, args, strict=True))
+        + "))"
+        for i, (name, args) in enumerate(calls)
+    )
+    wat = f"""(module {imports} (memory (export "memory") 1)
+      (data (i32.const 200) "\\90\\01\\00\\00\\01\\00\\00\\00") (data (i32.const 400) "a")
+      (func (export "_start") {body}
+        (i32.store (i32.const 64) (i32.const 4096)) (i32.store (i32.const 68) (i32.const {len(calls)}))
+        (drop (call $fd_write (i32.const 1) (i32.const 64) (i32.const 1) (i32.const 72)))))"""
+    return _both(tmp_path, wat, files).stdout
+
+
+def test_a_positional_read_of_an_output_or_write_of_stdin_is_ebadf_before_espipe(tmp_path: Path) -> None:
+    iov, nread = 200, 128  # one iovec: 1 byte at 400
+    calls = [
+        ("fd_pread", (1, iov, 1, 0, nread)),
+        ("fd_pread", (2, iov, 1, 0, nread)),
+        ("fd_pwrite", (0, iov, 1, 0, nread)),
+        ("fd_pread", (0, iov, 1, 0, nread)),  # stdin and the outputs the way they are open: ESPIPE
+        ("fd_pwrite", (1, iov, 1, 0, nread)),
+    ]
+    assert _errnos(tmp_path, calls, {"a": b"x"}) == bytes([8, 8, 8, 70, 70])
+
+
+class _Probed(dict[int, object]):
+    """A descriptor table that counts the numbers looked up in it."""
+
+    probes = 0
+
+    def __contains__(self, key: object) -> bool:
+        _Probed.probes += 1
+        return super().__contains__(key)
+
+
+def test_finding_a_free_descriptor_number_does_not_rescan_the_table() -> None:
+    """Opening n descriptors costs O(n) lookups in all, not O(n**2): a program that opens 16384 files
+    must not make the host scan 134 million numbers."""
+    fds = _Probed(initial_fds(frozenset({"fs/read"})))
+    st = WasiState((), (), fds)  # type: ignore[arg-type]
+    _Probed.probes = 0
+    for _ in range(2000):
+        number = st.next_fd()
+        assert number is not None
+        fds[number] = object()
+    assert _Probed.probes < 3 * 2000
+    st.release(7)
+    assert st.next_fd() == 7
