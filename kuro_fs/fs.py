@@ -390,10 +390,12 @@ class Fs:
         return self._run("read", path, body, _NO_DST)
 
     def stream(self, path: object) -> FsResult:
-        """The whole file at ``path`` as an iterator of pieces (bytes or memoryviews), read one block at a time.
+        """The whole file at ``path`` as an iterator of pieces (bytes or memoryviews), read a window at a time.
 
         For a file too large to hold in memory (``kuro fs cat``/``get``): nothing is read until the
-        iterator is, and then one leaf at a time. Decided before the first piece, as :meth:`read`:
+        iterator is, and then one window (:data:`kuro_fs.fileread.STREAM_WINDOW`) at a time (a subtree
+        linked again is copied, not walked: :func:`kuro_fs.fileread.stream_file`). Decided before the
+        first piece, as :meth:`read`:
         the denials of :meth:`read` (over-budget for a file larger than ``budget.bytes``, receipt
         ``size`` its size), and block-missing for a root block that is absent, malformed, or covers
         another size than its directory entry names. The pieces are then exactly ``size`` bytes:
