@@ -151,12 +151,14 @@ def publish_blocks(store: BlockStore, cids: Iterable[str]) -> PublishResult:
     """The shared body of ``publish``: re-hash each block of ``store`` named in ``cids``.
 
     A CID is rejected as ``invalid-cid`` if malformed, ``missing`` if absent and
-    ``corrupt`` if its bytes no longer hash to it. Duplicates are checked once.
+    ``corrupt`` if its bytes no longer hash to it. A block is checked and counted once, however
+    often and under whichever of its names (a CIDv0 and its CIDv1) it is given.
     """
     published = 0
     rejected: list[str] = []
     reasons: dict[str, str] = {}
-    seen: set[str] = set()
+    seen: set[str] = set()  # the names given
+    blocks: set[str] = set()  # the blocks they name (a CIDv0 and its CIDv1 share a key)
     for cid in cids:
         key = cid if isinstance(cid, str) else repr(cid)
         if key in seen:
@@ -164,6 +166,9 @@ def publish_blocks(store: BlockStore, cids: Iterable[str]) -> PublishResult:
         seen.add(key)
         try:
             parsed = parse(cid)
+            if parsed.key in blocks:
+                continue
+            blocks.add(parsed.key)
             data = store.get(cid)
         except InvalidCID:
             rejected.append(key)

@@ -49,6 +49,7 @@ __all__ = [
     "LoadError",
     "ModelError",
     "OperationConflict",
+    "StillRunning",
     "StreamClosed",
 ]
 
@@ -138,6 +139,14 @@ class HostError(KuroError):
     """The host failed to do what was asked (not a guest outcome: those are receipts)."""
 
     reference = "host-error"
+
+
+class StillRunning(TimeoutError):
+    """A handle's ``wait(timeout)`` gave up: the guest is still running (and keeps running).
+
+    Its own class (a :class:`TimeoutError`, as before) so that a waiter polling a run can tell its own
+    timeout from a ``TimeoutError`` a program's signal handler raised during the wait.
+    """
 
 
 class LoadError(HostError):

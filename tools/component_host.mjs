@@ -164,6 +164,7 @@ function plain (t, v) {
 // ---- one run (in a worker, so a deadline can stop a guest that never returns)
 
 class Stopped extends Error {}
+class Fault extends Error {} // the guest's fault (a call past a bound): a trap, as wasi_p2.py's fault()
 class Exited extends Error {
   constructor (code) { super(`exit ${code}`); this.code = code }
 }
@@ -176,7 +177,7 @@ const WRITE_BUDGET = 1 << 20
 const BLOCKING_WRITE = 4096
 function randomBytes (len) {
   const n = Number(len)
-  if (n > MAX_RANDOM) throw new Error(`kuro: wasi:random get-random-bytes(${n}): more than ${MAX_RANDOM} bytes`)
+  if (n > MAX_RANDOM) throw new Fault(`kuro: wasi:random get-random-bytes(${n}): more than ${MAX_RANDOM} bytes`)
   const out = new Uint8Array(n)
   for (let at = 0; at < n; at += 65536) crypto.getRandomValues(out.subarray(at, Math.min(n, at + 65536)))
   return out
@@ -200,7 +201,7 @@ function virtualWasi ({ emit, readStdin, stdinReady, environment, args, bound })
     checkWrite () { this.permit = Math.min(WRITE_BUDGET, bound); return BigInt(this.permit) }
     write (bytes) {
       if (bytes.length > this.permit) {
-        throw new Error(`kuro: wasi:io/streams write of ${bytes.length} bytes: more than check-write permitted (${this.permit})`)
+        throw new Fault(`kuro: wasi:io/streams write of ${bytes.length} bytes: more than check-write permitted (${this.permit})`)
       }
       bounded(bytes)
       this.permit -= bytes.length
@@ -209,7 +210,7 @@ function virtualWasi ({ emit, readStdin, stdinReady, environment, args, bound })
 
     blockingWriteAndFlush (bytes) {
       if (bytes.length > BLOCKING_WRITE) {
-        throw new Error(`kuro: wasi:io/streams blocking-write-and-flush of ${bytes.length} bytes: more than ${BLOCKING_WRITE}`)
+        throw new Fault(`kuro: wasi:io/streams blocking-write-and-flush of ${bytes.length} bytes: more than ${BLOCKING_WRITE}`)
       }
       emit(this.stream, bounded(bytes))
     }
@@ -224,10 +225,10 @@ function virtualWasi ({ emit, readStdin, stdinReady, environment, args, bound })
     subscribe () { return new Pollable(stdinReady) }
   }
   const bounded = (bytes) => {
-    if (bytes.length > bound) throw new Error(`kuro: wasi:io/streams write of ${bytes.length} bytes: more than max_value_bytes (${bound})`)
+    if (bytes.length > bound) throw new Fault(`kuro: wasi:io/streams write of ${bytes.length} bytes: more than max_value_bytes (${bound})`)
     return bytes
   }
-  const missing = (name) => () => { throw new Error(`${name}: not provided by this host`) }
+  const missing = (name) => () => { throw new Fault(`${name}: not provided by this host`) }
   class Stub {}
   const deadline = (ns) => new Pollable(() => process.hrtime.bigint() >= ns)
   return {
@@ -246,7 +247,7 @@ function virtualWasi ({ emit, readStdin, stdinReady, environment, args, bound })
       Pollable,
       poll: (list) => {
         // WASI 0.2: "at least one" pollable; waiting for none would never end, so it is the guest's trap (wasi_p2.py)
-        if (list.length === 0) throw new Error('kuro: wasi:io/poll poll of no pollables: it would never return')
+        if (list.length === 0) throw new Fault('kuro: wasi:io/poll poll of no pollables: it would never return')
         for (;;) {
           const ready = list.map((p, i) => (p.ready() ? i : -1)).filter((i) => i >= 0)
           if (ready.length) return new Uint32Array(ready)
@@ -267,7 +268,7 @@ function virtualWasi ({ emit, readStdin, stdinReady, environment, args, bound })
     },
     'wasi:random/random': {
       getRandomBytes: (len) => {
-        if (Number(len) > bound && bound < MAX_RANDOM) throw new Error(`kuro: wasi:random get-random-bytes(${len}): more than ${bound} bytes (max_value_bytes)`)
+        if (Number(len) > bound && bound < MAX_RANDOM) throw new Fault(`kuro: wasi:random get-random-bytes(${len}): more than ${bound} bytes (max_value_bytes)`)
         return randomBytes(len)
       },
       getRandomU64: () => crypto.getRandomValues(new BigUint64Array(1))[0]
@@ -351,8 +352,12 @@ async function runGuest (req) {
           parentPort.postMessage({ denials })
           return null
         }
+        // as wasi_p2.py's _read: at most what check-write would permit, and a read of 0 asks for nothing (never
+        // "closed", even at the end of input)
+        const cap = Math.min(max, WRITE_BUDGET, bound)
+        if (cap === 0) return new Uint8Array()
         if (stdin.length === 0) return null
-        const out = stdin.slice(0, max)
+        const out = stdin.slice(0, cap)
         stdin = stdin.slice(out.length)
         return out
       },
@@ -418,7 +423,8 @@ async function runGuest (req) {
   const { instantiate } = await import(pathToFileURL(req.module).href)
   let exports
   try {
-    exports = await instantiate(async (name) => WebAssembly.compile(await readFile(new URL(name, dir))), imports)
+    exports = await instantiate(async (name) => WebAssembly.compile(await readFile(new URL(name, dir))),
+      markingHostErrors(imports, req.break_import))
   } catch (e) {
     if (e instanceof Exited) return { exit_code: e.code } // wasi:cli/exit from a start function ends the run there
     throw e
@@ -448,6 +454,35 @@ async function runGuest (req) {
     return { exit_code: isErr ? 1 : 0, result: plain(rt, { tag: isErr ? 'err' : 'ok', val: value }) }
   }
   return { exit_code: 0, result: plain(rt, value) }
+}
+
+// A host function's own error (a bug: not a refusal, a fault, an exit or a stop) ends the run as a host error, as
+// wasmtime's host reports one (kuro_wasm/host/calls.py: 70, not a trap). Every import is wrapped to mark what it
+// throws so; ``broken`` names one ("iface#func" or "iface#Class.method") that throws a TypeError (a test's request).
+function markingHostErrors (imports, broken) {
+  const ours = (e) => e instanceof Fault || e instanceof Exited || e instanceof Stopped || e?.payload !== undefined
+  const wrap = (name, fn) => function (...args) {
+    try {
+      if (name === broken) throw new TypeError(`${name}: broken on purpose`)
+      return fn.apply(this, args)
+    } catch (e) {
+      if (!ours(e) && typeof e === 'object' && e !== null) e.kuroHostError = name
+      throw e
+    }
+  }
+  for (const [iface, members] of Object.entries(imports)) {
+    for (const [key, value] of Object.entries(members)) {
+      if (typeof value !== 'function') continue
+      if (/^[A-Z]/.test(key)) { // a resource class: its methods
+        for (const m of Object.getOwnPropertyNames(value.prototype)) {
+          if (m !== 'constructor' && typeof value.prototype[m] === 'function') value.prototype[m] = wrap(`${iface}#${key}.${m}`, value.prototype[m])
+        }
+      } else {
+        members[key] = wrap(`${iface}#${key}`, value)
+      }
+    }
+  }
+  return imports
 }
 
 // ---- main: start the worker, collect its chunks, stop it at the deadline
@@ -495,7 +530,9 @@ if (isMainThread) {
     parentPort.postMessage({ done: await runGuest(workerData) })
   } catch (e) {
     if (e instanceof Stopped) parentPort.postMessage({ done: { exit_code: 125, outcome: 'output-capped' } })
-    else {
+    else if (e?.kuroHostError !== undefined) {
+      parentPort.postMessage({ done: { exit_code: 70, outcome: 'host-error', error: `host error: ${e.kuroHostError}: ${e}` } })
+    } else {
       // a wasm trap's kind from V8's message; a host function's own error (a value past a bound) is a plain trap
       const kind = e instanceof WebAssembly.RuntimeError || e instanceof RangeError ? trapKind(e) : 'trap'
       parentPort.postMessage({ done: { exit_code: 134, outcome: 'trap', trap_kind: kind, error: String(e) } })

@@ -5,7 +5,9 @@ Nothing a gateway sends is trusted — neither its bytes nor its sizes: every bl
 against the CID it was asked for (:func:`kuro_fs.cid.matches`) **before** it is cached or
 returned, no answer is read past a cap (a block: :data:`MAX_FETCHED_BLOCK`, 2 MiB, the IPFS
 stack's largest block — bitswap's message limit and this gateway's custody default; an error
-answer: its first :data:`MAX_ERROR_BODY` bytes; a CAR section: the block cap plus its CID), and a
+answer: its first :data:`MAX_ERROR_BODY` bytes; a CAR section: the block cap plus its CID) and
+none is inflated (only ``identity`` is asked for, and a 2xx body in a ``Content-Encoding`` is
+refused unread: a compressed bomb costs its own kilobyte, not the gigabytes it names), and a
 CAR is accepted block by block only while each block is the root or a link of a block already
 accepted, and only once (so a gateway can neither slip in wrong bytes, nor fill the cache with
 blocks nobody asked for, nor repeat one forever). Bytes that fail are a
@@ -59,6 +61,7 @@ it was given), no read-ahead guessed from a reader's pattern (``prefetch`` is as
 from __future__ import annotations
 
 import io
+import json
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -96,7 +99,15 @@ from kuro_fs.gateway.request import CAR_TYPE, RAW_TYPE
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_ERROR_BODY", "MAX_FETCHED_BLOCK", "PROBE_CID", "GatewayBlockStore", "check_url"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_ERROR_BODY",
+    "MAX_FETCHED_BLOCK",
+    "PROBE_CID",
+    "GatewayBlockStore",
+    "check_token",
+    "check_url",
+]
 
 DEFAULT_TIMEOUT: Final = 30.0
 #: The largest block accepted from a gateway: 2 MiB, the IPFS stack's block limit (bitswap refuses
@@ -161,17 +172,40 @@ class _Answer:
         return text.splitlines()[0][:200] if text else ""
 
 
+def _identity_only(response: httpx.Response) -> None:
+    """Refuse a 2xx body in a ``Content-Encoding``: the client asks for identity and never inflates one.
+
+    httpx decodes whatever encoding a server names, asked for or not, and one network chunk of
+    ``gzip, gzip`` inflates to gigabytes in a single call, before any cap sees a byte.
+    """
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity") or not 200 <= response.status_code < 300 or response.request.method == "HEAD":
+        return
+    raise GatewayRefused(
+        f"{response.request.method} {response.request.url}: the gateway answered in Content-Encoding "
+        f"{encoding!r}, though only identity was accepted; not read",
+        response.status_code,
+    )
+
+
+def _raw_chunks(response: httpx.Response) -> Iterator[bytes]:
+    # The body as sent, chunk by chunk. A response an injected transport built from bytes (httpx reads
+    # those at once) is already in memory: its content is the one chunk.
+    return iter((response.content,)) if response.is_stream_consumed else response.iter_raw()
+
+
 def _capped(response: httpx.Response, cap: int, deadline: Deadline) -> _Answer:
-    # Read at most ``cap`` bytes of a streamed body (decoded: a compressed bomb is capped too), then stop;
+    # Read at most ``cap`` bytes of a streamed body (as sent: never inflated, see _identity_only), then stop;
     # an answer (head or chunk) that arrives past the deadline is late, whatever the transport (httpx's
     # own is bounded at each socket read as well, see kuro_fs.gateway.deadline).
     deadline.check()
+    _identity_only(response)
     declared = response.headers.get("content-length", "")
     kind = response.headers.get("content-type", "")
-    if declared.isdigit() and int(declared) > cap:
+    if declared.isascii() and declared.isdigit() and int(declared) > cap:
         return _Answer(response.status_code, b"", True, kind)
     body = bytearray()
-    for chunk in response.iter_bytes():
+    for chunk in _raw_chunks(response):
         deadline.check()
         body += chunk
         if len(body) > cap:
@@ -202,6 +236,22 @@ def check_url(url: object) -> str:
     return url.rstrip("/")
 
 
+def check_token(token: object) -> str:
+    """``token`` if an HTTP header can carry it as ``Authorization: Bearer <token>``: printable ASCII
+    (spaces and tabs inside allowed), not empty.
+
+    >>> check_token("s3cret-token")
+    's3cret-token'
+
+    Raises ValueError: anything else (a non-ASCII character or a control character can never be sent,
+    so such a token would make every custody write fail).
+    """
+    if not isinstance(token, str) or not token.strip() or not all(ch == "\t" or " " <= ch <= "~" for ch in token):
+        shown = repr(token) if not isinstance(token, str) else f"of {len(token)} characters"
+        raise ValueError(f"a custody token is printable ASCII an HTTP header can carry; got one {shown} that is not")
+    return token
+
+
 #: Seconds an idle pooled connection is kept (below common servers' keep-alive timeouts).
 _KEEPALIVE_EXPIRY: Final = 2.0
 
@@ -221,7 +271,8 @@ class GatewayBlockStore:
     monotonic clock the deadline is read from (injectable, for tests).
 
     Raises InvalidGatewayURL (a ``BlockStoreError`` and ``ValueError``): ``url`` is not a
-    well-formed http(s) URL with a host; ValueError: ``timeout`` is not a positive number.
+    well-formed http(s) URL with a host; ValueError: ``timeout`` is not a positive number, or
+    ``token`` is not printable ASCII (:func:`check_token`).
     """
 
     def __init__(
@@ -239,7 +290,7 @@ class GatewayBlockStore:
             raise ValueError(f"a gateway timeout is a positive number of seconds, got {timeout!r}")
         httpx = _httpx()
         self._cache: BlockStore = cache if cache is not None else MemoryBlockStore()
-        self._token = token
+        self._token = None if token is None else check_token(token)
         self._timeout = float(timeout)
         self._clock = clock
         self._client = bound_client(
@@ -251,6 +302,7 @@ class GatewayBlockStore:
                 # Drop idle connections before a server's own keep-alive timeout (uvicorn's is 5 s) can close
                 # one just as a request is sent on it.
                 limits=httpx.Limits(keepalive_expiry=_KEEPALIVE_EXPIRY),
+                headers={"Accept-Encoding": "identity"},  # blocks are sent as they hash: never inflated here
             )
         )
         self._closed = False
@@ -437,7 +489,8 @@ class GatewayBlockStore:
             ):
                 if resp.status_code != 200:
                     raise self._status_error(_capped(resp, MAX_ERROR_BODY, deadline), f"GET {cid} as CAR")
-                return self._accept_car(cid, io.BufferedReader(_ChunkReader(resp.iter_bytes(), deadline)), deadline)
+                _identity_only(resp)
+                return self._accept_car(cid, io.BufferedReader(_ChunkReader(_raw_chunks(resp), deadline)), deadline)
         except (httpx.TimeoutException, DeadlinePassed) as exc:
             raise GatewayTimeout(
                 f"CAR of {cid} from {self._url}: a block did not arrive within {self._timeout:g} s ({exc})"
@@ -519,12 +572,28 @@ class GatewayBlockStore:
             except (DagPbError, DagCborError, InvalidCID):
                 continue  # a block that does not decode links nothing; it is still published as bytes
 
+    def _confirmed(self, answer: _Answer, cid: str) -> None:
+        # A custody gateway's success names the block it now holds ({"cid": …, "stored": …}); any other 2xx
+        # (a web host, a proxy's page) is no custody, and every later block would be "published" the same way.
+        try:
+            named = json.loads(answer.body)["cid"]
+            if isinstance(named, str) and parse(canonical(named)).key == parse(cid).key:
+                return
+        except (ValueError, TypeError, KeyError, InvalidCID):
+            pass
+        raise GatewayRefused(
+            f"PUT {cid}: {self._url} answered {answer.status} without naming the block "
+            f"({answer.first_line()[:80]!r}): not a custody gateway",
+            answer.status,
+        )
+
     def publish(self, cids: Iterable[str]) -> PublishResult:
         """Push each named block, and every block of its DAG held in the cache, to the gateway's custody.
 
-        A block is counted once however often it is named. Raises GatewayUnreachable /
-        GatewayTimeout (the network failed: nothing is counted for the block in flight) and
-        GatewayRefused for a 5xx answer.
+        A block is counted once however often it is named, and only when the gateway's answer names
+        it (``{"cid": …}``). Raises GatewayUnreachable / GatewayTimeout (the network failed: nothing
+        is counted for the block in flight) and GatewayRefused for a 5xx answer or a success that
+        does not name the block (a server that is no custody gateway).
         """
         published = 0
         rejected: list[str] = []
@@ -543,9 +612,9 @@ class GatewayBlockStore:
                     reasons[key] = "invalid-cid"
                 continue
             for here, block, reason in self._dag(cid):
-                if here in done:
+                if parse(here).key in done:  # a CIDv0 and its CIDv1 are one block: pushed and counted once
                     continue
-                done.add(here)
+                done.add(parse(here).key)
                 if block is not None and not matches(parse(here), block):
                     block, reason = None, "corrupt"
                 if block is None:
@@ -557,6 +626,7 @@ class GatewayBlockStore:
                     continue
                 answer = self._exchange("PUT", f"/ipld/{here}", MAX_ERROR_BODY, content=block, headers=headers)
                 if answer.status in (200, 201):
+                    self._confirmed(answer, here)
                     published += 1
                     continue
                 if answer.status >= 500:

@@ -15,6 +15,7 @@ slow request heads (slowloris)   the head must arrive within ``head_timeout`` s 
                                  connection (or of the previous response), else closed
 idle keep-alive                  ``keep_alive`` s (uvicorn)
 slow upload / slow reader        the app's ``body_timeout`` / ``send_timeout``
+bytes between requests           (a CRLF, a body the answer did not read) start the head deadline
 ================================ ==========================================================
 
 uvicorn alone never times out a connection that has sent part of a request head, and
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,7 +46,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from kuro_fs.blocks import BlockStore
 from kuro_fs.gateway.server import GatewayConfig, create_app
 
-__all__ = ["ServerLimits", "run_gateway", "running_gateway"]
+__all__ = ["ServerLimits", "listen", "run_gateway", "running_gateway"]
 
 _DEFAULT_HEAD_BYTES: Final = 16 * 1024
 
@@ -113,6 +115,15 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
             self._disarm()
             super().on_headers_complete()
 
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            # Any byte cancels uvicorn's keep-alive timer, which only a new response re-arms: bytes that start
+            # no request (a CRLF between requests, the rest of a body the answer did not wait for) would hold
+            # the connection open forever. With no request in progress they get the head deadline.
+            idle = self.cycle is None or self.cycle.response_complete
+            if idle and self._head_timer is None and not self.transport.is_closing():
+                self._arm()
+
         def on_response_complete(self) -> None:
             super().on_response_complete()
             if not self.transport.is_closing() and self.cycle is not None and self.cycle.keep_alive:
@@ -159,6 +170,19 @@ def _uvicorn_config(
     )
 
 
+def listen(host: str, port: int, backlog: int = 1024) -> socket.socket:
+    """A listening TCP socket on ``host``:``port`` (0 picks a free port), for :func:`run_gateway`.
+
+    Bound here rather than by uvicorn, whose bind failure is three log lines and ``sys.exit(3)``.
+    Raises OSError: the address cannot be bound or resolved; ``filename`` is ``host:port``.
+    """
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        return socket.create_server((host, port), family=family, backlog=backlog)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), f"{host}:{port}") from None
+
+
 def run_gateway(
     store: BlockStore,
     host: str = "127.0.0.1",
@@ -166,9 +190,14 @@ def run_gateway(
     config: GatewayConfig | None = None,
     limits: ServerLimits | None = None,
     log_level: str = "info",
+    sock: socket.socket | None = None,
 ) -> None:
-    """Serve ``store`` until interrupted (Ctrl-C or SIGTERM stop it gracefully)."""
-    uvicorn.Server(_config(store, host, port, config or GatewayConfig(), limits or ServerLimits(), log_level)).run()
+    """Serve ``store`` until interrupted (Ctrl-C or SIGTERM stop it gracefully).
+
+    ``sock`` (from :func:`listen`) is served instead of binding ``host``:``port``.
+    """
+    server = uvicorn.Server(_config(store, host, port, config or GatewayConfig(), limits or ServerLimits(), log_level))
+    server.run(sockets=None if sock is None else [sock])
 
 
 @contextmanager

@@ -37,6 +37,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
+from urllib.parse import quote
 
 import anyio
 from starlette.applications import Starlette
@@ -72,6 +73,8 @@ _IPFS_PATH: Final = re.compile(r"/ipfs/[^/]+(/.*)?")
 _IPLD_PATH: Final = re.compile(r"/ipld/[^/]+/?")
 #: How many bytes of CAR one trip to a worker thread produces before they are sent.
 _CAR_BATCH: Final = 256 * 1024
+#: What a URL path segment may hold unencoded (RFC 3986 ``pchar`` and ``/``); X-Ipfs-Path encodes the rest.
+_PATH_SAFE: Final = "/:@!$&'()*+,;=-._~"
 _log = logging.getLogger("kuro.gateway")
 _T = TypeVar("_T")
 
@@ -284,7 +287,8 @@ async def _serve_ipfs(request: Request, store: BlockStore, cfg: GatewayConfig, f
         "Cache-Control": _CACHE_CONTROL,
         "X-Content-Type-Options": "nosniff",
         "Vary": "Accept",
-        "X-Ipfs-Path": f"/ipfs/{given}" + (f"/{path}" if path else ""),
+        # A header is bytes: the path as the request URL writes it (UTF-8, percent-encoded), never raw text.
+        "X-Ipfs-Path": quote(f"/ipfs/{given}" + (f"/{path}" if path else ""), safe=_PATH_SAFE),
     }
     only_cached = "only-if-cached" in request.headers.get("cache-control", "").lower()
     if etag_matches(request.headers.get("if-none-match"), tag) and not segments:
@@ -365,7 +369,7 @@ def _authorized(request: Request, cfg: GatewayConfig) -> Response | None:
 async def _read_capped(request: Request, cap: int) -> bytes | Response:
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.isdigit():
+        if not (declared.isascii() and declared.isdigit()):  # '²' is a digit to str.isdigit, not to int
             return _text(400, f"bad Content-Length {declared!r}")
         if int(declared) > cap:
             return _text(413, f"block of {declared} bytes exceeds the {cap}-byte cap")

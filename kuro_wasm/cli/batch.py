@@ -323,6 +323,7 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
     from kuro_wasm.cli.progress import Progress
     from kuro_wasm.cli.run import EXIT_NOT_STORED, _store_or_say
     from kuro_wasm.ledger.ledger import Ledger
+    from kuro_wasm.model.summary import is_status_answer
 
     if args.local is not None and not 1 <= args.local <= MAX_WORKERS:
         raise UsageError(f"--local takes 1 to {MAX_WORKERS} workers, got {args.local}")
@@ -375,9 +376,14 @@ def batch(args: argparse.Namespace, ctx: Context) -> int:
                         value = completed.value
                         known = value.get("kuro/receipt-cid")
                         stdin = completed.invocation.stdin
-                        cid = known if isinstance(known, str) else _store_or_say(ctx, value, stdin=stdin)
-                        if cid is None:  # it ran: shown all the same, and the exit status says it is not kept
-                            out.unstored += 1
+                        if is_status_answer(value):  # the ledger says running or unknown: no receipt to store
+                            cid = None
+                        elif isinstance(known, str):
+                            cid = known
+                        else:
+                            cid = _store_or_say(ctx, value, stdin=stdin)
+                            if cid is None:  # it ran: shown all the same, and the exit status says it is not kept
+                                out.unstored += 1
                         out.finished(completed.index, value, cid or "-")
                         progress.advance(1)
             except KeyboardInterrupt as exc:  # a second signal: stop waiting (what is still out is unknown)

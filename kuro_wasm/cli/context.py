@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from kuro_fs.errors import KuroFsError
 from kuro_wasm.errors import KuroError
@@ -46,7 +46,9 @@ __all__ = [
     "Interrupted",
     "NotFound",
     "SourcedError",
+    "TOKEN_ENV",
     "UsageError",
+    "checked_token",
     "error_line",
     "finish_cancel_on_signal",
     "signals_deferred",
@@ -204,6 +206,21 @@ class NotFound(Failed):
     reference = "not-found"
 
 
+TOKEN_ENV: Final = "KURO_GATEWAY_TOKEN"
+
+
+def checked_token(token: str | None, source: str, check: Callable[[str], str]) -> str | None:
+    """``token`` (None stays None) if ``check`` takes it, else a UsageError naming ``source``, never the token."""
+    if token is None:
+        return None
+    try:
+        return check(token)
+    except ValueError:
+        raise UsageError(
+            f"{source}: a custody token is printable ASCII (an HTTP header carries it); this one is not"
+        ) from None
+
+
 @dataclass
 class Context:
     """What every command handler gets: the resolved home and the two output streams."""
@@ -225,14 +242,13 @@ class Context:
         if self._store is None:
             from kuro_fs.filestore import default_store
 
-            local = default_store(self.home)
             if self.gateway is None:
-                self._store = local
+                self._store = default_store(self.home)
             else:
-                from kuro_fs.gateway.client import GatewayBlockStore
+                from kuro_fs.gateway.client import GatewayBlockStore, check_token
 
-                token = os.environ.get("KURO_GATEWAY_TOKEN") or None
-                self._store = GatewayBlockStore(self.gateway, cache=local, token=token)
+                token = checked_token(os.environ.get(TOKEN_ENV) or None, f"${TOKEN_ENV}", check_token)
+                self._store = GatewayBlockStore(self.gateway, cache=default_store(self.home), token=token)
         return self._store
 
     def prefetch(self, cid: str, scope: str = "entity") -> None:

@@ -25,11 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kuro_wasm.cli.context import Context, UsageError
+from kuro_wasm.cli.context import TOKEN_ENV, Context, UsageError, checked_token
 
 __all__ = ["add_gateway_parsers", "publish", "serve"]
-
-TOKEN_ENV = "KURO_GATEWAY_TOKEN"
 
 
 def add_gateway_parsers(group: Any, leaf: Callable[..., argparse.ArgumentParser]) -> None:
@@ -51,18 +49,23 @@ def add_gateway_parsers(group: Any, leaf: Callable[..., argparse.ArgumentParser]
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    if args.token_file is not None:
-        token = Path(args.token_file).read_text(encoding="utf-8").strip()
-        if not token:
-            raise UsageError(f"token file {args.token_file} is empty")
-        return token
-    return os.environ.get(TOKEN_ENV) or None
+    from kuro_fs.gateway.client import check_token
+
+    if args.token_file is None:
+        return checked_token(os.environ.get(TOKEN_ENV) or None, f"${TOKEN_ENV}", check_token)
+    try:
+        token = Path(args.token_file).read_bytes().decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise UsageError(f"token file {args.token_file} is not UTF-8 text") from None
+    if not token:
+        raise UsageError(f"token file {args.token_file} is empty")
+    return checked_token(token, f"token file {args.token_file}", check_token)
 
 
 def serve(args: argparse.Namespace, ctx: Context) -> int:
     """Run the gateway over the home's block store until interrupted."""
     from kuro_fs.filestore import default_store
-    from kuro_fs.gateway.serve import ServerLimits, run_gateway
+    from kuro_fs.gateway.serve import ServerLimits, listen, run_gateway
     from kuro_fs.gateway.server import GatewayConfig
 
     if ctx.gateway is not None:
@@ -72,10 +75,20 @@ def serve(args: argparse.Namespace, ctx: Context) -> int:
     if args.max_block_bytes < 1 or args.max_connections < 1:
         raise UsageError("--max-block-bytes and --max-connections must be positive")
     token = _token(args)
-    store = default_store(ctx.home)
-    ctx.note(f"kuro gateway: serving {store.root} on {args.host}" + ("" if token else " (read-only: no write token)"))
-    config = GatewayConfig(token=token, max_block_bytes=args.max_block_bytes)
-    run_gateway(store, args.host, args.port, config, ServerLimits(max_connections=args.max_connections))
+    limits = ServerLimits(max_connections=args.max_connections)
+    sock = listen(args.host, args.port, limits.backlog)  # a port in use is one line (OSError), before anything else
+    with sock:
+        store = default_store(ctx.home)
+        # uvicorn says nothing when it is handed a socket: the address (the port --port 0 picked) is said here,
+        # and a client may connect from now on (the socket is listening; uvicorn accepts what waits).
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        where = f"http://{host}:{sock.getsockname()[1]}"
+        ctx.note(
+            f"kuro gateway: serving {store.root}, running on {where}"
+            + ("" if token else " (read-only: no write token)")
+        )
+        config = GatewayConfig(token=token, max_block_bytes=args.max_block_bytes)
+        run_gateway(store, args.host, args.port, config, limits, sock=sock)
     return 0
 
 

@@ -148,16 +148,19 @@ def ledger_list(args: argparse.Namespace, ctx: Context) -> int:
 
     When more rows follow, the command to see them is the last line on stderr.
     """
+    import shlex
+
     from kuro_wasm.errors import ModelError
-    from kuro_wasm.ledger.ledger import Ledger
+    from kuro_wasm.ledger.ledger import MAX_PAGE, Ledger
     from kuro_wasm.model.receipt import to_json
+    from kuro_wasm.model.summary import visible
 
     if not ledger_path(ctx.home).exists():
         ctx.note(f"no operations yet ({ledger_path(ctx.home)} does not exist)")
         return 0
     with Ledger(home=ctx.home, store=ctx.store) as ledger:
-        try:
-            rows = ledger.operations(limit=args.limit + 1, after=args.after)
+        try:  # one row more than the page says whether more follow (no ledger holds more than MAX_PAGE)
+            rows = ledger.operations(limit=min(args.limit + 1, MAX_PAGE), after=args.after)
         except ModelError as exc:
             raise UsageError(str(exc)) from None
     more = len(rows) > args.limit
@@ -166,10 +169,12 @@ def ledger_list(args: argparse.Namespace, ctx: Context) -> int:
         if args.json:
             ctx.say(to_json(row))
         else:
-            fields = [str(row.get(f"kuro/{k}", "-")) for k in ("op-id", "status", "exit-code", "outcome")]
+            # an op id may hold bidirectional controls (printable, so allowed): shown, never acted on
+            fields = [visible(str(row.get(f"kuro/{k}", "-"))) for k in ("op-id", "status", "exit-code", "outcome")]
             ctx.say("  ".join(fields))
     if not rows and not args.json:
         ctx.note("no operations yet" if args.after is None else "no more operations")
-    if more:
-        ctx.note(f"more: kuro ledger list --after {rows[-1]['kuro/cursor']}" + (" --json" if args.json else ""))
+    if more:  # a command a shell runs as printed: an op id (in the cursor) may hold any printable character
+        after = shlex.quote(f"--after={rows[-1]['kuro/cursor']}")
+        ctx.note(f"more: kuro ledger list {after}" + (" --json" if args.json else ""))
     return 0

@@ -59,7 +59,7 @@ from kuro_wasm.cli.context import (
     silence,
     starting_guarded,
 )
-from kuro_wasm.errors import ModelError
+from kuro_wasm.errors import ModelError, StillRunning
 from kuro_wasm.model.isolation import ISOLATIONS
 from kuro_wasm.model.sessions import ALIASES, CAPABILITIES, DEFAULT_MODE, MODES, denial, guest, session
 
@@ -513,7 +513,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from kuro_fs.errors import InvalidCID
     from kuro_wasm.cli.refs import RefConflict, Refs
     from kuro_wasm.model.receipt import to_json
-    from kuro_wasm.model.summary import is_denial, receipt_text
+    from kuro_wasm.model.summary import is_denial, is_status_answer, receipt_text
 
     finish_cancel_on_signal()  # a second signal must not cut short the cancel the first one began
     cid_text: str = args.cid
@@ -581,7 +581,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         # The ledger stored the persisted receipt as a block and names it; its answer
         # is the stored shape (output as CIDs + a redacted preview).
         known = result.get("kuro/receipt-cid")
-        cid = known if isinstance(known, str) else _store_or_say(ctx, result)
+        answer_only = is_status_answer(result)  # running or unknown: no receipt to store, name or miss
+        cid = None if answer_only else known if isinstance(known, str) else _store_or_say(ctx, result)
         if result.get("kuro/replayed") is True and not args.json:
             try:
                 _replay_output(ctx, result)
@@ -591,6 +592,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 silence(ctx.out)
                 live.lost.setdefault("stdout", _why(exc))
     else:
+        answer_only = False
         result = _run_live(sess, command, options, pump_stdin=args.stdin == "-", live=None if args.json else live)
         cid = _store_or_say(ctx, result, stdin=options["stdin"], keep=args.keep_output)
     if is_denial(result):
@@ -628,7 +630,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             live.lost.setdefault("stderr", _why(exc))
     code = result.get("kuro/exit-code")
     status = code if isinstance(code, int) and 0 <= code <= 255 else 1
-    if cid is None:  # shown, not kept: never exit as if it were
+    if cid is None and not answer_only:  # shown, not kept: never exit as if it were
         status = _not_stored(ctx)
     if RECEIVED:  # a signal cancelled the guest: its receipt is stored and shown; exit as the (first) signal says
         status = 128 + RECEIVED[0]
@@ -697,7 +699,7 @@ def _run_live(
         while True:
             try:
                 return handle.wait(0.2)
-            except TimeoutError:
+            except StillRunning:
                 continue
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (kuro_wasm.cli.launch): a cancel, with a receipt
         if handle is None:

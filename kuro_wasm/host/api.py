@@ -56,7 +56,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kuro_fs.blocks import BlockStore
-from kuro_wasm.errors import HostError, ModelError
+from kuro_wasm.errors import HostError, ModelError, StillRunning
+from kuro_wasm.host import interrupts
 from kuro_wasm.host.fsgate import open_fs
 from kuro_wasm.host.isolation import resolve_isolation
 from kuro_wasm.host.job import ISOLATION, Job, OnChunk, OnExit
@@ -282,7 +283,7 @@ class Handle:
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
         """Block until the receipt exists and return it.
 
-        Raises TimeoutError: if ``timeout`` seconds pass first (the guest keeps running).
+        Raises StillRunning (a TimeoutError): if ``timeout`` seconds pass first (the guest keeps running).
         Raises HostError: if the run ended but no receipt could be built (a host bug).
         Raises ModelError (``invalid-run-option``): ``timeout`` is not None nor a number of seconds;
         (``wait-in-own-callback``): called from this run's own ``on_chunk`` before the receipt exists
@@ -292,7 +293,7 @@ class Handle:
         if not self._job.done.is_set() and self._in_own_callback():
             raise _waiting_on_itself()
         if not wait_event(self._job.done, seconds):
-            raise TimeoutError(f"the guest is still running after {timeout} s")
+            raise StillRunning(f"the guest is still running after {timeout} s")
         if self._job.failure is not None:
             raise self._job.failure
         assert self._job.receipt is not None
@@ -425,7 +426,9 @@ def start(
     returned: its receipt says ``cancelled``. ``fs`` is a ``kuro_fs.Fs`` or a root CID (default: the session's
     root). ``stdin`` bytes are available at once and input stays open until
     :meth:`Handle.close_stdin`. ``on_chunk(stream, chunk)`` fires on the
-    worker thread as each kept chunk is written; ``on_exit(receipt)`` once at
+    worker thread as each kept chunk is written (an ``Exception`` it raises is kept in ``kuro/error`` and the
+    run goes on; a ``SystemExit`` or ``KeyboardInterrupt`` cancels the run, its ``kuro/error`` naming it, and
+    :func:`run` raises it once the receipt is made); ``on_exit(receipt)`` once at
     the end. ``home`` selects the compiled-module cache directory
     (:func:`kuro_fs.home.resolve_home`; ``False`` keeps it in memory only).
     ``isolation`` picks the backend: ``"wasmtime"`` (in this process), ``"process"`` (a worker
@@ -506,6 +509,9 @@ def run(
     (130). ``on_start(kill)`` is called on the calling thread before the guest loads
     (not for a denial); ``kill()`` stops this run from any thread, as
     :meth:`Handle.kill` does (a batch worker cancels the run it is executing so).
+    A signal handler of the program's that raises during the run on the main thread, or an ``on_chunk``
+    raising ``SystemExit``/``KeyboardInterrupt``, cancels the guest; once its receipt is made, this raises
+    that exception (with a note giving the receipt's outcome).
     Limits and errors as :func:`start`; an ``on_start`` that is not callable is a ModelError
     (``invalid-run-option``) on every backend, raised before anything is submitted.
     """
@@ -545,12 +551,20 @@ def run(
         return remote.run_to_end()
     if on_start is not None:
         on_start(functools.partial(job.ctx.stop, "cancelled"))
-    if not _claim_ctrl_c(job):
-        return job.execute()
-    try:
-        return job.execute()
-    finally:
-        _MAIN_RUNS.pop()
+    if threading.current_thread() is not threading.main_thread():
+        receipt = job.execute()
+    else:
+        claimed = _claim_ctrl_c(job)
+        held = interrupts.hold(job)
+        try:
+            receipt = job.execute()
+        finally:
+            interrupts.release(job, held)
+            if claimed:
+                _MAIN_RUNS.pop()
+    if job.interruption is not None:  # the program stopped the run by raising: the receipt is made, now raise it
+        raise interrupts.raised_after(job.interruption, receipt)
+    return receipt
 
 
 # ---- Ctrl-C during run() on the main thread
@@ -582,6 +596,9 @@ def _on_sigint(signum: int, frame: Any) -> None:
             job.ctx.stop("cancelled")
         else:
             job.interrupt()  # a process run whose caller reads its frames: it kills the run and waits for the receipt
+
+
+interrupts.own(_on_sigint)  # it raises only when no main-thread run is live
 
 
 def _claim_ctrl_c(job: Job | RemoteRun) -> bool:
@@ -751,7 +768,7 @@ class ProcessHandle(Handle):
         if not self._run.done.is_set() and self._in_own_callback():
             raise _waiting_on_itself()
         if not wait_event(self._run.done, seconds):
-            raise TimeoutError(f"the guest is still running after {timeout} s")
+            raise StillRunning(f"the guest is still running after {timeout} s")
         if self._run.failure is not None:
             raise self._run.failure
         assert self._run.receipt is not None
@@ -776,13 +793,29 @@ class ProcessHandle(Handle):
         self._run.leading = claimed or threading.current_thread() is not threading.main_thread()
         try:
             self._start()
-            if self._run.leading:
-                return self._pool.lead(self._run)
-            return self.wait()
+            receipt = self._pool.lead(self._run) if self._run.leading else self.wait()
         except KeyboardInterrupt:
             if threading.current_thread() is not threading.main_thread():
                 raise
             return dict(stop_and_wait(self))
+        except HostError:
+            raise
+        except BaseException as exc:  # a signal handler of the program's: the run is stopped, its receipt made
+            raise interrupts.raised_after(exc, self._stopped()) from exc.__cause__
         finally:
             if claimed:
                 _MAIN_RUNS.pop()
+        if self._run.interruption is not None:  # on_chunk raised SystemExit or KeyboardInterrupt: the run stopped
+            raise interrupts.raised_after(self._run.interruption, receipt)
+        return receipt
+
+    def _stopped(self) -> dict[str, Any] | None:
+        """Kill the run and wait for its receipt, reading its frames if this caller was to (None: it has none)."""
+        while True:
+            try:
+                self.kill()
+                return self._pool.lead(self._run) if self._run.leading else self.wait()
+            except KeyboardInterrupt:
+                continue  # the kill is asked already: the run ends within its stop grace
+            except HostError:
+                return None

@@ -310,12 +310,19 @@ class _Ticker:
 
     def watch_signals(self) -> int | None:
         """On the main thread, with a run live: make a signal wake the thread. Returns the wakeup fd to restore
-        after the run, or None if the program has its own (the caller then registers a run that is always due)."""
+        after the run, or None if the program has its own (the caller then registers a run that is always due).
+
+        Python tells whether the program has a wakeup fd only by replacing it (``set_wakeup_fd`` returns the
+        old fd), and cannot read back its ``warn_on_full_buffer``: the program's fd is put back with the flag
+        False. trio sets False (its wakeup socket holds a few bytes; a warning per signal past them is noise);
+        asyncio leaves Python's default True, where the flag only decides whether a signal's byte that finds
+        its ~200 KiB socket full is dropped with a warning or without one.
+        """
         assert self._pipe is not None
         mine = self._pipe[1]
         old = signal.set_wakeup_fd(mine, warn_on_full_buffer=False)
         if old not in (-1, mine):
-            signal.set_wakeup_fd(old)
+            signal.set_wakeup_fd(old, warn_on_full_buffer=False)
             return None
         return old
 
@@ -409,8 +416,8 @@ class live_run:
 
     def __exit__(self, *exc: object) -> None:
         _TICKER.release(self._key)
-        if self._signal_fd is not None:
-            signal.set_wakeup_fd(self._signal_fd)
+        if self._signal_fd is not None:  # -1, or ours (an outer run's): ours never warns (a full pipe is a wake)
+            signal.set_wakeup_fd(self._signal_fd, warn_on_full_buffer=False)
             self._signal_fd = None
 
 

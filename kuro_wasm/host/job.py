@@ -92,6 +92,8 @@ class Job:
         self.writer = _stream.Writer(max_output_bytes=limits.max_output_bytes, max_chunks=limits.max_output_chunks)
         self.exited = False  # the receipt exists: the stream value is then ``exited``
         self.callback_error: str | None = None
+        #: what a program's signal handler raised while this run was held (:mod:`.interrupts`): raised after the receipt
+        self.interruption: BaseException | None = None
         # Without on_chunk, imports append straight to the writer (no call through Job.emit on the hot path).
         emit = self.writer.append if on_chunk is None else self.emit
         cond = threading.Condition()
@@ -150,10 +152,21 @@ class Job:
         if self.on_chunk is not None:
             try:
                 self.on_chunk(writer.value(), _stream.Chunk(name, data, writer.seq - 1))
-            except Exception as exc:
+            except BaseException as exc:
                 if self.callback_error is None:
                     self.callback_error = f"on_chunk raised {type(exc).__name__}: {exc}"
+                if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt: the program means to stop
+                    self.interrupted(exc)
+                    return False  # (kept already: the write stops the guest, as a capped one does)
         return True
+
+    def interrupted(self, exc: BaseException) -> None:
+        """The program stopped this run by raising ``exc`` (a signal handler during a main-thread run, or a
+        ``BaseException`` that is not an ``Exception`` from ``on_chunk``): keep the first, and cancel the run.
+        :func:`~kuro_wasm.host.api.run` raises it once the receipt is made."""
+        if self.interruption is None:
+            self.interruption = exc
+        self.ctx.stop("cancelled")
 
     # -- the run
 
@@ -307,6 +320,9 @@ class Job:
                 result["fs-root-after"] = after
         if self.callback_error is not None and "error" not in result:
             result["error"] = self.callback_error
+        if self.interruption is not None and "error" not in result:
+            exc = self.interruption
+            result["error"] = f"interrupted: a signal handler raised {type(exc).__name__}: {exc}"
         receipt = self.writer.receipt(session, self.command, result)
         self.exited = True
         self.receipt = receipt

@@ -177,11 +177,16 @@ class LedgerDB:
             if not names.issuperset(_ADDED_NAMES):
                 self._add_missing()
         except sqlite3.DatabaseError as exc:
-            if any(word in str(exc) for word in ("not a database", "malformed", "no such table")):
-                raise LedgerCorrupt(f"{self._path} is not a kuro ledger: {exc}") from exc
-            raise LedgerError(f"cannot open or prepare the ledger {self._path}: {exc}") from exc
+            raise self.refusal(exc, "cannot open or prepare the ledger", "is not a kuro ledger") from exc
         if version is None or version[0] != SCHEMA_VERSION:
             raise LedgerCorrupt(f"{self._path}: ledger schema version {version!r}, this code reads {SCHEMA_VERSION}")
+
+    def refusal(self, exc: sqlite3.Error, cannot: str, damaged: str) -> LedgerError:
+        """What ``exc`` from SQLite means for this ledger: :class:`LedgerCorrupt` (``"<path> <damaged>: …"``) if
+        the file is damaged or not a ledger, else :class:`LedgerError` (``"<cannot> <path>: …"``)."""
+        if any(word in str(exc) for word in ("not a database", "malformed", "no such table")):
+            return LedgerCorrupt(f"{self._path} {damaged}: {exc}")
+        return LedgerError(f"{cannot} {self._path}: {exc}")
 
     def _add_missing(self) -> None:
         """Add the index and the cancel table to an older ledger; a locked or read-only file stays without."""
@@ -230,11 +235,19 @@ class LedgerDB:
         return out
 
     def delete_started(self, op_ids: list[str], pid: int, token: str) -> None:
-        """Withdraw claims of this owner that never ran: their ``started`` rows go, as if never claimed."""
+        """Withdraw claims of this owner that never ran: their ``started`` rows go, as if never claimed.
+
+        So does a cancel request made while such a claim stood: it was for a run that never happened,
+        and must not cancel the op id's run when it is claimed again.
+        """
         with self.tx() as conn:
             conn.executemany(
                 "DELETE FROM operations WHERE op_id = ? AND status = 'started' AND owner_pid = ? AND owner_token = ?",
                 [(op_id, pid, token) for op_id in op_ids],
+            )
+            conn.executemany(
+                "DELETE FROM cancel_requests WHERE op_id = ? AND NOT EXISTS (SELECT 1 FROM operations WHERE op_id = ?)",
+                [(op_id, op_id) for op_id in op_ids],
             )
 
     def mark_unknown(self, row: Row, reason: str) -> Row:
@@ -274,13 +287,22 @@ class LedgerDB:
             return False  # cannot read the request now: the next poll tries again
 
     def request_cancel(self, op_id: str, now: int) -> str:
-        """Record a cancel request: ``"requested"``, or ``"not-recorded"`` if SQLite refused it."""
+        """Record a cancel request: ``"requested"``, or ``"not-recorded"`` if SQLite refused it or the op id's
+        run is no longer claimed (it ended, or its claim was withdrawn: a request left then would cancel the
+        op id's next claim)."""
         try:
             with self.tx() as conn:
-                conn.execute("INSERT OR IGNORE INTO cancel_requests (op_id, requested_at) VALUES (?, ?)", (op_id, now))
+                inserted = conn.execute(
+                    "INSERT OR IGNORE INTO cancel_requests (op_id, requested_at) SELECT ?, ? "
+                    "WHERE EXISTS (SELECT 1 FROM operations WHERE op_id = ? AND status = 'started')",
+                    (op_id, now, op_id),
+                ).rowcount
+                standing = inserted == 1 or bool(
+                    conn.execute("SELECT 1 FROM cancel_requests WHERE op_id = ?", (op_id,)).fetchall()
+                )
         except sqlite3.Error:
             return "not-recorded"
-        return "requested"
+        return "requested" if standing else "not-recorded"
 
     def operations(self, *, limit: int | None = None, after: tuple[int, str] | None = None) -> list[dict[str, Any]]:
         """Rows as ``kuro/…`` keys (op id, status, digest, times, exit code, outcome, reason), oldest first.

@@ -79,8 +79,9 @@ import contextlib
 import os
 import re
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -88,7 +89,7 @@ from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.home import ledger_path
-from kuro_wasm.errors import LedgerError, ModelError, OperationConflict
+from kuro_wasm.errors import HostError, KuroError, LedgerError, ModelError, OperationConflict, StillRunning
 from kuro_wasm.ledger.answer import Row, answer, check_op_id, not_found, receipt_of, running_value, status_value
 from kuro_wasm.ledger.db import Connect, LedgerDB, default_connect
 from kuro_wasm.ledger.journal import Journal
@@ -110,6 +111,8 @@ CANCEL_POLL_S: Final = 0.25
 #: Environment variables whose values are concealed in previews (a guest has no env, but stdin or fs may carry one).
 _SECRET_ENV_NAME: Final = re.compile(r"token|secret|passw|api_?key|private_?key|credential", re.IGNORECASE)
 _SECRET_ENV_MIN: Final = 8
+#: The start time of a page cursor (:func:`page_cursor`): what ``str`` of an SQLite integer looks like.
+_CURSOR_AT: Final = re.compile(r"-?[0-9]{1,19}")
 
 #: ``starter(session, command, *, store, **options) -> RunHandle | denial mapping``.
 Starter = Callable[..., "RunHandle | Mapping[str, Any]"]
@@ -147,6 +150,21 @@ def _check_backend(isolation: object) -> None:
         default_pool()
 
 
+def _check_start_options(store: object, options: Mapping[str, Any]) -> None:
+    """What the host's ``start`` refuses in the options, refused before an op id is claimed (refused after
+    it, the op id would be used up as ``unknown`` though nothing ran): stdin that is not bytes (the digest
+    reads a str too), a bad ``home``, ``on_chunk``/``on_exit`` that cannot be called, a store that is none.
+    """
+    from kuro_wasm.host.api import _check_options  # lazily, as the starter: the host's own rule, not a copy
+
+    stdin = options.get("stdin")
+    if stdin is not None and not isinstance(stdin, (bytes, bytearray, memoryview)):
+        raise ModelError(f"stdin must be bytes, got {type(stdin).__name__}", reason="invalid-stdin")
+    _check_options(options.get("home"), options.get("on_chunk"), options.get("on_exit"))
+    if not all(hasattr(store, name) for name in ("get", "has", "put")):
+        raise HostError(f"store must be a BlockStore, got {type(store).__name__}")
+
+
 def page_cursor(row: Mapping[str, Any]) -> str:
     """The position just after ``row`` (a row of :meth:`Ledger.operations`), for the next page's ``after``.
 
@@ -159,9 +177,38 @@ def page_cursor(row: Mapping[str, Any]) -> str:
 def _from_cursor(cursor: object) -> tuple[int, str]:
     if isinstance(cursor, str):
         at, sep, op_id = cursor.partition(":")
-        if sep and at.isdigit() and op_id:
+        # ASCII digits only (``int`` takes other scripts' digits, ``isdigit`` even ones ``int`` refuses), a
+        # start time SQLite can hold (a forged one past it would fail the query, not the cursor)
+        if sep and op_id and _CURSOR_AT.fullmatch(at) and -(2**63) <= int(at) < 2**63:
             return int(at), op_id
     raise ModelError(f"not a ledger page cursor: {cursor!r} (it is kuro/cursor of a listed row)", reason="invalid-page")
+
+
+#: The runs (their :class:`Live`) the current thread must come back to for them to end: the thread waiting
+#: in :meth:`Ledger.run` (a signal handler runs on it) and a thread inside the run's ``on_chunk``/``on_exit``.
+_NEEDED = threading.local()
+
+
+@contextlib.contextmanager
+def _needed_by(live: Live) -> Iterator[None]:
+    """While the block runs, ``live``'s run cannot end until this thread goes on: a cancel of it asked from
+    this thread (a signal handler, a callback) must not wait for the run's end."""
+    held: tuple[Live, ...] = getattr(_NEEDED, "runs", ())
+    _NEEDED.runs = (*held, live)
+    try:
+        yield
+    finally:
+        _NEEDED.runs = held
+
+
+def _marked(callback: Callable[..., Any], live: Live) -> Callable[..., Any]:
+    """``callback``, run as a thread ``live``'s run needs (see :func:`_needed_by`)."""
+
+    def call(*args: Any) -> Any:
+        with _needed_by(live):
+            return callback(*args)
+
+    return call
 
 
 def _live_value(op_id: str, live: Live) -> dict[str, Any]:
@@ -306,7 +353,7 @@ class Ledger:
         LedgerError: the start could not be recorded (nothing ran), or the ledger is closed.
         Whatever the starter raises propagates, after the row is marked ``unknown``.
         HostError: ``isolation="process"`` (or ``$KURO_ISOLATION``) and no worker pool can be had
-        (``$KURO_WORKERS`` out of range …) — before anything is recorded.
+        (``$KURO_WORKERS`` out of range …), or ``store`` is not a block store — before anything is recorded.
         """
         _check_backend(run_options.get("isolation"))
         claimed = self.claim(op_id, session, command, **run_options)
@@ -490,6 +537,7 @@ class Ledger:
         keep_output = run_options.pop("keep_output", False)
         if not isinstance(keep_output, bool):
             raise ModelError(f"keep_output must be a bool, got {keep_output!r}", reason="invalid-run-option")
+        _check_start_options(store, run_options)
         digest = argument_digest(session, command, **run_options)
         options = {**run_options, **run_limits(run_options)}
         output_store = self._private_output() if keep_output else None
@@ -588,13 +636,21 @@ class Ledger:
         return status_value(row)
 
     def _run_claimed(self, claim: Claim, session: Session, command: object) -> dict[str, Any]:
+        with _needed_by(claim.live):  # a signal handler calling result(op_id, cancel=True) runs on this thread
+            return self._run_claimed_here(claim, session, command)
+
+    def _run_claimed_here(self, claim: Claim, session: Session, command: object) -> dict[str, Any]:
         phase = "host-raised"
         live = claim.live
         started: Any = None
         try:
             try:  # from the start on the guest may be running: an interrupt is a cancel, with its receipt
                 with self._starting():
-                    started = self._start(session, command, claim.store, claim.options)
+                    options = {
+                        **claim.options,
+                        **{k: _marked(v, live) for k in ("on_chunk", "on_exit") if (v := claim.options.get(k))},
+                    }
+                    started = self._start(session, command, claim.store, options)
                     if not isinstance(started, Mapping):
                         live.attach(started)
                 if not isinstance(started, Mapping):
@@ -612,8 +668,24 @@ class Ledger:
         except BaseException as exc:
             if live.handle is not None:
                 live.handle.kill()
+                if phase == "host-raised" and not isinstance(exc, KuroError):  # the program's (a signal handler's):
+                    stopped = self._receipt_after_kill(claim)  # the run is stopped and recorded, then it goes on
+                    if stopped is not None:
+                        from kuro_wasm.host.interrupts import raised_after  # (loaded: a run has started)
+
+                        raise raised_after(exc, stopped) from exc.__cause__
             self.abandon(claim, f"{phase}: {type(exc).__name__}")
             raise
+
+    def _receipt_after_kill(self, claim: Claim) -> Mapping[str, Any] | None:
+        """The killed run's receipt, recorded (None: it could not be had or recorded: the claim is then abandoned)."""
+        assert claim.live.handle is not None
+        try:
+            result = _stop_and_wait(claim.live.handle)
+            self.settle(claim, result)
+        except BaseException:
+            return None
+        return result
 
     def _wait(self, op_id: str, handle: RunHandle, live: Live) -> Mapping[str, Any]:
         """The run's result; meanwhile, every :data:`CANCEL_POLL_S` s, honour a cancel request from another process.
@@ -628,7 +700,7 @@ class Ledger:
             try:  # the poll is inside the try: an interrupt while SQLite is asked is a cancel too
                 try:
                     return handle.wait(CANCEL_POLL_S)
-                except TimeoutError:
+                except StillRunning:  # the poll's own timeout (a handler's TimeoutError goes on up)
                     pass
                 if not live.cancel_requested and self._db.cancel_requested(op_id):
                     live.cancel()
@@ -646,9 +718,11 @@ class Ledger:
         seen ``{"kuro/status": "not-found", "kuro/op-id": op_id}``.
 
         ``cancel=True`` kills a run of this process and returns its terminal
-        receipt once saved; for a run of another process it records a cancel
-        request and returns the running status at once with ``kuro/cancel``
-        ``requested`` (``not-recorded`` if SQLite refused it): the owner kills
+        receipt once saved (asked from a thread the run needs in order to end — its own ``on_chunk``/``on_exit``,
+        a signal handler interrupting its ``run`` — it returns the running status with ``kuro/cancel``
+        ``requested`` at once); for a run of
+        another process it records a cancel request and returns the running status at once with ``kuro/cancel``
+        ``requested`` (``not-recorded`` if SQLite refused it, or the run ended meanwhile): the owner kills
         its run within :data:`CANCEL_POLL_S` s. On anything else it is a no-op.
         ``for_new_task=True`` marks the answer ``kuro/current: False``: a
         historical result does not complete new work.
@@ -672,6 +746,8 @@ class Ledger:
             if not cancel:
                 return _live_value(op_id, live)
             live.cancel()
+            if live in getattr(_NEEDED, "runs", ()):  # asked from a thread the run needs: it ends after this
+                return {**_live_value(op_id, live), "kuro/cancel": "requested"}
             live.done.wait()
             assert live.final is not None
             return dict(live.final)
@@ -701,13 +777,17 @@ class Ledger:
         row of the previous page (:func:`page_cursor`); a page costs its own rows, not the whole table.
 
         Raises ModelError: ``limit`` is not an int from 1 to :data:`MAX_PAGE`, or ``after`` is not a
-        cursor this ledger made.
+        cursor this ledger made. LedgerCorrupt: the file is damaged. LedgerError: SQLite cannot read it.
         """
         self._check_open()
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE):
             raise ModelError(f"limit must be an int from 1 to {MAX_PAGE}, got {limit!r:.40}", reason="invalid-page")
+        position = None if after is None else _from_cursor(after)
         self.recover()
-        rows = self._db.operations(limit=limit, after=None if after is None else _from_cursor(after))
+        try:
+            rows = self._db.operations(limit=limit, after=position)
+        except sqlite3.Error as exc:  # a damaged page, an unreadable file: said, never raised raw
+            raise self._db.refusal(exc, "cannot list the ledger", "is damaged") from exc
         for row in rows:
             row["kuro/cursor"] = page_cursor(row)
         return rows

@@ -26,7 +26,17 @@ from typing import Any, Final
 
 from kuro_wasm.model.ansi import BIDI_CONTROLS
 
-__all__ = ["DENIAL_EXIT", "coloured", "denial_text", "is_denial", "receipt_text", "sgr", "size"]
+__all__ = [
+    "DENIAL_EXIT",
+    "coloured",
+    "denial_text",
+    "is_denial",
+    "is_status_answer",
+    "receipt_text",
+    "sgr",
+    "size",
+    "visible",
+]
 
 #: Characters a terminal acts on, each shown as its escape (``\\x1b``, ``\\u202e``): every C0 control (a
 #: newline inside a value would forge a line), DEL, the C1 controls and the bidirectional controls.
@@ -46,6 +56,16 @@ def _visible(line: str) -> str:
     'a\\x1b]0;title\\x07\\x0ab'
     """
     return line.translate(_SHOWN)
+
+
+def visible(text: str) -> str:
+    r"""``text`` (a value printed as part of a line: an op id, a name) with every character a terminal
+    would act on shown as its escape, as the summaries show them.
+
+    >>> visible("op\u202eko enod")
+    'op\\u202eko enod'
+    """
+    return _visible(text)
 
 
 #: The exit status of ``kuro run`` when the run was denied before anything loaded
@@ -118,15 +138,29 @@ def _fault_line(item: object) -> str:
     return f"  store fault{block} ({fault}){times}: the guest saw an I/O error"
 
 
+def is_status_answer(value: Mapping[str, Any]) -> bool:
+    """Whether ``value`` is a ledger answer that holds no receipt (``running``, ``unknown``, ``not-found``).
+
+    >>> is_status_answer({"kuro/status": "unknown", "kuro/op-id": "op-1"})
+    True
+    >>> is_status_answer({"kuro/status": "done", "kuro/outcome": "ok"})
+    False
+    """
+    return value.get("kuro/status") not in (None, "done") and "kuro/outcome" not in value
+
+
 def receipt_text(receipt: Mapping[str, Any], cid: str | None = None) -> str:
     """The human summary of a receipt (several lines, no trailing newline)."""
     r = receipt
     status = r.get("kuro/status")
-    if status not in (None, "done") and "kuro/outcome" not in r:  # a ledger answer for a run without a receipt
+    if is_status_answer(r):  # a ledger answer for a run without a receipt
         head = f"status {status}"
-        if r.get("kuro/reason"):
-            head += f" ({r['kuro/reason']})"
-        return _visible(f"operation {r.get('kuro/op-id', '?')}  {head}")
+        reason = r.get("kuro/unknown-reason") or r.get("kuro/reason")
+        if reason:
+            head += f" ({reason})"
+        text = _visible(f"operation {r.get('kuro/op-id', '?')}  {head}")
+        hint = r.get("kuro/hint")  # `unknown is not success: …`
+        return text + (f"\n  {_visible(hint)}" if isinstance(hint, str) else "")
     head = f"{r.get('kuro/outcome', '?')} · exit code {r.get('kuro/exit-code', '?')}"
     if isinstance(r.get("kuro/duration-ms"), (int, float)):
         head += f" · {r['kuro/duration-ms']} ms"

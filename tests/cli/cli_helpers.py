@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -53,3 +54,27 @@ def add_guest(kuro: Kuro, name: str) -> str:
     result = kuro("guest", "add", str(GUESTS / name))
     assert result.returncode == 0, result.stderr
     return result.stdout.split()[0]
+
+
+def crashed_run(home: Path, tmp_path: Path, argv: list[str], op_id: str) -> None:
+    """Start ``kuro ARGV`` (a long run under ``op_id``), kill -9 it once its op id is claimed."""
+    from kuro_wasm.ledger.ledger import Ledger
+
+    env = {**os.environ, "KURO_HOME": str(home)}
+    with subprocess.Popen(
+        [sys.executable, "-m", "kuro_wasm", *argv], env=env, cwd=tmp_path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    ) as proc:  # fmt: skip
+        try:
+            for _ in range(1200):  # a hang guard (60 s), not a measure
+                if (home / "ledger.sqlite").exists():
+                    with Ledger(home=home) as ledger:
+                        if ledger.result(op_id)["kuro/status"] == "running":
+                            break
+                assert proc.poll() is None, "the run ended before it could be killed"
+                time.sleep(0.05)
+            else:
+                raise AssertionError(f"{op_id} was never claimed")
+        finally:
+            proc.kill()
+            proc.wait()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import Kuro, add_guest, one_error_line
+from cli_helpers import Kuro, add_guest, crashed_run, one_error_line
 
 from kuro_wasm.cli.batch import read_lines
 
@@ -183,3 +183,16 @@ def test_batch_from_a_stdin_that_is_not_utf8_is_refused_as_a_file_is(kuro: Kuro,
     )  # fmt: skip
     err = result.stderr.decode()
     assert result.returncode == 2 and "<stdin>: not UTF-8 text (byte 11)" in err and "Traceback" not in err, err
+
+
+def test_a_line_answered_unknown_names_no_receipt_and_stores_none(kuro: Kuro, home: Path, tmp_path: Path) -> None:
+    # the driver was killed while the line ran: a rerun answers `unknown` from the ledger — not a receipt
+    spin = add_guest(kuro, "spin.wat")
+    path = _write(tmp_path / "b.jsonl", [{"guest": spin, "export": "run", "timeout_ms": 60000, "op_id": "crashed"}])
+    crashed_run(home, tmp_path, ["batch", str(path), "--local", "1"], "crashed")
+    before = {p.name for p in (home / "blocks").rglob("*") if p.is_file()}
+    again = kuro("batch", str(path), "--local", "1")
+    assert again.returncode == 1, again.stderr
+    assert again.stdout.splitlines() == ["1\tunknown\t-\t-"]
+    assert "receipt-not-stored" not in again.stderr
+    assert {p.name for p in (home / "blocks").rglob("*") if p.is_file()} == before

@@ -72,6 +72,35 @@ def test_serve_refuses_a_bad_port_and_an_empty_token_file(kuro: Kuro, tmp_path: 
     assert "is empty" in one_error_line(kuro("gateway", "serve", "--token-file", str(empty)))
 
 
+def test_serve_on_a_port_in_use_is_one_line_naming_the_address(kuro: Kuro) -> None:
+    # uvicorn's own bind failure printed three lines and exited 3 (a status kuro does not have).
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = kuro("gateway", "serve", "--port", str(port))
+    line = one_error_line(result)
+    assert result.returncode == 1 and f"127.0.0.1:{port}" in line and "in use" in line, line
+
+
+@pytest.mark.parametrize("token", [b"\xff\xfe", "t\u00f6k\u00e9n".encode(), b"bell\x07"])
+def test_a_token_an_http_header_cannot_carry_is_a_usage_error_for_serve_and_publish(
+    kuro: Kuro, tmp_path: Path, token: bytes
+) -> None:
+    # A non-UTF-8 token file was an internal error; a non-ASCII token gave a read-only-in-effect gateway
+    # (no client can send it) and a publish that died of UnicodeEncodeError.
+    path = tmp_path / "token"
+    path.write_bytes(token)
+    # (an address no one can bind: a gateway that took the token would stop there, not serve on)
+    line = one_error_line(kuro("gateway", "serve", "--host", "256.0.0.1", "--token-file", str(path)))
+    assert "token" in line and "[usage]" in line and "internal" not in line
+    if token == b"\xff\xfe":
+        return
+    env = {"KURO_GATEWAY_TOKEN": token.decode(), "KURO_GATEWAY": "http://127.0.0.1:9"}
+    line = one_error_line(kuro("gateway", "publish", raw_cid(b"x"), env=env))
+    assert "KURO_GATEWAY_TOKEN" in line and "internal" not in line
+
+
 @pytest.mark.parametrize("where", ["before", "after", "joined"])
 @pytest.mark.parametrize("command", [["fs", "ls"], ["run", "bafkqaaa", "run"], ["ledger", "list"]])
 def test_a_malformed_gateway_url_is_one_typed_line_wherever_it_is_given(

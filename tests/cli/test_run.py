@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import GUESTS, ROOT, Kuro, add_guest, kuro_runner, one_error_line
+from cli_helpers import GUESTS, ROOT, Kuro, add_guest, crashed_run, kuro_runner, one_error_line
 
 from kuro_wasm.model.receipt import from_json
 
@@ -186,12 +187,50 @@ def test_ledger_list_shows_a_page_and_says_how_to_see_the_next(kuro: Kuro) -> No
     first = kuro("ledger", "list", "--limit", "2")
     assert [line.split()[0] for line in first.stdout.splitlines()] == ["op-0", "op-1"]
     more = first.stderr.strip().splitlines()[-1]
-    assert more.startswith("more: kuro ledger list --after ")
-    rest = kuro("ledger", "list", "--limit", "2", "--after", more.split("--after ", 1)[1])
+    assert more.startswith("more: kuro ledger list --after")
+    rest = kuro("ledger", "list", "--limit", "2", *shlex.split(more.removeprefix("more: "))[3:])
     assert [line.split()[0] for line in rest.stdout.splitlines()] == ["op-2"] and "more:" not in rest.stderr
     bad = kuro("ledger", "list", "--after", "not-a-cursor")
     assert bad.returncode == 2 and bad.stderr.startswith("kuro: error:")
     assert kuro("ledger", "list", "--limit", "0").returncode == 2
+
+
+def test_the_next_page_command_is_one_a_shell_runs_as_printed_whatever_the_op_id(kuro: Kuro) -> None:
+    # an op id is any printable text: the printed command must not become two commands (or lose a word)
+    cid = add_guest(kuro, "hello.wat")
+    hostile = ["a b; touch pwned", "it's $(touch pwned)", 'x"y`z`']
+    for op_id in [*hostile, "last"]:
+        assert kuro("run", cid, "run", "--op-id", op_id).returncode == 0
+    seen = []
+    after: list[str] = []
+    for _ in range(5):
+        page = kuro("ledger", "list", "--limit", "1", "--json", *after)
+        assert page.returncode == 0, page.stderr
+        seen += [json.loads(line)["kuro/op-id"] for line in page.stdout.splitlines()]
+        more = page.stderr.strip().splitlines()[-1:] or [""]
+        if not more[0].startswith("more: "):
+            break
+        words = shlex.split(more[0].removeprefix("more: "))
+        assert words[:3] == ["kuro", "ledger", "list"] and "--json" in words
+        after = [w for w in words[3:] if w != "--json"]
+    assert seen == [*hostile, "last"]
+
+
+def test_ledger_list_shows_a_bidirectional_control_in_an_op_id_as_its_escape(kuro: Kuro) -> None:
+    # printable, so a valid op id; printed raw it would turn the rest of the row around on screen
+    cid = add_guest(kuro, "hello.wat")
+    assert kuro("run", cid, "run", "--op-id", "op\u202e ko 0 enod").returncode == 0
+    listed = kuro("ledger", "list")
+    assert listed.stdout.splitlines() == ["op\\u202e ko 0 enod  done  0  ok"]
+    assert json.loads(kuro("ledger", "list", "--json").stdout)["kuro/op-id"] == "op\u202e ko 0 enod"
+
+
+def test_the_largest_page_limit_the_command_takes_lists_everything(kuro: Kuro) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    assert kuro("run", cid, "run", "--op-id", "op-1").returncode == 0
+    result = kuro("ledger", "list", "--limit", str(2**63 - 1))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == "op-1" and "more:" not in result.stderr
 
 
 def test_output_is_streamed_while_the_guest_still_runs(home: Path, tmp_path: Path) -> None:
@@ -412,3 +451,23 @@ def test_a_word_that_does_not_fit_its_wit_parameter_is_one_typed_line(kuro: Kuro
         assert got.returncode == 2, (words, got)
         line = one_error_line(got)
         assert line.startswith("kuro: error:") and why in line, (words[:1], line)
+
+
+def _blocks(home: Path) -> set[str]:
+    return {p.name for p in (home / "blocks").rglob("*") if p.is_file()}
+
+
+def test_an_op_id_answered_unknown_stores_no_receipt_block_and_names_none(
+    kuro: Kuro, home: Path, tmp_path: Path
+) -> None:
+    # `unknown` is the ledger's answer, not a receipt: nothing is stored for it as if it were one
+    spin = add_guest(kuro, "spin.wat")
+    argv = ["run", spin, "run", "--op-id", "crashed", "--timeout-ms", "60000"]
+    crashed_run(home, tmp_path, argv, "crashed")
+    before = _blocks(home)
+    again = kuro(*argv)
+    assert again.returncode == 1 and "status unknown" in again.stderr
+    assert "receipt-not-stored" not in again.stderr and "bafy" not in again.stderr
+    as_json = kuro(*argv, "--json")
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["kuro/status"] == "unknown"
+    assert _blocks(home) == before

@@ -159,6 +159,19 @@ def test_publish_checks_a_repeated_cid_once(store: BlockStore) -> None:
     assert store.publish([cid, cid, cid]) == {"published": 1, "rejected": [], "reasons": {}}
 
 
+def test_publish_counts_one_block_once_whatever_name_it_is_given(store: BlockStore) -> None:
+    # A CIDv0 and its CIDv1 are one block (filed under one key): publishing it under each name
+    # once counted it twice.
+    from multiformats import CID
+
+    cid = store.put(b"node", "dag-pb")
+    v0 = str(CID.decode(cid).set(base="base58btc", version=0))
+    assert store.publish([cid, v0, cid]) == {"published": 1, "rejected": [], "reasons": {}}
+    absent = cid_for(b"absent", "dag-pb")
+    absent_v0 = str(CID.decode(absent).set(base="base58btc", version=0))
+    assert store.publish([absent, absent_v0]) == {"published": 0, "rejected": [absent], "reasons": {absent: "missing"}}
+
+
 def test_publish_of_nothing_publishes_nothing(store: BlockStore) -> None:
     assert store.publish([]) == {"published": 0, "rejected": [], "reasons": {}}
 

@@ -6,7 +6,11 @@ gateway on 127.0.0.1.
 
 from __future__ import annotations
 
+import functools
+import gzip
 import hashlib
+import tracemalloc
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +21,8 @@ from gateway_helpers import MANIFEST, TOKEN
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.car import write_car
 from kuro_fs.cid import cid_for, parse, raw_cid
+from kuro_fs.dagpb import PBLink, PBNode
+from kuro_fs.dagpb import encode as encode_pb
 from kuro_fs.errors import (
     BlockStoreError,
     CorruptBlock,
@@ -50,6 +56,12 @@ def _fake(
 def test_a_gateway_url_that_is_not_http_is_refused(url: object) -> None:
     with pytest.raises(BlockStoreError, match="http"):
         GatewayBlockStore(url)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("token", ["t\u00f6k\u00e9n", "bell\x07", "", "   ", b"bytes"])
+def test_a_custody_token_no_http_header_can_carry_is_refused_when_the_store_is_made(token: object) -> None:
+    with pytest.raises(ValueError, match="printable ASCII"):
+        GatewayBlockStore("http://gateway.test", token=token)  # type: ignore[arg-type]
 
 
 def test_a_malformed_cid_is_refused_before_any_request() -> None:
@@ -223,6 +235,53 @@ def test_an_endless_error_body_is_read_only_as_far_as_its_first_kilobytes() -> N
     assert hose.taken <= 2 * (MAX_ERROR_BODY + 65536 + 32)
 
 
+@functools.cache
+def _bomb() -> bytes:
+    # About 1 KB that a gzip-of-gzip decoder turns into 512 MiB in one call.
+    inner = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = bytes(1 << 20)
+    return gzip.compress(b"".join([*(inner.compress(zeros) for _ in range(512)), inner.flush()]), 9)
+
+
+@pytest.mark.parametrize("status", [200, 404, 500])
+def test_a_compressed_bomb_is_never_inflated(status: int) -> None:
+    # httpx decodes any Content-Encoding a server names, whatever was asked for: one 1 KB chunk of
+    # `gzip, gzip` became 512 MiB in memory before the block cap saw a byte. The client asks for identity
+    # and refuses an encoded answer unread.
+    bomb = _bomb()
+    asked: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(request.headers.get("accept-encoding", ""))
+        return httpx.Response(status, content=iter([bomb]), headers={"Content-Encoding": "gzip, gzip"})
+
+    cache = MemoryBlockStore()
+    store = _fake(handler, cache)
+    tracemalloc.start()
+    try:
+        if status == 404:
+            assert store.get(HELLO) is None
+        else:
+            with pytest.raises(GatewayError):
+                store.get(HELLO)
+        with pytest.raises(GatewayError):
+            store.prefetch(cid_for(b"x", "dag-pb"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak
+    assert asked and all(a == "identity" for a in asked) and cache.stats()["blocks"] == 0
+
+
+def test_an_answer_in_a_content_encoding_is_refused_naming_it() -> None:
+    body = gzip.compress(b"hello")
+    store = _fake(lambda r: httpx.Response(200, content=iter([body]), headers={"Content-Encoding": "gzip"}))
+    with pytest.raises(GatewayRefused, match="Content-Encoding 'gzip'"):
+        store.get(HELLO)
+    plain = _fake(lambda r: httpx.Response(200, content=iter([b"hello"]), headers={"Content-Encoding": "identity"}))
+    assert plain.get(HELLO) == b"hello"
+
+
 def _car_head(root: str) -> bytes:
     return b"".join(write_car([root], []))
 
@@ -368,6 +427,45 @@ def test_publish_pushes_a_root_and_its_dag_to_custody(
         result = store.publish([root, root])
         assert result == {"published": cache.stats()["blocks"], "rejected": [], "reasons": {}}
     assert read_file(fixture_store, root) == data
+
+
+def test_publish_pushes_and_counts_one_block_once_whatever_name_it_is_given() -> None:
+    # A CIDv0 and its CIDv1 are one block: named both ways (or linked both ways in a DAG) it was
+    # PUT twice and counted twice.
+    from multiformats import CID
+
+    cache = MemoryBlockStore()
+    leaf = cache.put(b"leaf")
+    node = cache.put(encode_pb(PBNode((PBLink.to(leaf, "a", 4),))), "dag-pb")
+    v0 = str(CID.decode(node).set(base="base58btc", version=0))
+    put: list[str] = []
+
+    def custody(request: httpx.Request) -> httpx.Response:
+        put.append(request.url.path)
+        return httpx.Response(201, json={"cid": request.url.path.rsplit("/", 1)[1], "stored": True})
+
+    store = GatewayBlockStore("http://gateway.test", cache, token=TOKEN, transport=httpx.MockTransport(custody))
+    assert store.publish([v0, node, node.upper()]) == {"published": 2, "rejected": [], "reasons": {}}
+    assert len(put) == 2
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        httpx.Response(200, text="<html>welcome</html>"),
+        httpx.Response(201, json={}),
+        httpx.Response(200, json={"cid": raw_cid(b"another block"), "stored": True}),
+    ],
+)
+def test_a_success_that_does_not_name_the_block_is_no_custody(answer: httpx.Response) -> None:
+    # Any server answering 200 to a PUT (a web host, a proxy's landing page) was counted as custody of
+    # every block: publish reported them all published while nothing held them.
+    cache = MemoryBlockStore()
+    held = cache.put(b"mine")
+    web_host = httpx.MockTransport(lambda r: answer)
+    store = GatewayBlockStore("http://gateway.test", cache, token=TOKEN, transport=web_host)
+    with pytest.raises(GatewayRefused, match="custody"):
+        store.publish([held])
 
 
 def test_publish_reports_what_it_could_not_push_and_why(gateway: str, tmp_path: Path) -> None:

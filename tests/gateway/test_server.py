@@ -345,6 +345,33 @@ def test_a_client_that_drips_its_request_head_is_disconnected(fixture_store: Fil
                 pytest.fail("the gateway kept a dripping connection open for 5 s")
 
 
+@pytest.mark.parametrize("method", ["GET", "PUT", "GET then CRLF"])
+def test_bytes_after_an_answer_cannot_hold_the_connection_open(fixture_store: FileBlockStore, method: str) -> None:
+    # Any byte after an answer cancels uvicorn's keep-alive timer, and nothing re-armed one unless a new
+    # request began: a byte of a body the answer did not wait for (a GET's, a refused PUT's) or a bare
+    # CRLF between requests held the connection (one of max_connections) open forever. Now bytes that
+    # arrive with no request in progress start the head deadline.
+    with running_gateway(fixture_store, limits=ServerLimits(head_timeout=0.3, keep_alive=1)) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            verb, body = method.split()[0], "" if "CRLF" in method else "Content-Length: 1000000\r\n"
+            path = f"/ipfs/{TWO['root']}?format=raw" if verb == "GET" else f"/ipld/{ABSENT}"
+            sock.sendall(f"{verb} {path} HTTP/1.1\r\nHost: x\r\n{body}\r\n".encode())
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += sock.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 200" if verb == "GET" else b"HTTP/1.1 403"), answer[:60]
+            sock.sendall(b"\r\n" if "CRLF" in method else b"a")
+            sock.settimeout(20)  # far beyond the 0.3 s bound: only a connection never closed reaches it
+            try:
+                while sock.recv(65536):
+                    pass
+            except TimeoutError:
+                pytest.fail("the gateway kept the connection open 20 s after its answer")
+            except ConnectionResetError:
+                pass
+
+
 def test_a_client_that_stops_reading_a_car_is_dropped_after_the_send_deadline() -> None:
     from kuro_fs.blocks import MemoryBlockStore
     from kuro_fs.importer import import_bytes

@@ -867,3 +867,39 @@ def test_a_guest_looping_on_empty_writes_is_stopped_by_the_chunk_bound(store: Me
     assert (r["kuro/exit-code"], r["kuro/outcome"]) == (125, "output-capped")
     assert (r["kuro/truncated?"], r["kuro/capped-by"], r["kuro/dropped-bytes"]) == (True, "chunks", 0)
     assert r["kuro/limits"]["max-output-chunks"] == 500
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+@pytest.mark.parametrize("kind", [SystemExit, KeyboardInterrupt])
+def test_on_chunk_raising_systemexit_or_keyboardinterrupt_stops_the_run_and_run_raises_it_after_the_receipt(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path, isolation: str, kind: type[BaseException]
+) -> None:
+    # An Exception from on_chunk is kept in kuro/error and the run goes on; these mean "stop": the run is
+    # cancelled, its receipt made, and run() raises the same exception (it used to be a host-error, swallowed).
+    sess = make_session(make_fs(store))
+    stop = kind(3)
+
+    def on_chunk(_stream: Stream, _chunk: Chunk) -> None:
+        raise stop
+
+    with pytest.raises(kind) as raised:  # write_then_spin: one chunk, then wasm that never ends by itself
+        run(sess, guest(guest_cid("flood"), "write_then_spin"), store=store, home=home, on_chunk=on_chunk,
+            isolation=isolation, timeout_ms=int(HANG_GUARD * 1000))  # fmt: skip
+    assert raised.value is stop
+    assert raised.value.__notes__ == ["kuro: raised during a run, which was stopped: its receipt says cancelled"]
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_on_chunk_raising_systemexit_under_start_cancels_the_run_and_says_so(
+    store: MemoryBlockStore, guest_cid: Callable[[str], str], home: Path, isolation: str
+) -> None:
+    # start()'s on_chunk runs on a thread of the host's: the exception is not raised anywhere, the receipt names it
+    sess = make_session(make_fs(store))
+
+    def on_chunk(_stream: Stream, _chunk: Chunk) -> None:
+        raise SystemExit(3)
+
+    handle = start(sess, guest(guest_cid("flood"), "write_then_spin"), store=store, home=home, on_chunk=on_chunk,
+                   isolation=isolation, timeout_ms=int(HANG_GUARD * 1000))  # fmt: skip
+    receipt = _started(handle).wait(HANG_GUARD)
+    assert (receipt["kuro/outcome"], receipt["kuro/error"]) == ("cancelled", "on_chunk raised SystemExit: 3")

@@ -24,6 +24,7 @@ from typing import Any
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
+from kuro_wasm.errors import StillRunning
 from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.sessions import guest, session
 
@@ -58,7 +59,7 @@ class UntilKilled:
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
         if not self.killed.wait(timeout):
-            raise TimeoutError("still running")
+            raise StillRunning("still running")
         return {"kuro/exit-code": 130, "kuro/outcome": "cancelled", "kuro/stdout": b""}
 
 

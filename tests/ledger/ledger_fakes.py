@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kuro_fs.cid import raw_cid
+from kuro_wasm.errors import StillRunning
 from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.sessions import Session, guest, session
 
@@ -76,7 +77,7 @@ class FakeHandle:
         if self._result is not None and not self._finished.is_set():
             self._finished.set()
         if not self._finished.wait(timeout):
-            raise TimeoutError("fake run still going")
+            raise StillRunning("fake run still going")
         assert self._result is not None
         return self._result
 

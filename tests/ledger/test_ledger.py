@@ -17,7 +17,7 @@ from ledger_fakes import GUEST, ROOT, FakeHandle, FakeStarter, RunThread, comman
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_fs.errors import BlockStoreError
-from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict
+from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict, StillRunning
 from kuro_wasm.ledger.ledger import MAX_PAGE, Ledger
 from kuro_wasm.model.operation import argument_digest
 from kuro_wasm.model.sessions import Session, denial, guest, is_guest_spec, session
@@ -108,6 +108,26 @@ def test_a_file_that_is_not_a_ledger_is_reported_corrupt(tmp_path: Path) -> None
     path.write_bytes(b"this is not a database file at all" * 100)
     with pytest.raises(LedgerCorrupt):
         Ledger(path, store=MemoryBlockStore(), starter=FakeStarter())
+
+
+def test_a_damaged_page_of_the_listing_index_is_reported_corrupt_not_raised_raw(
+    db: Path, store: MemoryBlockStore, starter: FakeStarter
+) -> None:
+    with Ledger(db, store=store, starter=starter) as ledger:
+        for i in range(3):
+            ledger.run(f"op-{i}", make_session(), command(i))
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'operations_order'").fetchone()
+    (page,) = conn.execute("PRAGMA page_size").fetchone()
+    conn.close()
+    with open(db, "r+b") as fh:  # the page `kuro ledger list` reads through: a bad disk sector, say
+        fh.seek((root - 1) * page)
+        fh.write(b"\xff" * 16)
+    with Ledger(db, store=store, starter=starter) as ledger:
+        with pytest.raises(LedgerCorrupt, match="malformed"):
+            ledger.operations()
+        assert ledger.result("op-1")["kuro/status"] == "done"  # the rows themselves still answer
 
 
 def test_a_receipt_edited_in_the_database_is_reported_corrupt(ledger: Ledger, db: Path) -> None:
@@ -814,11 +834,14 @@ def test_by_default_the_ledger_its_journal_blocks_and_output_store_live_in_the_h
 def test_callbacks_and_home_pass_through_to_the_starter_but_do_not_change_the_digest(
     ledger: Ledger, starter: FakeStarter
 ) -> None:
+    exits: list[Any] = []
+
     def on_exit(receipt: Any) -> None:
-        pass
+        exits.append(receipt)
 
     ledger.run("op", make_session(), command(), on_exit=on_exit, home=False)
-    assert starter.options[0]["on_exit"] is on_exit
+    starter.options[0]["on_exit"]("the receipt")  # the starter's on_exit is ours (noted as the run's callback)
+    assert exits == ["the receipt"]
     assert starter.options[0]["home"] is False
     assert ledger.run("op", make_session(), command())["kuro/replayed"] is True
     assert starter.total == 1
@@ -849,12 +872,28 @@ def test_operations_page_through_the_ledger_with_a_cursor(ledger: Ledger, starte
         {"after": "nonsense"},
         {"after": "x:y"},
         {"after": 7},
+        # forged cursors: digits int() refuses, and positions past SQLite's integers
+        {"after": "\u00b2:op"},
+        {"after": "\u0663:op"},
+        {"after": f"{2**63}:op"},
+        {"after": f"-{2**63 + 1}:op"},
+        {"after": "9" * 5000 + ":op"},
     ],
 )
 def test_a_bad_page_is_refused(ledger: Ledger, bad: dict[str, Any]) -> None:
     with pytest.raises(ModelError) as info:
         ledger.operations(**bad)
     assert info.value.reason == "invalid-page"
+
+
+def test_a_cursor_of_a_row_started_before_1970_pages_on(db: Path, store: MemoryBlockStore) -> None:
+    # a clock set back past the epoch gives negative start times; their cursors are still this ledger's own
+    with Ledger(db, store=store, starter=FakeStarter(), now=lambda: -5) as ledger:
+        for op_id in ("a", "b"):
+            ledger.run(op_id, make_session(), command())
+        first = ledger.operations(limit=1)
+        assert first[0]["kuro/cursor"] == "-5:a"
+        assert [row["kuro/op-id"] for row in ledger.operations(after=first[0]["kuro/cursor"])] == ["b"]
 
 
 def test_the_largest_page_limit_sqlite_counts_is_every_row(ledger: Ledger) -> None:
@@ -1029,3 +1068,68 @@ def test_equal_digests_mean_the_gate_decides_alike_and_the_specs_are_equal(one: 
         assert is_guest_spec(a) == is_guest_spec(b)
         if is_guest_spec(a):
             assert a == b
+
+
+class _Alarm(Exception):
+    """What a program's own signal handler raises (a SIGALRM timeout's)."""
+
+
+class _AlarmedHandle(FakeHandle):
+    """A program's signal handler raises in the ledger's first wait."""
+
+    alarmed = False
+
+    def wait(self, timeout: float | None = None) -> Mapping[str, Any]:
+        if not self.alarmed:
+            self.alarmed = True
+            raise _Alarm("the program's own timeout")
+        return super().wait(timeout)
+
+
+class _TimedOutHandle(FakeHandle):
+    """A program's SIGALRM handler raises a plain TimeoutError (not the handle's own StillRunning) in the first wait."""
+
+    alarmed = False
+
+    def wait(self, timeout: float | None = None) -> Mapping[str, Any]:
+        if not self.alarmed:
+            self.alarmed = True
+            raise TimeoutError("the program's own timeout")
+        return super().wait(timeout)
+
+
+def test_a_handlers_timeout_error_is_not_taken_for_the_ledgers_poll(ledger: Ledger) -> None:
+    # The ledger polls the run with wait(CANCEL_POLL_S); only the handle's own StillRunning is that poll ending.
+    handles: list[FakeHandle] = []
+
+    def start(sess: Session, cmd: Any, **_options: Any) -> FakeHandle:
+        handles.append(_TimedOutHandle(sess, cmd, None))
+        return handles[-1]
+
+    ledger._starter = start
+    with pytest.raises(TimeoutError, match="the program's own timeout") as raised:
+        ledger.run("op", make_session(), command())
+    assert not isinstance(raised.value, StillRunning)
+    assert handles[0].killed
+    stored = ledger.result("op")
+    assert (stored["kuro/status"], stored["kuro/outcome"]) == ("done", "cancelled")
+
+
+def test_a_signal_handlers_exception_while_the_run_goes_on_stores_the_cancelled_receipt_then_propagates(
+    ledger: Ledger,
+) -> None:
+    # The run is stopped and its receipt recorded (not left unknown with the run going on unrecorded), then the
+    # program's exception goes on up, as run() does in-process.
+    handles: list[FakeHandle] = []
+
+    def start(sess: Session, cmd: Any, **_options: Any) -> FakeHandle:
+        handles.append(_AlarmedHandle(sess, cmd, None))
+        return handles[-1]
+
+    ledger._starter = start
+    with pytest.raises(_Alarm) as raised:
+        ledger.run("op", make_session(), command())
+    assert handles[0].killed
+    assert raised.value.__notes__ == ["kuro: raised during a run, which was stopped: its receipt says cancelled"]
+    stored = ledger.result("op")
+    assert (stored["kuro/status"], stored["kuro/outcome"]) == ("done", "cancelled")

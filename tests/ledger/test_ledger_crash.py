@@ -11,12 +11,14 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
-from ledger_fakes import FakeStarter, command, make_session
+from ledger_fakes import FakeStarter, command, fake_receipt, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
-from kuro_wasm.errors import OperationConflict
+from kuro_wasm.errors import OperationConflict, StillRunning
+from kuro_wasm.ledger.db import LedgerDB, default_connect
 from kuro_wasm.ledger.journal import encode_line
 from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.operation import argument_digest
@@ -205,3 +207,97 @@ def test_an_unknown_left_by_a_crash_conflicts_with_different_arguments(tmp_path:
         with pytest.raises(OperationConflict):
             led.run("op", make_session(), command(2))
     assert starter.total == 0
+
+
+class _PolledThrice:
+    """A run that ends on its own after the ledger has waited on it (and so looked for cancel requests) 3 times."""
+
+    def __init__(self, sess: Any, cmd: Any) -> None:
+        self.result = fake_receipt(sess, cmd, 0)
+        self.waits = 0
+        self.killed = False
+
+    def kill(self) -> None:
+        self.killed = True
+        self.result = {**self.result, "kuro/exit-code": 130, "kuro/outcome": "cancelled"}
+        self.waits = 3
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        if self.waits < 3:
+            self.waits += 1
+            raise StillRunning("still running")
+        return self.result
+
+
+def test_a_cancel_asked_of_a_claim_that_was_released_does_not_cancel_the_op_ids_later_run(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.sqlite"
+    sess, cmd = make_session(), command(1)
+    handles: list[_PolledThrice] = []
+
+    def starter(s: Any, c: Any, **_options: Any) -> _PolledThrice:
+        handles.append(_PolledThrice(s, c))
+        return handles[-1]
+
+    with Ledger(db, store=MemoryBlockStore(), starter=starter) as ledger:
+        claim = ledger.claim("op-r", sess, cmd)  # claimed (a batch about to send it) ...
+        asked = subprocess.run(  # ... another process asks to cancel it ...
+            [sys.executable, "-c", f"from kuro_wasm.ledger.ledger import Ledger\n"
+             f"print(Ledger({str(db)!r}).result('op-r', cancel=True)['kuro/cancel'])"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert asked.stdout.strip() == "requested"
+        assert not isinstance(claim, dict)
+        ledger.release([claim])  # ... and it never ran: the op id is free, as if never claimed
+        got = ledger.run("op-r", sess, cmd)  # its real run, later, is not the run that cancel was for
+    assert not handles[0].killed
+    assert (got["kuro/outcome"], got["kuro/exit-code"]) == ("ok", 0)
+
+
+def test_a_cancel_request_arriving_after_the_claim_is_withdrawn_is_not_recorded(tmp_path: Path) -> None:
+    # the asker read `running`, then the claim was released before its request was written
+    db = tmp_path / "ledger.sqlite"
+    sess, cmd = make_session(), command(1)
+    with Ledger(db, store=MemoryBlockStore(), starter=FakeStarter()) as ledger:
+        claim = ledger.claim("op-r", sess, cmd)
+        assert not isinstance(claim, dict)
+        ledger.release([claim])
+        late = LedgerDB(db, default_connect, 1.0)
+        assert late.request_cancel("op-r", 1) == "not-recorded"
+        late.close()
+        again = ledger.claim("op-r", sess, cmd)
+        assert not isinstance(again, dict)
+        other = LedgerDB(db, default_connect, 1.0)
+        assert other.request_cancel("op-r", 2) == "requested"  # a standing claim: yes
+        other.close()
+
+
+_SIGNAL_CANCEL = """
+import os, signal, sys, threading
+from ledger_fakes import FakeStarter, command, make_session
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.ledger.ledger import Ledger
+
+starter = FakeStarter(block=True)
+ledger = Ledger(sys.argv[1], store=MemoryBlockStore(), starter=starter)
+asked = []
+signal.signal(signal.SIGUSR1, lambda *_: asked.append(ledger.result("op-s", cancel=True)))
+threading.Thread(target=lambda: (starter.wait_started("s1"), os.kill(os.getpid(), signal.SIGUSR1)), daemon=True).start()
+got = ledger.run("op-s", make_session(), command())
+print(got["kuro/outcome"], asked[0]["kuro/status"], asked[0]["kuro/cancel"])
+"""
+
+
+def test_a_cancel_from_a_signal_handler_interrupting_the_run_ends_it_cancelled_instead_of_hanging(
+    tmp_path: Path,
+) -> None:
+    # the handler runs on the thread that waits for the run: it cannot wait there for the run's receipt
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(CHILD.parent), os.environ.get("PYTHONPATH")]))}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _SIGNAL_CANCEL, str(tmp_path / "ledger.sqlite")],
+            capture_output=True, text=True, env=env, timeout=120,  # a hang guard, not a measure
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise AssertionError("a cancel from a signal handler hung the ledgered run") from None
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["cancelled", "running", "requested"]

@@ -11,7 +11,7 @@ import pytest
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_fs.fs import Fs
-from kuro_wasm.errors import OperationConflict
+from kuro_wasm.errors import KuroError, OperationConflict
 from kuro_wasm.host.api import add_guest, start
 from kuro_wasm.ledger.ledger import Ledger
 from kuro_wasm.model.sessions import guest, session
@@ -125,3 +125,59 @@ def test_a_denied_command_is_stored_as_its_denial(tmp_path: Path, store: MemoryB
     assert first["kuro/reason"] == "missing-capabilities"
     assert first["kuro/missing"] == ["guest/invoke"]
     assert again["kuro/replayed"] is True
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"stdin": "text"},  # the digest reads a str, the host takes bytes only
+        {"home": 12345},
+        {"home": ""},
+        {"on_chunk": 5},
+        {"on_exit": "print"},
+        {"store": "not a store"},
+    ],
+    ids=["stdin-str", "home-int", "home-empty", "on_chunk", "on_exit", "store"],
+)
+def test_an_option_the_host_refuses_is_refused_before_the_op_id_is_claimed(
+    tmp_path: Path, store: MemoryBlockStore, bad: dict[str, Any]
+) -> None:
+    # refused after the claim, the op id would be used up as `unknown` though nothing ran
+    sess = session("s-bad", str(Fs.empty(store).root), "terminal-build")
+    cmd = guest(_guest(store, "hello"), "run")
+    with Ledger(tmp_path / "ledger.sqlite", store=store) as led:
+        with pytest.raises(KuroError):
+            led.run("op-bad", sess, cmd, **bad)
+        assert led.result("op-bad")["kuro/status"] == "not-found"
+        ran = led.run("op-bad", sess, cmd, home=False)  # the op id is still free for the real run
+    assert (ran["kuro/replayed"], ran["kuro/exit-code"]) == (False, 0)
+
+
+@pytest.mark.parametrize("isolation", ["wasmtime", "process"])
+def test_a_run_cancelled_from_its_own_output_callback_ends_cancelled_instead_of_hanging(
+    tmp_path: Path, store: MemoryBlockStore, isolation: str
+) -> None:
+    # "stop when the output says so": the callback runs on a thread the run needs in order to end,
+    # so the cancel must not wait there for the run's receipt
+    sess = session("s-cb", str(Fs.empty(store).root), "terminal-build")
+    cmd = guest(_guest(store, "flood"), "run")
+    asked: list[dict[str, Any]] = []
+    got: list[dict[str, Any]] = []
+    with Ledger(tmp_path / "ledger.sqlite", store=store) as led:
+
+        def on_chunk(_stream: str, _chunk: bytes) -> None:
+            if not asked:
+                asked.append(led.result("op-cb", cancel=True))
+
+        runner = threading.Thread(
+            target=lambda: got.append(
+                led.run("op-cb", sess, cmd, on_chunk=on_chunk, timeout_ms=60_000, home=False, isolation=isolation)
+            ),
+            daemon=True,
+        )
+        runner.start()
+        runner.join(120)  # a hang guard, not a measure: the run ends at its cancel
+        assert not runner.is_alive(), "a cancel from the run's own callback hung the run"
+        assert led.result("op-cb")["kuro/outcome"] == "cancelled"
+    assert (asked[0]["kuro/status"], asked[0]["kuro/cancel"]) == ("running", "requested")
+    assert (got[0]["kuro/outcome"], got[0]["kuro/exit-code"]) == ("cancelled", 130)

@@ -217,9 +217,11 @@ def _guest(named: str, transpiled: dict[str, Path], tmp_path: Path) -> tuple[byt
 
 
 def _both_engines_agree(
-    case: dict[str, Any], parsed: Case, transpiled: dict[str, Path], tmp_path: Path
+    case: dict[str, Any], parsed: Case, transpiled: dict[str, Path], tmp_path: Path, *, break_import: str | None = None
 ) -> dict[str, Any]:
-    """Run ``case`` on wasmtime and on V8 over the same blocks, assert they agree, and return wasmtime's receipt."""
+    """Run ``case`` on wasmtime and on V8 over the same blocks, assert they agree, and return wasmtime's receipt.
+
+    ``break_import`` names an import of the V8 host that throws a JavaScript error of its own."""
     wasm, module = _guest(case["guest"], transpiled, tmp_path)
     store = _Recording()
     fs = Fs.empty(store)
@@ -254,6 +256,7 @@ def _both_engines_agree(
         "argv0": case.get("argv0", cid),
         "spec_args": args if all(isinstance(a, str) for a in args) else [],
         "max_value_bytes": Limits.from_options(limits).value_bound(),
+        "break_import": break_import,
     }
     done = subprocess.run(
         ["node", "--experimental-wasm-extended-const", str(HOST)],
@@ -274,3 +277,35 @@ def _both_engines_agree(
     # a pair where V8 names two kinds with one message (test_v8_parity.V8_AMBIGUOUS_TRAPS): either agrees
     assert want in kind if isinstance(kind, list) else kind == want, (v8, trap)
     return receipt
+
+
+@pytest.mark.parametrize(
+    ("n", "stdin", "max_value_bytes"),
+    [(0, "", 1000), (0, "abc", 1000), (3, "", 1000), (5000, "x" * 4000, 1000), (10, "x" * 4000, 1000)],
+)
+def test_a_wasi_stdin_read_answers_alike_on_both_engines(
+    n: int, stdin: str, max_value_bytes: int, transpiled: dict[str, Path], tmp_path: Path
+) -> None:
+    """One input-stream.read of n bytes (guests/components/text/stdin-read.wat): a read of 0 asks for nothing (never
+    "closed", even at the end of input), and what one read hands back is bounded by max_value_bytes."""
+    data = {"description": "d", "guest": "text:stdin-read", "export": "read", "args": [n], "stdin": stdin,
+            "limits": {"max_value_bytes": max_value_bytes}, "expect": {"exit_code": 0, "outcome": "ok"}}  # fmt: skip
+    receipt = _both_engines_agree(data, parse_case("stdin-read", data), transpiled, tmp_path)
+    assert receipt["kuro/result"] == (2**32 - 1 if stdin == "" and n else min(n, len(stdin), max_value_bytes))
+
+
+def test_a_host_functions_own_error_is_a_host_error_on_both_engines(
+    transpiled: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in a host function (made on purpose in stdin's read) is the host's error (70), not the guest's trap."""
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise TypeError("broken on purpose")
+
+    monkeypatch.setattr("kuro_wasm.host.wasi_p2._read", broken)
+    data = {"description": "d", "guest": "text:stdin-read", "export": "read", "args": [1], "stdin": "x",
+            "expect": {"exit_code": 70, "outcome": "host-error"}}  # fmt: skip
+    receipt = _both_engines_agree(
+        data, parse_case("broken", data), transpiled, tmp_path, break_import="wasi:io/streams#InputStream.read"
+    )
+    assert (receipt["kuro/exit-code"], receipt["kuro/outcome"]) == (70, "host-error")

@@ -671,6 +671,8 @@ class WorkerPool:
                 raise ProtocolError(f"a chunk the stream refuses: {exc}") from exc
             if not kept:
                 raise ProtocolError("the worker sent a chunk past the output bounds")
+            if run.interruption is not None:  # on_chunk raised SystemExit/KeyboardInterrupt: stop the run
+                self.kill(run)
         elif kind == "took":
             run = self._head(conn, message["id"])
             with self._cond:  # a worker can only say more than it was given by lying: it is held to what it got

@@ -189,6 +189,8 @@ class RemoteRun:
         self.stop_at: float | None = None
         self.hard_stop: str | None = None  # set when the host killed the worker to enforce stop_reason
         self.callback_error: str | None = None
+        #: a SystemExit or KeyboardInterrupt that on_chunk raised: the run is killed, and run() raises it after
+        self.interruption: BaseException | None = None
         self.staged = Staged()  # the blocks the worker handed back, stored only with a believed root
         self.store_failure: KuroFsError | None = None  # the first block read the host's store failed
         #: the JSON of the fields its run frame always carries, encoded once when the pool takes it (``submit``)
@@ -231,9 +233,11 @@ class RemoteRun:
         if self.on_chunk is not None:
             try:
                 self.on_chunk(current, kept)
-            except Exception as exc:
+            except BaseException as exc:
                 if self.callback_error is None:
                     self.callback_error = f"on_chunk raised {type(exc).__name__}: {exc}"
+                if not isinstance(exc, Exception) and self.interruption is None:  # SystemExit, KeyboardInterrupt:
+                    self.interruption = exc  # the program means to stop (the pool kills the run; run() raises it)
         return True
 
     # ---- endings
@@ -361,6 +365,9 @@ class RemoteRun:
         self.interrupted = True
         if self.sigfd is not None:
             os.eventfd_write(self.sigfd, 1)
+        if self.waiter and self.wake is not None:  # it waits for its turn on the pool's condition: wake it now.
+            # (From a new thread: the notify takes the pool's lock, which this thread may hold as the signal lands.)
+            threading.Thread(target=self.wake, name="kuro-interrupt", daemon=True).start()
 
     def _published(self) -> None:
         self.staged.close()  # what no believed root took is dropped

@@ -20,7 +20,8 @@ learns the worker's pid from the worker's hello and its wait status from here.
 
 ## Effects
 Spawns one interpreter (``sys.executable``) with an empty environment; forks; ``waitpid``; a
-reader thread in the host for ``exited`` messages.
+reader thread in the host for ``exited`` messages. The zygote and its workers ignore SIGINT (a terminal's
+Ctrl-C reaches them too; the host decides what it cancels).
 
 ## Not done here
 No worker bookkeeping (the pool's job). The zygote does not outlive the host: it exits when its
@@ -87,6 +88,10 @@ def main(fd: int) -> None:
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    # A terminal's Ctrl-C reaches every process of its group, the zygote and its workers too; the host decides
+    # what it cancels. Python's default handler would raise KeyboardInterrupt here or, in a worker, inside a
+    # wasmtime callback (which ends the worker: ctypes hands wasmtime an uninitialised result). Workers inherit it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         ready, _, _ = select.select([ctl.fileno(), wake_r], [], [])
         if wake_r in ready:

@@ -254,3 +254,31 @@ def test_closing_the_pool_ends_the_run_leading_and_the_runs_queued_behind_it_in_
             t.join(WAIT)
             assert not t.is_alive(), "a caller never got its receipt"
     assert sorted(r["kuro/outcome"] for r in results) == ["cancelled"] * 3
+
+
+def test_ctrl_c_while_a_main_thread_caller_waits_for_its_turn_is_acted_on_at_once(
+    lpool: WorkerPool, world: Any, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The caller waits on the pool's condition for a worker (the only one is busy); the Ctrl-C handler may not take
+    # the pool's lock (it may run on a thread holding it), and the wait used to see the Ctrl-C only at its recheck.
+    monkeypatch.setattr("kuro_wasm.host.worker.pool._LEAD_RECHECK_S", WAIT)  # no recheck comes to the rescue
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
+    store, sess, cids = world
+    busy = threading.Event()
+    spec = guest(cids["flood"], "write_then_spin")
+    blocker = start(
+        sess, spec, store=store, isolation=lpool, timeout_ms=int(WAIT * 1000), on_chunk=lambda *_: busy.set()
+    )
+    assert isinstance(blocker, ProcessHandle) and busy.wait(WAIT)
+
+    def on_start(_kill: object) -> None:  # then the caller submits, and waits for the busy worker
+        threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    try:
+        receipt = run(sess, spec, store=store, isolation=lpool, timeout_ms=int(WAIT * 1000), on_start=on_start)
+        assert (receipt["kuro/outcome"], receipt["kuro/stdout"]) == ("cancelled", b"")
+        assert not blocker.done  # the caller did not wait for the worker to come free
+    finally:
+        blocker.kill()
+        blocker.wait(WAIT)

@@ -160,3 +160,32 @@ def test_a_block_handed_back_in_one_run_is_not_believed_as_a_root_in_a_later_one
     claimed = run(sess, guest(cid, "run"), store=store, isolation=pool)
     assert claimed["kuro/outcome"] == "worker-died" and "kuro/fs-root-after" not in claimed
     assert "is neither in the block store nor handed back" in claimed["kuro/error"]
+
+
+def test_a_ctrl_c_that_reaches_a_worker_blocked_in_read_leaves_its_run_alone(pool: WorkerPool) -> None:
+    # A terminal's Ctrl-C reaches every process of its group, the workers too: the host decides what it cancels.
+    handle, *_ = _running_cat(pool)
+    assert handle.worker_pid is not None
+    os.kill(handle.worker_pid, signal.SIGINT)
+    handle.write(b"y")
+    handle.close_stdin()
+    receipt = handle.wait(WAIT)
+    assert (receipt["kuro/outcome"], receipt["kuro/stdout"]) == ("ok", b"xy")
+
+
+def test_a_ctrl_c_that_reaches_a_worker_running_wasm_leaves_its_run_alone(pool: WorkerPool) -> None:
+    store = MemoryBlockStore()
+    wrote = threading.Event()
+    handle = start(
+        session("s-sigint", Fs.empty(store).root),
+        guest(add_guest(store, wat("flood")), "write_then_spin"),
+        store=store,
+        isolation=pool,
+        on_chunk=lambda s, c: wrote.set(),
+    )
+    assert isinstance(handle, ProcessHandle) and wrote.wait(WAIT)
+    assert handle.worker_pid is not None
+    os.kill(handle.worker_pid, signal.SIGINT)  # lands in the epoch check the wakeup makes (it used to abort there)
+    handle.kill()
+    receipt = handle.wait(WAIT)
+    assert (receipt["kuro/outcome"], len(receipt["kuro/stdout"])) == ("cancelled", 1024)
