@@ -31,9 +31,17 @@ import stat
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["TMP_PREFIX", "fsync_dir", "start_writeback", "sync_filesystem", "write_atomic", "write_target"]
+__all__ = [
+    "TMP_PREFIX",
+    "fsync_dir",
+    "start_writeback",
+    "sync_filesystem",
+    "write_all",
+    "write_atomic",
+    "write_target",
+]
 
 #: Prefix of every temporary file; directory listings skip names that start with it.
 TMP_PREFIX: Final = ".tmp-"
@@ -171,6 +179,21 @@ def write_atomic(
     return total
 
 
+def write_all(handle: Any, chunk: bytes | bytearray | memoryview) -> None:
+    """Write all of ``chunk`` to the binary file ``handle``.
+
+    A buffered write of more than its buffer returns short, with no error, when a pipe's reader leaves
+    part-way (``… | head``); writing the rest raises the BrokenPipeError that says so, instead of the
+    bytes being dropped silently.
+    """
+    view = memoryview(chunk).cast("B")
+    while view:
+        done = handle.write(view)
+        if not isinstance(done, int) or done >= len(view):
+            return
+        view = view[done:]
+
+
 def write_target(
     path: str | os.PathLike[str],
     chunks: Iterable[bytes | bytearray | memoryview],
@@ -200,7 +223,7 @@ def write_target(
         total = 0
         with open(target, "wb") as handle:
             for chunk in counted():
-                handle.write(chunk)
+                write_all(handle, chunk)
                 total += len(chunk)
             handle.flush()
             if sync and stat.S_ISREG(os.fstat(handle.fileno()).st_mode):

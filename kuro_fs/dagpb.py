@@ -1,16 +1,21 @@
 """dag-pb (codec 0x70): the protobuf node every UnixFS file tree and directory is made of.
 
 ## The one decision
-A dag-pb node has exactly one byte form, and it is the one the JavaScript IPFS
-stack writes: every ``Links`` entry first (tag ``0x12``, in list order), then
-``Data`` (tag ``0x0a``) if present; inside a link ``Hash`` (``0x0a``), ``Name``
-(``0x12``, written even when empty — ``12 00``) and ``Tsize`` (``0x18``, written
-even when 0). All lengths and integers are minimal unsigned LEB128 varints. A
-single omitted empty name or Tsize changes every CID above it, so :func:`encode`
-never elides anything and :func:`decode` accepts only that form: anything it
-would not have written itself (other field order, unknown fields, non-minimal
-varints, a missing Hash) is a :class:`~kuro_fs.errors.DagPbError`, because a
-node that decodes but re-encodes differently has two names.
+A dag-pb node has one byte form for a given :class:`PBNode` value, and
+``encode(decode(block)) == block`` for every block :func:`decode` accepts, so a node
+never has two names. The form is the one the JavaScript IPFS stack writes: every
+``Links`` entry first (tag ``0x12``, in list order), then ``Data`` (tag ``0x0a``)
+if present; inside a link ``Hash`` (``0x0a``), ``Name`` (``0x12``) and ``Tsize``
+(``0x18``), in that order. All lengths and integers are minimal unsigned LEB128
+varints. Blocks kuro writes carry every link's Name (``12 00`` when empty) and
+Tsize (``18 00`` when 0): a single omitted empty name changes every CID above it.
+The dag-pb spec, ``@ipld/dag-pb`` and go-codec-dagpb make Name and Tsize
+optional, though, and other writers leave them out, so :func:`decode` accepts a
+link without either and says so on the value (:attr:`PBLink.has_name`,
+:attr:`PBLink.has_tsize`, which :func:`encode` honours): such a foreign block reads,
+exports and re-encodes to its own bytes. Anything else (other field order,
+unknown or repeated fields, non-minimal varints, a missing or invalid Hash, a
+link after Data) is a :class:`~kuro_fs.errors.DagPbError`.
 
 Links hold the binary CID (any profile :mod:`kuro_fs.cid` reads, so CIDv0 links of real IPFS
 data too); :attr:`PBLink.cid` gives the string form. The unsigned varints are :mod:`kuro_fs.varint`'s
@@ -47,11 +52,17 @@ _TAG_TSIZE: Final = 0x18  # PBLink field 3, varint
 
 @dataclass(frozen=True, slots=True)
 class PBLink:
-    """One dag-pb link: binary CID ``hash``, UTF-8 ``name`` ("" for file chunks), cumulative ``tsize``."""
+    """One dag-pb link: binary CID ``hash``, UTF-8 ``name`` ("" for file chunks), cumulative ``tsize``.
+
+    ``has_name`` / ``has_tsize`` False: the block leaves that field out (a foreign block's choice, which
+    the spec allows; ``name`` is then "" and ``tsize`` 0). Blocks kuro writes always have both.
+    """
 
     hash: bytes
     name: str = ""
     tsize: int = 0
+    has_name: bool = True
+    has_tsize: bool = True
 
     @classmethod
     def to(cls, cid: str, name: str = "", tsize: int = 0) -> PBLink:
@@ -77,18 +88,16 @@ class PBNode:
 
 def _encode_link(link: PBLink) -> bytes:
     name = link.name.encode("utf-8")
-    body = b"".join(
-        (
-            bytes((_TAG_HASH,)),
-            encode_uvarint(len(link.hash)),
-            link.hash,
-            bytes((_TAG_NAME,)),
-            encode_uvarint(len(name)),
-            name,
-            bytes((_TAG_TSIZE,)),
-            encode_uvarint(link.tsize),
-        )
-    )
+    parts = [bytes((_TAG_HASH,)), encode_uvarint(len(link.hash)), link.hash]
+    if link.has_name:
+        parts += (bytes((_TAG_NAME,)), encode_uvarint(len(name)), name)
+    elif name:
+        raise ValueError(f"it has the name {link.name!r} but says it has no Name field")
+    if link.has_tsize:
+        parts += (bytes((_TAG_TSIZE,)), encode_uvarint(link.tsize))
+    elif link.tsize:
+        raise ValueError(f"it has the Tsize {link.tsize} but says it has no Tsize field")
+    body = b"".join(parts)
     return bytes((_TAG_LINK,)) + encode_uvarint(len(body)) + body
 
 
@@ -98,7 +107,8 @@ def encode(node: PBNode) -> bytes:
     >>> encode(PBNode((), b"\\x08\\x01")).hex()
     '0a020801'
 
-    Raises DagPbError: if a link has an empty hash or a negative Tsize, or a name is not encodable.
+    Raises DagPbError: if a link has an empty hash or a negative Tsize, a name is not encodable, or a
+    link says it has no Name (Tsize) field but has a name (a Tsize).
     """
     parts: list[bytes] = []
     for i, link in enumerate(node.links):
@@ -147,9 +157,7 @@ def _decode_link(body: bytes, where: int) -> PBLink:
             seen_tsize = True
         else:
             raise ValueError(f"unexpected or repeated field tag 0x{tag:02x} in link at offset {where}")
-    if not (seen_name and seen_tsize):
-        raise ValueError(f"link at offset {where} omits Name or Tsize (canonical form writes both)")
-    return PBLink(bytes(raw_hash), name, tsize)
+    return PBLink(bytes(raw_hash), name, tsize, seen_name, seen_tsize)
 
 
 def _minted_file_link(buf: bytes, pos: int) -> tuple[PBLink, int] | None:
@@ -177,8 +185,9 @@ def _minted_file_link(buf: bytes, pos: int) -> tuple[PBLink, int] | None:
 def decode(data: bytes) -> PBNode:
     """Parse canonical dag-pb bytes into a :class:`PBNode`.
 
-    Raises DagPbError: on truncation, unknown or out-of-order fields, non-minimal
-    varints, a link without a valid kuro CID, or a link without Name/Tsize.
+    A link may leave out Name or Tsize (the spec's optional fields; see :class:`PBLink`).
+    Raises DagPbError: on truncation, unknown, repeated or out-of-order fields, non-minimal
+    varints, or a link without a valid CID.
     """
     buf = bytes(data)
     pos = 0

@@ -48,6 +48,7 @@ from collections.abc import Iterator
 from kuro_fs.basetree import BaseTree
 from kuro_fs.blocks import BlockStore
 from kuro_fs.errors import DagPbError
+from kuro_fs.fileread import read_into
 from kuro_fs.fillbytes import fill_bytes
 from kuro_fs.leafread import MAX_LEAF_TABLE, LeafReader
 from kuro_fs.unixfs import BalancedLayout, FileRoot, iter_file
@@ -186,11 +187,9 @@ class SparseFile:
             out[:] = bytes(len(out))
             return False
         reader = self._leaf_reader()
-        if reader is None:
-            _put(
-                out[: valid - start],
-                iter_file(self.store.get, self.base_cid, start, valid - start, size=self.base_size),
-            )
+        if reader is None:  # (a repeated subtree is copied, its nodes decoded once: kuro_fs.filefill)
+            if read_into(self.store, self.base_cid, out[: valid - start], start, size=self.base_size) != valid - start:
+                raise DagPbError(f"file {self.base_cid} holds fewer bytes than its root block says")
         else:
             reader.read_into(start, out[: valid - start])
         if valid < end:

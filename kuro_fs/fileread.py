@@ -1,24 +1,32 @@
-"""Reading a UnixFS file, or a range of it, into one buffer filled in place.
+"""Reading a UnixFS file, or a range of it, into one buffer filled in place — or as a stream of windows.
 
 ## The one decision
 A read takes its size from the file's root block, allocates the output once at
-that size, then walks the file's dag-pb File nodes lazily — checking that every
-node's sizes add up — and reads each raw leaf straight into its slot of that one
-buffer, :data:`FETCH_RUN` leaves per store call. (Planning every leaf before
-reading any held a tuple and a view per leaf: 2.6 GB to read a 5.3 MB file of
-one-byte leaves, which a diamond DAG of four blocks is.) The buffer is allocated
-once at its final size (:func:`kuro_fs.fillbytes.fill_bytes` for ``bytes``; the caller's own
-for :func:`read_into`), so a whole-file read holds the file once: joining the
-pieces, as :func:`~kuro_fs.unixfs.iter_file` callers did, held it twice (a 1 GiB
-file peaked at 2.1 GB). A store with ``get_many_into``
+that size, then fills it with :class:`kuro_fs.filefill.Filler`: the tree walked
+lazily — every node's sizes checked —, each raw leaf read straight into its slot
+of that one buffer, :data:`FETCH_RUN` leaves per store call, and every subtree
+met again (a hole's zero leaf, a "diamond" DAG's one child linked 174 times per
+level) copied from where this read already wrote it, so the cost is the distinct
+blocks plus the bytes, not the links. (Planning every leaf before reading any held
+a tuple and a view per leaf: 2.6 GB to read a 5.3 MB file of one-byte leaves.)
+The buffer is allocated once at its final size (:func:`kuro_fs.fillbytes.fill_bytes`
+for ``bytes``; the caller's own for :func:`read_into`), so a whole-file read
+holds the file once: joining the pieces held it twice (a 1 GiB file peaked at
+2.1 GB). A store with ``get_many_into``
 (:meth:`kuro_fs.filestore.FileBlockStore.get_many_into`) reads and verifies each
-leaf in its slot, on several threads; any other store is asked with ``get`` and
-the leaf copied.
+leaf in its slot, on several threads; any other store is asked with ``get``.
 
-The walk and its checks are :mod:`kuro_fs.unixfs`'s (:func:`~kuro_fs.unixfs.walk_file`,
-which :func:`~kuro_fs.unixfs.iter_file` uses too: sizes that add up, the depth cap,
-a raw leaf's length against its parent's ``blocksizes``), so a tree that
-``iter_file`` refuses is refused here with the same error.
+:func:`stream_file` (``kuro fs cat``, a guest's read, :func:`~kuro_fs.unixfs.iter_file`)
+is the same fill, window by window (:data:`STREAM_WINDOW` bytes, aligned to the
+file): one :class:`~kuro_fs.filefill.Filler` serves every window, and what it wrote
+into the last :data:`STREAM_KEEP` bytes of windows stays copyable, so a subtree
+repeated within that reach is walked once. A repeated subtree larger than a window
+is walked again at each occurrence, but its own repeated parts are copies: the
+cost of a stream is then bounded by its bytes over the window times a node's
+links, not by the links below.
+
+The checks are the walk's (sizes that add up, the depth cap, a raw leaf's length
+against its parent's ``blocksizes``), as :func:`~kuro_fs.unixfs.walk_file` makes them.
 
 ## Pure
 Blocks come in through the injected store; no I/O of its own.
@@ -30,92 +38,62 @@ holds is refused when a leaf disagrees, after the output was allocated.
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple, Protocol
+from collections import deque
+from collections.abc import Iterator
+from typing import Final, Protocol
 
 from kuro_fs.cid import codec_is, parse
 from kuro_fs.errors import DagPbError
+from kuro_fs.filefill import FETCH_RUN, Filler, load_node
 from kuro_fs.fillbytes import fill_bytes
-from kuro_fs.unixfs import Get, _get, _is_count, file_root_info, leaf_size_error, walk_file
+from kuro_fs.unixfs import _get, _is_count, leaf_size_error
 
-__all__ = ["FETCH_RUN", "read_bytes", "read_file", "read_into", "read_range"]
+__all__ = [
+    "FETCH_RUN",
+    "STREAM_KEEP",
+    "STREAM_WINDOW",
+    "read_bytes",
+    "read_file",
+    "read_into",
+    "read_range",
+    "stream_file",
+]
+
+#: A stream fills windows of this many bytes (aligned to multiples of it in the file).
+STREAM_WINDOW: Final = 4 << 20
+#: A stream keeps what it wrote into its last windows up to this many bytes, to copy repeats from.
+STREAM_KEEP: Final = 16 << 20
 
 
 class _HasGet(Protocol):
     def get(self, cid: str) -> bytes | None: ...
 
 
-class _Leaf(NamedTuple):
-    cid: str  # a raw leaf
-    size: int  # its size, as its parent says
-    lo: int  # first wanted byte, within the leaf
-    at: int  # where that byte lands in the output
-    n: int  # bytes wanted
-
-
-#: Leaves handed to the store per call: a read of many small leaves holds this many requests at a time.
-FETCH_RUN: Final = 1024
-
-
-def _root_once(get: Get, cid: str) -> Get:
-    # ``get``, with the root block of ``cid`` fetched now and served from here (the size and the walk read it).
-    block = _get(get, cid)
-    return lambda wanted: block if wanted == cid else get(wanted)
-
-
-def _size(get: Get, cid: str, expect: int | None, lo: int, hi: int | None) -> int:
+def _size(store: _HasGet, cid: str, expect: int | None, lo: int, hi: int | None) -> int:
     # How many bytes [lo, hi) of the File-node tree ``cid`` holds, from its root block alone (the walk
     # then checks every node below against it); ``expect`` is the size the caller was told.
-    total = file_root_info(get, cid).size
+    total = load_node(store, cid).total
     if expect is not None and total != expect:
         raise DagPbError(f"file node {cid} covers {total} bytes, its parent says {expect}")
     end = total if hi is None else min(hi, total)
     return max(end - lo, 0)
 
 
-def _fill(store: _HasGet, get: Get, cid: str, expect: int | None, lo: int, out: memoryview) -> int:
-    # Walk the runs of bytes [lo, lo+len(out)) of the tree ``cid`` lazily, each into its slot of ``out``:
-    # data carried in File nodes at once, raw leaves in runs of FETCH_RUN (one store call each).
-    at = 0
-    leaves: list[_Leaf] = []
-    for run in walk_file(get, cid, expect, lo, lo + len(out)):
-        size = len(run.data) if run.size is None else run.size  # a leaf below a File node: its parent's word
-        n = len(run.data) if run.cid is None else max((size if run.hi is None else min(run.hi, size)) - run.lo, 0)
-        if at + n > len(out):
-            raise DagPbError(f"file {cid} holds more bytes than its root block says")
-        if run.cid is None:
-            out[at : at + n] = run.data
-        elif n:
-            leaves.append(_Leaf(run.cid, size, run.lo, at, n))
-            if len(leaves) == FETCH_RUN:
-                _fetch(store, leaves, out)
-                leaves = []
-        at += n
-    _fetch(store, leaves, out)
-    if at != len(out):
-        raise DagPbError(f"file {cid} holds fewer bytes than its root block says")
-    return at
-
-
-def _fetch(store: _HasGet, leaves: list[_Leaf], out: memoryview) -> None:
-    requests = [(leaf.cid, out[leaf.at : leaf.at + leaf.n], leaf.lo) for leaf in leaves]
-    many = getattr(store, "get_many_into", None)
-    if callable(many):
-        sizes: list[int] = many(requests)
-    else:
-        sizes = []
-        for cid, view, lo in requests:
-            block = _get(store.get, cid)
-            piece = memoryview(block)[lo : lo + len(view)]
-            view[: len(piece)] = piece
-            sizes.append(len(block))
-    for leaf, size in zip(leaves, sizes, strict=True):
-        if size != leaf.size:
-            raise leaf_size_error(leaf.cid, size, leaf.size)
-
-
 def _check_range(offset: object, length: object) -> None:
     if not _is_count(offset) or not (length is None or _is_count(length)):
         raise ValueError(f"offset and length must be non-negative ints, got {offset!r} and {length!r}")
+
+
+def _raw(store: _HasGet, cid: str, size: int | None) -> bytes:
+    block = _get(store.get, cid)
+    if size is not None and len(block) != size:
+        raise leaf_size_error(cid, len(block), size)
+    return block
+
+
+def _fill(store: _HasGet, cid: str, size: int | None, offset: int, out: memoryview) -> int:
+    Filler(store).fill(cid, size, offset, out)
+    return len(out)
 
 
 def read_bytes(
@@ -134,12 +112,10 @@ def read_bytes(
     if length == 0:
         return b""  # an empty range reads no block (so it checks nothing, as iter_file)
     if codec_is(cid, "raw"):  # a one-block file: the block is the answer
-        block = _get(store.get, cid)
-        if size is not None and len(block) != size:
-            raise leaf_size_error(cid, len(block), size)
+        block = _raw(store, cid, size)
         return block if offset == 0 and (hi is None or hi >= len(block)) else bytes(block[offset:hi])
-    get = _root_once(store.get, cid)
-    return fill_bytes(_size(get, cid, size, offset, hi), lambda out: _fill(store, get, cid, size, offset, out))
+    n = _size(store, cid, size, offset, hi)
+    return fill_bytes(n, lambda out: _fill(store, cid, size, offset, out))
 
 
 def read_into(
@@ -159,15 +135,58 @@ def read_into(
     if not len(view):
         return 0
     if codec_is(cid, "raw"):
-        block = _get(store.get, cid)
-        if size is not None and len(block) != size:
-            raise leaf_size_error(cid, len(block), size)
-        piece = memoryview(block)[offset : offset + len(view)]
+        piece = memoryview(_raw(store, cid, size))[offset : offset + len(view)]
         view[: len(piece)] = piece
         return len(piece)
-    get = _root_once(store.get, cid)
-    total = _size(get, cid, size, offset, offset + len(view))
-    return _fill(store, get, cid, size, offset, view[:total])
+    total = _size(store, cid, size, offset, offset + len(view))
+    return _fill(store, cid, size, offset, view[:total])
+
+
+def stream_file(
+    store: _HasGet, cid: str, offset: int = 0, length: int | None = None, *, size: int | None = None
+) -> Iterator[bytes | memoryview]:
+    """Bytes ``[offset, offset+length)`` of file ``cid`` (to the end if ``length`` is None), lazily, in
+    windows of at most :data:`STREAM_WINDOW` bytes (read-only views; nothing is read until iterated).
+
+    Raises (while iterated) MissingBlock, DagPbError, CorruptBlock, FileTooDeep; InvalidCID and
+    ValueError at once, as :func:`read_bytes`.
+    """
+    parse(cid)
+    _check_range(offset, length)
+    return _windows(store, cid, offset, length, size)
+
+
+def _windows(
+    store: _HasGet, cid: str, offset: int, length: int | None, size: int | None
+) -> Iterator[bytes | memoryview]:
+    hi = None if length is None else offset + length
+    if length == 0:
+        return
+    if codec_is(cid, "raw"):
+        block = _raw(store, cid, size)
+        if offset < len(block):
+            yield block if offset == 0 and (hi is None or hi >= len(block)) else memoryview(block)[offset:hi]
+        return
+    end = offset + _size(store, cid, size, offset, hi)
+    filler = Filler(store)
+    kept: deque[tuple[int, list[str]]] = deque()  # the windows whose bytes may still be copied, oldest first
+    held = 0
+    pos = offset
+    while pos < end:
+        stop = min(end, (pos // STREAM_WINDOW + 1) * STREAM_WINDOW)
+        buf = bytearray(stop - pos)
+        view = memoryview(buf)
+        filler.fill(cid, size, pos, view)
+        kept.append((len(buf), filler.added))
+        held += len(buf)
+        filler.added = []
+        while held > STREAM_KEEP:
+            gone, keys = kept.popleft()
+            held -= gone
+            for key in keys:
+                filler.memo.pop(key, None)
+        yield view.toreadonly()
+        pos = stop
 
 
 def read_file(store: _HasGet, cid: str) -> bytes:

@@ -60,7 +60,7 @@ from kuro_fs.blocks import BlockStore
 from kuro_fs.cid import parse
 from kuro_fs.dircache import DirCache
 from kuro_fs.errors import CorruptBlock, DagCborError, DagPbError, FileTooDeep, InvalidCID
-from kuro_fs.fileread import read_bytes
+from kuro_fs.fileread import read_bytes, stream_file
 from kuro_fs.fsdir import (
     DIR_TYPE,
     DirLayout,
@@ -74,7 +74,7 @@ from kuro_fs.fsdir import (
     write_dir,
 )
 from kuro_fs.paths import clean_path, join_path, names_a_directory
-from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, MissingBlock, file_root_info, iter_file
+from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, MissingBlock, file_root_info
 from kuro_fs.unixfs import write_file as _write_file
 
 __all__ = [
@@ -390,10 +390,12 @@ class Fs:
         return self._run("read", path, body, _NO_DST)
 
     def stream(self, path: object) -> FsResult:
-        """The whole file at ``path`` as an iterator of pieces (bytes or memoryviews), read one block at a time.
+        """The whole file at ``path`` as an iterator of pieces (bytes or memoryviews), read a window at a time.
 
         For a file too large to hold in memory (``kuro fs cat``/``get``): nothing is read until the
-        iterator is, and then one leaf at a time. Decided before the first piece, as :meth:`read`:
+        iterator is, and then one window (:data:`kuro_fs.fileread.STREAM_WINDOW`) at a time (a subtree
+        linked again is copied, not walked: :func:`kuro_fs.fileread.stream_file`). Decided before the
+        first piece, as :meth:`read`:
         the denials of :meth:`read` (over-budget for a file larger than ``budget.bytes``, receipt
         ``size`` its size), and block-missing for a root block that is absent, malformed, or covers
         another size than its directory entry names. The pieces are then exactly ``size`` bytes:
@@ -415,7 +417,7 @@ class Fs:
                 raise Refusal("block-missing", cid=entry.cid) from exc
             if claimed != entry.size:
                 raise Refusal("block-missing", cid=entry.cid)
-            pieces: Iterator[bytes | memoryview] = iter_file(self.store.get, entry.cid, size=entry.size)
+            pieces: Iterator[bytes | memoryview] = stream_file(self.store, entry.cid, size=entry.size)
             return self._ok("read", path, pieces, cid=entry.cid, size=entry.size)
 
         return self._run("read", path, body, _NO_DST)

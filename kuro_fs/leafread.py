@@ -35,7 +35,9 @@ from bisect import bisect_right
 from typing import Final
 
 from kuro_fs.blocks import BlockStore
+from kuro_fs.cid import codec_is
 from kuro_fs.errors import DagPbError, MissingBlock
+from kuro_fs.filefill import load_node
 from kuro_fs.unixfs import iter_leaves
 
 __all__ = ["MAX_LEAF_TABLE", "MAX_WINDOW_BUFFER", "LeafReader"]
@@ -46,6 +48,27 @@ MAX_LEAF_TABLE: Final = 65536
 #: this length; a longer claim (a File node may say its 3-byte leaf holds a terabyte) is fetched with
 #: ``get``, so the memory is the block's real length and the claim is refused before anything else.
 MAX_WINDOW_BUFFER: Final = 4 << 20
+
+
+class _Kept:
+    # ``store`` seen through ``get``/``has``, keeping what ``get`` fetched for one more ask (``once``): the
+    # root block a cold decode fetched is not fetched (and verified) again by the leaf walk.
+    __slots__ = ("blocks", "has", "store")
+
+    def __init__(self, store: BlockStore) -> None:
+        self.store = store
+        self.has = store.has
+        self.blocks: dict[str, bytes] = {}
+
+    def get(self, cid: str) -> bytes | None:
+        block = self.store.get(cid)
+        if block is not None:
+            self.blocks[cid] = block
+        return block
+
+    def once(self, cid: str) -> bytes | None:
+        block = self.blocks.pop(cid, None)
+        return block if block is not None else self.store.get(cid)
 
 
 class LeafReader:
@@ -71,10 +94,16 @@ class LeafReader:
         """A reader of file ``cid`` of ``size`` bytes, or None if its bytes are not all in at most
         :data:`MAX_LEAF_TABLE` raw leaves. Reads the file's dag-pb nodes, no leaf (but a one-leaf file's).
         Raises MissingBlock, DagPbError."""
+        get = store.get
+        if codec_is(cid, "dag-pb"):  # a root of more links than the table holds: known from its cached decoding
+            kept = _Kept(store)
+            if len(load_node(kept, cid).sizes) > MAX_LEAF_TABLE:
+                return None
+            get = kept.once
         starts: list[int] = []
         cids: list[str] = []
         end = 0
-        for offset, leaf, length in iter_leaves(store.get, cid):
+        for offset, leaf, length in iter_leaves(get, cid):
             if offset != end or len(starts) == MAX_LEAF_TABLE:
                 return None  # bytes inside dag-pb nodes, or too many leaves: read through the tree
             starts.append(offset)

@@ -397,7 +397,8 @@ def _file_node(block: bytes, cid: str) -> tuple[PBNode, UnixFSData]:
 def iter_file(
     get: Get, cid: str, offset: int = 0, length: int | None = None, *, size: int | None = None
 ) -> Iterator[bytes | memoryview]:
-    """Yield the bytes of file ``cid`` in ``[offset, offset+length)``, fetching only overlapping blocks.
+    """The bytes of file ``cid`` in ``[offset, offset+length)``, fetching only overlapping blocks, as pieces
+    of at most a window (:func:`kuro_fs.fileread.stream_file`: a subtree linked again is copied, not walked).
 
     ``length=None`` reads to the end; a range past the end yields nothing. ``size``, if given, is the
     byte size the caller was told (e.g. by a directory entry): a root block that covers another size
@@ -406,10 +407,17 @@ def iter_file(
     malformed, its sizes do not add up, or it is deeper than :data:`MAX_FILE_DEPTH`.
     Raises CorruptBlock: from the store. Raises ValueError: ``offset``/``length`` not a non-negative int.
     """
-    if not _is_count(offset) or not (length is None or _is_count(length)):
-        raise ValueError(f"offset and length must be non-negative ints, got {offset!r} and {length!r}")
-    end = None if length is None else offset + length
-    yield from _iter(get, cid, size, offset, end, 0)
+    from kuro_fs.fileread import stream_file  # (it reads through this module's walk checks)
+
+    return stream_file(_GetOnly(get), cid, offset, length, size=size)
+
+
+class _GetOnly:
+    # A store seen through its ``get`` alone (no decoded-node cache: that needs ``has``).
+    __slots__ = ("get",)
+
+    def __init__(self, get: Get) -> None:
+        self.get = get
 
 
 def _is_count(value: object) -> bool:
@@ -466,21 +474,6 @@ def walk_file(get: Get, cid: str, expect: int | None, lo: int, hi: int | None, d
 def leaf_size_error(cid: str, actual: int, expect: int) -> DagPbError:
     """The error for a raw leaf whose length is not the one its parent names."""
     return DagPbError(f"raw leaf {cid} is {actual} bytes, its parent says {expect}")
-
-
-def _iter(get: Get, cid: str, expect: int | None, lo: int, hi: int | None, depth: int) -> Iterator[bytes | memoryview]:
-    # lo/hi are relative to the start of this subtree; hi None = to the end.
-    for run in walk_file(get, cid, expect, lo, hi, depth):
-        if run.cid is None:
-            yield run.data
-            continue
-        block = _get(get, run.cid)
-        if run.size is not None and len(block) != run.size:
-            raise leaf_size_error(run.cid, len(block), run.size)
-        if run.lo == 0 and (run.hi is None or run.hi >= len(block)):
-            yield block
-        elif run.lo < len(block):
-            yield memoryview(block)[run.lo : run.hi]
 
 
 def iter_leaves(get: Get, cid: str) -> Iterator[tuple[int, str, int]]:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kuro_fs.atomic import write_all
 from kuro_fs.cid import cid_for
 
 if TYPE_CHECKING:
@@ -306,7 +307,7 @@ def _stream(ctx: Context, pieces: Iterable[bytes | memoryview], handle: Any) -> 
         if handle is None:
             ctx.out.write(bytes(piece).decode("utf-8", "replace"))
         else:
-            handle.write(piece)
+            write_all(handle, piece)
     if handle is not None:
         handle.flush()
 

@@ -11,7 +11,7 @@ operation goes through the ``Fs`` value first (path rules, the ``Fs``'s own
 grant, existence, type), so the gate adds nothing kuro.fs would refuse.
 
 ``fs_read`` copies straight from the file's blocks into guest memory
-(:func:`kuro_fs.unixfs.iter_file` over the range it needs, after
+(:func:`kuro_fs.fileread.stream_file` over the range it needs, after
 ``Fs.read_range(path, 0, 0)`` has accepted the path), so a large read costs one
 copy, not two.
 
@@ -53,9 +53,10 @@ from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore, MemoryBlockStore
 from kuro_fs.errors import BlockStoreError, CorruptBlock, DagPbError, FileTooDeep, InvalidCID, KuroFsError
+from kuro_fs.fileread import stream_file
 from kuro_fs.fs import Fs
 from kuro_fs.paths import clean_path, has_control, join_path
-from kuro_fs.unixfs import MissingBlock, file_root_info, iter_file
+from kuro_fs.unixfs import MissingBlock, file_root_info
 from kuro_wasm.host.calls import Memory, span, store_bytes
 from kuro_wasm.host.context import RunContext, Stopped
 from kuro_wasm.model import abi
@@ -218,7 +219,7 @@ def _read_into(
 ) -> Answer:
     # The bytes this call would copy, min(size, cap), are known from the root block before any leaf is
     # read: past the Fs budget's bytes — or, with ``whole``, a file longer than ``cap`` — it is over-budget
-    # and nothing is copied. A DAG cannot yield more than its root claims (iter_file checks every node).
+    # and nothing is copied. A DAG cannot yield more than its root claims (the walk checks every node).
     probe = fs.read_range(path, 0, 0)
     reason = _denied(probe)
     if reason is not None:
@@ -229,7 +230,7 @@ def _read_into(
         return Answer(reason="over-budget")
     at = 0
     try:
-        for piece in iter_file(fs.store.get, cid, 0, min(size, cap), size=size):
+        for piece in stream_file(fs.store, cid, 0, min(size, cap), size=size):
             sink(at, piece)
             at += len(piece)
     except FileTooDeep:  # a budget of its own: kuro.fs refuses it over-budget too

@@ -421,3 +421,42 @@ def test_a_ctrl_c_while_a_worker_starts_still_waits_for_that_workers_put(
     assert len(starts) == 2
     assert store.ended.is_set()
     assert store.stats()["blocks"] == 0
+
+
+def _foreign_node(links: list[tuple[str, str | None, int | None]], data: bytes) -> bytes:
+    # A dag-pb block as another writer may make it: each link's Name and Tsize only when given.
+    out = b""
+    for cid, name, tsize in links:
+        body = b"\x0a" + encode_uvarint(36) + cid_bytes(cid)
+        if name is not None:
+            body += b"\x12" + encode_uvarint(len(name)) + name.encode()
+        if tsize is not None:
+            body += b"\x18" + encode_uvarint(tsize)
+        out += b"\x12" + encode_uvarint(len(body)) + body
+    return out + b"\x0a" + encode_uvarint(len(data)) + data
+
+
+def test_a_foreign_dag_whose_links_omit_name_and_tsize_imports_reads_and_exports_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    # The dag-pb spec makes PBLink Name and Tsize optional: a file and a directory written that way read, and
+    # export as the very blocks that came in (same bytes, same CIDs, same CAR).
+    a, b = b"alpha-" * 100, b"beta"
+    leaves = [(raw_cid(a), a), (raw_cid(b), b)]
+    file_data = bytes.fromhex("0802") + b"\x18" + encode_uvarint(len(a + b))
+    file_data += b"".join(b"\x20" + encode_uvarint(len(x)) for x in (a, b))
+    file_block = _foreign_node([(leaves[0][0], None, None), (leaves[1][0], None, 4)], file_data)
+    file_cid = cid_for(file_block, "dag-pb")
+    dir_block = _foreign_node([(file_cid, "f", None)], bytes.fromhex("0801"))
+    dir_cid = cid_for(dir_block, "dag-pb")
+    blocks = [(dir_cid, dir_block), (file_cid, file_block), *leaves]
+    source = tmp_path / "in.car"
+    source.write_bytes(car_of([dir_cid], blocks))
+    store = MemoryBlockStore()
+    assert import_car(store, source) == [dir_cid]
+    assert read_file(store, file_cid) == a + b
+    fs = Fs.empty(store).link("f", file_cid).fs
+    assert fs.read("f").value == a + b and fs.read_range("f", 598, 4).value == b"a-be"
+    out = tmp_path / "out.car"
+    assert export_car(store, dir_cid, out) == 4
+    assert out.read_bytes() == source.read_bytes()

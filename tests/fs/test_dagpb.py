@@ -1,4 +1,4 @@
-"""dag-pb: one canonical byte form, and nothing else decodes."""
+"""dag-pb: one byte form per node value (Name and Tsize may be absent, as the spec allows), nothing else decodes."""
 
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ EMPTY_BIN = cid_bytes(EMPTY)
         ("0a020801" + "12" + "2a", "unexpected field"),  # a link after Data
         ("1a00", "unexpected field"),  # unknown field 3
         ("12020000", "does not start with Hash"),
-        ("12 26 0a 24".replace(" ", "") + EMPTY_BIN.hex(), "omits Name or Tsize"),
-        ("12 28 0a 24".replace(" ", "") + EMPTY_BIN.hex() + "1800", "omits Name or Tsize"),
+        ("12 2a 0a 24".replace(" ", "") + EMPTY_BIN.hex() + "12001200", "unexpected or repeated"),  # two Names
+        ("12 28 0a 24".replace(" ", "") + EMPTY_BIN.hex() + "0a00", "unexpected or repeated"),  # Hash again
+        ("12 04 12 00 0a 00".replace(" ", ""), "does not start with Hash"),  # Name before Hash
         ("12 2a 0a 24".replace(" ", "") + EMPTY_BIN.hex() + "18001200", "unexpected or repeated"),  # Tsize before Name
         ("12 2a 0a 24".replace(" ", "") + EMPTY_BIN.hex() + "12001880", "truncated varint"),
         ("12 2b 0a 24".replace(" ", "") + EMPTY_BIN.hex() + "12001880" + "00", "non-minimal"),
@@ -80,6 +81,30 @@ def test_links_come_before_data_and_keep_their_order() -> None:
     assert [link.name for link in decode(block).links] == ["z", "a"]
 
 
+@pytest.mark.parametrize(
+    "tail, name, tsize",
+    [("", None, None), ("1800", None, 0), ("1805", None, 5), ("1200", "", None), ("120161", "a", None)],
+)
+def test_a_link_may_leave_out_name_or_tsize_and_re_encodes_to_the_same_bytes(
+    tail: str, name: str | None, tsize: int | None
+) -> None:
+    # The spec's PBLink has optional Name and Tsize; @ipld/dag-pb and go-codec-dagpb read such links.
+    body = "0a24" + EMPTY_BIN.hex() + tail
+    block = bytes.fromhex("12" + f"{len(body) // 2:02x}" + body + "0a020801")
+    link = decode(block).links[0]
+    assert (link.cid, link.has_name, link.has_tsize) == (EMPTY, name is not None, tsize is not None)
+    assert (link.name, link.tsize) == (name or "", tsize or 0)
+    assert encode(decode(block)) == block
+
+
+def test_what_kuro_writes_keeps_both_fields_and_a_contradictory_link_is_refused() -> None:
+    assert encode(PBNode((PBLink.to(EMPTY),))).hex().endswith("12001800")
+    with pytest.raises(DagPbError, match="no Name field"):
+        encode(PBNode((PBLink(EMPTY_BIN, "x", 0, has_name=False),)))
+    with pytest.raises(DagPbError, match="no Tsize field"):
+        encode(PBNode((PBLink(EMPTY_BIN, "", 3, has_tsize=False),)))
+
+
 def test_a_node_without_data_omits_the_field() -> None:
     assert encode(PBNode()) == b""
     assert decode(b"") == PBNode((), None)
@@ -95,6 +120,10 @@ _links = st.builds(
     st.sampled_from([raw_cid(b"a"), raw_cid(b"b"), EMPTY]).map(cid_bytes),
     _names,
     st.integers(0, (1 << 64) - 1),
+) | st.builds(
+    lambda h, tsize: PBLink(h, "", tsize or 0, has_name=False, has_tsize=tsize is not None),
+    st.sampled_from([raw_cid(b"a"), EMPTY]).map(cid_bytes),
+    st.none() | st.integers(0, 1 << 40),
 )
 
 

@@ -15,6 +15,7 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import cid_for, raw_cid
 from kuro_fs.dagpb import PBLink, PBNode, decode, encode
 from kuro_fs.errors import DagPbError
+from kuro_fs.filefill import FILE_NODES
 from kuro_fs.fileread import read_file, read_range
 from kuro_fs.fs import Fs
 from kuro_fs.unixfs import (
@@ -308,6 +309,7 @@ def test_a_range_read_fetches_only_the_blocks_it_needs() -> None:
     data = bytes((i * 31 + i // 256) % 256 for i in range(16384))  # 16 KiB, every leaf distinct
     root = write_file(store.put, data, chunk_size=256, width=4)  # 64 leaves, 3 levels
     store.fetched.clear()
+    FILE_NODES.clear()  # a cold read (decoded File nodes are kept process-wide)
     assert read_range(store, root.cid, 1000, 10) == data[1000:1010]
     leaves = [c for c in store.fetched if c.startswith("bafkrei")]
     assert len(leaves) == 1  # bytes 1000..1009 sit in leaf 3 only

@@ -491,22 +491,22 @@ def test_refused_calls_with_ever_new_paths_keep_the_denial_record_bounded(tmp_pa
     assert sum(d.get("kuro/count", 1) for d in denials) == 1000  # every refused call is accounted for
 
 
-@pytest.mark.parametrize(("missing", "reached"), [(0, False), (1, True), (2, True)])
+@pytest.mark.parametrize(("missing", "reached"), [(0, False), (15, False), (16, True), (18, True)])
 def test_bytes_copied_before_a_missing_leaf_are_still_a_read(tmp_path: Path, missing: int, reached: bool) -> None:
-    # fs_read copies leaf by leaf into guest memory; when leaf `missing` is gone, the leaves before it
-    # are already in the guest's memory, so the file must be in kuro/reads (and must not be when none was).
+    # fs_read copies window by window (kuro_fs.fileread.STREAM_WINDOW, 16 leaves) into guest memory; when leaf
+    # `missing` is gone, the windows before its own are already in the guest's memory, so the file must be in
+    # kuro/reads (and must not be when none was).
     from kuro_fs.dagpb import decode as decode_node
+    from kuro_fs.fileread import STREAM_WINDOW
 
     store = MemoryBlockStore()
-    data = _pattern(600_000)  # three leaves
-    fs = make_fs(store, {"big.bin": data})
+    size = STREAM_WINDOW + 600_000  # a window of 16 leaves, then three leaves
+    fs = make_fs(store, {"big.bin": _pattern(size)})
     root = fs.stat("big.bin").value["cid"]
     leaves = [link.cid for link in decode_node(store.get(root) or b"").links]
-    assert len(leaves) == 3
+    assert len(leaves) == 19
     store.delete(leaves[missing])
-    receipt = run(
-        make_session(fs), guest(add_guest(store, wat("fs-cat")), "big", [600_000]), store=store, home=tmp_path
-    )
+    receipt = run(make_session(fs), guest(add_guest(store, wat("fs-cat")), "big", [size]), store=store, home=tmp_path)
     assert receipt["kuro/exit-code"] == 7  # -7 IO, negated by the guest
     assert receipt["kuro/reads"] == ([root] if reached else [])
 
