@@ -1,0 +1,210 @@
+"""A plain component run as its core modules: instantiated with the core API, lifted and lowered by the host.
+
+## The one decision
+A component of the shape :mod:`kuro_wasm.model.component_binary` accepts is
+instantiated step by step in the run's own store with wasmtime's *core* API —
+each core module compiled once, each core instance made with the imports the
+plan wires to it — and its imported functions (``canon lower``) are host
+functions doing the canonical ABI themselves (:mod:`kuro_wasm.host.canonical_abi`):
+the guest's ``list<u8>`` is one copy out of its memory, the host's one
+``realloc`` and one copy into it. The component's exported functions are
+called the same way (``canon lift``: lower the args, call, lift the result,
+``post-return``). The engine still compiled and validated the whole component
+first (the loader does, as for every component), so only a valid component's
+parts are run; being one store, fuel, epoch deadlines and memory limits cover
+every core instance as they cover the component's.
+
+## Effects
+wasmtime core instantiation and calls in the caller's store; host functions
+are wasmtime-py ``Func`` callbacks.
+
+## Not done here
+Which components take this path (the kind decides, from the plan and the
+imports); what the host functions do (the caller's ``host`` mapping).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import wasmtime
+
+from kuro_wasm.host.calls import ADDRESS_SPACE
+from kuro_wasm.host.canonical_abi import (
+    MAX_FLAT_PARAMS,
+    MAX_FLAT_RESULTS,
+    CanonicalTrap,
+    flat_iter,
+    flatten_func,
+    lift_values,
+    lower_values,
+    store_result,
+)
+from kuro_wasm.model.component_binary import (
+    AliasCore,
+    CanonOptions,
+    InlineInstance,
+    Instantiate,
+    Lift,
+    Lower,
+    Plan,
+)
+from kuro_wasm.model.wit import WitFunc
+
+__all__ = ["HostFunction", "PlainInstance", "compile_modules", "instantiate_plan"]
+
+#: A host function for the plain path: its WIT type, and (lowered args) → lowered result; raises CanonicalTrap
+#: (or wasmtime.Trap) to trap the guest.
+HostFunction = tuple[WitFunc, Callable[[tuple[Any, ...]], Any]]
+
+_VALTYPES: Final[dict[str, Callable[[], wasmtime.ValType]]] = {
+    "i32": wasmtime.ValType.i32,
+    "i64": wasmtime.ValType.i64,
+    "f32": wasmtime.ValType.f32,
+    "f64": wasmtime.ValType.f64,
+}
+_EMPTY: Final = memoryview(b"")
+
+
+def compile_modules(engine: wasmtime.Engine, plan: Plan) -> tuple[wasmtime.Module, ...]:
+    """The plan's core modules compiled for ``engine``."""
+    return tuple(wasmtime.Module(engine, m) for m in plan.modules)
+
+
+class _Guest:
+    """The memory and ``realloc`` named by one ``canon`` option set (:class:`canonical_abi.GuestMemory`)."""
+
+    __slots__ = ("memory", "realloc_func", "store")
+
+    def __init__(self, store: wasmtime.Store, memory: wasmtime.Memory | None, realloc: wasmtime.Func | None) -> None:
+        self.store = store
+        self.memory = memory
+        self.realloc_func = realloc
+
+    def view(self) -> memoryview:
+        if self.memory is None:
+            return _EMPTY
+        base = ctypes.cast(self.memory.data_ptr(self.store), ctypes.c_void_p).value or 0
+        n = self.memory.data_len(self.store)
+        return ADDRESS_SPACE[base : base + n] if n else _EMPTY
+
+    def realloc(self, old: int, old_size: int, align: int, new_size: int) -> int:
+        if self.realloc_func is None:
+            raise CanonicalTrap("the component gave no realloc for a value that needs one")
+        answer = self.realloc_func(self.store, old, old_size, align, new_size)
+        return int(answer) % 2**32
+
+
+@dataclass(frozen=True, slots=True)
+class _Export:
+    func: wasmtime.Func
+    guest: _Guest
+    post_return: wasmtime.Func | None
+
+
+class PlainInstance:
+    """A plain component instantiated in one store: its exported functions, callable with lowered values."""
+
+    def __init__(self, store: wasmtime.Store, exports: dict[str, _Export]) -> None:
+        self.store = store
+        self._exports = exports
+
+    def has(self, name: str) -> bool:
+        return name in self._exports
+
+    def call(self, name: str, func: WitFunc, args: Sequence[Any]) -> Any:
+        """Call export ``name`` of type ``func`` with lowered ``args``; its lowered result (None without one).
+
+        Raises CanonicalTrap: an ABI rule broken while lifting or lowering; wasmtime.Trap / WasmtimeError:
+        the guest trapped.
+        """
+        export = self._exports[name]
+        params, results = flatten_func(func, lift=True)
+        flat = lower_values(export.guest, args, [t for _, t in func.params], MAX_FLAT_PARAMS)
+        raw = export.func(self.store, *flat_iter(params, flat))
+        if func.result is None:
+            value = None
+            core: list[Any] = []
+        else:
+            core = list(raw) if isinstance(raw, list) else [raw]
+            value = lift_values(export.guest, core, [func.result], MAX_FLAT_RESULTS)[0]
+        if export.post_return is not None:
+            export.post_return(self.store, *core)
+        del results
+        return value
+
+
+def instantiate_plan(
+    store: wasmtime.Store,
+    plan: Plan,
+    modules: Sequence[wasmtime.Module],
+    host: Mapping[str, HostFunction],
+) -> PlainInstance:
+    """Instantiate ``plan`` (its ``modules`` compiled) in ``store``, its imports answered by ``host``.
+
+    Raises wasmtime.Trap / WasmtimeError: a core start function trapped, or a core instantiation failed;
+    KeyError: an import ``host`` lacks (the kind checked the imports before).
+    """
+    space: dict[str, list[Any]] = {"func": [], "table": [], "memory": [], "global": []}
+    instances: list[Mapping[str, Any]] = []
+    for step in plan.steps:
+        if isinstance(step, Instantiate):
+            module = modules[step.module]
+            args = dict(step.args)
+            imports = [instances[args[imp.module]][imp.name] for imp in module.imports]
+            instances.append(wasmtime.Instance(store, module, imports).exports(store))
+        elif isinstance(step, InlineInstance):
+            instances.append({name: space[item.sort][item.index] for name, item in step.exports})
+        elif isinstance(step, AliasCore):
+            space[step.sort].append(instances[step.instance][step.name])
+        elif isinstance(step, Lower):
+            space["func"].append(_lowered(store, step, host[step.import_name], space))
+    exports = {name: _export(store, lift, space) for name, lift in plan.exports}
+    return PlainInstance(store, exports)
+
+
+def _guest(store: wasmtime.Store, options: CanonOptions, space: dict[str, list[Any]]) -> _Guest:
+    memory = None if options.memory is None else space["memory"][options.memory]
+    realloc = None if options.realloc is None else space["func"][options.realloc]
+    return _Guest(store, memory, realloc)
+
+
+def _export(store: wasmtime.Store, lift: Lift, space: dict[str, list[Any]]) -> _Export:
+    post = None if lift.options.post_return is None else space["func"][lift.options.post_return]
+    return _Export(space["func"][lift.core_func], _guest(store, lift.options, space), post)
+
+
+def _lowered(
+    store: wasmtime.Store, step: Lower, function: HostFunction, space: dict[str, list[Any]]
+) -> wasmtime.Func:
+    """The core function a ``canon lower`` of a host function makes (memory and realloc looked up when called:
+    ``canon lower`` may name a memory of an instance made after it, as the fixup module's table does)."""
+    func, handler = function
+    params, results = flatten_func(func, lift=False)
+    types = [t for _, t in func.params]
+    ty = wasmtime.FuncType([_VALTYPES[p]() for p in params], [_VALTYPES[r]() for r in results])
+    guest_box: list[_Guest] = []
+
+    def call(*core: Any) -> Any:
+        if not guest_box:
+            guest_box.append(_guest(store, step.options, space))
+        guest = guest_box[0]
+        try:
+            if func.result is not None and not results:  # the result goes to the return area (last param)
+                args = lift_values(guest, core[:-1], types, MAX_FLAT_PARAMS)
+                value = handler(args)
+                store_result(guest, int(core[-1]), func.result, value)
+                return None
+            args = lift_values(guest, core, types, MAX_FLAT_PARAMS)
+            value = handler(args)
+            if func.result is None:
+                return None
+            flat = lower_values(guest, [value], [func.result], MAX_FLAT_RESULTS)
+            return next(iter(flat_iter(results, flat)))
+        except CanonicalTrap as exc:
+            raise wasmtime.Trap(f"kuro: {step.import_name}: {exc}") from None
+
+    return wasmtime.Func(store, ty, call)
