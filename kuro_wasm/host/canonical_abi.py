@@ -518,7 +518,10 @@ def lift_flat(mem: Callable[[], memoryview], flat: _Flat, t: WitType) -> Any:
         if pt is not None:
             case_flat = flatten(pt)
             sub = _Flat(
-                [_coerce_in(_normal(flat.values[start + i], joined[i]), joined[i], ct) for i, ct in enumerate(case_flat)],
+                [
+                    _coerce_in(_normal(flat.values[start + i], joined[i]), joined[i], ct)
+                    for i, ct in enumerate(case_flat)
+                ],
                 case_flat,
             )
             value = lift_flat(mem, sub, pt)
@@ -553,7 +556,9 @@ def lower_flat(guest: GuestMemory, t: WitType, v: Any) -> list[Any]:
     if k == "list":
         return list(_store_list(guest, t, v))
     if k in ("record", "tuple"):
-        return [x for f, fv in zip((f for f in t.items if f is not None), v, strict=True) for x in lower_flat(guest, f, fv)]
+        return [
+            x for f, fv in zip((f for f in t.items if f is not None), v, strict=True) for x in lower_flat(guest, f, fv)
+        ]
     if k in ("variant", "enum", "option", "result"):
         cases = _cases(t)
         joined = flatten(t)[1:]
@@ -561,7 +566,10 @@ def lower_flat(guest: GuestMemory, t: WitType, v: Any) -> list[Any]:
         pt = cases[index]
         out: list[Any] = [index]
         if pt is not None:
-            out.extend(_coerce_out(x, ft, joined[i]) for i, (x, ft) in enumerate(zip(lower_flat(guest, pt, payload), flatten(pt), strict=True)))
+            out.extend(
+                _coerce_out(x, ft, joined[i])
+                for i, (x, ft) in enumerate(zip(lower_flat(guest, pt, payload), flatten(pt), strict=True))
+            )
         out.extend(0.0 if joined[i] in ("f32", "f64") else 0 for i in range(len(out) - 1, len(joined)))
         return out
     if k == "flags":
@@ -573,9 +581,7 @@ def lower_flat(guest: GuestMemory, t: WitType, v: Any) -> list[Any]:
 # ---- whole parameter lists and results
 
 
-def lift_values(
-    guest: GuestMemory, values: Sequence[Any], types: Sequence[WitType], max_flat: int
-) -> tuple[Any, ...]:
+def lift_values(guest: GuestMemory, values: Sequence[Any], types: Sequence[WitType], max_flat: int) -> tuple[Any, ...]:
     """The values of ``types`` from core values: flat, or past ``max_flat`` from the tuple the one i32 points at."""
     flat_types = [x for t in types for x in flatten(t)]
     if len(flat_types) > max_flat:

@@ -154,7 +154,7 @@ def instantiate_plan(
         if isinstance(step, Instantiate):
             module = modules[step.module]
             args = dict(step.args)
-            imports = [instances[args[imp.module]][imp.name] for imp in module.imports]
+            imports = [instances[args[imp.module]][imp.name or ""] for imp in module.imports]
             instances.append(wasmtime.Instance(store, module, imports).exports(store))
         elif isinstance(step, InlineInstance):
             instances.append({name: space[item.sort][item.index] for name, item in step.exports})
@@ -177,9 +177,7 @@ def _export(store: wasmtime.Store, lift: Lift, space: dict[str, list[Any]]) -> _
     return _Export(space["func"][lift.core_func], _guest(store, lift.options, space), post)
 
 
-def _lowered(
-    store: wasmtime.Store, step: Lower, function: HostFunction, space: dict[str, list[Any]]
-) -> wasmtime.Func:
+def _lowered(store: wasmtime.Store, step: Lower, function: HostFunction, space: dict[str, list[Any]]) -> wasmtime.Func:
     """The core function a ``canon lower`` of a host function makes (memory and realloc looked up when called:
     ``canon lower`` may name a memory of an instance made after it, as the fixup module's table does)."""
     func, handler = function
