@@ -113,7 +113,7 @@ _FORMAT: Final = b"\x02"
 _HEADER: Final = _MAGIC + _FORMAT
 _TAG_LEN: Final = 32
 _MAC_CONTEXT: Final = "kuro-wasm module cache 2026-11 artifact tag v2"
-_META_CONTEXT: Final = "kuro-wasm module cache 2026-12 metadata tag v1"
+_META_CONTEXT: Final = "kuro-wasm module cache 2026-12 metadata tag v2"  # v2: a component's shape holds its plan
 _MEMORY_ENTRIES: Final = 256
 #: Artifacts above this size are tagged with BLAKE3 on every core (a componentize-py guest compiles to ~35 MB).
 _THREADED: Final = 8 << 20

@@ -53,6 +53,9 @@ __all__ = [
     "MAX_FLAT_PARAMS",
     "MAX_FLAT_RESULTS",
     "CanonicalTrap",
+    "TooLarge",
+    "EagerArgs",
+    "FlatArgs",
     "GuestMemory",
     "alignment",
     "flatten",
@@ -62,6 +65,7 @@ __all__ = [
     "load",
     "lower_flat",
     "lower_values",
+    "measure",
     "size",
     "store",
 ]
@@ -299,6 +303,56 @@ def load(mem: memoryview, ptr: int, t: WitType) -> Any:
         n = size(t)
         bits = int.from_bytes(mem[ptr : ptr + n], "little")
         return tuple(name for i, name in enumerate(t.names) if bits >> i & 1)
+    raise CanonicalTrap(f"a {t.text()} cannot cross here")
+
+
+_COUNTED: Final[dict[str, int]] = {k: n for k, (n, _) in _SCALARS.items()}
+
+
+def measure(mem: memoryview, ptr: int, t: WitType, left: int) -> int:
+    """The size of the value of type ``t`` at ``ptr`` as :func:`kuro_wasm.model.wit.value_bytes` counts it,
+    read without building it — or, once past ``left``, some count above ``left`` (the walk stops there: a list's
+    elements count at least one byte each, so it is never longer than ``left`` steps). Raises CanonicalTrap."""
+    k = t.kind
+    fixed = _COUNTED.get(k)
+    if fixed is not None:
+        return fixed
+    if k == "enum":
+        return 1
+    if k in ("string", "list"):
+        p, n = _PAIR.unpack_from(mem, ptr)
+        if k == "string":
+            return int(n)
+        elem = t.items[0]
+        assert elem is not None
+        each = _COUNTED.get(elem.kind, 1 if elem.kind == "enum" else 0)
+        if each:
+            return each * int(n)
+        es = size(elem)
+        _check(mem, p, n * es, alignment(elem), f"list<{elem.text()}>")
+        total = 0
+        for i in range(n):
+            total += max(1, measure(mem, p + i * es, elem, left - total))
+            if total > left:
+                break
+        return total
+    if k in ("record", "tuple"):
+        total = 0
+        for f, off in _FIELDS(t):
+            total += measure(mem, ptr + off, f, left - total)
+            if total > left:
+                break
+        return total
+    if k in ("variant", "option", "result"):
+        cases = _cases(t)
+        ds = _disc_size(len(cases))
+        index = int.from_bytes(mem[ptr : ptr + ds], "little")
+        if index >= len(cases):
+            raise CanonicalTrap(f"discriminant {index} of a {t.text()} is past its {len(cases)} cases")
+        pt = cases[index]
+        return 1 + (0 if pt is None else measure(mem, ptr + _align_to(ds, _max_case_alignment(cases)), pt, left - 1))
+    if k == "flags":
+        return max(1, (len(t.names) + 7) // 8)
     raise CanonicalTrap(f"a {t.text()} cannot cross here")
 
 
@@ -581,14 +635,26 @@ def lower_flat(guest: GuestMemory, t: WitType, v: Any) -> list[Any]:
 # ---- whole parameter lists and results
 
 
-def lift_values(guest: GuestMemory, values: Sequence[Any], types: Sequence[WitType], max_flat: int) -> tuple[Any, ...]:
-    """The values of ``types`` from core values: flat, or past ``max_flat`` from the tuple the one i32 points at."""
+class TooLarge(Exception):
+    """A value read from the guest is larger than the bound it was read under (it was not built)."""
+
+
+def lift_values(
+    guest: GuestMemory, values: Sequence[Any], types: Sequence[WitType], max_flat: int, bound: int | None = None
+) -> tuple[Any, ...]:
+    """The values of ``types`` from core values: flat, or past ``max_flat`` from the tuple the one i32 points at.
+
+    With a ``bound``, a value in memory is measured first (:func:`measure`) and not built past it: raises
+    TooLarge. (Flat values hold no list or string: past one flat result they lie in memory.)
+    """
     flat_types = [x for t in types for x in flatten(t)]
     if len(flat_types) > max_flat:
         tup = WitType("tuple", tuple(types))
         ptr = int(values[0]) % _U32
         mem = guest.view()
         _check(mem, ptr, size(tup), alignment(tup), "parameter or result area")
+        if bound is not None and measure(mem, ptr, tup, bound) > bound:
+            raise TooLarge
         return tuple(load(mem, ptr, tup))
     flat = _Flat(values, flat_types)
     return tuple(lift_flat(guest.view, flat, t) for t in types)
@@ -604,6 +670,56 @@ def lower_values(guest: GuestMemory, values: Sequence[Any], types: Sequence[WitT
         store(guest, ptr, tup, tuple(values))
         return [ptr]
     return [x for t, v in zip(types, values, strict=True) for x in lower_flat(guest, t, v)]
+
+
+class FlatArgs:
+    """An imported function's flat arguments, each lifted only when asked (``size`` of a string or list without
+    copying it), so a host function can refuse a value past its bound before it is built."""
+
+    __slots__ = ("guest", "starts", "types", "values")
+
+    def __init__(self, guest: GuestMemory, values: Sequence[Any], types: Sequence[WitType]) -> None:
+        self.guest = guest
+        self.values = values
+        self.types = types
+        starts, at = [], 0
+        for t in types:
+            starts.append(at)
+            at += len(flatten(t))
+        self.starts = starts
+
+    def size(self, i: int) -> int:
+        """The byte length of the string or list argument ``i`` (its elements' bytes)."""
+        t = self.types[i]
+        n = int(self.values[self.starts[i] + 1]) % _U32
+        if t.kind == "string":
+            return n
+        elem = t.items[0]
+        assert elem is not None
+        return n * size(elem)
+
+    def value(self, i: int) -> Any:
+        t = self.types[i]
+        start = self.starts[i]
+        flat_types = flatten(t)
+        return lift_flat(self.guest.view, _Flat(self.values[start : start + len(flat_types)], flat_types), t)
+
+
+class EagerArgs:
+    """Arguments already lifted (from a parameter area in memory)."""
+
+    __slots__ = ("types", "values")
+
+    def __init__(self, values: Sequence[Any], types: Sequence[WitType]) -> None:
+        self.values = values
+        self.types = types
+
+    def size(self, i: int) -> int:
+        v = self.values[i]
+        return len(v.encode("utf-8", "surrogatepass")) if isinstance(v, str) else len(v)
+
+    def value(self, i: int) -> Any:
+        return self.values[i]
 
 
 def store_result(guest: GuestMemory, retptr: int, t: WitType, v: Any) -> None:

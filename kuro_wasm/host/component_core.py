@@ -37,7 +37,10 @@ from kuro_wasm.host.canonical_abi import (
     MAX_FLAT_PARAMS,
     MAX_FLAT_RESULTS,
     CanonicalTrap,
+    EagerArgs,
+    FlatArgs,
     flat_iter,
+    flatten,
     flatten_func,
     lift_values,
     lower_values,
@@ -56,9 +59,9 @@ from kuro_wasm.model.wit import WitFunc
 
 __all__ = ["HostFunction", "PlainInstance", "compile_modules", "instantiate_plan"]
 
-#: A host function for the plain path: its WIT type, and (lowered args) → lowered result; raises CanonicalTrap
-#: (or wasmtime.Trap) to trap the guest.
-HostFunction = tuple[WitFunc, Callable[[tuple[Any, ...]], Any]]
+#: A host function for the plain path: its WIT type, and (its args, lifted when asked: :class:`FlatArgs` or
+#: :class:`EagerArgs`) → its lowered result; raises CanonicalTrap or wasmtime.Trap to trap the guest.
+HostFunction = tuple[WitFunc, Callable[[Any], Any]]
 
 _VALTYPES: Final[dict[str, Callable[[], wasmtime.ValType]]] = {
     "i32": wasmtime.ValType.i32,
@@ -115,11 +118,12 @@ class PlainInstance:
     def has(self, name: str) -> bool:
         return name in self._exports
 
-    def call(self, name: str, func: WitFunc, args: Sequence[Any]) -> Any:
+    def call(self, name: str, func: WitFunc, args: Sequence[Any], bound: int | None = None) -> Any:
         """Call export ``name`` of type ``func`` with lowered ``args``; its lowered result (None without one).
 
-        Raises CanonicalTrap: an ABI rule broken while lifting or lowering; wasmtime.Trap / WasmtimeError:
-        the guest trapped.
+        Raises CanonicalTrap: an ABI rule broken while lifting or lowering; TooLarge: the result is past
+        ``bound`` (:func:`kuro_wasm.model.wit.value_bytes`; it was not built, and post-return was not called);
+        wasmtime.Trap / WasmtimeError: the guest trapped.
         """
         export = self._exports[name]
         params, results = flatten_func(func, lift=True)
@@ -130,7 +134,7 @@ class PlainInstance:
             core: list[Any] = []
         else:
             core = list(raw) if isinstance(raw, list) else [raw]
-            value = lift_values(export.guest, core, [func.result], MAX_FLAT_RESULTS)[0]
+            value = lift_values(export.guest, core, [func.result], MAX_FLAT_RESULTS, bound)[0]
         if export.post_return is not None:
             export.post_return(self.store, *core)
         del results
@@ -183,6 +187,7 @@ def _lowered(store: wasmtime.Store, step: Lower, function: HostFunction, space: 
     func, handler = function
     params, results = flatten_func(func, lift=False)
     types = [t for _, t in func.params]
+    direct = sum(len(flatten(t)) for t in types) <= MAX_FLAT_PARAMS
     ty = wasmtime.FuncType([_VALTYPES[p]() for p in params], [_VALTYPES[r]() for r in results])
     guest_box: list[_Guest] = []
 
@@ -191,17 +196,18 @@ def _lowered(store: wasmtime.Store, step: Lower, function: HostFunction, space: 
             guest_box.append(_guest(store, step.options, space))
         guest = guest_box[0]
         try:
-            if func.result is not None and not results:  # the result goes to the return area (last param)
-                args = lift_values(guest, core[:-1], types, MAX_FLAT_PARAMS)
-                value = handler(args)
+            retptr = func.result is not None and not results  # the result goes to the return area (last param)
+            flat = core[:-1] if retptr else core
+            args: Any = FlatArgs(guest, flat, types) if direct else EagerArgs(lift_values(guest, flat, types, 0), types)
+            value = handler(args)
+            if retptr:
+                assert func.result is not None
                 store_result(guest, int(core[-1]), func.result, value)
                 return None
-            args = lift_values(guest, core, types, MAX_FLAT_PARAMS)
-            value = handler(args)
             if func.result is None:
                 return None
-            flat = lower_values(guest, [value], [func.result], MAX_FLAT_RESULTS)
-            return next(iter(flat_iter(results, flat)))
+            out = lower_values(guest, [value], [func.result], MAX_FLAT_RESULTS)
+            return next(iter(flat_iter(results, out)))
         except CanonicalTrap as exc:
             raise wasmtime.Trap(f"kuro: {step.import_name}: {exc}") from None
 

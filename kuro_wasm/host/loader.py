@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -46,7 +46,7 @@ from kuro_fs.unixfs import MissingBlock, file_root_info, write_file
 from kuro_wasm.errors import LoadError
 from kuro_wasm.host.cache import ModuleCache, cache_for
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
-from kuro_wasm.host.kind import Entry, GuestKind
+from kuro_wasm.host.kind import Entry, GuestKind, GuestParts
 from kuro_wasm.host.kinds import classify
 from kuro_wasm.model.sessions import GUEST_OPTIONAL_KEYS
 from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, is_component, read_shape
@@ -184,7 +184,7 @@ def _describe_with(engine: wasmtime.Engine) -> Any:
             if is_component(data):
                 from kuro_wasm.host.component_types import component_shape
 
-                return component_shape(engine, compiled).to_bytes()
+                return component_shape(engine, compiled, data).to_bytes()
             return read_shape(data).to_bytes()
         except (ShapeError, ValueError) as exc:
             raise _Unreadable(str(exc)) from exc
@@ -280,9 +280,13 @@ def prepare(
     if isinstance(kind, str):
         return LoadFailure("load-error", kind)
     try:
-        pre = kind.link(engine, module)
+        pre = kind.link(engine, module, GuestParts(shape, _parts(cache, engine, key, wasm)))
     except wasmtime.WasmtimeError as exc:  # an import the kind cannot link (a component's mistyped host function)
         return LoadFailure("load-error", f"guest {cid} cannot be linked: {_first_line(exc)}")
+    except _Refused:  # the guest's bytes, needed for a part of it not cached, could not be fetched
+        failure = fetched[-1]
+        assert isinstance(failure, LoadFailure)
+        return failure
     ready = Prepared(cid, module, pre, shape, kind)
     with _PREPARED_LOCK:
         _PREPARED[key] = ready
@@ -293,6 +297,24 @@ def prepare(
 
 class _Refused(Exception):
     pass
+
+
+def _parts(
+    cache: ModuleCache, engine: wasmtime.Engine, key: tuple[str, str], wasm: Callable[[], bytes]
+) -> Callable[[str, Callable[[bytes], bytes]], wasmtime.Module]:
+    """``GuestParts.core_module`` for guest ``key[0]``: cached under ``CID#name``; the guest's bytes (fetched and
+    verified by ``wasm``) read at most once."""
+    got: list[bytes] = []
+
+    def data() -> bytes:
+        if not got:
+            got.append(wasm())
+        return got[0]
+
+    def core_module(name: str, piece: Callable[[bytes], bytes]) -> wasmtime.Module:
+        return cache.get_or_compile(engine, key[1], f"{key[0]}#{name}", lambda: piece(data()))
+
+    return core_module
 
 
 def _cid_only(block: bytes, codec: str = "raw") -> str:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "CanonOptions",
@@ -40,6 +40,7 @@ __all__ = [
     "Plan",
     "Lift",
     "NotPlain",
+    "plan_from_data",
     "read_plan",
 ]
 
@@ -129,15 +130,62 @@ Step = Instantiate | InlineInstance | AliasCore | Lower
 class Plan:
     """How to instantiate a plain component: its core modules (bytes), the steps, and its exported functions."""
 
+    #: the core modules' bytes (empty in a plan read back by :func:`plan_from_data`: they are cached compiled)
     modules: tuple[bytes, ...]
     steps: tuple[Step, ...]
     #: exported function name (``run`` or ``interface#func``) → its lift
     exports: tuple[tuple[str, Lift], ...]
-    #: the component functions it imports, as ``instance#func``
+    #: the component's imported instances
     imports: tuple[str, ...]
+    #: how many core modules there are
+    module_count: int = 0
 
     def export(self, name: str) -> Lift | None:
         return next((lift for n, lift in self.exports if n == name), None)
+
+    def to_data(self) -> Any:
+        """A JSON-able form without the modules' bytes (:func:`plan_from_data` reads it back)."""
+        return {
+            "modules": self.module_count,
+            "steps": [_step_data(s) for s in self.steps],
+            "exports": [[n, lift.core_func, _options_data(lift.options)] for n, lift in self.exports],
+            "imports": list(self.imports),
+        }
+
+
+def _options_data(o: CanonOptions) -> list[int | None]:
+    return [o.memory, o.realloc, o.post_return]
+
+
+def _step_data(s: Step) -> list[Any]:
+    if isinstance(s, Instantiate):
+        return ["instantiate", s.module, [list(a) for a in s.args]]
+    if isinstance(s, InlineInstance):
+        return ["inline", [[n, e.sort, e.index] for n, e in s.exports]]
+    if isinstance(s, AliasCore):
+        return ["alias", s.sort, s.instance, s.name]
+    return ["lower", s.import_name, _options_data(s.options)]
+
+
+def plan_from_data(data: Any) -> Plan:
+    """The plan :meth:`Plan.to_data` wrote (no module bytes). Raises ValueError for anything else."""
+    try:
+        steps: list[Step] = []
+        for s in data["steps"]:
+            if s[0] == "instantiate":
+                steps.append(Instantiate(int(s[1]), tuple((str(n), int(i)) for n, i in s[2])))
+            elif s[0] == "inline":
+                steps.append(InlineInstance(tuple((str(n), CoreExport(str(k), int(i))) for n, k, i in s[1])))
+            elif s[0] == "alias":
+                steps.append(AliasCore(str(s[1]), int(s[2]), str(s[3])))
+            elif s[0] == "lower":
+                steps.append(Lower(str(s[1]), CanonOptions(*s[2])))
+            else:
+                raise ValueError(f"unknown step {s[0]!r}")
+        exports = tuple((str(n), Lift(int(f), CanonOptions(*o))) for n, f, o in data["exports"])
+        return Plan((), tuple(steps), exports, tuple(map(str, data["imports"])), int(data["modules"]))
+    except (KeyError, TypeError, IndexError) as exc:
+        raise ValueError(f"not a stored component plan: {exc}") from exc
 
 
 # ---- reading
@@ -356,7 +404,7 @@ def read_plan(data: bytes) -> Plan:
             exports.extend((f"{name}#{fname}", _lift_of_func(func, name)) for fname, func in inst.items())
         elif sort != "type":
             raise NotPlain(f"exports a {sort}")
-    return Plan(tuple(c.modules), tuple(c.steps), tuple(exports), tuple(c.import_names))
+    return Plan(tuple(c.modules), tuple(c.steps), tuple(exports), tuple(c.import_names), len(c.modules))
 
 
 def _lift_of(c: _Component, index: int) -> Lift:

@@ -11,9 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import wasmtime
+import wasmtime.component as wc
 from hostkit import GUESTS, component
 
+from kuro_wasm.host.component_types import component_shape
+from kuro_wasm.host.engine import EngineConfig, engine_for
 from kuro_wasm.host.fixtures import case_files, load_case, run_case
+from kuro_wasm.host.kind import GuestParts
+from kuro_wasm.host.kinds import component as component_kind
 
 CASES = case_files(GUESTS / "components" / "fixtures")
 
@@ -33,3 +39,46 @@ def test_component_fixture(path: Path, home: Path) -> None:
     result = run_case(load_case(path), path.parent, home=home, resolve=_built)
     assert result.status == "pass", "\n".join(result.problems)
     assert result.receipt is not None and result.receipt["kuro/isolation"] == "wasmtime"
+
+
+#: What may differ between two runs of one case on the two component paths: the clock, and the engine's own words
+#: around a trap (its backtrace) — the trap's kind is compared.
+_NOT_COMPARED = frozenset({"kuro/started-at", "kuro/finished-at", "kuro/duration-ms", "kuro/trap"})
+
+
+def _plain(name: str) -> bool:
+    """Whether the guest of a case runs through the host's own canonical ABI (a plain component of the world)."""
+    wasm = component(name.partition(":")[2])
+    return component_kind._plain_parts(_parts_of(wasm)) is not None
+
+
+def _parts_of(wasm: bytes) -> GuestParts:
+    engine = engine_for(EngineConfig())
+    shape = component_shape(engine, wc.Component(engine, wasm), wasm)
+    return GuestParts(shape, lambda _name, piece: wasmtime.Module(engine, piece(wasm)))
+
+
+_GUESTS = {p: load_case(p).guest for p in CASES}
+PLAIN = [p for p in CASES if _GUESTS[p].startswith("component:") and _plain(_GUESTS[p])]
+
+
+@pytest.mark.parametrize("path", PLAIN, ids=[p.stem for p in PLAIN])
+def test_a_plain_components_case_gives_the_same_receipt_on_both_paths(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = load_case(path)
+    ours = run_case(case, path.parent, home=False, resolve=_built).receipt
+    monkeypatch.setattr(component_kind.KIND, "plain", False)
+    engine = run_case(case, path.parent, home=False, resolve=_built).receipt
+    assert ours is not None and engine is not None
+    assert {k: v for k, v in ours.items() if k not in _NOT_COMPARED} == {
+        k: v for k, v in engine.items() if k not in _NOT_COMPARED
+    }
+    if "kuro/trap" in engine:
+        assert ours["kuro/trap"]["kind"] == engine["kuro/trap"]["kind"]
+
+
+def test_the_plain_path_claims_the_kuro_world_components_and_not_the_wasi_ones() -> None:
+    assert len(PLAIN) >= 40
+    assert {_plain(f"component:{n}") for n in ("typed", "py-tool")} == {True}
+    assert {_plain(f"component:{n}") for n in ("py-wasi", "exiting", "environ", "entropy")} == {False}
