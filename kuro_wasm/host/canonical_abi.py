@@ -322,14 +322,15 @@ def measure(mem: memoryview, ptr: int, t: WitType, left: int) -> int:
     if k in ("string", "list"):
         p, n = _PAIR.unpack_from(mem, ptr)
         if k == "string":
+            _check(mem, p, n, 1, "string")
             return int(n)
         elem = t.items[0]
         assert elem is not None
+        es = size(elem)
+        _check(mem, p, n * es, alignment(elem), f"list<{elem.text()}>")  # as loading it would
         each = _COUNTED.get(elem.kind, 1 if elem.kind == "enum" else 0)
         if each:
             return each * int(n)
-        es = size(elem)
-        _check(mem, p, n * es, alignment(elem), f"list<{elem.text()}>")
         total = 0
         for i in range(n):
             total += max(1, measure(mem, p + i * es, elem, left - total))

@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 import wasmtime
 import wasmtime.component as wc
-from hostkit import component
+from hostkit import GUESTS, component, make_fs, make_session
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.host.api import run
 from kuro_wasm.host.calls import register_run, unregister_run
 from kuro_wasm.host.canonical_abi import CanonicalTrap, alignment, flatten, load, size
 from kuro_wasm.host.component_core import compile_modules, instantiate_plan
@@ -25,8 +27,10 @@ from kuro_wasm.host.component_types import component_shape
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.kinds.component import KIND
 from kuro_wasm.host.kuro_world import SIGNATURES
+from kuro_wasm.host.loader import add_guest
 from kuro_wasm.model import wit
 from kuro_wasm.model.component_binary import NotPlain, read_plan
+from kuro_wasm.model.sessions import guest
 from kuro_wasm.model.wit import WitFunc, WitType
 
 _ENGINE = wasmtime.Engine()
@@ -172,3 +176,46 @@ def test_what_the_canonical_abi_traps_on_traps(t: WitType, memory: bytes, why: s
 def test_a_bool_is_any_non_zero_byte_and_unknown_flag_bits_are_ignored() -> None:
     assert load(memoryview(b"\x07"), 0, WitType("bool")) is True
     assert load(memoryview(b"\xff"), 0, WitType("flags", (), ("a", "b"))) == ("a", "b")
+
+
+# ---- hostile guests: the same outcome on both paths
+
+
+def _hostile_run(export: str, args: list[Any], plain: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    monkeypatch.setattr(KIND, "plain", plain)
+    wasm = bytes(wasmtime.wat2wasm((GUESTS / "components" / "text" / "hostile-abi.wat").read_text(encoding="utf-8")))
+    store = MemoryBlockStore()
+    fs = make_fs(store, {"a.txt": "secret"})
+    cid = add_guest(store, wasm)
+    receipt: dict[str, Any] = run(make_session(fs), guest(cid, export, args), store=store, fs=fs, home=False)
+    return receipt
+
+
+@pytest.mark.parametrize(
+    ("export", "args"),
+    [
+        ("oob-realloc", ["x"]),
+        ("odd-realloc", [[1, 2]]),
+        ("trap-realloc", ["x"]),
+        ("bad-utf8", []),
+        ("huge-list", []),
+        ("bad-char", []),
+        ("bad-option", []),
+        ("read-oob", []),
+    ],
+)
+def test_a_guest_breaking_a_canonical_abi_rule_traps_on_both_paths(
+    export: str, args: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ours, engine = (_hostile_run(export, args, plain, monkeypatch) for plain in (True, False))
+    for receipt in (ours, engine):
+        assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("trap", 134), receipt
+        assert "kuro/result" not in receipt
+    assert ours["kuro/trap"]["kind"] == engine["kuro/trap"]["kind"]
+    assert ours.get("kuro/reads") == engine.get("kuro/reads")
+
+
+def test_a_bool_of_seven_is_true_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    for plain in (True, False):
+        receipt = _hostile_run("bool-seven", [], plain, monkeypatch)
+        assert (receipt["kuro/outcome"], receipt["kuro/result"]) == ("ok", True), receipt

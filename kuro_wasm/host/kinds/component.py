@@ -547,8 +547,8 @@ def _call_plain(instance: PlainInstance, entry: Entry, run: RunContext) -> CallO
         value = instance.call(entry.export, func, entry.args, run.max_value_bytes)
     except TooLarge:
         return CallOutcome(trap=TrapInfo(None, f"kuro: {too_large} lets one call carry"))
-    except CanonicalTrap as exc:
-        return CallOutcome(trap=TrapInfo(None, f"kuro: export {entry.export!r}: {exc}"))
+    except CanonicalTrap as exc:  # lifting or lowering broke an ABI rule: the engine's path reports it as an error
+        return CallOutcome(error=f"kuro: export {entry.export!r}: {exc}")
     except wasmtime.Trap as trap:
         return CallOutcome(trap=trap)
     except wasmtime.WasmtimeError as exc:
