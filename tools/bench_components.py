@@ -3,13 +3,15 @@
 Called by ``tools/bench.py`` (section ``components``); every function returns plain numbers.
 
 (a) one component call that makes two host calls (``run`` → ``output.write`` twice), on an
-    instantiated component, through this host's raw C-API path vs wasmtime-py's public
-    ``Func.__call__`` with ``LinkerInstance.add_func`` host functions (no receipt either side);
+    instantiated component, through this host's own canonical ABI (the component's core modules) vs
+    wasmtime-py's public ``Func.__call__`` with ``LinkerInstance.add_func`` host functions (no receipt
+    either side); this host's engine component path (raw C API) is measured beside them;
 (b) bytes across the boundary: ``fs.read`` of a file then ``output.write`` of it (``list<u8>`` both
     ways) in a full run with a receipt, vs the same component on the public API with Python host
     functions returning/taking ``bytes`` (its per-element conversion), MB/s of file size, run in
-    alternating rounds (kuro, public, kuro, public …) and the best of each taken; ``max_value_bytes``
-    is raised to the size (its default, 4 MiB, would answer a 16 MiB read ``too-large``);
+    alternating rounds (kuro, kuro's engine path, public, kuro …) and the best of each taken;
+    ``max_value_bytes`` is raised to the size (its default, 4 MiB, would answer a 16 MiB read
+    ``too-large``);
 (c) loading the cached componentize-py guest (~18 MB, ~35 MB compiled) from the on-disk module
     cache in a fresh memory layer vs compiling it.
 """
@@ -38,6 +40,7 @@ from kuro_wasm.host.cache import ModuleCache  # noqa: E402
 from kuro_wasm.host.calls import register_run, unregister_run  # noqa: E402
 from kuro_wasm.host.context import RunContext  # noqa: E402
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key  # noqa: E402
+from kuro_wasm.host.kind import GuestParts  # noqa: E402
 from kuro_wasm.host.kinds.component import KIND  # noqa: E402
 from kuro_wasm.host.loader import _describe_with, add_guest  # noqa: E402
 from kuro_wasm.model.sessions import guest, session  # noqa: E402
@@ -87,12 +90,25 @@ def bench_call(n: int) -> dict[str, float]:
     entry = KIND.entry(shape, "run", ["x"])
     assert not isinstance(entry, str), entry
     # kuro: the kind's linker and call path, with a run context that accepts every chunk
-    store = wasmtime.Store(engine)
-    store.set_epoch_deadline(2**62)  # the engine interrupts by epoch; no ticker runs here
+    parts = GuestParts(shape, lambda _name, piece: wasmtime.Module(engine, piece(wasm)))
+    linked = KIND.link(engine, component, parts)
     ctx = RunContext(grant=frozenset(CAPS), emit=lambda _s, _d: True)
-    register_run(store, ctx)
-    instance, failed = KIND.instantiate(store, KIND.link(engine, component))
-    assert failed is None, failed
+    stores: list[wasmtime.Store] = []
+
+    def instance_of(plain: bool) -> Any:
+        store = wasmtime.Store(engine)
+        store.set_epoch_deadline(2**62)  # the engine interrupts by epoch; no ticker runs here
+        register_run(store, ctx)
+        stores.append(store)
+        KIND.plain = plain
+        try:
+            instance, failed = KIND.instantiate(store, linked)
+        finally:
+            KIND.plain = True
+        assert failed is None, failed
+        return store, instance
+
+    (store, instance), (estore, einstance) = instance_of(True), instance_of(False)
     # anchor: the public API on the same component
     sink: list[bytes] = []
     pstore = wasmtime.Store(engine)
@@ -107,9 +123,11 @@ def bench_call(n: int) -> dict[str, float]:
 
     try:
         ours, public = _interleaved(lambda: KIND.call(store, instance, entry, ctx), public_call, n)
+        engine_path, _ = _interleaved(lambda: KIND.call(estore, einstance, entry, ctx), public_call, n)
     finally:
-        unregister_run(store)
-    return {"kuro_us": ours * 1e6, "public_us": public * 1e6}
+        for s in stores:
+            unregister_run(s)
+    return {"kuro_us": ours * 1e6, "public_us": public * 1e6, "kuro_engine_path_us": engine_path * 1e6}
 
 
 def _shape(engine: wasmtime.Engine, wasm: bytes, component: wc.Component) -> Any:
@@ -154,14 +172,24 @@ def bench_bytes(size: int, rounds: int, both_ways: bool = True) -> dict[str, flo
         if both_ways:
             assert len(sink.pop()) == size
 
+    def engine_path() -> None:  # kuro's run on the engine's component path (the C API's value vectors)
+        KIND.plain = False
+        try:
+            ours()
+        finally:
+            KIND.plain = True
+
     ours_s: list[float] = []
     public_s: list[float] = []
+    engine_s: list[float] = []
     for _ in range(rounds):
         ours_s.append(_timed(ours))
+        engine_s.append(_timed(engine_path))
         public_s.append(_timed(public))
     return {
         "kuro_mb_s": size / min(ours_s) / 1e6,
         "public_mb_s": size / min(public_s) / 1e6,
+        "kuro_engine_path_mb_s": size / min(engine_s) / 1e6,
         "size": size,
         "rounds": rounds,
     }

@@ -17,10 +17,14 @@ range, a listing), is ``err(too-large)``; ``stdin.read`` returns at most that
 many bytes (a short read, as always allowed). Core modules need no such bound:
 their bytes are copied into guest memory directly.
 
+Each function reads its arguments through :class:`Args` (a size before the value) and answers a
+value, so one implementation serves both ways into a component: :data:`WORLD_FUNCTIONS` for the host's
+own canonical ABI (:mod:`kuro_wasm.host.component_core`), and :data:`HOST_FUNCTIONS`, the same functions
+over wasmtime's C value vectors (:mod:`kuro_wasm.host.component_values`).
+
 ## Effects
 The run's stream, stdin (blocking on its condition variable), and kuro.fs value;
-results are written into wasmtime's C value vectors
-(:mod:`kuro_wasm.host.component_values`).
+C-path results are written into wasmtime's C value vectors.
 """
 
 from __future__ import annotations

@@ -41,6 +41,13 @@ functions answer ``err(too-large)`` (:mod:`kuro_wasm.host.kuro_world`); a result
 past it is counted as it is read (:class:`~kuro_wasm.host.component_values.Budget`),
 never built, and ends the run as a trap saying so.
 
+Two paths, one kind: a *plain* component of the world (its shape read from its
+bytes, :mod:`kuro_wasm.model.component_binary`, and no WASI import) runs as its
+core modules, with the host's own canonical ABI (:mod:`kuro_wasm.host.component_core`:
+a ``list<u8>`` is one ``realloc`` and one copy); every other component runs
+through wasmtime's component C API. :attr:`ComponentKind.plain` (True) is the
+switch the differential tests turn off to run a plain component the engine's way.
+
 ## Effects
 wasmtime's component C API: one linker per engine, or per component for one
 importing WASI (instantiated per run — the C API has no component
