@@ -26,11 +26,13 @@ imports); what the host functions do (the caller's ``host`` mapping).
 from __future__ import annotations
 
 import ctypes
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import wasmtime
+from wasmtime import _ffi as ffi
 
 from kuro_wasm.host.calls import ADDRESS_SPACE
 from kuro_wasm.host.canonical_abi import (
@@ -46,6 +48,7 @@ from kuro_wasm.host.canonical_abi import (
     lower_values,
     store_result,
 )
+from kuro_wasm.host.engine import call_export, context_address, foreign
 from kuro_wasm.model.component_binary import (
     AliasCore,
     CanonOptions,
@@ -70,6 +73,20 @@ _VALTYPES: Final[dict[str, Callable[[], wasmtime.ValType]]] = {
     "f64": wasmtime.ValType.f64,
 }
 _EMPTY: Final = memoryview(b"")
+#: How each core value sits in a 16-byte ``wasmtime_val_raw_t`` (little-endian, at offset 0).
+_RAW: Final[dict[str, str]] = {"i32": "i12x", "i64": "q8x", "f32": "f12x", "f64": "d8x"}
+_P = ctypes.c_void_p
+_Unchecked = ctypes.CFUNCTYPE(_P, _P, _P, _P, ctypes.c_size_t)
+_Finalizer = ctypes.CFUNCTYPE(None, _P)
+_NULL_FINALIZER: Final = _Finalizer()
+_memory_data = foreign("wasmtime_memory_data", _P, _P, _P, keep_gil=True)
+_memory_data_size = foreign("wasmtime_memory_data_size", ctypes.c_size_t, _P, _P, keep_gil=True)
+_func_new_unchecked = foreign("wasmtime_func_new_unchecked", None, _P, _P, _Unchecked, _P, _Finalizer, _P)
+
+
+def _trap(message: str) -> int:
+    raw = message.encode("utf-8", "replace")
+    return int(ctypes.cast(ffi.wasmtime_trap_new(raw, len(raw)), ctypes.c_void_p).value or 0)
 
 
 def compile_modules(engine: wasmtime.Engine, plan: Plan) -> tuple[wasmtime.Module, ...]:
@@ -80,25 +97,46 @@ def compile_modules(engine: wasmtime.Engine, plan: Plan) -> tuple[wasmtime.Modul
 class _Guest:
     """The memory and ``realloc`` named by one ``canon`` option set (:class:`canonical_abi.GuestMemory`)."""
 
-    __slots__ = ("memory", "realloc_func", "store")
+    __slots__ = ("cctx", "memory", "memory_ref", "realloc_func", "store")
 
     def __init__(self, store: wasmtime.Store, memory: wasmtime.Memory | None, realloc: wasmtime.Func | None) -> None:
         self.store = store
         self.memory = memory
         self.realloc_func = realloc
+        self.cctx = context_address(store)
+        self.memory_ref = 0 if memory is None else ctypes.addressof(memory._memory)
 
     def view(self) -> memoryview:
-        if self.memory is None:
+        """The memory now: its base and size asked of wasmtime each time (two C calls; ``realloc`` and the guest
+        may have grown — and moved — it since)."""
+        if not self.memory_ref:
             return _EMPTY
-        base = ctypes.cast(self.memory.data_ptr(self.store), ctypes.c_void_p).value or 0
-        n = self.memory.data_len(self.store)
+        base = _memory_data(self.cctx, self.memory_ref) or 0
+        n = _memory_data_size(self.cctx, self.memory_ref)
         return ADDRESS_SPACE[base : base + n] if n else _EMPTY
 
     def realloc(self, old: int, old_size: int, align: int, new_size: int) -> int:
         if self.realloc_func is None:
             raise CanonicalTrap("the component gave no realloc for a value that needs one")
-        answer = self.realloc_func(self.store, old, old_size, align, new_size)
+        (answer,) = _call(self.store, self.realloc_func, _REALLOC, (old, old_size, align, new_size), ("i32",))
         return int(answer) % 2**32
+
+
+_REALLOC: Final = ("i32", "i32", "i32", "i32")
+
+
+def _call(
+    store: wasmtime.Store, func: wasmtime.Func, params: Sequence[str], args: Sequence[Any], results: Sequence[str]
+) -> tuple[Any, ...]:
+    """Call a core function through the raw C call (:func:`kuro_wasm.host.engine.call_export`: no per-call type
+    reflection). Raises wasmtime.Trap / WasmtimeError as wasmtime-py's ``Func.__call__`` would."""
+    outcome = call_export(store, func._func, params, args, results)
+    if outcome.trap is not None:
+        assert isinstance(outcome.trap, wasmtime.Trap)
+        raise outcome.trap
+    if outcome.error is not None:
+        raise wasmtime.WasmtimeError(outcome.error)
+    return tuple(outcome.values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +149,10 @@ class _Export:
 class PlainInstance:
     """A plain component instantiated in one store: its exported functions, callable with lowered values."""
 
-    def __init__(self, store: wasmtime.Store, exports: dict[str, _Export]) -> None:
+    def __init__(self, store: wasmtime.Store, exports: dict[str, _Export], keep: list[Any]) -> None:
         self.store = store
         self._exports = exports
+        self._keep = keep
 
     def has(self, name: str) -> bool:
         return name in self._exports
@@ -128,16 +167,12 @@ class PlainInstance:
         export = self._exports[name]
         params, results = flatten_func(func, lift=True)
         flat = lower_values(export.guest, args, [t for _, t in func.params], MAX_FLAT_PARAMS)
-        raw = export.func(self.store, *flat_iter(params, flat))
-        if func.result is None:
-            value = None
-            core: list[Any] = []
-        else:
-            core = list(raw) if isinstance(raw, list) else [raw]
-            value = lift_values(export.guest, core, [func.result], MAX_FLAT_RESULTS, bound)[0]
+        core = _call(self.store, export.func, params, flat, results)
+        value = (
+            None if func.result is None else lift_values(export.guest, core, [func.result], MAX_FLAT_RESULTS, bound)[0]
+        )
         if export.post_return is not None:
-            export.post_return(self.store, *core)
-        del results
+            _call(self.store, export.post_return, results, core, ())
         return value
 
 
@@ -154,6 +189,7 @@ def instantiate_plan(
     """
     space: dict[str, list[Any]] = {"func": [], "table": [], "memory": [], "global": []}
     instances: list[Mapping[str, Any]] = []
+    keep: list[Any] = []  # the host functions' C callbacks, alive as long as the instance
     for step in plan.steps:
         if isinstance(step, Instantiate):
             module = modules[step.module]
@@ -165,9 +201,9 @@ def instantiate_plan(
         elif isinstance(step, AliasCore):
             space[step.sort].append(instances[step.instance][step.name])
         elif isinstance(step, Lower):
-            space["func"].append(_lowered(store, step, host[step.import_name], space))
+            space["func"].append(_lowered(store, step, host[step.import_name], space, keep))
     exports = {name: _export(store, lift, space) for name, lift in plan.exports}
-    return PlainInstance(store, exports)
+    return PlainInstance(store, exports, keep)
 
 
 def _guest(store: wasmtime.Store, options: CanonOptions, space: dict[str, list[Any]]) -> _Guest:
@@ -181,7 +217,9 @@ def _export(store: wasmtime.Store, lift: Lift, space: dict[str, list[Any]]) -> _
     return _Export(space["func"][lift.core_func], _guest(store, lift.options, space), post)
 
 
-def _lowered(store: wasmtime.Store, step: Lower, function: HostFunction, space: dict[str, list[Any]]) -> wasmtime.Func:
+def _lowered(
+    store: wasmtime.Store, step: Lower, function: HostFunction, space: dict[str, list[Any]], keep: list[Any]
+) -> wasmtime.Func:
     """The core function a ``canon lower`` of a host function makes (memory and realloc looked up when called:
     ``canon lower`` may name a memory of an instance made after it, as the fixup module's table does)."""
     func, handler = function
@@ -211,4 +249,23 @@ def _lowered(store: wasmtime.Store, step: Lower, function: HostFunction, space: 
         except CanonicalTrap as exc:
             raise wasmtime.Trap(f"kuro: {step.import_name}: {exc}") from None
 
-    return wasmtime.Func(store, ty, call)
+    unpack = struct.Struct("<" + "".join(_RAW[p] for p in params)).unpack_from if params else None
+    pack = struct.Struct("<" + _RAW[results[0]]).pack_into if results else None
+
+    @_Unchecked  # type: ignore[untyped-decorator]
+    def raw(_env: Any, _caller: Any, vals: int, _n: int) -> int | None:
+        try:
+            answer = call(*(unpack(ADDRESS_SPACE, vals) if unpack is not None else ()))
+            if pack is not None:
+                pack(ADDRESS_SPACE, vals, answer)
+            return None
+        except wasmtime.Trap as trap:
+            return _trap(trap.message)
+        except BaseException as exc:  # never an exception through C: the guest traps, saying what
+            return _trap(f"kuro: {step.import_name}: {type(exc).__name__}: {exc}")
+
+    keep.append(raw)
+    func_t = ffi.wasmtime_func_t()
+    ty_address = ctypes.cast(ty.ptr(), _P).value
+    _func_new_unchecked(context_address(store), ty_address, raw, None, _NULL_FINALIZER, ctypes.addressof(func_t))
+    return wasmtime.Func._from_raw(func_t)
