@@ -688,6 +688,13 @@ class FlatArgs:
             starts.append(at)
             at += len(flatten(t))
         self.starts = starts
+        mem = guest.view()
+        for i, t in enumerate(types):  # the ABI lifts every argument before the callee runs: ranges trap now
+            if t.kind in ("string", "list"):
+                elem = t.items[0] if t.items else None
+                align = 1 if elem is None else alignment(elem)
+                ptr = int(values[starts[i]]) % _U32
+                _check(mem, ptr, self.size(i), align, t.text())
 
     def size(self, i: int) -> int:
         """The byte length of the string or list argument ``i`` (its elements' bytes)."""

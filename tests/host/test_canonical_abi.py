@@ -202,6 +202,7 @@ def _hostile_run(export: str, args: list[Any], plain: bool, monkeypatch: pytest.
         ("bad-char", []),
         ("bad-option", []),
         ("read-oob", []),
+        ("read-wild", []),
     ],
 )
 def test_a_guest_breaking_a_canonical_abi_rule_traps_on_both_paths(

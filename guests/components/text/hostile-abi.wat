@@ -9,6 +9,7 @@
 ;;   bad-char()       returns 0xd800 as a char
 ;;   bad-option()     returns an option<u32> with discriminant 7
 ;;   read-oob()       calls fs.read("a.txt") with a realloc answering outside memory for the host's answer
+;;   read-wild()      calls fs.read with a path of 8 MiB at 0xffff0000 (outside memory; past any bound too)
 (component
   (import "kuro:host/fs@1.0.0" (instance $fs
     (type $c0 (enum "denied" "not-found" "wrong-type" "bad-path" "fault" "not-empty" "io" "bad-fd" "too-large"))
@@ -37,7 +38,8 @@
     (func (export "bad-char") (result i32) (i32.const 0xd800))
     (func (export "bad-option") (result i32) (i32.const 64))
     (func (export "bool-seven") (result i32) (i32.const 7))
-    (func (export "read-oob") (result i32) (call $read (i32.const 80) (i32.const 5) (i32.const 96)) (i32.const 0)))
+    (func (export "read-oob") (result i32) (call $read (i32.const 80) (i32.const 5) (i32.const 96)) (i32.const 0))
+    (func (export "read-wild") (result i32) (call $read (i32.const 0xffff0000) (i32.const 0x800000) (i32.const 96)) (i32.const 0)))
   (core instance $g (instantiate $guest
     (with "h" (instance (export "read" (func $read)) (export "memory" (memory $m "memory"))))))
   (func (export "oob-realloc") (param "s" string) (result u32)
@@ -53,4 +55,5 @@
   (func (export "bad-option") (result (option u32)) (canon lift (core func $g "bad-option") (memory (core memory $m "memory"))))
   (func (export "bool-seven") (result bool) (canon lift (core func $g "bool-seven")))
   (func (export "read-oob") (result u32) (canon lift (core func $g "read-oob")))
+  (func (export "read-wild") (result u32) (canon lift (core func $g "read-wild")))
 )
