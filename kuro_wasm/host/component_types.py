@@ -158,6 +158,12 @@ def component_shape(engine: wasmtime.Engine, component: wc.Component, data: byte
             not_plain = str(exc)
         if plan is not None and {name for name, _ in plan.exports} != {f.name for f in typed}:
             plan, not_plain = None, "its exported functions are not all lifted core functions"
+    imported: tuple[WitFunc, ...] = ()
+    if plan is not None:
+        imported = tuple(
+            dataclasses.replace(f, name=name)
+            for name, f in sorted(imported_funcs(engine, component, frozenset(plan.imports)).items())
+        )
     return WasmShape(
         component=True,
         imports=tuple(imports),
@@ -165,4 +171,5 @@ def component_shape(engine: wasmtime.Engine, component: wc.Component, data: byte
         typed=tuple(typed),
         plan=None if plan is None else dataclasses.replace(plan, modules=()),
         not_plain=not_plain,
+        imported=imported,
     )

@@ -149,6 +149,12 @@ class GuestKind(Protocol):
         """
         ...
 
+    def links_from_parts(self, shape: WasmShape) -> bool:
+        """True if :meth:`link` needs only the guest's shape and its :class:`GuestParts` for a guest of ``shape``:
+        the loader then hands it the compiled guest *deferred* (loaded from the module cache, under its rules, only
+        if something touches it) — a component run as its core modules needs no compiled component."""
+        ...
+
     def link(self, engine: wasmtime.Engine, compiled: Any, parts: GuestParts | None = None) -> Any:
         """The compiled guest pre-linked against this kind's host functions (kept per guest and engine).
 
@@ -181,6 +187,10 @@ class CoreModuleKind:
     """
 
     components = False
+
+    def links_from_parts(self, shape: WasmShape) -> bool:
+        """Never: a core module is linked whole."""
+        return False
 
     def __init__(self) -> None:
         self._linkers: dict[int, wasmtime.Linker] = {}

@@ -44,7 +44,7 @@ from kuro_fs.errors import BlockStoreError, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.fileread import read_bytes
 from kuro_fs.unixfs import MissingBlock, file_root_info, write_file
 from kuro_wasm.errors import LoadError
-from kuro_wasm.host.cache import ModuleCache, cache_for
+from kuro_wasm.host.cache import COMPONENT, ModuleCache, cache_for
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
 from kuro_wasm.host.kind import Entry, GuestKind, GuestParts
 from kuro_wasm.host.kinds import classify
@@ -265,9 +265,14 @@ def prepare(
         return LoadFailure("guest-not-found", f"guest {cid} is not in the block store")
     if cache is None:
         cache = cache_for(home)
+    describe = _describe_with(engine)
     try:
-        module, meta = cache.load(engine, key[1], cid, wasm, _describe_with(engine))
-        shape = WasmShape.from_bytes(meta)
+        deferred = _deferred(cache, engine, key[1], cid, wasm, describe)
+        if deferred is not None:
+            module, shape = deferred
+        else:
+            module, meta = cache.load(engine, key[1], cid, wasm, describe)
+            shape = WasmShape.from_bytes(meta)
     except _Refused:
         failure = fetched[-1]
         assert isinstance(failure, LoadFailure)
@@ -297,6 +302,46 @@ def prepare(
 
 class _Refused(Exception):
     pass
+
+
+def _deferred(
+    cache: ModuleCache,
+    engine: wasmtime.Engine,
+    engine_key: str,
+    cid: str,
+    wasm: Callable[[], bytes],
+    describe: Callable[[bytes, Any], bytes],
+) -> tuple[Any, WasmShape] | None:
+    """For a cached component whose kind links it from its shape and parts alone
+    (:meth:`~kuro_wasm.host.kind.GuestKind.links_from_parts`): the compiled component deferred, and the shape;
+    else None (loaded whole). The shape is the cache's, verified under its keyed tag; one that does not read is
+    loaded whole (and described again)."""
+    meta = cache.stored_meta(engine_key, cid, COMPONENT)
+    if meta is None:
+        return None
+    try:
+        shape = WasmShape.from_bytes(meta)
+    except ShapeError:
+        return None
+    kind = classify(shape)
+    if isinstance(kind, str) or not kind.links_from_parts(shape):
+        return None
+    return _Deferred(lambda: cache.load(engine, engine_key, cid, wasm, describe)[0]), shape
+
+
+class _Deferred:
+    """A compiled guest loaded (from the module cache, under its rules) the first time anything touches it."""
+
+    __slots__ = ("_load", "_loaded")
+
+    def __init__(self, load: Callable[[], Any]) -> None:
+        self._load = load
+        self._loaded: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if not self._loaded:
+            self._loaded.append(self._load())
+        return getattr(self._loaded[0], name)
 
 
 def _parts(

@@ -153,6 +153,9 @@ class WasmShape:
     plan: Plan | None = None
     #: Why a component has no plan ("" when it has one, or for a core module).
     not_plain: str = ""
+    #: With a plan: the functions the component imports from the instances the plan names, as it types them
+    #: (``instance#func``), so the host checks them against its own without the compiled component's types.
+    imported: tuple[WitFunc, ...] = ()
 
     def typed_export(self, name: str) -> WitFunc | None:
         """The component function exported as ``name`` (``run`` or ``interface#func``), or None."""
@@ -191,6 +194,8 @@ class WasmShape:
             data["plan"] = self.plan.to_data()
         if self.not_plain:
             data["not-plain"] = self.not_plain
+        if self.imported:
+            data["imported"] = [f.to_data() for f in self.imported]
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     @classmethod
@@ -211,6 +216,7 @@ class WasmShape:
                 typed=tuple(func_from_data(f) for f in data.get("typed", [])),
                 plan=None if data.get("plan") is None else plan_from_data(data["plan"]),
                 not_plain=str(data.get("not-plain", "")),
+                imported=tuple(func_from_data(f) for f in data.get("imported", [])),
             )
         except (UnicodeDecodeError, ValueError, KeyError, TypeError, IndexError) as exc:
             raise ShapeError(f"not a stored module shape: {exc}") from exc

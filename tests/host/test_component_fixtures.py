@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, cast
 
 import pytest
 from hostkit import GUESTS, component
 
 from kuro_wasm.host.fixtures import case_files, load_case, run_case
-from kuro_wasm.host.kind import GuestParts
 from kuro_wasm.host.kinds import component as component_kind
 from kuro_wasm.model.component_binary import NotPlain, read_plan
 from kuro_wasm.model.wasm_shape import WasmShape
@@ -53,8 +51,7 @@ def _plain(name: str) -> bool:
         plan = read_plan(component(name.partition(":")[2]))
     except NotPlain:
         return False
-    parts = GuestParts(WasmShape(component=True, plan=plan), lambda _name, _piece: cast(Any, None))  # nothing compiled
-    return component_kind._plain_parts(parts) is not None
+    return component_kind.KIND.links_from_parts(WasmShape(component=True, plan=plan))
 
 
 _GUESTS = {p: load_case(p).guest for p in CASES}

@@ -197,12 +197,17 @@ def _mistyped(engine: wasmtime.Engine, compiled: Any, wasi: frozenset[str]) -> s
     """
     from kuro_wasm.host.component_types import imported_funcs
 
-    signatures = _signatures(wasi)
     instances = frozenset(HOST_FUNCTIONS) | wasi
     try:
         imported = imported_funcs(engine, compiled, instances)
     except ValueError as exc:
         return str(exc)
+    return _mistyped_funcs(imported, wasi)
+
+
+def _mistyped_funcs(imported: dict[str, wit.WitFunc], wasi: frozenset[str]) -> str | None:
+    """:func:`_mistyped` over the imported functions ``imported`` (``instance#func`` → the guest's type)."""
+    signatures = _signatures(wasi)
     wrong = [
         f"{name} as {func.text()}"
         for name, func in sorted(imported.items())
@@ -348,6 +353,11 @@ class ComponentKind:
                 return f"imports {imp.module}#{imp.name}: not in the {WORLD_PACKAGE} world"
         return None
 
+    def links_from_parts(self, shape: WasmShape) -> bool:
+        """True for a component the host runs through its own canonical ABI (:func:`_is_plain`): linked from its
+        shape (its imported functions' types included) and its core modules, the compiled component untouched."""
+        return self.plain and _is_plain(shape)
+
     def link(self, engine: wasmtime.Engine, compiled: Any, parts: GuestParts | None = None) -> Any:
         """The shared linker, or for a component importing WASI its own (WASI + the rest of it as traps); and for
         a plain component of the kuro world (:func:`_plain_parts`) its core modules, compiled and cached.
@@ -355,14 +365,19 @@ class ComponentKind:
         Raises wasmtime.WasmtimeError: the component imports a host function with another type than the host's
         (naming each such function).
         """
+        if parts is not None and _is_plain(parts.shape):
+            # typed from the shape: the compiled component (the loader may not have loaded it) is not touched
+            mistyped = _mistyped_funcs({f.name: f for f in parts.shape.imported}, frozenset())
+            if mistyped is not None:
+                raise wasmtime.WasmtimeError(mistyped)
+            plan, modules = _plain_parts(parts)
+            return _Plain(plan, modules, (self.linker(engine), compiled, False))
         wasi = frozenset(name for name in compiled.type.imports(engine) if wasi_p2.provides(name))
         mistyped = _mistyped(engine, compiled, wasi)
         if mistyped is not None:
             raise wasmtime.WasmtimeError(mistyped)
         if not wasi:
-            linked = (self.linker(engine), compiled, False)
-            plain = None if parts is None else _plain_parts(parts)
-            return linked if plain is None else _Plain(plain[0], plain[1], linked)
+            return (self.linker(engine), compiled, False)
         import wasmtime.component as wc
 
         linker = wc.Linker(engine)
@@ -481,16 +496,19 @@ class _Plain:
     engine_path: Any
 
 
-def _plain_parts(parts: GuestParts) -> tuple[Plan, tuple[wasmtime.Module, ...]] | None:
-    """The plan and compiled core modules of a component the host runs itself, or None.
+def _is_plain(shape: WasmShape) -> bool:
+    """True for a component the host runs itself: one with a plan (:mod:`kuro_wasm.model.component_binary`: the
+    shape ``wasm-tools component new`` gives, without resources, async, UTF-16 strings or other nested
+    components) whose every import is an instance of the kuro world — no WASI 0.2, whose resources the plan has
+    no place for."""
+    plan = shape.plan
+    return plan is not None and all(name in WORLD_FUNCTIONS for name in plan.imports)
 
-    That is a component with a plan (:mod:`kuro_wasm.model.component_binary`: the shape ``wasm-tools component
-    new`` gives, without resources, async, UTF-16 strings or other nested components) whose every import is an
-    instance of the kuro world — no WASI 0.2, whose resources the plan has no place for.
-    """
+
+def _plain_parts(parts: GuestParts) -> tuple[Plan, tuple[wasmtime.Module, ...]]:
+    """The plan and compiled core modules of a component :func:`_is_plain` accepts."""
     plan = parts.shape.plan
-    if plan is None or any(name not in WORLD_FUNCTIONS for name in plan.imports):
-        return None
+    assert plan is not None
     whole: list[Plan] = []
 
     def module_bytes(index: int) -> Any:
