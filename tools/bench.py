@@ -612,9 +612,16 @@ def bench_components(tmp: Path, quick: bool) -> list[Row]:
         )  # fmt: skip
     load = bc.bench_cached_load(tmp, 5 if quick else 15, "typed" if quick else "py-tool")
     label = f"{load['wasm_bytes'] / MiB:.1f} MiB component"
+    note = (
+        f"{load['fresh_entries']:.0f} cache entries; a new process's load of the compiled component + shape alone"
+        f" (before the plain path) {load['fresh_whole_load_ms_median']:.1f} ms, in-process (the old figure)"
+        f" {load['component_disk_load_ms_median']:.1f} ms; the process's imports"
+        f" {load['fresh_imports_ms_median']:.0f} ms, python -c pass {load['python_pass_ms_median']:.0f} ms"
+    )
     rows.append(
-        _row(f"load a cached {label} from disk", load["disk_load_ms_median"], "ms", "compiling it",
-             load["compile_s"] * 1000, goal="≤ 5 ms")
+        _row(f"a new process loads a cached {label} before its first run", load["fresh_load_ms_median"], "ms",
+             "compiling it", load["compile_s"] * 1000, goal="≤ 5 ms", note=note,
+             extra={k: v for k, v in load.items() if k not in ("fresh_load_ms_median", "compile_s")})
     )  # fmt: skip
     return rows
 

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -371,7 +371,7 @@ class ComponentKind:
             if mistyped is not None:
                 raise wasmtime.WasmtimeError(mistyped)
             plan, modules = _plain_parts(parts)
-            return _Plain(plan, modules, (self.linker(engine), compiled, False))
+            return _Plain(plan, modules, lambda: (self.linker(engine), compiled, False))
         wasi = frozenset(name for name in compiled.type.imports(engine) if wasi_p2.provides(name))
         mistyped = _mistyped(engine, compiled, wasi)
         if mistyped is not None:
@@ -389,7 +389,7 @@ class ComponentKind:
         if isinstance(linked, _Plain):
             if self.plain:
                 return _instantiate_plain(store, linked)
-            linked = linked.engine_path
+            linked = linked.engine_path()
         linker, component, environment = linked
         run = run_of(store._context())
         if run is not None and environment:  # the virtual wasi:cli/environment, before any of the guest's code runs
@@ -493,7 +493,8 @@ class _Plain:
 
     plan: Plan
     modules: tuple[wasmtime.Module, ...]
-    engine_path: Any
+    #: the engine's linkage, made when first asked (the shared linker imports and defines the component API)
+    engine_path: Callable[[], Any]
 
 
 def _is_plain(shape: WasmShape) -> bool:
