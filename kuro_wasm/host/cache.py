@@ -32,6 +32,12 @@ or :data:`COMPONENT` (``wasmtime.component.Component``), chosen by the verified
 bytes' header — and every rule above holds for both: one tag format, one key
 (a component's cache key also names the artifact kind), one memory layer.
 
+A component the host runs as its core modules (:mod:`kuro_wasm.host.kinds.component`) is cached as
+several entries, each under every rule above: the component (``COMPONENT``) with its shape beside it
+(``.meta``: the shape, plan and imported functions' types, under its own keyed tag, bound to the same cache
+key), and each core module as a ``MODULE`` entry named ``CID#core-module-N``. A new process reads the shape
+alone (:meth:`ModuleCache.stored_meta`) and the core modules; the component's artifact only if asked for.
+
 ## Effects
 Process-wide memory layer (a dict, under a lock) in front of the disk layer
 under :func:`kuro_fs.home.module_cache_dir`. Compiles with ``wasmtime.Module``
