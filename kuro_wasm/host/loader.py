@@ -59,6 +59,7 @@ __all__ = [
     "add_guest",
     "args_from_words",
     "check_imports",
+    "compiled_guest",
     "fetch_guest",
     "forget_prepared",
     "kind_name",
@@ -326,7 +327,15 @@ def _deferred(
     kind = classify(shape)
     if isinstance(kind, str) or not kind.links_from_parts(shape):
         return None
-    return _Deferred(lambda: cache.load(engine, engine_key, cid, wasm, describe)[0]), shape
+
+    def load() -> Any:
+        try:
+            return cache.load(engine, engine_key, cid, wasm, describe)[0]
+        except _Refused:
+            why = "its compiled component must be compiled again and its bytes cannot be read"
+            raise LoadError(f"guest {cid}: {why}") from None
+
+    return _Deferred(load), shape
 
 
 class _Deferred:
@@ -338,10 +347,23 @@ class _Deferred:
         self._load = load
         self._loaded: list[Any] = []
 
-    def __getattr__(self, name: str) -> Any:
+    def loaded(self) -> Any:
         if not self._loaded:
             self._loaded.append(self._load())
-        return getattr(self._loaded[0], name)
+        return self._loaded[0]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loaded(), name)
+
+
+def compiled_guest(ready: Prepared) -> Any:
+    """The compiled guest of ``ready`` itself (a ``wasmtime.Module`` or ``wasmtime.component.Component``): one
+    the loader deferred (:meth:`~kuro_wasm.host.kind.GuestKind.links_from_parts`) is loaded now.
+
+    Raises wasmtime.WasmtimeError or LoadError: a deferred component that must be compiled again (its cache entry
+    damaged) and whose bytes do not compile or cannot be fetched.
+    """
+    return ready.module.loaded() if isinstance(ready.module, _Deferred) else ready.module
 
 
 def _parts(

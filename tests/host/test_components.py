@@ -25,7 +25,15 @@ from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
 from kuro_wasm.host.kinds import KINDS, classify
 from kuro_wasm.host.kinds.component import HOST_FUNCTIONS, KIND, WORLD_PACKAGE, error_name, trap_code_of
 from kuro_wasm.host.kinds.kuro_v1 import KIND as KURO_ABI_V1
-from kuro_wasm.host.loader import _describe_with, add_guest, check_imports, forget_prepared
+from kuro_wasm.host.loader import (
+    Prepared,
+    _describe_with,
+    add_guest,
+    check_imports,
+    compiled_guest,
+    forget_prepared,
+    prepare,
+)
 from kuro_wasm.model.abi import ErrorCode
 from kuro_wasm.model.component_binary import read_plan
 from kuro_wasm.model.sessions import guest
@@ -197,6 +205,17 @@ def test_a_cached_plain_components_first_run_loads_its_shape_and_core_modules_no
     after = cache.stats.as_dict()
     assert after["compiles"] == before["compiles"]
     assert after["disk_hits"] - before["disk_hits"] == _typed_modules()  # the core modules; no component artifact
+
+
+def test_the_compiled_component_a_plain_path_load_deferred_is_loaded_when_asked_for(tmp_path: Path) -> None:
+    """A worker process is handed the compiled component (``kuro_wasm.host.worker.pool``): loaded then, verified."""
+    store, _fs, cid, cache = _typed_cached(tmp_path)
+    ready = prepare(store, cid, EngineConfig(), cache)
+    assert isinstance(ready, Prepared)
+    hits, compiles = cache.stats.disk_hits, cache.stats.compiles
+    assert not isinstance(ready.module, wasmtime.component.Component)  # not loaded by the plain path
+    assert isinstance(compiled_guest(ready), wasmtime.component.Component)
+    assert (cache.stats.disk_hits, cache.stats.compiles) == (hits + 1, compiles)  # from its tagged disk entry
 
 
 @pytest.mark.parametrize("damage", ["core-module", "meta", "meta-of-another-guest"])
