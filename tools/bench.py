@@ -596,7 +596,9 @@ def bench_components(tmp: Path, quick: bool) -> list[Row]:
     call = bc.bench_call(200 if quick else 2000)
     rows = [
         _row("component call making 2 host calls (one instance, no receipt)", call["kuro_us"], "µs",
-             "wasmtime-py public API: Func call + post_return", call["public_us"], goal="≤ 1.5×"),
+             "wasmtime-py public API: Func call + post_return", call["public_us"], goal="≤ 1.5×",
+             note=f"kuro's engine component path: {call['kuro_engine_path_us']:.1f} µs",
+             extra={"kuro_engine_path_us": call["kuro_engine_path_us"]}),
     ]  # fmt: skip
     cases = [(64 * 1024, False), (64 * 1024, True)] + ([] if quick else [(16 * MiB, False), (2 * MiB, True)])
     for size, both in cases:
@@ -605,13 +607,21 @@ def bench_components(tmp: Path, quick: bool) -> list[Row]:
         rows.append(
             _row(f"list<u8> {what} of {_size_label(size)}, full run", b["kuro_mb_s"],
                  "MB/s", "wasmtime-py public API, same component (ABAB rounds)", b["public_mb_s"], goal="≥ 100 MB/s",
-                 extra={"rounds": b["rounds"]})
+                 note=f"kuro's engine component path: {b['kuro_engine_path_mb_s']:.1f} MB/s",
+                 extra={"rounds": b["rounds"], "kuro_engine_path_mb_s": b["kuro_engine_path_mb_s"]})
         )  # fmt: skip
     load = bc.bench_cached_load(tmp, 5 if quick else 15, "typed" if quick else "py-tool")
     label = f"{load['wasm_bytes'] / MiB:.1f} MiB component"
+    note = (
+        f"{load['fresh_entries']:.0f} cache entries; a new process's load of the compiled component + shape alone"
+        f" (before the plain path) {load['fresh_whole_load_ms_median']:.1f} ms, in-process (the old figure)"
+        f" {load['component_disk_load_ms_median']:.1f} ms; the process's imports"
+        f" {load['fresh_imports_ms_median']:.0f} ms, python -c pass {load['python_pass_ms_median']:.0f} ms"
+    )
     rows.append(
-        _row(f"load a cached {label} from disk", load["disk_load_ms_median"], "ms", "compiling it",
-             load["compile_s"] * 1000, goal="≤ 5 ms")
+        _row(f"a new process loads a cached {label} before its first run", load["fresh_load_ms_median"], "ms",
+             "compiling it", load["compile_s"] * 1000, goal="≤ 5 ms", note=note,
+             extra={k: v for k, v in load.items() if k not in ("fresh_load_ms_median", "compile_s")})
     )  # fmt: skip
     return rows
 

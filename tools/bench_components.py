@@ -3,20 +3,28 @@
 Called by ``tools/bench.py`` (section ``components``); every function returns plain numbers.
 
 (a) one component call that makes two host calls (``run`` → ``output.write`` twice), on an
-    instantiated component, through this host's raw C-API path vs wasmtime-py's public
-    ``Func.__call__`` with ``LinkerInstance.add_func`` host functions (no receipt either side);
+    instantiated component, through this host's own canonical ABI (the component's core modules) vs
+    wasmtime-py's public ``Func.__call__`` with ``LinkerInstance.add_func`` host functions (no receipt
+    either side); this host's engine component path (raw C API) is measured beside them;
 (b) bytes across the boundary: ``fs.read`` of a file then ``output.write`` of it (``list<u8>`` both
     ways) in a full run with a receipt, vs the same component on the public API with Python host
     functions returning/taking ``bytes`` (its per-element conversion), MB/s of file size, run in
-    alternating rounds (kuro, public, kuro, public …) and the best of each taken; ``max_value_bytes``
-    is raised to the size (its default, 4 MiB, would answer a 16 MiB read ``too-large``);
-(c) loading the cached componentize-py guest (~18 MB, ~35 MB compiled) from the on-disk module
-    cache in a fresh memory layer vs compiling it.
+    alternating rounds (kuro, kuro's engine path, public, kuro …) and the best of each taken;
+    ``max_value_bytes`` is raised to the size (its default, 4 MiB, would answer a 16 MiB read
+    ``too-large``);
+(c) what a new process must load from the on-disk module cache before the first run of the cached
+    componentize-py guest (~18 MB, ~35 MB compiled; a plain component: its shape and its 38 core modules, each
+    under its keyed tag), in a child process, vs compiling it; beside it, in alternating rounds, a new process
+    loading the compiled component and its shape alone (all the loader read before the plain path) and
+    ``python -c pass``, and the in-process load of the compiled component alone (this row's figure before).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,11 +41,13 @@ import build_components  # noqa: E402
 
 from kuro_fs.blocks import MemoryBlockStore  # noqa: E402
 from kuro_fs.fs import Fs  # noqa: E402
+from kuro_fs.unixfs import write_file  # noqa: E402
 from kuro_wasm.host.api import run  # noqa: E402
 from kuro_wasm.host.cache import ModuleCache  # noqa: E402
 from kuro_wasm.host.calls import register_run, unregister_run  # noqa: E402
 from kuro_wasm.host.context import RunContext  # noqa: E402
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key  # noqa: E402
+from kuro_wasm.host.kind import GuestParts  # noqa: E402
 from kuro_wasm.host.kinds.component import KIND  # noqa: E402
 from kuro_wasm.host.loader import _describe_with, add_guest  # noqa: E402
 from kuro_wasm.model.sessions import guest, session  # noqa: E402
@@ -87,12 +97,25 @@ def bench_call(n: int) -> dict[str, float]:
     entry = KIND.entry(shape, "run", ["x"])
     assert not isinstance(entry, str), entry
     # kuro: the kind's linker and call path, with a run context that accepts every chunk
-    store = wasmtime.Store(engine)
-    store.set_epoch_deadline(2**62)  # the engine interrupts by epoch; no ticker runs here
+    parts = GuestParts(shape, lambda _name, piece: wasmtime.Module(engine, piece(wasm)))
+    linked = KIND.link(engine, component, parts)
     ctx = RunContext(grant=frozenset(CAPS), emit=lambda _s, _d: True)
-    register_run(store, ctx)
-    instance, failed = KIND.instantiate(store, KIND.link(engine, component))
-    assert failed is None, failed
+    stores: list[wasmtime.Store] = []
+
+    def instance_of(plain: bool) -> Any:
+        store = wasmtime.Store(engine)
+        store.set_epoch_deadline(2**62)  # the engine interrupts by epoch; no ticker runs here
+        register_run(store, ctx)
+        stores.append(store)
+        KIND.plain = plain
+        try:
+            instance, failed = KIND.instantiate(store, linked)
+        finally:
+            KIND.plain = True
+        assert failed is None, failed
+        return store, instance
+
+    (store, instance), (estore, einstance) = instance_of(True), instance_of(False)
     # anchor: the public API on the same component
     sink: list[bytes] = []
     pstore = wasmtime.Store(engine)
@@ -107,9 +130,11 @@ def bench_call(n: int) -> dict[str, float]:
 
     try:
         ours, public = _interleaved(lambda: KIND.call(store, instance, entry, ctx), public_call, n)
+        engine_path, _ = _interleaved(lambda: KIND.call(estore, einstance, entry, ctx), public_call, n)
     finally:
-        unregister_run(store)
-    return {"kuro_us": ours * 1e6, "public_us": public * 1e6}
+        for s in stores:
+            unregister_run(s)
+    return {"kuro_us": ours * 1e6, "public_us": public * 1e6, "kuro_engine_path_us": engine_path * 1e6}
 
 
 def _shape(engine: wasmtime.Engine, wasm: bytes, component: wc.Component) -> Any:
@@ -154,14 +179,24 @@ def bench_bytes(size: int, rounds: int, both_ways: bool = True) -> dict[str, flo
         if both_ways:
             assert len(sink.pop()) == size
 
+    def engine_path() -> None:  # kuro's run on the engine's component path (the C API's value vectors)
+        KIND.plain = False
+        try:
+            ours()
+        finally:
+            KIND.plain = True
+
     ours_s: list[float] = []
     public_s: list[float] = []
+    engine_s: list[float] = []
     for _ in range(rounds):
         ours_s.append(_timed(ours))
+        engine_s.append(_timed(engine_path))
         public_s.append(_timed(public))
     return {
         "kuro_mb_s": size / min(ours_s) / 1e6,
         "public_mb_s": size / min(public_s) / 1e6,
+        "kuro_engine_path_mb_s": size / min(engine_s) / 1e6,
         "size": size,
         "rounds": rounds,
     }
@@ -173,18 +208,85 @@ def _timed(fn: Any) -> float:
     return time.perf_counter() - t0
 
 
+#: A new process's load of a cached guest (argv: repo root, cache directory, guest file, "plain"|"whole"): prints
+#: JSON — the ms ``prepare`` takes ("whole": the ms of loading the compiled component and its shape alone, all the
+#: loader read before the plain path) (everything read from the disk cache before the first run: the guest's shape,
+#: its compiled form or its core modules, each under its keyed tag), the ms of the imports before it, and what the
+#: cache counted. The guest's bytes are put in a memory store first (not timed: a real store holds them already).
+_FRESH = """
+import json, sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.unixfs import write_file
+from kuro_wasm.host import loader
+from kuro_wasm.host.cache import ModuleCache
+from kuro_wasm.host.engine import EngineConfig, engine_for
+store = MemoryBlockStore()
+cid = write_file(store.put, Path(sys.argv[3]).read_bytes()).cid
+engine_for(EngineConfig())
+imports = time.perf_counter() - t0
+cache = ModuleCache(Path(sys.argv[2]))
+t1 = time.perf_counter()
+if sys.argv[4] == "plain":
+    ready = loader.prepare(store, cid, EngineConfig(), cache)
+    assert not isinstance(ready, loader.LoadFailure), ready
+else:  # what the loader read before the plain path: the compiled component and its shape (then the shared linker)
+    from kuro_wasm.host.engine import engine_key
+    from kuro_wasm.model.wasm_shape import WasmShape
+    engine = engine_for(EngineConfig())
+    meta = cache.load(engine, engine_key(EngineConfig()), cid, lambda: 1 / 0, loader._describe_with(engine))[1]
+    WasmShape.from_bytes(meta)
+load = time.perf_counter() - t1
+print(json.dumps({"load_ms": load * 1e3, "imports_ms": imports * 1e3, **cache.stats.as_dict()}))
+"""
+
+
+def _fresh(cache_dir: Path, guest: Path, path: str) -> tuple[dict[str, float], float]:
+    """One new process loading ``guest`` from ``cache_dir`` on ``path``: its report, and its wall seconds."""
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", _FRESH, str(ROOT), str(cache_dir), str(guest), path],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(out.stdout), time.perf_counter() - t0
+
+
 def bench_cached_load(tmp: Path, repeat: int, name: str = "py-tool") -> dict[str, float]:
-    """(c): ms to load a cached component (default the componentize-py guest) from disk (fresh memory layer)."""
-    wasm = built([name])[name]
+    """(c): ms a new process needs to load a cached component (default the componentize-py guest) before its
+    first run, on the path it takes (the host's canonical ABI for a plain component) and on the engine's component
+    path, and loading the compiled component and its shape alone (all a new process loaded before the plain path),
+    in ``repeat`` alternating rounds (plain, whole, ``python -c pass``); with the in-process load of the compiled
+    component alone beside them (this row's definition before the plain path: a fresh memory layer's
+    ``ModuleCache.load``)."""
+    guest = build_components.build(ROOT / "build" / "components", [name])[name]
+    wasm = guest.read_bytes()
     engine = engine_for(EngineConfig())
     key = engine_key(EngineConfig())
-    cache = ModuleCache(tmp / "component-cache")
-    cid = f"bafkreibenchcomponent{name.replace('-', '')}"
+    cache_dir = tmp / "component-cache"
+    cache = ModuleCache(cache_dir)
+    store = MemoryBlockStore()
+    cid = write_file(store.put, wasm).cid
     describe = _describe_with(engine)
     ModuleCache.forget_memory()
     t0 = time.perf_counter()
     cache.load(engine, key, cid, lambda: wasm, describe)
     compile_s = time.perf_counter() - t0
+    first, _ = _fresh(cache_dir, guest, "plain")  # compiles and caches the core modules (a first run would)
+    assert first["compiles"] > 0 or first["disk_hits"] > 0, first
+    plain: list[dict[str, float]] = []
+    whole: list[dict[str, float]] = []
+    bare: list[float] = []
+    for _ in range(repeat):
+        plain.append(_fresh(cache_dir, guest, "plain")[0])
+        whole.append(_fresh(cache_dir, guest, "whole")[0])
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        bare.append(time.perf_counter() - t0)
+    assert all(r["compiles"] == 0 for r in plain + whole), (plain, whole)  # every load from disk
     loads = []
     for _ in range(repeat):
         ModuleCache.forget_memory()
@@ -196,8 +298,14 @@ def bench_cached_load(tmp: Path, repeat: int, name: str = "py-tool") -> dict[str
     return {
         "wasm_bytes": float(len(wasm)),
         "compile_s": compile_s,
-        "disk_load_ms_median": statistics.median(loads) * 1000,
-        "disk_hits": float(cache.stats.disk_hits),
+        "fresh_load_ms_median": statistics.median(r["load_ms"] for r in plain),
+        "fresh_entries": plain[0]["disk_hits"],
+        "fresh_whole_load_ms_median": statistics.median(r["load_ms"] for r in whole),
+        "fresh_imports_ms_median": statistics.median(r["imports_ms"] for r in plain),
+        "python_pass_ms_median": statistics.median(bare) * 1000,
+        "component_disk_load_ms_median": statistics.median(loads) * 1000,
+        "loadavg_1m": os.getloadavg()[0],
+        "rounds": float(repeat),
     }
 
 

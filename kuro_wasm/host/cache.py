@@ -32,6 +32,12 @@ or :data:`COMPONENT` (``wasmtime.component.Component``), chosen by the verified
 bytes' header — and every rule above holds for both: one tag format, one key
 (a component's cache key also names the artifact kind), one memory layer.
 
+A component the host runs as its core modules (:mod:`kuro_wasm.host.kinds.component`) is cached as
+several entries, each under every rule above: the component (``COMPONENT``) with its shape beside it
+(``.meta``: the shape, plan and imported functions' types, under its own keyed tag, bound to the same cache
+key), and each core module as a ``MODULE`` entry named ``CID#core-module-N``. A new process reads the shape
+alone (:meth:`ModuleCache.stored_meta`) and the core modules; the component's artifact only if asked for.
+
 ## Effects
 Process-wide memory layer (a dict, under a lock) in front of the disk layer
 under :func:`kuro_fs.home.module_cache_dir`. Compiles with ``wasmtime.Module``
@@ -113,7 +119,8 @@ _FORMAT: Final = b"\x02"
 _HEADER: Final = _MAGIC + _FORMAT
 _TAG_LEN: Final = 32
 _MAC_CONTEXT: Final = "kuro-wasm module cache 2026-11 artifact tag v2"
-_META_CONTEXT: Final = "kuro-wasm module cache 2026-12 metadata tag v1"
+#: v2: a component's shape holds its plan; v3: and its imported functions' types (a v2 shape lacks them: not read)
+_META_CONTEXT: Final = "kuro-wasm module cache 2026-12 metadata tag v3"
 _MEMORY_ENTRIES: Final = 256
 #: Artifacts above this size are tagged with BLAKE3 on every core (a componentize-py guest compiles to ~35 MB).
 _THREADED: Final = 8 << 20
@@ -403,6 +410,23 @@ class ModuleCache:
                     self._store_meta(cid, engine_key, kind, meta)
         self._remember(key, module, meta)
         return module, meta
+
+    def stored_meta(self, engine_key: str, cid: str, kind: Artifact) -> bytes | None:
+        """The metadata kept for guest ``cid`` as a ``kind`` artifact — from the memory layer, else from disk under
+        its keyed tag (damaged, foreign or stale: None) — without touching the artifact itself; None if there is none.
+
+        For a caller that may not need the compiled guest at all
+        (:meth:`~kuro_wasm.host.kind.GuestKind.links_from_parts`); the artifact, if it is needed after all, is
+        loaded by :meth:`load` under every rule above.
+        """
+        with _MEMORY_LOCK:
+            found = _MEMORY.get((cid, engine_key))
+        if found is not None and found[1] is not None:
+            return found[1]
+        if self.directory is None:
+            return None
+        with self._lock:
+            return self._load_meta(cid, engine_key, kind)
 
     @staticmethod
     def _remember(key: tuple[str, str], module: Any, meta: bytes | None) -> None:

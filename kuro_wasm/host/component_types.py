@@ -24,11 +24,13 @@ Calls wasmtime-py's component type reflection.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import wasmtime
 import wasmtime.component as wc
 
+from kuro_wasm.model.component_binary import NotPlain, read_plan
 from kuro_wasm.model.wasm_shape import Export, Import, WasmShape
 from kuro_wasm.model.wit import WitFunc, WitType
 
@@ -112,8 +114,9 @@ def imported_funcs(engine: wasmtime.Engine, component: wc.Component, instances: 
     return funcs
 
 
-def component_shape(engine: wasmtime.Engine, component: wc.Component) -> WasmShape:
-    """The shape of a compiled component: its imports, and its exported functions with their WIT types.
+def component_shape(engine: wasmtime.Engine, component: wc.Component, data: bytes | None = None) -> WasmShape:
+    """The shape of a compiled component: its imports, and its exported functions with their WIT types — and,
+    given its bytes ``data``, its plan (:func:`~kuro_wasm.model.component_binary.read_plan`) or why it has none.
 
     Raises ValueError: a type this host does not know.
     """
@@ -147,9 +150,26 @@ def component_shape(engine: wasmtime.Engine, component: wc.Component) -> WasmSha
             for item, iext in ty.exports(engine).items():
                 if isinstance(iext.ty, wc.FuncType):
                     typed.append(_func(f"{name}#{item}", iext.ty))
+    plan, not_plain = None, "its bytes were not read"
+    if data is not None:
+        try:
+            plan, not_plain = read_plan(data), ""
+        except NotPlain as exc:
+            not_plain = str(exc)
+        if plan is not None and {name for name, _ in plan.exports} != {f.name for f in typed}:
+            plan, not_plain = None, "its exported functions are not all lifted core functions"
+    imported: tuple[WitFunc, ...] = ()
+    if plan is not None:
+        imported = tuple(
+            dataclasses.replace(f, name=name)
+            for name, f in sorted(imported_funcs(engine, component, frozenset(plan.imports)).items())
+        )
     return WasmShape(
         component=True,
         imports=tuple(imports),
         exports=tuple(Export(f.name, "func") for f in typed),
         typed=tuple(typed),
+        plan=None if plan is None else dataclasses.replace(plan, modules=()),
+        not_plain=not_plain,
+        imported=imported,
     )

@@ -46,7 +46,7 @@ Which kind runs a guest is decided by :func:`kuro_wasm.host.kinds.classify`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -58,7 +58,21 @@ from kuro_wasm.host.engine import CallOutcome
 from kuro_wasm.model import abi
 from kuro_wasm.model.wasm_shape import NUMBER_TYPES, FuncSig, WasmShape
 
-__all__ = ["CoreModuleKind", "Entry", "GuestKind", "core_entry"]
+__all__ = ["CoreModuleKind", "Entry", "GuestKind", "GuestParts", "core_entry"]
+
+
+@dataclass(frozen=True, slots=True)
+class GuestParts:
+    """What a kind may use, beside the compiled guest, to link it: the guest's shape, and parts of its bytes
+    compiled once as core modules through the run's keyed, integrity-checked module cache.
+
+    ``core_module(name, piece)`` is the core module ``piece(guest bytes)`` compiled, cached under the guest's CID
+    and ``name``; the guest's bytes are fetched (and verified) only on a cache miss. (A component whose core
+    modules the host instantiates itself: :mod:`kuro_wasm.host.kinds.component`.)
+    """
+
+    shape: WasmShape
+    core_module: Callable[[str, Callable[[bytes], bytes]], wasmtime.Module]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +149,13 @@ class GuestKind(Protocol):
         """
         ...
 
-    def link(self, engine: wasmtime.Engine, compiled: Any) -> Any:
+    def links_from_parts(self, shape: WasmShape) -> bool:
+        """True if :meth:`link` needs only the guest's shape and its :class:`GuestParts` for a guest of ``shape``:
+        the loader then hands it the compiled guest *deferred* (loaded from the module cache, under its rules, only
+        if something touches it) — a component run as its core modules needs no compiled component."""
+        ...
+
+    def link(self, engine: wasmtime.Engine, compiled: Any, parts: GuestParts | None = None) -> Any:
         """The compiled guest pre-linked against this kind's host functions (kept per guest and engine).
 
         Raises wasmtime.WasmtimeError: the guest cannot be linked (the loader makes it a load-error).
@@ -168,6 +188,10 @@ class CoreModuleKind:
 
     components = False
 
+    def links_from_parts(self, shape: WasmShape) -> bool:
+        """Never: a core module is linked whole."""
+        return False
+
     def __init__(self) -> None:
         self._linkers: dict[int, wasmtime.Linker] = {}
         self._lock = threading.RLock()  # (re-entrant: a signal handler may make a run on a thread inside it)
@@ -187,7 +211,7 @@ class CoreModuleKind:
                 self._linkers[key] = linker
             return linker
 
-    def link(self, engine: wasmtime.Engine, compiled: Any) -> Any:
+    def link(self, engine: wasmtime.Engine, compiled: Any, parts: GuestParts | None = None) -> Any:
         return self.linker(engine).instantiate_pre(compiled)
 
     def instantiate(self, store: wasmtime.Store, linked: Any) -> tuple[Any, CallOutcome | None]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -44,9 +44,9 @@ from kuro_fs.errors import BlockStoreError, DagPbError, InvalidCID, KuroFsError
 from kuro_fs.fileread import read_bytes
 from kuro_fs.unixfs import MissingBlock, file_root_info, write_file
 from kuro_wasm.errors import LoadError
-from kuro_wasm.host.cache import ModuleCache, cache_for
+from kuro_wasm.host.cache import COMPONENT, ModuleCache, cache_for
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
-from kuro_wasm.host.kind import Entry, GuestKind
+from kuro_wasm.host.kind import Entry, GuestKind, GuestParts
 from kuro_wasm.host.kinds import classify
 from kuro_wasm.model.sessions import GUEST_OPTIONAL_KEYS
 from kuro_wasm.model.wasm_shape import ShapeError, WasmShape, is_component, read_shape
@@ -59,6 +59,7 @@ __all__ = [
     "add_guest",
     "args_from_words",
     "check_imports",
+    "compiled_guest",
     "fetch_guest",
     "forget_prepared",
     "kind_name",
@@ -184,7 +185,7 @@ def _describe_with(engine: wasmtime.Engine) -> Any:
             if is_component(data):
                 from kuro_wasm.host.component_types import component_shape
 
-                return component_shape(engine, compiled).to_bytes()
+                return component_shape(engine, compiled, data).to_bytes()
             return read_shape(data).to_bytes()
         except (ShapeError, ValueError) as exc:
             raise _Unreadable(str(exc)) from exc
@@ -265,9 +266,14 @@ def prepare(
         return LoadFailure("guest-not-found", f"guest {cid} is not in the block store")
     if cache is None:
         cache = cache_for(home)
+    describe = _describe_with(engine)
     try:
-        module, meta = cache.load(engine, key[1], cid, wasm, _describe_with(engine))
-        shape = WasmShape.from_bytes(meta)
+        deferred = _deferred(cache, engine, key[1], cid, wasm, describe)
+        if deferred is not None:
+            module, shape = deferred
+        else:
+            module, meta = cache.load(engine, key[1], cid, wasm, describe)
+            shape = WasmShape.from_bytes(meta)
     except _Refused:
         failure = fetched[-1]
         assert isinstance(failure, LoadFailure)
@@ -280,9 +286,13 @@ def prepare(
     if isinstance(kind, str):
         return LoadFailure("load-error", kind)
     try:
-        pre = kind.link(engine, module)
+        pre = kind.link(engine, module, GuestParts(shape, _parts(cache, engine, key, wasm)))
     except wasmtime.WasmtimeError as exc:  # an import the kind cannot link (a component's mistyped host function)
         return LoadFailure("load-error", f"guest {cid} cannot be linked: {_first_line(exc)}")
+    except _Refused:  # the guest's bytes, needed for a part of it not cached, could not be fetched
+        failure = fetched[-1]
+        assert isinstance(failure, LoadFailure)
+        return failure
     ready = Prepared(cid, module, pre, shape, kind)
     with _PREPARED_LOCK:
         _PREPARED[key] = ready
@@ -293,6 +303,85 @@ def prepare(
 
 class _Refused(Exception):
     pass
+
+
+def _deferred(
+    cache: ModuleCache,
+    engine: wasmtime.Engine,
+    engine_key: str,
+    cid: str,
+    wasm: Callable[[], bytes],
+    describe: Callable[[bytes, Any], bytes],
+) -> tuple[Any, WasmShape] | None:
+    """For a cached component whose kind links it from its shape and parts alone
+    (:meth:`~kuro_wasm.host.kind.GuestKind.links_from_parts`): the compiled component deferred, and the shape;
+    else None (loaded whole). The shape is the cache's, verified under its keyed tag; one that does not read is
+    loaded whole (and described again)."""
+    meta = cache.stored_meta(engine_key, cid, COMPONENT)
+    if meta is None:
+        return None
+    try:
+        shape = WasmShape.from_bytes(meta)
+    except ShapeError:
+        return None
+    kind = classify(shape)
+    if isinstance(kind, str) or not kind.links_from_parts(shape):
+        return None
+
+    def load() -> Any:
+        try:
+            return cache.load(engine, engine_key, cid, wasm, describe)[0]
+        except _Refused:
+            why = "its compiled component must be compiled again and its bytes cannot be read"
+            raise LoadError(f"guest {cid}: {why}") from None
+
+    return _Deferred(load), shape
+
+
+class _Deferred:
+    """A compiled guest loaded (from the module cache, under its rules) the first time anything touches it."""
+
+    __slots__ = ("_load", "_loaded")
+
+    def __init__(self, load: Callable[[], Any]) -> None:
+        self._load = load
+        self._loaded: list[Any] = []
+
+    def loaded(self) -> Any:
+        if not self._loaded:
+            self._loaded.append(self._load())
+        return self._loaded[0]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loaded(), name)
+
+
+def compiled_guest(ready: Prepared) -> Any:
+    """The compiled guest of ``ready`` itself (a ``wasmtime.Module`` or ``wasmtime.component.Component``): one
+    the loader deferred (:meth:`~kuro_wasm.host.kind.GuestKind.links_from_parts`) is loaded now.
+
+    Raises wasmtime.WasmtimeError or LoadError: a deferred component that must be compiled again (its cache entry
+    damaged) and whose bytes do not compile or cannot be fetched.
+    """
+    return ready.module.loaded() if isinstance(ready.module, _Deferred) else ready.module
+
+
+def _parts(
+    cache: ModuleCache, engine: wasmtime.Engine, key: tuple[str, str], wasm: Callable[[], bytes]
+) -> Callable[[str, Callable[[bytes], bytes]], wasmtime.Module]:
+    """``GuestParts.core_module`` for guest ``key[0]``: cached under ``CID#name``; the guest's bytes (fetched and
+    verified by ``wasm``) read at most once."""
+    got: list[bytes] = []
+
+    def data() -> bytes:
+        if not got:
+            got.append(wasm())
+        return got[0]
+
+    def core_module(name: str, piece: Callable[[bytes], bytes]) -> wasmtime.Module:
+        return cache.get_or_compile(engine, key[1], f"{key[0]}#{name}", lambda: piece(data()))
+
+    return core_module
 
 
 def _cid_only(block: bytes, codec: str = "raw") -> str:

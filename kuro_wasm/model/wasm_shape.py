@@ -38,6 +38,7 @@ import json
 from dataclasses import dataclass
 from typing import Final
 
+from kuro_wasm.model.component_binary import Plan, plan_from_data
 from kuro_wasm.model.wit import WitFunc, func_from_data
 
 __all__ = [
@@ -147,6 +148,14 @@ class WasmShape:
     tables: int = 0
     #: A component's exported functions with their WIT types (``run``, ``iface#func``); empty for a core module.
     typed: tuple[WitFunc, ...] = ()
+    #: A component's plan when the host can run its core modules itself
+    #: (:func:`kuro_wasm.model.component_binary.read_plan`); None for a core module or another component.
+    plan: Plan | None = None
+    #: Why a component has no plan ("" when it has one, or for a core module).
+    not_plain: str = ""
+    #: With a plan: the functions the component imports from the instances the plan names, as it types them
+    #: (``instance#func``), so the host checks them against its own without the compiled component's types.
+    imported: tuple[WitFunc, ...] = ()
 
     def typed_export(self, name: str) -> WitFunc | None:
         """The component function exported as ``name`` (``run`` or ``interface#func``), or None."""
@@ -181,6 +190,12 @@ class WasmShape:
         }
         if self.typed:
             data["typed"] = [f.to_data() for f in self.typed]
+        if self.plan is not None:
+            data["plan"] = self.plan.to_data()
+        if self.not_plain:
+            data["not-plain"] = self.not_plain
+        if self.imported:
+            data["imported"] = [f.to_data() for f in self.imported]
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     @classmethod
@@ -199,6 +214,9 @@ class WasmShape:
                 memories=int(data["memories"]),
                 tables=int(data["tables"]),
                 typed=tuple(func_from_data(f) for f in data.get("typed", [])),
+                plan=None if data.get("plan") is None else plan_from_data(data["plan"]),
+                not_plain=str(data.get("not-plain", "")),
+                imported=tuple(func_from_data(f) for f in data.get("imported", [])),
             )
         except (UnicodeDecodeError, ValueError, KeyError, TypeError, IndexError) as exc:
             raise ShapeError(f"not a stored module shape: {exc}") from exc

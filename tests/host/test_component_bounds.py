@@ -22,6 +22,7 @@ from wasmtime import _ffi as ffi
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.host.api import run
 from kuro_wasm.host.component_values import Budget, ValueTooLarge, delete, read, write
+from kuro_wasm.host.kinds import component as component_kind
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.model.limits import DEFAULT_MAX_VALUE_BYTES, Limits
 from kuro_wasm.model.sessions import guest
@@ -136,12 +137,24 @@ def test_a_result_whose_receipt_is_past_a_frame_s_json_limit_crosses_from_a_work
     assert {k: worker.get(k) for k in same} == {k: alone.get(k) for k in same}
 
 
-def test_a_result_far_past_the_bound_is_refused_by_wasmtime_before_the_host_holds_it() -> None:
-    # 64 MiB of list<u8> (the guest's own memory holds it): wasmtime's hostcall fuel (~2.7 MiB) stops the
-    # lifting before any host value is built (measured: 1 GiB the same way, host RSS only the guest's 1 GiB)
+def test_a_result_far_past_the_bound_is_refused_by_wasmtime_before_the_host_holds_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # on the engine's component path: 64 MiB of list<u8> (the guest's own memory holds it): wasmtime's hostcall
+    # fuel (~2.7 MiB) stops the lifting before any host value is built (measured: 1 GiB the same way, host RSS
+    # only the guest's 1 GiB)
+    monkeypatch.setattr(component_kind.KIND, "plain", False)
     receipt = _run("typed", "fill", [64 << 20], max_value_bytes=256 << 20)
     assert (receipt["kuro/exit-code"], receipt["kuro/outcome"], "kuro/result" in receipt) == (134, "trap", False)
     assert "fuel allocated for hostcalls has been exhausted" in receipt["kuro/trap"]["message"], receipt
+
+
+def test_on_the_hosts_own_canonical_abi_a_result_is_bounded_only_by_max_value_bytes_and_measured_unbuilt() -> None:
+    receipt = _run("typed", "fill", [64 << 20], max_value_bytes=64 << 20)  # no hostcall fuel on this path
+    assert (receipt["kuro/outcome"], len(receipt["kuro/result"])) == ("ok", 64 << 20)
+    receipt = _run("typed", "fill", [64 << 20], max_value_bytes=(64 << 20) - 1)  # measured in memory, not built
+    assert (receipt["kuro/exit-code"], receipt["kuro/outcome"], "kuro/result" in receipt) == (134, "trap", False)
+    assert "returned more than max_value_bytes (67108863) lets one call carry" in receipt["kuro/trap"]["message"]
 
 
 def test_a_wasi_random_request_past_the_cap_is_the_guests_trap_not_a_host_error() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+from pathlib import Path
 
 import pytest
 import wasmtime
@@ -17,8 +18,9 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.errors import LoadError
 from kuro_wasm.host import component_values, kuro_world, wasi_p2
 from kuro_wasm.host.api import run
-from kuro_wasm.host.engine import EngineConfig
-from kuro_wasm.host.loader import Prepared, add_guest, prepare, resolve
+from kuro_wasm.host.cache import COMPONENT, ModuleCache, cache_for
+from kuro_wasm.host.engine import EngineConfig, engine_key
+from kuro_wasm.host.loader import Prepared, add_guest, forget_prepared, prepare, resolve
 from kuro_wasm.model.sessions import guest
 from kuro_wasm.model.wit import WitType
 
@@ -55,6 +57,21 @@ def test_an_enum_with_other_cases_than_the_hosts_is_another_type() -> None:
     receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=False)
     assert (receipt["kuro/outcome"], receipt["kuro/stdout"], receipt["kuro/stderr"]) == ("load-error", b"", b"")
     assert _MISTYPED + "kuro:host/output@1.0.0#write as func(s: enum { stdin, bogus }" in receipt["kuro/error"]
+
+
+def test_a_mistyped_plain_component_is_a_load_error_when_a_new_process_finds_it_cached(tmp_path: Path) -> None:
+    """The plain path types the imports from the cached shape (it loads no compiled component): the same check."""
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, _text("mistyped-stream"))
+    for _ in range(2):  # compiled and cached; then as a new process finds it (nothing in memory)
+        ModuleCache.forget_memory()
+        forget_prepared()
+        receipt = run(make_session(fs), guest(cid, "f", []), store=store, fs=fs, home=str(tmp_path))
+        assert (receipt["kuro/outcome"], receipt["kuro/stdout"]) == ("load-error", b"")
+        assert _MISTYPED + "kuro:host/output@1.0.0#write as func(s: enum { stdin, bogus }" in receipt["kuro/error"]
+    ModuleCache.forget_memory()
+    assert cache_for(str(tmp_path)).stored_meta(engine_key(EngineConfig()), cid, COMPONENT) is not None  # was read
 
 
 def test_the_real_guests_import_the_host_functions_with_the_hosts_types() -> None:

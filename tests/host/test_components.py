@@ -20,13 +20,22 @@ from hypothesis import strategies as st
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.errors import LoadError
 from kuro_wasm.host.api import run, start
-from kuro_wasm.host.cache import COMPONENT, MODULE, ModuleCache
+from kuro_wasm.host.cache import COMPONENT, MODULE, ModuleCache, cache_for
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
 from kuro_wasm.host.kinds import KINDS, classify
 from kuro_wasm.host.kinds.component import HOST_FUNCTIONS, KIND, WORLD_PACKAGE, error_name, trap_code_of
 from kuro_wasm.host.kinds.kuro_v1 import KIND as KURO_ABI_V1
-from kuro_wasm.host.loader import _describe_with, add_guest, check_imports, forget_prepared
+from kuro_wasm.host.loader import (
+    Prepared,
+    _describe_with,
+    add_guest,
+    check_imports,
+    compiled_guest,
+    forget_prepared,
+    prepare,
+)
 from kuro_wasm.model.abi import ErrorCode
+from kuro_wasm.model.component_binary import read_plan
 from kuro_wasm.model.sessions import guest
 from kuro_wasm.model.wasm_shape import Import, WasmShape
 
@@ -164,6 +173,91 @@ def test_a_component_is_compiled_once_then_loaded_from_the_verified_disk_cache(t
     assert isinstance(third, wasmtime.component.Component)
     assert (cache.stats.discarded, cache.stats.compiles) == (1, 2)  # tampered: deleted and compiled again
     ModuleCache.forget_memory()
+
+
+def _typed_cached(home: Path) -> tuple[MemoryBlockStore, object, str, ModuleCache]:
+    """The typed fixture (a plain component) stored, run once with a disk cache under ``home``, every layer of
+    memory then dropped: what a new process finds."""
+    store = MemoryBlockStore()
+    fs = make_fs(store, {"data.bin": b"abc"})
+    cid = add_guest(store, component("typed"))
+    ModuleCache.forget_memory()  # (add_guest kept the compiled component in memory only)
+    forget_prepared()
+    first = run(make_session(fs), guest(cid, "run", ["read", "data.bin"]), store=store, fs=fs, home=str(home))
+    assert first["kuro/stdout"] == b"abc", first
+    ModuleCache.forget_memory()
+    forget_prepared()
+    return store, fs, cid, cache_for(str(home))
+
+
+def _typed_modules() -> int:
+    plan = read_plan(component("typed"))
+    return plan.module_count
+
+
+def test_a_cached_plain_components_first_run_loads_its_shape_and_core_modules_not_the_compiled_component(
+    tmp_path: Path,
+) -> None:
+    store, fs, cid, cache = _typed_cached(tmp_path)
+    before = cache.stats.as_dict()
+    again = run(make_session(fs), guest(cid, "run", ["read", "data.bin"]), store=store, fs=fs, home=str(tmp_path))
+    assert again["kuro/stdout"] == b"abc", again
+    after = cache.stats.as_dict()
+    assert after["compiles"] == before["compiles"]
+    assert after["disk_hits"] - before["disk_hits"] == _typed_modules()  # the core modules; no component artifact
+
+
+def test_the_compiled_component_a_plain_path_load_deferred_is_loaded_when_asked_for(tmp_path: Path) -> None:
+    """A worker process is handed the compiled component (``kuro_wasm.host.worker.pool``): loaded then, verified."""
+    store, _fs, cid, cache = _typed_cached(tmp_path)
+    ready = prepare(store, cid, EngineConfig(), cache)
+    assert isinstance(ready, Prepared)
+    hits, compiles = cache.stats.disk_hits, cache.stats.compiles
+    assert not isinstance(ready.module, wasmtime.component.Component)  # not loaded by the plain path
+    assert isinstance(compiled_guest(ready), wasmtime.component.Component)
+    assert (cache.stats.disk_hits, cache.stats.compiles) == (hits + 1, compiles)  # from its tagged disk entry
+
+
+@pytest.mark.parametrize("damage", ["core-module", "meta", "meta-of-another-guest"])
+def test_a_damaged_core_module_or_shape_entry_of_a_component_is_detected_not_trusted(
+    tmp_path: Path, damage: str
+) -> None:
+    store, fs, cid, cache = _typed_cached(tmp_path)
+    key = engine_key(EngineConfig())
+    meta = cache.path_for(cid, key, COMPONENT)
+    assert meta is not None
+    meta = meta.with_suffix(".meta")
+    if damage == "core-module":
+        victim = cache.path_for(f"{cid}#core-module-0", key)
+        assert victim is not None
+        raw = bytearray(victim.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        victim.write_bytes(bytes(raw))
+    elif damage == "meta":
+        raw = bytearray(meta.read_bytes())
+        raw[-2] ^= 0x01  # inside the shape's JSON: still JSON, but not what was tagged
+        meta.write_bytes(bytes(raw))
+    else:  # another guest's (valid) shape under this guest's name: its tag binds the other CID
+        other = cache.path_for("bafkreianotherguest", key, COMPONENT)
+        assert other is not None
+        cache.load(engine_for(EngineConfig()), key, "bafkreianotherguest", lambda: component("typed"), _describe)
+        meta.write_bytes(other.with_suffix(".meta").read_bytes())
+        ModuleCache.forget_memory()
+    before = cache.stats.as_dict()
+    again = run(make_session(fs), guest(cid, "run", ["read", "data.bin"]), store=store, fs=fs, home=str(tmp_path))
+    assert again["kuro/stdout"] == b"abc", again
+    after = cache.stats.as_dict()
+    if damage == "core-module":  # deleted and compiled again from the verified guest bytes
+        assert (after["discarded"] - before["discarded"], after["compiles"] - before["compiles"]) == (1, 1)
+    else:  # the shape is not read: the component is loaded whole (its tagged artifact) and described again
+        assert after["disk_hits"] - before["disk_hits"] == _typed_modules() + 1
+        assert after["compiles"] == before["compiles"]
+        ModuleCache.forget_memory()
+        assert True  # rewritten, and verifies
+
+
+def _describe(data: bytes, compiled: object) -> bytes:
+    return _describe_with(engine_for(EngineConfig()))(data, compiled)
 
 
 # ---- kill, threads

@@ -41,6 +41,13 @@ functions answer ``err(too-large)`` (:mod:`kuro_wasm.host.kuro_world`); a result
 past it is counted as it is read (:class:`~kuro_wasm.host.component_values.Budget`),
 never built, and ends the run as a trap saying so.
 
+Two paths, one kind: a *plain* component of the world (its shape read from its
+bytes, :mod:`kuro_wasm.model.component_binary`, and no WASI import) runs as its
+core modules, with the host's own canonical ABI (:mod:`kuro_wasm.host.component_core`:
+a ``list<u8>`` is one ``realloc`` and one copy); every other component runs
+through wasmtime's component C API. :attr:`ComponentKind.plain` (True) is the
+switch the differential tests turn off to run a plain component the engine's way.
+
 ## Effects
 wasmtime's component C API: one linker per engine, or per component for one
 importing WASI (instantiated per run — the C API has no component
@@ -55,7 +62,8 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import wasmtime
@@ -63,12 +71,24 @@ from wasmtime import _ffi as ffi
 
 from kuro_wasm.host import wasi_p2
 from kuro_wasm.host.calls import run_of
+from kuro_wasm.host.canonical_abi import CanonicalTrap, TooLarge
+from kuro_wasm.host.component_core import HostFunction, PlainInstance, instantiate_plan
 from kuro_wasm.host.component_values import Budget, ValueTooLarge, delete, fits, read, write
 from kuro_wasm.host.context import RunContext, Stopped
 from kuro_wasm.host.engine import CallOutcome, TrapInfo
-from kuro_wasm.host.kind import Entry
-from kuro_wasm.host.kuro_world import CAPABILITIES, HOST_FUNCTIONS, SIGNATURES, WORLD_PACKAGE, Handler, error_name
+from kuro_wasm.host.kind import Entry, GuestParts
+from kuro_wasm.host.kuro_world import (
+    CAPABILITIES,
+    HOST_FUNCTIONS,
+    SIGNATURES,
+    WORLD_FUNCTIONS,
+    WORLD_PACKAGE,
+    Handler,
+    WorldHandler,
+    error_name,
+)
 from kuro_wasm.model import wit
+from kuro_wasm.model.component_binary import Plan, read_plan
 from kuro_wasm.model.wasm_shape import FuncSig, WasmShape
 from kuro_wasm.model.wit import WitType
 
@@ -177,12 +197,17 @@ def _mistyped(engine: wasmtime.Engine, compiled: Any, wasi: frozenset[str]) -> s
     """
     from kuro_wasm.host.component_types import imported_funcs
 
-    signatures = _signatures(wasi)
     instances = frozenset(HOST_FUNCTIONS) | wasi
     try:
         imported = imported_funcs(engine, compiled, instances)
     except ValueError as exc:
         return str(exc)
+    return _mistyped_funcs(imported, wasi)
+
+
+def _mistyped_funcs(imported: dict[str, wit.WitFunc], wasi: frozenset[str]) -> str | None:
+    """:func:`_mistyped` over the imported functions ``imported`` (``instance#func`` → the guest's type)."""
+    signatures = _signatures(wasi)
     wrong = [
         f"{name} as {func.text()}"
         for name, func in sorted(imported.items())
@@ -259,7 +284,10 @@ def trap_code_of(text: str) -> wasmtime.TrapCode | None:
 
 
 def _failed(err: Any) -> CallOutcome:
-    text = str(wasmtime.WasmtimeError._from_ptr(err))
+    return _failed_text(str(wasmtime.WasmtimeError._from_ptr(err)))
+
+
+def _failed_text(text: str) -> CallOutcome:
     code = trap_code_of(text)
     if code is not None or "wasm trap" in text or "wasm backtrace" in text:
         return CallOutcome(trap=TrapInfo(code, text))
@@ -294,6 +322,9 @@ class ComponentKind:
     components = True
 
     def __init__(self) -> None:
+        #: Run plain components of the kuro world through the host's own canonical ABI (False: every component
+        #: through the engine's component path — the differential tests' switch).
+        self.plain = True
         self._linkers: dict[int, wc.Linker] = {}
         self._lock = threading.RLock()
 
@@ -322,12 +353,25 @@ class ComponentKind:
                 return f"imports {imp.module}#{imp.name}: not in the {WORLD_PACKAGE} world"
         return None
 
-    def link(self, engine: wasmtime.Engine, compiled: Any) -> Any:
-        """The shared linker, or for a component importing WASI its own (WASI + the rest of it as traps).
+    def links_from_parts(self, shape: WasmShape) -> bool:
+        """True for a component the host runs through its own canonical ABI (:func:`_is_plain`): linked from its
+        shape (its imported functions' types included) and its core modules, the compiled component untouched."""
+        return self.plain and _is_plain(shape)
+
+    def link(self, engine: wasmtime.Engine, compiled: Any, parts: GuestParts | None = None) -> Any:
+        """The shared linker, or for a component importing WASI its own (WASI + the rest of it as traps); and for
+        a plain component of the kuro world (:func:`_plain_parts`) its core modules, compiled and cached.
 
         Raises wasmtime.WasmtimeError: the component imports a host function with another type than the host's
         (naming each such function).
         """
+        if parts is not None and _is_plain(parts.shape):
+            # typed from the shape: the compiled component (the loader may not have loaded it) is not touched
+            mistyped = _mistyped_funcs({f.name: f for f in parts.shape.imported}, frozenset())
+            if mistyped is not None:
+                raise wasmtime.WasmtimeError(mistyped)
+            plan, modules = _plain_parts(parts)
+            return _Plain(plan, modules, lambda: (self.linker(engine), compiled, False))
         wasi = frozenset(name for name in compiled.type.imports(engine) if wasi_p2.provides(name))
         mistyped = _mistyped(engine, compiled, wasi)
         if mistyped is not None:
@@ -342,6 +386,10 @@ class ComponentKind:
         return (linker, compiled, any(name.partition("@")[0] == _ENVIRONMENT for name in wasi))
 
     def instantiate(self, store: wasmtime.Store, linked: Any) -> tuple[Any, CallOutcome | None]:
+        if isinstance(linked, _Plain):
+            if self.plain:
+                return _instantiate_plain(store, linked)
+            linked = linked.engine_path()
         linker, component, environment = linked
         run = run_of(store._context())
         if run is not None and environment:  # the virtual wasi:cli/environment, before any of the guest's code runs
@@ -390,6 +438,8 @@ class ComponentKind:
         return wit.from_words(func, list(words))
 
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
+        if isinstance(instance, PlainInstance):
+            return _call_plain(instance, entry, run)
         func: wit.WitFunc = entry.typed
         ctx = store._context()
         raw = _lookup(ctx, instance, entry.export)
@@ -431,10 +481,118 @@ class ComponentKind:
                 delete(ctypes.byref(params[i]))
         if func.result is None:
             return CallOutcome(values=(0,))
-        if func.result == _RUN_RESULT and entry.export == "run":
-            return CallOutcome(values=(int(value),))
-        code = 1 if func.result.kind == "result" and value[0] == "err" else 0
-        return CallOutcome(values=(code,), result=(wit.plain(func.result, value),))
+        return _outcome(entry, func, value)
+
+
+# ---- the plain path: the component's core modules, the canonical ABI done here
+
+
+@dataclass(frozen=True, slots=True)
+class _Plain:
+    """A plain component linked: its plan, its core modules compiled, and the engine's linkage (the switch)."""
+
+    plan: Plan
+    modules: tuple[wasmtime.Module, ...]
+    #: the engine's linkage, made when first asked (the shared linker imports and defines the component API)
+    engine_path: Callable[[], Any]
+
+
+def _is_plain(shape: WasmShape) -> bool:
+    """True for a component the host runs itself: one with a plan (:mod:`kuro_wasm.model.component_binary`: the
+    shape ``wasm-tools component new`` gives, without resources, async, UTF-16 strings or other nested
+    components) whose every import is an instance of the kuro world — no WASI 0.2, whose resources the plan has
+    no place for."""
+    plan = shape.plan
+    return plan is not None and all(name in WORLD_FUNCTIONS for name in plan.imports)
+
+
+def _plain_parts(parts: GuestParts) -> tuple[Plan, tuple[wasmtime.Module, ...]]:
+    """The plan and compiled core modules of a component :func:`_is_plain` accepts."""
+    plan = parts.shape.plan
+    assert plan is not None
+    whole: list[Plan] = []
+
+    def module_bytes(index: int) -> Any:
+        def piece(data: bytes) -> bytes:
+            if not whole:
+                whole.append(read_plan(data))
+            return whole[0].modules[index]
+
+        return piece
+
+    modules = tuple(parts.core_module(f"core-module-{i}", module_bytes(i)) for i in range(plan.module_count))
+    return plan, modules
+
+
+def _instantiate_plain(store: wasmtime.Store, linked: _Plain) -> tuple[Any, CallOutcome | None]:
+    run = run_of(store._context())
+    host: dict[str, HostFunction] = {}
+    for name, (params, result) in SIGNATURES.items():
+        instance, _, func = name.partition("#")
+        handler = WORLD_FUNCTIONS[instance][func]
+        typed = wit.WitFunc(func, tuple((f"p{i}", t) for i, t in enumerate(params)), result)
+        host[name] = (typed, _plain_host(name, handler, run))
+    try:
+        return instantiate_plan(store, linked.plan, linked.modules, host), None
+    except wasmtime.Trap as trap:
+        return None, CallOutcome(trap=trap)
+    except wasmtime.WasmtimeError as exc:
+        return None, CallOutcome(error=str(exc))
+
+
+def _plain_host(name: str, handler: WorldHandler, run: RunContext | None) -> Any:
+    """A kuro world function for the plain path: the same checks as the engine path's trampoline."""
+
+    def call(args: Any) -> Any:
+        if run is None:
+            raise wasmtime.Trap(f"kuro: {name} called outside a run")
+        try:
+            if run.should_stop() is not None:  # stopped, or past the deadline: no further effect
+                raise wasmtime.Trap(f"kuro: stopped ({run.stop_reason})")
+            answer = handler(run, args)
+        except wasmtime.Trap:
+            raise
+        except CanonicalTrap:
+            raise
+        except Stopped as stop:  # the deadline or a kill, found between two blocks of a long host call
+            raise wasmtime.Trap(f"kuro: stopped ({stop.reason})") from None
+        except BaseException as exc:
+            run.stop("host-error", f"{name}: {type(exc).__name__}: {exc}")
+            raise wasmtime.Trap(f"kuro: host error in {name}") from None
+        if answer is None:
+            raise wasmtime.Trap(f"kuro: stopped ({run.stop_reason})")
+        return answer
+
+    return call
+
+
+def _call_plain(instance: PlainInstance, entry: Entry, run: RunContext) -> CallOutcome:
+    func: wit.WitFunc = entry.typed
+    too_large = f"export {entry.export!r} returned more than max_value_bytes ({run.max_value_bytes})"
+    try:
+        value = instance.call(entry.export, func, entry.args, run.max_value_bytes)
+    except TooLarge:
+        return CallOutcome(trap=TrapInfo(None, f"kuro: {too_large} lets one call carry"))
+    except CanonicalTrap as exc:  # lifting or lowering broke an ABI rule: the engine's path reports it as an error
+        return CallOutcome(error=f"kuro: export {entry.export!r}: {exc}")
+    except wasmtime.Trap as trap:
+        return CallOutcome(trap=trap)
+    except wasmtime.WasmtimeError as exc:
+        return _failed_text(str(exc))
+    if func.result is None:
+        return CallOutcome(values=(0,))
+    if wit.value_bytes(func.result, value) > run.max_value_bytes:  # a flat result (a scalar)
+        return CallOutcome(trap=TrapInfo(None, f"kuro: {too_large} lets one call carry"))
+    return _outcome(entry, func, value)
+
+
+def _outcome(entry: Entry, func: wit.WitFunc, value: Any) -> CallOutcome:
+    """How a call that returned ``value`` ends: ``run``'s u32 is the exit code, else 0 or 1 and the result."""
+    assert func.result is not None
+    if func.result == _RUN_RESULT and entry.export == "run":
+        return CallOutcome(values=(int(value),))
+    code = 1 if func.result.kind == "result" and value[0] == "err" else 0
+    return CallOutcome(values=(code,), result=(wit.plain(func.result, value),))
 
 
 def _cli(spec: Any) -> tuple[list[tuple[str, str]], list[str]]:

@@ -743,9 +743,13 @@ class WorkerPool:
             ready = loader.prepare(run.store, message["cid"], config, home=run.home)
         with self._cond:
             self._compiling.pop(key, None)
-        if not isinstance(ready, loader.LoadFailure):
-            form = COMPONENT if isinstance(ready.module, wasmtime.component.Component) else MODULE
-            kind, meta, artifact = form.name, ready.shape.to_bytes(), form.serialize(ready.module)
+        try:
+            compiled = None if isinstance(ready, loader.LoadFailure) else loader.compiled_guest(ready)
+        except (KuroError, wasmtime.WasmtimeError):  # a deferred component that cannot be loaded: the worker's says why
+            compiled = None
+        if compiled is not None and not isinstance(ready, loader.LoadFailure):
+            form = COMPONENT if isinstance(compiled, wasmtime.component.Component) else MODULE
+            kind, meta, artifact = form.name, ready.shape.to_bytes(), form.serialize(compiled)
             if len(meta) + len(artifact) > protocol.MAX_ARTIFACT_BYTES:  # too big for a frame: it compiles it itself
                 kind, meta, artifact = None, b"", b""
         self.answered["module"] += 1
