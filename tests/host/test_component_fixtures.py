@@ -78,3 +78,28 @@ def test_the_plain_path_claims_the_kuro_world_components_and_not_the_wasi_ones()
     assert len(PLAIN) >= 40
     assert {_plain(f"component:{n}") for n in ("typed", "py-tool")} == {True}
     assert {_plain(f"component:{n}") for n in ("py-wasi", "exiting", "environ", "entropy")} == {False}
+
+
+def test_with_the_switch_off_a_plain_component_links_the_engines_way_and_compiles_no_core_module() -> None:
+    # A worker process runs with the switch off (it is sent the compiled component, not its core modules):
+    # linking there must not compile the core modules, which for a componentize-py guest takes seconds.
+    import wasmtime
+    import wasmtime.component as wc
+
+    from kuro_wasm.host.component_types import component_shape
+    from kuro_wasm.host.kind import GuestParts
+
+    engine = wasmtime.Engine()
+    data = component("typed")
+    compiled = wc.Component(engine, data)
+    shape = component_shape(engine, compiled, data)
+    kind = component_kind.ComponentKind()
+    assert kind.links_from_parts(shape)  # a plain component: the host's own path when the switch is on
+
+    def no_core_module(name: str, piece: object) -> wasmtime.Module:
+        raise AssertionError(f"core module {name} compiled with the switch off")
+
+    kind.plain = False
+    assert not kind.links_from_parts(shape)
+    linked = kind.link(engine, compiled, GuestParts(shape, no_core_module))
+    assert isinstance(linked, tuple) and linked[1] is compiled  # the engine's component path

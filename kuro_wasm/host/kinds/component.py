@@ -365,7 +365,7 @@ class ComponentKind:
         Raises wasmtime.WasmtimeError: the component imports a host function with another type than the host's
         (naming each such function).
         """
-        if parts is not None and _is_plain(parts.shape):
+        if parts is not None and self.plain and _is_plain(parts.shape):
             # typed from the shape: the compiled component (the loader may not have loaded it) is not touched
             mistyped = _mistyped_funcs({f.name: f for f in parts.shape.imported}, frozenset())
             if mistyped is not None:

@@ -580,6 +580,12 @@ def serve(fd: int, control_fd: int, options: Mapping[str, Any]) -> None:
     cannot apply its required hardening exits with status 3 before its hello.
     """
     code = 0
+    # A worker runs every component on the engine's component path: the host sends it a guest's compiled
+    # component, not the core modules the host's own canonical ABI needs (the plain path would compile them
+    # here, seconds for a componentize-py guest, on every fresh worker). Receipts are the same on both paths.
+    from kuro_wasm.host.kinds.component import KIND as _COMPONENTS
+
+    _COMPONENTS.plain = False
     try:
         sock = socket.socket(fileno=fd)
         ctl = socket.socket(fileno=control_fd)
