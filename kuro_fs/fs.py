@@ -73,7 +73,7 @@ from kuro_fs.fsdir import (
     to_unixfs_dir,
     write_dir,
 )
-from kuro_fs.paths import clean_path, join_path, names_a_directory
+from kuro_fs.paths import MAX_PATH_BYTES, clean_path, join_path, names_a_directory
 from kuro_fs.unixfs import DEFAULT_CHUNK_SIZE, DEFAULT_WIDTH, MissingBlock, file_root_info
 from kuro_fs.unixfs import write_file as _write_file
 
@@ -98,7 +98,8 @@ __all__ = [
 #: Every ``kuro.fs/reason`` a denial can carry, and what it means.
 DENIAL_REASONS: Final[Mapping[str, str]] = {
     "bad-path": "the path is not a string, empty, has a control character (NUL, C0, DEL, C1), a '..' or "
-    "whitespace-only segment, or is too long; or mv of a dir into itself",
+    "whitespace-only segment, or is too long; or mv of a dir into itself, or to where a path below it would be "
+    "too long",
     "bytes-required": "a write payload that is not bytes, bytearray or memoryview",
     "bad-range": "read_range offset/length not a non-negative int",
     "missing-capability": "the grant lacks the capability in kuro.fs/missing",
@@ -607,11 +608,17 @@ class Fs:
         """Move the entry at ``src`` to ``dst`` (replacing a file there); missing parents are created.
 
         Value: the moved entry's CID. Receipt: ``to`` = ``dst``. Denials: bad-path
-        (either path, or a directory moved into itself), missing-capability
+        (either path, a directory moved into itself, or a directory moved where a path below it
+        would pass 4096 bytes), missing-capability
         (needs fs/write and fs/rm), not-found, not-a-directory (also a file moved
         from or to a path ending in '/'), is-a-directory (``dst`` is a directory),
         path-blocked (a file above ``dst``), block-missing.
         """
+        return self._move(src, dst, check_below=True)
+
+    def _move(self, src: object, dst: object, *, check_below: bool) -> FsResult:
+        """:meth:`mv`; ``check_below=False`` (for :mod:`kuro_fs.overlay`'s commit, which checks the paths of its
+        final tree itself: a staged swap may pass 4096 bytes on its way) skips the walk of a moved directory."""
 
         def body(op: _Op) -> FsResult:
             tree, parts, dparts = op.tree, op.parts, op.dparts
@@ -635,12 +642,39 @@ class Fs:
                 raise Refusal("is-a-directory")
             if (old is not None and entry.kind == "dir") or file_into_dir:
                 raise Refusal("not-a-directory")
+            if entry.kind == "dir" and check_below:
+                _fits_below(tree, entry, parts, dparts)
             tree.set(parts, None)
             tree.set(dparts, entry)
             fs = self._advance(tree.commit())
             return self._ok("mv", src, entry.cid, fs, to=_shown(dst), cid=entry.cid)
 
         return self._run("mv", src, body, dst)
+
+
+def _path_bytes(parts: tuple[str, ...]) -> int:
+    return len("/".join(parts).encode("utf-8"))
+
+
+def _fits_below(tree: WorkingTree, entry: Entry, parts: tuple[str, ...], dparts: tuple[str, ...]) -> None:
+    """Refuse (``bad-path``) moving directory ``entry`` from ``parts`` to ``dparts`` if a stored path below it
+    would then pass :data:`~kuro_fs.paths.MAX_PATH_BYTES`: no kuro.fs call could name that file again.
+
+    Every stored path was nameable, so only a move to a longer path can do it, and only such a move walks the
+    moved subtree (a loop, not recursion).
+    """
+    if _path_bytes(dparts) <= _path_bytes(parts):
+        return
+    room = MAX_PATH_BYTES - _path_bytes(dparts)
+    stack = [(entry.cid, 0)]
+    while stack:
+        cid, used = stack.pop()
+        for name, child in tree.items(tree.load(cid)):
+            below = used + 1 + len(name.encode("utf-8"))
+            if below > room:
+                raise Refusal("bad-path")
+            if child.kind == "dir":
+                stack.append((child.cid, below))
 
 
 class _Op(NamedTuple):

@@ -492,7 +492,7 @@ class Overlay:
                     cid = froot.cid
                 result = fs.link(join_path(op.path), cid)
             elif op.kind == "mv":
-                result = fs.mv(join_path(op.path), join_path(op.to))
+                result = fs._move(join_path(op.path), join_path(op.to), check_below=False)  # final tree checked above
             elif op.kind == "mkdir":
                 result = fs.mkdir(join_path(op.path))
             else:

@@ -729,3 +729,16 @@ def test_no_input_makes_write_or_mv_raise(path: object, dst: object, data: objec
     for result in [fs.write(path, data), fs.mv(path, dst), fs.read_range(path, 0, 3)]:
         assert set(result.receipt) <= set(RECEIPT_KEYS)
         assert result.ok or result.receipt["kuro.fs/reason"] in DENIAL_REASONS
+
+
+def test_mv_refuses_a_directory_move_that_would_put_a_path_below_it_past_4096_bytes(fs: Fs) -> None:
+    # Each path mv names is checked, and so is every stored path below a directory moved somewhere longer:
+    # otherwise the new root holds a file no kuro.fs call can name (Fs.read of it is bad-path).
+    deep = "a/" + "/".join(["n" * 200] * 19) + "/" + "f" * 100  # 3,921 bytes
+    fs = tree(fs, {deep: b"x"})
+    assert denied(fs.mv("a", "b" * 200 + "/a"), "bad-path")["kuro.fs/path"] == "a"  # 4,122 bytes below it
+    assert ok(fs.read(deep)).value == b"x"  # nothing moved
+    moved = ok(fs.mv("a", "b" * 100 + "/a")).fs  # 4,022 bytes: still nameable
+    assert ok(moved.read("b" * 100 + "/" + deep)).value == b"x"
+    shorter = ok(fs.mv("a", "z")).fs  # a move to a shorter path walks nothing
+    assert ok(shorter.read("z" + deep[1:])).value == b"x"
