@@ -1075,27 +1075,22 @@ class _Alarm(Exception):
 
 
 class _AlarmedHandle(FakeHandle):
-    """A program's signal handler raises in the ledger's first wait."""
+    """A program's signal handler raises ``raised`` (a class attribute) in the ledger's first wait."""
 
     alarmed = False
+    raised: BaseException = _Alarm("the program's own timeout")
 
     def wait(self, timeout: float | None = None) -> Mapping[str, Any]:
         if not self.alarmed:
             self.alarmed = True
-            raise _Alarm("the program's own timeout")
+            raise self.raised
         return super().wait(timeout)
 
 
-class _TimedOutHandle(FakeHandle):
-    """A program's SIGALRM handler raises a plain TimeoutError (not the handle's own StillRunning) in the first wait."""
+class _TimedOutHandle(_AlarmedHandle):
+    """The handler raises a plain TimeoutError (not the handle's own StillRunning)."""
 
-    alarmed = False
-
-    def wait(self, timeout: float | None = None) -> Mapping[str, Any]:
-        if not self.alarmed:
-            self.alarmed = True
-            raise TimeoutError("the program's own timeout")
-        return super().wait(timeout)
+    raised = TimeoutError("the program's own timeout")
 
 
 def test_a_handlers_timeout_error_is_not_taken_for_the_ledgers_poll(ledger: Ledger) -> None:
