@@ -158,9 +158,10 @@ def test_a_run_cancelled_from_its_own_output_callback_ends_cancelled_instead_of_
     tmp_path: Path, store: MemoryBlockStore, isolation: str
 ) -> None:
     # "stop when the output says so": the callback runs on a thread the run needs in order to end,
-    # so the cancel must not wait there for the run's receipt
+    # so the cancel must not wait there for the run's receipt. The guest writes once and then spins (the flood's
+    # run export could reach the output cap before a callback on another thread asks for the cancel).
     sess = session("s-cb", str(Fs.empty(store).root), "terminal-build")
-    cmd = guest(_guest(store, "flood"), "run")
+    cmd = guest(_guest(store, "flood"), "write_then_spin")
     asked: list[dict[str, Any]] = []
     got: list[dict[str, Any]] = []
     with Ledger(tmp_path / "ledger.sqlite", store=store) as led:
