@@ -6,9 +6,11 @@ with the load average before and after recorded, and compares like with like:
 
 * import of a file into the memory store and into the disk store ÷ ``hashlib.sha256`` of the same
   256 KiB chunks ``pread`` on the **same number of threads** (1 vs 1 and 2 vs 2); the memory store also
-  ÷ the same ``pread`` + ``sha256`` keeping every chunk, as the store must (fresh pages: the floor of holding them);
+  ÷ the same ``pread`` + ``sha256`` keeping every chunk, as the store must (fresh pages: the floor of holding them),
+  and the same import into a store that keeps nothing (:class:`HashOnlyStore`: kuro's pipeline alone);
 * import into the disk store (``FileBlockStore``) ÷ ``cp`` of the file + one fsync of the copy;
-* import of a tree of 10,000 small files into the disk store ÷ ``cp -r`` of the tree + ``sync``;
+* import of a tree of 10,000 small files into the disk store ÷ ``cp -r`` of the tree + ``sync``, and the
+  same import into a store that keeps nothing (what kuro does besides writing blocks) ÷ the same;
 * reading the file back with verification from the disk store into one buffer (``read_file``)
   ÷ a plain ``read()`` of the file into one buffer, and streaming it through a reused window
   (``read_into``) ÷ ``readinto`` of the file through the same window;
@@ -74,13 +76,13 @@ def interleaved(a: Sample, b: Sample, repeat: int) -> tuple[float, float]:
     return best_a, best_b
 
 
-def interleaved3(a: Sample, b: Sample, c: Sample, repeat: int) -> tuple[float, float, float]:
-    """:func:`interleaved` of three: A B C A B C …; the best seconds of each."""
-    best = [float("inf")] * 3
+def interleaved_all(samples: list[Sample], repeat: int) -> list[float]:
+    """:func:`interleaved` of any number: A B C … A B C …; the best seconds of each."""
+    best = [float("inf")] * len(samples)
     for _ in range(repeat):
-        for i, sample in enumerate((a, b, c)):
+        for i, sample in enumerate(samples):
             best[i] = min(best[i], sample())
-    return best[0], best[1], best[2]
+    return best
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -122,6 +124,14 @@ def _with_load(rows: list[dict[str, Any]], before: tuple[float, ...]) -> list[di
 
 
 # ---- anchors
+
+
+class HashOnlyStore:
+    """A sink with a store's ``put``: it mints the CID and keeps nothing (``import_path`` through it is kuro's
+    import pipeline without the price of holding the bytes: one fresh page fault per 4 KiB kept)."""
+
+    def put(self, data: bytes, codec: str = "raw") -> str:
+        return cid_for(data, codec)
 
 
 def hash_chunks(path: Path, threads: int, chunk: int = DEFAULT_CHUNK_SIZE) -> None:
@@ -261,10 +271,13 @@ def bench_import(tmp: Path, quick: bool) -> list[dict[str, Any]]:
     label = f"{size // MiB} MiB"
     rows = []
     for threads in (1, 2):
-        ours, anchor, kept = interleaved3(
-            lambda t=threads: _timed(lambda: import_path(MemoryBlockStore(), src, workers=t)),  # type: ignore[misc]
-            lambda t=threads: _timed(lambda: hash_chunks(src, t)),  # type: ignore[misc]
-            lambda t=threads: _timed(lambda: hash_and_keep_chunks(src, t)),  # type: ignore[misc]
+        ours, anchor, kept, sink = interleaved_all(
+            [
+                lambda t=threads: _timed(lambda: import_path(MemoryBlockStore(), src, workers=t)),  # type: ignore[misc]
+                lambda t=threads: _timed(lambda: hash_chunks(src, t)),  # type: ignore[misc]
+                lambda t=threads: _timed(lambda: hash_and_keep_chunks(src, t)),  # type: ignore[misc]
+                lambda t=threads: _timed(lambda: import_path(HashOnlyStore(), src, workers=t)),  # type: ignore[misc,arg-type]
+            ],
             repeat,
         )
         rows.append(_row(f"import {label} into the memory store, {threads} thread(s)", ours, "s",
@@ -272,6 +285,9 @@ def bench_import(tmp: Path, quick: bool) -> list[dict[str, Any]]:
         rows.append(_row(f"import {label} into the memory store, {threads} thread(s)", ours, "s",
                          f"pread + sha256 of the same chunks, keeping each (fresh memory), {threads} thread(s)",
                          kept, note="the floor of holding the bytes in memory"))  # fmt: skip
+        rows.append(_row(f"import {label} into a store that keeps nothing, {threads} thread(s)", sink, "s",
+                         f"pread + sha256 of the same chunks, {threads} thread(s)", anchor,
+                         note="kuro's import pipeline alone: read, hash, mint, lay out, order"))  # fmt: skip
     dirs = Dirs(tmp / "store-import")
 
     def disk_import(threads: int) -> float:
@@ -305,9 +321,14 @@ def bench_small_files(tmp: Path, quick: bool) -> list[dict[str, Any]]:
         with FileBlockStore(dirs.new()) as store:
             return _timed(lambda: import_path(store, tree))
 
-    mine, anchor = interleaved(ours, lambda: cp_tree_and_sync(tree, dirs), 1 if quick else 3)
+    def nothing_kept() -> float:
+        return _timed(lambda: import_path(HashOnlyStore(), tree))  # type: ignore[arg-type]
+
+    mine, anchor, alone = interleaved_all([ours, lambda: cp_tree_and_sync(tree, dirs), nothing_kept], 1 if quick else 3)
     rows = [_row(f"import {files:,} small files into the disk store", mine, "s", "cp -r + sync", anchor,
-                 goal="≤ 1.5×")]  # fmt: skip
+                 goal="≤ 1.5×"),
+            _row(f"import {files:,} small files into a store that keeps nothing", alone, "s", "cp -r + sync", anchor,
+                 note="kuro's side alone: list, read, hash, mint, build directories; no block written")]  # fmt: skip
     dirs.clean()
     shutil.rmtree(tree, ignore_errors=True)
     return _with_load(rows, before)
