@@ -40,10 +40,14 @@ from typing import Any, Final
 from kuro_wasm.errors import LedgerCorrupt, LedgerError
 from kuro_wasm.ledger.answer import Row, stored_text
 
-__all__ = ["SCHEMA_VERSION", "Connect", "LedgerDB", "default_connect"]
+__all__ = ["BY_CLAIMANT", "SCHEMA_VERSION", "Connect", "LedgerDB", "default_connect"]
 
 SCHEMA_VERSION: Final = "1"
 _POOL_IDLE_MAX: Final = 4
+#: The ``reason`` of a ``started`` row whose run is its claimant's (``Ledger.claim``: a batch), not the
+#: ledger's: no owner polls cancel requests for it, so a cancel is answered ``not-cancellable``. (A started
+#: row had no reason before; an ``unknown`` or ``done`` row's reason replaces or clears it.)
+BY_CLAIMANT: Final = "run-by-claimant"
 
 Connect = Callable[[Path, float], sqlite3.Connection]
 
@@ -220,16 +224,20 @@ class LedgerDB:
         return self.insert_started_many([(op_id, digest)], pid, token, started_at)[op_id]
 
     def insert_started_many(
-        self, claims: list[tuple[str, str]], pid: int, token: str, started_at: int
+        self, claims: list[tuple[str, str]], pid: int, token: str, started_at: int, *, by_claimant: bool = False
     ) -> dict[str, Row | None]:
-        """Claim every ``(op id, digest)`` in one transaction: op id → ``None`` if inserted, else the row there."""
+        """Claim every ``(op id, digest)`` in one transaction: op id → ``None`` if inserted, else the row there.
+
+        ``by_claimant``: the runs are the claimant's, not the ledger's (their rows say :data:`BY_CLAIMANT`).
+        """
         out: dict[str, Row | None] = {}
+        reason = BY_CLAIMANT if by_claimant else None
         with self.tx() as conn:
             for op_id, digest in claims:
                 inserted = conn.execute(
-                    "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at) "
-                    "VALUES (?, ?, 'started', ?, ?, ?) ON CONFLICT(op_id) DO NOTHING",
-                    (op_id, digest, pid, token, started_at),
+                    "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at, reason) "
+                    "VALUES (?, ?, 'started', ?, ?, ?, ?) ON CONFLICT(op_id) DO NOTHING",
+                    (op_id, digest, pid, token, started_at, reason),
                 ).rowcount
                 out[op_id] = None if inserted == 1 else self.row(conn, op_id)
         return out
@@ -287,11 +295,18 @@ class LedgerDB:
             return False  # cannot read the request now: the next poll tries again
 
     def request_cancel(self, op_id: str, now: int) -> str:
-        """Record a cancel request: ``"requested"``, or ``"not-recorded"`` if SQLite refused it or the op id's
-        run is no longer claimed (it ended, or its claim was withdrawn: a request left then would cancel the
-        op id's next claim)."""
+        """Record a cancel request: ``"requested"``; ``"not-cancellable"`` (nothing recorded) if the op id's run
+        is its claimant's (:data:`BY_CLAIMANT`: no owner polls for it); or ``"not-recorded"`` if SQLite refused
+        it or the op id's run is no longer claimed (it ended, or its claim was withdrawn: a request left then
+        would cancel the op id's next claim)."""
         try:
             with self.tx() as conn:
+                by_claimant = conn.execute(
+                    "SELECT 1 FROM operations WHERE op_id = ? AND status = 'started' AND reason IS ?",
+                    (op_id, BY_CLAIMANT),
+                ).fetchall()
+                if by_claimant:
+                    return "not-cancellable"
                 inserted = conn.execute(
                     "INSERT OR IGNORE INTO cancel_requests (op_id, requested_at) SELECT ?, ? "
                     "WHERE EXISTS (SELECT 1 FROM operations WHERE op_id = ? AND status = 'started')",

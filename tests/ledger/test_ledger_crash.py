@@ -245,7 +245,7 @@ def test_a_cancel_asked_of_a_claim_that_was_released_does_not_cancel_the_op_ids_
              f"print(Ledger({str(db)!r}).result('op-r', cancel=True)['kuro/cancel'])"],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
-        assert asked.stdout.strip() == "requested"
+        assert asked.stdout.strip() == "not-cancellable"  # a claim's run is its claimant's: nothing recorded
         assert not isinstance(claim, dict)
         ledger.release([claim])  # ... and it never ran: the op id is free, as if never claimed
         got = ledger.run("op-r", sess, cmd)  # its real run, later, is not the run that cancel was for
@@ -267,7 +267,9 @@ def test_a_cancel_request_arriving_after_the_claim_is_withdrawn_is_not_recorded(
         again = ledger.claim("op-r", sess, cmd)
         assert not isinstance(again, dict)
         other = LedgerDB(db, default_connect, 1.0)
-        assert other.request_cancel("op-r", 2) == "requested"  # a standing claim: yes
+        assert other.request_cancel("op-r", 2) == "not-cancellable"  # a standing claim, but its claimant's run
+        assert other.insert_started("op-q", "digest", 1, "token", 0) is None  # a standing claim of Ledger.run's
+        assert other.request_cancel("op-q", 3) == "requested"
         other.close()
 
 
