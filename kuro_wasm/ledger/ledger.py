@@ -92,7 +92,15 @@ from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.home import ledger_path
-from kuro_wasm.errors import HostError, KuroError, LedgerError, ModelError, OperationConflict, StillRunning
+from kuro_wasm.errors import (
+    HostError,
+    KuroError,
+    LedgerError,
+    ModelError,
+    NotStarted,
+    OperationConflict,
+    StillRunning,
+)
 from kuro_wasm.ledger.answer import Row, answer, check_op_id, not_found, receipt_of, running_value, status_value
 from kuro_wasm.ledger.db import Connect, LedgerDB, default_connect
 from kuro_wasm.ledger.journal import Journal
@@ -358,7 +366,9 @@ class Ledger:
         Raises OperationConflict: ``op_id`` is known with a different argument digest.
         ModelError: a bad op id, option or argument (before anything is recorded).
         LedgerError: the start could not be recorded (nothing ran), or the ledger is closed.
-        Whatever the starter raises propagates, after the row is marked ``unknown``.
+        Whatever the starter raises propagates, after the row is marked ``unknown`` — but for
+        :class:`~kuro_wasm.errors.NotStarted` (a closed or broken worker pool refused the run before
+        anything of it started): then the claim is released, the op id stays free (``not-found``).
         HostError: ``isolation="process"`` (or ``$KURO_ISOLATION``) and no worker pool can be had
         (``$KURO_WORKERS`` out of range …), or ``store`` is not a block store — before anything is recorded.
         """
@@ -694,6 +704,9 @@ class Ledger:
             phase = "ledger-raised"
             return self.settle(claim, result)
         except BaseException as exc:
+            if isinstance(exc, NotStarted) and started is None and live.handle is None:
+                self.release([claim])  # the starter refused before anything started: nothing ran, the op id stays free
+                raise
             if live.handle is not None:
                 live.handle.kill()
                 if phase == "host-raised" and not isinstance(exc, KuroError):  # the program's (a signal handler's):

@@ -90,7 +90,7 @@ from kuro_fs.errors import InvalidCID, KuroFsError
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
 from kuro_fs.home import blocks_dir, resolve_home
-from kuro_wasm.errors import HostError, KuroError
+from kuro_wasm.errors import HostError, KuroError, NotStarted
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import loader
 from kuro_wasm.host.cache import COMPONENT, MODULE
@@ -998,8 +998,9 @@ class WorkerPool:
     def submit(self, run: RemoteRun) -> None:
         """Queue ``run`` for the next free worker.
 
-        Raises HostError: the pool is closed or broken, or the run's frame could not be sent (a spec whose
-        args are more JSON than a frame carries: refused now, not left queued until its deadline).
+        Raises NotStarted (a HostError; nothing was queued): the pool is closed or broken, or the run's frame
+        could not be sent (a spec whose args are more JSON than a frame carries: refused now, not left queued
+        until its deadline).
         """
         with self._cond:
             self._usable()
@@ -1022,9 +1023,9 @@ class WorkerPool:
     def _usable(self) -> None:
         """Raises HostError: the pool is closed or broken (called under the lock)."""
         if self._closed:
-            raise HostError("the worker pool is closed")
+            raise NotStarted("the worker pool is closed")
         if self._broken is not None:
-            raise HostError(f"no worker process could be started: {self._broken}")
+            raise NotStarted(f"no worker process could be started: {self._broken}")
 
     def stdin(self, run: RemoteRun, data: bytes) -> None:
         """Give ``run`` stdin bytes (ignored after close_stdin or the end).
@@ -1283,12 +1284,12 @@ def _encoded_run(run: RemoteRun) -> bytes:
         rest = protocol.encode_fields("run", fixed)
         session = _session_json(run.session)
     except ProtocolError as exc:
-        raise HostError(f"the run cannot be sent to a worker process: {exc}") from None
+        raise NotStarted(f"the run cannot be sent to a worker process: {exc}") from None
     encoded = b'{"session":' + session + b',"limits":' + _limits_json(run.limits) + b"," + rest[1:]
     size = len(encoded) + _DISPATCH_FIELDS_BYTES
     if size > protocol.MAX_JSON_BYTES:
         why = f"{size} bytes of JSON with its other fields, over the {protocol.MAX_JSON_BYTES}-byte limit"
-        raise HostError(f"the run cannot be sent to a worker process: {why}")
+        raise NotStarted(f"the run cannot be sent to a worker process: {why}")
     return encoded
 
 
