@@ -11,6 +11,13 @@ is never replaced. Connections run in autocommit mode (``isolation_level=None``)
 so the only transactions are the ones written here, with WAL and
 ``synchronous=FULL`` so a committed row survives a power cut.
 
+A ledger that cannot be opened for writing (a read-only home, a full disk: in WAL
+mode SQLite must make ``-wal``/``-shm`` files beside it even to read) is opened for
+reading only — ``mode=ro``, else ``immutable=1`` if no ``-wal`` file holds writes
+(immutable reads the database file alone) — so what it holds can still be read; its
+writes are then refused as any SQLite refusal is. Where neither is possible the open
+raises :class:`LedgerError` saying why, never a raw SQLite error.
+
 ## Effects
 SQLite (stdlib ``sqlite3``) at one path. Connections are pooled per ledger (a
 connection serves one thread at a time; one that saw an error is closed, not
@@ -147,14 +154,64 @@ class LedgerDB:
         self._path = path
         self._connect_fn = connect
         self._timeout = timeout
+        #: Why this ledger is open for reading only (None: it is writable): see :meth:`_open_read_only`.
+        self.read_only: str | None = None
+        self._immutable = False
         self._pool = _Pool(self._connect)
-        self._init_schema()
+        try:
+            self._init_schema()
+        except LedgerCorrupt:
+            raise
+        except LedgerError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, sqlite3.OperationalError) or "locked" in str(cause) or not _holds_a_ledger(path):
+                raise  # (a lock held past the timeout is another writer's, not a disk that refuses writes)
+            self._open_read_only(exc)
 
     def _connect(self) -> sqlite3.Connection:
+        if self.read_only is not None:
+            uri = f"{self._path.resolve().as_uri()}?{'immutable=1' if self._immutable else 'mode=ro'}"
+            conn = sqlite3.connect(uri, uri=True, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+            return conn
         conn = self._connect_fn(self._path, self._timeout)
         conn.isolation_level = None
         conn.execute("PRAGMA synchronous=FULL")
         return conn
+
+    def _open_read_only(self, refused: LedgerError) -> None:
+        """The ledger could not be opened for writing (a read-only home, a full disk: SQLite cannot make or
+        write its ``-wal``/``-shm`` files beside it): open it for reading only, so what it holds can be read.
+
+        First ``mode=ro`` (SQLite reads the WAL through its existing ``-shm``); if SQLite cannot even do that,
+        ``immutable=1`` — which reads the database file alone, so only when no ``-wal`` file holds writes not
+        yet copied into it (else those rows would be silently missing). Every write then fails (SQLite
+        refuses it), and what the ledger does with a refused write is as for any other refusal.
+
+        Raises LedgerError: the ledger cannot be read either (``refused``'s reason, and why not read-only).
+        """
+        self._pool.close()
+        self.read_only = str(refused.__cause__)
+        for immutable in (False, True):
+            if immutable and _wal_holds_frames(self._path):
+                raise LedgerError(
+                    f"{refused}; reading it read-only is refused too: {self._path.name}-wal holds writes not yet "
+                    "in the database file (open the ledger once where its directory is writable)"
+                ) from refused.__cause__
+            self._immutable = immutable
+            self._pool = _Pool(self._connect)
+            try:
+                with self._pool.connection() as conn:
+                    version = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema-version'").fetchone()
+            except sqlite3.DatabaseError as exc:
+                self._pool.close()
+                last: sqlite3.DatabaseError = exc
+                continue
+            if version is None or version[0] != SCHEMA_VERSION:
+                raise LedgerCorrupt(
+                    f"{self._path}: ledger schema version {version!r}, this code reads {SCHEMA_VERSION}"
+                )
+            return
+        raise LedgerError(f"{refused}; reading it read-only failed too: {last}") from last
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
@@ -194,6 +251,8 @@ class LedgerDB:
 
     def _add_missing(self) -> None:
         """Add the index and the cancel table to an older ledger; a locked or read-only file stays without."""
+        if self.read_only is not None:
+            return
         try:
             with self.tx() as conn:
                 for statement in _ADDITIONS:
@@ -342,6 +401,24 @@ class LedgerDB:
     def close(self) -> None:
         """Close the idle connections; connections in use are closed when given back."""
         self._pool.close()
+
+
+def _holds_a_ledger(path: Path) -> bool:
+    """Whether ``path`` is a non-empty file (what a read-only open could read)."""
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _wal_holds_frames(path: Path) -> bool:
+    """Whether the ``-wal`` file beside ``path`` holds anything (a missing or empty one holds no writes)."""
+    try:
+        return Path(f"{path}-wal").stat().st_size > 0
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # cannot tell: it may hold writes
 
 
 def _apply_terminal(conn: sqlite3.Connection, entries: list[dict[str, Any]]) -> None:
