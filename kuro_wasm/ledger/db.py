@@ -80,11 +80,18 @@ INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('schema-version', '1');
 #: The crash sweep reads only ``started`` rows; without the index it would scan the whole ledger.
 _ADDITIONS: Final = (
     "CREATE INDEX IF NOT EXISTS operations_started ON operations (op_id) WHERE status = 'started'",
-    # pages of `kuro ledger list` (keyset order: started_at, op_id), so a page costs its rows, not the table
+    # pages of `kuro ledger list` before they were keyed by rowid (older code still lists through it)
     "CREATE INDEX IF NOT EXISTS operations_order ON operations (started_at, op_id)",
     "CREATE TABLE IF NOT EXISTS cancel_requests (op_id TEXT PRIMARY KEY, requested_at INTEGER NOT NULL)",
 )
 _ADDED_NAMES: Final = ("operations_started", "cancel_requests", "operations_order")
+#: The rowid a new row takes: past every row there is and every row there was (``rowid-high-water``, kept
+#: when claims are withdrawn), so the listing's order — rowid, the order rows were recorded in — never puts
+#: a new row before a page cursor already handed out (SQLite alone would reuse a deleted last rowid).
+_NEXT_ROWID: Final = (
+    "(SELECT max(coalesce((SELECT max(rowid) FROM operations), 0), "
+    "coalesce((SELECT CAST(value AS INTEGER) FROM ledger_meta WHERE key = 'rowid-high-water'), 0)) + 1)"
+)
 _COLUMNS: Final = (
     "op_id, digest, status, owner_pid, owner_token, started_at, finished_at, reason, receipt, receipt_sha256"
 )
@@ -294,8 +301,8 @@ class LedgerDB:
         with self.tx() as conn:
             for op_id, digest in claims:
                 inserted = conn.execute(
-                    "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at, reason) "
-                    "VALUES (?, ?, 'started', ?, ?, ?, ?) ON CONFLICT(op_id) DO NOTHING",
+                    "INSERT INTO operations (rowid, op_id, digest, status, owner_pid, owner_token, started_at, reason) "
+                    f"VALUES ({_NEXT_ROWID}, ?, ?, 'started', ?, ?, ?, ?) ON CONFLICT(op_id) DO NOTHING",
                     (op_id, digest, pid, token, started_at, reason),
                 ).rowcount
                 out[op_id] = None if inserted == 1 else self.row(conn, op_id)
@@ -308,6 +315,11 @@ class LedgerDB:
         and must not cancel the op id's run when it is claimed again.
         """
         with self.tx() as conn:
+            conn.execute(  # the rowids of the rows about to go are never given to another row (see _NEXT_ROWID)
+                "INSERT INTO ledger_meta (key, value) SELECT 'rowid-high-water', coalesce(max(rowid), 0) "
+                "FROM operations WHERE true ON CONFLICT(key) DO UPDATE SET value = "
+                "max(CAST(excluded.value AS INTEGER), CAST(ledger_meta.value AS INTEGER))"
+            )
             conn.executemany(
                 "DELETE FROM operations WHERE op_id = ? AND status = 'started' AND owner_pid = ? AND owner_token = ?",
                 [(op_id, pid, token) for op_id in op_ids],
@@ -378,25 +390,31 @@ class LedgerDB:
             return "not-recorded"
         return "requested" if standing else "not-recorded"
 
-    def operations(self, *, limit: int | None = None, after: tuple[int, str] | None = None) -> list[dict[str, Any]]:
-        """Rows as ``kuro/…`` keys (op id, status, digest, times, exit code, outcome, reason), oldest first.
+    def operations(
+        self, *, limit: int | None = None, after: tuple[int, str] | None = None
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """``(rowid, row)`` pairs, the row as ``kuro/…`` keys (op id, status, digest, times, exit code, outcome,
+        reason), in the order they were recorded (rowid: never the clock, which may go back).
 
-        ``after``: only rows after this ``(started_at, op_id)`` position; ``limit``: at most that many
-        (a keyset page over the ``operations_order`` index: the cost is the page, not the table).
+        ``after``: only rows after this ``(rowid, op_id)`` position — past that rowid, or at it if another
+        row holds it now (one written by older code, which may reuse the rowid of a withdrawn last claim);
+        ``limit``: at most that many (a keyset page over the table's own rowid order: the cost is the page).
         """
-        sql = "SELECT op_id, status, digest, started_at, finished_at, exit_code, outcome, reason FROM operations"
+        sql = (
+            "SELECT rowid, op_id, status, digest, started_at, finished_at, exit_code, outcome, reason FROM operations"
+        )
         params: list[Any] = []
         if after is not None:
-            sql += " WHERE (started_at, op_id) > (?, ?)"
-            params += [after[0], after[1]]
-        sql += " ORDER BY started_at, op_id"
+            sql += " WHERE rowid > ? OR (rowid = ? AND op_id != ?)"
+            params += [after[0], after[0], after[1]]
+        sql += " ORDER BY rowid"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
         with self._pool.connection() as conn:
             rows = conn.execute(sql, params).fetchall()
         keys = ("op-id", "status", "argument-digest", "started-at", "finished-at", "exit-code", "outcome", "reason")
-        return [{f"kuro/{k}": v for k, v in zip(keys, r, strict=True) if v is not None} for r in rows]
+        return [(r[0], {f"kuro/{k}": v for k, v in zip(keys, r[1:], strict=True) if v is not None}) for r in rows]
 
     def close(self) -> None:
         """Close the idle connections; connections in use are closed when given back."""
@@ -427,8 +445,9 @@ def _apply_terminal(conn: sqlite3.Connection, entries: list[dict[str, Any]]) -> 
         receipt = entry["receipt"]
         code = receipt.get("kuro/exit-code")
         conn.execute(
-            "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at, finished_at, "
-            "exit_code, outcome, receipt, receipt_sha256) VALUES (?, ?, 'done', ?, ?, ?, ?, ?, ?, ?, ?) "
+            "INSERT INTO operations (rowid, op_id, digest, status, owner_pid, owner_token, started_at, "
+            "finished_at, exit_code, outcome, receipt, receipt_sha256) "
+            f"VALUES ({_NEXT_ROWID}, ?, ?, 'done', ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(op_id) DO UPDATE SET status = 'done', finished_at = excluded.finished_at, "
             "exit_code = excluded.exit_code, outcome = excluded.outcome, receipt = excluded.receipt, "
             "receipt_sha256 = excluded.receipt_sha256, reason = NULL "

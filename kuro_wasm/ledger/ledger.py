@@ -126,8 +126,8 @@ _SECRET_ENV_MIN: Final = 8
 HINT_CLAIMANT: Final = (
     "its run is the claimant's (a batch's), not the ledger's: stop it through its claimant (cancel the batch)"
 )
-#: The start time of a page cursor (:func:`page_cursor`): what ``str`` of an SQLite integer looks like.
-_CURSOR_AT: Final = re.compile(r"-?[0-9]{1,19}")
+#: A page cursor (:func:`page_cursor`): ``r``, the row's rowid as ``str`` of a positive SQLite integer, ``:``.
+_CURSOR_AT: Final = re.compile(r"r[0-9]{1,19}")
 
 #: ``starter(session, command, *, store, **options) -> RunHandle | denial mapping``.
 Starter = Callable[..., "RunHandle | Mapping[str, Any]"]
@@ -180,23 +180,27 @@ def _check_start_options(store: object, options: Mapping[str, Any]) -> None:
         raise HostError(f"store must be a BlockStore, got {type(store).__name__}")
 
 
-def page_cursor(row: Mapping[str, Any]) -> str:
-    """The position just after ``row`` (a row of :meth:`Ledger.operations`), for the next page's ``after``.
+def page_cursor(position: int, op_id: str) -> str:
+    """The position just after the row of ``op_id`` at rowid ``position``, for the next page's ``after``.
 
-    >>> page_cursor({"kuro/started-at": 17, "kuro/op-id": "op/1"})
-    '17:op/1'
+    Rows are listed in the order they were recorded (their rowid), never by a clock, which may go back.
+
+    >>> page_cursor(17, "op/1")
+    'r17:op/1'
     """
-    return f"{row['kuro/started-at']}:{row['kuro/op-id']}"
+    return f"r{position}:{op_id}"
 
 
 def _from_cursor(cursor: object) -> tuple[int, str]:
     if isinstance(cursor, str):
         at, sep, op_id = cursor.partition(":")
         # ASCII digits only (``int`` takes other scripts' digits, ``isdigit`` even ones ``int`` refuses), a
-        # start time SQLite can hold (a forged one past it would fail the query, not the cursor)
-        if sep and op_id and _CURSOR_AT.fullmatch(at) and -(2**63) <= int(at) < 2**63:
-            return int(at), op_id
-    raise ModelError(f"not a ledger page cursor: {cursor!r} (it is kuro/cursor of a listed row)", reason="invalid-page")
+        # rowid SQLite can hold (a forged one past it would fail the query, not the cursor)
+        if sep and op_id and _CURSOR_AT.fullmatch(at) and int(at[1:]) < 2**63:
+            return int(at[1:]), op_id
+    raise ModelError(
+        f"not a ledger page cursor: {cursor!r:.80} (it is kuro/cursor of a listed row)", reason="invalid-page"
+    )
 
 
 #: The runs (their :class:`Live`) the current thread must come back to for them to end: the thread waiting
@@ -819,7 +823,8 @@ class Ledger:
         return value
 
     def operations(self, *, limit: int | None = None, after: str | None = None) -> list[dict[str, Any]]:
-        """Recorded operations, oldest first: op id, status, digest, times, exit code, outcome.
+        """Recorded operations, oldest first (in the order they were recorded, whatever the clock said):
+        op id, status, digest, times, exit code, outcome.
 
         Sweeps first (:meth:`recover`), so a run whose owner is gone is listed ``unknown``, not ``started``.
         ``limit`` and ``after`` page through a large ledger: ``after`` is the ``kuro/cursor`` of the last
@@ -837,9 +842,9 @@ class Ledger:
             rows = self._db.operations(limit=limit, after=position)
         except sqlite3.Error as exc:  # a damaged page, an unreadable file: said, never raised raw
             raise self._db.refusal(exc, "cannot list the ledger", "is damaged") from exc
-        for row in rows:
-            row["kuro/cursor"] = page_cursor(row)
-        return rows
+        for rowid, row in rows:
+            row["kuro/cursor"] = page_cursor(rowid, row["kuro/op-id"])
+        return [row for _, row in rows]
 
     def close(self) -> None:
         """Stop accepting calls (idempotent). Runs already in progress still save their receipts."""
