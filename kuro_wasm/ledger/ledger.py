@@ -349,10 +349,17 @@ class Ledger:
             started = self._db.started_rows()
         except sqlite3.Error:
             return moved
+        gone: dict[tuple[int, str], str | None] = {}  # an owner's fate, asked of /proc once per owner
+        orphaned: list[tuple[Row, str]] = []
         for row in started:
-            reason = self._owner_gone(row)
+            owner = (row.owner_pid, row.owner_token)
+            if owner not in gone or row.owner_pid == os.getpid():  # (this process: judged per op id)
+                gone[owner] = self._owner_gone(row)
+            reason = gone[owner]
             if reason is not None:
-                self._db.mark_unknown(row, reason)
+                orphaned.append((row, reason))
+        if orphaned:  # one transaction (one sync) for all of them: a killed batch leaves hundreds
+            self._db.mark_unknown_many(orphaned)
         return moved
 
     def run(self, op_id: str, session: Session, command: object, **run_options: Any) -> dict[str, Any]:
