@@ -120,6 +120,10 @@ _READER = threading.local()
 #: until the running guest ends; a larger run waits in the queue for an idle worker instead.
 PIPELINE_FRAME_BYTES: Final = 64 << 10
 _START_FAILURES: Final = 3
+
+
+class _StartTimeout(Exception):
+    """A worker's hello did not come within the pool's ``start_timeout`` (raised by the hello's read alone)."""
 _EXIT_STATUS_WAIT_S: Final = 1.0
 #: ``_Conn.token`` when the worker's keeper thread reads its run channel.
 _KEEPER: Final = object()
@@ -241,9 +245,10 @@ class WorkerPool:
     ``workers`` active workers (default: ``$KURO_WORKERS``, else the number of CPUs; at most
     :data:`~kuro_wasm.model.limits.MAX_WORKERS`, 256) plus ``spare`` idle ones (as many at most);
     ``hardening`` is what each worker applies to itself; ``test_hooks`` makes workers answer
-    :meth:`probe` (tests only). Raises HostError: the zygote could not be started, a count out of
-    range; ValueError: a confined pool's ``hardening.stores`` would open the kuro home to its workers
-    (:func:`~kuro_wasm.host.worker.hardening.check_stores`).
+    :meth:`probe` (tests only); ``start_timeout`` is how long (s) a forked worker has to say hello (past it
+    the start failed: a start timeout, said as such once the pool gives up). Raises HostError: the zygote
+    could not be started, a count out of range; ValueError: a confined pool's ``hardening.stores`` would open
+    the kuro home to its workers (:func:`~kuro_wasm.host.worker.hardening.check_stores`).
     """
 
     def __init__(
@@ -357,8 +362,10 @@ class WorkerPool:
         try:
             try:
                 self._hello(conn)
-            except ProtocolError as exc:
+            except (ProtocolError, _StartTimeout) as exc:
                 conn.violation = str(exc)
+            except TimeoutError as exc:  # not the hello read's own (that is _StartTimeout): the host's failure
+                conn.host_failure = f"{type(exc).__name__}: {exc}"
             except (OSError, ValueError):
                 pass  # the connection broke (the worker is going)
             except Exception as exc:  # a host bug on this worker's frames: no traceback, no half-trusted worker left
@@ -379,7 +386,12 @@ class WorkerPool:
 
     def _hello(self, conn: _Conn) -> None:
         conn.sock.settimeout(self._start_timeout)
-        hello = read_frame(conn.inbox, _FROM_WORKER, lambda _m: 0)
+        try:
+            hello = read_frame(conn.inbox, _FROM_WORKER, lambda _m: 0)
+        except TimeoutError:  # this read's own timeout, and only it, is a start that took too long
+            raise _StartTimeout(
+                f"no hello from a worker within {self._start_timeout} s of its fork (the pool's start_timeout)"
+            ) from None
         if hello is not None and hello[0]["t"] == "unfit":
             raise ProtocolError(f"the worker could not harden itself: {hello[0]['error']}")
         if hello is None or hello[0]["t"] != "hello":
@@ -913,7 +925,11 @@ class WorkerPool:
                 self._starting -= 1
                 self._failures += 1
                 if self._failures >= _START_FAILURES and self._broken is None:
-                    self._broken = conn.violation or "workers exit before their hello (hardening failed?)"
+                    self._broken = (
+                        conn.violation
+                        or (f"host error: {conn.host_failure}" if conn.host_failure else None)
+                        or "workers exit before their hello (hardening failed?)"
+                    )
                     self._fail_waiting()
             for group in (self._active, self._spares):
                 if conn in group:
