@@ -27,7 +27,8 @@ an optional ``hint``.
     │   ├── OperationConflict                   one operation id, two different requests
     │   └── LedgerCorrupt                       the ledger's rows do not add up
     ├── HostError                               the host could not do what was asked
-    │   └── LoadError                           guest bytes missing, unverifiable or not a module
+    │   ├── LoadError                           guest bytes missing, unverifiable or not a module
+    │   └── NotStarted                          a run refused before it started (a closed pool): nothing ran
     └── BatchError                              a batch could not go on (no cluster, no worker can run it)
 
 ## Not done here
@@ -48,6 +49,7 @@ __all__ = [
     "LedgerError",
     "LoadError",
     "ModelError",
+    "NotStarted",
     "OperationConflict",
     "StillRunning",
     "StreamClosed",
@@ -153,6 +155,13 @@ class LoadError(HostError):
     """Guest bytes could not be fetched, verified or compiled."""
 
     reference = "load-error"
+
+
+class NotStarted(HostError):
+    """A run was refused before anything of it started (a closed or broken worker pool, a run its worker
+    could not be sent): nothing ran, so a ledger releases the op id it had claimed for it."""
+
+    reference = "run-not-started"
 
 
 class BatchError(KuroError):

@@ -202,7 +202,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                 receipt, "show", "show a receipt by its CID or by the --op-id it ran under", cli_receipt.receipt_show
             )
             show.add_argument(
-                "ref", metavar="CID|OP_ID", help="a receipt CID, or an operation id from `kuro run --op-id`"
+                "ref",
+                metavar="CID|OP_ID",
+                nargs="?",
+                help="a receipt CID (a stored receipt's), else an operation id from `kuro run --op-id`",
+            )
+            show.add_argument(
+                "--op-id", metavar="ID", help="the receipt of this operation id (never read as a CID), instead of REF"
             )
             show.add_argument("--json", action="store_true", help="the full receipt as JSON")
             show.add_argument(

@@ -12,8 +12,12 @@ the SGR escapes :func:`kuro_wasm.model.summary.coloured` builds: a receipt canno
 reader's cursor or retitle the window. Colour is used when stdout is a terminal
 (``--color auto``), or when asked.
 
-A CID that names a block which is not a receipt (a guest's bytes, an fs directory)
-is bad input, said in one line; an unknown CID or operation is ``not-found``.
+An operation id is any printable text, so it may be spelled as a CID: ``REF`` is a
+receipt CID when a stored receipt block has that CID, else an operation id (a REF that
+is both shows the receipt and says, on stderr, how to see the operation's:
+``--op-id REF``); ``--op-id ID`` is always the operation, never parsed as a CID.
+A CID that names a block which is not a receipt (a guest's bytes, an fs directory),
+and no operation, is bad input, said in one line; an unknown CID or operation is ``not-found``.
 
 ## Effects
 Block store, ledger, stdout, an HTML file when asked.
@@ -36,11 +40,11 @@ __all__ = ["ledger_list", "receipt_show"]
 
 
 def receipt_show(args: argparse.Namespace, ctx: Context) -> int:
-    """``kuro receipt show CID|OP_ID``."""
+    """``kuro receipt show CID|OP_ID`` or ``kuro receipt show --op-id ID``."""
     from kuro_wasm.model.receipt import to_json
     from kuro_wasm.model.summary import denial_text, is_denial, receipt_text
 
-    value, cid = _find_receipt(ctx, args.ref)
+    value, cid = _find_receipt(ctx, args.ref, args.op_id)
     if args.json:
         ctx.say(to_json(value))
         return 0
@@ -61,41 +65,82 @@ def receipt_show(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _find_receipt(ctx: Context, ref: str) -> tuple[Mapping[str, Any], str | None]:
+def _find_receipt(ctx: Context, ref: str | None, op_id: str | None) -> tuple[Mapping[str, Any], str | None]:
+    """The receipt ``REF`` or ``--op-id`` names (see the module docstring for the order), and its block's CID."""
     from kuro_fs.cid import parse
-    from kuro_fs.dagcbor import decode
     from kuro_fs.errors import InvalidCID
 
+    if (ref is None) == (op_id is None):
+        raise UsageError("give a receipt CID or operation id, or --op-id ID (one of them)")
+    if op_id is not None:
+        return _operation(ctx, op_id, _ledger_of(ctx, op_id))
+    assert ref is not None
     try:
         parsed = parse(ref)
     except InvalidCID:
-        if looks_like_cid(ref):
-            raise
-        parsed = None
-    if parsed is not None:
-        data = ctx.store.get(ref)
-        if data is None:
-            data = output_store(ctx).get(ref)  # a receipt kept with --keep-output
-        if data is None:
-            raise NotFound(f"no receipt {ref} in {ctx.home}")
-        not_a_receipt = UsageError(f"{ref} is a {parsed.codec} block in the store, but not a receipt")
-        if parsed.codec != "dag-cbor":
-            raise not_a_receipt
-        try:
-            value = decode(data)
-        except ValueError:
-            raise not_a_receipt from None
-        if not isinstance(value, Mapping) or not str(value.get("kuro/type", "")).startswith("kuro/"):
-            raise not_a_receipt
-        return value, ref
+        ledger = _ledger_of(ctx, ref, missing_ok=True)
+        if ledger is not None or not looks_like_cid(ref):
+            return _operation(ctx, ref, ledger)
+        raise  # no such operation, and a damaged attempt at a CID: said as such
+    block = _receipt_block(ctx, ref, parsed.codec)
+    ledger = _ledger_of(ctx, ref, missing_ok=True)  # an op id may be spelled as a CID: never confused with one
+    if isinstance(block, UsageError) or block is None:
+        if ledger is not None:
+            return _operation(ctx, ref, ledger)
+        raise block or NotFound(f"no receipt or operation {ref} in {ctx.home}")
+    if ledger is not None:
+        ctx.note(f"{ref} is also an operation id: `kuro receipt show --op-id {ref}` shows that operation's receipt")
+    return block, ref
+
+
+def _receipt_block(ctx: Context, ref: str, codec: str) -> Mapping[str, Any] | UsageError | None:
+    """The receipt stored under CID ``ref``; None if no block has it; the error to raise if it is not a receipt."""
+    from kuro_fs.dagcbor import decode
+
+    data = ctx.store.get(ref)
+    if data is None:
+        data = output_store(ctx).get(ref)  # a receipt kept with --keep-output
+    if data is None:
+        return None
+    not_a_receipt = UsageError(f"{ref} is a {codec} block in the store, but not a receipt")
+    if codec != "dag-cbor":
+        return not_a_receipt
+    try:
+        value = decode(data)
+    except ValueError:
+        return not_a_receipt
+    if not isinstance(value, Mapping) or not str(value.get("kuro/type", "")).startswith("kuro/"):
+        return not_a_receipt
+    return value
+
+
+def _ledger_of(ctx: Context, op_id: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
+    """The ledger's answer for ``op_id``; None (``missing_ok``) if it has none.
+
+    Raises NotFound: it has none (the ledger is empty, or holds no such operation).
+    """
     from kuro_wasm.ledger.ledger import Ledger
 
     if not ledger_path(ctx.home).exists():
-        raise NotFound(f"no receipt or operation {ref!r}: the ledger in {ctx.home} is empty")
+        if missing_ok:
+            return None
+        raise NotFound(f"no operation {op_id!r} (the ledger in {ctx.home} is empty), and no receipt by that name")
     with Ledger(home=ctx.home, store=ctx.store) as ledger:
-        found = ledger.result(ref)
+        found = ledger.result(op_id)
     if found.get("kuro/status") == "not-found":
-        raise NotFound(f"no operation {ref!r} in the ledger")
+        if missing_ok:
+            return None
+        raise NotFound(f"no operation {op_id!r} in the ledger")
+    return found
+
+
+def _operation(ctx: Context, op_id: str, found: dict[str, Any] | None) -> tuple[Mapping[str, Any], str | None]:
+    """The receipt of operation ``op_id`` (the ledger's answer ``found``, None: it has none: raises NotFound)."""
+    from kuro_fs.dagcbor import decode
+
+    if found is None:
+        found = _ledger_of(ctx, op_id)
+        assert found is not None
     full = found.get("kuro/receipt-cid")
     kept = output_store(ctx).get(full) if isinstance(full, str) and found.get("kuro/output-kept") is True else None
     if kept is not None:

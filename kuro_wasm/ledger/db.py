@@ -11,6 +11,13 @@ is never replaced. Connections run in autocommit mode (``isolation_level=None``)
 so the only transactions are the ones written here, with WAL and
 ``synchronous=FULL`` so a committed row survives a power cut.
 
+A ledger that cannot be opened for writing (a read-only home, a full disk: in WAL
+mode SQLite must make ``-wal``/``-shm`` files beside it even to read) is opened for
+reading only — ``mode=ro``, else ``immutable=1`` if no ``-wal`` file holds writes
+(immutable reads the database file alone) — so what it holds can still be read; its
+writes are then refused as any SQLite refusal is. Where neither is possible the open
+raises :class:`LedgerError` saying why, never a raw SQLite error.
+
 ## Effects
 SQLite (stdlib ``sqlite3``) at one path. Connections are pooled per ledger (a
 connection serves one thread at a time; one that saw an error is closed, not
@@ -40,10 +47,14 @@ from typing import Any, Final
 from kuro_wasm.errors import LedgerCorrupt, LedgerError
 from kuro_wasm.ledger.answer import Row, stored_text
 
-__all__ = ["SCHEMA_VERSION", "Connect", "LedgerDB", "default_connect"]
+__all__ = ["BY_CLAIMANT", "SCHEMA_VERSION", "Connect", "LedgerDB", "default_connect"]
 
 SCHEMA_VERSION: Final = "1"
 _POOL_IDLE_MAX: Final = 4
+#: The ``reason`` of a ``started`` row whose run is its claimant's (``Ledger.claim``: a batch), not the
+#: ledger's: no owner polls cancel requests for it, so a cancel is answered ``not-cancellable``. (A started
+#: row had no reason before; an ``unknown`` or ``done`` row's reason replaces or clears it.)
+BY_CLAIMANT: Final = "run-by-claimant"
 
 Connect = Callable[[Path, float], sqlite3.Connection]
 
@@ -69,11 +80,18 @@ INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('schema-version', '1');
 #: The crash sweep reads only ``started`` rows; without the index it would scan the whole ledger.
 _ADDITIONS: Final = (
     "CREATE INDEX IF NOT EXISTS operations_started ON operations (op_id) WHERE status = 'started'",
-    # pages of `kuro ledger list` (keyset order: started_at, op_id), so a page costs its rows, not the table
+    # pages of `kuro ledger list` before they were keyed by rowid (older code still lists through it)
     "CREATE INDEX IF NOT EXISTS operations_order ON operations (started_at, op_id)",
     "CREATE TABLE IF NOT EXISTS cancel_requests (op_id TEXT PRIMARY KEY, requested_at INTEGER NOT NULL)",
 )
 _ADDED_NAMES: Final = ("operations_started", "cancel_requests", "operations_order")
+#: The rowid a new row takes: past every row there is and every row there was (``rowid-high-water``, kept
+#: when claims are withdrawn), so the listing's order — rowid, the order rows were recorded in — never puts
+#: a new row before a page cursor already handed out (SQLite alone would reuse a deleted last rowid).
+_NEXT_ROWID: Final = (
+    "(SELECT max(coalesce((SELECT max(rowid) FROM operations), 0), "
+    "coalesce((SELECT CAST(value AS INTEGER) FROM ledger_meta WHERE key = 'rowid-high-water'), 0)) + 1)"
+)
 _COLUMNS: Final = (
     "op_id, digest, status, owner_pid, owner_token, started_at, finished_at, reason, receipt, receipt_sha256"
 )
@@ -143,14 +161,64 @@ class LedgerDB:
         self._path = path
         self._connect_fn = connect
         self._timeout = timeout
+        #: Why this ledger is open for reading only (None: it is writable): see :meth:`_open_read_only`.
+        self.read_only: str | None = None
+        self._immutable = False
         self._pool = _Pool(self._connect)
-        self._init_schema()
+        try:
+            self._init_schema()
+        except LedgerCorrupt:
+            raise
+        except LedgerError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, sqlite3.OperationalError) or "locked" in str(cause) or not _holds_a_ledger(path):
+                raise  # (a lock held past the timeout is another writer's, not a disk that refuses writes)
+            self._open_read_only(exc)
 
     def _connect(self) -> sqlite3.Connection:
+        if self.read_only is not None:
+            uri = f"{self._path.resolve().as_uri()}?{'immutable=1' if self._immutable else 'mode=ro'}"
+            conn = sqlite3.connect(uri, uri=True, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+            return conn
         conn = self._connect_fn(self._path, self._timeout)
         conn.isolation_level = None
         conn.execute("PRAGMA synchronous=FULL")
         return conn
+
+    def _open_read_only(self, refused: LedgerError) -> None:
+        """The ledger could not be opened for writing (a read-only home, a full disk: SQLite cannot make or
+        write its ``-wal``/``-shm`` files beside it): open it for reading only, so what it holds can be read.
+
+        First ``mode=ro`` (SQLite reads the WAL through its existing ``-shm``); if SQLite cannot even do that,
+        ``immutable=1`` — which reads the database file alone, so only when no ``-wal`` file holds writes not
+        yet copied into it (else those rows would be silently missing). Every write then fails (SQLite
+        refuses it), and what the ledger does with a refused write is as for any other refusal.
+
+        Raises LedgerError: the ledger cannot be read either (``refused``'s reason, and why not read-only).
+        """
+        self._pool.close()
+        self.read_only = str(refused.__cause__)
+        for immutable in (False, True):
+            if immutable and _wal_holds_frames(self._path):
+                raise LedgerError(
+                    f"{refused}; reading it read-only is refused too: {self._path.name}-wal holds writes not yet "
+                    "in the database file (open the ledger once where its directory is writable)"
+                ) from refused.__cause__
+            self._immutable = immutable
+            self._pool = _Pool(self._connect)
+            try:
+                with self._pool.connection() as conn:
+                    version = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema-version'").fetchone()
+            except sqlite3.DatabaseError as exc:
+                self._pool.close()
+                last: sqlite3.DatabaseError = exc
+                continue
+            if version is None or version[0] != SCHEMA_VERSION:
+                raise LedgerCorrupt(
+                    f"{self._path}: ledger schema version {version!r}, this code reads {SCHEMA_VERSION}"
+                )
+            return
+        raise LedgerError(f"{refused}; reading it read-only failed too: {last}") from last
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
@@ -190,6 +258,8 @@ class LedgerDB:
 
     def _add_missing(self) -> None:
         """Add the index and the cancel table to an older ledger; a locked or read-only file stays without."""
+        if self.read_only is not None:
+            return
         try:
             with self.tx() as conn:
                 for statement in _ADDITIONS:
@@ -220,16 +290,20 @@ class LedgerDB:
         return self.insert_started_many([(op_id, digest)], pid, token, started_at)[op_id]
 
     def insert_started_many(
-        self, claims: list[tuple[str, str]], pid: int, token: str, started_at: int
+        self, claims: list[tuple[str, str]], pid: int, token: str, started_at: int, *, by_claimant: bool = False
     ) -> dict[str, Row | None]:
-        """Claim every ``(op id, digest)`` in one transaction: op id → ``None`` if inserted, else the row there."""
+        """Claim every ``(op id, digest)`` in one transaction: op id → ``None`` if inserted, else the row there.
+
+        ``by_claimant``: the runs are the claimant's, not the ledger's (their rows say :data:`BY_CLAIMANT`).
+        """
         out: dict[str, Row | None] = {}
+        reason = BY_CLAIMANT if by_claimant else None
         with self.tx() as conn:
             for op_id, digest in claims:
                 inserted = conn.execute(
-                    "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at) "
-                    "VALUES (?, ?, 'started', ?, ?, ?) ON CONFLICT(op_id) DO NOTHING",
-                    (op_id, digest, pid, token, started_at),
+                    "INSERT INTO operations (rowid, op_id, digest, status, owner_pid, owner_token, started_at, reason) "
+                    f"VALUES ({_NEXT_ROWID}, ?, ?, 'started', ?, ?, ?, ?) ON CONFLICT(op_id) DO NOTHING",
+                    (op_id, digest, pid, token, started_at, reason),
                 ).rowcount
                 out[op_id] = None if inserted == 1 else self.row(conn, op_id)
         return out
@@ -241,6 +315,11 @@ class LedgerDB:
         and must not cancel the op id's run when it is claimed again.
         """
         with self.tx() as conn:
+            conn.execute(  # the rowids of the rows about to go are never given to another row (see _NEXT_ROWID)
+                "INSERT INTO ledger_meta (key, value) SELECT 'rowid-high-water', coalesce(max(rowid), 0) "
+                "FROM operations WHERE true ON CONFLICT(key) DO UPDATE SET value = "
+                "max(CAST(excluded.value AS INTEGER), CAST(ledger_meta.value AS INTEGER))"
+            )
             conn.executemany(
                 "DELETE FROM operations WHERE op_id = ? AND status = 'started' AND owner_pid = ? AND owner_token = ?",
                 [(op_id, pid, token) for op_id in op_ids],
@@ -257,19 +336,26 @@ class LedgerDB:
         returned (the truth, unsaved). If another writer finished the row first,
         the fresh ``done`` row is returned.
         """
+        return self.mark_unknown_many([(row, reason)])[0]
+
+    def mark_unknown_many(self, rows: list[tuple[Row, str]]) -> list[Row]:
+        """:meth:`mark_unknown` for each ``(row, reason)``, in one transaction (one sync, however many rows:
+        a killed batch leaves hundreds of claims, and one transaction each made the next open take seconds)."""
+        fresh: list[Row | None]
         try:
             with self.tx() as conn:
-                conn.execute(
+                conn.executemany(
                     "UPDATE operations SET status = 'unknown', reason = ? "
                     "WHERE op_id = ? AND status = 'started' AND owner_pid = ? AND owner_token = ?",
-                    (reason, row.op_id, row.owner_pid, row.owner_token),
+                    [(reason, row.op_id, row.owner_pid, row.owner_token) for row, reason in rows],
                 )
-                fresh = self.row(conn, row.op_id)
+                fresh = [self.row(conn, row.op_id) for row, _ in rows]
         except sqlite3.Error:
-            fresh = None  # cannot write: still report the truth we found
-        if fresh is None or fresh.status == "started":
-            return replace(row, status="unknown", reason=reason)
-        return fresh
+            fresh = [None] * len(rows)  # cannot write: still report the truth we found
+        return [
+            replace(row, status="unknown", reason=reason) if now is None or now.status == "started" else now
+            for (row, reason), now in zip(rows, fresh, strict=True)
+        ]
 
     def save_terminal(self, entries: list[dict[str, Any]]) -> None:
         """Write terminal receipts (journal-entry shaped maps) in one transaction: all or none."""
@@ -287,11 +373,18 @@ class LedgerDB:
             return False  # cannot read the request now: the next poll tries again
 
     def request_cancel(self, op_id: str, now: int) -> str:
-        """Record a cancel request: ``"requested"``, or ``"not-recorded"`` if SQLite refused it or the op id's
-        run is no longer claimed (it ended, or its claim was withdrawn: a request left then would cancel the
-        op id's next claim)."""
+        """Record a cancel request: ``"requested"``; ``"not-cancellable"`` (nothing recorded) if the op id's run
+        is its claimant's (:data:`BY_CLAIMANT`: no owner polls for it); or ``"not-recorded"`` if SQLite refused
+        it or the op id's run is no longer claimed (it ended, or its claim was withdrawn: a request left then
+        would cancel the op id's next claim)."""
         try:
             with self.tx() as conn:
+                by_claimant = conn.execute(
+                    "SELECT 1 FROM operations WHERE op_id = ? AND status = 'started' AND reason IS ?",
+                    (op_id, BY_CLAIMANT),
+                ).fetchall()
+                if by_claimant:
+                    return "not-cancellable"
                 inserted = conn.execute(
                     "INSERT OR IGNORE INTO cancel_requests (op_id, requested_at) SELECT ?, ? "
                     "WHERE EXISTS (SELECT 1 FROM operations WHERE op_id = ? AND status = 'started')",
@@ -304,29 +397,53 @@ class LedgerDB:
             return "not-recorded"
         return "requested" if standing else "not-recorded"
 
-    def operations(self, *, limit: int | None = None, after: tuple[int, str] | None = None) -> list[dict[str, Any]]:
-        """Rows as ``kuro/…`` keys (op id, status, digest, times, exit code, outcome, reason), oldest first.
+    def operations(
+        self, *, limit: int | None = None, after: tuple[int, str] | None = None
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """``(rowid, row)`` pairs, the row as ``kuro/…`` keys (op id, status, digest, times, exit code, outcome,
+        reason), in the order they were recorded (rowid: never the clock, which may go back).
 
-        ``after``: only rows after this ``(started_at, op_id)`` position; ``limit``: at most that many
-        (a keyset page over the ``operations_order`` index: the cost is the page, not the table).
+        ``after``: only rows after this ``(rowid, op_id)`` position — past that rowid, or at it if another
+        row holds it now (one written by older code, which may reuse the rowid of a withdrawn last claim);
+        ``limit``: at most that many (a keyset page over the table's own rowid order: the cost is the page).
         """
-        sql = "SELECT op_id, status, digest, started_at, finished_at, exit_code, outcome, reason FROM operations"
+        sql = (
+            "SELECT rowid, op_id, status, digest, started_at, finished_at, exit_code, outcome, reason FROM operations"
+        )
         params: list[Any] = []
         if after is not None:
-            sql += " WHERE (started_at, op_id) > (?, ?)"
-            params += [after[0], after[1]]
-        sql += " ORDER BY started_at, op_id"
+            sql += " WHERE rowid > ? OR (rowid = ? AND op_id != ?)"
+            params += [after[0], after[0], after[1]]
+        sql += " ORDER BY rowid"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
         with self._pool.connection() as conn:
             rows = conn.execute(sql, params).fetchall()
         keys = ("op-id", "status", "argument-digest", "started-at", "finished-at", "exit-code", "outcome", "reason")
-        return [{f"kuro/{k}": v for k, v in zip(keys, r, strict=True) if v is not None} for r in rows]
+        return [(r[0], {f"kuro/{k}": v for k, v in zip(keys, r[1:], strict=True) if v is not None}) for r in rows]
 
     def close(self) -> None:
         """Close the idle connections; connections in use are closed when given back."""
         self._pool.close()
+
+
+def _holds_a_ledger(path: Path) -> bool:
+    """Whether ``path`` is a non-empty file (what a read-only open could read)."""
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _wal_holds_frames(path: Path) -> bool:
+    """Whether the ``-wal`` file beside ``path`` holds anything (a missing or empty one holds no writes)."""
+    try:
+        return Path(f"{path}-wal").stat().st_size > 0
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # cannot tell: it may hold writes
 
 
 def _apply_terminal(conn: sqlite3.Connection, entries: list[dict[str, Any]]) -> None:
@@ -335,8 +452,9 @@ def _apply_terminal(conn: sqlite3.Connection, entries: list[dict[str, Any]]) -> 
         receipt = entry["receipt"]
         code = receipt.get("kuro/exit-code")
         conn.execute(
-            "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at, finished_at, "
-            "exit_code, outcome, receipt, receipt_sha256) VALUES (?, ?, 'done', ?, ?, ?, ?, ?, ?, ?, ?) "
+            "INSERT INTO operations (rowid, op_id, digest, status, owner_pid, owner_token, started_at, "
+            "finished_at, exit_code, outcome, receipt, receipt_sha256) "
+            f"VALUES ({_NEXT_ROWID}, ?, ?, 'done', ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(op_id) DO UPDATE SET status = 'done', finished_at = excluded.finished_at, "
             "exit_code = excluded.exit_code, outcome = excluded.outcome, receipt = excluded.receipt, "
             "receipt_sha256 = excluded.receipt_sha256, reason = NULL "

@@ -69,7 +69,10 @@ connection is opened; it must be usable from any thread, ``check_same_thread=Fal
 Cancel across processes is a request: ``cancel=True`` on another process's
 run records it (``kuro/cancel: "requested"``) and returns at once; the owner
 polls for requests every :data:`CANCEL_POLL_S` seconds while it waits and then
-kills its run, whose receipt a later ``result`` returns. No
+kills its run, whose receipt a later ``result`` returns. A claim whose run is its claimant's
+(:meth:`Ledger.claim`: a batch's invocations on workers) has no owner that polls: a cancel of it, from
+any process, answers ``kuro/cancel: "not-cancellable"`` at once and records nothing (in this process it
+kills a handle the claimant attached, if any). A batch is stopped as a whole (``Batch.cancel``). No
 waiting for another process's run, no retention policy, no signing of rows.
 """
 
@@ -89,7 +92,15 @@ from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore
 from kuro_fs.home import ledger_path
-from kuro_wasm.errors import HostError, KuroError, LedgerError, ModelError, OperationConflict, StillRunning
+from kuro_wasm.errors import (
+    HostError,
+    KuroError,
+    LedgerError,
+    ModelError,
+    NotStarted,
+    OperationConflict,
+    StillRunning,
+)
 from kuro_wasm.ledger.answer import Row, answer, check_op_id, not_found, receipt_of, running_value, status_value
 from kuro_wasm.ledger.db import Connect, LedgerDB, default_connect
 from kuro_wasm.ledger.journal import Journal
@@ -111,8 +122,12 @@ CANCEL_POLL_S: Final = 0.25
 #: Environment variables whose values are concealed in previews (a guest has no env, but stdin or fs may carry one).
 _SECRET_ENV_NAME: Final = re.compile(r"token|secret|passw|api_?key|private_?key|credential", re.IGNORECASE)
 _SECRET_ENV_MIN: Final = 8
-#: The start time of a page cursor (:func:`page_cursor`): what ``str`` of an SQLite integer looks like.
-_CURSOR_AT: Final = re.compile(r"-?[0-9]{1,19}")
+#: Why a cancel of a claim whose run is its claimant's (a batch's) is ``not-cancellable``.
+HINT_CLAIMANT: Final = (
+    "its run is the claimant's (a batch's), not the ledger's: stop it through its claimant (cancel the batch)"
+)
+#: A page cursor (:func:`page_cursor`): ``r``, the row's rowid as ``str`` of a positive SQLite integer, ``:``.
+_CURSOR_AT: Final = re.compile(r"r[0-9]{1,19}")
 
 #: ``starter(session, command, *, store, **options) -> RunHandle | denial mapping``.
 Starter = Callable[..., "RunHandle | Mapping[str, Any]"]
@@ -165,23 +180,27 @@ def _check_start_options(store: object, options: Mapping[str, Any]) -> None:
         raise HostError(f"store must be a BlockStore, got {type(store).__name__}")
 
 
-def page_cursor(row: Mapping[str, Any]) -> str:
-    """The position just after ``row`` (a row of :meth:`Ledger.operations`), for the next page's ``after``.
+def page_cursor(position: int, op_id: str) -> str:
+    """The position just after the row of ``op_id`` at rowid ``position``, for the next page's ``after``.
 
-    >>> page_cursor({"kuro/started-at": 17, "kuro/op-id": "op/1"})
-    '17:op/1'
+    Rows are listed in the order they were recorded (their rowid), never by a clock, which may go back.
+
+    >>> page_cursor(17, "op/1")
+    'r17:op/1'
     """
-    return f"{row['kuro/started-at']}:{row['kuro/op-id']}"
+    return f"r{position}:{op_id}"
 
 
 def _from_cursor(cursor: object) -> tuple[int, str]:
     if isinstance(cursor, str):
         at, sep, op_id = cursor.partition(":")
         # ASCII digits only (``int`` takes other scripts' digits, ``isdigit`` even ones ``int`` refuses), a
-        # start time SQLite can hold (a forged one past it would fail the query, not the cursor)
-        if sep and op_id and _CURSOR_AT.fullmatch(at) and -(2**63) <= int(at) < 2**63:
-            return int(at), op_id
-    raise ModelError(f"not a ledger page cursor: {cursor!r} (it is kuro/cursor of a listed row)", reason="invalid-page")
+        # rowid SQLite can hold (a forged one past it would fail the query, not the cursor)
+        if sep and op_id and _CURSOR_AT.fullmatch(at) and int(at[1:]) < 2**63:
+            return int(at[1:]), op_id
+    raise ModelError(
+        f"not a ledger page cursor: {cursor!r:.80} (it is kuro/cursor of a listed row)", reason="invalid-page"
+    )
 
 
 #: The runs (their :class:`Live`) the current thread must come back to for them to end: the thread waiting
@@ -330,10 +349,17 @@ class Ledger:
             started = self._db.started_rows()
         except sqlite3.Error:
             return moved
+        gone: dict[tuple[int, str], str | None] = {}  # an owner's fate, asked of /proc once per owner
+        orphaned: list[tuple[Row, str]] = []
         for row in started:
-            reason = self._owner_gone(row)
+            owner = (row.owner_pid, row.owner_token)
+            if owner not in gone or row.owner_pid == os.getpid():  # (this process: judged per op id)
+                gone[owner] = self._owner_gone(row)
+            reason = gone[owner]
             if reason is not None:
-                self._db.mark_unknown(row, reason)
+                orphaned.append((row, reason))
+        if orphaned:  # one transaction (one sync) for all of them: a killed batch leaves hundreds
+            self._db.mark_unknown_many(orphaned)
         return moved
 
     def run(self, op_id: str, session: Session, command: object, **run_options: Any) -> dict[str, Any]:
@@ -351,12 +377,14 @@ class Ledger:
         Raises OperationConflict: ``op_id`` is known with a different argument digest.
         ModelError: a bad op id, option or argument (before anything is recorded).
         LedgerError: the start could not be recorded (nothing ran), or the ledger is closed.
-        Whatever the starter raises propagates, after the row is marked ``unknown``.
+        Whatever the starter raises propagates, after the row is marked ``unknown`` — but for
+        :class:`~kuro_wasm.errors.NotStarted` (a closed or broken worker pool refused the run before
+        anything of it started): then the claim is released, the op id stays free (``not-found``).
         HostError: ``isolation="process"`` (or ``$KURO_ISOLATION``) and no worker pool can be had
         (``$KURO_WORKERS`` out of range …), or ``store`` is not a block store — before anything is recorded.
         """
         _check_backend(run_options.get("isolation"))
-        claimed = self.claim(op_id, session, command, **run_options)
+        claimed = self._claim_many([(op_id, session, command, run_options)], held=None, runs_here=True)[0]
         if not isinstance(claimed, Claim):
             return claimed
         return self._run_claimed(claimed, session, command)
@@ -393,8 +421,21 @@ class Ledger:
 
         Raises ModelError: a bad op id, option or argument, or one op id twice (``duplicate-op-id``).
         OperationConflict, LedgerError: as :meth:`run`.
+
+        A claim's run is the caller's: the ledger can stop it only through a handle given to
+        :meth:`Claim.attach`, and a cancel of it without one answers ``kuro/cancel``
+        ``not-cancellable`` (:meth:`result`).
         """
-        wanted = self._prepare_many(requests)
+        return self._claim_many(requests, held=held, runs_here=False)
+
+    def _claim_many(
+        self,
+        requests: Sequence[tuple[str, Session, object, Mapping[str, Any]]],
+        *,
+        held: dict[str, Claim] | None,
+        runs_here: bool,
+    ) -> list[Claim | dict[str, Any]]:
+        wanted = self._prepare_many(requests, runs_here=runs_here)
         out: list[Claim | dict[str, Any] | None] = [None] * len(wanted)
         mine: list[int] = []
         answers: dict[str, dict[str, Any]] | None = None
@@ -461,11 +502,14 @@ class Ledger:
             out.append(None if row is None else self._existing(row, claim.digest))
         return out
 
-    def _prepare_many(self, requests: Sequence[tuple[str, Session, object, Mapping[str, Any]]]) -> list[Claim]:
+    def _prepare_many(
+        self, requests: Sequence[tuple[str, Session, object, Mapping[str, Any]]], *, runs_here: bool = False
+    ) -> list[Claim]:
         """Every request checked, no op id twice, the journal moved; nothing recorded."""
         self._check_open()
         wanted = [
-            self._prepare(op_id, session, command, dict(options)) for op_id, session, command, options in requests
+            self._prepare(op_id, session, command, dict(options), runs_here)
+            for op_id, session, command, options in requests
         ]
         seen: set[str] = set()
         for claim in wanted:
@@ -531,7 +575,9 @@ class Ledger:
         claim.live.finish(unknown)
         return unknown
 
-    def _prepare(self, op_id: str, session: Session, command: object, run_options: dict[str, Any]) -> Claim:
+    def _prepare(
+        self, op_id: str, session: Session, command: object, run_options: dict[str, Any], runs_here: bool
+    ) -> Claim:
         check_op_id(op_id)
         store = self._store_for(run_options.pop("store", None))
         keep_output = run_options.pop("keep_output", False)
@@ -541,7 +587,7 @@ class Ledger:
         digest = argument_digest(session, command, **run_options)
         options = {**run_options, **run_limits(run_options)}
         output_store = self._private_output() if keep_output else None
-        return Claim(op_id, digest, options, store, output_store, Live(digest, self._now()))
+        return Claim(op_id, digest, options, store, output_store, Live(digest, self._now(), runs_here=runs_here))
 
     def _register(self, claim: Claim) -> dict[str, Any] | None:
         """Enter ``claim`` in this process's registry (``None``), or answer from another thread's entry."""
@@ -586,8 +632,11 @@ class Ledger:
             return answers
         pid, token = own_token()
         started_at = min(claim.live.started_at for claim in fresh)
+        runs_here = all(claim.live.runs_here for claim in fresh)  # (one kind per call: run's one, or the claimant's)
         try:
-            rows = self._db.insert_started_many([(c.op_id, c.digest) for c in fresh], pid, token, started_at)
+            rows = self._db.insert_started_many(
+                [(c.op_id, c.digest) for c in fresh], pid, token, started_at, by_claimant=not runs_here
+            )
         except sqlite3.Error as exc:
             for claim in fresh:
                 answers[claim.op_id] = self._pending_answer(claim, exc)
@@ -666,6 +715,9 @@ class Ledger:
             phase = "ledger-raised"
             return self.settle(claim, result)
         except BaseException as exc:
+            if isinstance(exc, NotStarted) and started is None and live.handle is None:
+                self.release([claim])  # the starter refused before anything started: nothing ran, the op id stays free
+                raise
             if live.handle is not None:
                 live.handle.kill()
                 if phase == "host-raised" and not isinstance(exc, KuroError):  # the program's (a signal handler's):
@@ -723,7 +775,9 @@ class Ledger:
         ``requested`` at once); for a run of
         another process it records a cancel request and returns the running status at once with ``kuro/cancel``
         ``requested`` (``not-recorded`` if SQLite refused it, or the run ended meanwhile): the owner kills
-        its run within :data:`CANCEL_POLL_S` s. On anything else it is a no-op.
+        its run within :data:`CANCEL_POLL_S` s. A claim whose run is its claimant's (:meth:`claim`, a batch)
+        answers at once: ``requested`` if this process's claimant attached a handle (killed now), else
+        ``not-cancellable`` with a ``kuro/hint`` (nothing recorded, nothing waits). On anything else it is a no-op.
         ``for_new_task=True`` marks the answer ``kuro/current: False``: a
         historical result does not complete new work.
 
@@ -745,6 +799,10 @@ class Ledger:
         if live is not None and live.owner:
             if not cancel:
                 return _live_value(op_id, live)
+            if not live.runs_here:  # the claimant's run (a batch's): only a handle it attached reaches it
+                if live.kill_attached():
+                    return {**_live_value(op_id, live), "kuro/cancel": "requested"}
+                return {**_live_value(op_id, live), "kuro/cancel": "not-cancellable", "kuro/hint": HINT_CLAIMANT}
             live.cancel()
             if live in getattr(_NEEDED, "runs", ()):  # asked from a thread the run needs: it ends after this
                 return {**_live_value(op_id, live), "kuro/cancel": "requested"}
@@ -767,10 +825,13 @@ class Ledger:
         value = self._answer_for(row)
         if cancel and value["kuro/status"] == "running":
             value["kuro/cancel"] = self._db.request_cancel(op_id, self._now())
+            if value["kuro/cancel"] == "not-cancellable":
+                value["kuro/hint"] = HINT_CLAIMANT
         return value
 
     def operations(self, *, limit: int | None = None, after: str | None = None) -> list[dict[str, Any]]:
-        """Recorded operations, oldest first: op id, status, digest, times, exit code, outcome.
+        """Recorded operations, oldest first (in the order they were recorded, whatever the clock said):
+        op id, status, digest, times, exit code, outcome.
 
         Sweeps first (:meth:`recover`), so a run whose owner is gone is listed ``unknown``, not ``started``.
         ``limit`` and ``after`` page through a large ledger: ``after`` is the ``kuro/cursor`` of the last
@@ -788,9 +849,9 @@ class Ledger:
             rows = self._db.operations(limit=limit, after=position)
         except sqlite3.Error as exc:  # a damaged page, an unreadable file: said, never raised raw
             raise self._db.refusal(exc, "cannot list the ledger", "is damaged") from exc
-        for row in rows:
-            row["kuro/cursor"] = page_cursor(row)
-        return rows
+        for rowid, row in rows:
+            row["kuro/cursor"] = page_cursor(rowid, row["kuro/op-id"])
+        return [row for _, row in rows]
 
     def close(self) -> None:
         """Stop accepting calls (idempotent). Runs already in progress still save their receipts."""

@@ -54,6 +54,9 @@ class Live:
     cancel_requested: bool = False
     final: dict[str, Any] | None = None
     owner: bool = False
+    #: The ledger itself runs it (:meth:`~kuro_wasm.ledger.ledger.Ledger.run`): a handle comes, or the run ends.
+    #: False for a claim whose run is its claimant's (a batch): only a handle the claimant attaches reaches it.
+    runs_here: bool = False
     decided: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -78,6 +81,20 @@ class Live:
             handle = self.handle
         if handle is not None:
             handle.kill()
+
+    def kill_attached(self) -> bool:
+        """Kill the run through its handle if one is attached (True); else change nothing (False).
+
+        For a claim whose run is its claimant's: no cancel is left pending, since nothing may ever attach.
+        """
+        with self.lock:
+            handle = self.handle
+            if handle is not None:
+                self.cancel_requested = True
+        if handle is None:
+            return False
+        handle.kill()
+        return True
 
     def finish(self, value: dict[str, Any]) -> None:
         """The run's final answer (its saved receipt, or ``unknown``); wakes whoever waits for it."""

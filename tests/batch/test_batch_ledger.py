@@ -118,6 +118,34 @@ def test_after_a_cancel_the_next_interrupt_stops_waiting_and_what_is_out_is_unkn
         assert len(backend.sent) == 1 and ledger.result("out")["kuro/status"] == "unknown"
 
 
+class _AsksCancel(_Hangs):
+    """:class:`_Hangs`, whose first wait first asks the ledger to cancel the op id it holds (as a signal handler or
+    a callback on the driver's thread would)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__()
+        self.ledger = ledger
+        self.asked: dict[str, Any] = {}
+
+    def wait(self, timeout: float) -> list[Any]:
+        if self.waits == 0:
+            self.asked = self.ledger.result("out", cancel=True)
+        return super().wait(timeout)
+
+
+def test_a_cancel_of_an_op_id_a_batch_has_out_answers_not_cancellable_at_once_instead_of_blocking(
+    shared: Shared, tmp_path: Path
+) -> None:
+    with Ledger(tmp_path / "ledger.sqlite", store=shared.store) as ledger:
+        backend = _AsksCancel(ledger)
+        batch = run_many([_echo(shared, "out")], store=shared.store, ledger=ledger, cluster=backend)
+        backend.cancel_batch = batch.cancel
+        with pytest.raises(KeyboardInterrupt):
+            list(batch)
+        assert (backend.asked["kuro/status"], backend.asked["kuro/cancel"]) == ("running", "not-cancellable")
+        assert "cancel the batch" in backend.asked["kuro/hint"]
+
+
 _KILLED_DRIVER = """
 import os, signal, sys
 from batch_witness import Inline

@@ -12,6 +12,7 @@ from typing import Any
 
 from cli_helpers import GUESTS, ROOT, Kuro, add_guest, crashed_run, kuro_runner, one_error_line
 
+from kuro_fs.cid import raw_cid
 from kuro_wasm.model.receipt import from_json
 
 
@@ -471,3 +472,44 @@ def test_an_op_id_answered_unknown_stores_no_receipt_block_and_names_none(
     as_json = kuro(*argv, "--json")
     assert as_json.returncode == 1 and json.loads(as_json.stdout)["kuro/status"] == "unknown"
     assert _blocks(home) == before
+
+
+# ---- an op id that reads as a CID is still an op id: `kuro receipt show` resolves REF explicitly
+
+_CID_LIKE_OP = str(raw_cid(b"an operation id, not a block"))  # a valid CID no block here has
+
+
+def test_an_op_id_that_parses_as_a_cid_is_shown_as_the_operation_when_no_receipt_block_has_that_cid(
+    kuro: Kuro,
+) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    for op_id in (_CID_LIKE_OP, "bafyop-not-a-cid-but-looks-like-one"):
+        ran = kuro("run", cid, "run", "--op-id", op_id)
+        assert ran.returncode == 0, ran.stderr
+        shown = kuro("receipt", "show", op_id, "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["kuro/op-id"] == op_id
+        explicit = kuro("receipt", "show", "--op-id", op_id, "--json")
+        assert explicit.returncode == 0 and json.loads(explicit.stdout)["kuro/op-id"] == op_id
+
+
+def test_a_ref_that_is_both_a_stored_receipt_cid_and_an_op_id_shows_the_receipt_and_says_how_to_see_the_op(
+    kuro: Kuro,
+) -> None:
+    cid = add_guest(kuro, "hello.wat")
+    first = kuro("run", cid, "run")
+    receipt_cid = first.stderr.split("receipt ", 1)[1].split()[0]
+    assert kuro("run", cid, "exit", "3", "--op-id", receipt_cid).returncode == 3  # an op id named like that CID
+    by_cid = kuro("receipt", "show", receipt_cid, "--json")
+    assert by_cid.returncode == 0 and json.loads(by_cid.stdout)["kuro/exit-code"] == 0
+    assert f"kuro receipt show --op-id {receipt_cid}" in by_cid.stderr
+    by_op = kuro("receipt", "show", "--op-id", receipt_cid, "--json")
+    assert by_op.returncode == 0 and json.loads(by_op.stdout)["kuro/exit-code"] == 3
+
+
+def test_receipt_show_takes_a_ref_or_an_op_id_not_both_nor_neither(kuro: Kuro) -> None:
+    for args in (("receipt", "show"), ("receipt", "show", "x", "--op-id", "y")):
+        refused = kuro(*args)
+        assert refused.returncode == 2 and "error:" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    missing = kuro("receipt", "show", "--op-id", _CID_LIKE_OP)
+    assert missing.returncode == 1 and "no operation" in missing.stderr

@@ -18,7 +18,7 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_fs.errors import BlockStoreError
 from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict, StillRunning
-from kuro_wasm.ledger.ledger import MAX_PAGE, Ledger
+from kuro_wasm.ledger.ledger import MAX_PAGE, Claim, Ledger
 from kuro_wasm.model.operation import argument_digest
 from kuro_wasm.model.sessions import Session, denial, guest, is_guest_spec, session
 
@@ -110,7 +110,7 @@ def test_a_file_that_is_not_a_ledger_is_reported_corrupt(tmp_path: Path) -> None
         Ledger(path, store=MemoryBlockStore(), starter=FakeStarter())
 
 
-def test_a_damaged_page_of_the_listing_index_is_reported_corrupt_not_raised_raw(
+def test_a_damaged_page_of_the_listing_is_reported_corrupt_not_raised_raw(
     db: Path, store: MemoryBlockStore, starter: FakeStarter
 ) -> None:
     with Ledger(db, store=store, starter=starter) as ledger:
@@ -118,16 +118,15 @@ def test_a_damaged_page_of_the_listing_index_is_reported_corrupt_not_raised_raw(
             ledger.run(f"op-{i}", make_session(), command(i))
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'operations_order'").fetchone()
+    (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'operations'").fetchone()
     (page,) = conn.execute("PRAGMA page_size").fetchone()
     conn.close()
-    with open(db, "r+b") as fh:  # the page `kuro ledger list` reads through: a bad disk sector, say
+    with open(db, "r+b") as fh:  # the page `kuro ledger list` reads (the table, in rowid order): a bad sector, say
         fh.seek((root - 1) * page)
         fh.write(b"\xff" * 16)
     with Ledger(db, store=store, starter=starter) as ledger:
         with pytest.raises(LedgerCorrupt, match="malformed"):
             ledger.operations()
-        assert ledger.result("op-1")["kuro/status"] == "done"  # the rows themselves still answer
 
 
 def test_a_receipt_edited_in_the_database_is_reported_corrupt(ledger: Ledger, db: Path) -> None:
@@ -878,6 +877,12 @@ def test_operations_page_through_the_ledger_with_a_cursor(ledger: Ledger, starte
         {"after": f"{2**63}:op"},
         {"after": f"-{2**63 + 1}:op"},
         {"after": "9" * 5000 + ":op"},
+        {"after": "r\u0663:op"},
+        {"after": f"r{2**63}:op"},
+        {"after": "r-1:op"},
+        {"after": "r" + "9" * 5000 + ":op"},
+        {"after": "r7:"},
+        {"after": "17:op"},  # a cursor of older code (a start time): refused, never read as a rowid
     ],
 )
 def test_a_bad_page_is_refused(ledger: Ledger, bad: dict[str, Any]) -> None:
@@ -892,8 +897,36 @@ def test_a_cursor_of_a_row_started_before_1970_pages_on(db: Path, store: MemoryB
         for op_id in ("a", "b"):
             ledger.run(op_id, make_session(), command())
         first = ledger.operations(limit=1)
-        assert first[0]["kuro/cursor"] == "-5:a"
+        assert first[0]["kuro/cursor"] == "r1:a"
         assert [row["kuro/op-id"] for row in ledger.operations(after=first[0]["kuro/cursor"])] == ["b"]
+
+
+def _paged(ledger: Ledger, after: str | None) -> list[str]:
+    return [row["kuro/op-id"] for row in ledger.operations(after=after)]
+
+
+def test_a_row_recorded_after_the_clock_went_back_is_on_the_next_page_not_skipped(
+    db: Path, store: MemoryBlockStore
+) -> None:
+    clock = iter([2000, 3000, 1000, 1000, 1000])  # the clock is set back between the pages
+    with Ledger(db, store=store, starter=FakeStarter(), now=lambda: next(clock)) as ledger:
+        ledger.run("a", make_session(), command(1))  # started 2000, finished 3000
+        first = ledger.operations(limit=1)
+        assert [row["kuro/op-id"] for row in first] == ["a"]
+        ledger.run("b", make_session(), command(2))  # recorded after a, started "before" it
+        assert _paged(ledger, first[0]["kuro/cursor"]) == ["b"]
+        assert _paged(ledger, None) == ["a", "b"]  # oldest first is the order they were recorded in
+
+
+def test_a_row_that_takes_the_place_of_a_released_claim_is_not_skipped_by_a_cursor_past_it(ledger: Ledger) -> None:
+    sess = make_session()
+    ledger.run("a", sess, command(1))
+    claims = ledger.claim_many([("x", sess, command(2), {}), ("y", sess, command(3), {})])
+    listed = ledger.operations()
+    assert [row["kuro/op-id"] for row in listed] == ["a", "x", "y"]
+    ledger.release([c for c in claims if isinstance(c, Claim)])  # never sent: their rows go
+    ledger.run("z", sess, command(4))  # recorded after the page was read
+    assert _paged(ledger, listed[-1]["kuro/cursor"]) == ["z"]
 
 
 def test_the_largest_page_limit_sqlite_counts_is_every_row(ledger: Ledger) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -124,3 +126,57 @@ def test_an_interrupt_after_claim_many_inserted_its_rows_leaves_no_claim_half_ma
     assert answers == ["not-found", "not-found"]
     again = ledger.claim_many([(op, sess, command(n), {}) for n, op in enumerate(["a", "b"], start=1)])
     assert all(isinstance(claim, Claim) for claim in again)
+
+
+# ---- cancel of a claim whose run is its claimant's (a batch): answered at once, never a lie
+
+
+def _asked_in_a_thread(ledger: Ledger, op_id: str) -> dict[str, object]:
+    answers: list[dict[str, object]] = []
+    asker = threading.Thread(target=lambda: answers.append(ledger.result(op_id, cancel=True)), daemon=True)
+    asker.start()
+    asker.join(60)  # a guard against a hang, not a timing margin: the answer needs no waiting at all
+    assert not asker.is_alive(), "a cancel of a claim the ledger holds no run for waited for its settle"
+    return answers[0]
+
+
+def test_a_cancel_of_a_claim_without_a_handle_answers_not_cancellable_at_once_and_changes_nothing(
+    ledger: Ledger,
+) -> None:
+    sess, cmd = make_session(), command(1)
+    claim = ledger.claim("op-b", sess, cmd)  # a batch's claim: its run is on a worker the ledger cannot reach
+    assert isinstance(claim, Claim)
+    asked = _asked_in_a_thread(ledger, "op-b")
+    assert (asked["kuro/status"], asked["kuro/cancel"]) == ("running", "not-cancellable")
+    assert not claim.live.cancel_requested  # nothing pending that would kill a handle attached later
+    saved = ledger.settle(claim, fake_receipt(sess, cmd, 0, b"out"))
+    assert (saved["kuro/outcome"], saved["kuro/exit-code"]) == ("ok", 0)
+
+
+def test_a_cancel_of_a_claim_with_an_attached_handle_kills_it_without_waiting_for_the_settle(ledger: Ledger) -> None:
+    from ledger_fakes import FakeHandle
+
+    sess, cmd = make_session(), command(1)
+    claim = ledger.claim("op-h", sess, cmd)
+    assert isinstance(claim, Claim)
+    handle = FakeHandle(sess, cmd, None)
+    claim.attach(handle)
+    asked = _asked_in_a_thread(ledger, "op-h")
+    assert (asked["kuro/status"], asked["kuro/cancel"]) == ("running", "requested") and handle.killed
+    ledger.settle(claim, handle.wait())
+    assert ledger.result("op-h")["kuro/outcome"] == "cancelled"
+
+
+def test_another_process_cancelling_a_claim_without_a_handle_is_told_not_cancellable(db: Path, ledger: Ledger) -> None:
+    sess, cmd = make_session(), command(1)
+    claim = ledger.claim("op-b", sess, cmd)
+    assert isinstance(claim, Claim)
+    asked = subprocess.run(  # what another process reads from SQLite (this one's registry would answer here)
+        [sys.executable, "-c", "import sys; from kuro_wasm.ledger.ledger import Ledger\n"
+         "got = Ledger(sys.argv[1]).result('op-b', cancel=True); print(got['kuro/status'], got['kuro/cancel'])",
+         str(db)],
+        capture_output=True, text=True, check=True, timeout=120,  # a hang guard, not a measure
+    )  # fmt: skip
+    assert asked.stdout.split() == ["running", "not-cancellable"]
+    ledger.settle(claim, fake_receipt(sess, cmd))
+    assert ledger.result("op-b")["kuro/outcome"] == "ok"  # no request was left behind to cancel anything

@@ -245,7 +245,7 @@ def test_a_cancel_asked_of_a_claim_that_was_released_does_not_cancel_the_op_ids_
              f"print(Ledger({str(db)!r}).result('op-r', cancel=True)['kuro/cancel'])"],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
-        assert asked.stdout.strip() == "requested"
+        assert asked.stdout.strip() == "not-cancellable"  # a claim's run is its claimant's: nothing recorded
         assert not isinstance(claim, dict)
         ledger.release([claim])  # ... and it never ran: the op id is free, as if never claimed
         got = ledger.run("op-r", sess, cmd)  # its real run, later, is not the run that cancel was for
@@ -267,7 +267,9 @@ def test_a_cancel_request_arriving_after_the_claim_is_withdrawn_is_not_recorded(
         again = ledger.claim("op-r", sess, cmd)
         assert not isinstance(again, dict)
         other = LedgerDB(db, default_connect, 1.0)
-        assert other.request_cancel("op-r", 2) == "requested"  # a standing claim: yes
+        assert other.request_cancel("op-r", 2) == "not-cancellable"  # a standing claim, but its claimant's run
+        assert other.insert_started("op-q", "digest", 1, "token", 0) is None  # a standing claim of Ledger.run's
+        assert other.request_cancel("op-q", 3) == "requested"
         other.close()
 
 
@@ -301,3 +303,34 @@ def test_a_cancel_from_a_signal_handler_interrupting_the_run_ends_it_cancelled_i
         raise AssertionError("a cancel from a signal handler hung the ledgered run") from None
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["cancelled", "running", "requested"]
+
+
+_KILLED_BATCH = """
+import os, signal, sys
+from ledger_fakes import command, make_session
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.ledger.ledger import Ledger
+ledger = Ledger(sys.argv[1], store=MemoryBlockStore())
+ledger.claim_many([(f"op-{i}", make_session(), command(i), {}) for i in range(int(sys.argv[2]))])
+os.kill(os.getpid(), signal.SIGKILL)  # a batch driver killed with its chunks out: every claim is orphaned
+"""
+
+
+def test_the_first_open_after_a_killed_batch_marks_all_its_claims_unknown_in_one_transaction(tmp_path: Path) -> None:
+    # one transaction (one fsync) per orphaned claim made that open take seconds for a large batch
+    db = tmp_path / "ledger.sqlite"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(CHILD.parent), os.environ.get("PYTHONPATH")]))}
+    killed = subprocess.run([sys.executable, "-c", _KILLED_BATCH, str(db), "300"], env=env, timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    writes: list[str] = []
+
+    def counting(path: Path, timeout: float) -> sqlite3.Connection:
+        conn = default_connect(path, timeout)
+        conn.set_trace_callback(lambda sql: writes.append(sql) if sql.startswith("BEGIN IMMEDIATE") else None)
+        return conn
+
+    with Ledger(db, store=MemoryBlockStore(), connect=counting) as reopened:
+        assert len(writes) == 1
+        rows = reopened.operations()
+    assert len(rows) == 300 and {row["kuro/status"] for row in rows} == {"unknown"}
+    assert len(writes) == 1  # listing sweeps again, and finds nothing left to write

@@ -182,3 +182,20 @@ def test_a_run_cancelled_from_its_own_output_callback_ends_cancelled_instead_of_
         assert led.result("op-cb")["kuro/outcome"] == "cancelled"
     assert (asked[0]["kuro/status"], asked[0]["kuro/cancel"]) == ("running", "requested")
     assert (got[0]["kuro/outcome"], got[0]["kuro/exit-code"]) == ("cancelled", 130)
+
+
+def test_a_run_a_closed_worker_pool_refuses_leaves_its_op_id_free(tmp_path: Path, store: MemoryBlockStore) -> None:
+    # the pool refuses before anything is sent: nothing ran, so the op id is not used up as `unknown`
+    from kuro_wasm.errors import NotStarted
+    from kuro_wasm.host.worker.pool import WorkerPool
+
+    sess = session("s-closed", str(Fs.empty(store).root), "terminal-build")
+    cmd = guest(_guest(store, "hello"), "run")
+    pool = WorkerPool(1, spare=0)
+    pool.close()
+    with Ledger(tmp_path / "ledger.sqlite", store=store) as led:
+        with pytest.raises(NotStarted, match="closed"):
+            led.run("op-closed", sess, cmd, isolation=pool, home=False)
+        assert led.result("op-closed")["kuro/status"] == "not-found"
+        ran = led.run("op-closed", sess, cmd, home=False)  # the op id is still free for a run that happens
+    assert (ran["kuro/replayed"], ran["kuro/exit-code"]) == (False, 0)

@@ -90,7 +90,7 @@ from kuro_fs.errors import InvalidCID, KuroFsError
 from kuro_fs.filestore import FileBlockStore
 from kuro_fs.fs import Fs
 from kuro_fs.home import blocks_dir, resolve_home
-from kuro_wasm.errors import HostError, KuroError
+from kuro_wasm.errors import HostError, KuroError, NotStarted
 from kuro_wasm.host import engine as _engine
 from kuro_wasm.host import loader
 from kuro_wasm.host.cache import COMPONENT, MODULE
@@ -120,6 +120,10 @@ _READER = threading.local()
 #: until the running guest ends; a larger run waits in the queue for an idle worker instead.
 PIPELINE_FRAME_BYTES: Final = 64 << 10
 _START_FAILURES: Final = 3
+
+
+class _StartTimeout(Exception):
+    """A worker's hello did not come within the pool's ``start_timeout`` (raised by the hello's read alone)."""
 _EXIT_STATUS_WAIT_S: Final = 1.0
 #: ``_Conn.token`` when the worker's keeper thread reads its run channel.
 _KEEPER: Final = object()
@@ -241,9 +245,10 @@ class WorkerPool:
     ``workers`` active workers (default: ``$KURO_WORKERS``, else the number of CPUs; at most
     :data:`~kuro_wasm.model.limits.MAX_WORKERS`, 256) plus ``spare`` idle ones (as many at most);
     ``hardening`` is what each worker applies to itself; ``test_hooks`` makes workers answer
-    :meth:`probe` (tests only). Raises HostError: the zygote could not be started, a count out of
-    range; ValueError: a confined pool's ``hardening.stores`` would open the kuro home to its workers
-    (:func:`~kuro_wasm.host.worker.hardening.check_stores`).
+    :meth:`probe` (tests only); ``start_timeout`` is how long (s) a forked worker has to say hello (past it
+    the start failed: a start timeout, said as such once the pool gives up). Raises HostError: the zygote
+    could not be started, a count out of range; ValueError: a confined pool's ``hardening.stores`` would open
+    the kuro home to its workers (:func:`~kuro_wasm.host.worker.hardening.check_stores`).
     """
 
     def __init__(
@@ -357,8 +362,10 @@ class WorkerPool:
         try:
             try:
                 self._hello(conn)
-            except ProtocolError as exc:
+            except (ProtocolError, _StartTimeout) as exc:
                 conn.violation = str(exc)
+            except TimeoutError as exc:  # not the hello read's own (that is _StartTimeout): the host's failure
+                conn.host_failure = f"{type(exc).__name__}: {exc}"
             except (OSError, ValueError):
                 pass  # the connection broke (the worker is going)
             except Exception as exc:  # a host bug on this worker's frames: no traceback, no half-trusted worker left
@@ -379,7 +386,12 @@ class WorkerPool:
 
     def _hello(self, conn: _Conn) -> None:
         conn.sock.settimeout(self._start_timeout)
-        hello = read_frame(conn.inbox, _FROM_WORKER, lambda _m: 0)
+        try:
+            hello = read_frame(conn.inbox, _FROM_WORKER, lambda _m: 0)
+        except TimeoutError:  # this read's own timeout, and only it, is a start that took too long
+            raise _StartTimeout(
+                f"no hello from a worker within {self._start_timeout} s of its fork (the pool's start_timeout)"
+            ) from None
         if hello is not None and hello[0]["t"] == "unfit":
             raise ProtocolError(f"the worker could not harden itself: {hello[0]['error']}")
         if hello is None or hello[0]["t"] != "hello":
@@ -913,7 +925,11 @@ class WorkerPool:
                 self._starting -= 1
                 self._failures += 1
                 if self._failures >= _START_FAILURES and self._broken is None:
-                    self._broken = conn.violation or "workers exit before their hello (hardening failed?)"
+                    self._broken = (
+                        conn.violation
+                        or (f"host error: {conn.host_failure}" if conn.host_failure else None)
+                        or "workers exit before their hello (hardening failed?)"
+                    )
                     self._fail_waiting()
             for group in (self._active, self._spares):
                 if conn in group:
@@ -998,8 +1014,9 @@ class WorkerPool:
     def submit(self, run: RemoteRun) -> None:
         """Queue ``run`` for the next free worker.
 
-        Raises HostError: the pool is closed or broken, or the run's frame could not be sent (a spec whose
-        args are more JSON than a frame carries: refused now, not left queued until its deadline).
+        Raises NotStarted (a HostError; nothing was queued): the pool is closed or broken, or the run's frame
+        could not be sent (a spec whose args are more JSON than a frame carries: refused now, not left queued
+        until its deadline).
         """
         with self._cond:
             self._usable()
@@ -1022,9 +1039,9 @@ class WorkerPool:
     def _usable(self) -> None:
         """Raises HostError: the pool is closed or broken (called under the lock)."""
         if self._closed:
-            raise HostError("the worker pool is closed")
+            raise NotStarted("the worker pool is closed")
         if self._broken is not None:
-            raise HostError(f"no worker process could be started: {self._broken}")
+            raise NotStarted(f"no worker process could be started: {self._broken}")
 
     def stdin(self, run: RemoteRun, data: bytes) -> None:
         """Give ``run`` stdin bytes (ignored after close_stdin or the end).
@@ -1283,12 +1300,12 @@ def _encoded_run(run: RemoteRun) -> bytes:
         rest = protocol.encode_fields("run", fixed)
         session = _session_json(run.session)
     except ProtocolError as exc:
-        raise HostError(f"the run cannot be sent to a worker process: {exc}") from None
+        raise NotStarted(f"the run cannot be sent to a worker process: {exc}") from None
     encoded = b'{"session":' + session + b',"limits":' + _limits_json(run.limits) + b"," + rest[1:]
     size = len(encoded) + _DISPATCH_FIELDS_BYTES
     if size > protocol.MAX_JSON_BYTES:
         why = f"{size} bytes of JSON with its other fields, over the {protocol.MAX_JSON_BYTES}-byte limit"
-        raise HostError(f"the run cannot be sent to a worker process: {why}")
+        raise NotStarted(f"the run cannot be sent to a worker process: {why}")
     return encoded
 
 

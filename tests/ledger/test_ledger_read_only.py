@@ -1,0 +1,142 @@
+"""A ledger whose directory cannot be written (a read-only home, a full disk) is still read, or refused in one line.
+
+SQLite in WAL mode makes ``-wal``/``-shm`` files beside the database even to read it: where it cannot,
+the ledger opens it for reading only (``mode=ro``, else ``immutable=1`` when no ``-wal`` holds writes).
+The real cases run ``kuro`` in a private mount namespace (``unshare -m``) over a read-only bind mount
+or a full tmpfs; the library case injects a ``connect`` that cannot open the file for writing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ledger_fakes import FakeStarter, command, make_session
+
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.errors import LedgerError
+from kuro_wasm.ledger.ledger import Claim, Ledger
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _filled(db: Path, n: int = 3) -> None:
+    with Ledger(db, store=MemoryBlockStore(), starter=FakeStarter()) as ledger:
+        for i in range(n):
+            ledger.run(f"op-{i}", make_session(), command(i))
+
+
+def _cannot_write(path: Path, timeout: float) -> sqlite3.Connection:
+    """What SQLite says when it cannot make its ``-wal``/``-shm`` files beside the database."""
+    raise sqlite3.OperationalError("unable to open database file")
+
+
+def test_a_ledger_that_cannot_be_opened_for_writing_is_read_and_refuses_runs_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "ledger.sqlite"
+    _filled(db)
+    starter = FakeStarter()
+    with Ledger(db, store=MemoryBlockStore(), starter=starter, connect=_cannot_write) as ledger:
+        assert [row["kuro/op-id"] for row in ledger.operations()] == ["op-0", "op-1", "op-2"]
+        assert ledger.result("op-1")["kuro/status"] == "done"
+        assert ledger.run("op-2", make_session(), command(2))["kuro/replayed"] is True  # a replay needs no write
+        with pytest.raises(LedgerError, match="nothing ran"):
+            ledger.run("op-new", make_session(), command(9))
+        assert not isinstance(ledger.claim("op-1", make_session(), command(1)), Claim)
+    assert starter.total == 0
+
+
+def test_a_file_that_is_not_there_is_still_refused_not_opened_read_only(tmp_path: Path) -> None:
+    with pytest.raises(LedgerError, match="unable to open"):
+        Ledger(tmp_path / "ledger.sqlite", store=MemoryBlockStore(), connect=_cannot_write)
+
+
+# ---- the real thing: a read-only mount, a full disk (root in a private mount namespace)
+
+
+def _can_unshare() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    try:
+        done = subprocess.run(
+            ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+needs_unshare = pytest.mark.skipif(not _can_unshare(), reason="no private mount namespace here (unshare -m)")
+
+_MOUNT = {
+    "read-only": 'mount --bind -o ro "$HOME_SRC" "$MNT"',
+    "full": 'mount -t tmpfs -o size=1m tmpfs "$MNT" && cp -a "$HOME_SRC"/. "$MNT"/ '
+    '&& (dd if=/dev/zero of="$MNT"/fill bs=4k 2>/dev/null; true)',
+}
+
+
+def _kuro_in(kind: str, home: Path, mnt: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``kuro --home MNT ARGS`` where MNT is ``home`` mounted read-only, or a full disk holding a copy of it."""
+    script = f'{_MOUNT[kind]} && exec "$PY" -m kuro_wasm --home "$MNT" "$@"'
+    env = {**os.environ, "HOME_SRC": str(home), "MNT": str(mnt), "PY": sys.executable}
+    env.pop("KURO_DEBUG", None)
+    return subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "kuro", *args],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,  # a hang guard, not a measure
+    )  # fmt: skip
+
+
+@needs_unshare
+@pytest.mark.parametrize("kind", ["read-only", "full"])
+def test_kuro_ledger_list_and_receipt_show_read_a_ledger_on_a_read_only_or_full_disk(kind: str, tmp_path: Path) -> None:
+    home, mnt = tmp_path / "home", tmp_path / "mnt"
+    mnt.mkdir()
+    (home / "blocks").mkdir(parents=True)
+    _filled(home / "ledger.sqlite")
+    listed = _kuro_in(kind, home, mnt, "ledger", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[:2] for line in listed.stdout.splitlines()] == [[f"op-{i}", "done"] for i in range(3)]
+    shown = _kuro_in(kind, home, mnt, "receipt", "show", "op-1", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert '"kuro/op-id": "op-1"' in shown.stdout
+
+
+_KILLED_WRITER = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[2])
+from ledger_fakes import FakeStarter, command, make_session
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_wasm.ledger.ledger import Ledger
+ledger = Ledger(sys.argv[1], store=MemoryBlockStore(), starter=FakeStarter())
+ledger.run("op-late", make_session(), command(7))
+os.kill(os.getpid(), signal.SIGKILL)  # its WAL is never checkpointed into the database file
+"""
+
+
+@needs_unshare
+@pytest.mark.parametrize("shm", [True, False], ids=["with-shm", "without-shm"])
+def test_a_read_only_ledger_whose_wal_holds_writes_is_read_with_them_or_refused_in_one_line(
+    tmp_path: Path, shm: bool
+) -> None:
+    home, mnt = tmp_path / "home", tmp_path / "mnt"
+    mnt.mkdir()
+    (home / "blocks").mkdir(parents=True)
+    _filled(home / "ledger.sqlite")
+    subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(home / "ledger.sqlite"), str(Path(__file__).parent)])
+    assert (home / "ledger.sqlite-wal").stat().st_size > 0
+    if not shm:  # SQLite cannot read the WAL read-only without its index, nor make one on a read-only mount
+        (home / "ledger.sqlite-shm").unlink()
+    listed = _kuro_in("read-only", home, mnt, "ledger", "list")
+    assert "Traceback" not in listed.stderr
+    if shm:  # read through the WAL: the late row is there
+        assert listed.returncode == 0, listed.stderr
+        assert [line.split()[0] for line in listed.stdout.splitlines()] == ["op-0", "op-1", "op-2", "op-late"]
+    else:  # never read without it (immutable=1 would silently miss the late row): one line, status 1
+        assert listed.returncode == 1 and len(listed.stderr.splitlines()) == 1, listed.stderr
+        assert "holds writes not yet in the database file" in listed.stderr
