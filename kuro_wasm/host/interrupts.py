@@ -38,8 +38,10 @@ from typing import Any, Final, Protocol
 
 __all__ = ["Held", "Interruptible", "hold", "own", "raised_after", "release"]
 
-#: Every signal a handler can be set for (SIGKILL and SIGSTOP read as SIG_DFL, never as a Python handler).
-_SIGNALS: Final = tuple(sorted(int(s) for s in signal.valid_signals() if 0 < s < signal.NSIG))
+#: Every signal a handler can be set for (not SIGKILL and SIGSTOP: they read as SIG_DFL, never as a Python handler).
+_SIGNALS: Final = tuple(
+    sorted(int(s) for s in signal.valid_signals() if 0 < s < signal.NSIG and s not in (signal.SIGKILL, signal.SIGSTOP))
+)
 _getsignal: Final = _signal.getsignal
 
 
@@ -110,6 +112,9 @@ def release(run: Interruptible, held: Held) -> None:
     for signum, handler, guard in held:
         if _getsignal(signum) is guard:
             _signal.signal(signum, handler)
+    if _HELD and _HELD[-1] is run:  # the innermost run: how main-thread runs end (they nest)
+        _HELD.pop()
+        return
     for i in range(len(_HELD) - 1, -1, -1):
         if _HELD[i] is run:
             del _HELD[i]
