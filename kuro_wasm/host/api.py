@@ -50,10 +50,11 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # CPython's C module behind signal (no stub)
 import functools
 import os
+import pathlib
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import HostError, ModelError, StillRunning
@@ -95,6 +96,10 @@ __all__ = [
 ]
 
 
+#: The concrete pathlib classes, whose ``__fspath__`` is ``str(self)``: a ``home`` of one is its str.
+_PATH_TYPES: Final = frozenset({pathlib.PosixPath, pathlib.WindowsPath, pathlib.PurePosixPath, pathlib.PureWindowsPath})
+
+
 def _check_options(home: object, on_chunk: object, on_exit: object) -> object:
     """``home`` as the run uses it (a str path, None or False), after checking every option.
 
@@ -102,6 +107,8 @@ def _check_options(home: object, on_chunk: object, on_exit: object) -> object:
     and ``""`` would be the current directory (a cache written wherever the program happens to run).
     """
     if home is not None and home is not False:
+        if type(home) in _PATH_TYPES:  # (a pathlib path: its str, without the PathLike ABC check)
+            home = str(home)
         if type(home) is not str:
             if not isinstance(home, os.PathLike):
                 raise ModelError(
@@ -554,7 +561,7 @@ def run(
     if threading.current_thread() is not threading.main_thread():
         receipt = job.execute()
     else:
-        claimed = _claim_ctrl_c(job)
+        claimed = _claim_main_ctrl_c(job)
         held = interrupts.hold(job)
         try:
             receipt = job.execute()
@@ -609,6 +616,11 @@ def _claim_ctrl_c(job: Job | RemoteRun) -> bool:
     """
     if threading.current_thread() is not threading.main_thread():
         return False
+    return _claim_main_ctrl_c(job)
+
+
+def _claim_main_ctrl_c(job: Job | RemoteRun) -> bool:
+    """:func:`_claim_ctrl_c` for a caller known to be on the main thread."""
     handler = _signal.getsignal(signal.SIGINT)
     if handler is not _on_sigint:
         if handler is not signal.default_int_handler:

@@ -171,9 +171,10 @@ def run_of(context: Any) -> RunContext | None:
     return _RUNS.get(_address(context))
 
 
-def unregister_run(store: wasmtime.Store) -> None:
-    """Forget ``store``'s run (call before the store is closed, on the thread that registered it)."""
-    key = context_address(store)
+def unregister_run(store: wasmtime.Store, context: int = 0) -> None:
+    """Forget ``store``'s run (call before the store is closed, on the thread that registered it); ``context``:
+    ``store``'s context address if the caller holds it (the ``run.context`` :func:`register_run` set), else 0."""
+    key = context or context_address(store)
     with _RUNS_LOCK:
         run = _RUNS.pop(key, None)
     if run is not None and _CURRENT.get() is run:

@@ -173,9 +173,14 @@ class StdinPipe:
 
     def end(self) -> None:
         """The run is over: a waiting :meth:`write` returns, and later ones are ignored."""
-        with self._cond:
+        cond = self._cond
+        cond.acquire()  # (its lock's own methods: no Python-level __enter__/__exit__ on every run's way out)
+        try:
             self._ended = True
-            self._cond.notify_all()
+            if self._writers:  # (the guest's own reads are over: only writers can be waiting now)
+                cond.notify_all()
+        finally:
+            cond.release()
 
     def ready(self) -> bool:
         """True when a read would not wait: bytes are buffered or input has ended."""

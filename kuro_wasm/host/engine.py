@@ -505,23 +505,25 @@ def remove_interrupt(key: int) -> None:
         _CHECKS.pop(key, None)
 
 
-def install_interrupt(store: wasmtime.Store, run: Interruptible) -> int:
+def install_interrupt(store: wasmtime.Store, run: Interruptible, context: int = 0) -> int:
     """Arm ``store``: at every epoch tick ``run.should_stop()`` is asked; a non-None answer stops the guest.
 
     Sets the deadline one tick ahead (a new store's deadline is 0, which would
     interrupt a healthy guest at the first tick), or at 0 if the run must stop already
     (a :meth:`~Interruptible.stop` before this call ticked no store of it). ``should_stop`` must be cheap;
     if it raises, the run is stopped with reason ``host-error``. Returns the key to
-    pass to :func:`remove_interrupt` when the run is over.
+    pass to :func:`remove_interrupt` when the run is over. ``context``: ``store``'s context address if the
+    caller holds it, else 0.
     """
     with _CHECKS_LOCK:
         _NEXT_ID[0] += 1
         key = _NEXT_ID[0]
         _CHECKS[key] = run
     _epoch_deadline_callback(address(store.ptr()), _on_epoch, key, _NULL_FINALIZER)
-    _set_epoch_deadline(context_address(store), 1)
+    cctx = context or context_address(store)
+    _set_epoch_deadline(cctx, 1)
     if run.should_stop() is not None:  # stopped before the deadline above was set: its interrupt came too early
-        _set_epoch_deadline(context_address(store), 0)
+        _set_epoch_deadline(cctx, 0)
     return key
 
 
@@ -592,18 +594,23 @@ def _kind(item: Any) -> int:
     return int(item.kind)
 
 
-def _export(store: wasmtime.Store, instance: Any, name: str, kind: int) -> Any:
+def _export(store: wasmtime.Store, instance: Any, name: str, kind: int, context: int = 0) -> Any:
     """The ``wasmtime_extern_t`` exported as ``name`` if it is of ``kind``, else None."""
     item = ffi.wasmtime_extern_t()
     raw = name.encode("utf-8")
-    if not _export_get(context_address(store), ctypes.addressof(instance), raw, len(raw), ctypes.addressof(item)):
+    cctx = context or context_address(store)
+    if not _export_get(cctx, ctypes.addressof(instance), raw, len(raw), ctypes.addressof(item)):
         return None
     return item if _kind(item) == kind else None
 
 
-def lookup_func(store: wasmtime.Store, instance: Any, name: str) -> Any:
-    """The raw ``wasmtime_func_t`` exported as ``name``, or None (never lists all exports)."""
-    item = _export(store, instance, name, _EXTERN_FUNC)
+def lookup_func(store: wasmtime.Store, instance: Any, name: str, context: int = 0) -> Any:
+    """The raw ``wasmtime_func_t`` exported as ``name``, or None (never lists all exports).
+
+    ``context``: ``store``'s context address when the caller has it (a registered run's
+    :attr:`~kuro_wasm.host.context.RunContext.context`), else 0 (asked of ``store``); as in :func:`call_export`.
+    """
+    item = _export(store, instance, name, _EXTERN_FUNC, context)
     return None if item is None else item.of.func
 
 
@@ -642,14 +649,20 @@ def _layout(params: tuple[str, ...], results: tuple[str, ...]) -> tuple[Any, str
 
 
 def call_export(
-    store: wasmtime.Store, func: Any, params: Sequence[str], args: Sequence[int | float], results: Sequence[str]
+    store: wasmtime.Store,
+    func: Any,
+    params: Sequence[str],
+    args: Sequence[int | float],
+    results: Sequence[str],
+    context: int = 0,
 ) -> CallOutcome:
     """Call the raw ``func`` with numeric ``args`` typed by ``params``; results typed by ``results``.
 
     The caller has checked ``args`` against ``params`` (:func:`kuro_wasm.model.abi.check_args`).
     Arguments and results move through one value array laid out by a precompiled ``struct``
     per signature (an argument is stored as a C assignment would store it; a result of another kind
-    than the four numbers reads as 0).
+    than the four numbers reads as 0). ``context``: ``store``'s context address if the caller holds it
+    (a registered run's ``context``: one address fewer to ask of wasmtime-py per call), else 0.
     """
     params, results = tuple(params), tuple(results)
     array_type, arg_layout, result_layout = _layout(params, results)
@@ -665,7 +678,8 @@ def call_export(
     base = ctypes.addressof(vals)
     n, m = len(params), len(results)
     trap_at = base + (n + m) * _VAL_SIZE
-    error = _func_call(context_address(store), ctypes.addressof(func), base, n, base + n * _VAL_SIZE, m, trap_at)
+    cctx = context or context_address(store)
+    error = _func_call(cctx, ctypes.addressof(func), base, n, base + n * _VAL_SIZE, m, trap_at)
     if error:
         return CallOutcome(error=_take_error(error))
     trap = ctypes.c_void_p.from_address(trap_at).value

@@ -45,6 +45,7 @@ from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.operation import narrowed_fs_grant
 from kuro_wasm.model.outcome import decide
+from kuro_wasm.model.receipt import namespace
 from kuro_wasm.model.sessions import Session
 
 __all__ = ["ISOLATION", "Job", "OnChunk", "OnExit"]
@@ -242,8 +243,8 @@ class Job:
             )
             if self.limits.fuel is not None:
                 wstore.set_fuel(self.limits.fuel)
-            interrupt_key = _engine.install_interrupt(wstore, ctx)
-            register_run(wstore, ctx)
+            register_run(wstore, ctx)  # (sets ctx.context, the store's context address, used from here on)
+            interrupt_key = _engine.install_interrupt(wstore, ctx, ctx.context)
             with _engine.live_run(ctx.deadline):
                 instance, failed = ready.kind.instantiate(wstore, ready.pre)
                 if failed is None:
@@ -258,7 +259,7 @@ class Job:
         finally:
             if interrupt_key is not None:
                 _engine.remove_interrupt(interrupt_key)
-            unregister_run(wstore)
+            unregister_run(wstore, ctx.context)
             self._spent = wstore  # closed by execute, after the receipt
         result = self._classify(outcome, instantiating=failed is not None)
         if fuel_left is not None and self.limits.fuel is not None:
@@ -293,37 +294,38 @@ class Job:
     def _finish(self, result: dict[str, Any], session: Session) -> dict[str, Any]:
         ctx = self.ctx
         finished_ms = int(time.time() * 1000)
-        # ``result`` is this run's own fresh dict (from _run or execute): completed in place.
+        # ``result`` is this run's own fresh dict (from _run or execute). Its keys (the outcome's, a kind's own
+        # facts) are namespaced here once; the run's other keys are written as ``kuro/…`` keys straight away,
+        # in the order the bare ones had (no second pass over the whole receipt to namespace them).
         facts = ctx.kind_state.get("receipt")
-        if facts:  # a kind's own facts; the run's keys win
-            result = {**facts, **result}
-        result["isolation"] = ISOLATION
-        result["limits"] = self.limits.receipt_value()
-        result["engine"] = dict(_engine_data(self.limits.fuel is not None))
-        result["reads"] = list(ctx.reads)
-        result["denials"] = [dict(d) for d in ctx.denials]
+        host = namespace({**facts, **result} if facts else result)  # a kind's own facts; the run's keys win
+        host["kuro/isolation"] = ISOLATION
+        host["kuro/limits"] = self.limits.receipt_value()
+        host["kuro/engine"] = dict(_engine_data(self.limits.fuel is not None))
+        host["kuro/reads"] = list(ctx.reads)
+        host["kuro/denials"] = [dict(d) for d in ctx.denials]
         narrowed = narrowed_fs_grant(self.fs_arg)
         if narrowed is not None:
-            result["fs-grant"] = narrowed
+            host["kuro/fs-grant"] = narrowed
         if ctx.store_faults:
-            result["store-faults"] = [dict(f) for f in ctx.store_faults]
-        result["started-at"] = self.started_ms
-        result["finished-at"] = finished_ms
-        result["duration-ms"] = max(0, int((time.monotonic() - self.started) * 1000))
+            host["kuro/store-faults"] = [dict(f) for f in ctx.store_faults]
+        host["kuro/started-at"] = self.started_ms
+        host["kuro/finished-at"] = finished_ms
+        host["kuro/duration-ms"] = max(0, int((time.monotonic() - self.started) * 1000))
         if self.guest_kind is not None:
-            result["guest-kind"] = self.guest_kind
+            host["kuro/guest-kind"] = self.guest_kind
         if ctx.seed is not None:
-            result["deterministic"] = {"seed": ctx.seed}
+            host["kuro/deterministic"] = {"seed": ctx.seed}
         if ctx.wrote and ctx.fs is not None:
             after = _root_of(ctx.fs)
             if after is not None:
-                result["fs-root-after"] = after
-        if self.callback_error is not None and "error" not in result:
-            result["error"] = self.callback_error
-        if self.interruption is not None and "error" not in result:
+                host["kuro/fs-root-after"] = after
+        if self.callback_error is not None and "kuro/error" not in host:
+            host["kuro/error"] = self.callback_error
+        if self.interruption is not None and "kuro/error" not in host:
             exc = self.interruption
-            result["error"] = f"interrupted: a signal handler raised {type(exc).__name__}: {exc}"
-        receipt = self.writer.receipt(session, self.command, result)
+            host["kuro/error"] = f"interrupted: a signal handler raised {type(exc).__name__}: {exc}"
+        receipt = self.writer.receipt_namespaced(session, self.command, host)
         self.exited = True
         self.receipt = receipt
         self._mark_done()

@@ -222,7 +222,7 @@ class Limits:
         """The receipt's ``kuro/limits``: kebab-case names; memory and fuel only when set; the bounds always;
         then the store's applied bounds (:meth:`store_bounds`): ``per-table-elements`` always,
         ``per-memory-bytes`` when ``max_memory_bytes`` is set."""
-        return dict(_receipt_value(self))
+        return dict(_derived(self)[2])
 
     def store_bounds(self) -> StoreBounds:
         """What the guest's store is given: the budget split over its memories and tables (module docstring).
@@ -233,7 +233,7 @@ class Limits:
         >>> Limits(max_memory_bytes=655360, max_tables=0).store_bounds().per_memory_bytes
         655360
         """
-        return _store_bounds(self)
+        return _derived(self)[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +278,22 @@ _UNSET: Final = object()
 _UNSETS: Final = (_UNSET,) * len(BOUNDS)
 _KEY_TYPES: Final = frozenset({int, type(None), object})
 _KNOWN: dict[tuple[object, ...], Limits] = {}
+
+
+#: id(limits) → (limits, its store bounds, its receipt value), for the values a run asks both of. Most runs
+#: share a few Limits objects (:meth:`Limits.of` remembers them), and a value's hash (ten fields) costs more
+#: than the lookup by identity; the entry holds the object, so its id is not reused while it is here.
+_DERIVED: dict[int, tuple[Limits, StoreBounds, dict[str, int]]] = {}
+
+
+def _derived(limits: Limits) -> tuple[Limits, StoreBounds, dict[str, int]]:
+    found = _DERIVED.get(id(limits))
+    if found is not None and found[0] is limits:
+        return found
+    made = (limits, _store_bounds(limits), _receipt_value(limits))  # (equal values share these, by hash)
+    if len(_DERIVED) < 256:
+        _DERIVED[id(limits)] = made
+    return made
 
 
 @functools.lru_cache(maxsize=64)

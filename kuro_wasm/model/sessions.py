@@ -179,6 +179,10 @@ GUEST_OPTIONAL_KEYS: Final[Mapping[str, str]] = {
 # ---- sessions
 
 
+#: grant → its capabilities sorted (every receipt carries them as a list; a run sorted its grant each time).
+_SORTED_GRANTS: dict[frozenset[str], tuple[str, ...]] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class Session:
     """A terminal session: who runs, over which fs root, with which grant.
@@ -199,8 +203,16 @@ class Session:
 
     @property
     def effective_capabilities(self) -> list[str]:
-        """The grant as a sorted list (the form receipts carry)."""
-        return sorted(self.grant)
+        """The grant as a sorted list (the form receipts carry): a new list each time, sorted once per grant."""
+        grant = self.grant
+        if type(grant) is not frozenset:  # (a Session built by hand may hold any iterable)
+            return sorted(grant)
+        known = _SORTED_GRANTS.get(grant)
+        if known is None:
+            known = tuple(sorted(grant))
+            if len(_SORTED_GRANTS) < 256:  # (a handful of grants in a process; a bound all the same)
+                _SORTED_GRANTS[grant] = known
+        return list(known)
 
     @property
     def grant_aliases(self) -> dict[str, list[str]]:
@@ -502,7 +514,7 @@ def is_guest_spec(command: object) -> bool:
             and export
             and (export.isascii() or _is_unicode(export))
             and type(args) is list
-            and all(type(a) is int and I64_MIN <= a < _ARG_INT_END for a in args)
+            and (not args or all(type(a) is int and I64_MIN <= a < _ARG_INT_END for a in args))
         ):
             try:
                 _parse_cid(cid)
@@ -583,7 +595,6 @@ def denial(sess: Session, command: object) -> dict[str, Any] | None:
         return _denied(sess, "argv-not-a-process")
     if not is_guest_spec(command):
         return _denied(sess, "guest-spec-required")
-    missing = GUEST_REQUIRES - sess.grant
-    if missing:
-        return _denied(sess, "missing-capabilities", missing)
-    return None
+    if GUEST_REQUIRES <= sess.grant:
+        return None
+    return _denied(sess, "missing-capabilities", GUEST_REQUIRES - sess.grant)

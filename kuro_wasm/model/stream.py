@@ -408,6 +408,12 @@ class Writer:
 
     def receipt(self, sess: Session, command: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
         """:func:`finish_trusted` of what was written, without building a :class:`Stream` value first."""
+        return self.receipt_namespaced(sess, command, namespace(result))
+
+    def receipt_namespaced(self, sess: Session, command: Mapping[str, Any], host: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`receipt` of a ``result`` already namespaced: ``host`` is a :func:`~kuro_wasm.model.receipt.namespace`
+        result (a fresh dict, taken over and completed in place), updated with ``kuro/…`` host keys only — the
+        host's own run builds its keys so, and the receipt is the one :meth:`receipt` makes of the bare keys."""
         count, _, dropped, truncated, capped = self._now()
         datas, names = self._datas, self._names
         if count != len(datas) or count != len(names):
@@ -423,7 +429,7 @@ class Writer:
         if self._base is not None and self._base._rev is not None:
             before_out, before_err = _kept_both(self._base._rev)
             out, err = before_out + out, before_err + err
-        return _trusted(sess, command, result, _measure_kept(out, err, out_n, err_n, dropped, truncated, capped))
+        return _trusted_host(sess, command, host, _measure_kept(out, err, out_n, err_n, dropped, truncated, capped))
 
     def value(self, state: str = "running") -> Stream:
         """The stream as written so far (``running``; ``exited`` once the writer's run is over)."""
@@ -674,7 +680,12 @@ def finish_trusted(s: Stream, sess: Session, command: Mapping[str, Any], result:
 def _trusted(
     sess: Session, command: Mapping[str, Any], result: Mapping[str, Any], measured: dict[str, Any]
 ) -> dict[str, Any]:
-    host = namespace(result)
+    return _trusted_host(sess, command, namespace(result), measured)
+
+
+def _trusted_host(
+    sess: Session, command: Mapping[str, Any], host: dict[str, Any], measured: dict[str, Any]
+) -> dict[str, Any]:
     host.pop("kuro/truncated?", None)
     host.pop("kuro/dropped-bytes", None)
     host.pop("kuro/capped-by", None)

@@ -291,6 +291,14 @@ def test_a_grant_replaces_the_modes_default_grant() -> None:
     assert session("s1", EMPTY_CID, grant=[]).grant == frozenset()
 
 
+def test_the_sorted_capabilities_are_a_new_list_each_time(sess: Session) -> None:
+    first = sess.effective_capabilities  # (sorted once per grant: a caller changing its list changes no other)
+    first.append("zz/not-granted")
+    assert sess.effective_capabilities == ["fs/ls", "fs/read", "guest/invoke", "stdin/read"]
+    by_hand = Session("s1", EMPTY_CID, "terminal-repo", {"b", "a"})  # type: ignore[arg-type]  # a set, not frozen
+    assert by_hand.effective_capabilities == ["a", "b"]
+
+
 def test_a_session_is_frozen(sess: Session) -> None:
     with pytest.raises(AttributeError):
         sess.mode = "terminal-build"  # type: ignore[misc]

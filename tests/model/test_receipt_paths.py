@@ -244,3 +244,5 @@ def test_the_trusted_paths_give_the_checked_receipt_for_the_hosts_own_results(
     assert checked == _outcome(lambda: stream.finish_trusted(s, _SESS, _SPEC, result))
     assert checked == _outcome(lambda: writer.receipt(_SESS, _SPEC, result))
     assert checked == _outcome(lambda: stream.finish_trusted(writer.value("exited"), _SESS, _SPEC, result))
+    # the host's own run hands its keys over namespaced already (Job._finish): the same receipt, key order too
+    assert checked == _outcome(lambda: writer.receipt_namespaced(_SESS, _SPEC, namespace(result)))

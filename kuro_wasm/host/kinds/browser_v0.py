@@ -147,8 +147,8 @@ class BrowserV0(CoreModuleKind):
 
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
         run.memory = _engine.lookup_memory(store, instance)
-        func = _engine.lookup_func(store, instance, entry.export)
-        outcome = _engine.call_export(store, func, entry.sig.params, entry.args, entry.sig.results)
+        func = _engine.lookup_func(store, instance, entry.export, run.context)
+        outcome = _engine.call_export(store, func, entry.sig.params, entry.args, entry.sig.results, run.context)
         if outcome.trap is not None or outcome.error is not None:
             return outcome
         address, length = _text_span(store, run.memory)

@@ -298,8 +298,8 @@ class KuroAbiV1(CoreModuleKind):
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
         # The memory is looked up by the first import call that needs it (calls.guest_memory), not here:
         # most runs of most guests never ask.
-        func = _engine.lookup_func(store, instance, entry.export)
-        return _engine.call_export(store, func, entry.sig.params, entry.args, entry.sig.results)
+        func = _engine.lookup_func(store, instance, entry.export, run.context)
+        return _engine.call_export(store, func, entry.sig.params, entry.args, entry.sig.results, run.context)
 
 
 FAULT: Final = int(ErrorCode.FAULT)
