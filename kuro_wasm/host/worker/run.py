@@ -174,7 +174,7 @@ def _fresh(value: Any) -> Any:
 
 
 #: How long a waiter blocked on a :class:`Latch` sleeps before it looks at the flag again (it is woken sooner).
-_LATCH_RECHECK_S: Final = 0.05
+_LATCH_RECHECK_S: Final = 0.25
 
 
 class Latch:
