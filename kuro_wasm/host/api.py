@@ -132,7 +132,14 @@ def _check_options(home: object, on_chunk: object, on_exit: object) -> object:
     return home
 
 
-def wait_event(event: threading.Event, timeout: float | None) -> bool:
+class _Waitable(Protocol):
+    """A run's end as its handle waits for it: a ``threading.Event``, or a process run's
+    :class:`~kuro_wasm.host.worker.run.Latch`."""
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
+def wait_event(event: _Waitable, timeout: float | None) -> bool:
     """``event.wait(timeout)``, except that an interrupt inside it is raised as itself.
 
     A ``KeyboardInterrupt`` (or a signal handler's exception) that lands in ``Condition.wait``'s

@@ -769,9 +769,8 @@ class WorkerPool:
 
     def _done(self, conn: _Conn, message: Mapping[str, Any], payload: bytes) -> None:
         run = self._head(conn, message["id"])
-        receipt = protocol.decode_receipt(message["receipt"], payload)
         try:
-            result = run.worker_result(receipt, message["stream"])
+            result = run.frame_result(message["receipt"], payload, message["stream"])
         except KuroError as exc:
             raise ProtocolError(f"the worker's result is refused: {exc}") from exc
         after = result.pop("kuro/fs-root-after", None)
@@ -890,8 +889,18 @@ class WorkerPool:
                         if not conn.outbox:
                             break
                         kind, first, rest = conn.outbox.popleft()
+                        control = kind in CONTROL
+                        if not rest:  # the small frames queued behind it for the same channel: one write for all
+                            batch = [first]
+                            while conn.outbox and (conn.outbox[0][0] in CONTROL) is control:
+                                kind, more, rest = conn.outbox.popleft()
+                                batch.append(more)
+                                if rest:
+                                    break
+                            if len(batch) > 1:
+                                first = b"".join(batch)
                     try:
-                        sock = conn.ctl if kind in CONTROL else conn.sock
+                        sock = conn.ctl if control else conn.sock
                         sock.sendall(first)
                         if rest:
                             sock.sendall(rest)
