@@ -484,3 +484,27 @@ def test_publish_reports_what_it_could_not_push_and_why(gateway: str, tmp_path: 
         }
         big = cache.put(b"b" * ((1 << 20) + 1))  # the test gateway caps blocks at 1 MiB
         assert right.publish([big])["reasons"] == {big: "too-large"}
+
+
+def _custody(put: list[str]) -> httpx.MockTransport:
+    def answer(request: httpx.Request) -> httpx.Response:
+        put.append(request.url.path.rsplit("/", 1)[1])
+        return httpx.Response(201, json={"cid": put[-1], "stored": True})
+
+    return httpx.MockTransport(answer)
+
+
+@pytest.mark.parametrize("codec", ["dag-pb", "dag-cbor"])
+def test_publish_reports_a_block_under_the_root_that_does_not_decode_and_keeps_it(codec: str) -> None:
+    # Such a block was pushed as bytes and the DAG below it skipped: {"rejected": []} for a root whose
+    # DAG nobody could know was whole.
+    cache = MemoryBlockStore()
+    bad = cache.put(b"\xff\xfe not a node", codec)
+    root = cache.put(encode_pb(PBNode((PBLink.to(bad, "bad", 13),))), "dag-pb")
+    put: list[str] = []
+    store = GatewayBlockStore("http://gateway.test", cache, token=TOKEN, transport=_custody(put))
+    assert store.publish([root]) == {"published": 1, "rejected": [bad], "reasons": {bad: "undecodable"}}
+    assert put == [root]
+    assert cache.get(bad) == b"\xff\xfe not a node"  # nothing stored is lost
+    assert store.publish([bad])["reasons"] == {bad: "undecodable"}  # named itself, the same
+
