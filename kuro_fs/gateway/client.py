@@ -87,6 +87,7 @@ from kuro_fs.errors import (
     CorruptBlock,
     DagCborError,
     DagPbError,
+    GatewayError,
     GatewayLied,
     GatewayRefused,
     GatewayTimeout,
@@ -601,11 +602,21 @@ class GatewayBlockStore:
         A block is counted once however often it is named, and only when the gateway's answer names
         it (``{"cid": …}``). Raises GatewayUnreachable / GatewayTimeout (the network failed: nothing
         is counted for the block in flight) and GatewayRefused for a 5xx answer or a success that
-        does not name the block (a server that is no custody gateway).
+        does not name the block (a server that is no custody gateway); each says what was published
+        before it (:meth:`~kuro_fs.errors.GatewayError.cut_publish_short`: ``partial``, ``published_bytes``).
         """
-        published = 0
-        rejected: list[str] = []
-        reasons: dict[str, str] = {}
+        result: PublishResult = {"published": 0, "rejected": [], "reasons": {}}
+        sent = [0]
+        try:
+            self._publish(cids, result, sent)
+        except GatewayError as exc:
+            exc.cut_publish_short(result, sent[0])
+            raise
+        return result
+
+    def _publish(self, cids: Iterable[str], result: PublishResult, sent: list[int]) -> None:
+        # publish's loop: fills ``result`` and ``sent[0]`` (bytes the gateway took) as it goes.
+        rejected, reasons = result["rejected"], result["reasons"]
         done: set[str] = set()
         headers = {"Content-Type": "application/octet-stream"}
         if self._token is not None:
@@ -628,12 +639,13 @@ class GatewayBlockStore:
                     reasons[here] = reason or "missing"
                     continue
                 if parse(here).hash == "identity":
-                    published += 1
+                    result["published"] += 1
                     continue
                 answer = self._exchange("PUT", f"/ipld/{here}", MAX_ERROR_BODY, content=block, headers=headers)
                 if answer.status in (200, 201):
                     self._confirmed(answer, here)
-                    published += 1
+                    result["published"] += 1
+                    sent[0] += len(block)
                     continue
                 if answer.status >= 500:
                     raise self._status_error(answer, f"PUT {here}")
@@ -641,4 +653,3 @@ class GatewayBlockStore:
                 reasons[here] = {401: "unauthorized", 403: "unauthorized", 413: "too-large"}.get(
                     answer.status, "refused"
                 )
-        return {"published": published, "rejected": rejected, "reasons": reasons}

@@ -508,3 +508,36 @@ def test_publish_reports_a_block_under_the_root_that_does_not_decode_and_keeps_i
     assert cache.get(bad) == b"\xff\xfe not a node"  # nothing stored is lost
     assert store.publish([bad])["reasons"] == {bad: "undecodable"}  # named itself, the same
 
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        httpx.ConnectError("refused"),
+        httpx.ReadTimeout("slow"),
+        httpx.Response(503, text="down"),
+    ],
+    ids=["unreachable", "timeout", "5xx"],
+)
+def test_a_publish_cut_short_says_how_many_blocks_and_bytes_it_had_published(
+    failure: httpx.Response | Exception,
+) -> None:
+    cache = MemoryBlockStore()
+    leaves = [cache.put(bytes([i]) * (100 + i)) for i in range(3)]
+    root = cache.put(encode_pb(PBNode(tuple(PBLink.to(c, str(i), 100 + i) for i, c in enumerate(leaves)))), "dag-pb")
+    put: list[str] = []
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        if len(put) == 3:  # the root and two leaves went through
+            if isinstance(failure, Exception):
+                raise failure
+            return failure
+        put.append(request.url.path.rsplit("/", 1)[1])
+        return httpx.Response(201, json={"cid": put[-1], "stored": True})
+
+    store = GatewayBlockStore("http://gateway.test", cache, token=TOKEN, transport=httpx.MockTransport(flaky))
+    with pytest.raises(GatewayError) as raised:
+        store.publish([root])
+    sent = sum(len(cache.get(c) or b"") for c in put)
+    assert f"3 blocks ({sent} bytes) published before" in str(raised.value)
+    assert raised.value.partial == {"published": 3, "rejected": [], "reasons": {}}
+    assert raised.value.published_bytes == sent
