@@ -114,9 +114,7 @@ def read_bytes(
     return fill_bytes(n, lambda out: _fill(store, cid, size, offset, out))
 
 
-def read_into(
-    store: HasGet, cid: str, out: memoryview | bytearray, offset: int = 0, *, size: int | None = None
-) -> int:
+def read_into(store: HasGet, cid: str, out: memoryview | bytearray, offset: int = 0, *, size: int | None = None) -> int:
     """Fill ``out`` with the bytes of file ``cid`` from ``offset`` on; return how many (short at the end).
 
     ``out`` is any writable buffer; nothing else is allocated for the file's bytes.
