@@ -30,7 +30,7 @@ stable kebab-case ``reference`` that user-facing tools print.
             ├── GatewayTimeout             no answer within the store's timeout
             └── GatewayRefused             an HTTP status that is no answer (401, 403, 413, 5xx …)
 
-A ``GatewayError`` that stops a ``publish`` carries what it had published (``partial``, ``published_bytes``).
+A ``BlockStoreError`` that stops a gateway ``publish`` carries what it had published (``partial``, ``published_bytes``).
 
 ``GatewayLied`` is also a ``GatewayError``: a caller that only asks "did the network fail me?"
 catches it there, one that asks "are these bytes wrong?" catches it as ``CorruptBlock``.
@@ -123,9 +123,27 @@ class ShardingNotSupported(KuroFsError):
 
 
 class BlockStoreError(KuroFsError):
-    """The block store could not complete an operation (I/O error, closed store)."""
+    """The block store could not complete an operation (I/O error, closed store).
+
+    One that cut a gateway ``publish`` short (the network, the gateway, or the store's own cache
+    failing) says what was done before it: ``partial`` is the result so far
+    (``{"published": n, "rejected": […], "reasons": {…}}``), ``published_bytes`` the bytes of the blocks
+    the gateway took, and the message names both. Both are ``None`` for any other failure.
+    """
 
     reference = "block-store-error"
+    partial: PublishResult | None = None
+    published_bytes: int | None = None
+
+    def cut_publish_short(self, partial: PublishResult, published_bytes: int) -> None:
+        """Record (and say in the message) what the ``publish`` this failure stopped had published."""
+        self.partial, self.published_bytes = partial, published_bytes
+        self.args = (
+            f"{self.args[0] if self.args else type(self).__name__}; publish stopped: "
+            f"{partial['published']} blocks ({published_bytes} bytes) published before it, "
+            f"{len(partial['rejected'])} rejected, the block in flight and those after it not sent",
+            *self.args[1:],
+        )
 
 
 class CorruptBlock(BlockStoreError):
@@ -153,26 +171,9 @@ class MissingBlock(BlockStoreError):
 
 
 class GatewayError(BlockStoreError):
-    """A block store behind a gateway could not get an answer from it.
-
-    One that cut a ``publish`` short says what was done before it: ``partial`` is the result so far
-    (``{"published": n, "rejected": […], "reasons": {…}}``), ``published_bytes`` the bytes of the blocks
-    the gateway took, and the message names both. Both are ``None`` for any other failure.
-    """
+    """A block store behind a gateway could not get an answer from it."""
 
     reference = "gateway-error"
-    partial: PublishResult | None = None
-    published_bytes: int | None = None
-
-    def cut_publish_short(self, partial: PublishResult, published_bytes: int) -> None:
-        """Record (and say in the message) what the ``publish`` this failure stopped had published."""
-        self.partial, self.published_bytes = partial, published_bytes
-        self.args = (
-            f"{self.args[0] if self.args else type(self).__name__}; publish stopped: "
-            f"{partial['published']} blocks ({published_bytes} bytes) published before it, "
-            f"{len(partial['rejected'])} rejected, the block in flight and those after it not sent",
-            *self.args[1:],
-        )
 
 
 class InvalidGatewayURL(GatewayError, ValueError):

@@ -87,7 +87,6 @@ from kuro_fs.errors import (
     CorruptBlock,
     DagCborError,
     DagPbError,
-    GatewayError,
     GatewayLied,
     GatewayRefused,
     GatewayTimeout,
@@ -602,14 +601,15 @@ class GatewayBlockStore:
         A block is counted once however often it is named, and only when the gateway's answer names
         it (``{"cid": …}``). Raises GatewayUnreachable / GatewayTimeout (the network failed: nothing
         is counted for the block in flight) and GatewayRefused for a 5xx answer or a success that
-        does not name the block (a server that is no custody gateway); each says what was published
-        before it (:meth:`~kuro_fs.errors.GatewayError.cut_publish_short`: ``partial``, ``published_bytes``).
+        does not name the block (a server that is no custody gateway); these, and a BlockStoreError of
+        the cache, say what was published before them
+        (:meth:`~kuro_fs.errors.BlockStoreError.cut_publish_short`: ``partial``, ``published_bytes``).
         """
         result: PublishResult = {"published": 0, "rejected": [], "reasons": {}}
         sent = [0]
         try:
             self._publish(cids, result, sent)
-        except GatewayError as exc:
+        except BlockStoreError as exc:  # the gateway, the network or the cache
             exc.cut_publish_short(result, sent[0])
             raise
         return result

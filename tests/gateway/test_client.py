@@ -541,3 +541,21 @@ def test_a_publish_cut_short_says_how_many_blocks_and_bytes_it_had_published(
     assert f"3 blocks ({sent} bytes) published before" in str(raised.value)
     assert raised.value.partial == {"published": 3, "rejected": [], "reasons": {}}
     assert raised.value.published_bytes == sent
+
+
+def test_a_publish_cut_short_by_its_own_cache_failing_says_what_it_had_published() -> None:
+    class FailingCache(MemoryBlockStore):
+        def get(self, cid: str) -> bytes | None:
+            if cid == leaves[2]:
+                raise BlockStoreError("the disk went away")
+            return super().get(cid)
+
+    cache = FailingCache()
+    leaves = [cache.put(bytes([i]) * 10) for i in range(3)]
+    root = cache.put(encode_pb(PBNode(tuple(PBLink.to(c, str(i), 10) for i, c in enumerate(leaves)))), "dag-pb")
+    put: list[str] = []
+    store = GatewayBlockStore("http://gateway.test", cache, token=TOKEN, transport=_custody(put))
+    with pytest.raises(BlockStoreError, match="disk went away; publish stopped: 3 blocks") as raised:
+        store.publish([root])
+    assert raised.value.partial == {"published": 3, "rejected": [], "reasons": {}}
+    assert raised.value.published_bytes == sum(len(cache.get(c) or b"") for c in put)
