@@ -154,6 +154,7 @@ class SparseFile:
         pos = offset
         i = max(bisect_right(self._starts, offset) - 1, 0)
         starts, bufs = self._starts, self._bufs
+        last: dict[int, bytes] = {}  # the folded leaf the gaps last read, by chunk: fetched once, not per gap
         while pos < end:
             if i < len(starts) and starts[i] + len(bufs[i]) <= pos:
                 i += 1
@@ -165,12 +166,14 @@ class SparseFile:
                 i += 1
                 continue
             stop = min(end, starts[i]) if i < len(starts) else end
-            used = self._under(pos, out[pos - offset : stop - offset]) or used
+            used = self._under(pos, out[pos - offset : stop - offset], last) or used
             pos = stop
         return end - offset, used
 
-    def _under(self, start: int, out: memoryview) -> bool:
+    def _under(self, start: int, out: memoryview, last: dict[int, bytes] | None = None) -> bool:
         # Fill ``out`` with bytes [start, start+len(out)) below the extents: folded leaves, the base, zeros.
+        # ``last`` keeps the folded leaf read last, whole, for the next gap of the same read: the gaps between
+        # thousands of scattered runs over one leaf fetched (and hashed) that leaf once each, 256 KiB a gap.
         if not self._leaves:
             return self._base(start, out)
         size = self.chunk_size
@@ -182,7 +185,13 @@ class SparseFile:
             stop = min(end, (k + 1) * size)
             leaf = self._leaves.get(k)
             if leaf is not None:
-                _put(out[pos - start : stop - start], iter_file(self.store.get, leaf, pos - k * size, stop - pos))
+                if last is None:
+                    _put(out[pos - start : stop - start], iter_file(self.store.get, leaf, pos - k * size, stop - pos))
+                else:
+                    if k not in last:
+                        last.clear()
+                        last[k] = b"".join(iter_file(self.store.get, leaf, 0, size))
+                    _put(out[pos - start : stop - start], iter((last[k][pos - k * size : stop - k * size],)))
                 used = used or k in self._based
             else:
                 while stop < end and (stop // size) not in self._leaves:  # a run of unfolded chunks: one read

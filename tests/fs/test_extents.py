@@ -377,3 +377,17 @@ def test_fold_folds_a_partial_last_chunk_of_scattered_runs_into_one_leaf_and_the
     model.extend(bytes(200) + b"late")
     assert f.read(0, 2000)[0] == bytes(model)
     assert f.build() == write_file(MemoryBlockStore().put, bytes(model), chunk_size=1024, width=174)
+
+
+def test_a_read_across_many_runs_over_a_folded_leaf_fetches_the_leaf_once() -> None:
+    """The gaps between 256 runs written over a folded leaf each fetched (and hashed) the whole leaf: a fold of
+    a chunk of scattered writes above its leaf cost 256 KiB of hashing per gap. One read fetches it once."""
+    store = CountingStore()
+    f = SparseFile(store, None, 0, 1024, 174)
+    f.write(0, bytes(range(256)) * 4)  # a whole chunk: folded into a leaf at once
+    for i in range(0, 1024, 4):
+        f.write(i, b"w")
+    store.gets = 0
+    expected = bytes(b"w"[0] if i % 4 == 0 else i % 256 for i in range(1024))
+    assert f.read(0, 1024)[0] == expected
+    assert store.gets == 1
