@@ -33,11 +33,11 @@ store or a malformed base; callers (:mod:`kuro_fs.overlay`) turn those into ``IO
 No paths, handles or errno (the overlay's job). Memory: pending extent bytes are counted in
 :attr:`SparseFile.pending_bytes`, and what they cost the host in :attr:`SparseFile.held_bytes`:
 each run also costs :data:`RUN_COST` (~105) bytes of bookkeeping, so scattered one-byte writes cost
-106 bytes each. :meth:`SparseFile.fold` folds chunks until a budget of held bytes is met, but the
-partial last chunk of a file stays in memory until commit when it is one run (< ``chunk_size``
-bytes). A hole past the base costs nothing, built or not: its whole chunks are one all-zero leaf
-repeated (:meth:`BalancedLayout.add_leaves`, a few blocks per hole whatever its length), so a 1 TiB
-file that is all hole builds in milliseconds, and so does a byte written into it once it is stored.
+106 bytes each. :meth:`SparseFile.fold` folds chunks until a budget of held bytes is met; the
+partial last chunk of a file, when it is one run (< ``chunk_size`` bytes), only when asked to.
+A hole past the base costs nothing, built or not: its whole chunks are one all-zero leaf repeated
+(:meth:`BalancedLayout.add_leaves`, a few blocks per hole whatever its length), so a 1 TiB file
+that is all hole builds in milliseconds, and so does a byte written into it once it is stored.
 A base in another layout (another chunk size or width, a trickle DAG) has no node to keep whole:
 its part of the file is walked chunk by chunk.
 """
@@ -252,20 +252,21 @@ class SparseFile:
             self.base_valid = min(self.base_valid, size)
         self.size = size
 
-    def fold(self, budget: int) -> None:
+    def fold(self, budget: int, *, last: bool = False) -> None:
         """Fold chunks holding pending runs into leaf blocks until :attr:`held_bytes` ≤ ``budget``.
 
-        Whole chunks first. The partial last chunk is folded only when it holds more than one run
-        (into a leaf padded with zeros past the end, as :meth:`set_size` keeps one): one run there
-        costs its bytes, less than a chunk, and stays pending, so an appender is not re-stored at
-        every fold; scattered runs there cost :data:`RUN_COST` each, up to ~53 times the chunk.
+        Whole chunks first. The partial last chunk is folded (into a leaf padded with zeros past the
+        end, as :meth:`set_size` keeps one) when ``last`` is true or it holds more than one run: one
+        run there costs its bytes, less than a chunk, so by default it stays pending and an appender
+        is not re-stored at every fold; scattered runs there cost :data:`RUN_COST` each, up to ~53
+        times the chunk.
         """
         size = self.chunk_size
         whole = self.size // size
         while self.held_bytes > budget and self._starts:
             k = next((s // size for s in self._starts if s // size < whole), None)
             if k is None:
-                if len(self._starts) < 2:
+                if not last and len(self._starts) < 2:
                     return
                 k = whole  # every run left is in the partial last chunk
             data, used = self.read(k * size, size)

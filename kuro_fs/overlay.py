@@ -37,7 +37,9 @@ Limits: a name of more than 255 UTF-8 bytes or a path that would pass 4096 is ``
 name kuro.fs cannot hold (whitespace only) is ``INVAL``; a file past ``max_file_size`` is ``FBIG``.
 Pending writes that hold more than ``max_pending_bytes`` are folded into leaf blocks early, the
 held memory counted as their bytes plus ~105 bytes per run (:attr:`Overlay.held_bytes`: scattered
-one-byte writes cost 106 bytes each, not 1; see :mod:`kuro_fs.extents` for what stays in memory).
+one-byte writes cost 106 bytes each, not 1): whole chunks first, then, if that is not enough, the
+partial last chunk of every file, so the budget bounds what is held (plus the write being made)
+however many files hold it (see :mod:`kuro_fs.extents`).
 Entries looked up stay cached for the overlay's life.
 Renaming a directory deep enough that a path below it would pass 4096 bytes is refused at commit
 (a ``bad-path`` denial in :attr:`Commit.denial`), not at the rename.
@@ -606,10 +608,14 @@ class Overlay:
             self._holding[node] = None
         else:
             self._holding.pop(node, None)
-        if self._pending > self.max_pending_bytes:
+        # Past the budget: whole chunks (and scattered partial ones) first, then, if that is not enough,
+        # every file's partial last chunk too, so the budget bounds what the host holds, however many files.
+        for last in (False, True):
+            if self._pending <= self.max_pending_bytes:
+                break
             for holder in [node, *self._holding]:
                 was = holder.content.held_bytes
-                holder.content.fold(0)
+                holder.content.fold(0, last=last)
                 self._pending += holder.content.held_bytes - was
                 if not holder.content.held_bytes:
                     self._holding.pop(holder, None)
