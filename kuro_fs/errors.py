@@ -30,6 +30,8 @@ stable kebab-case ``reference`` that user-facing tools print.
             ├── GatewayTimeout             no answer within the store's timeout
             └── GatewayRefused             an HTTP status that is no answer (401, 403, 413, 5xx …)
 
+A ``BlockStoreError`` that stops a gateway ``publish`` carries what it had published (``partial``, ``published_bytes``).
+
 ``GatewayLied`` is also a ``GatewayError``: a caller that only asks "did the network fail me?"
 catches it there, one that asks "are these bytes wrong?" catches it as ``CorruptBlock``.
 
@@ -38,6 +40,11 @@ No error carries a denial: see ``kuro.fs/reason`` in :mod:`kuro_fs.fs`.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kuro_fs.blocks import PublishResult
 
 __all__ = [
     "BlockStoreError",
@@ -116,9 +123,27 @@ class ShardingNotSupported(KuroFsError):
 
 
 class BlockStoreError(KuroFsError):
-    """The block store could not complete an operation (I/O error, closed store)."""
+    """The block store could not complete an operation (I/O error, closed store).
+
+    One that cut a gateway ``publish`` short (the network, the gateway, or the store's own cache
+    failing) says what was done before it: ``partial`` is the result so far
+    (``{"published": n, "rejected": […], "reasons": {…}}``), ``published_bytes`` the bytes of the blocks
+    the gateway took, and the message names both. Both are ``None`` for any other failure.
+    """
 
     reference = "block-store-error"
+    partial: PublishResult | None = None
+    published_bytes: int | None = None
+
+    def cut_publish_short(self, partial: PublishResult, published_bytes: int) -> None:
+        """Record (and say in the message) what the ``publish`` this failure stopped had published."""
+        self.partial, self.published_bytes = partial, published_bytes
+        self.args = (
+            f"{self.args[0] if self.args else type(self).__name__}; publish stopped: "
+            f"{partial['published']} blocks ({published_bytes} bytes) published before it, "
+            f"{len(partial['rejected'])} rejected, the block in flight and those after it not sent",
+            *self.args[1:],
+        )
 
 
 class CorruptBlock(BlockStoreError):

@@ -46,7 +46,7 @@ from kuro_fs.dircache import DirCache, load_verified
 from kuro_fs.errors import DagPbError, FileTooDeep
 from kuro_fs.unixfs import MAX_FILE_DEPTH, _file_node, _get, _link_cid, leaf_size_error
 
-__all__ = ["FETCH_RUN", "FILE_NODES", "FILE_NODES_MAX_BYTES", "FileNode", "Filler", "load_node"]
+__all__ = ["FETCH_RUN", "FILE_NODES", "FILE_NODES_MAX_BYTES", "FileNode", "Filler", "HasGet", "load_node"]
 
 #: Leaves handed to the store per call: a read of many small leaves holds this many requests at a time.
 FETCH_RUN: Final = 1024
@@ -54,11 +54,13 @@ FETCH_RUN: Final = 1024
 FILE_NODES_MAX_BYTES: Final = 64 << 20
 
 
-class _HasGet(Protocol):
+class HasGet(Protocol):
+    """A block source with ``get`` alone: what a file read needs (a store with ``has`` too may cache)."""
+
     def get(self, cid: str) -> bytes | None: ...
 
 
-class _Store(_HasGet, Protocol):
+class _Store(HasGet, Protocol):
     def has(self, cid: str) -> bool: ...
 
 
@@ -102,7 +104,7 @@ def _decode(cid: str) -> Callable[[bytes], FileNode]:
 FILE_NODES: Final = DirCache(FILE_NODES_MAX_BYTES)
 
 
-def load_node(store: _HasGet, cid: str, cache: DirCache | None = FILE_NODES) -> FileNode:
+def load_node(store: HasGet, cid: str, cache: DirCache | None = FILE_NODES) -> FileNode:
     """The File node ``cid``, decoded and checked (from ``cache`` when the store also has ``has``).
 
     Raises MissingBlock, CorruptBlock, DagPbError (not a File node, or its sizes do not add up).
@@ -126,7 +128,7 @@ class Filler:
 
     __slots__ = ("_copies", "_leaves", "added", "cache", "fetched", "memo", "store")
 
-    def __init__(self, store: _HasGet, cache: DirCache | None = FILE_NODES) -> None:
+    def __init__(self, store: HasGet, cache: DirCache | None = FILE_NODES) -> None:
         self.store = store
         self.cache = cache
         #: subtree CID → (a view of its whole bytes, its height, its size)

@@ -40,11 +40,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from typing import Final, Protocol
+from typing import Final
 
 from kuro_fs.cid import codec_is, parse
 from kuro_fs.errors import DagPbError
-from kuro_fs.filefill import FETCH_RUN, Filler, load_node
+from kuro_fs.filefill import FETCH_RUN, Filler, HasGet, load_node
 from kuro_fs.fillbytes import fill_bytes
 from kuro_fs.unixfs import _get, _is_count, leaf_size_error
 
@@ -65,11 +65,7 @@ STREAM_WINDOW: Final = 4 << 20
 STREAM_KEEP: Final = 16 << 20
 
 
-class _HasGet(Protocol):
-    def get(self, cid: str) -> bytes | None: ...
-
-
-def _size(store: _HasGet, cid: str, expect: int | None, lo: int, hi: int | None) -> int:
+def _size(store: HasGet, cid: str, expect: int | None, lo: int, hi: int | None) -> int:
     # How many bytes [lo, hi) of the File-node tree ``cid`` holds, from its root block alone (the walk
     # then checks every node below against it); ``expect`` is the size the caller was told.
     total = load_node(store, cid).total
@@ -84,20 +80,20 @@ def _check_range(offset: object, length: object) -> None:
         raise ValueError(f"offset and length must be non-negative ints, got {offset!r} and {length!r}")
 
 
-def _raw(store: _HasGet, cid: str, size: int | None) -> bytes:
+def _raw(store: HasGet, cid: str, size: int | None) -> bytes:
     block = _get(store.get, cid)
     if size is not None and len(block) != size:
         raise leaf_size_error(cid, len(block), size)
     return block
 
 
-def _fill(store: _HasGet, cid: str, size: int | None, offset: int, out: memoryview) -> int:
+def _fill(store: HasGet, cid: str, size: int | None, offset: int, out: memoryview) -> int:
     Filler(store).fill(cid, size, offset, out)
     return len(out)
 
 
 def read_bytes(
-    store: _HasGet, cid: str, offset: int = 0, length: int | None = None, *, size: int | None = None
+    store: HasGet, cid: str, offset: int = 0, length: int | None = None, *, size: int | None = None
 ) -> bytes:
     """Bytes ``[offset, offset+length)`` of file ``cid`` (to the end if ``length`` is None) as one new ``bytes``.
 
@@ -118,9 +114,7 @@ def read_bytes(
     return fill_bytes(n, lambda out: _fill(store, cid, size, offset, out))
 
 
-def read_into(
-    store: _HasGet, cid: str, out: memoryview | bytearray, offset: int = 0, *, size: int | None = None
-) -> int:
+def read_into(store: HasGet, cid: str, out: memoryview | bytearray, offset: int = 0, *, size: int | None = None) -> int:
     """Fill ``out`` with the bytes of file ``cid`` from ``offset`` on; return how many (short at the end).
 
     ``out`` is any writable buffer; nothing else is allocated for the file's bytes.
@@ -143,7 +137,7 @@ def read_into(
 
 
 def stream_file(
-    store: _HasGet, cid: str, offset: int = 0, length: int | None = None, *, size: int | None = None
+    store: HasGet, cid: str, offset: int = 0, length: int | None = None, *, size: int | None = None
 ) -> Iterator[bytes | memoryview]:
     """Bytes ``[offset, offset+length)`` of file ``cid`` (to the end if ``length`` is None), lazily, in
     windows of at most :data:`STREAM_WINDOW` bytes (read-only views; nothing is read until iterated).
@@ -157,7 +151,7 @@ def stream_file(
 
 
 def _windows(
-    store: _HasGet, cid: str, offset: int, length: int | None, size: int | None
+    store: HasGet, cid: str, offset: int, length: int | None, size: int | None
 ) -> Iterator[bytes | memoryview]:
     hi = None if length is None else offset + length
     if length == 0:
@@ -189,7 +183,7 @@ def _windows(
         pos = stop
 
 
-def read_file(store: _HasGet, cid: str) -> bytes:
+def read_file(store: HasGet, cid: str) -> bytes:
     """The whole content of the UnixFS file ``cid`` in ``store`` (see :func:`read_bytes`).
 
     Raises MissingBlock, DagPbError (malformed tree), CorruptBlock (from the store), InvalidCID.
@@ -197,7 +191,7 @@ def read_file(store: _HasGet, cid: str) -> bytes:
     return read_bytes(store, cid)
 
 
-def read_range(store: _HasGet, cid: str, offset: int, length: int) -> bytes:
+def read_range(store: HasGet, cid: str, offset: int, length: int) -> bytes:
     """Bytes ``[offset, offset+length)`` of the file ``cid``, fetching only the blocks that overlap.
 
     Raises ValueError: an offset or length that is not a non-negative int; otherwise as :func:`read_file`.

@@ -35,8 +35,12 @@ No symlinks or hard links, no permissions, times or rights (the WASI binding own
 capability checks — give the overlay an ``Fs`` whose grant allows everything the guest may do).
 Limits: a name of more than 255 UTF-8 bytes or a path that would pass 4096 is ``NAMETOOLONG``; a
 name kuro.fs cannot hold (whitespace only) is ``INVAL``; a file past ``max_file_size`` is ``FBIG``.
-Pending bytes above ``max_pending_bytes`` are folded into leaf blocks early (see
-:mod:`kuro_fs.extents` for what stays in memory). Entries looked up stay cached for the overlay's life.
+Pending writes that hold more than ``max_pending_bytes`` are folded into leaf blocks early, the
+held memory counted as their bytes plus ~105 bytes per run (:attr:`Overlay.held_bytes`: scattered
+one-byte writes cost 106 bytes each, not 1): whole chunks first, then, if that is not enough, the
+partial last chunk of every file, so the budget bounds what is held (plus the write being made)
+however many files hold it (see :mod:`kuro_fs.extents`).
+Entries looked up stay cached for the overlay's life.
 Renaming a directory deep enough that a path below it would pass 4096 bytes is refused at commit
 (a ``bad-path`` denial in :attr:`Commit.denial`), not at the rename.
 """
@@ -162,7 +166,7 @@ class Overlay:
         self._created = 0
         self._reads: dict[str, None] = {}
         self._holding: dict[FileNode, None] = {}  # files with pending extent bytes
-        self._pending = 0
+        self._pending = 0  # what they hold: their held_bytes (bytes and runs' bookkeeping), the budget's measure
         self._root_handle = self._open_node(self._root)
 
     # ---- plain values
@@ -190,6 +194,12 @@ class Overlay:
     @property
     def pending_bytes(self) -> int:
         """Written bytes held in memory, not yet in any block (all files, linked or not)."""
+        return sum(node.content.pending_bytes for node in self._holding)
+
+    @property
+    def held_bytes(self) -> int:
+        """What the pending writes cost the host: their bytes plus each run's bookkeeping
+        (:attr:`kuro_fs.extents.SparseFile.held_bytes`); past ``max_pending_bytes`` the files are folded."""
         return self._pending
 
     # ---- handles
@@ -253,7 +263,7 @@ class Overlay:
             return Errno.BADF
         node.opens -= 1
         if isinstance(node, FileNode) and node.opens == 0 and node.parent is None:
-            self._pending -= node.content.pending_bytes
+            self._pending -= node.content.held_bytes
             self._holding.pop(node, None)
         return None
 
@@ -302,7 +312,7 @@ class Overlay:
                 raise _Refused(Errno.FBIG)
             if len(view):
                 self._changing(node)
-                before = node.content.pending_bytes
+                before = node.content.held_bytes
                 node.content.write(offset, view)
                 self._account(node, before)
             return len(view)
@@ -501,7 +511,7 @@ class Overlay:
                 return Commit(self._fs, count, result.receipt)
             fs = result.fs
         for node, froot in built:
-            before = node.content.pending_bytes
+            before = node.content.held_bytes
             node.content.rebase(froot)
             self._account(node, before)
         for d in visited:
@@ -592,25 +602,29 @@ class Overlay:
             touch(node.parent, node.name)
 
     def _account(self, node: FileNode, before: int) -> None:
-        after = node.content.pending_bytes
+        after = node.content.held_bytes
         self._pending += after - before
         if after:
             self._holding[node] = None
         else:
             self._holding.pop(node, None)
-        if self._pending > self.max_pending_bytes:
+        # Past the budget: whole chunks (and scattered partial ones) first, then, if that is not enough,
+        # every file's partial last chunk too, so the budget bounds what the host holds, however many files.
+        for last in (False, True):
+            if self._pending <= self.max_pending_bytes:
+                break
             for holder in [node, *self._holding]:
-                was = holder.content.pending_bytes
-                holder.content.fold(0)
-                self._pending += holder.content.pending_bytes - was
-                if not holder.content.pending_bytes:
+                was = holder.content.held_bytes
+                holder.content.fold(0, last=last)
+                self._pending += holder.content.held_bytes - was
+                if not holder.content.held_bytes:
                     self._holding.pop(holder, None)
                 if self._pending <= self.max_pending_bytes:
                     break
 
     def _resize(self, node: FileNode, size: int) -> None:
         self._changing(node)
-        before = node.content.pending_bytes
+        before = node.content.held_bytes
         node.content.set_size(size)
         self._account(node, before)
 
@@ -720,7 +734,7 @@ class Overlay:
         touch(parent, node.name)
         node.parent = None
         if gone and isinstance(node, FileNode) and node.opens == 0:
-            self._pending -= node.content.pending_bytes
+            self._pending -= node.content.held_bytes
             self._holding.pop(node, None)
 
     def _staging_name(self) -> str | dict[str, Any]:

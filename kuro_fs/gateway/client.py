@@ -29,8 +29,9 @@ The store speaks the block-store vocabulary (:mod:`kuro_fs.blocks`) over a local
 ``put``        the cache only — nothing is pushed implicitly
 ``publish``    ``PUT /ipld/{cid}`` of each named block and, for a root, every block of its DAG
                held in the cache; ``rejected``/``reasons`` say why a block was not taken
-               (``missing``, ``corrupt``, ``invalid-cid``, ``unauthorized``, ``too-large``,
-               ``refused``)
+               (``missing``, ``corrupt``, ``undecodable`` — a dag-pb or dag-cbor block
+               that does not decode, kept in the cache, not pushed, since the DAG below it
+               cannot be known —, ``invalid-cid``, ``unauthorized``, ``too-large``, ``refused``)
 ``delete``,    the cache only
 ``stats``,
 ``drop_cache``
@@ -549,15 +550,17 @@ class GatewayBlockStore:
     # ---- custody
 
     def _dag(self, cid: str) -> Iterator[tuple[str, bytes | None, str | None]]:
-        # (cid, block or None, reason) for cid and, if it links, every block below it, each once.
+        # (cid, block or None, reason) for cid and, if it links, every block below it, each once. A block
+        # that does not hash to its CID is "corrupt"; one of a linking codec that does not decode is
+        # "undecodable" and not pushed: what lies below it cannot be known, so the DAG is not whole.
         seen: set[str] = set()
         stack = [cid]
         while stack:
             here = stack.pop()
-            key = parse(here).key
-            if key in seen:
+            parsed = parse(here)
+            if parsed.key in seen:
                 continue
-            seen.add(key)
+            seen.add(parsed.key)
             try:
                 block = self._cache.get(here)
             except CorruptBlock:
@@ -566,11 +569,16 @@ class GatewayBlockStore:
             if block is None:
                 yield here, None, "missing"
                 continue
-            yield here, block, None
+            if not matches(parsed, block):
+                yield here, None, "corrupt"
+                continue
             try:
-                stack.extend(reversed(links_of(here, block)))
+                links = links_of(here, block)
             except (DagPbError, DagCborError, InvalidCID):
-                continue  # a block that does not decode links nothing; it is still published as bytes
+                yield here, None, "undecodable"
+                continue
+            yield here, block, None
+            stack.extend(reversed(links))
 
     def _confirmed(self, answer: _Answer, cid: str) -> None:
         # A custody gateway's success names the block it now holds ({"cid": …, "stored": …}); any other 2xx
@@ -593,11 +601,22 @@ class GatewayBlockStore:
         A block is counted once however often it is named, and only when the gateway's answer names
         it (``{"cid": …}``). Raises GatewayUnreachable / GatewayTimeout (the network failed: nothing
         is counted for the block in flight) and GatewayRefused for a 5xx answer or a success that
-        does not name the block (a server that is no custody gateway).
+        does not name the block (a server that is no custody gateway); these, and a BlockStoreError of
+        the cache, say what was published before them
+        (:meth:`~kuro_fs.errors.BlockStoreError.cut_publish_short`: ``partial``, ``published_bytes``).
         """
-        published = 0
-        rejected: list[str] = []
-        reasons: dict[str, str] = {}
+        result: PublishResult = {"published": 0, "rejected": [], "reasons": {}}
+        sent = [0]
+        try:
+            self._publish(cids, result, sent)
+        except BlockStoreError as exc:  # the gateway, the network or the cache
+            exc.cut_publish_short(result, sent[0])
+            raise
+        return result
+
+    def _publish(self, cids: Iterable[str], result: PublishResult, sent: list[int]) -> None:
+        # publish's loop: fills ``result`` and ``sent[0]`` (bytes the gateway took) as it goes.
+        rejected, reasons = result["rejected"], result["reasons"]
         done: set[str] = set()
         headers = {"Content-Type": "application/octet-stream"}
         if self._token is not None:
@@ -615,19 +634,18 @@ class GatewayBlockStore:
                 if parse(here).key in done:  # a CIDv0 and its CIDv1 are one block: pushed and counted once
                     continue
                 done.add(parse(here).key)
-                if block is not None and not matches(parse(here), block):
-                    block, reason = None, "corrupt"
                 if block is None:
                     rejected.append(here)
                     reasons[here] = reason or "missing"
                     continue
                 if parse(here).hash == "identity":
-                    published += 1
+                    result["published"] += 1
                     continue
                 answer = self._exchange("PUT", f"/ipld/{here}", MAX_ERROR_BODY, content=block, headers=headers)
                 if answer.status in (200, 201):
                     self._confirmed(answer, here)
-                    published += 1
+                    result["published"] += 1
+                    sent[0] += len(block)
                     continue
                 if answer.status >= 500:
                     raise self._status_error(answer, f"PUT {here}")
@@ -635,4 +653,3 @@ class GatewayBlockStore:
                 reasons[here] = {401: "unauthorized", 403: "unauthorized", 413: "too-large"}.get(
                     answer.status, "refused"
                 )
-        return {"published": published, "rejected": rejected, "reasons": reasons}

@@ -7,7 +7,9 @@ before any block is touched, following specs.ipfs.tech ``http-gateways/trustless
 * ``?format=raw|car`` wins over ``Accept``; without ``format`` the ``Accept`` media ranges are tried
   by falling ``q`` (ties in the order written) and the first one this gateway can produce is served.
   No ``format`` and no ``Accept`` (or only ``*/*``, curl's default) → 400 (strict trustless mode:
-  nothing is deserialized); an ``Accept`` that names nothing servable → 406; an unknown ``format`` → 400.
+  nothing is deserialized); an ``Accept`` that names nothing servable → 406, and so does one that
+  refuses with ``q=0`` every type it names or ``*/*`` (RFC 9110 §12.4.2: ``q=0`` is "not acceptable",
+  a choice the client made, not a missing one); an unknown ``format`` → 400.
 * CAR parameters: ``version`` 1 only; ``order`` ``dfs`` (``unk`` is answered with the explicit
   ``dfs`` this gateway always streams); ``dups`` ``y``/``n`` (default ``n``). The ``car-version``,
   ``car-order`` and ``car-dups`` query parameters take precedence over the ``Accept`` parameters.
@@ -110,8 +112,10 @@ class Refused:
 # ---- Accept parsing
 
 
-def _media_ranges(accept: str) -> list[tuple[str, dict[str, str], float]]:
+def _media_ranges(accept: str) -> tuple[list[tuple[str, dict[str, str], float]], list[str]]:
+    # The acceptable ranges by falling q (ties in the order written), and the media refused with q=0.
     out: list[tuple[float, int, str, dict[str, str]]] = []
+    refused: list[str] = []
     for index, item in enumerate(accept.split(",")):
         parts = [p.strip() for p in item.split(";")]
         media = parts[0].lower()
@@ -127,8 +131,10 @@ def _media_ranges(accept: str) -> list[tuple[str, dict[str, str], float]]:
             q = 0.0
         if q > 0:
             out.append((q, index, media, params))
+        else:
+            refused.append(media)
     out.sort(key=lambda e: (-e[0], e[1]))
-    return [(media, params, q) for q, _, media, params in out]
+    return [(media, params, q) for q, _, media, params in out], refused
 
 
 def _car_params(params: Mapping[str, str], source: str) -> CarParams | str:
@@ -194,7 +200,7 @@ def negotiate(query: Mapping[str, str], accept: str | None) -> Want | Refused:
     (400, 406)
     """
     fmt = query.get("format")
-    ranges = _media_ranges(accept) if accept else []
+    ranges, refused = _media_ranges(accept) if accept else ([], [])
     chosen: Want | None = None
     why_not: str | None = None
     if fmt is not None:
@@ -213,6 +219,12 @@ def negotiate(query: Mapping[str, str], accept: str | None) -> Want | Refused:
             chosen = Want("car", car)
     else:
         if all(media in ("*/*", "application/*") for media, _, _ in ranges):  # curl's default is no choice
+            if refused:  # ... but q=0 is one: the client refused by name what it could have had
+                return Refused(
+                    406,
+                    f"Accept refuses with q=0 {', '.join(refused)} and names nothing else this "
+                    f"gateway serves ({RAW_TYPE}, {CAR_TYPE})",
+                )
             return Refused(400, "no format and no specific Accept: ask for ?format=raw|car or Accept: " + RAW_TYPE)
         for media, params, _ in ranges:
             if media == RAW_TYPE:

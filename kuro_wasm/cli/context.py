@@ -254,20 +254,24 @@ class Context:
     def prefetch(self, cid: str, scope: str = "entity") -> None:
         """With a gateway: fetch a whole file (``entity``) or DAG (``all``) the home lacks in one CAR request.
 
-        Nothing happens without a gateway or when the home holds the root already. A gateway that
-        will not send the CAR is left to the block-by-block reads that follow (they report what
-        is wrong); a gateway that lies raises here.
+        Nothing happens without a gateway or when the home holds the root already. The prefetch is an
+        optimisation: a gateway that will not send the CAR, is too slow with it (``GatewayTimeout``) or
+        drops it (``GatewayUnreachable``) is left to the block-by-block reads that follow, which fetch
+        what the CAR did not bring (the blocks it brought before failing are kept, verified) and
+        report what is wrong if a block cannot come; a gateway that lies raises here.
         """
         if self.gateway is None:
             return
-        from kuro_fs.errors import GatewayRefused
+        from kuro_fs.errors import GatewayError, GatewayLied
 
         store = self.store
         if store.cache.has(cid):
             return
         try:
             store.prefetch(cid, scope)
-        except GatewayRefused:
+        except GatewayLied:
+            raise
+        except GatewayError:
             pass
 
     def close(self) -> None:

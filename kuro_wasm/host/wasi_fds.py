@@ -177,9 +177,9 @@ def _fd_allocate(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
 
 
 def _fd_advise(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
-    got = regular_file(state(run), p[0])
-    if isinstance(got, int):
-        return got
+    # EBADF for stdio too, not regular_file's ESPIPE: wasmtime's WASI advises only a file descriptor.
+    if isinstance(regular_file(state(run), p[0]), int):
+        return BADF
     return OK if 0 <= p[3] <= 5 else INVAL
 
 

@@ -391,7 +391,7 @@ FUNCTIONS: Final[Mapping[str, FuncSpec]] = {
             "—",
             "the host's clock (counted in `kuro/nondeterminism`), or the virtual one",
         ),
-        _f("fd_advise", "i32 i64 i64 i32", "—", "accepted on a file and ignored"),
+        _f("fd_advise", "i32 i64 i64 i32", "—", "accepted on a file and ignored; stdio `EBADF`, as wasmtime"),
         _f("fd_allocate", "i32 i64 i64", "`fs/write`", "grows the file to offset+len if shorter"),
         _f("fd_close", "i32", "—", "closes; a commit point"),
         _f("fd_datasync", "i32", "—", "a commit point"),

@@ -5,6 +5,7 @@ in its receipt, never a traceback. The gateway is a ``kuro gateway serve`` subpr
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -15,11 +16,20 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from cli_helpers import Kuro, add_guest, kuro_runner, one_error_line
 
+from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.car import read_car
 from kuro_fs.cid import raw_cid
+from kuro_fs.errors import GatewayTimeout
+from kuro_fs.fs import Fs
+from kuro_fs.gateway.client import GatewayBlockStore
+from kuro_fs.home import refs_dir
+from kuro_wasm.cli.context import Context
+from kuro_wasm.cli.kuro import build_parser
+from kuro_wasm.cli.refs import Refs
 
 TOKEN = "cli-test-token"
 
@@ -252,3 +262,64 @@ def test_a_batch_on_a_server_that_is_no_trustless_gateway_runs_nothing(kuro: Kur
             server.shutdown()
     line = _nothing_recorded(kuro, result)
     assert "does not answer the trustless gateway protocol" in line and line.endswith("[gateway-refused]"), line
+
+
+# ---- a prefetch is an optimisation: its failure leaves the reads to fetch block by block
+
+
+def _slow_car_gateway(source: MemoryBlockStore, asked: list[str], raw_ok: bool = True) -> httpx.MockTransport:
+    """A gateway whose CAR answers never come in time (ReadTimeout); raw blocks come from ``source``."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.params.get("format", request.method))
+        if request.url.params.get("format") == "car":
+            raise httpx.ReadTimeout("the CAR did not come", request=request)
+        if not raw_ok:
+            raise httpx.ReadTimeout("nothing comes", request=request)
+        block = source.get(request.url.path.rsplit("/", 1)[1])
+        return httpx.Response(404) if block is None else httpx.Response(200, content=block)
+
+    return httpx.MockTransport(answer)
+
+
+def _command(tmp_path: Path, transport: httpx.MockTransport, root: str, argv: list[str]) -> tuple[int, Context]:
+    # The CLI handler for argv, on a home whose tree "t" is held only by the gateway behind ``transport``.
+    home = tmp_path / "home"
+    Refs(refs_dir(home)).set("t", root, "test", expected=None)
+    store = GatewayBlockStore("http://gateway.test", MemoryBlockStore(), transport=transport)
+    out = io.TextIOWrapper(io.BytesIO())  # binary beneath, as a terminal's stdout: `fs cat` writes to .buffer
+    ctx = Context(home=home, out=out, err=io.StringIO(), gateway="http://gateway.test", _store=store)
+    args, _ = build_parser("fs").parse_known_args(["fs", *argv])
+    args.extras, args.tokens = [], argv
+    try:
+        return args.handler(args, ctx), ctx
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("command", ["cat", "get"])
+def test_a_prefetch_that_times_out_falls_back_to_fetching_the_blocks_on_demand(command: str, tmp_path: Path) -> None:
+    # GatewayTimeout from the prefetch ended `kuro fs get`/`cat` although every block could be fetched.
+    source = MemoryBlockStore()
+    data = bytes(range(256)) * 3000  # three leaves and a root
+    root = Fs.empty(source).write("note.bin", data).fs.root
+    asked: list[str] = []
+    argv = (
+        ["cat", "-n", "t", "note.bin"]
+        if command == "cat"
+        else ["get", "-n", "t", "note.bin", str(tmp_path / "got.bin")]
+    )
+    code, ctx = _command(tmp_path, _slow_car_gateway(source, asked), str(root), argv)
+    assert code == 0
+    got = (tmp_path / "got.bin").read_bytes() if command == "get" else ctx.out.buffer.getvalue()  # type: ignore[attr-defined]
+    assert got == data
+    assert "car" in asked and asked.count("raw") >= 4  # the CAR was tried, then the blocks came one by one
+
+
+def test_a_prefetch_that_times_out_and_blocks_that_cannot_come_either_is_a_typed_timeout(tmp_path: Path) -> None:
+    source = MemoryBlockStore()
+    root = Fs.empty(source).write("note.bin", b"x" * 300_000).fs.root
+    asked: list[str] = []
+    transport = _slow_car_gateway(source, asked, raw_ok=False)
+    with pytest.raises(GatewayTimeout):
+        _command(tmp_path, transport, str(root), ["cat", "-n", "t", "note.bin"])

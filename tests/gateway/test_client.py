@@ -484,3 +484,78 @@ def test_publish_reports_what_it_could_not_push_and_why(gateway: str, tmp_path: 
         }
         big = cache.put(b"b" * ((1 << 20) + 1))  # the test gateway caps blocks at 1 MiB
         assert right.publish([big])["reasons"] == {big: "too-large"}
+
+
+def _custody(put: list[str]) -> httpx.MockTransport:
+    def answer(request: httpx.Request) -> httpx.Response:
+        put.append(request.url.path.rsplit("/", 1)[1])
+        return httpx.Response(201, json={"cid": put[-1], "stored": True})
+
+    return httpx.MockTransport(answer)
+
+
+@pytest.mark.parametrize("codec", ["dag-pb", "dag-cbor"])
+def test_publish_reports_a_block_under_the_root_that_does_not_decode_and_keeps_it(codec: str) -> None:
+    # Such a block was pushed as bytes and the DAG below it skipped: {"rejected": []} for a root whose
+    # DAG nobody could know was whole.
+    cache = MemoryBlockStore()
+    bad = cache.put(b"\xff\xfe not a node", codec)
+    root = cache.put(encode_pb(PBNode((PBLink.to(bad, "bad", 13),))), "dag-pb")
+    put: list[str] = []
+    store = GatewayBlockStore("http://gateway.test", cache, token=TOKEN, transport=_custody(put))
+    assert store.publish([root]) == {"published": 1, "rejected": [bad], "reasons": {bad: "undecodable"}}
+    assert put == [root]
+    assert cache.get(bad) == b"\xff\xfe not a node"  # nothing stored is lost
+    assert store.publish([bad])["reasons"] == {bad: "undecodable"}  # named itself, the same
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        httpx.ConnectError("refused"),
+        httpx.ReadTimeout("slow"),
+        httpx.Response(503, text="down"),
+    ],
+    ids=["unreachable", "timeout", "5xx"],
+)
+def test_a_publish_cut_short_says_how_many_blocks_and_bytes_it_had_published(
+    failure: httpx.Response | Exception,
+) -> None:
+    cache = MemoryBlockStore()
+    leaves = [cache.put(bytes([i]) * (100 + i)) for i in range(3)]
+    root = cache.put(encode_pb(PBNode(tuple(PBLink.to(c, str(i), 100 + i) for i, c in enumerate(leaves)))), "dag-pb")
+    put: list[str] = []
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        if len(put) == 3:  # the root and two leaves went through
+            if isinstance(failure, Exception):
+                raise failure
+            return failure
+        put.append(request.url.path.rsplit("/", 1)[1])
+        return httpx.Response(201, json={"cid": put[-1], "stored": True})
+
+    store = GatewayBlockStore("http://gateway.test", cache, token=TOKEN, transport=httpx.MockTransport(flaky))
+    with pytest.raises(GatewayError) as raised:
+        store.publish([root])
+    sent = sum(len(cache.get(c) or b"") for c in put)
+    assert f"3 blocks ({sent} bytes) published before" in str(raised.value)
+    assert raised.value.partial == {"published": 3, "rejected": [], "reasons": {}}
+    assert raised.value.published_bytes == sent
+
+
+def test_a_publish_cut_short_by_its_own_cache_failing_says_what_it_had_published() -> None:
+    class FailingCache(MemoryBlockStore):
+        def get(self, cid: str) -> bytes | None:
+            if cid == leaves[2]:
+                raise BlockStoreError("the disk went away")
+            return super().get(cid)
+
+    cache = FailingCache()
+    leaves = [cache.put(bytes([i]) * 10) for i in range(3)]
+    root = cache.put(encode_pb(PBNode(tuple(PBLink.to(c, str(i), 10) for i, c in enumerate(leaves)))), "dag-pb")
+    put: list[str] = []
+    store = GatewayBlockStore("http://gateway.test", cache, token=TOKEN, transport=_custody(put))
+    with pytest.raises(BlockStoreError, match="disk went away; publish stopped: 3 blocks") as raised:
+        store.publish([root])
+    assert raised.value.partial == {"published": 3, "rejected": [], "reasons": {}}
+    assert raised.value.published_bytes == sum(len(cache.get(c) or b"") for c in put)

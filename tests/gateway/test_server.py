@@ -45,6 +45,7 @@ ABSENT = raw_cid(b"no gateway holds this")
         (f"/ipfs/{TWO['root']}", {"Accept": "*/*"}, 400, "no format"),
         (f"/ipfs/{TWO['root']}", {"Accept": "text/html"}, 406, "Accept names nothing"),
         (f"/ipfs/{TWO['root']}?format=tar", {}, 400, "format 'tar'"),
+        (f"/ipfs/{TWO['root']}", {"Accept": f"{RAW}; q=0, application/vnd.ipld.car; q=0"}, 406, "q=0"),
         (f"/ipfs/{TWO['root']}", {"Accept": "application/vnd.ipld.car; version=2"}, 406, "version '2'"),
         (f"/ipfs/{TWO['root']}", {"Accept": "application/vnd.ipld.car; order=bfs"}, 406, "order 'bfs'"),
         (f"/ipfs/{TWO['root']}?format=car&car-dups=maybe", {}, 400, "dups 'maybe'"),

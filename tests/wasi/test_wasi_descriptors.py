@@ -131,3 +131,13 @@ def test_finding_a_free_descriptor_number_does_not_rescan_the_table() -> None:
     assert _Probed.probes < 3 * 2000
     st.release(7)
     assert st.next_fd() == 7
+
+
+def test_fd_advise_on_stdio_a_directory_or_a_closed_number_is_ebadf_as_on_wasmtime(tmp_path: Path) -> None:
+    """``fd_advise`` on stdin, stdout or stderr is ``EBADF`` on wasmtime's WASI (50.0.1: its preview 1 advises
+    only a file descriptor), not the ``ESPIPE`` of POSIX ``posix_fadvise`` on a pipe; kuro answers as wasmtime
+    does, as for a directory or a number not open. (A file accepts any advice: the fixture cases.)"""
+    calls = [("fd_advise", (fd, 0, 0, 0)) for fd in (0, 1, 2)]
+    calls += [("fd_advise", (fd, 0, 16, 4)) for fd in (0, 1, 2)]  # DONTNEED over a range, not only NORMAL
+    calls += [("fd_advise", (3, 0, 0, 0)), ("fd_advise", (99, 0, 0, 0))]
+    assert _errnos(tmp_path, calls, {"a": b"x"}) == bytes([8] * 8)
