@@ -24,11 +24,10 @@ per core instance, one ``export_get`` per item an instantiation imports, one
 (wasmtime-py's ``Instance`` and ``exports()`` wrapped every export of every
 instance in Python objects: about half of a 64 KiB ``fs.read`` run). Exports
 nothing instantiates with are looked up when they are called. The lowered
-functions' C callbacks are one per core signature, kept for the process
-(wasmtime may hold them as long as a store lives): each finds its instance and
-its ``canon lower`` through the ``env`` the store gives it — an instance key
-(a weak registry: a callback after the instance is gone traps) and the
-lower's index — so a host function is never a closure made per run.
+functions' C callbacks are shared, one per core signature, each finding its
+instance through the ``env`` the store gives it
+(:mod:`kuro_wasm.host.component_lowered`): nothing is made per run but the
+store's items.
 
 ## Effects
 wasmtime core instantiation and calls in the caller's store; host functions
@@ -42,11 +41,6 @@ imports); what the host functions do (the caller's ``host`` mapping).
 from __future__ import annotations
 
 import ctypes
-import functools
-import itertools
-import struct
-import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -59,15 +53,11 @@ from kuro_wasm.host.canonical_abi import (
     MAX_FLAT_PARAMS,
     MAX_FLAT_RESULTS,
     CanonicalTrap,
-    EagerArgs,
-    FlatArgs,
-    flat_iter,
-    flatten,
     flatten_func,
     lift_values,
     lower_values,
-    store_result,
 )
+from kuro_wasm.host.component_lowered import LOWERS, HostFunction, Lowered, Unchecked, callback, register
 from kuro_wasm.host.engine import address, call_raw, context_address, foreign
 from kuro_wasm.model.component_binary import (
     AliasCore,
@@ -81,11 +71,6 @@ from kuro_wasm.model.wit import WitFunc
 
 __all__ = ["HostFunction", "PlainInstance", "PlainLink", "compile_modules", "instantiate_plan"]
 
-#: A host function for the plain path: its WIT type, and (the run's context — what
-#: :meth:`PlainLink.instantiate` was given —, its args, lifted when asked: :class:`FlatArgs` or
-#: :class:`EagerArgs`) → its lowered result; raises CanonicalTrap or wasmtime.Trap to trap the guest.
-HostFunction = tuple[WitFunc, Callable[[Any, Any], Any]]
-
 _VALTYPES: Final[dict[str, Callable[[], wasmtime.ValType]]] = {
     "i32": wasmtime.ValType.i32,
     "i64": wasmtime.ValType.i64,
@@ -93,22 +78,18 @@ _VALTYPES: Final[dict[str, Callable[[], wasmtime.ValType]]] = {
     "f64": wasmtime.ValType.f64,
 }
 _EMPTY: Final = memoryview(b"")
-#: How each core value sits in a 16-byte ``wasmtime_val_raw_t`` (little-endian, at offset 0).
-_RAW: Final[dict[str, str]] = {"i32": "i12x", "i64": "q8x", "f32": "f12x", "f64": "d8x"}
 _P = ctypes.c_void_p
-_Unchecked = ctypes.CFUNCTYPE(_P, _P, _P, _P, ctypes.c_size_t)
 _Finalizer = ctypes.CFUNCTYPE(None, _P)
 _NULL_FINALIZER: Final = _Finalizer()
 _memory_data = foreign("wasmtime_memory_data", _P, _P, _P, keep_gil=True)
 _memory_data_size = foreign("wasmtime_memory_data_size", ctypes.c_size_t, _P, _P, keep_gil=True)
 _func_new_unchecked = foreign(
-    "wasmtime_func_new_unchecked", None, _P, _P, _Unchecked, _P, _Finalizer, _P, keep_gil=True
+    "wasmtime_func_new_unchecked", None, _P, _P, Unchecked, _P, _Finalizer, _P, keep_gil=True
 )  # makes a func in the store: runs no wasm
 _export_get = foreign(
     "wasmtime_instance_export_get", ctypes.c_bool, _P, _P, ctypes.c_char_p, ctypes.c_size_t, _P, keep_gil=True
 )
 _instance_new = foreign("wasmtime_instance_new", _P, _P, _P, _P, ctypes.c_size_t, _P, _P)  # may run a start function
-_trap_new = foreign("wasmtime_trap_new", _P, ctypes.c_char_p, ctypes.c_size_t)
 
 #: A ``wasmtime_extern_t``: a kind byte, then the item (``of``) at offset 8.
 _EXTERN: Final = ctypes.sizeof(ffi.wasmtime_extern_t)
@@ -121,13 +102,6 @@ _KINDS: Final[dict[str, int]] = {
     "memory": int(ffi.WASMTIME_EXTERN_MEMORY.value),
 }
 _FUNC: Final = _KINDS["func"]
-#: A callback's ``env``: instance key × ``_LOWERS`` + the lower's index in its link.
-_LOWERS: Final = 1 << 20
-
-
-def _trap(message: str) -> int:
-    raw = message.encode("utf-8", "replace")
-    return int(_trap_new(raw, len(raw)) or 0)
 
 
 def compile_modules(engine: wasmtime.Engine, plan: Plan) -> tuple[wasmtime.Module, ...]:
@@ -190,43 +164,6 @@ class _Export:
     post_return: int | None
 
 
-class _Lowered:
-    """One ``canon lower`` of a host function: its types and handler, and the slots of its memory and realloc."""
-
-    __slots__ = ("direct", "handler", "memory", "name", "realloc", "result", "results", "retptr", "types")
-
-    def __init__(self, name: str, function: HostFunction, memory: int | None, realloc: int | None) -> None:
-        func, self.handler = function
-        self.name = name
-        self.memory = memory
-        self.realloc = realloc
-        _params, self.results = flatten_func(func, lift=False)
-        self.types = tuple(t for _, t in func.params)
-        self.result = func.result
-        self.direct = sum(len(flatten(t)) for t in self.types) <= MAX_FLAT_PARAMS
-        self.retptr = func.result is not None and not self.results  # the result goes to the return area
-
-    def call(self, guest: _Guest, context: Any, core: tuple[Any, ...]) -> Any:
-        try:
-            flat = core[:-1] if self.retptr else core
-            args: Any = (
-                FlatArgs(guest, flat, self.types)
-                if self.direct
-                else EagerArgs(lift_values(guest, flat, self.types, 0), self.types)
-            )
-            value = self.handler(context, args)
-            if self.retptr:
-                assert self.result is not None
-                store_result(guest, int(core[-1]), self.result, value)
-                return None
-            if self.result is None:
-                return None
-            out = lower_values(guest, [value], [self.result], MAX_FLAT_RESULTS)
-            return next(iter(flat_iter(self.results, out)))
-        except CanonicalTrap as exc:
-            raise wasmtime.Trap(f"kuro: {self.name}: {exc}") from None
-
-
 # The program's operations: (code, …) tuples, every slot as its byte offset in the run's slot array.
 _ALIAS: Final = 0  # (_ALIAS, slot, instance offset, name, kind): export ``name`` of a core instance into a slot
 _COPY: Final = 1  # (_COPY, slot, source slot): an item into another instantiation's imports
@@ -245,7 +182,7 @@ class PlainLink:
         self._modules = tuple(modules)  # kept: the program holds their addresses
         self._types: list[wasmtime.FuncType] = []  # kept likewise
         ops: list[tuple[Any, ...]] = []
-        lowers: list[_Lowered] = []
+        lowers: list[Lowered] = []
         options: list[CanonOptions] = []
         slots = 0
         space: dict[str, list[int]] = {"func": [], "table": [], "memory": [], "global": []}
@@ -298,12 +235,12 @@ class PlainLink:
                 ty = wasmtime.FuncType([_VALTYPES[p]() for p in params], [_VALTYPES[r]() for r in results])
                 self._types.append(ty)
                 ty_address = ctypes.cast(ty.ptr(), _P).value
-                ops.append((_LOWER, slots * _EXTERN, ty_address, _callback(params, results), len(lowers)))
-                lowers.append(_Lowered(step.import_name, host[step.import_name], None, None))
+                ops.append((_LOWER, slots * _EXTERN, ty_address, callback(params, results), len(lowers)))
+                lowers.append(Lowered(step.import_name, host[step.import_name]))
                 options.append(step.options)
                 space["func"].append(slots)
                 slots += 1
-        if len(lowers) >= _LOWERS:
+        if len(lowers) >= LOWERS:
             raise wasmtime.WasmtimeError(f"{len(lowers)} lowered functions: more than this host links")
         # options are resolved against the whole plan (a lower may name a memory of an instance made after it)
         for lowered, opts in zip(lowers, options, strict=True):
@@ -336,7 +273,7 @@ class PlainLink:
         cctx = instance.cctx
         base, ibase = instance.slots, instance.instances
         slots = instance.slot_array
-        env = instance.key * _LOWERS
+        env = instance.key * LOWERS
         trap = ctypes.c_void_p()
         trap_at = ctypes.addressof(trap)
         for op in self._ops:
@@ -383,15 +320,6 @@ def _option(space: dict[str, list[int]], sort: str, index: int | None) -> int | 
 # ---- an instance
 
 
-_KEYS = itertools.count(1)
-#: Live instances by key (weakly: an instance is gone once its run drops it; a callback then traps).
-_LIVE: dict[int, weakref.ref[PlainInstance]] = {}
-
-
-def _forget(key: int, _ref: Any) -> None:
-    _LIVE.pop(key, None)
-
-
 class PlainInstance:
     """A plain component instantiated in one store: its exported functions, callable with lowered values."""
 
@@ -423,8 +351,7 @@ class PlainInstance:
         self.made = 0  # core instances made so far
         self.ready: set[int] = set()  # lazy aliases resolved
         self.guests: list[_Guest | None] = [None] * len(link._lowers)
-        self.key = next(_KEYS)
-        _LIVE[self.key] = weakref.ref(self, functools.partial(_forget, self.key))
+        self.key = register(self)
 
     def has(self, name: str) -> bool:
         return self.link.has(name)
@@ -490,46 +417,3 @@ def instantiate_plan(
 ) -> PlainInstance:
     """Link ``plan`` (its ``modules`` compiled) and instantiate it in ``store`` (:class:`PlainLink`)."""
     return PlainLink(plan, modules, host).instantiate(store, context)
-
-
-# ---- the lowered functions' callbacks: one per core signature, for the process
-
-
-_CALLBACKS: dict[tuple[tuple[str, ...], tuple[str, ...]], Any] = {}
-_CALLBACKS_LOCK = threading.RLock()
-
-
-def _callback(params: tuple[str, ...], results: tuple[str, ...]) -> Any:
-    """The C callback of every lowered function of core type ``params → results`` (made once, never freed: a
-    store made with it may outlive any link)."""
-    key = (params, results)
-    with _CALLBACKS_LOCK:
-        callback = _CALLBACKS.get(key)
-        if callback is None:
-            callback = _CALLBACKS[key] = _make_callback(params, results)
-        return callback
-
-
-def _make_callback(params: tuple[str, ...], results: tuple[str, ...]) -> Any:
-    unpack = struct.Struct("<" + "".join(_RAW[p] for p in params)).unpack_from if params else None
-    pack = struct.Struct("<" + _RAW[results[0]]).pack_into if results else None
-    live, view = _LIVE, ADDRESS_SPACE
-
-    @_Unchecked  # type: ignore[untyped-decorator]
-    def raw(env: int | None, _caller: Any, vals: int, _n: int) -> int | None:
-        key, index = divmod(env or 0, _LOWERS)
-        ref = live.get(key)
-        instance = None if ref is None else ref()
-        if instance is None:
-            return _trap("kuro: a component's host function called after its instance was dropped")
-        try:
-            answer = instance.lowered(index, unpack(view, vals) if unpack is not None else ())
-            if pack is not None:
-                pack(view, vals, answer)
-            return None
-        except wasmtime.Trap as trap:
-            return _trap(trap.message)
-        except BaseException as exc:  # never an exception through C: the guest traps, saying what
-            return _trap(f"kuro: {instance.name_of(index)}: {type(exc).__name__}: {exc}")
-
-    return raw
