@@ -437,8 +437,9 @@ class ModuleCache:
                 _MEMORY.popitem(last=False)
 
     @classmethod
-    def seed(cls, cid: str, engine_key: str, compiled: Any, meta: bytes) -> None:
-        """Put a guest just compiled from verified bytes (``add_guest``'s check) into the memory layer."""
+    def seed(cls, cid: str, engine_key: str, compiled: Any, meta: bytes | None) -> None:
+        """Put a guest just compiled from verified bytes (``add_guest``'s check) into the memory layer (``compiled``
+        None: only its metadata — a guest linked from its parts, compiled whole only if that is asked for)."""
         cls._remember((cid, engine_key), compiled, meta)
 
     @staticmethod

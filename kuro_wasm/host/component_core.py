@@ -1,4 +1,4 @@
-"""A plain component run as its core modules: instantiated with the core API, lifted and lowered by the host.
+"""A plain component run as its core modules: linked once, instantiated per run; the host lifts and lowers.
 
 ## The one decision
 A component of the shape :mod:`kuro_wasm.model.component_binary` accepts is
@@ -14,9 +14,24 @@ first (the loader does, as for every component), so only a valid component's
 parts are run; being one store, fuel, epoch deadlines and memory limits cover
 every core instance as they cover the component's.
 
+The plan is *linked* once per compiled component (:class:`PlainLink`, made
+when the guest is pre-linked): each core module's imports reflected, each
+alias's name encoded, each ``canon lower``'s core type made, and the whole
+plan compiled to a short program over one array of ``wasmtime_extern_t``
+slots. A run then only makes the store's items — one ``wasmtime_instance_new``
+per core instance, one ``export_get`` per item an instantiation imports, one
+``func_new_unchecked`` per lowered function — in a tight loop of C calls
+(wasmtime-py's ``Instance`` and ``exports()`` wrapped every export of every
+instance in Python objects: about half of a 64 KiB ``fs.read`` run). Exports
+nothing instantiates with are looked up when they are called. The lowered
+functions' C callbacks are shared, one per core signature, each finding its
+instance through the ``env`` the store gives it
+(:mod:`kuro_wasm.host.component_lowered`): nothing is made per run but the
+store's items.
+
 ## Effects
 wasmtime core instantiation and calls in the caller's store; host functions
-are wasmtime-py ``Func`` callbacks.
+are raw C callbacks.
 
 ## Not done here
 Which components take this path (the kind decides, from the plan and the
@@ -26,7 +41,6 @@ imports); what the host functions do (the caller's ``host`` mapping).
 from __future__ import annotations
 
 import ctypes
-import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -39,32 +53,23 @@ from kuro_wasm.host.canonical_abi import (
     MAX_FLAT_PARAMS,
     MAX_FLAT_RESULTS,
     CanonicalTrap,
-    EagerArgs,
-    FlatArgs,
-    flat_iter,
-    flatten,
     flatten_func,
     lift_values,
     lower_values,
-    store_result,
 )
-from kuro_wasm.host.engine import call_export, context_address, foreign
+from kuro_wasm.host.component_lowered import LOWERS, HostFunction, Lowered, Unchecked, callback, register
+from kuro_wasm.host.engine import address, call_raw, context_address, foreign
 from kuro_wasm.model.component_binary import (
     AliasCore,
     CanonOptions,
     InlineInstance,
     Instantiate,
-    Lift,
     Lower,
     Plan,
 )
 from kuro_wasm.model.wit import WitFunc
 
-__all__ = ["HostFunction", "PlainInstance", "compile_modules", "instantiate_plan"]
-
-#: A host function for the plain path: its WIT type, and (its args, lifted when asked: :class:`FlatArgs` or
-#: :class:`EagerArgs`) → its lowered result; raises CanonicalTrap or wasmtime.Trap to trap the guest.
-HostFunction = tuple[WitFunc, Callable[[Any], Any]]
+__all__ = ["HostFunction", "PlainInstance", "PlainLink", "compile_modules", "instantiate_plan"]
 
 _VALTYPES: Final[dict[str, Callable[[], wasmtime.ValType]]] = {
     "i32": wasmtime.ValType.i32,
@@ -73,20 +78,30 @@ _VALTYPES: Final[dict[str, Callable[[], wasmtime.ValType]]] = {
     "f64": wasmtime.ValType.f64,
 }
 _EMPTY: Final = memoryview(b"")
-#: How each core value sits in a 16-byte ``wasmtime_val_raw_t`` (little-endian, at offset 0).
-_RAW: Final[dict[str, str]] = {"i32": "i12x", "i64": "q8x", "f32": "f12x", "f64": "d8x"}
 _P = ctypes.c_void_p
-_Unchecked = ctypes.CFUNCTYPE(_P, _P, _P, _P, ctypes.c_size_t)
 _Finalizer = ctypes.CFUNCTYPE(None, _P)
 _NULL_FINALIZER: Final = _Finalizer()
 _memory_data = foreign("wasmtime_memory_data", _P, _P, _P, keep_gil=True)
 _memory_data_size = foreign("wasmtime_memory_data_size", ctypes.c_size_t, _P, _P, keep_gil=True)
-_func_new_unchecked = foreign("wasmtime_func_new_unchecked", None, _P, _P, _Unchecked, _P, _Finalizer, _P)
+_func_new_unchecked = foreign(
+    "wasmtime_func_new_unchecked", None, _P, _P, Unchecked, _P, _Finalizer, _P, keep_gil=True
+)  # makes a func in the store: runs no wasm
+_export_get = foreign(
+    "wasmtime_instance_export_get", ctypes.c_bool, _P, _P, ctypes.c_char_p, ctypes.c_size_t, _P, keep_gil=True
+)
+_instance_new = foreign("wasmtime_instance_new", _P, _P, _P, _P, ctypes.c_size_t, _P, _P)  # may run a start function
 
-
-def _trap(message: str) -> int:
-    raw = message.encode("utf-8", "replace")
-    return int(ctypes.cast(ffi.wasmtime_trap_new(raw, len(raw)), ctypes.c_void_p).value or 0)
+#: A ``wasmtime_extern_t``: a kind byte, then the item (``of``) at offset 8.
+_EXTERN: Final = ctypes.sizeof(ffi.wasmtime_extern_t)
+_OF: Final = int(ffi.wasmtime_extern_t.of.offset)
+_INSTANCE: Final = ctypes.sizeof(ffi.wasmtime_instance_t)
+_KINDS: Final[dict[str, int]] = {
+    "func": int(ffi.WASMTIME_EXTERN_FUNC.value),
+    "global": int(ffi.WASMTIME_EXTERN_GLOBAL.value),
+    "table": int(ffi.WASMTIME_EXTERN_TABLE.value),
+    "memory": int(ffi.WASMTIME_EXTERN_MEMORY.value),
+}
+_FUNC: Final = _KINDS["func"]
 
 
 def compile_modules(engine: wasmtime.Engine, plan: Plan) -> tuple[wasmtime.Module, ...]:
@@ -95,16 +110,15 @@ def compile_modules(engine: wasmtime.Engine, plan: Plan) -> tuple[wasmtime.Modul
 
 
 class _Guest:
-    """The memory and ``realloc`` named by one ``canon`` option set (:class:`canonical_abi.GuestMemory`)."""
+    """The memory and ``realloc`` named by one ``canon`` option set (:class:`canonical_abi.GuestMemory`), by the
+    addresses of their ``wasmtime_memory_t`` and ``wasmtime_func_t`` (0: none)."""
 
-    __slots__ = ("cctx", "memory", "memory_ref", "realloc_func", "store")
+    __slots__ = ("cctx", "memory_ref", "realloc_func")
 
-    def __init__(self, store: wasmtime.Store, memory: wasmtime.Memory | None, realloc: wasmtime.Func | None) -> None:
-        self.store = store
-        self.memory = memory
-        self.realloc_func = realloc
-        self.cctx = context_address(store)
-        self.memory_ref = 0 if memory is None else ctypes.addressof(memory._memory)
+    def __init__(self, cctx: int, memory_ref: int, realloc_func: int) -> None:
+        self.cctx = cctx
+        self.memory_ref = memory_ref
+        self.realloc_func = realloc_func
 
     def view(self) -> memoryview:
         """The memory now: its base and size asked of wasmtime each time (two C calls; ``realloc`` and the guest
@@ -116,21 +130,19 @@ class _Guest:
         return ADDRESS_SPACE[base : base + n] if n else _EMPTY
 
     def realloc(self, old: int, old_size: int, align: int, new_size: int) -> int:
-        if self.realloc_func is None:
+        if not self.realloc_func:
             raise CanonicalTrap("the component gave no realloc for a value that needs one")
-        (answer,) = _call(self.store, self.realloc_func, _REALLOC, (old, old_size, align, new_size), ("i32",))
+        (answer,) = _call(self.cctx, self.realloc_func, _REALLOC, (old, old_size, align, new_size), ("i32",))
         return int(answer) % 2**32
 
 
 _REALLOC: Final = ("i32", "i32", "i32", "i32")
 
 
-def _call(
-    store: wasmtime.Store, func: wasmtime.Func, params: Sequence[str], args: Sequence[Any], results: Sequence[str]
-) -> tuple[Any, ...]:
-    """Call a core function through the raw C call (:func:`kuro_wasm.host.engine.call_export`: no per-call type
-    reflection). Raises wasmtime.Trap / WasmtimeError as wasmtime-py's ``Func.__call__`` would."""
-    outcome = call_export(store, func._func, params, args, results)
+def _call(cctx: int, func: int, params: Sequence[str], args: Sequence[Any], results: Sequence[str]) -> tuple[Any, ...]:
+    """Call the core function at address ``func`` through the raw C call (:func:`kuro_wasm.host.engine.call_raw`:
+    no per-call type reflection). Raises wasmtime.Trap / WasmtimeError as wasmtime-py's ``Func.__call__`` would."""
+    outcome = call_raw(cctx, func, params, args, results)
     if outcome.trap is not None:
         assert isinstance(outcome.trap, wasmtime.Trap)
         raise outcome.trap
@@ -139,23 +151,244 @@ def _call(
     return tuple(outcome.values)
 
 
+# ---- the linked plan
+
+
 @dataclass(frozen=True, slots=True)
 class _Export:
-    func: wasmtime.Func
-    guest: _Guest
-    post_return: wasmtime.Func | None
+    """An exported function: the slots of its core func, its memory and realloc, and its post-return."""
+
+    func: int
+    memory: int | None
+    realloc: int | None
+    post_return: int | None
+
+
+# The program's operations: (code, …) tuples, every slot as its byte offset in the run's slot array.
+_ALIAS: Final = 0  # (_ALIAS, slot, instance offset, name, kind): export ``name`` of a core instance into a slot
+_COPY: Final = 1  # (_COPY, slot, source slot): an item into another instantiation's imports
+_LOWER: Final = 2  # (_LOWER, slot, functype address, callback, lower index): a lowered host function
+_NEW: Final = 3  # (_NEW, first slot, import count, module address, instance offset): a core instance
+
+
+class PlainLink:
+    """A plan linked once (per compiled component and engine): its program, ready to instantiate in any store.
+
+    Raises wasmtime.WasmtimeError: the plan wires an import or option to nothing (the engine validated the
+    component, so only a plan misread); KeyError: an import ``host`` lacks (the kind checked the imports before).
+    """
+
+    def __init__(self, plan: Plan, modules: Sequence[wasmtime.Module], host: Mapping[str, HostFunction]) -> None:
+        self._modules = tuple(modules)  # kept: the program holds their addresses
+        self._types: list[wasmtime.FuncType] = []  # kept likewise
+        ops: list[tuple[Any, ...]] = []
+        lowers: list[Lowered] = []
+        options: list[CanonOptions] = []
+        slots = 0
+        space: dict[str, list[int]] = {"func": [], "table": [], "memory": [], "global": []}
+        instances: list[int | dict[str, int]] = []  # a core instance: made (its number), or inline (name → slot)
+        made = 0
+        lazy: dict[int, tuple[int, bytes, int]] = {}  # an alias not yet needed: slot → (instance, name, kind)
+
+        def need(slot: int) -> int:
+            got = lazy.pop(slot, None)
+            if got is not None:
+                ops.append((_ALIAS, slot * _EXTERN, got[0] * _INSTANCE, got[1], got[2]))
+            return slot
+
+        for step in plan.steps:
+            if isinstance(step, Instantiate):
+                module = self._modules[step.module]
+                args = dict(step.args)
+                first = slots
+                imports = module.imports
+                slots += len(imports)
+                for j, imp in enumerate(imports):
+                    name = imp.name or ""
+                    source = instances[args[imp.module]] if imp.module in args else None
+                    if source is None:
+                        raise wasmtime.WasmtimeError(f"core module {step.module} imports {imp.module!r}: not given")
+                    if isinstance(source, dict):
+                        if name not in source:
+                            raise wasmtime.WasmtimeError(f"core module {step.module} imports {imp.module}.{name}")
+                        ops.append((_COPY, (first + j) * _EXTERN, need(source[name]) * _EXTERN))
+                    else:
+                        kind = _KINDS[_sort_of(imp.type)]
+                        ops.append((_ALIAS, (first + j) * _EXTERN, source * _INSTANCE, name.encode("utf-8"), kind))
+                ops.append((_NEW, first * _EXTERN, len(imports), address(module.ptr()), made * _INSTANCE))
+                instances.append(made)
+                made += 1
+            elif isinstance(step, InlineInstance):
+                instances.append({name: _index(space, item.sort, item.index) for name, item in step.exports})
+            elif isinstance(step, AliasCore):
+                source = instances[step.instance]
+                if isinstance(source, dict):  # an item of an inline instance: that item
+                    if step.name not in source:
+                        raise wasmtime.WasmtimeError(f"core instance {step.instance} has no export {step.name!r}")
+                    space[step.sort].append(source[step.name])
+                else:
+                    lazy[slots] = (source, step.name.encode("utf-8"), _KINDS[step.sort])
+                    space[step.sort].append(slots)
+                    slots += 1
+            elif isinstance(step, Lower):
+                params, results = flatten_func(host[step.import_name][0], lift=False)
+                ty = wasmtime.FuncType([_VALTYPES[p]() for p in params], [_VALTYPES[r]() for r in results])
+                self._types.append(ty)
+                ty_address = ctypes.cast(ty.ptr(), _P).value
+                ops.append((_LOWER, slots * _EXTERN, ty_address, callback(params, results), len(lowers)))
+                lowers.append(Lowered(step.import_name, host[step.import_name]))
+                options.append(step.options)
+                space["func"].append(slots)
+                slots += 1
+        if len(lowers) >= LOWERS:
+            raise wasmtime.WasmtimeError(f"{len(lowers)} lowered functions: more than this host links")
+        # options are resolved against the whole plan (a lower may name a memory of an instance made after it)
+        for lowered, opts in zip(lowers, options, strict=True):
+            lowered.memory = _option(space, "memory", opts.memory)
+            lowered.realloc = _option(space, "func", opts.realloc)
+        self._exports = {
+            name: _Export(
+                _index(space, "func", lift.core_func),
+                _option(space, "memory", lift.options.memory),
+                _option(space, "func", lift.options.realloc),
+                _option(space, "func", lift.options.post_return),
+            )
+            for name, lift in plan.exports
+        }
+        self._ops = tuple(ops)
+        self._lowers = tuple(lowers)
+        self._lazy = lazy
+        self._slots = slots
+        self._instances = made
+
+    def has(self, name: str) -> bool:
+        return name in self._exports
+
+    def instantiate(self, store: wasmtime.Store, context: Any = None) -> PlainInstance:
+        """Instantiate the plan in ``store``; each host function is called with ``context`` and its args.
+
+        Raises wasmtime.Trap / WasmtimeError: a core start function trapped, or a core instantiation failed.
+        """
+        instance = PlainInstance(self, store, context)
+        cctx = instance.cctx
+        base, ibase = instance.slots, instance.instances
+        slots = instance.slot_array
+        env = instance.key * LOWERS
+        trap = ctypes.c_void_p()
+        trap_at = ctypes.addressof(trap)
+        for op in self._ops:
+            code = op[0]
+            if code == _ALIAS:
+                if not _export_get(cctx, ibase + op[2], op[3], len(op[3]), base + op[1]) or slots[op[1]] != op[4]:
+                    raise wasmtime.WasmtimeError(f"a core instance has no such export: {op[3].decode()!r}")
+            elif code == _COPY:
+                ctypes.memmove(base + op[1], base + op[2], _EXTERN)
+            elif code == _LOWER:
+                slots[op[1]] = _FUNC
+                _func_new_unchecked(cctx, op[2], op[3], env + op[4], _NULL_FINALIZER, base + op[1] + _OF)
+            else:
+                error = _instance_new(cctx, op[3], base + op[1], op[2], ibase + op[4], trap_at)
+                if error:
+                    raise wasmtime.WasmtimeError._from_ptr(ctypes.cast(error, ctypes.POINTER(ffi.wasmtime_error_t)))
+                if trap.value:
+                    raise wasmtime.Trap._from_ptr(ctypes.cast(trap.value, ctypes.POINTER(ffi.wasm_trap_t)))
+                instance.made += 1
+        return instance
+
+
+def _sort_of(ty: Any) -> str:
+    if isinstance(ty, wasmtime.FuncType):
+        return "func"
+    if isinstance(ty, wasmtime.MemoryType):
+        return "memory"
+    if isinstance(ty, wasmtime.TableType):
+        return "table"
+    return "global"
+
+
+def _index(space: dict[str, list[int]], sort: str, index: int) -> int:
+    items = space.get(sort)
+    if items is None or index >= len(items):
+        raise wasmtime.WasmtimeError(f"the plan names core {sort} {index}, which it does not define")
+    return items[index]
+
+
+def _option(space: dict[str, list[int]], sort: str, index: int | None) -> int | None:
+    return None if index is None else _index(space, sort, index)
+
+
+# ---- an instance
 
 
 class PlainInstance:
     """A plain component instantiated in one store: its exported functions, callable with lowered values."""
 
-    def __init__(self, store: wasmtime.Store, exports: dict[str, _Export], keep: list[Any]) -> None:
+    __slots__ = (
+        "__weakref__",
+        "cctx",
+        "context",
+        "guests",
+        "instance_array",
+        "instances",
+        "key",
+        "link",
+        "made",
+        "ready",
+        "slot_array",
+        "slots",
+        "store",
+    )
+
+    def __init__(self, link: PlainLink, store: wasmtime.Store, context: Any) -> None:
+        self.link = link
         self.store = store
-        self._exports = exports
-        self._keep = keep
+        self.context = context
+        self.cctx = context_address(store)
+        self.slot_array = (ctypes.c_ubyte * max(1, link._slots * _EXTERN))()
+        self.slots = ctypes.addressof(self.slot_array)
+        self.instance_array = (ctypes.c_ubyte * max(1, link._instances * _INSTANCE))()
+        self.instances = ctypes.addressof(self.instance_array)
+        self.made = 0  # core instances made so far
+        self.ready: set[int] = set()  # lazy aliases resolved
+        self.guests: list[_Guest | None] = [None] * len(link._lowers)
+        self.key = register(self)
 
     def has(self, name: str) -> bool:
-        return name in self._exports
+        return self.link.has(name)
+
+    def _item(self, slot: int) -> int:
+        """The address of the item in ``slot`` (a ``wasmtime_func_t`` or ``wasmtime_memory_t``), looking up an
+        alias nothing instantiated with when first asked."""
+        at = slot * _EXTERN
+        lazy = self.link._lazy.get(slot)
+        if lazy is not None and slot not in self.ready:
+            instance, name, kind = lazy
+            if instance >= self.made:
+                raise CanonicalTrap(f"core instance {instance}'s {name.decode()!r} is used before it exists")
+            if not _export_get(self.cctx, self.instances + instance * _INSTANCE, name, len(name), self.slots + at):
+                raise wasmtime.WasmtimeError(f"core instance {instance} has no export {name.decode()!r}")
+            if self.slot_array[at] != kind:
+                raise wasmtime.WasmtimeError(f"core instance {instance}'s export {name.decode()!r} is of another kind")
+            self.ready.add(slot)
+        return self.slots + at + _OF
+
+    def _guest(self, memory: int | None, realloc: int | None) -> _Guest:
+        return _Guest(
+            self.cctx, 0 if memory is None else self._item(memory), 0 if realloc is None else self._item(realloc)
+        )
+
+    def name_of(self, index: int) -> str:
+        """The import name of lowered host function ``index``."""
+        lowers = self.link._lowers
+        return lowers[index].name if 0 <= index < len(lowers) else f"lowered function {index}"
+
+    def lowered(self, index: int, core: tuple[Any, ...]) -> Any:
+        """Call lowered host function ``index`` with its core args; its core result (None without one)."""
+        lowered = self.link._lowers[index]
+        guest = self.guests[index]
+        if guest is None:  # memory and realloc looked up when first called (they may be made after the lower)
+            guest = self.guests[index] = self._guest(lowered.memory, lowered.realloc)
+        return lowered.call(guest, self.context, core)
 
     def call(self, name: str, func: WitFunc, args: Sequence[Any], bound: int | None = None) -> Any:
         """Call export ``name`` of type ``func`` with lowered ``args``; its lowered result (None without one).
@@ -164,15 +397,14 @@ class PlainInstance:
         ``bound`` (:func:`kuro_wasm.model.wit.value_bytes`; it was not built, and post-return was not called);
         wasmtime.Trap / WasmtimeError: the guest trapped.
         """
-        export = self._exports[name]
+        export = self.link._exports[name]
+        guest = self._guest(export.memory, export.realloc)
         params, results = flatten_func(func, lift=True)
-        flat = lower_values(export.guest, args, [t for _, t in func.params], MAX_FLAT_PARAMS)
-        core = _call(self.store, export.func, params, flat, results)
-        value = (
-            None if func.result is None else lift_values(export.guest, core, [func.result], MAX_FLAT_RESULTS, bound)[0]
-        )
+        flat = lower_values(guest, args, [t for _, t in func.params], MAX_FLAT_PARAMS)
+        core = _call(self.cctx, self._item(export.func), params, flat, results)
+        value = None if func.result is None else lift_values(guest, core, [func.result], MAX_FLAT_RESULTS, bound)[0]
         if export.post_return is not None:
-            _call(self.store, export.post_return, results, core, ())
+            _call(self.cctx, self._item(export.post_return), results, core, ())
         return value
 
 
@@ -181,91 +413,7 @@ def instantiate_plan(
     plan: Plan,
     modules: Sequence[wasmtime.Module],
     host: Mapping[str, HostFunction],
+    context: Any = None,
 ) -> PlainInstance:
-    """Instantiate ``plan`` (its ``modules`` compiled) in ``store``, its imports answered by ``host``.
-
-    Raises wasmtime.Trap / WasmtimeError: a core start function trapped, or a core instantiation failed;
-    KeyError: an import ``host`` lacks (the kind checked the imports before).
-    """
-    space: dict[str, list[Any]] = {"func": [], "table": [], "memory": [], "global": []}
-    instances: list[Mapping[str, Any]] = []
-    keep: list[Any] = []  # the host functions' C callbacks, alive as long as the instance
-    for step in plan.steps:
-        if isinstance(step, Instantiate):
-            module = modules[step.module]
-            args = dict(step.args)
-            imports = [instances[args[imp.module]][imp.name or ""] for imp in module.imports]
-            instances.append(wasmtime.Instance(store, module, imports).exports(store))
-        elif isinstance(step, InlineInstance):
-            instances.append({name: space[item.sort][item.index] for name, item in step.exports})
-        elif isinstance(step, AliasCore):
-            space[step.sort].append(instances[step.instance][step.name])
-        elif isinstance(step, Lower):
-            space["func"].append(_lowered(store, step, host[step.import_name], space, keep))
-    exports = {name: _export(store, lift, space) for name, lift in plan.exports}
-    return PlainInstance(store, exports, keep)
-
-
-def _guest(store: wasmtime.Store, options: CanonOptions, space: dict[str, list[Any]]) -> _Guest:
-    memory = None if options.memory is None else space["memory"][options.memory]
-    realloc = None if options.realloc is None else space["func"][options.realloc]
-    return _Guest(store, memory, realloc)
-
-
-def _export(store: wasmtime.Store, lift: Lift, space: dict[str, list[Any]]) -> _Export:
-    post = None if lift.options.post_return is None else space["func"][lift.options.post_return]
-    return _Export(space["func"][lift.core_func], _guest(store, lift.options, space), post)
-
-
-def _lowered(
-    store: wasmtime.Store, step: Lower, function: HostFunction, space: dict[str, list[Any]], keep: list[Any]
-) -> wasmtime.Func:
-    """The core function a ``canon lower`` of a host function makes (memory and realloc looked up when called:
-    ``canon lower`` may name a memory of an instance made after it, as the fixup module's table does)."""
-    func, handler = function
-    params, results = flatten_func(func, lift=False)
-    types = [t for _, t in func.params]
-    direct = sum(len(flatten(t)) for t in types) <= MAX_FLAT_PARAMS
-    ty = wasmtime.FuncType([_VALTYPES[p]() for p in params], [_VALTYPES[r]() for r in results])
-    guest_box: list[_Guest] = []
-
-    def call(*core: Any) -> Any:
-        if not guest_box:
-            guest_box.append(_guest(store, step.options, space))
-        guest = guest_box[0]
-        try:
-            retptr = func.result is not None and not results  # the result goes to the return area (last param)
-            flat = core[:-1] if retptr else core
-            args: Any = FlatArgs(guest, flat, types) if direct else EagerArgs(lift_values(guest, flat, types, 0), types)
-            value = handler(args)
-            if retptr:
-                assert func.result is not None
-                store_result(guest, int(core[-1]), func.result, value)
-                return None
-            if func.result is None:
-                return None
-            out = lower_values(guest, [value], [func.result], MAX_FLAT_RESULTS)
-            return next(iter(flat_iter(results, out)))
-        except CanonicalTrap as exc:
-            raise wasmtime.Trap(f"kuro: {step.import_name}: {exc}") from None
-
-    unpack = struct.Struct("<" + "".join(_RAW[p] for p in params)).unpack_from if params else None
-    pack = struct.Struct("<" + _RAW[results[0]]).pack_into if results else None
-
-    @_Unchecked  # type: ignore[untyped-decorator]
-    def raw(_env: Any, _caller: Any, vals: int, _n: int) -> int | None:
-        try:
-            answer = call(*(unpack(ADDRESS_SPACE, vals) if unpack is not None else ()))
-            if pack is not None:
-                pack(ADDRESS_SPACE, vals, answer)
-            return None
-        except wasmtime.Trap as trap:
-            return _trap(trap.message)
-        except BaseException as exc:  # never an exception through C: the guest traps, saying what
-            return _trap(f"kuro: {step.import_name}: {type(exc).__name__}: {exc}")
-
-    keep.append(raw)
-    func_t = ffi.wasmtime_func_t()
-    ty_address = ctypes.cast(ty.ptr(), _P).value
-    _func_new_unchecked(context_address(store), ty_address, raw, None, _NULL_FINALIZER, ctypes.addressof(func_t))
-    return wasmtime.Func._from_raw(func_t)
+    """Link ``plan`` (its ``modules`` compiled) and instantiate it in ``store`` (:class:`PlainLink`)."""
+    return PlainLink(plan, modules, host).instantiate(store, context)

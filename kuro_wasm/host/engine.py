@@ -67,6 +67,7 @@ __all__ = [
     "MemoryProfile",
     "Interruptible",
     "call_export",
+    "call_raw",
     "engine_for",
     "engine_identity",
     "engine_key",
@@ -664,6 +665,13 @@ def call_export(
     than the four numbers reads as 0). ``context``: ``store``'s context address if the caller holds it
     (a registered run's ``context``: one address fewer to ask of wasmtime-py per call), else 0.
     """
+    return call_raw(context or context_address(store), ctypes.addressof(func), params, args, results)
+
+
+def call_raw(
+    cctx: int, func: int, params: Sequence[str], args: Sequence[int | float], results: Sequence[str]
+) -> CallOutcome:
+    """:func:`call_export` given addresses: of the store's context, and of a ``wasmtime_func_t``."""
     params, results = tuple(params), tuple(results)
     array_type, arg_layout, result_layout = _layout(params, results)
     vals = array_type()
@@ -678,8 +686,7 @@ def call_export(
     base = ctypes.addressof(vals)
     n, m = len(params), len(results)
     trap_at = base + (n + m) * _VAL_SIZE
-    cctx = context or context_address(store)
-    error = _func_call(cctx, ctypes.addressof(func), base, n, base + n * _VAL_SIZE, m, trap_at)
+    error = _func_call(cctx, func, base, n, base + n * _VAL_SIZE, m, trap_at)
     if error:
         return CallOutcome(error=_take_error(error))
     trap = ctypes.c_void_p.from_address(trap_at).value

@@ -90,6 +90,9 @@ class Prepared:
     pre: Any  # the kind's pre-linked form of it (a wasmtime.InstancePre for core-module kinds)
     shape: WasmShape
     kind: GuestKind
+    #: the core modules the kind linked the guest from (:class:`~kuro_wasm.host.kind.GuestParts`), by name, in the
+    #: order it asked for them (empty: it linked the compiled guest): what a worker is sent instead of the whole
+    parts: tuple[tuple[str, wasmtime.Module], ...] = ()
     #: resolved entries by (export, args with their types): a warm run of the same call resolves nothing
     entries: dict[tuple[Any, ...], Entry | LoadFailure] = field(default_factory=dict, repr=False)
 
@@ -285,15 +288,16 @@ def prepare(
     kind = classify(shape)
     if isinstance(kind, str):
         return LoadFailure("load-error", kind)
+    parts: list[tuple[str, wasmtime.Module]] = []
     try:
-        pre = kind.link(engine, module, GuestParts(shape, _parts(cache, engine, key, wasm)))
+        pre = kind.link(engine, module, GuestParts(shape, _parts(cache, engine, key, wasm, parts)))
     except wasmtime.WasmtimeError as exc:  # an import the kind cannot link (a component's mistyped host function)
         return LoadFailure("load-error", f"guest {cid} cannot be linked: {_first_line(exc)}")
     except _Refused:  # the guest's bytes, needed for a part of it not cached, could not be fetched
         failure = fetched[-1]
         assert isinstance(failure, LoadFailure)
         return failure
-    ready = Prepared(cid, module, pre, shape, kind)
+    ready = Prepared(cid, module, pre, shape, kind, tuple(parts))
     with _PREPARED_LOCK:
         _PREPARED[key] = ready
         while len(_PREPARED) > _PREPARED_ENTRIES:
@@ -367,10 +371,14 @@ def compiled_guest(ready: Prepared) -> Any:
 
 
 def _parts(
-    cache: ModuleCache, engine: wasmtime.Engine, key: tuple[str, str], wasm: Callable[[], bytes]
+    cache: ModuleCache,
+    engine: wasmtime.Engine,
+    key: tuple[str, str],
+    wasm: Callable[[], bytes],
+    used: list[tuple[str, wasmtime.Module]],
 ) -> Callable[[str, Callable[[bytes], bytes]], wasmtime.Module]:
-    """``GuestParts.core_module`` for guest ``key[0]``: cached under ``CID#name``; the guest's bytes (fetched and
-    verified by ``wasm``) read at most once."""
+    """``GuestParts.core_module`` for guest ``key[0]``: cached under ``CID#name``, and appended to ``used``; the
+    guest's bytes (fetched and verified by ``wasm``) read at most once."""
     got: list[bytes] = []
 
     def data() -> bytes:
@@ -379,7 +387,9 @@ def _parts(
         return got[0]
 
     def core_module(name: str, piece: Callable[[bytes], bytes]) -> wasmtime.Module:
-        return cache.get_or_compile(engine, key[1], f"{key[0]}#{name}", lambda: piece(data()))
+        module = cache.get_or_compile(engine, key[1], f"{key[0]}#{name}", lambda: piece(data()))
+        used.append((name, module))
+        return module
 
     return core_module
 

@@ -52,7 +52,7 @@ class _Both:
         plan = read_plan(wasm)
         self.pstore = wasmtime.Store(_ENGINE)
         host = {
-            name: (WitFunc(name, tuple((f"p{i}", t) for i, t in enumerate(ps)), r), lambda _a: ("ok", None))
+            name: (WitFunc(name, tuple((f"p{i}", t) for i, t in enumerate(ps)), r), lambda _c, _a: ("ok", None))
             for name, (ps, r) in SIGNATURES.items()
         }
         self.plain = instantiate_plan(self.pstore, plan, compile_modules(_ENGINE, plan), host)

@@ -61,6 +61,7 @@ No resources of the kuro world, no async component functions.
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ from wasmtime import _ffi as ffi
 from kuro_wasm.host import wasi_p2
 from kuro_wasm.host.calls import run_of
 from kuro_wasm.host.canonical_abi import CanonicalTrap, TooLarge
-from kuro_wasm.host.component_core import HostFunction, PlainInstance, instantiate_plan
+from kuro_wasm.host.component_core import HostFunction, PlainInstance, PlainLink
 from kuro_wasm.host.component_values import Budget, ValueTooLarge, delete, fits, read, write
 from kuro_wasm.host.context import RunContext, Stopped
 from kuro_wasm.host.engine import CallOutcome, TrapInfo
@@ -371,7 +372,8 @@ class ComponentKind:
             if mistyped is not None:
                 raise wasmtime.WasmtimeError(mistyped)
             plan, modules = _plain_parts(parts)
-            return _Plain(plan, modules, lambda: (self.linker(engine), compiled, False))
+            link = PlainLink(plan, modules, _plain_host_functions())
+            return _Plain(plan, link, lambda: (self.linker(engine), compiled, False))
         wasi = frozenset(name for name in compiled.type.imports(engine) if wasi_p2.provides(name))
         mistyped = _mistyped(engine, compiled, wasi)
         if mistyped is not None:
@@ -489,10 +491,11 @@ class ComponentKind:
 
 @dataclass(frozen=True, slots=True)
 class _Plain:
-    """A plain component linked: its plan, its core modules compiled, and the engine's linkage (the switch)."""
+    """A plain component linked: its plan, linked once with its core modules compiled, and the engine's linkage
+    (the switch)."""
 
     plan: Plan
-    modules: tuple[wasmtime.Module, ...]
+    link: PlainLink
     #: the engine's linkage, made when first asked (the shared linker imports and defines the component API)
     engine_path: Callable[[], Any]
 
@@ -525,25 +528,30 @@ def _plain_parts(parts: GuestParts) -> tuple[Plan, tuple[wasmtime.Module, ...]]:
 
 
 def _instantiate_plain(store: wasmtime.Store, linked: _Plain) -> tuple[Any, CallOutcome | None]:
-    run = run_of(store._context())
-    host: dict[str, HostFunction] = {}
-    for name, (params, result) in SIGNATURES.items():
-        instance, _, func = name.partition("#")
-        handler = WORLD_FUNCTIONS[instance][func]
-        typed = wit.WitFunc(func, tuple((f"p{i}", t) for i, t in enumerate(params)), result)
-        host[name] = (typed, _plain_host(name, handler, run))
     try:
-        return instantiate_plan(store, linked.plan, linked.modules, host), None
+        return linked.link.instantiate(store, run_of(store._context())), None
     except wasmtime.Trap as trap:
         return None, CallOutcome(trap=trap)
     except wasmtime.WasmtimeError as exc:
         return None, CallOutcome(error=str(exc))
 
 
-def _plain_host(name: str, handler: WorldHandler, run: RunContext | None) -> Any:
-    """A kuro world function for the plain path: the same checks as the engine path's trampoline."""
+@functools.cache
+def _plain_host_functions() -> dict[str, HostFunction]:
+    """The kuro world's functions for the plain path (``instance#func`` → its type and handler), made once."""
+    host: dict[str, HostFunction] = {}
+    for name, (params, result) in SIGNATURES.items():
+        instance, _, func = name.partition("#")
+        typed = wit.WitFunc(func, tuple((f"p{i}", t) for i, t in enumerate(params)), result)
+        host[name] = (typed, _plain_host(name, WORLD_FUNCTIONS[instance][func]))
+    return host
 
-    def call(args: Any) -> Any:
+
+def _plain_host(name: str, handler: WorldHandler) -> Callable[[RunContext | None, Any], Any]:
+    """A kuro world function for the plain path: the same checks as the engine path's trampoline (its run is
+    the context its instance was made with: the run registered for the store)."""
+
+    def call(run: RunContext | None, args: Any) -> Any:
         if run is None:
             raise wasmtime.Trap(f"kuro: {name} called outside a run")
         try:

@@ -739,14 +739,16 @@ class WorkerPool:
 
     def _compiled(self, conn: _Conn, run: RemoteRun, message: Mapping[str, Any]) -> None:
         """Answer a worker's ``module``: the guest compiled by this host (or loaded from its own verified module
-        cache) for the run's engine, serialized, with its shape; ``kind`` None when it cannot be loaded (the
-        worker's run then reports why). Workers only ever deserialize what the host hands them, and the host
+        cache) for the run's engine, serialized, with its shape — for a guest its kind linked from core modules
+        (a plain component, :attr:`loader.Prepared.parts`) those instead; ``kind`` None when it cannot be loaded
+        (the worker's run then reports why). Workers only ever deserialize what the host hands them, and the host
         compiles for a worker only the guest its run names, for that run's engine (anything else is a protocol
         breach: a taken-over worker cannot make the host compile other blocks)."""
         if message["cid"] != run.command.get("kuro/guest") or message["fuel"] is not (run.limits.fuel is not None):
             raise ProtocolError("a worker asked for a compiled guest other than its run's own")
         kind: str | None = None
         meta = artifact = b""
+        parts: list[list[Any]] = []
         config = _engine.EngineConfig(fuel=message["fuel"])
         key = (message["cid"], config, run.home)
         with self._cond:
@@ -755,17 +757,25 @@ class WorkerPool:
             ready = loader.prepare(run.store, message["cid"], config, home=run.home)
         with self._cond:
             self._compiling.pop(key, None)
-        try:
-            compiled = None if isinstance(ready, loader.LoadFailure) else loader.compiled_guest(ready)
-        except (KuroError, wasmtime.WasmtimeError):  # a deferred component that cannot be loaded: the worker's says why
-            compiled = None
-        if compiled is not None and not isinstance(ready, loader.LoadFailure):
-            form = COMPONENT if isinstance(compiled, wasmtime.component.Component) else MODULE
-            kind, meta, artifact = form.name, ready.shape.to_bytes(), form.serialize(compiled)
-            if len(meta) + len(artifact) > protocol.MAX_ARTIFACT_BYTES:  # too big for a frame: it compiles it itself
-                kind, meta, artifact = None, b"", b""
+        if not isinstance(ready, loader.LoadFailure) and ready.parts:
+            # linked from its core modules (a plain component): those, and its shape, not the compiled whole
+            kind, meta = COMPONENT.name, ready.shape.to_bytes()
+            pieces = [(name, MODULE.serialize(module)) for name, module in ready.parts]
+            parts = [[name, len(piece)] for name, piece in pieces]
+            artifact = b"".join(piece for _, piece in pieces)
+        else:
+            try:
+                compiled = None if isinstance(ready, loader.LoadFailure) else loader.compiled_guest(ready)
+            except (KuroError, wasmtime.WasmtimeError):  # a deferred component that cannot load: the worker says why
+                compiled = None
+            if compiled is not None and not isinstance(ready, loader.LoadFailure):
+                form = COMPONENT if isinstance(compiled, wasmtime.component.Component) else MODULE
+                kind, meta, artifact = form.name, ready.shape.to_bytes(), form.serialize(compiled)
+        if len(meta) + len(artifact) > protocol.MAX_ARTIFACT_BYTES:  # too big for a frame: it compiles it itself
+            kind, meta, artifact, parts = None, b"", b"", []
         self.answered["module"] += 1
-        conn.send("compiled", {"rid": message["rid"], "kind": kind, "meta": len(meta)}, meta + artifact)
+        reply = {"rid": message["rid"], "kind": kind, "meta": len(meta), "parts": parts}
+        conn.send("compiled", reply, meta + artifact)
 
     def _done(self, conn: _Conn, message: Mapping[str, Any], payload: bytes) -> None:
         run = self._head(conn, message["id"])

@@ -136,8 +136,10 @@ MESSAGES: Final[Mapping[str, Message]] = {
     "withdraw": Message("host", {"id": "int"}),
     # fault: why the host's store could not answer (None: it answered; "corrupt", "missing", "unavailable")
     "reply": Message("host", {"rid": "int", "found": "bool", "fault": "str?"}, payload=True),
-    # the compiled guest a worker asked for: payload = meta (its first ``meta`` bytes) ‖ artifact; kind None: none
-    "compiled": Message("host", {"rid": "int", "kind": "str?", "meta": "int"}, payload=True),
+    # the compiled guest a worker asked for: payload = meta (its first ``meta`` bytes) ‖ artifact; kind None: none.
+    # ``parts`` ([[name, length], …], or empty): the artifact is instead the core modules the guest is linked from
+    # (serialized, one after another, of those lengths), each for the module cache under ``CID#name``
+    "compiled": Message("host", {"rid": "int", "kind": "str?", "meta": "int", "parts": "data"}, payload=True),
     "probe": Message("host", {"what": "str"}),
     # worker → host
     "hello": Message("worker", {"pid": "int", "hardening": "data", "engine": "str", "stores": "data"}),

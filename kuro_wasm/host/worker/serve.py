@@ -30,7 +30,9 @@ When the host's end of either channel closes, the running guest is stopped and t
 
 A worker never touches a module cache on disk and is never told the kuro home: a guest it has not
 run yet is asked of the host (``module``), which compiles it — or loads it from its own
-tag-verified cache — and sends the serialized artifact; the worker deserializes it into its
+tag-verified cache — and sends the serialized artifact (for a plain component, the core modules the host
+linked it from and its shape, so the worker runs it on the host's own canonical ABI as the host would,
+without compiling them); the worker deserializes it into its
 in-memory cache (:meth:`kuro_wasm.host.cache.ModuleCache.seed`), so its warm runs ask nothing. A
 taken-over worker therefore cannot leave anything for the host or another worker to deserialize
 (and :mod:`.hardening`'s filesystem confinement keeps it from the cache's key and from writing
@@ -67,7 +69,7 @@ from kuro_fs.fsdir import DirLayout, Entry, encode_dir
 from kuro_fs.hamt import Shape
 from kuro_wasm.errors import HostError
 from kuro_wasm.host import engine
-from kuro_wasm.host.cache import ARTIFACTS, ModuleCache
+from kuro_wasm.host.cache import ARTIFACTS, MODULE, ModuleCache
 from kuro_wasm.host.job import Job
 from kuro_wasm.host.worker import hardening
 from kuro_wasm.host.worker.protocol import (
@@ -366,11 +368,25 @@ class _Worker:
         split = reply["meta"]
         if artifact is None or not 0 <= split <= len(payload):
             return
+        parts = _parts(reply["parts"], len(payload) - split)
+        if parts is None:
+            return
         try:
-            compiled = artifact.deserialize(engine.engine_for(config), payload[split:])
+            if parts:  # the core modules it is linked from (a plain component), each under ``CID#name``
+                at, modules = split, []
+                for name, n in parts:
+                    modules.append((name, MODULE.deserialize(engine.engine_for(config), payload[at : at + n])))
+                    at += n
+            else:
+                compiled = artifact.deserialize(engine.engine_for(config), payload[split:])
         except Exception:
             return  # not for this engine: the run's load compiles the verified bytes in memory instead
-        ModuleCache.seed(cid, key, compiled, payload[:split])
+        if parts:
+            for name, module in modules:
+                ModuleCache.seed(f"{cid}#{name}", key, module, None)
+            ModuleCache.seed(cid, key, None, payload[:split])  # the shape alone: the whole is compiled only if asked
+        else:
+            ModuleCache.seed(cid, key, compiled, payload[:split])
 
     def _lie_block(self) -> None:
         """Test hook: hand the host, for the running request, bytes under a CID they do not hash to."""
@@ -569,6 +585,17 @@ def _session(data: Any) -> Session:
     return found
 
 
+def _parts(parts: Any, room: int) -> list[tuple[str, int]] | None:
+    """A ``compiled`` reply's ``parts`` as (name, length) pairs filling ``room`` bytes exactly, or None when
+    they do not (an empty list: the artifact is the compiled guest itself)."""
+    if not isinstance(parts, list) or not all(
+        isinstance(p, list) and len(p) == 2 and type(p[0]) is str and type(p[1]) is int and p[1] >= 0 for p in parts
+    ):
+        return None
+    pairs = [(str(p[0]), int(p[1])) for p in parts]
+    return pairs if not pairs or sum(n for _, n in pairs) == room else None
+
+
 def serve(fd: int, control_fd: int, options: Mapping[str, Any]) -> None:
     """The body of a worker process (never returns): harden, say hello on socket ``fd``, run requests.
 
@@ -580,12 +607,6 @@ def serve(fd: int, control_fd: int, options: Mapping[str, Any]) -> None:
     cannot apply its required hardening exits with status 3 before its hello.
     """
     code = 0
-    # A worker runs every component on the engine's component path: the host sends it a guest's compiled
-    # component, not the core modules the host's own canonical ABI needs (the plain path would compile them
-    # here, seconds for a componentize-py guest, on every fresh worker). Receipts are the same on both paths.
-    from kuro_wasm.host.kinds.component import KIND as _COMPONENTS
-
-    _COMPONENTS.plain = False
     try:
         sock = socket.socket(fileno=fd)
         ctl = socket.socket(fileno=control_fd)

@@ -93,7 +93,7 @@ class _Host:
             if kind == "done":
                 return {**message, "receipt": decode_receipt(message["receipt"], payload)}
             if kind == "module":  # nothing compiled to give: the worker loads the guest's bytes itself
-                send(self.sock, "compiled", {"rid": message["rid"], "kind": None, "meta": 0})
+                send(self.sock, "compiled", {"rid": message["rid"], "kind": None, "meta": 0, "parts": []})
             elif kind in ("get", "has"):
                 block = self.store.get(message["cid"])
                 found = block is not None if kind == "get" else self.store.has(message["cid"])
@@ -265,7 +265,7 @@ def test_runs_read_while_the_worker_waits_for_its_asks_are_run_after_in_order(ho
     host.run(2, cat, stdin=b"two")  # read by the worker while it waits for its answer
     host.control("eof", 2)
     host.run(3, hello, closed=True)
-    send(host.sock, "compiled", {"rid": first[0]["rid"], "kind": None, "meta": 0})
+    send(host.sock, "compiled", {"rid": first[0]["rid"], "kind": None, "meta": 0, "parts": []})
     assert host.done(1)["kuro/outcome"] == "ok"
     assert bytes(host.out[1]) == b"hello, kuro\n"
     assert host.done(2)["kuro/outcome"] == "ok"

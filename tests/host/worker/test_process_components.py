@@ -76,3 +76,18 @@ def test_a_run_whose_frame_breaks_its_limit_at_dispatch_fails_there_and_the_pool
     monkeypatch.undo()
     after = run(make_session(fs), guest(cid, "sum-bytes", [b"abc"]), store=store, fs=fs, isolation=pool)
     assert (after["kuro/outcome"], after["kuro/result"]) == ("ok", 294)
+
+
+def test_a_worker_runs_a_plain_component_on_the_hosts_own_canonical_abi(pool: WorkerPool) -> None:
+    # 3 MiB of list<u8> out of the guest: past what wasmtime's component path lets one call copy (its hostcall
+    # fuel, ~2.7 MiB, a trap there), within max_value_bytes: only the host's own canonical ABI returns it
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, component("typed"))
+    spec = guest(cid, "fill", [3 << 20])
+    receipt = run(make_session(fs), spec, store=store, fs=fs, isolation=pool, timeout_ms=WAIT_MS)
+    assert (receipt["kuro/outcome"], receipt["kuro/isolation"]) == ("ok", "process"), receipt
+    assert receipt["kuro/result"] == b"\x07" * (3 << 20)
+    alone = run(make_session(fs), spec, store=store, fs=fs, timeout_ms=WAIT_MS)
+    same = ("kuro/exit-code", "kuro/outcome", "kuro/result", "kuro/reads", "kuro/guest-kind")
+    assert {k: receipt.get(k) for k in same} == {k: alone.get(k) for k in same}
