@@ -407,9 +407,7 @@ class LedgerDB:
         row holds it now (one written by older code, which may reuse the rowid of a withdrawn last claim);
         ``limit``: at most that many (a keyset page over the table's own rowid order: the cost is the page).
         """
-        sql = (
-            "SELECT rowid, op_id, status, digest, started_at, finished_at, exit_code, outcome, reason FROM operations"
-        )
+        sql = "SELECT rowid, op_id, status, digest, started_at, finished_at, exit_code, outcome, reason FROM operations"
         params: list[Any] = []
         if after is not None:
             sql += " WHERE rowid > ? OR (rowid = ? AND op_id != ?)"

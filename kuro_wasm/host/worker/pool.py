@@ -124,6 +124,8 @@ _START_FAILURES: Final = 3
 
 class _StartTimeout(Exception):
     """A worker's hello did not come within the pool's ``start_timeout`` (raised by the hello's read alone)."""
+
+
 _EXIT_STATUS_WAIT_S: Final = 1.0
 #: ``_Conn.token`` when the worker's keeper thread reads its run channel.
 _KEEPER: Final = object()
