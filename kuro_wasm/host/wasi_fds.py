@@ -29,7 +29,7 @@ from kuro_wasm.host.wasi_guest import (
     regular_file,
     state,
 )  # fmt: skip
-from kuro_wasm.host.wasi_state import DIR, FILE, STDIN, Fd, WasiState, errno_of
+from kuro_wasm.host.wasi_state import DIR, FILE, Fd, WasiState, errno_of
 from kuro_wasm.model import wasi
 from kuro_wasm.model.wasi import Errno, Filetype, Rights
 
@@ -91,12 +91,12 @@ def _fd_fdstat_get(run: RunContext, caller: int, cctx: int, p: Any) -> int | Non
 
 def _fd_fdstat_set_flags(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     f = state(run).fds.get(p[0])
-    if f is None:
-        return BADF
+    if f is None or f.kind not in (FILE, DIR):
+        return BADF  # stdio too, as wasmtime's WASI (50.0.1) answers even for flags it already has
     flags = p[1] & 0xFFFF
     if flags & ~SETTABLE_FLAGS:
         return INVAL
-    if f.kind == FILE or f.kind == STDIN or flags == f.flags:
+    if f.kind == FILE or flags == f.flags:
         f.flags = flags
         return OK
     return NOTSUP
@@ -210,7 +210,7 @@ def _fd_filestat_set_times(run: RunContext, caller: int, cctx: int, p: Any) -> i
     if bad is not None:
         return bad
     if f.kind not in (FILE, DIR):
-        return OK  # stdio has no times to keep
+        return BADF  # stdio has no times to set: EBADF, as wasmtime's WASI (50.0.1), after a bad flag pair
     if not f.rights & Rights.FD_FILESTAT_SET_TIMES:
         return NOTCAPABLE
     refused = need(run, "fd_filestat_set_times", ("fs/write",))

@@ -56,7 +56,7 @@ from kuro_wasm.host.wasi_guest import (
 )  # fmt: skip
 from kuro_wasm.host.wasi_state import DIR, FILE, STDIN, Fd, WasiState, errno_of
 from kuro_wasm.model import wasi
-from kuro_wasm.model.wasi import Errno, Filetype, Rights
+from kuro_wasm.model.wasi import Filetype, Rights
 
 __all__ = ["IO_HANDLERS"]
 
@@ -205,7 +205,9 @@ def _fd_pwrite(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
 
 
 def _read_stdin(run: RunContext, f: Fd, bufs: list[tuple[int, int]]) -> bytes | int | None:
-    """Up to the buffers' total from stdin: bytes (b"" at end of input), EAGAIN (nonblocking), None (stop)."""
+    """Up to the buffers' total from stdin: bytes (b"" at end of input), None (stop).
+
+    Always blocking: stdin's flags cannot be set (``fd_fdstat_set_flags`` on stdio is ``EBADF``)."""
     if "stdin/read" not in run.grant:
         return deny(run, "fd_read", "stdin/read")
     total = sum(n % 2**32 for _, n in bufs)
@@ -219,8 +221,6 @@ def _read_stdin(run: RunContext, f: Fd, bufs: list[tuple[int, int]]) -> bytes | 
             chunk = run.stdin.take(total)
             if chunk is not None:
                 break
-            if f.flags & wasi.FDFLAG_NONBLOCK:
-                return int(Errno.AGAIN)
             run.cond.wait(timeout=max(0.0, min(run.deadline - time.monotonic(), 0.05)))
     run.stdin.report()
     return chunk

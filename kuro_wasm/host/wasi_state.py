@@ -90,9 +90,9 @@ def initial_fds(grant: frozenset[str]) -> dict[int, Fd]:
     Without one the program sees no filesystem at all, as under wasmtime without ``--dir``.
     """
     fds = {
-        0: Fd(STDIN, wasi.STDIN_RIGHTS, 0),
-        1: Fd(STDOUT, wasi.STDOUT_RIGHTS, 0, stream=STDOUT),
-        2: Fd(STDERR, wasi.STDOUT_RIGHTS, 0, stream=STDERR),
+        0: Fd(STDIN, wasi.STDIN_RIGHTS, wasi.STDIN_RIGHTS),
+        1: Fd(STDOUT, wasi.STDOUT_RIGHTS, wasi.STDOUT_RIGHTS, stream=STDOUT),
+        2: Fd(STDERR, wasi.STDOUT_RIGHTS, wasi.STDOUT_RIGHTS, stream=STDERR),
     }
     if FS_CAPABILITIES & grant:
         rights, inheriting = wasi.DIRECTORY_RIGHTS, wasi.DIRECTORY_RIGHTS | wasi.FILE_RIGHTS

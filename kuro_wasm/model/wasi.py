@@ -256,8 +256,9 @@ DIRECTORY_RIGHTS: Final = (
     | Rights.PATH_UNLINK_FILE
     | Rights.POLL_FD_READWRITE
 )
-STDIN_RIGHTS: Final = Rights.FD_READ | Rights.POLL_FD_READWRITE
-STDOUT_RIGHTS: Final = Rights.FD_WRITE | Rights.POLL_FD_READWRITE
+#: stdio's rights, base and inheriting alike, as wasmtime's WASI (50.0.1) shows them in ``fd_fdstat_get``.
+STDIN_RIGHTS: Final = Rights.FD_READ
+STDOUT_RIGHTS: Final = Rights.FD_WRITE
 
 #: The right each call that names a path needs on the directory descriptor it names it under (witx
 #: ``rights``). ``path_rename`` and ``path_link`` also need ``*_TARGET`` on the new path's directory;
@@ -395,12 +396,17 @@ FUNCTIONS: Final[Mapping[str, FuncSpec]] = {
         _f("fd_allocate", "i32 i64 i64", "`fs/write`", "grows the file to offset+len if shorter"),
         _f("fd_close", "i32", "—", "closes; a commit point"),
         _f("fd_datasync", "i32", "—", "a commit point"),
-        _f("fd_fdstat_get", "i32 i32", "—", "filetype, flags, rights (stdio: unknown filetype, not a tty)"),
+        _f(
+            "fd_fdstat_get",
+            "i32 i32",
+            "—",
+            "filetype, flags, rights (stdio: unknown filetype, not a tty; `fd_read` or `fd_write` only, as wasmtime)",
+        ),
         _f(
             "fd_fdstat_set_flags",
             "i32 i32",
             "—",
-            "`append`, `nonblock`, `dsync`, `rsync`, `sync` on a file (`nonblock` on stdin)",
+            "`append`, `nonblock`, `dsync`, `rsync`, `sync` on a file; stdio `EBADF`, as wasmtime",
         ),
         _f("fd_fdstat_set_rights", "i32 i64 i64", "—", "drops rights; adding one is `ENOTCAPABLE`"),
         _f("fd_filestat_get", "i32 i32", "—", "device, inode, type, size; times 0 unless set this run"),
@@ -410,7 +416,12 @@ FUNCTIONS: Final[Mapping[str, FuncSpec]] = {
             "`fs/write`",
             "truncates or extends with zeros; not opened for writing `EINVAL`",
         ),
-        _f("fd_filestat_set_times", "i32 i64 i64 i32", "`fs/write`", "kept for the run only (bad flag pairs `EINVAL`)"),
+        _f(
+            "fd_filestat_set_times",
+            "i32 i64 i64 i32",
+            "`fs/write`",
+            "kept for the run only (bad flag pairs `EINVAL`); stdio `EBADF`",
+        ),
         _f(
             "fd_pread",
             "i32 i32 i32 i64 i32",

@@ -141,3 +141,59 @@ def test_fd_advise_on_stdio_a_directory_or_a_closed_number_is_ebadf_as_on_wasmti
     calls += [("fd_advise", (fd, 0, 16, 4)) for fd in (0, 1, 2)]  # DONTNEED over a range, not only NORMAL
     calls += [("fd_advise", (3, 0, 0, 0)), ("fd_advise", (99, 0, 0, 0))]
     assert _errnos(tmp_path, calls, {"a": b"x"}) == bytes([8] * 8)
+
+
+def test_calls_on_stdio_answer_what_wasmtime_answers(tmp_path: Path) -> None:
+    """Every preview 1 call on a descriptor, made on stdin, stdout and stderr: the errno kuro answers is
+    wasmtime's (50.0.1). Setting flags (even ones it already has) or times on stdio is ``EBADF`` — kuro
+    answered success for flags 0 and any times, and let stdin be made nonblocking —, a bad time-flag pair is
+    ``EINVAL`` first; sizing, allocating, syncing, advising, reading a directory of stdio is ``EBADF``;
+    seeking and telling ``ESPIPE``; stat succeeds; renumbering moves stdio like any descriptor."""
+    iov, out = 200, 1024  # one iovec: 1 byte at 400; where a call's result goes
+    calls: list[tuple[str, tuple[int, ...]]] = []
+    want: list[int] = []
+    for fd in (0, 1, 2):
+        calls += [
+            ("fd_fdstat_set_flags", (fd, 0)),
+            ("fd_fdstat_set_flags", (fd, wasi.FDFLAG_APPEND)),
+            ("fd_fdstat_set_flags", (fd, wasi.FDFLAG_NONBLOCK)),
+            ("fd_filestat_set_times", (fd, 0, 0, 0)),
+            ("fd_filestat_set_times", (fd, 5, 5, wasi.FSTFLAG_ATIM | wasi.FSTFLAG_MTIM)),
+            ("fd_filestat_set_times", (fd, 0, 0, wasi.FSTFLAG_MTIM | wasi.FSTFLAG_MTIM_NOW)),
+            ("fd_allocate", (fd, 0, 1)),
+            ("fd_filestat_set_size", (fd, 0)),
+            ("fd_sync", (fd,)),
+            ("fd_datasync", (fd,)),
+            ("fd_advise", (fd, 0, 0, 0)),
+            ("fd_readdir", (fd, out, 64, 0, out + 64)),
+            ("fd_prestat_get", (fd, out)),
+            ("fd_seek", (fd, 0, 0, out)),
+            ("fd_tell", (fd, out)),
+            ("fd_filestat_get", (fd, out)),
+            ("fd_fdstat_get", (fd, out)),
+            ("fd_pread", (fd, iov, 1, 0, out)),
+            ("fd_pwrite", (fd, iov, 1, 0, out)),
+        ]
+        want += [8, 8, 8, 8, 8, 28, 8, 8, 8, 8, 8, 8, 8, 70, 70, 0, 0]
+        want += [70, 8] if fd == 0 else [8, 70]
+    calls += [("fd_renumber", (0, 0)), ("fd_renumber", (1, 99)), ("fd_renumber", (99, 1)), ("fd_renumber", (2, 3))]
+    want += [0, 8, 8, 0]
+    assert _errnos(tmp_path, calls, {"a": b"x"}) == bytes(want)
+
+
+@pytest.mark.parametrize(
+    ("fd", "right"), [(0, wasi.Rights.FD_READ), (1, wasi.Rights.FD_WRITE), (2, wasi.Rights.FD_WRITE)]
+)
+def test_stdio_fdstat_shows_the_rights_wasmtime_shows(tmp_path: Path, fd: int, right: int) -> None:
+    """``fd_fdstat_get`` on stdio: unknown filetype, no flags, and one right, base and inheriting alike, as on
+    wasmtime (50.0.1; kuro showed ``poll_fd_readwrite`` too and no inheriting rights)."""
+    wat = f"""(module
+      (import "wasi_snapshot_preview1" "fd_fdstat_get" (func $get (param i32 i32) (result i32)))
+      (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+      (memory (export "memory") 1)
+      (func (export "_start")
+        (i32.store8 (i32.const 120) (call $get (i32.const {fd}) (i32.const 96)))
+        (i32.store (i32.const 0) (i32.const 96)) (i32.store (i32.const 4) (i32.const 25))
+        (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))))"""
+    got = _both(tmp_path, wat, {}).stdout
+    assert got == bytes(8) + int(right).to_bytes(8, "little") * 2 + b"\x00"
