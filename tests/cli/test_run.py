@@ -193,6 +193,8 @@ def test_ledger_list_shows_a_page_and_says_how_to_see_the_next(kuro: Kuro) -> No
     assert [line.split()[0] for line in rest.stdout.splitlines()] == ["op-2"] and "more:" not in rest.stderr
     bad = kuro("ledger", "list", "--after", "not-a-cursor")
     assert bad.returncode == 2 and bad.stderr.startswith("kuro: error:")
+    not_utf8 = kuro("ledger", "list", "--after", "r1:\udcff")  # argv byte 0xff: a usage error, never an internal one
+    assert not_utf8.returncode == 2 and "[usage]" in not_utf8.stderr
     assert kuro("ledger", "list", "--limit", "0").returncode == 2
 
 

@@ -883,12 +883,38 @@ def test_operations_page_through_the_ledger_with_a_cursor(ledger: Ledger, starte
         {"after": "r" + "9" * 5000 + ":op"},
         {"after": "r7:"},
         {"after": "17:op"},  # a cursor of older code (a start time): refused, never read as a rowid
+        {"after": "r1:\udcff"},  # a lone surrogate (a non-UTF-8 argv byte): no op id has one, SQLite cannot take it
     ],
 )
 def test_a_bad_page_is_refused(ledger: Ledger, bad: dict[str, Any]) -> None:
     with pytest.raises(ModelError) as info:
         ledger.operations(**bad)
     assert info.value.reason == "invalid-page"
+
+
+#: Any text, lone surrogates too (as a non-UTF-8 argv byte decodes): st.text leaves them out.
+_cursor_text = st.lists(st.one_of(st.characters(), st.sampled_from("\ud800\udcff\udfff"))).map("".join)
+_cursors = st.one_of(
+    _cursor_text,
+    st.builds(lambda n, rest: f"r{n}:{rest}", st.integers(min_value=-(2**70), max_value=2**70), _cursor_text),
+    st.builds(lambda digits, rest: f"r{digits}:{rest}", st.text("0123456789\u0663\u00b2", max_size=25), _cursor_text),
+)
+
+
+def test_any_cursor_text_pages_on_or_is_an_invalid_page(ledger: Ledger) -> None:
+    ledger.run("a", make_session(), command())
+
+    @settings(max_examples=300, deadline=None)
+    @given(_cursors)
+    def page_after(cursor: str) -> None:
+        try:
+            rows = ledger.operations(limit=5, after=cursor)
+        except ModelError as exc:
+            assert exc.reason == "invalid-page"
+        else:
+            assert [row["kuro/op-id"] for row in rows] in ([], ["a"])
+
+    page_after()
 
 
 def test_a_cursor_of_a_row_started_before_1970_pages_on(db: Path, store: MemoryBlockStore) -> None:
