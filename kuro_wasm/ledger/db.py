@@ -461,7 +461,8 @@ class LedgerDB:
         )
         params: list[Any] = []
         if after is not None:
-            sql += " WHERE rowid > ? OR (rowid = ? AND op_id != ?)"
+            # one rowid range (an OR of two made SQLite scan every row from the first: a page cost its position)
+            sql += " WHERE rowid >= ? AND NOT (rowid = ? AND op_id = ?)"
             params += [after[0], after[0], after[1]]
         sql += " ORDER BY rowid"
         if limit is not None:
