@@ -16,7 +16,8 @@ An operation id is any printable text, so it may be spelled as a CID: ``REF`` is
 receipt CID when a stored receipt block has that CID, else an operation id (a REF that
 is both shows the receipt and says, on stderr, how to see the operation's:
 ``--op-id REF``); ``--op-id ID`` is always the operation, never parsed as a CID.
-A CID that names a block which is not a receipt (a guest's bytes, an fs directory),
+A stored receipt's CID needs no ledger: a ledger that cannot be read then costs only the
+note. A CID that names a block which is not a receipt (a guest's bytes, an fs directory),
 and no operation, is bad input, said in one line; an unknown CID or operation is ``not-found``.
 
 ## Effects
@@ -69,6 +70,7 @@ def _find_receipt(ctx: Context, ref: str | None, op_id: str | None) -> tuple[Map
     """The receipt ``REF`` or ``--op-id`` names (see the module docstring for the order), and its block's CID."""
     from kuro_fs.cid import parse
     from kuro_fs.errors import InvalidCID
+    from kuro_wasm.errors import KuroError
 
     if (ref is None) == (op_id is None):
         raise UsageError("give a receipt CID or operation id, or --op-id ID (one of them)")
@@ -83,11 +85,16 @@ def _find_receipt(ctx: Context, ref: str | None, op_id: str | None) -> tuple[Map
             return _operation(ctx, ref, ledger)
         raise  # no such operation, and a damaged attempt at a CID: said as such
     block = _receipt_block(ctx, ref, parsed.codec)
-    ledger = _ledger_of(ctx, ref, missing_ok=True)  # an op id may be spelled as a CID: never confused with one
     if isinstance(block, UsageError) or block is None:
+        ledger = _ledger_of(ctx, ref, missing_ok=True)  # an op id may be spelled as a CID: never confused with one
         if ledger is not None:
             return _operation(ctx, ref, ledger)
         raise block or NotFound(f"no receipt or operation {ref} in {ctx.home}")
+    try:  # the receipt needs no ledger: one that cannot be read (damaged, locked) costs only this note
+        ledger = _ledger_of(ctx, ref, missing_ok=True)
+    except KuroError as exc:
+        ctx.note(f"whether {ref} is also an operation id is not known: {exc} [{exc.reference}]")
+        return block, ref
     if ledger is not None:
         ctx.note(f"{ref} is also an operation id: `kuro receipt show --op-id {ref}` shows that operation's receipt")
     return block, ref

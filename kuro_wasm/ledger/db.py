@@ -14,7 +14,8 @@ so the only transactions are the ones written here, with WAL and
 A ledger that cannot be opened for writing (a read-only home, a full disk: in WAL
 mode SQLite must make ``-wal``/``-shm`` files beside it even to read) is opened for
 reading only — ``mode=ro``, else ``immutable=1`` if no ``-wal`` file holds writes
-(immutable reads the database file alone) — so what it holds can still be read; its
+(immutable reads the database file alone, so each such read stands only if no ``-wal``
+holds writes and the file did not change under it) — so what it holds can still be read; its
 writes are then refused as any SQLite refusal is. Where neither is possible the open
 raises :class:`LedgerError` saying why, never a raw SQLite error.
 
@@ -146,6 +147,54 @@ class _Pool:
             conn.close()
 
 
+class _ImmutableReads(_Pool):
+    """Connections of a ledger opened ``immutable=1``: SQLite then trusts the file never to change (no locks, no
+    ``-wal``, pages cached across reads), though another process may write it (a writable mount of the same
+    home, another user). So none is kept idle (a cached page outlives a change), and a read stands only if no
+    ``-wal`` holds writes and the database file is the same (inode, size, mtime) before and after it; else
+    ``sqlite3.OperationalError`` saying so: never stale or torn rows, never a ledger called damaged for it.
+    (A write in the same coarse clock tick as the last one before the read, the read in between, is not seen.)
+    """
+
+    def __init__(self, opener: Callable[[], sqlite3.Connection], path: Path) -> None:
+        super().__init__(opener)
+        self._path = path
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        before = self._unchanged_since(None)
+        conn = self._opener()
+        try:
+            yield conn
+        except sqlite3.DatabaseError as exc:  # a torn read says "malformed": the change is the truth
+            self._unchanged_since(before, exc)
+            raise
+        finally:
+            conn.close()
+        self._unchanged_since(before)
+
+    def _unchanged_since(
+        self, before: tuple[int, int, int] | None, cause: BaseException | None = None
+    ) -> tuple[int, int, int]:
+        """The database file's (inode, size, mtime); raises sqlite3.OperationalError: a ``-wal`` holds writes,
+        or the file is not as ``before``."""
+        if _wal_holds_frames(self._path):
+            raise sqlite3.OperationalError(
+                f"{self._path.name}-wal holds writes not yet in the database file, which is read alone here "
+                "(immutable: its -wal/-shm cannot be used): another process writes it"
+            ) from cause
+        try:
+            st = self._path.stat()
+            now = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError as exc:
+            raise sqlite3.OperationalError(f"{self._path.name} cannot be looked at: {exc}") from cause
+        if before is not None and now != before:
+            raise sqlite3.OperationalError(
+                f"{self._path.name} changed while it was read (immutable: another process writes it); read it again"
+            ) from cause
+        return now
+
+
 class LedgerDB:
     """The ``operations``/``cancel_requests`` tables of one ledger file.
 
@@ -205,7 +254,7 @@ class LedgerDB:
                     "in the database file (open the ledger once where its directory is writable)"
                 ) from refused.__cause__
             self._immutable = immutable
-            self._pool = _Pool(self._connect)
+            self._pool = _ImmutableReads(self._connect, self._path) if immutable else _Pool(self._connect)
             try:
                 with self._pool.connection() as conn:
                     version = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema-version'").fetchone()
@@ -410,7 +459,8 @@ class LedgerDB:
         sql = "SELECT rowid, op_id, status, digest, started_at, finished_at, exit_code, outcome, reason FROM operations"
         params: list[Any] = []
         if after is not None:
-            sql += " WHERE rowid > ? OR (rowid = ? AND op_id != ?)"
+            # one rowid range (an OR of two made SQLite scan every row from the first: a page cost its position)
+            sql += " WHERE rowid >= ? AND NOT (rowid = ? AND op_id = ?)"
             params += [after[0], after[0], after[1]]
         sql += " ORDER BY rowid"
         if limit is not None:

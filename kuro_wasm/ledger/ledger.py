@@ -128,6 +128,8 @@ HINT_CLAIMANT: Final = (
 )
 #: A page cursor (:func:`page_cursor`): ``r``, the row's rowid as ``str`` of a positive SQLite integer, ``:``.
 _CURSOR_AT: Final = re.compile(r"r[0-9]{1,19}")
+#: A lone surrogate: in no op id (:func:`check_op_id`), and SQLite cannot take it (not UTF-8).
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 #: ``starter(session, command, *, store, **options) -> RunHandle | denial mapping``.
 Starter = Callable[..., "RunHandle | Mapping[str, Any]"]
@@ -195,8 +197,9 @@ def _from_cursor(cursor: object) -> tuple[int, str]:
     if isinstance(cursor, str):
         at, sep, op_id = cursor.partition(":")
         # ASCII digits only (``int`` takes other scripts' digits, ``isdigit`` even ones ``int`` refuses), a
-        # rowid SQLite can hold (a forged one past it would fail the query, not the cursor)
-        if sep and op_id and _CURSOR_AT.fullmatch(at) and int(at[1:]) < 2**63:
+        # rowid SQLite can hold (a forged one past it would fail the query, not the cursor), an op id SQLite can
+        # take (a lone surrogate, as a non-UTF-8 argv byte decodes, is in no op id and no UTF-8 text)
+        if sep and op_id and _CURSOR_AT.fullmatch(at) and int(at[1:]) < 2**63 and not _SURROGATE.search(op_id):
             return int(at[1:]), op_id
     raise ModelError(
         f"not a ledger page cursor: {cursor!r:.80} (it is kuro/cursor of a listed row)", reason="invalid-page"

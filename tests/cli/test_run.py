@@ -193,6 +193,8 @@ def test_ledger_list_shows_a_page_and_says_how_to_see_the_next(kuro: Kuro) -> No
     assert [line.split()[0] for line in rest.stdout.splitlines()] == ["op-2"] and "more:" not in rest.stderr
     bad = kuro("ledger", "list", "--after", "not-a-cursor")
     assert bad.returncode == 2 and bad.stderr.startswith("kuro: error:")
+    not_utf8 = kuro("ledger", "list", "--after", "r1:\udcff")  # argv byte 0xff: a usage error, never an internal one
+    assert not_utf8.returncode == 2 and "[usage]" in not_utf8.stderr
     assert kuro("ledger", "list", "--limit", "0").returncode == 2
 
 
@@ -505,6 +507,19 @@ def test_a_ref_that_is_both_a_stored_receipt_cid_and_an_op_id_shows_the_receipt_
     assert f"kuro receipt show --op-id {receipt_cid}" in by_cid.stderr
     by_op = kuro("receipt", "show", "--op-id", receipt_cid, "--json")
     assert by_op.returncode == 0 and json.loads(by_op.stdout)["kuro/exit-code"] == 3
+
+
+def test_a_receipt_cid_is_shown_whatever_state_the_ledger_is_in(kuro: Kuro, home: Path) -> None:
+    # a receipt by its CID needs no ledger: looking there too (is it also an op id?) must not cost the receipt
+    cid = add_guest(kuro, "hello.wat")
+    receipt_cid = kuro("run", cid, "run").stderr.split("receipt ", 1)[1].split()[0]
+    (home / "ledger.sqlite").write_bytes(b"not a database, a damaged ledger file" * 100)
+    shown = kuro("receipt", "show", receipt_cid, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["kuro/exit-code"] == 0
+    assert "ledger" in shown.stderr and len(shown.stderr.splitlines()) == 1  # why the op-id check was not made
+    by_op = kuro("receipt", "show", "--op-id", receipt_cid)  # an operation does need it: said in one line
+    assert by_op.returncode == 1 and "[ledger-corrupt]" in by_op.stderr and len(by_op.stderr.splitlines()) == 1
 
 
 def test_receipt_show_takes_a_ref_or_an_op_id_not_both_nor_neither(kuro: Kuro) -> None:

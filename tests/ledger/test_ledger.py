@@ -18,6 +18,7 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.cid import raw_cid
 from kuro_fs.errors import BlockStoreError
 from kuro_wasm.errors import LedgerCorrupt, LedgerError, ModelError, OperationConflict, StillRunning
+from kuro_wasm.ledger.db import default_connect
 from kuro_wasm.ledger.ledger import MAX_PAGE, Claim, Ledger
 from kuro_wasm.model.operation import argument_digest
 from kuro_wasm.model.sessions import Session, denial, guest, is_guest_spec, session
@@ -883,12 +884,38 @@ def test_operations_page_through_the_ledger_with_a_cursor(ledger: Ledger, starte
         {"after": "r" + "9" * 5000 + ":op"},
         {"after": "r7:"},
         {"after": "17:op"},  # a cursor of older code (a start time): refused, never read as a rowid
+        {"after": "r1:\udcff"},  # a lone surrogate (a non-UTF-8 argv byte): no op id has one, SQLite cannot take it
     ],
 )
 def test_a_bad_page_is_refused(ledger: Ledger, bad: dict[str, Any]) -> None:
     with pytest.raises(ModelError) as info:
         ledger.operations(**bad)
     assert info.value.reason == "invalid-page"
+
+
+#: Any text, lone surrogates too (as a non-UTF-8 argv byte decodes): st.text leaves them out.
+_cursor_text = st.lists(st.one_of(st.characters(), st.sampled_from("\ud800\udcff\udfff"))).map("".join)
+_cursors = st.one_of(
+    _cursor_text,
+    st.builds(lambda n, rest: f"r{n}:{rest}", st.integers(min_value=-(2**70), max_value=2**70), _cursor_text),
+    st.builds(lambda digits, rest: f"r{digits}:{rest}", st.text("0123456789\u0663\u00b2", max_size=25), _cursor_text),
+)
+
+
+def test_any_cursor_text_pages_on_or_is_an_invalid_page(ledger: Ledger) -> None:
+    ledger.run("a", make_session(), command())
+
+    @settings(max_examples=300, deadline=None)
+    @given(_cursors)
+    def page_after(cursor: str) -> None:
+        try:
+            rows = ledger.operations(limit=5, after=cursor)
+        except ModelError as exc:
+            assert exc.reason == "invalid-page"
+        else:
+            assert [row["kuro/op-id"] for row in rows] in ([], ["a"])
+
+    page_after()
 
 
 def test_a_cursor_of_a_row_started_before_1970_pages_on(db: Path, store: MemoryBlockStore) -> None:
@@ -927,6 +954,34 @@ def test_a_row_that_takes_the_place_of_a_released_claim_is_not_skipped_by_a_curs
     ledger.release([c for c in claims if isinstance(c, Claim)])  # never sent: their rows go
     ledger.run("z", sess, command(4))  # recorded after the page was read
     assert _paged(ledger, listed[-1]["kuro/cursor"]) == ["z"]
+
+
+def test_a_page_far_into_the_ledger_reads_its_rows_not_every_row_before_it(db: Path, store: MemoryBlockStore) -> None:
+    Ledger(db, store=store, starter=FakeStarter()).close()
+    with sqlite3.connect(db) as conn:  # a large ledger, made fast: done rows, recorded in op id order
+        conn.executemany(
+            "INSERT INTO operations (op_id, digest, status, owner_pid, owner_token, started_at) "
+            "VALUES (?, 'd', 'done', 1, 't', 0)",
+            [(f"op-{i:05}",) for i in range(20_000)],
+        )
+    conn.close()
+    steps = [0]  # SQLite's VM steps, counted in hundreds: work done, not time
+
+    def counting(path: Path, timeout: float) -> sqlite3.Connection:
+        conn = default_connect(path, timeout)
+        conn.set_progress_handler(lambda: steps.__setitem__(0, steps[0] + 1), 100)
+        return conn
+
+    def steps_of(after: str | None) -> tuple[list[str], int]:
+        before = steps[0]
+        rows = ledger.operations(limit=2, after=after)
+        return [row["kuro/op-id"] for row in rows], steps[0] - before
+
+    with Ledger(db, store=store, starter=FakeStarter(), connect=counting) as ledger:
+        first, first_steps = steps_of(None)
+        last, last_steps = steps_of("r19998:op-19997")
+    assert first == ["op-00000", "op-00001"] and last == ["op-19998", "op-19999"]
+    assert last_steps <= first_steps + 5  # a keyset page: its own rows, never the 19998 before it
 
 
 def test_the_largest_page_limit_sqlite_counts_is_every_row(ledger: Ledger) -> None:

@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ledger_fakes import FakeStarter, command, make_session
@@ -140,3 +141,63 @@ def test_a_read_only_ledger_whose_wal_holds_writes_is_read_with_them_or_refused_
     else:  # never read without it (immutable=1 would silently miss the late row): one line, status 1
         assert listed.returncode == 1 and len(listed.stderr.splitlines()) == 1, listed.stderr
         assert "holds writes not yet in the database file" in listed.stderr
+
+
+# ---- immutable=1 (no -shm can be had): SQLite trusts the file not to change; another process may still write it
+
+
+def _read_only_then_immutable(monkeypatch: pytest.MonkeyPatch, on_immutable_open: list[Any]) -> None:
+    """SQLite cannot open the ledger ``mode=ro`` (no ``-shm`` can be made, as on a read-only mount): ``immutable=1``
+    is what is left; ``on_immutable_open`` (callables) run right after each immutable connection is opened."""
+    real = sqlite3.connect
+
+    def connect(database: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
+        if isinstance(database, str) and "mode=ro" in database:
+            raise sqlite3.OperationalError("unable to open database file")
+        conn = real(database, *args, **kwargs)
+        if isinstance(database, str) and "immutable=1" in database:
+            for hook in on_immutable_open:
+                hook()
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+
+
+def test_an_immutable_read_never_serves_stale_rows_nor_calls_the_ledger_damaged_when_another_process_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "ledger.sqlite"
+    _filled(db)
+    _read_only_then_immutable(monkeypatch, [])
+    with Ledger(db, store=MemoryBlockStore(), starter=FakeStarter(), connect=_cannot_write) as reader:
+        assert len(reader.operations()) == 3
+        with Ledger(db, store=MemoryBlockStore(), starter=FakeStarter()) as writer:  # another process's, in effect
+            for i in range(3, 300):
+                writer.run(f"op-{i}", make_session(), command(i))
+            with pytest.raises(LedgerError, match="holds writes not yet in the database file"):
+                reader.operations()  # never the 3 rows of the database file alone, 297 silently missing
+        # the writer is gone (its WAL copied into the database file): read anew, whatever was read before
+        assert [row["kuro/op-id"] for row in reader.operations()] == [f"op-{i}" for i in range(300)]
+        assert reader.result("op-299")["kuro/status"] == "done"  # never "database disk image is malformed"
+
+
+def test_an_immutable_read_the_ledger_changed_under_is_refused_not_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "ledger.sqlite"
+    _filled(db)
+    hooks: list[Any] = []
+    _read_only_then_immutable(monkeypatch, hooks)
+    with Ledger(db, store=MemoryBlockStore(), starter=FakeStarter(), connect=_cannot_write) as reader:
+
+        def another_process_writes() -> None:  # a new row each time: its WAL is copied into the file as it closes
+            with Ledger(db, store=MemoryBlockStore(), starter=FakeStarter()) as writer:
+                writer.run(f"op-late-{len(written)}", make_session(), command(len(written)))
+            written.append(1)
+
+        written: list[int] = []
+        hooks.append(another_process_writes)
+        with pytest.raises(LedgerError, match="changed while it was read"):
+            reader.operations()
+        hooks.clear()
+        assert len(reader.operations()) == 3 + len(written)  # read again, it stood still: every row
