@@ -67,6 +67,8 @@ __all__ = [
     "Fault",
     "Handler",
     "Memory",
+    "RAW_LAYOUT",
+    "Unchecked",
     "define",
     "exported_memory",
     "guest_base",
@@ -76,6 +78,7 @@ __all__ = [
     "load",
     "load_array",
     "memory_size",
+    "new_trap",
     "pack",
     "register_run",
     "run_of",
@@ -94,7 +97,7 @@ _memory_data = foreign("wasmtime_memory_data", _P, _P, _P, keep_gil=True)
 _memory_data_size = foreign("wasmtime_memory_data_size", ctypes.c_size_t, _P, _P, keep_gil=True)
 _trap_new = foreign("wasmtime_trap_new", _P, ctypes.c_char_p, ctypes.c_size_t)
 #: (env, caller, args and results as wasmtime_val_raw_t[n], n) → a wasm_trap_t* or NULL
-_Unchecked = ctypes.CFUNCTYPE(_P, _P, _P, _P, ctypes.c_size_t)
+Unchecked = ctypes.CFUNCTYPE(_P, _P, _P, _P, ctypes.c_size_t)
 _Finalizer = ctypes.CFUNCTYPE(None, _P)
 _define_unchecked = foreign(
     "wasmtime_linker_define_func_unchecked",
@@ -105,7 +108,7 @@ _define_unchecked = foreign(
     ctypes.c_char_p,
     ctypes.c_size_t,
     _P,
-    _Unchecked,
+    Unchecked,
     _P,
     _Finalizer,
 )
@@ -340,47 +343,48 @@ def pack(mem: Memory, ptr: int, layout: struct.Struct, *values: Any) -> None:
 Handler = Callable[[RunContext, int, int, tuple[Any, ...]], "int | None"]
 
 #: How each value kind sits in a 16-byte ``wasmtime_val_raw_t`` (little-endian, at offset 0).
-_RAW: Final[dict[str, str]] = {"i32": "i12x", "i64": "q8x", "f32": "f12x", "f64": "d8x"}
+RAW_LAYOUT: Final[dict[str, str]] = {"i32": "i12x", "i64": "q8x", "f32": "f12x", "f64": "d8x"}
 _RAW_SIZE: Final = 16
 _I32_OUT: Final = struct.Struct("<i")
 _I32_MAX: Final = 2**31 - 1
 
 
-def _trap(message: str) -> int:
+def new_trap(message: str) -> int:
+    """A new ``wasm_trap_t*`` saying ``message``, as a raw callback returns it to trap its caller."""
     raw = message.encode("utf-8", "replace")
     return int(_trap_new(raw, len(raw)) or 0)
 
 
 def _trampoline(name: str, handler: Handler, fault: int, params: Sequence[str], has_result: bool) -> Any:
-    unpack = struct.Struct("<" + "".join(_RAW[p] for p in params)).unpack_from
+    unpack = struct.Struct("<" + "".join(RAW_LAYOUT[p] for p in params)).unpack_from
     size = _RAW_SIZE * len(params)
     pack_into, view = _I32_OUT.pack_into, _MEMORY
     current, most, now = _CURRENT.get, _I32_MAX, time.monotonic
 
-    @_Unchecked  # type: ignore[untyped-decorator]
+    @Unchecked  # type: ignore[untyped-decorator]
     def trampoline(_env: Any, caller: int, vals: int, _n: int) -> int | None:
         run = current()
         if run is None:
-            return _trap(f"kuro: {name} called outside a run")
+            return new_trap(f"kuro: {name} called outside a run")
         try:
             # stopped (kill, cap), or past the deadline (only the epoch tick would notice it otherwise, and a
             # guest making host calls back to back runs little wasm): no further effect, not even one
             if run.stop_reason is not None or now() >= run.deadline:
-                return _trap(f"kuro: stopped ({run.should_stop()})")
+                return new_trap(f"kuro: stopped ({run.should_stop()})")
             try:
                 value = handler(run, caller, run.context, unpack(view, vals) if size else ())
             except Fault:
                 value = fault
             if value is None:
-                return _trap(f"kuro: stopped ({run.stop_reason})")
+                return new_trap(f"kuro: stopped ({run.stop_reason})")
             if has_result:  # a count past 2 GiB must not wrap into an error code
                 pack_into(view, vals, value if value <= most else most)
             return None
         except Stopped as stop:  # the deadline or a kill, found between two blocks of a long host call
-            return _trap(f"kuro: stopped ({stop.reason})")
+            return new_trap(f"kuro: stopped ({stop.reason})")
         except BaseException as exc:
             run.stop("host-error", f"{name}: {type(exc).__name__}: {exc}")
-            return _trap(f"kuro: host error in {name}")
+            return new_trap(f"kuro: host error in {name}")
 
     return trampoline
 
@@ -418,7 +422,7 @@ def define(
     """
     if tuple(results) not in (("i32",), ()):
         raise ValueError(f"{module}.{name}: a host function returns one i32 or nothing")
-    if any(p not in _RAW for p in params):
+    if any(p not in RAW_LAYOUT for p in params):
         raise ValueError(f"{module}.{name}: parameters are i32, i64, f32 or f64")
     key = (module, name, id(handler))
     with _THUNKS_LOCK:

@@ -38,7 +38,7 @@ from typing import Any, Final, Protocol
 
 import wasmtime
 
-from kuro_wasm.host.calls import ADDRESS_SPACE
+from kuro_wasm.host.calls import ADDRESS_SPACE, RAW_LAYOUT, Unchecked, new_trap
 from kuro_wasm.host.canonical_abi import (
     MAX_FLAT_PARAMS,
     MAX_FLAT_RESULTS,
@@ -53,7 +53,6 @@ from kuro_wasm.host.canonical_abi import (
     lower_values,
     store_result,
 )
-from kuro_wasm.host.engine import foreign
 from kuro_wasm.model.wit import WitFunc
 
 __all__ = ["LOWERS", "HostFunction", "Lowered", "Unchecked", "callback", "register"]
@@ -65,17 +64,7 @@ HostFunction = tuple[WitFunc, Callable[[Any, Any], Any]]
 
 #: A callback's ``env``: instance key × ``LOWERS`` + the lower's index in its link.
 LOWERS: Final = 1 << 20
-#: How each core value sits in a 16-byte ``wasmtime_val_raw_t`` (little-endian, at offset 0).
-_RAW: Final[dict[str, str]] = {"i32": "i12x", "i64": "q8x", "f32": "f12x", "f64": "d8x"}
 _P = ctypes.c_void_p
-#: (env, caller, args and results as wasmtime_val_raw_t[n], n) → a wasm_trap_t* or NULL
-Unchecked: Final = ctypes.CFUNCTYPE(_P, _P, _P, _P, ctypes.c_size_t)
-_trap_new = foreign("wasmtime_trap_new", _P, ctypes.c_char_p, ctypes.c_size_t)
-
-
-def _trap(message: str) -> int:
-    raw = message.encode("utf-8", "replace")
-    return int(_trap_new(raw, len(raw)) or 0)
 
 
 class Lowered:
@@ -157,8 +146,8 @@ def callback(params: tuple[str, ...], results: tuple[str, ...]) -> Any:
 
 
 def _make_callback(params: tuple[str, ...], results: tuple[str, ...]) -> Any:
-    unpack = struct.Struct("<" + "".join(_RAW[p] for p in params)).unpack_from if params else None
-    pack = struct.Struct("<" + _RAW[results[0]]).pack_into if results else None
+    unpack = struct.Struct("<" + "".join(RAW_LAYOUT[p] for p in params)).unpack_from if params else None
+    pack = struct.Struct("<" + RAW_LAYOUT[results[0]]).pack_into if results else None
     live, view = _LIVE, ADDRESS_SPACE
 
     @Unchecked  # type: ignore[untyped-decorator]
@@ -167,15 +156,15 @@ def _make_callback(params: tuple[str, ...], results: tuple[str, ...]) -> Any:
         ref = live.get(key)
         instance: _Instance | None = None if ref is None else ref()
         if instance is None:
-            return _trap("kuro: a component's host function called after its instance was dropped")
+            return new_trap("kuro: a component's host function called after its instance was dropped")
         try:
             answer = instance.lowered(index, unpack(view, vals) if unpack is not None else ())
             if pack is not None:
                 pack(view, vals, answer)
             return None
         except wasmtime.Trap as trap:
-            return _trap(trap.message)
+            return new_trap(trap.message)
         except BaseException as exc:  # never an exception through C: the guest traps, saying what
-            return _trap(f"kuro: {instance.name_of(index)}: {type(exc).__name__}: {exc}")
+            return new_trap(f"kuro: {instance.name_of(index)}: {type(exc).__name__}: {exc}")
 
     return raw
