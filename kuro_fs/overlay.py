@@ -166,7 +166,7 @@ class Overlay:
         self._created = 0
         self._reads: dict[str, None] = {}
         self._holding: dict[FileNode, None] = {}  # files with pending extent bytes
-        self._pending = 0  # what they hold: their held_bytes (bytes and runs' bookkeeping), the budget's measure
+        self._held = 0  # what they hold: their held_bytes (bytes and runs' bookkeeping), the budget's measure
         self._root_handle = self._open_node(self._root)
 
     # ---- plain values
@@ -200,7 +200,7 @@ class Overlay:
     def held_bytes(self) -> int:
         """What the pending writes cost the host: their bytes plus each run's bookkeeping
         (:attr:`kuro_fs.extents.SparseFile.held_bytes`); past ``max_pending_bytes`` the files are folded."""
-        return self._pending
+        return self._held
 
     # ---- handles
 
@@ -263,7 +263,7 @@ class Overlay:
             return Errno.BADF
         node.opens -= 1
         if isinstance(node, FileNode) and node.opens == 0 and node.parent is None:
-            self._pending -= node.content.held_bytes
+            self._held -= node.content.held_bytes
             self._holding.pop(node, None)
         return None
 
@@ -603,7 +603,7 @@ class Overlay:
 
     def _account(self, node: FileNode, before: int) -> None:
         after = node.content.held_bytes
-        self._pending += after - before
+        self._held += after - before
         if after:
             self._holding[node] = None
         else:
@@ -611,15 +611,15 @@ class Overlay:
         # Past the budget: whole chunks (and scattered partial ones) first, then, if that is not enough,
         # every file's partial last chunk too, so the budget bounds what the host holds, however many files.
         for last in (False, True):
-            if self._pending <= self.max_pending_bytes:
+            if self._held <= self.max_pending_bytes:
                 break
             for holder in [node, *self._holding]:
                 was = holder.content.held_bytes
                 holder.content.fold(0, last=last)
-                self._pending += holder.content.held_bytes - was
+                self._held += holder.content.held_bytes - was
                 if not holder.content.held_bytes:
                     self._holding.pop(holder, None)
-                if self._pending <= self.max_pending_bytes:
+                if self._held <= self.max_pending_bytes:
                     break
 
     def _resize(self, node: FileNode, size: int) -> None:
@@ -734,7 +734,7 @@ class Overlay:
         touch(parent, node.name)
         node.parent = None
         if gone and isinstance(node, FileNode) and node.opens == 0:
-            self._pending -= node.content.held_bytes
+            self._held -= node.content.held_bytes
             self._holding.pop(node, None)
 
     def _staging_name(self) -> str | dict[str, Any]:
