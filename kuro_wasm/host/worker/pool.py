@@ -11,7 +11,11 @@ ever sent again; a ledgered run therefore records ``worker-died`` as its outcome
 
 Scheduling: runs wait in one queue; an idle worker takes the next one, and when every worker is busy
 a second run is pipelined behind a running one (``depth`` 2), so a worker never waits for the host
-between two short runs. A worker that falls idle while another still has a queued run takes it back
+between two short runs. A keeper (below) that has the worker's next frame whole in its buffer already reads it
+before it writes out the run the first one freed room for, so runs freed together go out in one write (with 2
+workers pipelining trivial runs on a loaded 2-core VM, a third of the ``done`` frames had more bytes behind them);
+never past a frame still on its way, and never while the thread waits in a run() made from ``on_chunk``.
+A worker that falls idle while another still has a queued run takes it back
 (``withdraw``: the worker gives it up only if it has not started), so a short run is not stuck
 behind a long one. The pool keeps ``workers`` active workers plus ``spare`` started and idle ones:
 when a worker dies or retires, a spare takes its place at once and a new spare is forked from the
@@ -71,6 +75,7 @@ import atexit
 import dataclasses
 import functools
 import itertools
+import json
 import os
 import select
 import signal
@@ -150,6 +155,12 @@ class _Inbox:
     def pending(self) -> bool:
         return self._pos < len(self._buf)
 
+    @property
+    def complete(self) -> bool:
+        """A whole frame is buffered: reading it will not wait for the socket."""
+        have = len(self._buf) - self._pos
+        return have >= 4 and have >= 4 + int.from_bytes(self._buf[self._pos : self._pos + 4], "big")
+
     def read(self, size: int = -1, /) -> bytes:
         """``size`` bytes; fewer only at the end of the stream. Raises OSError."""
         end = self._pos + size
@@ -197,6 +208,7 @@ class _Conn:
         # Frames decided under the pool's lock, written in that order by whichever thread flushes: the order
         # on the wire is the order of ``outstanding``, and a run's stdin or kill never overtakes the run.
         self.outbox: deque[tuple[str, bytes, bytes | bytearray | memoryview]] = deque()
+        self.deferred = False  # its keeper holds back writing the outbox while whole frames are here to read
         self.inbox = _Inbox(sock)  # the run channel's frames, read by whoever holds ``token``
         # Who reads the run channel (module docstring): None (nobody: no frame is awaited), _KEEPER (the worker's
         # keeper thread) or the run whose run() caller reads its own frames. Changed under the pool's lock.
@@ -282,6 +294,10 @@ class WorkerPool:
         self._options = {"hardening": self.hardening.to_data(), "test_hooks": test_hooks, "closed": closed_homes()}
         self._start_timeout = start_timeout
         lock = threading.Lock()
+        #: The pool's state is guarded by ``_lock``, entered directly (``with self._lock``: a Condition's
+        #: ``__enter__`` is a Python call, and the warm path takes the lock a dozen times a run); the three
+        #: conditions below wait and notify on it.
+        self._lock = lock
         self._cond = threading.Condition(lock)  # the pool's state
         self._watch = threading.Condition(lock)  # the watchdog's wake-up, under the same lock
         self._lead = threading.Condition(lock)  # who reads a worker's channel changed, or a waited-for run moved
@@ -301,7 +317,7 @@ class WorkerPool:
         self._zygote = Zygote()
         self._watchdog = threading.Thread(target=self._watch_loop, name="kuro-pool-watchdog", daemon=True)
         self._watchdog.start()
-        with self._cond:
+        with self._lock:
             self._fill()
 
     # ---- workers
@@ -334,7 +350,7 @@ class WorkerPool:
 
     def wait_ready(self, timeout: float = 30.0) -> bool:
         """Block until every active and spare worker has said hello; False on timeout or a broken pool."""
-        with self._cond:
+        with self._lock:
             return (
                 self._cond.wait_for(
                     lambda: (
@@ -353,7 +369,7 @@ class WorkerPool:
     @property
     def pids(self) -> list[int]:
         """Pids of the active workers (then the spares), as the host sees them."""
-        with self._cond:
+        with self._lock:
             return [c.pid for c in self._active + self._spares if c.pid is not None]
 
     # ---- the reader of one worker
@@ -376,7 +392,7 @@ class WorkerPool:
                 self._keep(conn)
         finally:
             self._end(conn)  # whatever ended this thread, the worker is not used again
-            with self._cond:
+            with self._lock:
                 self._lead.wait_for(lambda: conn.ended)  # another thread may be settling its end still
                 conn.closed = True
             try:
@@ -413,7 +429,7 @@ class WorkerPool:
             raise ProtocolError("hello.stores must be a list of directory names")
         conn.stores = tuple(stores)
         conn.pidfd = os.pidfd_open(conn.pid)
-        with self._cond:
+        with self._lock:
             self._starting -= 1
             self._failures = 0
             conn.ready = True
@@ -434,7 +450,7 @@ class WorkerPool:
         poller.register(conn.sock, select.POLLRDHUP)
         poller.register(conn.wake, select.POLLIN)
         while True:
-            with self._cond:
+            with self._lock:
                 while not conn.ended and (conn.ending or conn.token not in (None, _KEEPER)):
                     self._lead.wait()  # a run() caller reads (or ends it): it hands the channel back
                 if conn.ended:
@@ -443,9 +459,13 @@ class WorkerPool:
             if mine:
                 if not self._pump_as(conn, _KEEPER):
                     return
-                with self._cond:
+                with self._lock:
                     if conn.token is _KEEPER:
                         self._pass_on(conn)
+                    flush = conn.deferred and not (conn.token is _KEEPER and conn.inbox.complete)
+                    conn.deferred = conn.deferred and not flush
+                if flush:
+                    self._flush({conn})
                 continue
             events = poller.poll()
             try:
@@ -453,7 +473,7 @@ class WorkerPool:
             except BlockingIOError:
                 pass
             if any(fd == conn.sock.fileno() for fd, _ in events):  # it hung up (or broke): read what is left
-                with self._cond:
+                with self._lock:
                     if conn.token is None:
                         conn.token = _KEEPER
 
@@ -487,7 +507,7 @@ class WorkerPool:
 
     def _end(self, conn: _Conn) -> None:
         """Kill the worker and settle its runs (:meth:`_died`), once, whichever thread saw its end first."""
-        with self._cond:
+        with self._lock:
             if conn.ending:
                 return
             conn.ending = True
@@ -495,7 +515,7 @@ class WorkerPool:
             conn.kill()
             self._died(conn)
         finally:
-            with self._cond:
+            with self._lock:
                 conn.ended = True
                 self._lead.notify_all()
                 self._wake(conn)
@@ -537,7 +557,7 @@ class WorkerPool:
             return self._lead_run(run, main)
         finally:
             if outer is not None and outer[1] is _KEEPER:
-                with self._cond:
+                with self._lock:
                     outer[0].keeper_free = True
 
     def _lead_run(self, run: RemoteRun, main: bool) -> dict[str, Any]:
@@ -574,7 +594,7 @@ class WorkerPool:
                 _READER.leads = outer
                 if end:
                     self._end(conn)
-                with self._cond:
+                with self._lock:
                     if conn.token is run:
                         self._pass_on(conn)
         if run.failure is not None:
@@ -586,7 +606,11 @@ class WorkerPool:
         """This thread, reading ``conn`` under ``token``, is about to wait for another run (a run() made from
         ``on_chunk``): ``conn``'s frames are read meanwhile — its run may be that run's head on the same worker —
         by the keeper, or by a stand-in thread while the keeper itself is the thread that waits."""
-        with self._cond:
+        with self._lock:
+            deferred, conn.deferred = conn.deferred, False
+        if deferred:  # what its keeper held back goes out before this thread waits
+            self._flush({conn})
+        with self._lock:
             if conn.token is not token or conn.ending:
                 return
             if token is _KEEPER:
@@ -607,7 +631,7 @@ class WorkerPool:
         while True:
             if not self._pump_as(conn, stand):
                 return
-            with self._cond:
+            with self._lock:
                 if conn.token is not stand:
                     return
                 head = conn.outstanding[0] if conn.outstanding else None
@@ -617,7 +641,7 @@ class WorkerPool:
 
     def _claim(self, run: RemoteRun) -> _Conn | None:
         """The worker whose channel ``run``'s caller now reads, or None (its run is done, or it was interrupted)."""
-        with self._cond:
+        with self._lock:
             run.waiter = True
             try:
                 while not run.done.is_set() and not run.interrupted:
@@ -660,7 +684,7 @@ class WorkerPool:
         if message["t"] == "put":
             return MAX_BLOCK_BYTES
         if message["t"] in ("chunk", "done"):
-            with self._cond:
+            with self._lock:
                 head = conn.outstanding[0] if conn.outstanding else None
             if head is not None and message["t"] == "done":  # the receipt: bounded by its run's own limits
                 return protocol.receipt_limit(head.limits)
@@ -669,7 +693,7 @@ class WorkerPool:
         return 0
 
     def _head(self, conn: _Conn, run_id: object) -> RemoteRun:
-        with self._cond:
+        with self._lock:
             head = conn.outstanding[0] if conn.outstanding else None
         if head is None or head.id != run_id:
             raise ProtocolError(f"a frame for run {run_id!r}, which is not the one this worker is running")
@@ -689,7 +713,7 @@ class WorkerPool:
                 self.kill(run)
         elif kind == "took":
             run = self._head(conn, message["id"])
-            with self._cond:  # a worker can only say more than it was given by lying: it is held to what it got
+            with self._lock:  # a worker can only say more than it was given by lying: it is held to what it got
                 run.stdin_taken = max(run.stdin_taken, min(message["n"], run.stdin_written))
                 self._cond.notify_all()
         elif kind in ("get", "has"):
@@ -753,11 +777,11 @@ class WorkerPool:
         parts: list[list[Any]] = []
         config = _engine.EngineConfig(fuel=message["fuel"])
         key = (message["cid"], config, run.home)
-        with self._cond:
+        with self._lock:
             once = self._compiling.setdefault(key, threading.Lock())
         with once:  # workers asking for one guest at once: the first compiles, the others find it prepared
             ready = loader.prepare(run.store, message["cid"], config, home=run.home)
-        with self._cond:
+        with self._lock:
             self._compiling.pop(key, None)
         if not isinstance(ready, loader.LoadFailure) and ready.parts:
             # linked from its core modules (a plain component): those, and its shape, not the compiled whole
@@ -797,7 +821,7 @@ class WorkerPool:
             raise ProtocolError(f"the worker's result is refused: {exc}") from exc
         cpu = message["cpu"]
         try:
-            with self._cond:
+            with self._lock:
                 if cpu > self.hardening.cpu_seconds / 2:
                     conn.retiring = True  # replaced before RLIMIT_CPU could end it mid-run
             self._finished(conn, run)  # the worker's next run is on its way before the waiter is woken
@@ -806,7 +830,7 @@ class WorkerPool:
                 run.publish()
 
     def _finished(self, conn: _Conn, run: RemoteRun) -> None:
-        with self._cond:
+        with self._lock:
             if conn.outstanding and conn.outstanding[0] is run:
                 conn.outstanding.pop(0)
             self._live.discard(run)
@@ -815,12 +839,17 @@ class WorkerPool:
                 head.stdin.clear()  # the new head may be running: it can no longer come back (unless withdrawn)
             retire = conn.retiring and not conn.outstanding
             flush = self._dispatch()
-        self._flush(flush)
+            # Its keeper has the worker's next frame here already (a done, often): the runs this one freed room
+            # for go out with the next one's, in one write, once the frames here are read (:meth:`_keep`).
+            defer = flush <= {conn} and not retire and _keeping(conn) and conn.inbox.complete
+            conn.deferred = conn.deferred or defer
+        if not defer:
+            self._flush(flush)
         if retire:
             conn.kill()
 
     def _withdrawn(self, conn: _Conn, run_id: object, ok: bool) -> None:
-        with self._cond:
+        with self._lock:
             run = next((r for r in conn.outstanding if r.id == run_id), None)
             if run is None:
                 return
@@ -858,10 +887,10 @@ class WorkerPool:
             # control frame for a run it has not read yet from one for a run it has finished.
             run.id = next(self._ids)
             with run.lock:
-                fields = self._request(run, conn)
+                head = self._request(run, conn)
                 payload = bytes(run.stdin)
             try:
-                wire = protocol.frame("run", fields, payload, run.wire)
+                wire = protocol.framed("run", head + run.wire[1:], payload)
             except ProtocolError as exc:  # never for the fields made here (their JSON is within submit's margin)
                 self._pending.popleft()
                 self._live.discard(run)
@@ -897,7 +926,7 @@ class WorkerPool:
         for conn in conns:
             with conn.send_lock:
                 while True:
-                    with self._cond:
+                    with self._lock:
                         if not conn.outbox:
                             break
                         kind, first, rest = conn.outbox.popleft()
@@ -917,29 +946,31 @@ class WorkerPool:
                         if rest:
                             sock.sendall(rest)
                     except OSError:
-                        with self._cond:
+                        with self._lock:
                             conn.outbox.clear()  # the worker is gone: its reader sees that and settles its runs
                         break
 
-    def _request(self, run: RemoteRun, conn: _Conn) -> dict[str, Any]:
-        """The fields of ``run``'s frame that are decided when it is sent (the rest are ``run.wire``)."""
+    def _request(self, run: RemoteRun, conn: _Conn) -> bytes:
+        """The start of ``run``'s frame JSON, up to the fields encoded at submit (``run.wire``): those decided when
+        it is sent. Written out here, not through the JSON encoder: an int, three bools and a cached path string
+        (a tenth of a warm run's host CPU went to encoding them)."""
         guest = run.command.get("kuro/guest")
         try:
             present = isinstance(guest, str) and run.store.has(guest)
         except (KuroFsError, ValueError):
             present = False
-        return {
-            "id": run.id,
-            "stdin_closed": run.stdin_closed,
-            "guest_present": present,
-            "killed": run.stop_reason == "cancelled",
-            "store_path": _readable(run.fs_store, conn.stores),
-        }
+        return _RUN_HEAD % (
+            run.id,
+            _JSON_BOOL[bool(run.stdin_closed)],
+            _JSON_BOOL[present],
+            _JSON_BOOL[run.stop_reason == "cancelled"],
+            _json_path(_readable(run.fs_store, conn.stores)),
+        )
 
     # ---- death
 
     def _died(self, conn: _Conn) -> None:
-        with self._cond:
+        with self._lock:
             conn.dead = True
             conn.outbox.clear()
             if not conn.ready:  # it never joined the pool: its start failed
@@ -1039,11 +1070,11 @@ class WorkerPool:
         could not be sent (a spec whose args are more JSON than a frame carries: refused now, not left queued
         until its deadline).
         """
-        with self._cond:
+        with self._lock:
             self._usable()
         run.wire = _encoded_run(run)  # outside the lock: a large command takes a while to encode
         run.wake = self._run_settled
-        with self._cond:
+        with self._lock:
             self._usable()
             self._live.add(run)
             self._pending.append(run)
@@ -1054,7 +1085,7 @@ class WorkerPool:
 
     def _run_settled(self) -> None:
         """A run whose caller waits to read its worker's frames has its receipt (its wait ends)."""
-        with self._cond:
+        with self._lock:
             self._lead.notify_all()
 
     def _usable(self) -> None:
@@ -1074,7 +1105,7 @@ class WorkerPool:
         """
         view = memoryview(data)
         while view:
-            with self._cond:
+            with self._lock:
                 while True:
                     if run.done.is_set() or run.stdin_closed:
                         return
@@ -1095,7 +1126,7 @@ class WorkerPool:
 
     def close_stdin(self, run: RemoteRun) -> None:
         """End of input for ``run``."""
-        with self._cond:
+        with self._lock:
             if run.done.is_set() or run.stdin_closed:
                 return
             run.stdin_closed = True
@@ -1107,7 +1138,7 @@ class WorkerPool:
 
     def kill(self, run: RemoteRun) -> None:
         """Stop ``run`` (``cancelled``) unless it has ended; a worker that does not comply is killed."""
-        with self._cond:
+        with self._lock:
             if run.done.is_set() or run.stop_reason is not None:
                 return
             run.stop_reason, run.stop_at = "cancelled", time.monotonic()
@@ -1130,7 +1161,7 @@ class WorkerPool:
     # ---- the watchdog
 
     def _watch_loop(self) -> None:
-        with self._cond:
+        with self._lock:
             while not self._closed:
                 now = time.monotonic()
                 due = now + 1.0
@@ -1188,7 +1219,7 @@ class WorkerPool:
 
     def _probe_target(self, timeout: float) -> _Conn | None:
         # A ready active worker, waiting (up to ``timeout``) for the replacement of one that just died.
-        with self._cond:
+        with self._lock:
             self._cond.wait_for(lambda: self._broken is not None or any(c.ready for c in self._active), timeout)
             conn = next((c for c in self._active if c.ready), None)
             if conn is not None:  # its answer (or what a lying worker sends) is read at once, runs or not
@@ -1225,7 +1256,7 @@ class WorkerPool:
 
     def close(self) -> None:
         """Stop every worker and the zygote; runs still going end ``cancelled``. Idempotent."""
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return
             self._closed = True
@@ -1251,6 +1282,14 @@ _WAITED: Final[Mapping[str, str]] = {
     "cancelled": "killed before the guest started",
     "closed": "the worker pool was closed before a worker took the run",
 }
+
+
+def _keeping(conn: _Conn) -> bool:
+    """This thread is ``conn``'s keeper reading its frames in its own loop (:meth:`WorkerPool._keep`), which writes
+    out what it held back (``deferred``) as soon as no whole frame is left to read — not a run() caller, nor a
+    stand-in, nor the keeper waiting in a run() made from ``on_chunk``."""
+    leads = getattr(_READER, "leads", None)
+    return leads is not None and leads[0] is conn and leads[1] is _KEEPER
 
 
 def answering_for() -> int | None:
@@ -1341,6 +1380,16 @@ def _session_json(session: Session) -> bytes:
 def _limits_json(limits: Limits) -> bytes:
     """A run's limits as a run frame's JSON (frozen, and the same for every warm run of one caller)."""
     return protocol.encode_fields("run", limits.as_options())
+
+
+_RUN_HEAD: Final = b'{"t":"run","id":%d,"stdin_closed":%s,"guest_present":%s,"killed":%s,"store_path":%s,'
+_JSON_BOOL: Final = {False: b"false", True: b"true"}
+
+
+@functools.lru_cache(maxsize=64)
+def _json_path(path: str | None) -> bytes:
+    """A store directory (or None) as JSON (its size is checked with the whole frame's)."""
+    return json.dumps(path).encode("ascii")
 
 
 def _default_workers() -> int:

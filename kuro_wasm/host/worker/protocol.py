@@ -72,6 +72,7 @@ __all__ = [
     "encode_fields",
     "encode_receipt",
     "frame",
+    "framed",
     "read_frame",
     "receipt_limit",
     "send",
@@ -238,6 +239,17 @@ def frame(
         raise ProtocolError(f"{kind}: not plain data: {exc}") from exc
     if len(encoded) > 2:  # not ``{}``: ``{…ours`` + ``,`` + ``theirs…}``
         body = body[:-1] + b"," + encoded[1:]
+    return framed(kind, body, payload)
+
+
+def framed(
+    kind: str, body: bytes, payload: bytes | bytearray | memoryview = b""
+) -> tuple[bytes, bytes | bytearray | memoryview]:
+    """:func:`frame`'s parts for a message whose whole JSON object (``"t"`` included) the caller encoded itself —
+    the pool's ``run`` frames, from values it made (the worker checks the fields, as every receiver does).
+
+    Raises ProtocolError: more JSON than a frame holds.
+    """
     if len(body) > MAX_JSON_BYTES:
         raise ProtocolError(f"{kind}: {len(body)} bytes of JSON is over the {MAX_JSON_BYTES}-byte limit")
     head = _HEAD.pack(4 + len(body) + len(payload), len(body))

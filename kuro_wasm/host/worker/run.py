@@ -29,6 +29,7 @@ Transport and scheduling (:mod:`.pool`); the run itself (a :class:`kuro_wasm.hos
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import signal
 import threading
@@ -173,6 +174,13 @@ def _fresh(value: Any) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=64)
+def _empty_stream(max_output_bytes: int, max_chunks: int) -> _stream.Stream:
+    """A run's stream before its first chunk: a frozen value, the same for every run of one caller's limits (made
+    once, not per run)."""
+    return _stream.new(max_output_bytes, max_chunks=max_chunks)
+
+
 #: How long a waiter blocked on a :class:`Latch` sleeps before it looks at the flag again (it is woken sooner).
 _LATCH_RECHECK_S: Final = 0.25
 
@@ -264,7 +272,7 @@ class RemoteRun:
         self.started = time.monotonic()
         self.deadline = self.started + limits.timeout_ms / 1000.0
         self.lock = threading.Lock()
-        self.stream = _stream.new(limits.max_output_bytes, max_chunks=limits.max_output_chunks)
+        self.stream = _empty_stream(limits.max_output_bytes, limits.max_output_chunks)
         self.stdin = bytearray(stdin or b"")
         self.stdin_closed = stdin_closed
         #: stdin bytes given to the run in all, and how many of them its guest has read (the worker's ``took``)
