@@ -11,11 +11,7 @@ ever sent again; a ledgered run therefore records ``worker-died`` as its outcome
 
 Scheduling: runs wait in one queue; an idle worker takes the next one, and when every worker is busy
 a second run is pipelined behind a running one (``depth`` 2), so a worker never waits for the host
-between two short runs. A keeper (below) that has the worker's next frame whole in its buffer already reads it
-before it writes out the run the first one freed room for, so runs freed together go out in one write (with 2
-workers pipelining trivial runs on a loaded 2-core VM, a third of the ``done`` frames had more bytes behind them);
-never past a frame still on its way, and never while the thread waits in a run() made from ``on_chunk``.
-A worker that falls idle while another still has a queued run takes it back
+between two short runs. A worker that falls idle while another still has a queued run takes it back
 (``withdraw``: the worker gives it up only if it has not started), so a short run is not stuck
 behind a long one. The pool keeps ``workers`` active workers plus ``spare`` started and idle ones:
 when a worker dies or retires, a spare takes its place at once and a new spare is forked from the
@@ -155,12 +151,6 @@ class _Inbox:
     def pending(self) -> bool:
         return self._pos < len(self._buf)
 
-    @property
-    def complete(self) -> bool:
-        """A whole frame is buffered: reading it will not wait for the socket."""
-        have = len(self._buf) - self._pos
-        return have >= 4 and have >= 4 + int.from_bytes(self._buf[self._pos : self._pos + 4], "big")
-
     def read(self, size: int = -1, /) -> bytes:
         """``size`` bytes; fewer only at the end of the stream. Raises OSError."""
         end = self._pos + size
@@ -208,7 +198,6 @@ class _Conn:
         # Frames decided under the pool's lock, written in that order by whichever thread flushes: the order
         # on the wire is the order of ``outstanding``, and a run's stdin or kill never overtakes the run.
         self.outbox: deque[tuple[str, bytes, bytes | bytearray | memoryview]] = deque()
-        self.deferred = False  # its keeper holds back writing the outbox while whole frames are here to read
         self.inbox = _Inbox(sock)  # the run channel's frames, read by whoever holds ``token``
         # Who reads the run channel (module docstring): None (nobody: no frame is awaited), _KEEPER (the worker's
         # keeper thread) or the run whose run() caller reads its own frames. Changed under the pool's lock.
@@ -462,10 +451,6 @@ class WorkerPool:
                 with self._lock:
                     if conn.token is _KEEPER:
                         self._pass_on(conn)
-                    flush = conn.deferred and not (conn.token is _KEEPER and conn.inbox.complete)
-                    conn.deferred = conn.deferred and not flush
-                if flush:
-                    self._flush({conn})
                 continue
             events = poller.poll()
             try:
@@ -606,10 +591,6 @@ class WorkerPool:
         """This thread, reading ``conn`` under ``token``, is about to wait for another run (a run() made from
         ``on_chunk``): ``conn``'s frames are read meanwhile — its run may be that run's head on the same worker —
         by the keeper, or by a stand-in thread while the keeper itself is the thread that waits."""
-        with self._lock:
-            deferred, conn.deferred = conn.deferred, False
-        if deferred:  # what its keeper held back goes out before this thread waits
-            self._flush({conn})
         with self._lock:
             if conn.token is not token or conn.ending:
                 return
@@ -839,12 +820,7 @@ class WorkerPool:
                 head.stdin.clear()  # the new head may be running: it can no longer come back (unless withdrawn)
             retire = conn.retiring and not conn.outstanding
             flush = self._dispatch()
-            # Its keeper has the worker's next frame here already (a done, often): the runs this one freed room
-            # for go out with the next one's, in one write, once the frames here are read (:meth:`_keep`).
-            defer = flush <= {conn} and not retire and _keeping(conn) and conn.inbox.complete
-            conn.deferred = conn.deferred or defer
-        if not defer:
-            self._flush(flush)
+        self._flush(flush)
         if retire:
             conn.kill()
 
@@ -1282,14 +1258,6 @@ _WAITED: Final[Mapping[str, str]] = {
     "cancelled": "killed before the guest started",
     "closed": "the worker pool was closed before a worker took the run",
 }
-
-
-def _keeping(conn: _Conn) -> bool:
-    """This thread is ``conn``'s keeper reading its frames in its own loop (:meth:`WorkerPool._keep`), which writes
-    out what it held back (``deferred``) as soon as no whole frame is left to read — not a run() caller, nor a
-    stand-in, nor the keeper waiting in a run() made from ``on_chunk``."""
-    leads = getattr(_READER, "leads", None)
-    return leads is not None and leads[0] is conn and leads[1] is _KEEPER
 
 
 def answering_for() -> int | None:
