@@ -929,7 +929,8 @@ class WorkerPool:
     def _request(self, run: RemoteRun, conn: _Conn) -> bytes:
         """The start of ``run``'s frame JSON, up to the fields encoded at submit (``run.wire``): those decided when
         it is sent. Written out here, not through the JSON encoder: an int, three bools and a cached path string
-        (a tenth of a warm run's host CPU went to encoding them)."""
+        (the run frame took ~5 µs to make through the encoder, ~2 µs so; a pipelined trivial run costs the host
+        ~85 µs of CPU in all)."""
         guest = run.command.get("kuro/guest")
         try:
             present = isinstance(guest, str) and run.store.has(guest)
