@@ -119,8 +119,9 @@ _FORMAT: Final = b"\x02"
 _HEADER: Final = _MAGIC + _FORMAT
 _TAG_LEN: Final = 32
 _MAC_CONTEXT: Final = "kuro-wasm module cache 2026-11 artifact tag v2"
-#: v2: a component's shape holds its plan; v3: and its imported functions' types (a v2 shape lacks them: not read)
-_META_CONTEXT: Final = "kuro-wasm module cache 2026-12 metadata tag v3"
+#: v2: a component's shape holds its plan; v3: and its imported functions' types (a v2 shape lacks them: not read);
+#: v4: and its core modules' imports (a v3 plan lacks them: described again from the verified bytes)
+_META_CONTEXT: Final = "kuro-wasm module cache 2026-12 metadata tag v4"
 _MEMORY_ENTRIES: Final = 256
 #: Artifacts above this size are tagged with BLAKE3 on every core (a componentize-py guest compiles to ~35 MB).
 _THREADED: Final = 8 << 20

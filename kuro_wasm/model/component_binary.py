@@ -139,6 +139,9 @@ class Plan:
     imports: tuple[str, ...]
     #: how many core modules there are
     module_count: int = 0
+    #: each core module's imports in its order, as (module, name, extern kind): read from its bytes here, so
+    #: linking the plan (:class:`kuro_wasm.host.component_core.PlainLink`) asks the engine for none of them
+    module_imports: tuple[tuple[tuple[str, str, str], ...], ...] = ()
 
     def export(self, name: str) -> Lift | None:
         return next((lift for n, lift in self.exports if n == name), None)
@@ -150,6 +153,7 @@ class Plan:
             "steps": [_step_data(s) for s in self.steps],
             "exports": [[n, lift.core_func, _options_data(lift.options)] for n, lift in self.exports],
             "imports": list(self.imports),
+            "module-imports": [[list(i) for i in imports] for imports in self.module_imports],
         }
 
 
@@ -183,7 +187,13 @@ def plan_from_data(data: Any) -> Plan:
             else:
                 raise ValueError(f"unknown step {s[0]!r}")
         exports = tuple((str(n), Lift(int(f), CanonOptions(*o))) for n, f, o in data["exports"])
-        return Plan((), tuple(steps), exports, tuple(map(str, data["imports"])), int(data["modules"]))
+        count = int(data["modules"])
+        module_imports = tuple(
+            tuple((str(m), str(n), str(k)) for m, n, k in imports) for imports in data["module-imports"]
+        )
+        if len(module_imports) != count:
+            raise ValueError(f"imports of {len(module_imports)} core modules for {count}")
+        return Plan((), tuple(steps), exports, tuple(map(str, data["imports"])), count, module_imports)
     except (KeyError, TypeError, IndexError) as exc:
         raise ValueError(f"not a stored component plan: {exc}") from exc
 
@@ -404,7 +414,18 @@ def read_plan(data: bytes) -> Plan:
             exports.extend((f"{name}#{fname}", _lift_of_func(func, name)) for fname, func in inst.items())
         elif sort != "type":
             raise NotPlain(f"exports a {sort}")
-    return Plan(tuple(c.modules), tuple(c.steps), tuple(exports), tuple(c.import_names), len(c.modules))
+    imports = tuple(_core_imports(i, m) for i, m in enumerate(c.modules))
+    return Plan(tuple(c.modules), tuple(c.steps), tuple(exports), tuple(c.import_names), len(c.modules), imports)
+
+
+def _core_imports(index: int, module: bytes) -> tuple[tuple[str, str, str], ...]:
+    """Core module ``index``'s imports, as :func:`kuro_wasm.model.wasm_shape.read_shape` reads them from its bytes."""
+    from kuro_wasm.model.wasm_shape import ShapeError, read_shape  # (it reads stored plans with this module)
+
+    try:
+        return tuple((i.module, i.name, i.kind) for i in read_shape(module).imports)
+    except ShapeError as exc:
+        raise NotPlain(f"core module {index}: {exc}") from exc
 
 
 def _lift_of(c: _Component, index: int) -> Lift:
