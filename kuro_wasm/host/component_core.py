@@ -180,6 +180,8 @@ class PlainLink:
     """
 
     def __init__(self, plan: Plan, modules: Sequence[wasmtime.Module], host: Mapping[str, HostFunction]) -> None:
+        if len(plan.module_imports) != len(modules):  # a plan without them (model.wasm_shape.with_module_imports)
+            raise wasmtime.WasmtimeError(f"the plan has the imports of {len(plan.module_imports)} core modules")
         self._modules = tuple(modules)  # kept: the program holds their addresses
         self._types: list[wasmtime.FuncType] = []  # kept likewise
         ops: list[tuple[Any, ...]] = []

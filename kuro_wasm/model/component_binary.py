@@ -139,8 +139,9 @@ class Plan:
     imports: tuple[str, ...]
     #: how many core modules there are
     module_count: int = 0
-    #: each core module's imports in its order, as (module, name, extern kind): read from its bytes here, so
-    #: linking the plan (:class:`kuro_wasm.host.component_core.PlainLink`) asks the engine for none of them
+    #: each core module's imports in its order, as (module, name, extern kind), read from its bytes
+    #: (:func:`kuro_wasm.model.wasm_shape.with_module_imports`; empty until then), so linking the plan
+    #: (:class:`kuro_wasm.host.component_core.PlainLink`) asks the engine for none of them
     module_imports: tuple[tuple[tuple[str, str, str], ...], ...] = ()
 
     def export(self, name: str) -> Lift | None:
@@ -414,18 +415,7 @@ def read_plan(data: bytes) -> Plan:
             exports.extend((f"{name}#{fname}", _lift_of_func(func, name)) for fname, func in inst.items())
         elif sort != "type":
             raise NotPlain(f"exports a {sort}")
-    imports = tuple(_core_imports(i, m) for i, m in enumerate(c.modules))
-    return Plan(tuple(c.modules), tuple(c.steps), tuple(exports), tuple(c.import_names), len(c.modules), imports)
-
-
-def _core_imports(index: int, module: bytes) -> tuple[tuple[str, str, str], ...]:
-    """Core module ``index``'s imports, as :func:`kuro_wasm.model.wasm_shape.read_shape` reads them from its bytes."""
-    from kuro_wasm.model.wasm_shape import ShapeError, read_shape  # (it reads stored plans with this module)
-
-    try:
-        return tuple((i.module, i.name, i.kind) for i in read_shape(module).imports)
-    except ShapeError as exc:
-        raise NotPlain(f"core module {index}: {exc}") from exc
+    return Plan(tuple(c.modules), tuple(c.steps), tuple(exports), tuple(c.import_names), len(c.modules))
 
 
 def _lift_of(c: _Component, index: int) -> Lift:

@@ -32,6 +32,7 @@ from kuro_wasm.host.loader import add_guest
 from kuro_wasm.model import wit
 from kuro_wasm.model.component_binary import NotPlain, plan_from_data, read_plan
 from kuro_wasm.model.sessions import guest
+from kuro_wasm.model.wasm_shape import ShapeError, with_module_imports
 from kuro_wasm.model.wit import WitFunc, WitType
 
 _ENGINE = wasmtime.Engine()
@@ -50,7 +51,7 @@ class _Both:
         register_run(self.store, self.ctx)
         self.instance, failed = KIND.instantiate(self.store, KIND.link(_ENGINE, compiled))
         assert failed is None, failed
-        plan = read_plan(wasm)
+        plan = with_module_imports(read_plan(wasm))
         self.pstore = wasmtime.Store(_ENGINE)
         host = {
             name: (WitFunc(name, tuple((f"p{i}", t) for i, t in enumerate(ps)), r), lambda _c, _a: ("ok", None))
@@ -134,7 +135,7 @@ def test_every_built_component_of_the_kuro_world_has_a_plan_and_a_wasi_resource_
 def test_a_plans_core_module_imports_are_the_engines_view_of_each_module_in_order() -> None:
     """The plan reads them from the modules' bytes (linking asks the engine for none): they must be the same."""
     for name in ("typed", "py-tool"):
-        plan = read_plan(component(name))
+        plan = with_module_imports(read_plan(component(name)))
         assert len(plan.module_imports) == plan.module_count == len(plan.modules)
         for index, (module, imports) in enumerate(zip(plan.modules, plan.module_imports, strict=True)):
             compiled = wasmtime.Module(_ENGINE, module)
@@ -150,8 +151,17 @@ _KIND_NAMES = {
 }
 
 
+def test_a_plan_without_its_core_modules_imports_is_not_linked_and_an_unreadable_module_is_named() -> None:
+    plan = read_plan(component("typed"))  # read_plan alone leaves them out
+    with pytest.raises(wasmtime.WasmtimeError, match="the imports of 0 core modules"):
+        instantiate_plan(wasmtime.Store(_ENGINE), plan, compile_modules(_ENGINE, plan), {})
+    broken = dataclasses.replace(plan, modules=(*plan.modules[:-1], b"\0asm\x01\0\0\0\x02\x05"))
+    with pytest.raises(ShapeError, match=f"core module {plan.module_count - 1}: "):
+        with_module_imports(broken)
+
+
 def test_a_stored_plan_reads_back_whole_and_one_without_its_module_imports_is_refused() -> None:
-    plan = read_plan(component("typed"))
+    plan = with_module_imports(read_plan(component("typed")))
     data = plan.to_data()
     assert plan_from_data(data) == dataclasses.replace(plan, modules=())
     for broken in (
