@@ -43,13 +43,14 @@ from kuro_fs.blocks import MemoryBlockStore  # noqa: E402
 from kuro_fs.fs import Fs  # noqa: E402
 from kuro_fs.unixfs import write_file  # noqa: E402
 from kuro_wasm.host.api import run  # noqa: E402
-from kuro_wasm.host.cache import ModuleCache  # noqa: E402
+from kuro_wasm.host.cache import COMPONENT, ModuleCache  # noqa: E402
 from kuro_wasm.host.calls import register_run, unregister_run  # noqa: E402
 from kuro_wasm.host.context import RunContext  # noqa: E402
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key  # noqa: E402
 from kuro_wasm.host.kind import GuestParts  # noqa: E402
 from kuro_wasm.host.kinds.component import KIND  # noqa: E402
 from kuro_wasm.host.loader import _describe_with, add_guest  # noqa: E402
+from kuro_wasm.model.component_binary import read_plan  # noqa: E402
 from kuro_wasm.model.sessions import guest, session  # noqa: E402
 
 CAPS = ["guest/invoke", "fs/read", "fs/ls", "fs/write", "fs/rm", "stdin/read"]
@@ -243,6 +244,45 @@ print(json.dumps({"load_ms": load * 1e3, "imports_ms": imports * 1e3, **cache.st
 """
 
 
+_FLOOR = """
+import json, mmap, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from blake3 import blake3
+import wasmtime
+from wasmtime.component import Component
+from kuro_wasm.host.engine import EngineConfig, engine_for
+engine = engine_for(EngineConfig())  # the same config as the load's (created before its clock starts, as there)
+paths = json.loads(sys.argv[3])
+t0 = time.perf_counter()
+if sys.argv[2] == "modules":
+    kept = [wasmtime.Module.deserialize_file(engine, p) for p in paths]
+elif sys.argv[2] == "component":
+    kept = [Component.deserialize_file(engine, p) for p in paths]
+else:  # the cache's check: keyed BLAKE3 over a read-only map of each artifact, threaded above 8 MiB as there
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        size = os.fstat(fd).st_size
+        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as view:
+            mac = blake3(b"key", key=bytes(32), max_threads=blake3.AUTO if size > 8 << 20 else 1)
+            mac.update(view)
+            mac.digest()
+        os.close(fd)
+print(json.dumps({"ms": (time.perf_counter() - t0) * 1e3}))
+"""
+
+
+def _floor(what: str, paths: list[Path]) -> float:
+    """ms a new process (engine made, as for the load) takes to deserialize the artifacts at ``paths`` (``what``:
+    ``modules`` or ``component``), or to compute the cache's keyed BLAKE3 over them (``mac``)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _FLOOR, str(ROOT), what, json.dumps([str(p) for p in paths])],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return float(json.loads(out.stdout)["ms"])
+
+
 def _fresh(cache_dir: Path, guest: Path, path: str) -> tuple[dict[str, float], float]:
     """One new process loading ``guest`` from ``cache_dir`` on ``path``: its report, and its wall seconds."""
     t0 = time.perf_counter()
@@ -277,12 +317,19 @@ def bench_cached_load(tmp: Path, repeat: int, name: str = "py-tool") -> dict[str
     compile_s = time.perf_counter() - t0
     first, _ = _fresh(cache_dir, guest, "plain")  # compiles and caches the core modules (a first run would)
     assert first["compiles"] > 0 or first["disk_hits"] > 0, first
+    modules = [cache.path_for(f"{cid}#core-module-{i}", key) for i in range(read_plan(wasm).module_count)]
+    whole_path = cache.path_for(cid, key, COMPONENT)
+    artifacts = [p for p in modules if p is not None]
+    assert whole_path is not None and len(artifacts) == len(modules) and all(p.exists() for p in artifacts)
     plain: list[dict[str, float]] = []
     whole: list[dict[str, float]] = []
     bare: list[float] = []
+    floor: dict[str, list[float]] = {"modules": [], "component": [], "mac": []}
     for _ in range(repeat):
         plain.append(_fresh(cache_dir, guest, "plain")[0])
         whole.append(_fresh(cache_dir, guest, "whole")[0])
+        for what in floor:
+            floor[what].append(_floor(what, [whole_path] if what == "component" else artifacts))
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         bare.append(time.perf_counter() - t0)
@@ -304,6 +351,11 @@ def bench_cached_load(tmp: Path, repeat: int, name: str = "py-tool") -> dict[str
         "fresh_imports_ms_median": statistics.median(r["imports_ms"] for r in plain),
         "python_pass_ms_median": statistics.median(bare) * 1000,
         "component_disk_load_ms_median": statistics.median(loads) * 1000,
+        "floor_modules_ms_median": statistics.median(floor["modules"]),
+        "floor_component_ms_median": statistics.median(floor["component"]),
+        "floor_mac_ms_median": statistics.median(floor["mac"]),
+        "core_modules": float(len(artifacts)),
+        "core_modules_bytes": float(sum(p.stat().st_size for p in artifacts)),
         "loadavg_1m": os.getloadavg()[0],
         "rounds": float(repeat),
     }

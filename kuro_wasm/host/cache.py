@@ -119,8 +119,9 @@ _FORMAT: Final = b"\x02"
 _HEADER: Final = _MAGIC + _FORMAT
 _TAG_LEN: Final = 32
 _MAC_CONTEXT: Final = "kuro-wasm module cache 2026-11 artifact tag v2"
-#: v2: a component's shape holds its plan; v3: and its imported functions' types (a v2 shape lacks them: not read)
-_META_CONTEXT: Final = "kuro-wasm module cache 2026-12 metadata tag v3"
+#: v2: a component's shape holds its plan; v3: and its imported functions' types (a v2 shape lacks them: not read);
+#: v4: and its core modules' imports (a v3 plan lacks them: described again from the verified bytes)
+_META_CONTEXT: Final = "kuro-wasm module cache 2026-12 metadata tag v4"
 _MEMORY_ENTRIES: Final = 256
 #: Artifacts above this size are tagged with BLAKE3 on every core (a componentize-py guest compiles to ~35 MB).
 _THREADED: Final = 8 << 20
@@ -146,6 +147,7 @@ class CacheStats:
 
 _PROC_FD: Final = Path("/proc/self/fd")
 _HAS_PROC_FD: Final = _PROC_FD.is_dir()
+_PROC_FD_PREFIX: Final = f"{_PROC_FD}/"
 
 
 # (cid, engine key) → (compiled guest, its metadata or None when no caller has described it yet)
@@ -168,6 +170,7 @@ class ModuleCache:
         self._key: bytes | None = None
         self._mac_key: bytes | None = None
         self._meta_key: bytes | None = None
+        self._prefix = None if directory is None else os.path.join(directory, "")
         self._lock = threading.RLock()
 
     # ---- disk layer
@@ -206,9 +209,14 @@ class ModuleCache:
 
     def path_for(self, cid: str, engine_key: str, kind: Artifact = MODULE) -> Path | None:
         """Where the artifact for (cid, engine_key) lives on disk (None: no disk layer); its tag is beside it."""
-        if self.directory is None:
+        stem = self._stem(cid, engine_key, kind)
+        return None if stem is None else Path(stem + ".cwasm")
+
+    def _stem(self, cid: str, engine_key: str, kind: Artifact) -> str | None:
+        """:meth:`path_for` without its suffix, as text (a new process loading a component opens ~40 entries)."""
+        if self._prefix is None:
             return None
-        return self.directory / (hashlib.sha256(_cache_key(cid, engine_key, kind)).hexdigest() + ".cwasm")
+        return self._prefix + hashlib.sha256(_cache_key(cid, engine_key, kind)).hexdigest()
 
     def _tag(self, key: bytes, artifact: bytes | memoryview | mmap.mmap) -> bytes:
         """Keyed BLAKE3 of ``cache-key ‖ 0 ‖ artifact`` (the key derived from the directory's secret)."""
@@ -219,29 +227,27 @@ class ModuleCache:
         return mac.digest()
 
     def _load_disk(self, engine: wasmtime.Engine, cid: str, engine_key: str, kind: Artifact) -> Any:
-        path = self.path_for(cid, engine_key, kind)
-        if path is None:
+        stem = self._stem(cid, engine_key, kind)
+        if stem is None:
             return None
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(stem + ".cwasm", os.O_RDONLY)
         except OSError:
             return None
         try:
-            module = self._verify_and_load(
-                engine, fd, path.with_suffix(".tag"), _cache_key(cid, engine_key, kind), kind
-            )
+            module = self._verify_and_load(engine, fd, stem + ".tag", _cache_key(cid, engine_key, kind), kind)
         finally:
             os.close(fd)
         if module is None:
             self.stats.discarded += 1
-            for stale in (path, path.with_suffix(".tag"), path.with_suffix(".meta")):
+            for suffix in (".cwasm", ".tag", ".meta"):
                 try:
-                    stale.unlink()
+                    os.unlink(stem + suffix)
                 except OSError:
                     pass
         return module
 
-    def _verify_and_load(self, engine: wasmtime.Engine, fd: int, tag_path: Path, key: bytes, kind: Artifact) -> Any:
+    def _verify_and_load(self, engine: wasmtime.Engine, fd: int, tag_path: str, key: bytes, kind: Artifact) -> Any:
         """Check the tag over the bytes mapped through ``fd``, then deserialize *that* open file.
 
         Entries are only ever replaced by rename, never rewritten in place, so the
@@ -251,7 +257,7 @@ class ModuleCache:
         handed over.
         """
         try:
-            tag = tag_path.read_bytes()
+            tag = _read_tag(tag_path)
             if len(tag) != len(_HEADER) + _TAG_LEN or not tag.startswith(_HEADER):
                 return None  # another format (an older kuro's) or damaged: never read further
             size = os.fstat(fd).st_size
@@ -267,7 +273,7 @@ class ModuleCache:
             return None
         try:
             if _HAS_PROC_FD:
-                return kind.deserialize_file(engine, f"{_PROC_FD}/{fd}")
+                return kind.deserialize_file(engine, f"{_PROC_FD_PREFIX}{fd}")
             return kind.deserialize(engine, artifact)  # pragma: no cover - not Linux
         except Exception:
             return None
@@ -453,6 +459,15 @@ class ModuleCache:
         """Empty the process-wide memory layer (tests and benchmarks measure the disk layer this way)."""
         with _MEMORY_LOCK:
             _MEMORY.clear()
+
+
+def _read_tag(path: str) -> bytes:
+    """A tag file's bytes, one more than a tag at most (a longer file is no tag either)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, len(_HEADER) + _TAG_LEN + 1)
+    finally:
+        os.close(fd)
 
 
 _CACHES: dict[Path | None, ModuleCache] = {}

@@ -15,8 +15,9 @@ parts are run; being one store, fuel, epoch deadlines and memory limits cover
 every core instance as they cover the component's.
 
 The plan is *linked* once per compiled component (:class:`PlainLink`, made
-when the guest is pre-linked): each core module's imports reflected, each
-alias's name encoded, each ``canon lower``'s core type made, and the whole
+when the guest is pre-linked): each core module's imports wired (the plan
+holds them, read from the module's bytes with it and kept in the cached shape:
+no question to the engine), each alias's name encoded, each ``canon lower``'s core type made, and the whole
 plan compiled to a short program over one array of ``wasmtime_extern_t``
 slots. A run then only makes the store's items — one ``wasmtime_instance_new``
 per core instance, one ``export_get`` per item an instantiation imports, one
@@ -179,6 +180,8 @@ class PlainLink:
     """
 
     def __init__(self, plan: Plan, modules: Sequence[wasmtime.Module], host: Mapping[str, HostFunction]) -> None:
+        if len(plan.module_imports) != len(modules):  # a plan without them (model.wasm_shape.with_module_imports)
+            raise wasmtime.WasmtimeError(f"the plan has the imports of {len(plan.module_imports)} core modules")
         self._modules = tuple(modules)  # kept: the program holds their addresses
         self._types: list[wasmtime.FuncType] = []  # kept likewise
         ops: list[tuple[Any, ...]] = []
@@ -201,10 +204,9 @@ class PlainLink:
                 module = self._modules[step.module]
                 args = dict(step.args)
                 first = slots
-                imports = _imports_of(module)
+                imports = plan.module_imports[step.module]
                 slots += len(imports)
-                for j, (imp_module, raw_name, kind) in enumerate(imports):
-                    name = raw_name.decode("utf-8")
+                for j, (imp_module, name, kind) in enumerate(imports):
                     source = instances[args[imp_module]] if imp_module in args else None
                     if source is None:
                         raise wasmtime.WasmtimeError(f"core module {step.module} imports {imp_module!r}: not given")
@@ -213,7 +215,8 @@ class PlainLink:
                             raise wasmtime.WasmtimeError(f"core module {step.module} imports {imp_module}.{name}")
                         ops.append((_COPY, (first + j) * _EXTERN, need(source[name]) * _EXTERN))
                     else:
-                        ops.append((_ALIAS, (first + j) * _EXTERN, source * _INSTANCE, raw_name, kind))
+                        at = source * _INSTANCE
+                        ops.append((_ALIAS, (first + j) * _EXTERN, at, name.encode("utf-8"), _KINDS.get(kind, -1)))
                 ops.append((_NEW, first * _EXTERN, len(imports), address(module.ptr()), made * _INSTANCE))
                 instances.append(made)
                 made += 1
@@ -293,41 +296,6 @@ class PlainLink:
                     raise wasmtime.Trap._from_ptr(ctypes.cast(trap.value, ctypes.POINTER(ffi.wasm_trap_t)))
                 instance.made += 1
         return instance
-
-
-# wasm.h's wasm_externkind_t → the extern kind an instance's export is checked against (anything else, as a global)
-_EXTERNKIND_TO_KIND: Final = {0: _KINDS["func"], 1: _KINDS["global"], 2: _KINDS["table"], 3: _KINDS["memory"]}
-
-
-def _name_of(vec: Any) -> bytes:
-    return ctypes.string_at(vec.data, vec.size) if vec.size else b""
-
-
-def _imports_of(module: wasmtime.Module) -> list[tuple[str, bytes, int]]:
-    """``module``'s imports as (module, name bytes, extern kind), read through the C API in one pass.
-
-    The same facts as ``module.imports`` with ``.module``/``.name``/``.type`` of each, which builds several wrapper
-    objects per import: a componentize-py guest's 38 core modules have ~2,400 imports, and those wrappers were most
-    of a new process's ~20 ms link (the plan is linked once per process, before its first run).
-    """
-    vec = ffi.wasm_importtype_vec_t()
-    ffi.wasmtime_module_imports(module.ptr(), ctypes.byref(vec))
-    try:
-        out = []
-        for i in range(vec.size):
-            imp = vec.data[i]
-            name = ffi.wasm_importtype_name(imp)
-            kind = ffi.wasm_externtype_kind(ffi.wasm_importtype_type(imp))
-            out.append(
-                (
-                    _name_of(ffi.wasm_importtype_module(imp).contents).decode("utf-8"),
-                    _name_of(name.contents) if name else b"",
-                    _EXTERNKIND_TO_KIND.get(int(kind), _KINDS["global"]),
-                )
-            )
-        return out
-    finally:
-        ffi.wasm_importtype_vec_delete(ctypes.byref(vec))
 
 
 def _index(space: dict[str, list[int]], sort: str, index: int) -> int:

@@ -31,7 +31,7 @@ import wasmtime
 import wasmtime.component as wc
 
 from kuro_wasm.model.component_binary import NotPlain, read_plan
-from kuro_wasm.model.wasm_shape import Export, Import, WasmShape
+from kuro_wasm.model.wasm_shape import Export, Import, ShapeError, WasmShape, with_module_imports
 from kuro_wasm.model.wit import WitFunc, WitType
 
 __all__ = ["component_shape", "imported_funcs", "wit_type"]
@@ -153,8 +153,8 @@ def component_shape(engine: wasmtime.Engine, component: wc.Component, data: byte
     plan, not_plain = None, "its bytes were not read"
     if data is not None:
         try:
-            plan, not_plain = read_plan(data), ""
-        except NotPlain as exc:
+            plan, not_plain = with_module_imports(read_plan(data)), ""
+        except (NotPlain, ShapeError) as exc:
             not_plain = str(exc)
         if plan is not None and {name for name, _ in plan.exports} != {f.name for f in typed}:
             plan, not_plain = None, "its exported functions are not all lifted core functions"

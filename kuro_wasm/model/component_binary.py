@@ -139,6 +139,10 @@ class Plan:
     imports: tuple[str, ...]
     #: how many core modules there are
     module_count: int = 0
+    #: each core module's imports in its order, as (module, name, extern kind), read from its bytes
+    #: (:func:`kuro_wasm.model.wasm_shape.with_module_imports`; empty until then), so linking the plan
+    #: (:class:`kuro_wasm.host.component_core.PlainLink`) asks the engine for none of them
+    module_imports: tuple[tuple[tuple[str, str, str], ...], ...] = ()
 
     def export(self, name: str) -> Lift | None:
         return next((lift for n, lift in self.exports if n == name), None)
@@ -150,6 +154,7 @@ class Plan:
             "steps": [_step_data(s) for s in self.steps],
             "exports": [[n, lift.core_func, _options_data(lift.options)] for n, lift in self.exports],
             "imports": list(self.imports),
+            "module-imports": [[list(i) for i in imports] for imports in self.module_imports],
         }
 
 
@@ -183,7 +188,13 @@ def plan_from_data(data: Any) -> Plan:
             else:
                 raise ValueError(f"unknown step {s[0]!r}")
         exports = tuple((str(n), Lift(int(f), CanonOptions(*o))) for n, f, o in data["exports"])
-        return Plan((), tuple(steps), exports, tuple(map(str, data["imports"])), int(data["modules"]))
+        count = int(data["modules"])
+        module_imports = tuple(
+            tuple((str(m), str(n), str(k)) for m, n, k in imports) for imports in data["module-imports"]
+        )
+        if len(module_imports) != count:
+            raise ValueError(f"imports of {len(module_imports)} core modules for {count}")
+        return Plan((), tuple(steps), exports, tuple(map(str, data["imports"])), count, module_imports)
     except (KeyError, TypeError, IndexError) as exc:
         raise ValueError(f"not a stored component plan: {exc}") from exc
 

@@ -34,6 +34,7 @@ Bytes in, a frozen value out. No wasmtime.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Final
@@ -50,6 +51,7 @@ __all__ = [
     "WasmShape",
     "is_component",
     "read_shape",
+    "with_module_imports",
 ]
 
 MAGIC: Final = b"\0asm"
@@ -220,6 +222,21 @@ class WasmShape:
             )
         except (UnicodeDecodeError, ValueError, KeyError, TypeError, IndexError) as exc:
             raise ShapeError(f"not a stored module shape: {exc}") from exc
+
+
+def with_module_imports(plan: Plan) -> Plan:
+    """``plan`` (read from a component's bytes, its core modules' bytes with it) with each core module's imports,
+    as :func:`read_shape` reads them: (module, name, extern kind) in the module's order.
+
+    Raises ShapeError: a core module whose imports this reader cannot read.
+    """
+    imports = []
+    for index, module in enumerate(plan.modules):
+        try:
+            imports.append(tuple((i.module, i.name, i.kind) for i in read_shape(module).imports))
+        except ShapeError as exc:
+            raise ShapeError(f"core module {index}: {exc}") from exc
+    return dataclasses.replace(plan, module_imports=tuple(imports))
 
 
 def is_component(data: bytes | bytearray | memoryview) -> bool:

@@ -55,7 +55,9 @@ def test_a_memory_hit_touches_nothing(cache: ModuleCache) -> None:
     assert cache.stats.memory_hits == 1
 
 
-@pytest.mark.parametrize("damage", ["flip-artifact", "truncate", "flip-tag", "empty", "magic", "no-tag"])
+@pytest.mark.parametrize(
+    "damage", ["flip-artifact", "truncate", "flip-tag", "empty", "magic", "no-tag", "tag-truncated", "tag-trailing"]
+)
 def test_a_damaged_entry_is_discarded_and_rebuilt(cache: ModuleCache, damage: str) -> None:
     _compile_once(cache, "bafkreiccc")
     path = cache.path_for("bafkreiccc", engine_key(CFG))
@@ -72,6 +74,10 @@ def test_a_damaged_entry_is_discarded_and_rebuilt(cache: ModuleCache, damage: st
         blob = bytearray()
     elif damage == "magic":
         tag[0:8] = b"NOTKURO!"
+    elif damage == "tag-truncated":
+        tag = tag[:-1]
+    elif damage == "tag-trailing":  # the right tag, then one byte more: no tag of this format
+        tag += b"\0"
     path.write_bytes(bytes(blob))
     if damage == "no-tag":
         tag_path.unlink()

@@ -8,6 +8,7 @@ what the canonical ABI says traps, traps.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -29,8 +30,9 @@ from kuro_wasm.host.kinds.component import KIND
 from kuro_wasm.host.kuro_world import SIGNATURES
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.model import wit
-from kuro_wasm.model.component_binary import NotPlain, read_plan
+from kuro_wasm.model.component_binary import NotPlain, plan_from_data, read_plan
 from kuro_wasm.model.sessions import guest
+from kuro_wasm.model.wasm_shape import ShapeError, with_module_imports
 from kuro_wasm.model.wit import WitFunc, WitType
 
 _ENGINE = wasmtime.Engine()
@@ -49,7 +51,7 @@ class _Both:
         register_run(self.store, self.ctx)
         self.instance, failed = KIND.instantiate(self.store, KIND.link(_ENGINE, compiled))
         assert failed is None, failed
-        plan = read_plan(wasm)
+        plan = with_module_imports(read_plan(wasm))
         self.pstore = wasmtime.Store(_ENGINE)
         host = {
             name: (WitFunc(name, tuple((f"p{i}", t) for i, t in enumerate(ps)), r), lambda _c, _a: ("ok", None))
@@ -128,6 +130,47 @@ def test_every_built_component_of_the_kuro_world_has_a_plan_and_a_wasi_resource_
         assert "run" in dict(plan.exports)
     with pytest.raises(NotPlain, match="canonical built-in"):  # WASI 0.2's resources
         read_plan(component("py-wasi"))
+
+
+def test_a_plans_core_module_imports_are_the_engines_view_of_each_module_in_order() -> None:
+    """The plan reads them from the modules' bytes (linking asks the engine for none): they must be the same."""
+    for name in ("typed", "py-tool"):
+        plan = with_module_imports(read_plan(component(name)))
+        assert len(plan.module_imports) == plan.module_count == len(plan.modules)
+        for index, (module, imports) in enumerate(zip(plan.modules, plan.module_imports, strict=True)):
+            compiled = wasmtime.Module(_ENGINE, module)
+            engines = [(i.module, i.name or "", _KIND_NAMES[type(i.type)]) for i in compiled.imports]
+            assert list(imports) == engines, (name, index)
+
+
+_KIND_NAMES = {
+    wasmtime.FuncType: "func",
+    wasmtime.TableType: "table",
+    wasmtime.MemoryType: "memory",
+    wasmtime.GlobalType: "global",
+}
+
+
+def test_a_plan_without_its_core_modules_imports_is_not_linked_and_an_unreadable_module_is_named() -> None:
+    plan = read_plan(component("typed"))  # read_plan alone leaves them out
+    with pytest.raises(wasmtime.WasmtimeError, match="the imports of 0 core modules"):
+        instantiate_plan(wasmtime.Store(_ENGINE), plan, compile_modules(_ENGINE, plan), {})
+    broken = dataclasses.replace(plan, modules=(*plan.modules[:-1], b"\0asm\x01\0\0\0\x02\x05"))
+    with pytest.raises(ShapeError, match=f"core module {plan.module_count - 1}: "):
+        with_module_imports(broken)
+
+
+def test_a_stored_plan_reads_back_whole_and_one_without_its_module_imports_is_refused() -> None:
+    plan = with_module_imports(read_plan(component("typed")))
+    data = plan.to_data()
+    assert plan_from_data(data) == dataclasses.replace(plan, modules=())
+    for broken in (
+        {k: v for k, v in data.items() if k != "module-imports"},  # a plan stored before they were kept
+        {**data, "module-imports": data["module-imports"][:-1]},  # one core module's missing
+        {**data, "module-imports": [[["m", "n"]]] * data["modules"]},  # an import without its kind
+    ):
+        with pytest.raises(ValueError):  # (WasmShape.from_bytes: a ShapeError, the shape described again)
+            plan_from_data(broken)
 
 
 @settings(max_examples=300, deadline=None)

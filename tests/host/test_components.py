@@ -6,6 +6,7 @@ are in guests/fixtures/component-*.toml; these are the rest.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 import wasmtime
 import wasmtime.component
+from blake3 import blake3
 from hostkit import ALL_CAPS, ROOT, component, make_fs, make_session
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -254,6 +256,31 @@ def test_a_damaged_core_module_or_shape_entry_of_a_component_is_detected_not_tru
         assert after["compiles"] == before["compiles"]
         ModuleCache.forget_memory()
         assert True  # rewritten, and verifies
+
+
+def test_a_shape_stored_before_plans_kept_their_core_modules_imports_is_described_again(tmp_path: Path) -> None:
+    """A v3 shape (no ``module-imports`` in its plan), validly tagged under the v3 context, must not verify under
+    v4: the component is loaded whole (its tagged artifact) and described again, never linked from it."""
+    store, fs, cid, cache = _typed_cached(tmp_path)
+    key = engine_key(EngineConfig())
+    path = cache.path_for(cid, key, COMPONENT)
+    assert path is not None and cache.directory is not None
+    meta = path.with_suffix(".meta")
+    raw = meta.read_bytes()
+    shape = json.loads(raw[41:])
+    del shape["plan"]["module-imports"]
+    old = json.dumps(shape, separators=(",", ":")).encode()
+    secret = (cache.directory / ".hmac-key").read_bytes()
+    v3 = blake3(secret, derive_key_context="kuro-wasm module cache 2026-12 metadata tag v3").digest()
+    meta.write_bytes(raw[:9] + blake3(f"{cid}\n{key}\ncomponent".encode() + b"\0" + old, key=v3).digest() + old)
+    before = cache.stats.as_dict()
+    again = run(make_session(fs), guest(cid, "run", ["read", "data.bin"]), store=store, fs=fs, home=str(tmp_path))
+    assert again["kuro/stdout"] == b"abc", again
+    after = cache.stats.as_dict()
+    assert after["disk_hits"] - before["disk_hits"] == _typed_modules() + 1
+    assert after["compiles"] == before["compiles"]
+    assert b'"module-imports"' in meta.read_bytes()  # rewritten in the current format
+    ModuleCache.forget_memory()
 
 
 def _describe(data: bytes, compiled: object) -> bytes:
