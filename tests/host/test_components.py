@@ -255,7 +255,14 @@ def test_a_damaged_core_module_or_shape_entry_of_a_component_is_detected_not_tru
         assert after["disk_hits"] - before["disk_hits"] == _typed_modules() + 1
         assert after["compiles"] == before["compiles"]
         ModuleCache.forget_memory()
-        assert True  # rewritten, and verifies
+        forget_prepared()
+        # the shape was written again, tagged for this guest: the next load reads it, and only the core modules
+        before = cache.stats.as_dict()
+        third = run(make_session(fs), guest(cid, "run", ["read", "data.bin"]), store=store, fs=fs, home=str(tmp_path))
+        assert third["kuro/stdout"] == b"abc", third
+        after = cache.stats.as_dict()
+        assert after["disk_hits"] - before["disk_hits"] == _typed_modules()
+        assert (after["compiles"], after["discarded"]) == (before["compiles"], before["discarded"])
 
 
 def test_a_shape_stored_before_plans_kept_their_core_modules_imports_is_described_again(tmp_path: Path) -> None:
