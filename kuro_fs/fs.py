@@ -211,9 +211,13 @@ def _shown(path: object) -> str:
     return repr(path)
 
 
+#: (bare key, receipt key) in :data:`RECEIPT_KEYS`' order: every op's receipt is built in it.
+_RECEIPT_ORDER: Final = tuple((key.removeprefix("kuro.fs/"), key) for key in RECEIPT_KEYS)
+
+
 def _receipt(kind: str, op: str, path: object, **extra: Any) -> dict[str, Any]:
     data = {"type": kind, "op": op, "path": _shown(path), **extra}
-    out = {f"kuro.fs/{key}": data[key] for key in (k.removeprefix("kuro.fs/") for k in RECEIPT_KEYS) if key in data}
+    out = {key: data[bare] for bare, key in _RECEIPT_ORDER if bare in data}
     if len(out) != len(data):
         raise AssertionError(f"receipt keys outside RECEIPT_KEYS: {sorted(set(data) - set(out))}")
     return out
