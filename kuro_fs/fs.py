@@ -305,6 +305,16 @@ class Fs:
             self, budget=Budget(now.entries if entries is None else entries, now.bytes if bytes is None else bytes)
         )
 
+    def with_store(self, store: BlockStore) -> Fs:
+        """This filesystem read and written through ``store``: the same root, grant, history, shape, budget and
+        cache (``store`` holds the same blocks — a wrapper, as a run's store that checks its deadline before
+        each block). No field this value's checks covered changes, so none is checked again (a run makes one:
+        ``dataclasses.replace`` re-parsed the root and re-checked the grant, ~3x the cost)."""
+        fs = object.__new__(type(self))
+        fs.__dict__.update(self.__dict__)
+        fs.__dict__["store"] = store
+        return fs
+
     def checkout(self, root: str) -> Fs:
         """The filesystem at ``root``, one of :attr:`history` (or the current root).
 
