@@ -211,9 +211,13 @@ def _shown(path: object) -> str:
     return repr(path)
 
 
+#: (bare key, receipt key) in :data:`RECEIPT_KEYS`' order: every op's receipt is built in it.
+_RECEIPT_ORDER: Final = tuple((key.removeprefix("kuro.fs/"), key) for key in RECEIPT_KEYS)
+
+
 def _receipt(kind: str, op: str, path: object, **extra: Any) -> dict[str, Any]:
     data = {"type": kind, "op": op, "path": _shown(path), **extra}
-    out = {f"kuro.fs/{key}": data[key] for key in (k.removeprefix("kuro.fs/") for k in RECEIPT_KEYS) if key in data}
+    out = {key: data[bare] for bare, key in _RECEIPT_ORDER if bare in data}
     if len(out) != len(data):
         raise AssertionError(f"receipt keys outside RECEIPT_KEYS: {sorted(set(data) - set(out))}")
     return out
@@ -300,6 +304,16 @@ class Fs:
         return _replace(
             self, budget=Budget(now.entries if entries is None else entries, now.bytes if bytes is None else bytes)
         )
+
+    def with_store(self, store: BlockStore) -> Fs:
+        """This filesystem read and written through ``store``: the same root, grant, history, shape, budget and
+        cache (``store`` holds the same blocks — a wrapper, as a run's store that checks its deadline before
+        each block). No field this value's checks covered changes, so none is checked again (a run makes one:
+        ``dataclasses.replace`` re-parsed the root and re-checked the grant, ~3x the cost)."""
+        fs = object.__new__(type(self))
+        fs.__dict__.update(self.__dict__)
+        fs.__dict__["store"] = store
+        return fs
 
     def checkout(self, root: str) -> Fs:
         """The filesystem at ``root``, one of :attr:`history` (or the current root).

@@ -28,7 +28,10 @@ nothing instantiates with are looked up when they are called. The lowered
 functions' C callbacks are shared, one per core signature, each finding its
 instance through the ``env`` the store gives it
 (:mod:`kuro_wasm.host.component_lowered`): nothing is made per run but the
-store's items.
+store's items. The guest's own functions (an export, its ``post-return``, a
+``realloc``) are called without wasmtime's check of their arguments
+(``wasmtime_func_call_unchecked``) once wasmtime has said, for the link and the
+slot, that the function there has the call's core type.
 
 ## Effects
 wasmtime core instantiation and calls in the caller's store; host functions
@@ -59,7 +62,7 @@ from kuro_wasm.host.canonical_abi import (
     lower_values,
 )
 from kuro_wasm.host.component_lowered import LOWERS, HostFunction, Lowered, Unchecked, callback, register
-from kuro_wasm.host.engine import address, call_raw, context_address, foreign
+from kuro_wasm.host.engine import address, call_raw, call_unchecked, context_address, foreign, func_signature
 from kuro_wasm.model.component_binary import (
     AliasCore,
     CanonOptions,
@@ -112,14 +115,16 @@ def compile_modules(engine: wasmtime.Engine, plan: Plan) -> tuple[wasmtime.Modul
 
 class _Guest:
     """The memory and ``realloc`` named by one ``canon`` option set (:class:`canonical_abi.GuestMemory`), by the
-    addresses of their ``wasmtime_memory_t`` and ``wasmtime_func_t`` (0: none)."""
+    addresses of their ``wasmtime_memory_t`` and ``wasmtime_func_t`` (0: none); ``typed``: the realloc's core type
+    is known to be ``_REALLOC → i32`` (:meth:`PlainInstance._func`)."""
 
-    __slots__ = ("cctx", "memory_ref", "realloc_func")
+    __slots__ = ("cctx", "memory_ref", "realloc_func", "typed")
 
-    def __init__(self, cctx: int, memory_ref: int, realloc_func: int) -> None:
+    def __init__(self, cctx: int, memory_ref: int, realloc_func: int, typed: bool = False) -> None:
         self.cctx = cctx
         self.memory_ref = memory_ref
         self.realloc_func = realloc_func
+        self.typed = typed
 
     def view(self) -> memoryview:
         """The memory now: its base and size asked of wasmtime each time (two C calls; ``realloc`` and the guest
@@ -133,16 +138,24 @@ class _Guest:
     def realloc(self, old: int, old_size: int, align: int, new_size: int) -> int:
         if not self.realloc_func:
             raise CanonicalTrap("the component gave no realloc for a value that needs one")
-        (answer,) = _call(self.cctx, self.realloc_func, _REALLOC, (old, old_size, align, new_size), ("i32",))
+        args = (old, old_size, align, new_size)
+        (answer,) = _call(self.cctx, self.realloc_func, _REALLOC, args, _I32, self.typed)
         return int(answer) % 2**32
 
 
 _REALLOC: Final = ("i32", "i32", "i32", "i32")
+_I32: Final = ("i32",)
 
 
-def _call(cctx: int, func: int, params: Sequence[str], args: Sequence[Any], results: Sequence[str]) -> tuple[Any, ...]:
+def _call(
+    cctx: int, func: int, params: tuple[str, ...], args: Sequence[Any], results: tuple[str, ...], typed: bool
+) -> tuple[Any, ...]:
     """Call the core function at address ``func`` through the raw C call (:func:`kuro_wasm.host.engine.call_raw`:
-    no per-call type reflection). Raises wasmtime.Trap / WasmtimeError as wasmtime-py's ``Func.__call__`` would."""
+    no per-call type reflection); ``typed``: its type is known to be ``params → results``, so without wasmtime's
+    check of the args either (:func:`kuro_wasm.host.engine.call_unchecked`). Raises wasmtime.Trap / WasmtimeError
+    as wasmtime-py's ``Func.__call__`` would."""
+    if typed:
+        return call_unchecked(cctx, func, params, args, results)
     outcome = call_raw(cctx, func, params, args, results)
     if outcome.trap is not None:
         assert isinstance(outcome.trap, wasmtime.Trap)
@@ -262,6 +275,7 @@ class PlainLink:
         self._lazy = lazy
         self._slots = slots
         self._instances = made
+        self._typed: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # see PlainInstance._func
 
     def has(self, name: str) -> bool:
         return name in self._exports
@@ -364,10 +378,26 @@ class PlainInstance:
             self.ready.add(slot)
         return self.slots + at + _OF
 
+    def _func(self, slot: int, params: tuple[str, ...], results: tuple[str, ...]) -> tuple[int, bool]:
+        """The address of the function in ``slot`` (:meth:`_item`), and whether its core type is ``params →
+        results``: asked of wasmtime once per link and slot (a slot holds the same export of the same core module,
+        or the same lowered function, in every store the link instantiates), so that later calls skip wasmtime's
+        check of their args (:func:`_call`). A function of another type is called checked: wasmtime refuses it."""
+        func = self._item(slot)
+        typed = self.link._typed
+        signature = (params, results)
+        if typed.get(slot) == signature:
+            return func, True
+        if func_signature(self.cctx, func) == signature:
+            typed[slot] = signature
+            return func, True
+        return func, False
+
     def _guest(self, memory: int | None, realloc: int | None) -> _Guest:
-        return _Guest(
-            self.cctx, 0 if memory is None else self._item(memory), 0 if realloc is None else self._item(realloc)
-        )
+        if realloc is None:
+            return _Guest(self.cctx, 0 if memory is None else self._item(memory), 0)
+        func, typed = self._func(realloc, _REALLOC, _I32)
+        return _Guest(self.cctx, 0 if memory is None else self._item(memory), func, typed)
 
     def name_of(self, index: int) -> str:
         """The import name of lowered host function ``index``."""
@@ -393,10 +423,12 @@ class PlainInstance:
         guest = self._guest(export.memory, export.realloc)
         params, results = flatten_func(func, lift=True)
         flat = lower_values(guest, args, [t for _, t in func.params], MAX_FLAT_PARAMS)
-        core = _call(self.cctx, self._item(export.func), params, flat, results)
+        entry, typed = self._func(export.func, params, results)
+        core = _call(self.cctx, entry, params, flat, results, typed)
         value = None if func.result is None else lift_values(guest, core, [func.result], MAX_FLAT_RESULTS, bound)[0]
         if export.post_return is not None:
-            _call(self.cctx, self._item(export.post_return), results, core, ())
+            after, typed = self._func(export.post_return, results, ())
+            _call(self.cctx, after, results, core, (), typed)
         return value
 
 

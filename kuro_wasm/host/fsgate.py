@@ -48,7 +48,7 @@ listed in its parent (``fs_ls(".")`` shows the fs root's own entries).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 from kuro_fs.blocks import BlockStore, MemoryBlockStore
@@ -197,7 +197,7 @@ def _interruptible(fs: Any, run: RunContext) -> Any:
     if not isinstance(fs, Fs):
         return fs
     kind = _Batch if callable(getattr(fs.store, "get_many_into", None)) else _Interruptible
-    return replace(fs, store=kind(fs.store, run.should_stop, run.store_fault))
+    return fs.with_store(kind(fs.store, run.should_stop, run.store_fault))
 
 
 def opened_fs(run: RunContext) -> Any:

@@ -502,11 +502,19 @@ def guest(
     return spec
 
 
+def _quick_arg(a: object) -> bool:
+    """True for an arg :func:`guest` keeps as it is: an int in i64..u64, or a string of valid Unicode."""
+    if type(a) is int:
+        return I64_MIN <= a < _ARG_INT_END
+    return type(a) is str and (a.isascii() or _is_unicode(a))
+
+
 def is_guest_spec(command: object) -> bool:
     """True only for a mapping that equals :func:`guest` of its own fields (closed shape)."""
     if type(command) is dict and command.keys() == _GUEST_KEYS and command["kuro/type"] == "kuro/guest":
-        # The common spec — a dict of exactly the four keys, int args — decided without rebuilding it
-        # (every run asks; rebuilding cost a tenth of a warm invocation). Property-tested equal to the rule below.
+        # The common spec — a dict of exactly the four keys, int or string args (a core module's, a component's
+        # or a WASI command's) — decided without rebuilding it (every run asks; rebuilding cost a tenth of a warm
+        # invocation, 16 µs with two string args). Property-tested equal to the rule below.
         cid, export, args = command["kuro/guest"], command["kuro/export"], command["kuro/args"]
         if (
             type(cid) is str
@@ -514,7 +522,7 @@ def is_guest_spec(command: object) -> bool:
             and export
             and (export.isascii() or _is_unicode(export))
             and type(args) is list
-            and (not args or all(type(a) is int and I64_MIN <= a < _ARG_INT_END for a in args))
+            and (not args or all(_quick_arg(a) for a in args))
         ):
             try:
                 _parse_cid(cid)

@@ -552,6 +552,39 @@ def test_a_grant_narrows_and_never_widens(fs: Fs) -> None:
     assert narrow.with_grant(CAPABILITIES).grant == frozenset({"fs/read"})
 
 
+class _Counting:
+    """A block store over another that counts its gets (a wrapper of the same blocks)."""
+
+    def __init__(self, inner: MemoryBlockStore) -> None:
+        self.inner, self.gets = inner, 0
+
+    def get(self, cid: str) -> bytes | None:
+        self.gets += 1
+        return self.inner.get(cid)
+
+    def put(self, data: bytes, codec: str = "raw", **kw: Any) -> str:
+        return self.inner.put(data, codec, **kw)
+
+    def has(self, cid: str) -> bool:
+        return self.inner.has(cid)
+
+
+def test_another_store_of_the_same_blocks_keeps_everything_else_and_is_read_through(
+    fs: Fs, store: MemoryBlockStore
+) -> None:
+    made = ok(fs.write("a.txt", b"hello")).fs.with_grant(["fs/read", "fs/ls", "fs/write"]).with_budget(bytes=3)
+    counting = _Counting(store)
+    over = made.with_store(counting)
+    assert type(over) is Fs and over.store is counting and made.store is store
+    kept = ("root", "grant", "log", "chunk_size", "width", "layout", "budget", "cache", "history")
+    assert all(getattr(over, name) == getattr(made, name) for name in kept)
+    assert ok(over.read_range("a.txt", 1, 3)).value == b"ell" and counting.gets > 0
+    assert denied(over.read("a.txt"), "over-budget")  # the budget came along
+    assert denied(over.rm("a.txt"), "missing-capability")  # and the grant
+    written = ok(over.write("b.txt", b"x")).fs
+    assert written.store is counting and written.history == (*made.history, made.root)
+
+
 def test_receipts_are_closed_exact_maps(fs: Fs) -> None:
     w = fs.write("ok.txt", b"ok")
     assert w.receipt == {

@@ -124,6 +124,16 @@ def test_typed_values_cross_the_same_on_both_paths(both: Any, call: tuple[str, l
     assert _same(both.ours(export, args), both.engine(export, args)), (export, args)
 
 
+def test_an_export_called_as_another_core_type_than_its_own_is_refused_by_wasmtime(both: Any) -> None:
+    # Calls skip wasmtime's check of the args only once wasmtime has said the function has the call's core type
+    # (per slot and signature): a call of another type is still checked, before and after a typed call of it.
+    wrong = WitFunc("add", (("a", WitType("s64")), ("b", WitType("s64"))), WitType("s32"))
+    for _ in range(2):
+        with pytest.raises(wasmtime.WasmtimeError):
+            both.plain.call("add", wrong, [1, 2])
+        assert both.ours("add", [1, 2]) == 3
+
+
 def test_every_built_component_of_the_kuro_world_has_a_plan_and_a_wasi_resource_user_does_not() -> None:
     for name in ("typed", "py-tool"):
         plan = read_plan(component(name))

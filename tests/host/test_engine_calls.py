@@ -7,6 +7,7 @@ compare every argument and result kind, the edges of each range included.
 
 from __future__ import annotations
 
+import ctypes
 import math
 from typing import Any
 
@@ -28,6 +29,13 @@ ECHO = """(module
   (func (export "none")))"""
 
 PARAMS = ("i32", "i64", "f32", "f64")
+#: An argument of each of PARAMS, the edges of each range included.
+NUMBERS = (
+    st.integers(-(2**31), 2**32 - 1),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(width=32) | st.floats(),
+    st.floats(),
+)
 
 
 @pytest.fixture(scope="module")
@@ -49,12 +57,7 @@ def _same(a: float | int, b: float | int) -> bool:
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.integers(-(2**31), 2**32 - 1),
-    st.integers(-(2**63), 2**64 - 1),
-    st.floats(width=32) | st.floats(),
-    st.floats(),
-)
+@given(*NUMBERS)
 def test_every_number_kind_round_trips_as_the_public_call_does(
     world: tuple[wasmtime.Store, Any, Any], a: int, b: int, c: float, d: float
 ) -> None:
@@ -91,6 +94,54 @@ def test_a_trap_and_lookups_of_what_is_not_there(world: tuple[wasmtime.Store, An
     assert _engine.lookup_func(store, raw, "memory") is None  # not a function
     assert _engine.lookup_memory(store, raw, "g") is None  # not a memory
     assert _engine.lookup_memory(store, raw) is not None
+
+
+@settings(max_examples=200, deadline=None)
+@given(*NUMBERS)
+def test_a_call_of_a_function_of_known_type_round_trips_as_the_checked_call_does(
+    world: tuple[wasmtime.Store, Any, Any], a: int, b: int, c: float, d: float
+) -> None:
+    store, raw, _ = world
+    echo = _engine.lookup_func(store, raw, "echo")  # kept: the calls take its address
+    cctx, func = _engine.context_address(store), ctypes.addressof(echo)
+    checked = _engine.call_raw(cctx, func, PARAMS, (a, b, c, d), PARAMS)
+    unchecked = _engine.call_unchecked(cctx, func, PARAMS, (a, b, c, d), PARAMS)
+    assert checked.trap is None and checked.error is None
+    assert len(unchecked) == 4 and all(_same(x, y) for x, y in zip(unchecked, checked.values, strict=True))
+
+
+def test_an_unchecked_call_traps_and_returns_nothing_as_the_checked_one_does(
+    world: tuple[wasmtime.Store, Any, Any],
+) -> None:
+    store, raw, _ = world
+    cctx = _engine.context_address(store)
+    kept = {name: _engine.lookup_func(store, raw, name) for name in ("boom", "none", "swap", "echo")}
+
+    def func(name: str) -> int:
+        return ctypes.addressof(kept[name])
+
+    with pytest.raises(wasmtime.Trap) as boom:
+        _engine.call_unchecked(cctx, func("boom"), (), (), ("i32",))
+    assert boom.value.trap_code == wasmtime.TrapCode.UNREACHABLE
+    assert _engine.call_unchecked(cctx, func("none"), (), (), ()) == ()
+    assert _engine.call_unchecked(cctx, func("swap"), ("f64", "i32"), (2.5, -3), ("i32", "f64")) == (-3, 2.5)
+    assert _engine.call_unchecked(cctx, func("swap"), ("f64", "i32"), (1, 2**32 + 5), ("i32", "f64")) == (5, 1.0)
+    assert _engine.call_unchecked(cctx, func("echo"), PARAMS, (0, 0, 1e300, 0.0), PARAMS)[2] == math.inf
+    assert _engine.call_unchecked(cctx, func("echo"), PARAMS, (0, 0, 2, 0.5), PARAMS) == (0, 0, 2.0, 0.5)
+
+
+def test_a_functions_signature_is_its_core_type_as_the_public_api_names_it(
+    world: tuple[wasmtime.Store, Any, Any],
+) -> None:
+    store, raw, public = world
+    cctx = _engine.context_address(store)
+    for name in ("echo", "swap", "ref", "boom", "none"):
+        func = _engine.lookup_func(store, raw, name)  # kept while its address is used
+        ty = public.exports(store)[name].type(store)
+        want = tuple(str(t) for t in ty.params), tuple(str(t) for t in ty.results)
+        assert _engine.func_signature(cctx, ctypes.addressof(func)) == want, name
+        if name == "swap":
+            assert want == (("f64", "i32"), ("i32", "f64"))
 
 
 def test_a_store_made_below_the_constructor_is_the_constructors_store() -> None:

@@ -480,6 +480,10 @@ def test_a_hand_built_session_of_no_known_mode_is_a_model_error_at_the_gate(spec
     assert info.value.reason == "unknown-mode"
 
 
+class _Str(str):
+    """A str subclass: the rule keeps it a str subclass's value but not its type."""
+
+
 def _rebuilds_exactly(command: Any) -> bool:
     """The rule is_guest_spec implements, written out: the spec equals guest() of its own fields, types and all."""
     from kuro_wasm.model.sessions import _GUEST_KEYS, GUEST_OPTIONAL_KEYS, _same_types
@@ -506,6 +510,13 @@ def _rebuilds_exactly(command: Any) -> bool:
         st.lists(st.integers(min_value=-(2**64), max_value=2**65), max_size=4),
         st.lists(
             st.one_of(st.integers(-5, 5), st.booleans(), st.floats(allow_nan=True), st.text(max_size=2)), max_size=3
+        ),
+        st.lists(  # strings (a component's or a WASI command's args): lone surrogates, str subclasses, among ints
+            st.one_of(
+                st.text(max_size=3),
+                st.sampled_from(["\ud800", "a\udfff", "é", _Str("run"), 2**64 - 1, 2**64]),
+            ),
+            max_size=3,
         ),
         st.tuples(st.integers(0, 3)),
         st.just("not a list"),
