@@ -52,6 +52,7 @@ import json
 import math
 import os
 import select
+import signal
 import socket
 import sys
 import threading
@@ -648,6 +649,8 @@ def serve(fd: int, control_fd: int, options: Mapping[str, Any]) -> None:
             pass
         os._exit(3)
     try:
+        if not any(callable(signal.getsignal(n)) for n in signal.valid_signals()):
+            engine.watch_signals_in_runs(False)  # no Python handler to run while a guest does (the zygote saw to it)
         worker = _Worker(sock, ctl, bool(options.get("test_hooks")))
         hello = {"pid": pid, "hardening": sorted(in_force), "engine": engine.engine_key(_PLAIN), "stores": stores}
         worker.send("hello", hello)
