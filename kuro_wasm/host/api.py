@@ -806,10 +806,16 @@ class ProcessHandle(Handle):
         """Submit, then wait; Ctrl-C on the main thread kills the guest and returns its ``cancelled`` receipt.
 
         The waiting thread reads its worker's frames itself (:meth:`WorkerPool.lead`) — on the main thread only
-        while Ctrl-C is routed to the run (Python's own handler was in place), else it waits as ``wait`` does.
+        while Ctrl-C is routed to the run (Python's own handler was in place) or ignored (``SIG_IGN``: a program
+        started in the background by a shell; no Ctrl-C can raise into it), else it waits as ``wait`` does (the
+        program's own SIGINT handler may raise anywhere: the worker's keeper thread reads instead).
         """
         claimed = _claim_ctrl_c(self._run)
-        self._run.leading = claimed or threading.current_thread() is not threading.main_thread()
+        self._run.leading = (
+            claimed
+            or threading.current_thread() is not threading.main_thread()
+            or _signal.getsignal(signal.SIGINT) == _signal.SIG_IGN
+        )
         try:
             self._start()
             receipt = self._pool.lead(self._run) if self._run.leading else self.wait()

@@ -87,6 +87,7 @@ __all__ = [
     "memory_base_fixed",
     "set_memory_profile",
     "wasmtime_version",
+    "watch_signals_in_runs",
 ]
 
 _TICK_SECONDS: Final = 0.001
@@ -399,6 +400,18 @@ def _after_fork_in_child() -> None:
     _TICKER.after_fork_in_child()
 
 
+#: Whether a run on the main thread makes a signal wake it (:class:`live_run`); see :func:`watch_signals_in_runs`.
+_WATCH_SIGNALS: list[bool] = [True]
+
+
+def watch_signals_in_runs(on: bool) -> None:
+    """Whether a run on the main thread makes a signal wake it, so that a Python signal handler runs while the guest
+    does (:class:`_Ticker`; on by default). A process with no Python signal handler at all (a worker process: SIGINT
+    ignored, every other signal at its default action) turns it off: Python's wakeup fd, set and given back around
+    every run (two ``set_wakeup_fd`` calls, four system calls), would then wake the run for nothing to run."""
+    _WATCH_SIGNALS[0] = on
+
+
 class live_run:
     """Context manager: registers one run, due at ``deadline``, with the ticker for the duration of the run."""
 
@@ -411,7 +424,7 @@ class live_run:
 
     def __enter__(self) -> None:
         self._key = _TICKER.acquire(self._deadline)
-        if threading.current_thread() is threading.main_thread():
+        if _WATCH_SIGNALS[0] and threading.current_thread() is threading.main_thread():
             self._signal_fd = _TICKER.watch_signals()
             if self._signal_fd is None:  # the program's wakeup fd, not ours: tick this run as if always due
                 _TICKER.release(self._key)

@@ -325,7 +325,7 @@ class Job:
         if self.interruption is not None and "kuro/error" not in host:
             exc = self.interruption
             host["kuro/error"] = f"interrupted: a signal handler raised {type(exc).__name__}: {exc}"
-        receipt = self.writer.receipt_namespaced(session, self.command, host)
+        receipt = self._receipt(session, host)
         self.exited = True
         self.receipt = receipt
         self._mark_done()
@@ -335,6 +335,14 @@ class Job:
             except Exception:
                 pass
         return receipt
+
+    def _receipt(self, session: Session, host: dict[str, Any]) -> dict[str, Any]:
+        """The receipt of this run from its namespaced host keys ``host`` (taken over and completed in place).
+        A worker process's Job reports only what its host cannot state itself (:mod:`kuro_wasm.host.worker.serve`).
+
+        Raises ModelError: a bad exit code or outcome.
+        """
+        return self.writer.receipt_namespaced(session, self.command, host)
 
 
 @functools.cache

@@ -54,6 +54,7 @@ __all__ = [
     "KEYS",
     "OUTCOMES",
     "Key",
+    "checked_outcome",
     "exit_code_for",
     "from_json",
     "host_value",
@@ -340,6 +341,8 @@ def namespace(result: Mapping[str, Any]) -> dict[str, Any]:
     ``"stdout"`` and ``"kuro/stdout"`` are the same key (the namespaced one wins
     if both are given). Keys of other namespaces and undeclared names are dropped.
     """
+    if result.keys() <= _ALL_HOST_KEYS:  # namespaced already (a worker's checked result, the pool's receipt): a copy
+        return dict(result)
     out: dict[str, Any] = {}
     prefixed: list[tuple[str, Any]] = []
     bare = _BARE
@@ -429,6 +432,25 @@ def receipt_closed(sess: Session, command: Mapping[str, Any], host: Mapping[str,
     return _assemble(sess, command, host, _ALL_HOST_KEYS, closed=True)
 
 
+def checked_outcome(namespaced: Mapping[str, Any]) -> str:
+    """The outcome a receipt of the namespaced host keys ``namespaced`` states: its ``kuro/outcome``, or when
+    absent (or None) ``ok``/``exit`` by its exit code; checked against the exit code as every receipt is.
+
+    >>> checked_outcome({"kuro/exit-code": 3}), checked_outcome({"kuro/exit-code": 124, "kuro/outcome": "timeout"})
+    ('exit', 'timeout')
+
+    Raises ModelError: an exit code that is not an int, an unknown outcome, or one its exit code contradicts.
+    """
+    code = namespaced.get("kuro/exit-code")
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise ModelError(f"receipt result requires an int exit-code, got {code!r}", reason="exit-code-not-int")
+    outcome = namespaced.get("kuro/outcome")
+    if outcome is None:  # absent and None are the same: a None value is dropped
+        outcome = "ok" if code == 0 else "exit"
+    _check_outcome(outcome, code)
+    return str(outcome)
+
+
 def _check_run(sess: object, command: object) -> None:
     if not isinstance(sess, Session):
         raise ModelError(f"receipt needs a Session, got {type(sess).__name__}", reason="invalid-session")
@@ -446,13 +468,7 @@ def _assemble(
 ) -> dict[str, Any]:
     """The receipt from namespaced host keys; values under ``trusted`` keys are not re-checked; ``closed``:
     every key of ``namespaced`` is a host key (none is dropped for not being one)."""
-    code = namespaced.get("kuro/exit-code")
-    if isinstance(code, bool) or not isinstance(code, int):
-        raise ModelError(f"receipt result requires an int exit-code, got {code!r}", reason="exit-code-not-int")
-    outcome = namespaced.get("kuro/outcome")
-    if outcome is None:  # absent and None are the same: a None value is dropped
-        outcome = "ok" if code == 0 else "exit"
-    _check_outcome(outcome, code)
+    outcome = checked_outcome(namespaced)
     out: dict[str, Any] = {
         "kuro/type": "kuro/receipt",
         "kuro/session-id": sess.id,

@@ -406,6 +406,27 @@ class Writer:
         """How many chunks of the lists a state with ``kept`` kept chunks counts."""
         return kept - self._base_kept
 
+    def totals(self) -> tuple[int, int, int, int, bool, str | None]:
+        """(seq, stdout bytes kept, stderr bytes kept, dropped bytes, truncated, bound hit): one state the stream was
+        in, summed at C speed without building a :class:`Stream` value (what a worker process reports of its run).
+
+        >>> w = Writer(max_output_bytes=4, max_chunks=10)
+        >>> (w.append("stdout", b"ab"), w.append("stderr", b"c"), w.append("stdout", b"de"), w.totals())
+        (True, True, False, (3, 2, 1, 2, True, 'bytes'))
+        """
+        count, seq, dropped, truncated, capped = self._now()
+        datas, names = self._datas, self._names
+        if count != len(datas) or count != len(names):
+            datas, names = datas[:count], names[:count]
+        if "stderr" not in names:
+            out, err = sum(map(len, datas)), 0
+        elif "stdout" not in names:
+            out, err = 0, sum(map(len, datas))
+        else:
+            out = sum([len(d) for d, name in zip(datas, names, strict=True) if name == "stdout"])
+            err = sum(map(len, datas)) - out
+        return seq, self._base_out + out, self._base_err + err, dropped, truncated, capped
+
     def receipt(self, sess: Session, command: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
         """:func:`finish_trusted` of what was written, without building a :class:`Stream` value first."""
         return self.receipt_namespaced(sess, command, namespace(result))

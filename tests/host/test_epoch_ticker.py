@@ -21,7 +21,14 @@ import wasmtime
 from hostkit import wat
 
 from kuro_wasm.host.context import RunContext
-from kuro_wasm.host.engine import EngineConfig, engine_for, install_interrupt, live_run, remove_interrupt
+from kuro_wasm.host.engine import (
+    EngineConfig,
+    engine_for,
+    install_interrupt,
+    live_run,
+    remove_interrupt,
+    watch_signals_in_runs,
+)
 
 HANG_GUARD = 10.0  # seconds: only so a broken ticker fails instead of hanging the suite
 _SPIN = str(Path(__file__).resolve().parents[2] / "guests" / "spin.wat")
@@ -130,6 +137,27 @@ def test_a_past_due_run_inside_a_host_call_is_still_stopped_when_it_returns_to_w
                 raise AssertionError("the loop must be stopped")
     finally:
         remove_interrupt(key)
+
+
+def test_a_process_that_says_it_has_no_python_signal_handler_leaves_the_wakeup_fd_alone_in_main_thread_runs() -> None:
+    assert threading.current_thread() is threading.main_thread()
+    seen: list[int] = []
+
+    def wakeup_fd_in_a_run() -> int:
+        with live_run(time.monotonic() + 60):
+            current = signal.set_wakeup_fd(-1)
+            signal.set_wakeup_fd(current, warn_on_full_buffer=False)
+            return current
+
+    before = signal.set_wakeup_fd(-1)
+    try:
+        seen.append(wakeup_fd_in_a_run())  # watched (the default): the ticker's pipe, while the run lasts
+        watch_signals_in_runs(False)
+        seen.append(wakeup_fd_in_a_run())
+    finally:
+        watch_signals_in_runs(True)
+        signal.set_wakeup_fd(before)
+    assert seen[0] != -1 and seen[1] == -1
 
 
 @pytest.mark.parametrize("wakeup_fd", ["none", "the program's own"])

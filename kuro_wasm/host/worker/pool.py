@@ -45,7 +45,7 @@ the reader's run may be the new run's head on the same worker (unread, both woul
 chunks, and its receipt, may then come while its ``on_chunk`` still waits.
 On the main thread a caller reads only while
 Ctrl-C is routed to its run (:meth:`~kuro_wasm.host.worker.run.RemoteRun.interrupt`: the run is killed and
-its ``cancelled`` receipt returned, as :func:`~kuro_wasm.host.api.stop_and_wait` does): an exception
+its ``cancelled`` receipt returned, as :func:`~kuro_wasm.host.api.stop_and_wait` does) or ignored: an exception
 raised into a thread inside a frame would leave the channel unreadable, and the worker is then killed.
 
 Each worker has two sockets: the *run channel* carries runs and the replies to the worker's asks to
@@ -531,8 +531,8 @@ class WorkerPool:
         (leader/follower: no thread hand-over on a warm run); raises the run's HostError if it has none.
 
         Only for a run submitted with ``leading`` set by a caller that waits at once (:func:`~kuro_wasm.host.api.run`):
-        on the main thread, only while a Ctrl-C is routed to :meth:`RemoteRun.interrupt` (a signal handler that
-        raised while this thread is inside a frame would leave the channel unreadable; it then kills the worker).
+        on the main thread, only while a Ctrl-C is routed to :meth:`RemoteRun.interrupt` or ignored (a signal handler
+        that raised while this thread is inside a frame would leave the channel unreadable; it then kills the worker).
         """
         main = threading.current_thread() is threading.main_thread()
         outer: tuple[_Conn, object] | None = getattr(_READER, "leads", None)

@@ -140,10 +140,10 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-#: Receipt payloads of ``done`` frames already decoded and checked → (receipt length, checked values): a worker's
-#: receipt for a warm run of one command is the same bytes run after run. Bounded; payloads past
+#: Receipt payloads of ``done`` frames already decoded and checked → (receipt length, :func:`_taken` of the checked
+#: values): a worker's receipt for a warm run of one command is the same bytes run after run. Bounded; payloads past
 #: :data:`_STATED_MEMO_BYTES` are not kept. Read and written by the pool's reading threads (one dict operation each).
-_STATED_MEMO: dict[bytes, tuple[int, dict[str, Any]]] = {}
+_STATED_MEMO: dict[bytes, tuple[int, dict[str, Any], tuple[Any, Any]]] = {}
 _STATED_MEMO_SIZE: Final = 64
 _STATED_MEMO_BYTES: Final = 4096
 
@@ -162,6 +162,13 @@ def _stated(receipt: object) -> dict[str, Any]:
         except ValueError as exc:
             raise HostError(f"the worker's kuro/result is not DAG-JSON text: {exc}") from None
     return {k: host_value(k, v) for k, v in namespace(receipt).items() if v is not None}
+
+
+def _taken(stated: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[Any, Any]]:
+    """What the host takes of a worker's checked receipt: its keys less those the host states itself, and the
+    byte counts it says it kept of stdout and stderr (checked against the host's own stream)."""
+    result = {k: v for k, v in stated.items() if k not in HOST_STATED}
+    return result, (stated.get("kuro/stdout-bytes"), stated.get("kuro/stderr-bytes"))
 
 
 def _fresh(value: Any) -> Any:
@@ -344,7 +351,7 @@ class RemoteRun:
         ``"bytes"`` or ``"chunks"``). Raises HostError or ModelError (both KuroError): a field of the
         wrong form, or counters that disagree with what this side saw.
         """
-        return self._result_of(_stated(receipt), counters)
+        return self._result_of(*_taken(_stated(receipt)), counters)
 
     def frame_result(self, length: int, payload: bytes, counters: object) -> dict[str, Any]:
         """:meth:`worker_result` of the receipt a ``done`` frame carries (``length``, ``payload``:
@@ -356,17 +363,18 @@ class RemoteRun:
         """
         found = _STATED_MEMO.get(payload) if len(payload) <= _STATED_MEMO_BYTES else None
         if found is None or found[0] != length:
-            stated = _stated(decode_receipt(length, payload))
+            result, kept = _taken(_stated(decode_receipt(length, payload)))
             if len(payload) <= _STATED_MEMO_BYTES:
                 if len(_STATED_MEMO) >= _STATED_MEMO_SIZE:
                     _STATED_MEMO.clear()
-                _STATED_MEMO[payload] = (length, stated)
+                _STATED_MEMO[payload] = (length, result, kept)
         else:
-            stated = found[1]
-        return self._result_of({k: _fresh(v) for k, v in stated.items()}, counters)
+            _, result, kept = found
+        return self._result_of({k: _fresh(v) for k, v in result.items()}, kept, counters)
 
-    def _result_of(self, stated: dict[str, Any], counters: object) -> dict[str, Any]:
-        """:meth:`worker_result` once the receipt's values are checked (``stated``: :func:`_stated`'s, this run's)."""
+    def _result_of(self, result: dict[str, Any], kept: tuple[Any, Any], counters: object) -> dict[str, Any]:
+        """:meth:`worker_result` once the receipt's values are checked (:func:`_taken` of :func:`_stated`'s: this
+        run's own ``result``, and the byte counts the worker says it ``kept``)."""
         if type(counters) is not dict:
             raise HostError("a done frame's receipt and stream counters must be maps")
         if set(counters) != _COUNTERS:
@@ -378,7 +386,6 @@ class RemoteRun:
             raise HostError(
                 f"truncated must be a bool and capped_by one of {_CAPPED_BY}, got {truncated!r}, {capped_by!r}"
             )
-        result = {k: v for k, v in stated.items() if k not in HOST_STATED}
         outcome = result.get("kuro/outcome")
         if outcome is not None and type(outcome) is not str:
             raise HostError(f"a worker's outcome must be a string, got {type(outcome).__name__}")
@@ -387,7 +394,6 @@ class RemoteRun:
         with self.lock:
             failure = self.store_failure
             s = self.stream
-            kept = (stated.get("kuro/stdout-bytes"), stated.get("kuro/stderr-bytes"))
             if kept != (s.stdout_bytes, s.stderr_bytes):
                 raise HostError(f"the worker kept {kept} bytes, this side received {(s.stdout_bytes, s.stderr_bytes)}")
             if truncated and seq > s.seq and capped_by is not None and dropped >= s.dropped_bytes:

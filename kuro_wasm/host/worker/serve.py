@@ -52,6 +52,7 @@ import json
 import math
 import os
 import select
+import signal
 import socket
 import sys
 import threading
@@ -85,7 +86,7 @@ from kuro_wasm.host.worker.remote import RemoteStore
 from kuro_wasm.host.worker.run import HOST_STATED
 from kuro_wasm.model import stream as _stream
 from kuro_wasm.model.limits import Limits
-from kuro_wasm.model.receipt import HOST_KEYS, to_json
+from kuro_wasm.model.receipt import HOST_KEYS, checked_outcome, to_json
 from kuro_wasm.model.sessions import Session
 
 __all__ = ["serve"]
@@ -458,7 +459,7 @@ class _Worker:
 
         session = _session(message["session"])
         with self.cond:  # stdin, close and kill that arrived before the Job exists are in the request
-            job = Job(
+            job = _ReportingJob(
                 session,
                 command,
                 store,
@@ -489,15 +490,15 @@ class _Worker:
     def _report(self, run_id: int, job: Job, receipt: Mapping[str, Any], store: RemoteStore, limits: Limits) -> None:
         """Send run ``run_id``'s done frame: its receipt less what the host states itself, and its stream's counters.
         Raises BlockStoreError: the host is gone."""
-        kept = {k: v for k, v in receipt.items() if k in _REPORTED}
+        kept = dict(receipt)
         if kept.get("kuro/outcome") == "host-error" and isinstance(kept.get("kuro/error"), str):
             kept["kuro/error"] = hardening.explain_address_space(kept["kuro/error"], limits.max_memories)
         if "kuro/result" in kept:  # a component's typed result may hold bytes: it travels as DAG-JSON text
             kept["kuro/result"] = to_json(kept["kuro/result"])
         if self.lie is not None:
             self._lie_about_root(store, kept)
-        s = job.stream
-        counters = {"seq": s.seq, "dropped": s.dropped_bytes, "truncated": s.truncated, "capped_by": s.capped_by}
+        seq, _, _, dropped, truncated, capped_by = job.writer.totals()
+        counters = {"seq": seq, "dropped": dropped, "truncated": truncated, "capped_by": capped_by}
         if self.forge is not None:  # test hook: a done frame with fields of the test's choosing
             forge, self.forge = self.forge, None
             kept.update(forge.get("receipt", {}))
@@ -513,6 +514,22 @@ class _Worker:
             store.put(INCOMPLETE_DIR, "dag-cbor")
         if lie in ("lie-root", "claim"):
             kept["kuro/fs-root-after"] = cid_for(INCOMPLETE_DIR, "dag-cbor")
+
+
+class _ReportingJob(Job):
+    """A worker's Job, whose receipt is what its ``done`` frame reports: the host keys a worker may state, less those
+    its host states itself (:data:`_REPORTED`), and the bytes it kept of each stream. The whole receipt is the
+    host's to assemble (:mod:`.run`); building it here too (the output joined and hashed, the session's keys, the
+    model's assembly) was work nobody read, on every run's path. The outcome is checked as a receipt's is, so a
+    result the model refuses still ends the Job without a receipt (a ``failed`` frame), as before.
+    """
+
+    def _receipt(self, session: Session, host: dict[str, Any]) -> dict[str, Any]:
+        outcome = checked_outcome(host)
+        kept = {k: v for k, v in host.items() if k in _REPORTED and v is not None}
+        kept["kuro/outcome"] = outcome
+        _, kept["kuro/stdout-bytes"], kept["kuro/stderr-bytes"], *_ = self.writer.totals()
+        return kept
 
 
 #: Test hooks: a kuro.fs directory naming one file whose block nobody ever handed back.
@@ -632,6 +649,8 @@ def serve(fd: int, control_fd: int, options: Mapping[str, Any]) -> None:
             pass
         os._exit(3)
     try:
+        if not any(callable(signal.getsignal(n)) for n in signal.valid_signals()):
+            engine.watch_signals_in_runs(False)  # no Python handler to run while a guest does (the zygote saw to it)
         worker = _Worker(sock, ctl, bool(options.get("test_hooks")))
         hello = {"pid": pid, "hardening": sorted(in_force), "engine": engine.engine_key(_PLAIN), "stores": stores}
         worker.send("hello", hello)

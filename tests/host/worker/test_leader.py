@@ -45,7 +45,8 @@ def _until(predicate: Any) -> None:
         time.sleep(0.001)
 
 
-def test_a_run_caller_reads_its_own_frames_and_gets_its_chunks_on_its_own_thread(lpool: WorkerPool, world: Any) -> None:
+def _echoed_on(lpool: WorkerPool, world: Any, text: bytes) -> set[threading.Thread]:
+    """The threads ``cat``'s chunks came on, for a run() of it made from this thread (its receipt checked)."""
     store, sess, cids = world
     threads: set[threading.Thread] = set()
     receipt = run(
@@ -53,11 +54,15 @@ def test_a_run_caller_reads_its_own_frames_and_gets_its_chunks_on_its_own_thread
         guest(cids["cat"], "run"),
         store=store,
         isolation=lpool,
-        stdin=b"mine",
+        stdin=text,
         on_chunk=lambda s, c: threads.add(threading.current_thread()),
     )
-    assert (receipt["kuro/outcome"], receipt["kuro/stdout"]) == ("ok", b"mine")
-    assert threads == {threading.current_thread()}  # no thread of the pool carried it
+    assert (receipt["kuro/outcome"], receipt["kuro/stdout"]) == ("ok", text)
+    return threads
+
+
+def test_a_run_caller_reads_its_own_frames_and_gets_its_chunks_on_its_own_thread(lpool: WorkerPool, world: Any) -> None:
+    assert _echoed_on(lpool, world, b"mine") == {threading.current_thread()}  # no thread of the pool carried it
 
 
 def test_callers_at_once_each_get_their_own_receipt_beside_started_runs(lpool: WorkerPool, world: Any) -> None:
@@ -162,6 +167,19 @@ def test_ctrl_c_while_a_main_thread_caller_reads_kills_the_run_and_returns_its_r
     with pytest.raises(KeyboardInterrupt):  # outside a run, Ctrl-C is Python's own KeyboardInterrupt again
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(WAIT)
+
+
+def test_a_main_thread_caller_with_ctrl_c_ignored_reads_its_own_frames_and_leaves_the_handler_as_it_was(
+    lpool: WorkerPool, world: Any, request: pytest.FixtureRequest
+) -> None:
+    # SIGINT ignored (a program a shell started in the background): nothing can raise KeyboardInterrupt into the
+    # caller, so it reads its own frames as a caller with Python's own handler does, instead of waiting for the
+    # worker's keeper thread to hand it its receipt.
+    assert threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
+    assert _echoed_on(lpool, world, b"quiet") == {threading.current_thread()}
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # the program's choice is left as it was
 
 
 def test_a_started_run_is_read_by_the_pool_while_its_handle_is_not_waited_on(lpool: WorkerPool, world: Any) -> None:
