@@ -439,9 +439,12 @@ class Writer:
         datas, names = self._datas, self._names
         if count != len(datas) or count != len(names):
             datas, names = datas[:count], names[:count]
-        if "stderr" not in names:  # (a scan at C speed: most runs write to one stream only)
+        # One count at C speed (most runs write to one stream only); the names are the host's "stdout"/"stderr"
+        # constants, so it mostly compares by identity
+        to_stdout = names.count("stdout")
+        if to_stdout == len(names):
             out, err = b"".join(datas), b""
-        elif "stdout" not in names:
+        elif to_stdout == 0:
             out, err = b"", b"".join(datas)
         else:
             out = b"".join([d for d, name in zip(datas, names, strict=True) if name == "stdout"])

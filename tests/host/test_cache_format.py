@@ -96,3 +96,20 @@ def test_a_mac_made_with_another_directorys_secret_is_not_trusted(cache: ModuleC
     ModuleCache.forget_memory()
     assert _get(cache, "bafkreiforeign") == [1]
     assert cache.stats.discarded == 1
+
+
+@pytest.mark.parametrize("damage", ["last-byte", "last-page-cut"])
+def test_a_large_artifact_hashed_on_every_core_is_checked_to_its_last_byte(cache: ModuleCache, damage: str) -> None:
+    # Past 8 MiB an artifact is hashed by BLAKE3 on every core, through a map populated as it is made: the padding
+    # wasmtime never reads (the first load takes it as it is) must still be under the tag, to the last byte.
+    _get(cache, "bafkreibig")
+    path, tag_path, secret = _entry(cache, "bafkreibig")
+    big = path.read_bytes() + bytes(9 << 20)
+    path.write_bytes(big)
+    tag_path.write_bytes(HEADER + _tag(secret, "bafkreibig", big))
+    ModuleCache.forget_memory()
+    assert _get(cache, "bafkreibig") == []  # tagged right: deserialized, not compiled
+    path.write_bytes(big[:-1] + b"\x01" if damage == "last-byte" else big[:-4096])
+    ModuleCache.forget_memory()
+    assert _get(cache, "bafkreibig") == [1]
+    assert cache.stats.discarded == 1

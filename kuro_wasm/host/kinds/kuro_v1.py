@@ -36,6 +36,7 @@ hands the whole range to the stream as one chunk or traps.
 from __future__ import annotations
 
 import ctypes
+import struct
 import time
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
@@ -48,15 +49,22 @@ from kuro_wasm.host import fsgate as _fsgate
 from kuro_wasm.host.calls import (
     ADDRESS_SPACE,
     COPY_SMALL,
+    RESULTS,
     Fault,
     Handler,
     Memory,
+    Unchecked,
+    current_run,
     define,
+    define_raw,
+    failed,
     guest_base,
     guest_memory,
     in_guest,
     load,
+    outside_run,
     span,
+    stopped,
     store_bytes,
 )
 from kuro_wasm.host.context import RunContext
@@ -66,9 +74,7 @@ from kuro_wasm.model import abi
 from kuro_wasm.model.abi import ErrorCode
 from kuro_wasm.model.wasm_shape import WasmShape
 
-__all__ = ["HANDLERS", "KIND", "KuroAbiV1", "linker_for"]
-
-_COPY_SMALL_N: Final = len(COPY_SMALL)
+__all__ = ["HANDLERS", "KIND", "WRITE", "KuroAbiV1", "linker_for"]
 
 
 def _path(mem: Memory, ptr: int, length: int) -> str | None:
@@ -92,45 +98,74 @@ def _path_for_record(mem: Memory, ptr: int, length: int) -> str | None:
 # ---- handlers: (run, caller, context, params) → i32, or None to trap (run.stop_reason says why)
 
 
-_BAD_FD: Final = int(ErrorCode.BAD_FD)
+FAULT: Final = int(ErrorCode.FAULT)
 _U32: Final = 2**32
-_FD_STDOUT: Final = abi.FD_STDOUT
-_FD_STDERR: Final = abi.FD_STDERR
+_WRITE: Final = next(spec for spec in abi.IMPORTS if spec.name == "write")
+_WRITE_ARGS: Final = struct.Struct("<i12xI12xI12x")  # (three raw i32 values: see calls.RAW_LAYOUT)
+assert _WRITE.params == ("i32", "i32", "i32") and _WRITE_ARGS.size == 16 * 3
 
 
-def _write(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
-    fd, ptr, length = p
-    if fd == _FD_STDOUT:
-        name = "stdout"
-    elif fd == _FD_STDERR:
-        name = "stderr"
-    else:
-        return _BAD_FD
-    # the range checked against the size last read (asking wasmtime only if it does not fit); a zero-length
-    # range needs only the size, not the base
-    start: int = ptr % _U32
-    n: int = length % _U32
-    if start + n > run.memory_size:
-        start, n = in_guest(run, caller, cctx, ptr, length)
-    if n == 0:
-        data = b""
-    else:
-        address = (run.memory_base or guest_base(run, caller, cctx, start + n)) + start
-        if n < _COPY_SMALL_N:
-            data = COPY_SMALL[n](ADDRESS_SPACE, address)[0]
-        else:
-            data = ADDRESS_SPACE[address : address + n].tobytes()
-    if not run.emit(name, data):
-        run.stop("output-capped")
-        return None
-    return n
+def _write_thunk() -> Any:
+    """``kuro.write`` as one raw callback (:func:`~kuro_wasm.host.calls.define_raw`), its work inline.
+
+    Most guests' hottest import, so it is one Python frame a call, not a trampoline plus a handler:
+    the run and its stop/deadline check as every trampoline does them; fd → stream (else ``BAD_FD``);
+    the range checked against the size last read, asking wasmtime only if it does not fit (a
+    zero-length range needs only the size, not the base; outside the memory: ``FAULT``); the bytes
+    copied; the run's ``emit`` (the stream's byte and chunk bounds: a dropped write stops the run,
+    ``output-capped``); the length answered, clamped as every i32 answer.
+    """
+    current, now, results, view = current_run, time.monotonic, RESULTS, ADDRESS_SPACE
+    # (fd, ptr, len): the fd as an i32, ptr and len as the u32s the ABI reads them as (no ``% 2**32`` a call)
+    args = _WRITE_ARGS.unpack_from
+    copy_small, small_n, most = COPY_SMALL, len(COPY_SMALL), 2**31 - 1
+    stdout, stderr, bad_fd, fault = abi.FD_STDOUT, abi.FD_STDERR, int(ErrorCode.BAD_FD), FAULT
+
+    @Unchecked  # type: ignore[untyped-decorator]
+    def write(_env: Any, caller: int, vals: int, _n: int) -> int | None:
+        run = current()
+        if run is None:
+            return outside_run("write")
+        try:
+            if run.stop_reason is not None or now() >= run.deadline:
+                return stopped(run)
+            fd, ptr, n = args(view, vals)
+            if fd == stdout:
+                name = "stdout"
+            elif fd == stderr:
+                name = "stderr"
+            else:
+                results[vals >> 2] = bad_fd
+                return None
+            try:
+                if ptr + n > run.memory_size:
+                    ptr, n = in_guest(run, caller, run.context, ptr, n)
+                if n == 0:
+                    data = b""
+                else:
+                    address = (run.memory_base or guest_base(run, caller, run.context, ptr + n)) + ptr
+                    data = copy_small[n](view, address)[0] if n < small_n else view[address : address + n].tobytes()
+            except Fault:
+                results[vals >> 2] = fault
+                return None
+            emit = run.emit  # (an instance attribute: read, then called — a method lookup on it is never specialized)
+            if not emit(name, data):
+                run.stop("output-capped")
+                return stopped(run)
+            results[vals >> 2] = n if n <= most else most
+            return None
+        except BaseException as exc:
+            return failed(run, "write", exc)
+
+    return write
 
 
 def _read(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
-    ptr, cap = p[0], p[1]
+    ptr, cap = p
     if "stdin/read" not in run.grant:
         return run.deny("read", "stdin/read", None)
-    in_guest(run, caller, cctx, ptr, cap)
+    if ptr % _U32 + cap % _U32 > run.memory_size:  # (the size last read; wasmtime is asked only if it does not fit)
+        in_guest(run, caller, cctx, ptr, cap)
     if cap == 0:
         return 0  # as POSIX read(fd, buf, 0): nothing asked, nothing consumed, no waiting
     assert run.stdin is not None
@@ -257,8 +292,8 @@ def _fs_rm(run: RunContext, caller: Any, cctx: Any, p: Any) -> int | None:
     return _advance(run, at, answer)
 
 
+#: The handler of every import but ``write`` (:data:`WRITE`, a raw callback of its own).
 HANDLERS: Final[dict[str, Handler]] = {
-    "write": _write,
     "read": _read,
     "fs_read": _fs_read,
     "fs_read_at": _fs_read_at,
@@ -266,6 +301,10 @@ HANDLERS: Final[dict[str, Handler]] = {
     "fs_ls": _fs_ls,
     "fs_rm": _fs_rm,
 }
+
+
+#: ``kuro.write``'s raw callback (one for the process: it finds its run as the calling thread's current run).
+WRITE: Final = _write_thunk()
 
 
 # ---- the kind
@@ -278,8 +317,12 @@ class KuroAbiV1(CoreModuleKind):
     import_modules = frozenset({abi.IMPORT_MODULE})
 
     def define_functions(self, linker: wasmtime.Linker) -> None:
+        module = abi.IMPORT_MODULE
         for spec in abi.IMPORTS:
-            define(linker, abi.IMPORT_MODULE, spec.name, spec.params, spec.results, HANDLERS[spec.name], fault=FAULT)
+            if spec.name == _WRITE.name:
+                define_raw(linker, module, spec.name, spec.params, spec.results, WRITE)
+            else:
+                define(linker, module, spec.name, spec.params, spec.results, HANDLERS[spec.name], fault=FAULT)
 
     def claim(self, shape: WasmShape) -> str | None:
         if shape.component:
@@ -302,7 +345,6 @@ class KuroAbiV1(CoreModuleKind):
         return _engine.call_export(store, func, entry.sig.params, entry.args, entry.sig.results, run.context)
 
 
-FAULT: Final = int(ErrorCode.FAULT)
 KIND: Final = KuroAbiV1()
 
 
