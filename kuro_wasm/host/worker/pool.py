@@ -247,7 +247,7 @@ class WorkerPool:
     ``workers`` active workers (default: ``$KURO_WORKERS``, else the number of CPUs; at most
     :data:`~kuro_wasm.model.limits.MAX_WORKERS`, 256) plus ``spare`` idle ones (as many at most);
     ``hardening`` is what each worker applies to itself; ``test_hooks`` makes workers answer
-    :meth:`probe` (tests only); ``start_timeout`` is how long (s) a forked worker has to say hello (past it
+    :meth:`probe` (tests only); ``start_timeout`` is how long (s) each read of a worker's hello may wait (past it
     the start failed: a start timeout, said as such once the pool gives up). Raises HostError: the zygote
     could not be started, a count out of range; ValueError: a confined pool's ``hardening.stores`` would open
     the kuro home to its workers (:func:`~kuro_wasm.host.worker.hardening.check_stores`).
@@ -392,7 +392,7 @@ class WorkerPool:
             hello = read_frame(conn.inbox, _FROM_WORKER, lambda _m: 0)
         except TimeoutError:  # this read's own timeout, and only it, is a start that took too long
             raise _StartTimeout(
-                f"no hello from a worker within {self._start_timeout} s of its fork (the pool's start_timeout)"
+                f"no hello from a worker within {self._start_timeout} s (the pool's start_timeout, for each read of it)"
             ) from None
         if hello is not None and hello[0]["t"] == "unfit":
             raise ProtocolError(f"the worker could not harden itself: {hello[0]['error']}")
