@@ -204,11 +204,14 @@ class LedgerDB:
     :class:`sqlite3.Error` when SQLite refuses, unless they say otherwise: what a
     refusal means is the caller's decision.
 
+    ``reading=True`` opens it for reading only from the start (as a ledger that cannot be written is): no
+    schema is prepared, nothing is written — for a caller that only looks (``kuro receipt show``).
+
     Raises LedgerCorrupt: ``path`` is not a kuro ledger (or has another schema
     version). LedgerError: it cannot be opened or prepared.
     """
 
-    def __init__(self, path: Path, connect: Connect, timeout: float) -> None:
+    def __init__(self, path: Path, connect: Connect, timeout: float, *, reading: bool = False) -> None:
         self._path = path
         self._connect_fn = connect
         self._timeout = timeout
@@ -216,7 +219,11 @@ class LedgerDB:
         self.read_only: str | None = None
         self._immutable = False
         self._reopening = threading.Lock()
+        self._reading = reading
         self._pool = _Pool(self._connect_writable)
+        if reading:
+            self._open_read_only(LedgerError(f"{path} is read here, never written"))
+            return
         try:
             self._init_schema()
         except LedgerCorrupt:
@@ -249,7 +256,7 @@ class LedgerDB:
         Raises LedgerError: the ledger cannot be read either (``refused``'s reason, and why not read-only).
         """
         self._pool.close()
-        self.read_only = str(refused.__cause__)
+        self.read_only = str(refused.__cause__ or refused)
         for immutable in (False, True):
             if immutable and _wal_holds_frames(self._path):
                 raise LedgerError(
@@ -266,7 +273,7 @@ class LedgerDB:
                 self._pool.close()
                 if isinstance(self.refusal(exc, "", ""), LedgerCorrupt):  # read, and no ledger: not the disk's doing
                     raise LedgerCorrupt(
-                        f"{self._path} is not a kuro ledger ({exc}; read read-only, as {refused.__cause__})"
+                        f"{self._path} is not a kuro ledger ({exc}; read read-only, as {self.read_only})"
                     ) from exc
                 last: sqlite3.DatabaseError = exc
                 continue
@@ -301,7 +308,7 @@ class LedgerDB:
     def tx(self) -> Iterator[sqlite3.Connection]:
         """A ``BEGIN IMMEDIATE`` transaction: committed if the block ends, rolled back if it raises. A ledger
         opened read-only is first opened for writing again if it can be (:meth:`_reopen_writable`)."""
-        if self.read_only is not None:
+        if self.read_only is not None and not self._reading:
             self._reopen_writable()
         with self._pool.connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
