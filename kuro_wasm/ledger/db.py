@@ -220,6 +220,8 @@ class LedgerDB:
         self._immutable = False
         self._reopening = threading.Lock()
         self._reading = reading
+        #: the file's ``file:`` URI, for read-only connections (resolved once: an immutable read opens one per read)
+        self._uri = ""
         self._pool = _Pool(self._connect_writable)
         if reading:
             self._open_read_only(LedgerError(f"{path} is read here, never written"))
@@ -235,7 +237,7 @@ class LedgerDB:
             self._open_read_only(exc)
 
     def _connect_read_only(self) -> sqlite3.Connection:
-        uri = f"{self._path.resolve().as_uri()}?{'immutable=1' if self._immutable else 'mode=ro'}"
+        uri = f"{self._uri}?{'immutable=1' if self._immutable else 'mode=ro'}"
         return sqlite3.connect(uri, uri=True, timeout=self._timeout, isolation_level=None, check_same_thread=False)
 
     def _connect_writable(self) -> sqlite3.Connection:
@@ -257,6 +259,7 @@ class LedgerDB:
         """
         self._pool.close()
         self.read_only = str(refused.__cause__ or refused)
+        self._uri = self._path.resolve().as_uri()
         for immutable in (False, True):
             if immutable and _wal_holds_frames(self._path):
                 raise LedgerError(
