@@ -77,6 +77,7 @@ import signal
 import socket
 import threading
 import time
+import weakref
 from collections import Counter, deque
 from collections.abc import Mapping
 from pathlib import Path
@@ -298,6 +299,11 @@ class WorkerPool:
         #: How many requests of each kind (``get``, ``has``, ``module``) the host has answered for its workers.
         self.answered: Counter[str] = Counter()
         self._compiling: dict[tuple[object, ...], threading.Lock] = {}  # (cid, engine config, home) being prepared
+        #: a plain component's core modules as sent (the parts' names and sizes, their bytes), serialized once for
+        #: every worker that asks, and kept while the loader keeps the prepared guest
+        self._sent_parts: weakref.WeakKeyDictionary[loader.Prepared, tuple[list[list[Any]], bytes]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._zygote = Zygote()
         self._watchdog = threading.Thread(target=self._watch_loop, name="kuro-pool-watchdog", daemon=True)
         self._watchdog.start()
@@ -762,9 +768,15 @@ class WorkerPool:
         if not isinstance(ready, loader.LoadFailure) and ready.parts:
             # linked from its core modules (a plain component): those, and its shape, not the compiled whole
             kind, meta = COMPONENT.name, ready.shape.to_bytes()
-            pieces = [(name, MODULE.serialize(module)) for name, module in ready.parts]
-            parts = [[name, len(piece)] for name, piece in pieces]
-            artifact = b"".join(piece for _, piece in pieces)
+            with once:  # (the guest's lock again: workers asking at once serialize it once)
+                with self._cond:
+                    sent = self._sent_parts.get(ready)
+                if sent is None:
+                    pieces = [(name, MODULE.serialize(module)) for name, module in ready.parts]
+                    sent = ([[n, len(p)] for n, p in pieces], b"".join(p for _, p in pieces))
+                    with self._cond:
+                        self._sent_parts[ready] = sent
+            parts, artifact = [list(part) for part in sent[0]], sent[1]
         else:
             try:
                 compiled = None if isinstance(ready, loader.LoadFailure) else loader.compiled_guest(ready)
