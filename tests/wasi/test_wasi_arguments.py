@@ -127,3 +127,26 @@ def test_the_same_calls_with_witx_values_answer(tmp_path: Path) -> None:
         write_tree(root, {"a": b"x"})
         kuro = run_kuro(WasiCase(wasm, root=root))
         assert kuro.trap is None and kuro.stdout == b"before\nafter\n", name
+
+
+def test_a_start_function_given_an_argument_no_witx_value_traps_as_the_entry_would(tmp_path: Path) -> None:
+    """The module's start function runs inside instantiation and may call WASI: the same trap, the same receipt."""
+    wat = """(module
+      (import "wasi_snapshot_preview1" "fd_fdstat_set_flags" (func $set (param i32 i32) (result i32)))
+      (memory (export "memory") 1)
+      (func $init (drop (call $set (i32.const 1) (i32.const 0x20))))
+      (start $init)
+      (func (export "_start")))"""
+    store = MemoryBlockStore()
+    cid = add_guest(store, wasmtime.wat2wasm(wat))
+    sess = session("s", import_path(store, _root(tmp_path), workers=1), "terminal-build", grant=["guest/invoke"])
+    receipt = run(sess, guest(cid, "_start"), store=store, home=False)
+    assert receipt["kuro/outcome"] == "trap" and receipt["kuro/exit-code"] == 134
+    message = receipt["kuro/trap"]["message"]
+    assert "fd_fdstat_set_flags" in message and "fdflags 0x20" in message
+
+
+def _root(tmp_path: Path) -> Path:
+    root = tmp_path / "start-root"
+    write_tree(root, {"a": b"x"})
+    return root
