@@ -120,6 +120,7 @@ RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
     ),
     "path_readlink": (_ptr(5, *_SIZE),),
     "poll_oneoff": (_ptr(0, 8, "subscriptions"), _ptr(1, 8, "events"), _ptr(3, *_SIZE)),
+    "proc_raise": (_enum(0, "signal", 31),),
     "sock_accept": (_flags(1, "fdflags", _FDFLAGS), _ptr(2, 4, "fd")),
     "sock_recv": (_ptr(1, *_IOVECS), _flags(3, "riflags", _RIFLAGS), _ptr(4, *_SIZE), _ptr(5, 2, "roflags")),
     "sock_send": (_ptr(1, *_IOVECS), _flags(3, "siflags", 0xFFFF), _ptr(4, *_SIZE)),  # a plain u16, no flags

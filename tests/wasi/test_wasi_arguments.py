@@ -69,6 +69,8 @@ TRAPPING = [
     ("fd_advise", (3, 0, 0, 6)),  # advice: six
     ("sock_shutdown", (3, 4)),  # sdflags: rd, wr
     ("sock_recv", (3, 0, 0, 8, 512, 516)),  # riflags: recv_peek, recv_waitall
+    ("sock_accept", (3, 0x20, 512)),  # fdflags
+    ("proc_raise", (31,)),  # signal: none … sys, 31 cases
     ("fd_fdstat_get", (1, 1)),  # fdstat: aligned to 8
     ("fd_fdstat_get", (3, 4)),
     ("fd_filestat_get", (1, 4)),  # filestat: 8
