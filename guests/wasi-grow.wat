@@ -26,5 +26,5 @@
       (then (call $fail (i32.const 4))))
     (if (i32.ne (i32.load (i32.const 131068)) (i32.const 3))
       (then (call $fail (i32.const 5))))
-    (if (i32.ne (call $fd_write (i32.const 1) (i32.const 65536) (i32.const 1) (i32.const 131070)) (i32.const 21))
+    (if (i32.ne (call $fd_write (i32.const 1) (i32.const 65536) (i32.const 1) (i32.const 131072)) (i32.const 21))
       (then (call $fail (i32.const 6))))))

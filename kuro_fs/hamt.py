@@ -182,9 +182,13 @@ def link_bytes(cid: str) -> bytes:
 
 
 def _bucket_raw(bucket: Bucket, values: Values) -> bytes:
+    """The canonical bytes of ``bucket``: an array of ``[key, value]`` pairs (the one encoding of a bucket;
+    :meth:`Hamt._build` writes a bucket of one pair itself, the same bytes, as its hot loop's fast path)."""
+    encode = values.encode
     parts = [cbor_head(4, len(bucket))]
     for key, value in bucket:
-        parts += (b"\x82", cbor_head(2, len(key)), key, values.encode(value))
+        n = len(key)
+        parts += (b"\x82", _KEY_HEADS[n] if n < 256 else cbor_head(2, n), key, encode(value))
     return b"".join(parts)
 
 
@@ -293,6 +297,8 @@ class Hamt:
         self.load = load
         self._w = shape.bit_width
         self._mask = (1 << shape.bit_width) - 1
+        #: by depth, how far a key's hash is shifted for its slot there (:meth:`_index`, :meth:`_build`)
+        self._shifts = tuple(_HASH_BITS - (depth + 1) * shape.bit_width for depth in range(shape.max_depth))
 
     # ---- checks
 
@@ -332,7 +338,7 @@ class Hamt:
         return self.load(elem, depth, prefix)
 
     def _index(self, h: int, depth: int) -> int:
-        return (h >> (_HASH_BITS - (depth + 1) * self._w)) & self._mask
+        return (h >> self._shifts[depth]) & self._mask
 
     # ---- reads
 
@@ -470,15 +476,17 @@ class Hamt:
         return self._build(hashed, 0)
 
     def _build(self, hashed: list[tuple[int, bytes, Any]], depth: int) -> Node:
-        # One pass per level over the pairs sorted by hash (each slot's keys are contiguous). The
-        # hot loop of a directory import (~1,000 keys a directory): the slot, the bucket and its
-        # encoding are computed inline, without a call per key.
+        # One pass per level over the pairs sorted by hash (each slot's keys are contiguous): the slot as
+        # :meth:`_index` reads it, and a bucket of one pair (most slots below the root) encoded as
+        # :func:`_bucket_raw` would, inline — the hot loop of a directory import (~1,000 keys a directory),
+        # where a call per key cost ~5% (Hamt.build A/B); larger buckets go through :func:`_bucket_raw`.
         if depth >= self.shape.max_depth:
             raise DagCborError("HAMT keys collide in every bit of their hash")
-        shift = _HASH_BITS - (depth + 1) * self._w
+        shift = self._shifts[depth]
         mask = self._mask
         size = self.shape.bucket_size
-        encode = self.values.encode
+        values = self.values
+        encode = values.encode
         bitmap = 0
         elems: list[Elem] = []
         raws: list[bytes | None] = []
@@ -488,21 +496,15 @@ class Hamt:
             if len(items) > size:
                 elems.append(self._build(items, depth + 1))
                 raws.append(None)
-                continue
-            if len(items) == 1:  # most slots below the root: a bucket of one pair
+            elif len(items) == 1:
                 _, key, value = items[0]
                 n = len(key)
                 elems.append(((key, value),))
                 raws.append(b"".join((b"\x81\x82", _KEY_HEADS[n] if n < 256 else cbor_head(2, n), key, encode(value))))
-                continue
-            # Keys are unique (build checked), so sorting the pairs compares keys only, never values.
-            bucket: Bucket = tuple(sorted([(key, value) for _, key, value in items]))
-            parts = [cbor_head(4, len(bucket))]
-            for key, value in bucket:
-                n = len(key)
-                parts += (b"\x82", _KEY_HEADS[n] if n < 256 else cbor_head(2, n), key, encode(value))
-            elems.append(bucket)
-            raws.append(b"".join(parts))
+            else:  # keys are unique (build checked): sorting the pairs compares keys only, never values
+                bucket: Bucket = tuple(sorted([(key, value) for _, key, value in items]))
+                elems.append(bucket)
+                raws.append(_bucket_raw(bucket, values))
         return Node(bitmap, tuple(elems), tuple(raws))
 
     # ---- storing

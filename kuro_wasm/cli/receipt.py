@@ -21,7 +21,8 @@ note. A CID that names a block which is not a receipt (a guest's bytes, an fs di
 and no operation, is bad input, said in one line; an unknown CID or operation is ``not-found``.
 
 ## Effects
-Block store, ledger, stdout, an HTML file when asked.
+Block store, ledger (read only: one row lookup, :mod:`kuro_wasm.ledger.lookup`; ``kuro ledger list`` opens
+the ledger), stdout, an HTML file when asked.
 
 ## Not done here
 Running guests (:mod:`kuro_wasm.cli.run`); no pager, no filtering of the ledger.
@@ -80,18 +81,18 @@ def _find_receipt(ctx: Context, ref: str | None, op_id: str | None) -> tuple[Map
     try:
         parsed = parse(ref)
     except InvalidCID:
-        ledger = _ledger_of(ctx, ref, missing_ok=True)
+        ledger = _ledger_of(ctx, ref)
         if ledger is not None or not looks_like_cid(ref):
             return _operation(ctx, ref, ledger)
         raise  # no such operation, and a damaged attempt at a CID: said as such
     block = _receipt_block(ctx, ref, parsed.codec)
     if isinstance(block, UsageError) or block is None:
-        ledger = _ledger_of(ctx, ref, missing_ok=True)  # an op id may be spelled as a CID: never confused with one
+        ledger = _ledger_of(ctx, ref)  # an op id may be spelled as a CID: never confused with one
         if ledger is not None:
             return _operation(ctx, ref, ledger)
         raise block or NotFound(f"no receipt or operation {ref} in {ctx.home}")
     try:  # the receipt needs no ledger: one that cannot be read (damaged, locked) costs only this note
-        ledger = _ledger_of(ctx, ref, missing_ok=True)
+        ledger = _ledger_of(ctx, ref)
     except KuroError as exc:
         ctx.note(f"whether {ref} is also an operation id is not known: {exc} [{exc.reference}]")
         return block, ref
@@ -121,24 +122,13 @@ def _receipt_block(ctx: Context, ref: str, codec: str) -> Mapping[str, Any] | Us
     return value
 
 
-def _ledger_of(ctx: Context, op_id: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
-    """The ledger's answer for ``op_id``; None (``missing_ok``) if it has none.
+def _ledger_of(ctx: Context, op_id: str) -> dict[str, Any] | None:
+    """The ledger's answer for ``op_id``, or None if it has none: one read-only row lookup, which writes nothing
+    (:func:`kuro_wasm.ledger.lookup.lookup`: no crash sweep, no journal drain)."""
+    from kuro_wasm.ledger.lookup import lookup
 
-    Raises NotFound: it has none (the ledger is empty, or holds no such operation).
-    """
-    from kuro_wasm.ledger.ledger import Ledger
-
-    if not ledger_path(ctx.home).exists():
-        if missing_ok:
-            return None
-        raise NotFound(f"no operation {op_id!r} (the ledger in {ctx.home} is empty), and no receipt by that name")
-    with Ledger(home=ctx.home, store=ctx.store) as ledger:
-        found = ledger.result(op_id)
-    if found.get("kuro/status") == "not-found":
-        if missing_ok:
-            return None
-        raise NotFound(f"no operation {op_id!r} in the ledger")
-    return found
+    path = ledger_path(ctx.home)
+    return lookup(path, op_id) if path.exists() else None
 
 
 def _operation(ctx: Context, op_id: str, found: dict[str, Any] | None) -> tuple[Mapping[str, Any], str | None]:
@@ -146,8 +136,9 @@ def _operation(ctx: Context, op_id: str, found: dict[str, Any] | None) -> tuple[
     from kuro_fs.dagcbor import decode
 
     if found is None:
-        found = _ledger_of(ctx, op_id)
-        assert found is not None
+        if not ledger_path(ctx.home).exists():
+            raise NotFound(f"no operation {op_id!r} (the ledger in {ctx.home} is empty), and no receipt by that name")
+        raise NotFound(f"no operation {op_id!r} in the ledger")
     full = found.get("kuro/receipt-cid")
     kept = output_store(ctx).get(full) if isinstance(full, str) and found.get("kuro/output-kept") is True else None
     if kept is not None:

@@ -61,7 +61,7 @@ from kuro_fs.overlay import Stat
 from kuro_wasm.host.calls import Handler, guest_memory, load_array, pack, span, span_array, store_bytes
 from kuro_wasm.host.context import STOP_CHECK_BYTES, RunContext
 from kuro_wasm.host.wasi_fds import FD_HANDLERS
-from kuro_wasm.host.wasi_guest import BADF, INVAL, NOTSUP, OK, deny, state
+from kuro_wasm.host.wasi_guest import BADF, INVAL, NOTSUP, OK, deny, guarded, state
 from kuro_wasm.host.wasi_io import IO_HANDLERS
 from kuro_wasm.host.wasi_paths import PATH_HANDLERS
 from kuro_wasm.host.wasi_state import FILE, MAX_FDS, STDIN, WasiState
@@ -113,7 +113,7 @@ def _sizes_get(which: str) -> Handler:
 def _clock_res_get(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
     clock, ptr = p
     if clock not in (wasi.CLOCK_REALTIME, wasi.CLOCK_MONOTONIC):
-        return NOTSUP if clock in (wasi.CLOCK_PROCESS_CPUTIME, wasi.CLOCK_THREAD_CPUTIME) else INVAL
+        return NOTSUP  # the CPU-time clocks (a clock id past the enum's four traps: kuro_wasm.model.wasi_args)
     pack(guest_memory(run, caller, cctx), ptr, _U64, 1)
     return OK
 
@@ -124,7 +124,7 @@ def _clock_time_get(run: RunContext, caller: int, cctx: int, p: Any) -> int | No
     span(mem, ptr, 8)
     now = state(run).now(run, clock)
     if now is None:
-        return NOTSUP if clock in (wasi.CLOCK_PROCESS_CPUTIME, wasi.CLOCK_THREAD_CPUTIME) else INVAL
+        return NOTSUP  # the CPU-time clocks
     pack(mem, ptr, _U64, now)
     return OK
 
@@ -273,8 +273,8 @@ def _ready(
     return events
 
 
-#: Every function of :data:`kuro_wasm.model.wasi.FUNCTIONS`, by name.
-HANDLERS: Final[dict[str, Handler]] = {
+#: Every function of :data:`kuro_wasm.model.wasi.FUNCTIONS`, by name, unguarded.
+_HANDLERS: Final[dict[str, Handler]] = {
     "args_get": _strings_get("argv"),
     "args_sizes_get": _sizes_get("argv"),
     "environ_get": _strings_get("environ"),
@@ -322,3 +322,7 @@ HANDLERS: Final[dict[str, Handler]] = {
     "sock_send": _sock,
     "sock_shutdown": _sock,
 }
+
+#: Every function of :data:`kuro_wasm.model.wasi.FUNCTIONS`, by name: an argument no value of its witx type traps
+#: before the function runs (:func:`kuro_wasm.host.wasi_guest.guarded`).
+HANDLERS: Final[dict[str, Handler]] = {name: guarded(name, handler) for name, handler in _HANDLERS.items()}

@@ -5,7 +5,9 @@ A WASI call's pointers are read only through here, each ``(ptr, len)`` bounds-ch
 guest's memory at the time of the call (:func:`kuro_wasm.host.calls.span`, raising ``Fault``, which
 the trampoline answers with ``EFAULT``), and a refused capability is answered only through
 :func:`deny`/:func:`need`: ``EACCES`` *and* one counted entry in ``kuro/denials``, never one without
-the other. Paths are UTF-8 (anything else is ``EILSEQ``); errno answers are plain ints.
+the other. Paths are UTF-8 (anything else is ``EILSEQ``); errno answers are plain ints. An argument that
+is no value of its witx type (:mod:`kuro_wasm.model.wasi_args`) traps the guest before the call does
+anything (:func:`guarded`): the run's state keeps why, and the kind puts it in the receipt's trap.
 
 ## Effects
 Guest memory through :mod:`kuro_wasm.host.calls`; the run's denial record.
@@ -16,16 +18,17 @@ from __future__ import annotations
 from typing import Final
 
 from kuro_fs.overlay import Handle, Overlay, Stat
-from kuro_wasm.host.calls import Memory, load, load_array, span, span_array, store_bytes, unpack
+from kuro_wasm.host.calls import Handler, Memory, load, load_array, span, span_array, store_bytes, unpack
 from kuro_wasm.host.context import RunContext
 from kuro_wasm.host.wasi_state import DIR, FILE, Fd, WasiState
 from kuro_wasm.model import wasi
 from kuro_wasm.model.wasi import Errno, Filetype
+from kuro_wasm.model.wasi_args import RULES, broken
 
 __all__ = [
     "BADF", "DENIED", "DEVICE", "FAULT", "INVAL", "IO", "IOV_MAX", "ISDIR", "NOTCAPABLE", "NOTDIR", "NOTSUP", "OK",
-    "SPIPE", "deny", "directory", "filestat", "gather", "iovec_count", "iovec_total", "iovecs", "need", "path_text",
-    "record_path", "regular_file", "scatter", "state",
+    "SPIPE", "deny", "directory", "filestat", "gather", "guarded", "iovec_count", "iovec_total", "iovecs", "need",
+    "path_text", "record_path", "regular_file", "scatter", "state",
 ]  # fmt: skip
 
 OK: Final = 0
@@ -49,6 +52,42 @@ def state(run: RunContext) -> WasiState:
     """The run's WASI state (set by the kind before the entry is called)."""
     st: WasiState = run.kind_state["wasi"]
     return st
+
+
+def guarded(name: str, handler: Handler) -> Handler:
+    """``handler`` behind the witx type checks of call ``name``'s arguments (itself if it has none): an argument
+    no value of its type traps the guest — the handler is not called, and the run's state says why.
+
+    Most calls' rules are one or two bit masks (a pointer's low bits, a flags type's unnamed bits, an enum of
+    four cases): those are checked in one expression, since ``fd_write`` and ``fd_read`` are among them and
+    run hot; the rest ask :func:`kuro_wasm.model.wasi_args.broken` each call.
+    """
+    rules = RULES.get(name, ())
+    if not rules:
+        return handler
+
+    def trap(run: RunContext, p: tuple[int, ...]) -> None:
+        state(run).trap = broken(name, p)  # no stop reason: the trap is the guest's own
+
+    masks = [(r.index, ~(r.cases - 1) if r.cases else r.forbidden) for r in rules if not r.cases & (r.cases - 1)]
+    if len(masks) == len(rules) <= 2:
+        (i, m), (j, n) = masks[0], masks[-1]  # one rule: checked twice, harmlessly
+
+        def masked(run: RunContext, caller: int, cctx: int, p: tuple[int, ...]) -> int | None:
+            if p[i] & m or p[j] & n:
+                trap(run, p)
+                return None
+            return handler(run, caller, cctx, p)
+
+        return masked
+
+    def checked(run: RunContext, caller: int, cctx: int, p: tuple[int, ...]) -> int | None:
+        if broken(name, p) is not None:
+            trap(run, p)
+            return None
+        return handler(run, caller, cctx, p)
+
+    return checked
 
 
 def deny(run: RunContext, name: str, capability: str, path: str | None = None) -> int:

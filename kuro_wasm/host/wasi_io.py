@@ -317,13 +317,11 @@ def _fd_seek(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
         base = 0
     elif whence == wasi.WHENCE_CUR:
         base = f.pos
-    elif whence == wasi.WHENCE_END:
+    else:  # WHENCE_END: a whence past the enum's three traps before the call (kuro_wasm.model.wasi_args)
         stat = ov.stat(handle)
         if isinstance(stat, OvErrno):
             return errno_of(stat)
         base = stat.size
-    else:
-        return INVAL
     if not f.rights & (Rights.FD_SEEK | (Rights.FD_TELL if whence == wasi.WHENCE_CUR and offset == 0 else 0)):
         return NOTCAPABLE
     new = base + offset

@@ -110,6 +110,8 @@ class WasiState:
     seed: int | None = None
     overlay: Overlay | None = None
     exit_code: int | None = None
+    #: why a call trapped the guest (an argument no value of its witx type): the trap's message in the receipt
+    trap: str | None = None
     #: the error of the last commit that kuro.fs refused (the changes stay pending), for the receipt
     commit_error: str | None = None
     #: access and modification times the program set (``*_set_times``), by inode; kept for the run only

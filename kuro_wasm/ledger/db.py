@@ -15,9 +15,11 @@ A ledger that cannot be opened for writing (a read-only home, a full disk: in WA
 mode SQLite must make ``-wal``/``-shm`` files beside it even to read) is opened for
 reading only — ``mode=ro``, else ``immutable=1`` if no ``-wal`` file holds writes
 (immutable reads the database file alone, so each such read stands only if no ``-wal``
-holds writes and the file did not change under it) — so what it holds can still be read; its
-writes are then refused as any SQLite refusal is. Where neither is possible the open
-raises :class:`LedgerError` saying why, never a raw SQLite error.
+holds writes and the file did not change under it) — so what it holds can still be read. What
+refused it may pass (a disk I/O error, a disk since freed), so each write first tries to open it for
+writing again; while SQLite still refuses, the write is refused as any SQLite refusal is. Where neither
+is possible the open raises :class:`LedgerError` saying why, never a raw SQLite error — or
+:class:`LedgerCorrupt` if what it reads is no kuro ledger (random bytes, another program's database).
 
 ## Effects
 SQLite (stdlib ``sqlite3``) at one path. Connections are pooled per ledger (a
@@ -202,18 +204,28 @@ class LedgerDB:
     :class:`sqlite3.Error` when SQLite refuses, unless they say otherwise: what a
     refusal means is the caller's decision.
 
+    ``reading=True`` opens it for reading only from the start (as a ledger that cannot be written is): no
+    schema is prepared, nothing is written — for a caller that only looks (``kuro receipt show``).
+
     Raises LedgerCorrupt: ``path`` is not a kuro ledger (or has another schema
     version). LedgerError: it cannot be opened or prepared.
     """
 
-    def __init__(self, path: Path, connect: Connect, timeout: float) -> None:
+    def __init__(self, path: Path, connect: Connect, timeout: float, *, reading: bool = False) -> None:
         self._path = path
         self._connect_fn = connect
         self._timeout = timeout
         #: Why this ledger is open for reading only (None: it is writable): see :meth:`_open_read_only`.
         self.read_only: str | None = None
         self._immutable = False
-        self._pool = _Pool(self._connect)
+        self._reopening = threading.Lock()
+        self._reading = reading
+        #: the file's ``file:`` URI, for read-only connections (resolved once: an immutable read opens one per read)
+        self._uri = ""
+        self._pool = _Pool(self._connect_writable)
+        if reading:
+            self._open_read_only(LedgerError(f"{path} is read here, never written"))
+            return
         try:
             self._init_schema()
         except LedgerCorrupt:
@@ -224,11 +236,11 @@ class LedgerDB:
                 raise  # (a lock held past the timeout is another writer's, not a disk that refuses writes)
             self._open_read_only(exc)
 
-    def _connect(self) -> sqlite3.Connection:
-        if self.read_only is not None:
-            uri = f"{self._path.resolve().as_uri()}?{'immutable=1' if self._immutable else 'mode=ro'}"
-            conn = sqlite3.connect(uri, uri=True, timeout=self._timeout, isolation_level=None, check_same_thread=False)
-            return conn
+    def _connect_read_only(self) -> sqlite3.Connection:
+        uri = f"{self._uri}?{'immutable=1' if self._immutable else 'mode=ro'}"
+        return sqlite3.connect(uri, uri=True, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+
+    def _connect_writable(self) -> sqlite3.Connection:
         conn = self._connect_fn(self._path, self._timeout)
         conn.isolation_level = None
         conn.execute("PRAGMA synchronous=FULL")
@@ -246,7 +258,8 @@ class LedgerDB:
         Raises LedgerError: the ledger cannot be read either (``refused``'s reason, and why not read-only).
         """
         self._pool.close()
-        self.read_only = str(refused.__cause__)
+        self.read_only = str(refused.__cause__ or refused)
+        self._uri = self._path.resolve().as_uri()
         for immutable in (False, True):
             if immutable and _wal_holds_frames(self._path):
                 raise LedgerError(
@@ -254,12 +267,17 @@ class LedgerDB:
                     "in the database file (open the ledger once where its directory is writable)"
                 ) from refused.__cause__
             self._immutable = immutable
-            self._pool = _ImmutableReads(self._connect, self._path) if immutable else _Pool(self._connect)
+            reads = self._connect_read_only
+            self._pool = _ImmutableReads(reads, self._path) if immutable else _Pool(reads)
             try:
                 with self._pool.connection() as conn:
                     version = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema-version'").fetchone()
             except sqlite3.DatabaseError as exc:
                 self._pool.close()
+                if isinstance(self.refusal(exc, "", ""), LedgerCorrupt):  # read, and no ledger: not the disk's doing
+                    raise LedgerCorrupt(
+                        f"{self._path} is not a kuro ledger ({exc}; read read-only, as {self.read_only})"
+                    ) from exc
                 last: sqlite3.DatabaseError = exc
                 continue
             if version is None or version[0] != SCHEMA_VERSION:
@@ -269,9 +287,32 @@ class LedgerDB:
             return
         raise LedgerError(f"{refused}; reading it read-only failed too: {last}") from last
 
+    def _reopen_writable(self) -> None:
+        """Open a ledger that was opened read-only for writing again, if SQLite now lets it (what refused it
+        may have passed); else leave it read-only. The probe takes and gives back the write lock."""
+        with self._reopening:
+            if self.read_only is None:
+                return
+            pool = _Pool(self._connect_writable)
+            try:
+                with pool.connection() as conn:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                pool.close()
+                self.read_only = str(exc)
+                return
+            old, self._pool = self._pool, pool
+            self.read_only, self._immutable = None, False
+            old.close()
+
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
-        """A ``BEGIN IMMEDIATE`` transaction: committed if the block ends, rolled back if it raises."""
+        """A ``BEGIN IMMEDIATE`` transaction: committed if the block ends, rolled back if it raises. A ledger
+        opened read-only is first opened for writing again if it can be (:meth:`_reopen_writable`)."""
+        if self.read_only is not None and not self._reading:
+            self._reopen_writable()
         with self._pool.connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:

@@ -113,6 +113,15 @@ class Journal:
         finally:
             os.close(fd)
 
+    def latest(self, op_id: str) -> dict[str, Any] | None:
+        """The latest entry for ``op_id`` with a receipt, or ``None`` (also if the journal cannot be read)."""
+        try:
+            entries = self.read()
+        except OSError:
+            return None
+        found = [e for e in entries if e.get("op-id") == op_id and isinstance(e.get("receipt"), dict)]
+        return found[-1] if found else None
+
     def drain(self, apply: Callable[[list[dict[str, Any]]], None]) -> int:
         """Give every good entry to ``apply``; if it returns, empty the journal. Returns how many were given.
 

@@ -78,12 +78,7 @@ class Persistence:
 
     def pending(self, op_id: str) -> dict[str, Any] | None:
         """The latest journal entry for ``op_id`` with a receipt, or ``None`` (also if the journal cannot be read)."""
-        try:
-            entries = self._journal.read()
-        except OSError:
-            return None
-        found = [e for e in entries if e.get("op-id") == op_id and isinstance(e.get("receipt"), dict)]
-        return found[-1] if found else None
+        return self._journal.latest(op_id)
 
     def drain(self) -> int:
         """Move the journal's entries into SQLite (all or none); 0 if there are none or SQLite refuses."""

@@ -157,6 +157,11 @@ class Limits:
     max_memories: int = DEFAULT_MAX_MEMORIES
     max_output_chunks: int = DEFAULT_MAX_OUTPUT_CHUNKS
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+    #: (its store bounds, its receipt value), made on first use and kept by this object alone (no field of the
+    #: value: not compared, hashed or shown; :func:`dataclasses.replace` makes a copy without it)
+    _memo: tuple[StoreBounds, dict[str, int]] | None = dataclasses.field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         # Every run builds one: checked field by field from a precomputed table (no dataclasses.fields()).
@@ -222,7 +227,7 @@ class Limits:
         """The receipt's ``kuro/limits``: kebab-case names; memory and fuel only when set; the bounds always;
         then the store's applied bounds (:meth:`store_bounds`): ``per-table-elements`` always,
         ``per-memory-bytes`` when ``max_memory_bytes`` is set."""
-        return dict(_derived(self)[2])
+        return dict(_derived(self)[1])
 
     def store_bounds(self) -> StoreBounds:
         """What the guest's store is given: the budget split over its memories and tables (module docstring).
@@ -233,7 +238,7 @@ class Limits:
         >>> Limits(max_memory_bytes=655360, max_tables=0).store_bounds().per_memory_bytes
         655360
         """
-        return _derived(self)[1]
+        return _derived(self)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,8 +274,8 @@ BOUNDS: Final[tuple[str, ...]] = (
 )
 #: The keyword names of every limit, in a fixed order.
 LIMIT_NAMES: Final[tuple[str, ...]] = CHOSEN_LIMITS + BOUNDS
-_DEFAULTS: Final[Mapping[str, object]] = {f.name: f.default for f in dataclasses.fields(Limits)}
-_CHECKS: Final = tuple((f.name, _MINIMUM[f.name], f.default is None) for f in dataclasses.fields(Limits))
+_DEFAULTS: Final[Mapping[str, object]] = {f.name: f.default for f in dataclasses.fields(Limits) if f.init}
+_CHECKS: Final = tuple((f.name, _MINIMUM[f.name], f.default is None) for f in dataclasses.fields(Limits) if f.init)
 _KEBAB: Final[Mapping[str, str]] = {name: name.replace("_", "-") for name in LIMIT_NAMES}
 
 
@@ -280,20 +285,16 @@ _KEY_TYPES: Final = frozenset({int, type(None), object})
 _KNOWN: dict[tuple[object, ...], Limits] = {}
 
 
-#: id(limits) → (limits, its store bounds, its receipt value), for the values a run asks both of. Most runs
-#: share a few Limits objects (:meth:`Limits.of` remembers them), and a value's hash (ten fields) costs more
-#: than the lookup by identity; the entry holds the object, so its id is not reused while it is here.
-_DERIVED: dict[int, tuple[Limits, StoreBounds, dict[str, int]]] = {}
-
-
-def _derived(limits: Limits) -> tuple[Limits, StoreBounds, dict[str, int]]:
-    found = _DERIVED.get(id(limits))
-    if found is not None and found[0] is limits:
-        return found
-    made = (limits, _store_bounds(limits), _receipt_value(limits))  # (equal values share these, by hash)
-    if len(_DERIVED) < 256:
-        _DERIVED[id(limits)] = made
-    return made
+def _derived(limits: Limits) -> tuple[StoreBounds, dict[str, int]]:
+    """``limits``' store bounds and receipt value, for the values a run asks both of: kept on the object itself
+    (most runs share a few Limits objects, :meth:`Limits.of` remembers them, and a value's hash — ten fields —
+    costs more than an attribute read). A module table by ``id()`` held the first 256 objects alive and then
+    took no other, however often it was asked."""
+    found = limits._memo
+    if found is None:
+        found = (_store_bounds(limits), _receipt_value(limits))  # (equal values share these, by hash)
+        object.__setattr__(limits, "_memo", found)  # (a frozen value: its memo is no part of it)
+    return found
 
 
 @functools.lru_cache(maxsize=64)

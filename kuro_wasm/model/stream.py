@@ -304,7 +304,7 @@ class Writer:
 
     :meth:`value` builds the cons list of a :class:`Stream` (and the byte counters beside it) from the
     lists on demand, extending what it built last time (no lock: this module is pure; see :meth:`_at`);
-    :meth:`receipt` sums the lists at C speed.
+    :meth:`receipt_namespaced` sums the lists at C speed.
     """
 
     __slots__ = (
@@ -427,14 +427,11 @@ class Writer:
             err = sum(map(len, datas)) - out
         return seq, self._base_out + out, self._base_err + err, dropped, truncated, capped
 
-    def receipt(self, sess: Session, command: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
-        """:func:`finish_trusted` of what was written, without building a :class:`Stream` value first."""
-        return self.receipt_namespaced(sess, command, namespace(result))
-
     def receipt_namespaced(self, sess: Session, command: Mapping[str, Any], host: dict[str, Any]) -> dict[str, Any]:
-        """:meth:`receipt` of a ``result`` already namespaced: ``host`` is a :func:`~kuro_wasm.model.receipt.namespace`
-        result (a fresh dict, taken over and completed in place), updated with ``kuro/…`` host keys only — the
-        host's own run builds its keys so, and the receipt is the one :meth:`receipt` makes of the bare keys."""
+        """:func:`finish_trusted` of what was written, without building a :class:`Stream` value first, for a
+        ``result`` already namespaced: ``host`` is a :func:`~kuro_wasm.model.receipt.namespace` result (a fresh
+        dict, taken over and completed in place), updated with ``kuro/…`` host keys only — the host's own run
+        builds its keys so, and the receipt is the one :func:`finish_trusted` makes of the bare keys."""
         count, _, dropped, truncated, capped = self._now()
         datas, names = self._datas, self._names
         if count != len(datas) or count != len(names):

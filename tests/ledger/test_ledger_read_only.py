@@ -20,7 +20,8 @@ import pytest
 from ledger_fakes import FakeStarter, command, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
-from kuro_wasm.errors import LedgerError
+from kuro_wasm.errors import LedgerCorrupt, LedgerError
+from kuro_wasm.ledger.db import default_connect
 from kuro_wasm.ledger.ledger import Claim, Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +57,68 @@ def test_a_ledger_that_cannot_be_opened_for_writing_is_read_and_refuses_runs_bef
 def test_a_file_that_is_not_there_is_still_refused_not_opened_read_only(tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match="unable to open"):
         Ledger(tmp_path / "ledger.sqlite", store=MemoryBlockStore(), connect=_cannot_write)
+
+
+class _Flaky:
+    """A ``connect`` that fails with SQLite's "disk I/O error" ``failures`` times, then opens as the default does."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+
+    def __call__(self, path: Path, timeout: float) -> sqlite3.Connection:
+        if self.failures > 0:
+            self.failures -= 1
+            raise sqlite3.OperationalError("disk I/O error")
+        return default_connect(path, timeout)
+
+
+def test_a_ledger_opened_read_only_by_a_passing_disk_error_writes_again_once_the_disk_does(tmp_path: Path) -> None:
+    """A transient "disk I/O error" at open made the ledger read-only for its whole life: every later run was
+    refused though the disk had come back. A write now opens it for writing again first."""
+    db = tmp_path / "ledger.sqlite"
+    _filled(db)
+    starter = FakeStarter()
+    with Ledger(db, store=MemoryBlockStore(), starter=starter, connect=_Flaky(1)) as ledger:
+        assert ledger.result("op-1")["kuro/status"] == "done"  # read while the disk refused
+        receipt = ledger.run("op-new", make_session(), command(9))
+        assert receipt["kuro/exit-code"] == 0 and starter.total == 1
+        assert ledger.result("op-new")["kuro/status"] == "done"
+    with Ledger(db, store=MemoryBlockStore(), starter=FakeStarter()) as again:  # it was written, not journaled
+        assert again.result("op-new")["kuro/status"] == "done"
+
+
+def test_a_ledger_whose_disk_still_refuses_stays_read_only_and_refuses_the_run(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.sqlite"
+    _filled(db)
+    starter = FakeStarter()
+    with Ledger(db, store=MemoryBlockStore(), starter=starter, connect=_Flaky(10**6)) as ledger:
+        with pytest.raises(LedgerError, match="nothing ran"):
+            ledger.run("op-new", make_session(), command(9))
+        assert ledger.result("op-1")["kuro/status"] == "done"
+    assert starter.total == 0
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"random bytes, not SQLite at all " * 200, "another-sqlite-db"],
+    ids=["random-bytes", "another-sqlite-database"],
+)
+def test_a_file_that_is_no_ledger_where_nothing_can_be_written_is_ledger_corrupt(
+    tmp_path: Path, content: bytes | str
+) -> None:
+    """Read read-only, a file of random bytes or another program's SQLite database raised a LedgerError saying
+    "no such table"/"not a database" — as if the disk had failed; it is not a ledger, and says so."""
+    db = tmp_path / "ledger.sqlite"
+    if isinstance(content, bytes):
+        db.write_bytes(content)
+    else:
+        with sqlite3.connect(db) as other:
+            other.execute("CREATE TABLE notes (body TEXT)")
+            other.execute("INSERT INTO notes VALUES ('mine')")
+        other.close()
+    with pytest.raises(LedgerCorrupt, match="is not a kuro ledger") as info:
+        Ledger(db, store=MemoryBlockStore(), connect=_cannot_write)
+    assert str(db) in str(info.value)
 
 
 # ---- the real thing: a read-only mount, a full disk (root in a private mount namespace)

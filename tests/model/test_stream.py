@@ -12,7 +12,7 @@ from model_strategies import EMPTY_CID, GUEST_CID, caps, write_lists
 from kuro_fs.cid import raw_cid
 from kuro_wasm.errors import ModelError, StreamClosed
 from kuro_wasm.model import stream
-from kuro_wasm.model.receipt import KEYS
+from kuro_wasm.model.receipt import KEYS, namespace
 from kuro_wasm.model.sessions import Session, guest, session
 from kuro_wasm.model.stream import Stream, append, chunks, finish, kept_bytes, mark_exited, new, total_bytes
 
@@ -299,7 +299,8 @@ def test_a_writer_continuing_a_stream_and_asked_at_every_step_is_append(
     older = data.draw(st.sampled_from(states))
     assert chunks(Stream(_rev=writer._rev(writer._count(older.kept_chunks)))) == chunks(older)
     sess, spec = session("s1", EMPTY_CID), guest(GUEST_CID, "run")
-    assert writer.receipt(sess, spec, {"exit-code": 0}) == stream.finish_trusted(plain, sess, spec, {"exit-code": 0})
+    host = namespace({"exit-code": 0})
+    assert writer.receipt_namespaced(sess, spec, host) == stream.finish_trusted(plain, sess, spec, {"exit-code": 0})
 
 
 class _Watched(list):  # type: ignore[type-arg]

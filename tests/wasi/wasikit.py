@@ -171,6 +171,8 @@ def run_builtin(case: WasiCase) -> WasiOutcome:
             exit_code = exc.code
         except wasmtime.Trap as exc:
             exit_code, trap = None, cause(exc.message)
+        except wasmtime.WasmtimeError as exc:  # a WASI call that failed the guest (an argument no witx value)
+            exit_code, trap = None, cause(str(exc))
         del store
         return WasiOutcome(
             exit_code=exit_code,

@@ -19,7 +19,9 @@ witx says, so C's ``exit(-1)`` is 4294967295; an entry's ``i32`` result is read 
 — only then — every pending change is committed (the end-of-run commit point). A trap, kill,
 deadline or output cap ends it without that commit: what earlier commit points (``fd_close``,
 ``fd_sync``) made stays in ``kuro/fs-root-after``, the rest is dropped; a deadline or kill that
-falls *during* the end-of-run commit ends the run as that stop too.
+falls *during* the end-of-run commit ends the run as that stop too. A call given an argument that is no
+value of its witx type traps the guest (:mod:`kuro_wasm.model.wasi_args`): the receipt's trap says
+which call and which rule (outcome ``trap``, the guest's, never a host error).
 
 The run's WASI state exists before the module is instantiated, so a start function (which runs
 inside instantiation) may call any WASI function, as under wasmtime's WASI; a ``proc_exit`` there
@@ -112,6 +114,7 @@ class WasiPreview1(CoreModuleKind):
             if st.exit_code is not None and run.stop_reason is None:  # proc_exit in the start function
                 return _EXITED, None
             st.record_reads(run)
+            failed = _why_trapped(st, run, failed)
         return instance, failed
 
     def call(self, store: wasmtime.Store, instance: Any, entry: Entry, run: RunContext) -> CallOutcome:
@@ -137,6 +140,8 @@ class WasiPreview1(CoreModuleKind):
             if (outcome.trap is not None or outcome.error is not None) and st.exit_code is not None:
                 if run.stop_reason is None:  # proc_exit: the guest chose its code; nothing stopped it
                     outcome = CallOutcome(values=(st.exit_code,))
+            elif outcome.trap is not None or outcome.error is not None:
+                outcome = _why_trapped(st, run, outcome)
             elif outcome.values:  # an entry's i32 result is an exit code as proc_exit's: a u32
                 outcome = replace(outcome, values=(int(outcome.values[0]) % 2**32,))
             if outcome.trap is None and outcome.error is None:
@@ -144,6 +149,14 @@ class WasiPreview1(CoreModuleKind):
         finally:
             st.record_reads(run)
         return outcome
+
+
+def _why_trapped(st: WasiState, run: RunContext, outcome: CallOutcome) -> CallOutcome:
+    """``outcome``, or — when a WASI call trapped the guest for an argument no value of its witx type, and nothing
+    stopped the run — that trap, with the call's reason as its message (the trampoline's text says none)."""
+    if st.trap is None or run.stop_reason is not None:
+        return outcome
+    return CallOutcome(trap=_engine.TrapInfo(None, st.trap))
 
 
 def _new_state(run: RunContext) -> WasiState:

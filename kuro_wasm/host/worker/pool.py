@@ -78,6 +78,7 @@ import signal
 import socket
 import threading
 import time
+import weakref
 from collections import Counter, deque
 from collections.abc import Mapping
 from pathlib import Path
@@ -248,7 +249,7 @@ class WorkerPool:
     ``workers`` active workers (default: ``$KURO_WORKERS``, else the number of CPUs; at most
     :data:`~kuro_wasm.model.limits.MAX_WORKERS`, 256) plus ``spare`` idle ones (as many at most);
     ``hardening`` is what each worker applies to itself; ``test_hooks`` makes workers answer
-    :meth:`probe` (tests only); ``start_timeout`` is how long (s) a forked worker has to say hello (past it
+    :meth:`probe` (tests only); ``start_timeout`` is how long (s) each read of a worker's hello may wait (past it
     the start failed: a start timeout, said as such once the pool gives up). Raises HostError: the zygote
     could not be started, a count out of range; ValueError: a confined pool's ``hardening.stores`` would open
     the kuro home to its workers (:func:`~kuro_wasm.host.worker.hardening.check_stores`).
@@ -303,6 +304,11 @@ class WorkerPool:
         #: How many requests of each kind (``get``, ``has``, ``module``) the host has answered for its workers.
         self.answered: Counter[str] = Counter()
         self._compiling: dict[tuple[object, ...], threading.Lock] = {}  # (cid, engine config, home) being prepared
+        #: a plain component's core modules as sent (the parts' names and sizes, their bytes), serialized once for
+        #: every worker that asks, and kept while the loader keeps the prepared guest
+        self._sent_parts: weakref.WeakKeyDictionary[loader.Prepared, tuple[list[list[Any]], bytes]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._zygote = Zygote()
         self._watchdog = threading.Thread(target=self._watch_loop, name="kuro-pool-watchdog", daemon=True)
         self._watchdog.start()
@@ -397,7 +403,7 @@ class WorkerPool:
             hello = read_frame(conn.inbox, _FROM_WORKER, lambda _m: 0)
         except TimeoutError:  # this read's own timeout, and only it, is a start that took too long
             raise _StartTimeout(
-                f"no hello from a worker within {self._start_timeout} s of its fork (the pool's start_timeout)"
+                f"no hello from a worker within {self._start_timeout} s (the pool's start_timeout, for each read of it)"
             ) from None
         if hello is not None and hello[0]["t"] == "unfit":
             raise ProtocolError(f"the worker could not harden itself: {hello[0]['error']}")
@@ -767,9 +773,15 @@ class WorkerPool:
         if not isinstance(ready, loader.LoadFailure) and ready.parts:
             # linked from its core modules (a plain component): those, and its shape, not the compiled whole
             kind, meta = COMPONENT.name, ready.shape.to_bytes()
-            pieces = [(name, MODULE.serialize(module)) for name, module in ready.parts]
-            parts = [[name, len(piece)] for name, piece in pieces]
-            artifact = b"".join(piece for _, piece in pieces)
+            with once:  # (the guest's lock again: workers asking at once serialize it once)
+                with self._cond:
+                    sent = self._sent_parts.get(ready)
+                if sent is None:
+                    pieces = [(name, MODULE.serialize(module)) for name, module in ready.parts]
+                    sent = ([[n, len(p)] for n, p in pieces], b"".join(p for _, p in pieces))
+                    with self._cond:
+                        self._sent_parts[ready] = sent
+            parts, artifact = [list(part) for part in sent[0]], sent[1]
         else:
             try:
                 compiled = None if isinstance(ready, loader.LoadFailure) else loader.compiled_guest(ready)

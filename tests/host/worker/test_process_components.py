@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import Any
 
 import pytest
 from hostkit import component, make_fs, make_session
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.errors import HostError
-from kuro_wasm.host.api import run
+from kuro_wasm.host.api import run, start
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.host.worker import pool as pool_module
 from kuro_wasm.host.worker.pool import WorkerPool
@@ -91,3 +93,31 @@ def test_a_worker_runs_a_plain_component_on_the_hosts_own_canonical_abi(pool: Wo
     alone = run(make_session(fs), spec, store=store, fs=fs, timeout_ms=WAIT_MS)
     same = ("kuro/exit-code", "kuro/outcome", "kuro/result", "kuro/reads", "kuro/guest-kind")
     assert {k: receipt.get(k) for k in same} == {k: alone.get(k) for k in same}
+
+
+def test_a_plain_components_core_modules_are_serialized_once_for_every_worker_that_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each worker asks the host for the guest it has not run; the host serialized a plain component's core
+    modules anew for every one of them. Two workers asking now cost one serialization of each module."""
+    serialized: list[int] = []
+
+    def counting(module: Any) -> bytes:
+        serialized.append(id(module))
+        return bytes(module.serialize())
+
+    monkeypatch.setattr(pool_module, "MODULE", dataclasses.replace(pool_module.MODULE, serialize=counting))
+    store = MemoryBlockStore()
+    fs = make_fs(store)
+    cid = add_guest(store, component("typed"))
+    cat = guest(cid, "run", ["cat"])
+    with WorkerPool(2, spare=0) as two:
+        assert two.wait_ready(60)
+        held = start(make_session(fs), cat, store=store, fs=fs, isolation=two, timeout_ms=WAIT_MS)
+        held.write(b"first ")  # (its worker is busy with it until stdin closes: the next run takes the other)
+        other = run(make_session(fs), cat, store=store, fs=fs, stdin=b"second", isolation=two, timeout_ms=WAIT_MS)
+        held.close_stdin()
+        first = held.wait()
+    assert (first["kuro/stdout"], other["kuro/stdout"]) == (b"first ", b"second")
+    assert first["kuro/worker"]["pid"] != other["kuro/worker"]["pid"]  # two workers asked
+    assert serialized and len(serialized) == len(set(serialized))  # each core module once
