@@ -766,14 +766,10 @@ class WorkerPool:
         key = (message["cid"], config, run.home)
         with self._lock:
             once = self._compiling.setdefault(key, threading.Lock())
-        with once:  # workers asking for one guest at once: the first compiles, the others find it prepared
+        sent: tuple[list[list[Any]], bytes] | None = None
+        with once:  # workers asking for one guest at once: the first compiles (and serializes), the others find it
             ready = loader.prepare(run.store, message["cid"], config, home=run.home)
-        with self._lock:
-            self._compiling.pop(key, None)
-        if not isinstance(ready, loader.LoadFailure) and ready.parts:
-            # linked from its core modules (a plain component): those, and its shape, not the compiled whole
-            kind, meta = COMPONENT.name, ready.shape.to_bytes()
-            with once:  # (the guest's lock again: workers asking at once serialize it once)
+            if not isinstance(ready, loader.LoadFailure) and ready.parts:
                 with self._cond:
                     sent = self._sent_parts.get(ready)
                 if sent is None:
@@ -781,6 +777,11 @@ class WorkerPool:
                     sent = ([[n, len(p)] for n, p in pieces], b"".join(p for _, p in pieces))
                     with self._cond:
                         self._sent_parts[ready] = sent
+            with self._lock:  # (still holding `once`: a request coming now waits for it, not for a lock of its own)
+                self._compiling.pop(key, None)
+        if sent is not None and not isinstance(ready, loader.LoadFailure):
+            # linked from its core modules (a plain component): those, and its shape, not the compiled whole
+            kind, meta = COMPONENT.name, ready.shape.to_bytes()
             parts, artifact = [list(part) for part in sent[0]], sent[1]
         else:
             try:
