@@ -269,12 +269,15 @@ if sys.argv[2] == "modules":
     kept = [wasmtime.Module.deserialize_file(engine, p) for p in paths]
 elif sys.argv[2] == "component":
     kept = [Component.deserialize_file(engine, p) for p in paths]
-else:  # the cache's check: keyed BLAKE3 over a read-only map of each artifact, threaded above 8 MiB as there
+else:  # the cache's check, made as there: keyed BLAKE3 over a populated read-only map of each artifact, on every
+    # core only past _THREADED while the load average leaves a core free (cache._hash_threads, asked per artifact)
+    from kuro_wasm.host import cache
     for p in paths:
         fd = os.open(p, os.O_RDONLY)
         size = os.fstat(fd).st_size
-        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as view:
-            mac = blake3(b"key", key=bytes(32), max_threads=blake3.AUTO if size > 8 << 20 else 1)
+        with mmap.mmap(fd, size, flags=cache._MAP_FLAGS, prot=mmap.PROT_READ) as view:
+            threads = cache._hash_threads(size, cache._load_average(), cache._CPUS)
+            mac = blake3(b"key", key=bytes(32), max_threads=threads)
             mac.update(view)
             mac.digest()
         os.close(fd)

@@ -11,6 +11,7 @@ import wasmtime
 from blake3 import blake3
 from hostkit import wat
 
+from kuro_wasm.host import cache as cache_module
 from kuro_wasm.host.cache import ModuleCache
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
 
@@ -98,10 +99,24 @@ def test_a_mac_made_with_another_directorys_secret_is_not_trusted(cache: ModuleC
     assert cache.stats.discarded == 1
 
 
+@pytest.mark.parametrize("load", [0.0, 99.0], ids=["every-core", "one-thread"])
 @pytest.mark.parametrize("damage", ["last-byte", "last-page-cut"])
-def test_a_large_artifact_hashed_on_every_core_is_checked_to_its_last_byte(cache: ModuleCache, damage: str) -> None:
-    # Past 8 MiB an artifact is hashed by BLAKE3 on every core, through a map populated as it is made: the padding
-    # wasmtime never reads (the first load takes it as it is) must still be under the tag, to the last byte.
+def test_a_large_artifact_is_checked_to_its_last_byte_on_every_core_or_one(
+    cache: ModuleCache, damage: str, load: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Past 8 MiB an artifact is hashed by BLAKE3 on every core while the load average leaves a core free (else on
+    # one), through a map populated as it is made: the padding wasmtime never reads (the first load takes it as it
+    # is) must still be under the tag, to the last byte, either way.
+    monkeypatch.setattr(cache_module, "_load_average", lambda: load)
+    monkeypatch.setattr(cache_module, "_CPUS", 2)
+    chosen: list[int] = []
+    decide = cache_module._hash_threads
+
+    def spy(size: int, load: float | None, cpus: int) -> int:
+        chosen.append(decide(size, load, cpus))
+        return chosen[-1]
+
+    monkeypatch.setattr(cache_module, "_hash_threads", spy)
     _get(cache, "bafkreibig")
     path, tag_path, secret = _entry(cache, "bafkreibig")
     big = path.read_bytes() + bytes(9 << 20)
@@ -113,3 +128,5 @@ def test_a_large_artifact_hashed_on_every_core_is_checked_to_its_last_byte(cache
     ModuleCache.forget_memory()
     assert _get(cache, "bafkreibig") == [1]
     assert cache.stats.discarded == 1
+    threaded = int(blake3.AUTO) if load == 0.0 else 1
+    assert threaded in chosen  # the large artifact's check took the path this case names
