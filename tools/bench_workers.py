@@ -49,7 +49,7 @@ def warm_invocation(n: int, blocks: int) -> dict[str, float]:
     places a host and its one worker on this machine's two vCPUs — sharing one, or one each — is decided
     per pair of processes and holds for their life, and the two placements differ by up to 2× (measured
     2026-12-02: 222–263 µs co-located against 373–446 µs split, load 3.5), so one pool's figure is one
-    draw of that; the median over blocks is over several.
+    draw of that; the median is of every run of every block (of several draws).
     """
     store = MemoryBlockStore()
     sess = session("bench", Fs.empty(store).root)
