@@ -228,15 +228,24 @@ def with_module_imports(plan: Plan) -> Plan:
     """``plan`` (read from a component's bytes, its core modules' bytes with it) with each core module's imports,
     as :func:`read_shape` reads them: (module, name, extern kind) in the module's order.
 
-    Raises ShapeError: a core module whose imports this reader cannot read.
+    Raises ShapeError: a core module whose imports this reader cannot read, or one importing a kind the plain
+    path's link does not wire (a ``tag``): such a component is not plain, and takes the engine's path.
     """
     imports = []
     for index, module in enumerate(plan.modules):
         try:
-            imports.append(tuple((i.module, i.name, i.kind) for i in read_shape(module).imports))
+            these = tuple((i.module, i.name, i.kind) for i in read_shape(module).imports)
         except ShapeError as exc:
             raise ShapeError(f"core module {index}: {exc}") from exc
+        for name, item, kind in these:
+            if kind not in _LINKED_KINDS:
+                raise ShapeError(f"core module {index} imports {name}.{item}, a {kind}: not linked on the plain path")
+        imports.append(these)
     return dataclasses.replace(plan, module_imports=tuple(imports))
+
+
+#: The import kinds a plain component's link wires (:class:`kuro_wasm.host.component_core.PlainLink`).
+_LINKED_KINDS: Final = frozenset({"func", "global", "table", "memory"})
 
 
 def is_component(data: bytes | bytearray | memoryview) -> bool:

@@ -273,3 +273,12 @@ def test_a_bool_of_seven_is_true_on_both_paths(monkeypatch: pytest.MonkeyPatch) 
     for plain in (True, False):
         receipt = _hostile_run("bool-seven", [], plain, monkeypatch)
         assert (receipt["kuro/outcome"], receipt["kuro/result"]) == ("ok", True), receipt
+
+
+def test_a_core_module_importing_a_tag_makes_the_component_not_plain_naming_the_import() -> None:
+    # The plain path's link wires functions, globals, tables and memories; a tag import would reach instantiation
+    # as an unknown kind and fail there with a message about exports. It is refused while the plan is read.
+    plan = read_plan(component("typed"))
+    tagged = wasmtime.wat2wasm('(module (import "m" "t" (tag (param i32))))')
+    with pytest.raises(ShapeError, match=r"core module 0 imports m\.t, a tag: not linked on the plain path"):
+        with_module_imports(dataclasses.replace(plan, modules=(bytes(tagged), *plan.modules[1:])))
