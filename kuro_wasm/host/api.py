@@ -807,14 +807,15 @@ class ProcessHandle(Handle):
 
         The waiting thread reads its worker's frames itself (:meth:`WorkerPool.lead`) — on the main thread only
         while Ctrl-C is routed to the run (Python's own handler was in place) or ignored (``SIG_IGN``: a program
-        started in the background by a shell; no Ctrl-C can raise into it), else it waits as ``wait`` does (the
-        program's own SIGINT handler may raise anywhere: the worker's keeper thread reads instead).
+        started in the background by a shell; no Ctrl-C can raise into it) while the program has no other Python
+        signal handler, else it waits as ``wait`` does (the program's own handler may raise anywhere, inside a
+        frame too, which would cost the worker: the worker's keeper thread reads instead).
         """
         claimed = _claim_ctrl_c(self._run)
         self._run.leading = (
             claimed
             or threading.current_thread() is not threading.main_thread()
-            or _signal.getsignal(signal.SIGINT) == _signal.SIG_IGN
+            or (_signal.getsignal(signal.SIGINT) == _signal.SIG_IGN and not interrupts.program_handlers())
         )
         try:
             self._start()

@@ -57,6 +57,11 @@ class Interruptible(Protocol):
         ...
 
 
+def program_handlers() -> bool:
+    """True when the program has a Python handler of its own for some signal (one scan, as :func:`hold` makes)."""
+    return not _QUIET.issuperset(map(_getsignal, _SIGNALS))
+
+
 #: The runs held now, outermost first (main-thread runs nest: a run made from another's on_chunk).
 _HELD: list[Interruptible] = []
 #: What a signal's handler may be without needing a guard: SIG_DFL, SIG_IGN, None (set from C), and the host's

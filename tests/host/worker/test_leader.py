@@ -178,8 +178,26 @@ def test_a_main_thread_caller_with_ctrl_c_ignored_reads_its_own_frames_and_leave
     assert threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
+    alarm = signal.signal(signal.SIGALRM, signal.SIG_IGN)  # (pytest-timeout's handler: a program handler too)
+    request.addfinalizer(lambda: signal.signal(signal.SIGALRM, alarm))
     assert _echoed_on(lpool, world, b"quiet") == {threading.current_thread()}
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # the program's choice is left as it was
+
+
+def test_a_main_thread_caller_with_ctrl_c_ignored_but_a_handler_of_its_own_leaves_the_reading_to_the_keeper(
+    lpool: WorkerPool, world: Any, request: pytest.FixtureRequest
+) -> None:
+    # A program with a Python handler of its own (a SIGTERM that exits, a SIGALRM timeout) may have it raise
+    # anywhere, inside a frame too, which would cost the worker: its keeper thread reads the frames instead.
+    assert threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
+    alarm = signal.signal(signal.SIGALRM, signal.SIG_IGN)  # (pytest-timeout's handler: the one this test sets)
+    request.addfinalizer(lambda: signal.signal(signal.SIGALRM, alarm))
+    before = signal.signal(signal.SIGUSR2, lambda _n, _f: None)
+    request.addfinalizer(lambda: signal.signal(signal.SIGUSR2, before))
+    threads = _echoed_on(lpool, world, b"guarded")
+    assert threads and threading.current_thread() not in threads
 
 
 def test_a_started_run_is_read_by_the_pool_while_its_handle_is_not_waited_on(lpool: WorkerPool, world: Any) -> None:
