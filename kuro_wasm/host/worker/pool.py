@@ -134,6 +134,9 @@ _KEEPER: Final = object()
 #: How long a run() caller waiting for its turn to read sleeps before it looks again (it is woken sooner).
 _LEAD_RECHECK_S: Final = 0.25
 _RECV_BYTES: Final = 1 << 16
+#: At most this many bytes of plain components' serialized core modules are kept for the workers that ask next
+#: (a componentize-py guest's are ~34 MiB): past it, those kept are dropped before the newest is kept.
+_SENT_BYTES: Final = 128 << 20
 #: Written by a Ctrl-C that :func:`kuro_wasm.host.api.run` routes to a process run on the main thread (one
 #: eventfd for the process, made on first use and never closed: a signal handler may write it at any time).
 _SIGFD: list[int] = []
@@ -305,7 +308,7 @@ class WorkerPool:
         self.answered: Counter[str] = Counter()
         self._compiling: dict[tuple[object, ...], threading.Lock] = {}  # (cid, engine config, home) being prepared
         #: a plain component's core modules as sent (the parts' names and sizes, their bytes), serialized once for
-        #: every worker that asks, and kept while the loader keeps the prepared guest
+        #: every worker that asks, and kept while the loader keeps the prepared guest (at most _SENT_BYTES of them)
         self._sent_parts: weakref.WeakKeyDictionary[loader.Prepared, tuple[list[list[Any]], bytes]] = (
             weakref.WeakKeyDictionary()
         )
@@ -776,6 +779,8 @@ class WorkerPool:
                     pieces = [(name, MODULE.serialize(module)) for name, module in ready.parts]
                     sent = ([[n, len(p)] for n, p in pieces], b"".join(p for _, p in pieces))
                     with self._cond:
+                        if sum(len(kept) for _, kept in self._sent_parts.values()) + len(sent[1]) > _SENT_BYTES:
+                            self._sent_parts.clear()  # (bounded: serialized again when asked again)
                         self._sent_parts[ready] = sent
             with self._lock:  # (still holding `once`: a request coming now waits for it, not for a lock of its own)
                 self._compiling.pop(key, None)
