@@ -320,7 +320,7 @@ class Hamt:
             raise DagCborError(f"a HAMT node at depth {depth}, deeper than the {_HASH_BITS}-bit hash allows")
         if depth and not node.elems:
             raise DagCborError("an empty HAMT node below the root")
-        shift = _HASH_BITS - (depth + 1) * w
+        shift = self._shifts[depth]  # (depth < max_depth: checked above)
         for slot, elem in _slots(node):
             if type(elem) is tuple:
                 if len(elem) > self.shape.bucket_size:
