@@ -17,7 +17,8 @@ reading only — ``mode=ro``, else ``immutable=1`` if no ``-wal`` file holds wri
 (immutable reads the database file alone, so each such read stands only if no ``-wal``
 holds writes and the file did not change under it) — so what it holds can still be read. What
 refused it may pass (a disk I/O error, a disk since freed), so each write first tries to open it for
-writing again; while SQLite still refuses, the write is refused as any SQLite refusal is. Where neither
+writing again (never waiting for another writer's lock: a lock held means the file can be written);
+while SQLite still refuses, the write is refused as any SQLite refusal is. Where neither
 is possible the open raises :class:`LedgerError` saying why, never a raw SQLite error — or
 :class:`LedgerCorrupt` if what it reads is no kuro ledger (random bytes, another program's database).
 
@@ -289,23 +290,38 @@ class LedgerDB:
 
     def _reopen_writable(self) -> None:
         """Open a ledger that was opened read-only for writing again, if SQLite now lets it (what refused it
-        may have passed); else leave it read-only. The probe takes and gives back the write lock."""
+        may have passed); else leave it read-only. The probe takes and gives back the write lock without
+        waiting for it: another writer holding it means the file can be written (the write itself waits its
+        turn), not a reason to stay read-only. A probe that fails keeps the ledger's reason unless SQLite now
+        refuses the disk itself (the new reason is then the truer one). Once writable, an older ledger gets
+        the schema additions (:meth:`_add_missing`) an open for writing would have given it."""
         with self._reopening:
             if self.read_only is None:
                 return
-            pool = _Pool(self._connect_writable)
             try:
-                with pool.connection() as conn:
-                    conn.execute("PRAGMA journal_mode=WAL")
-                    conn.execute("BEGIN IMMEDIATE")
-                    conn.execute("ROLLBACK")
+                probe = self._connect_fn(self._path, 0)
+                try:
+                    probe.isolation_level = None
+                    probe.execute("PRAGMA journal_mode=WAL")
+                    probe.execute("BEGIN IMMEDIATE")
+                    probe.execute("ROLLBACK")
+                finally:
+                    probe.close()
             except sqlite3.Error as exc:
-                pool.close()
-                self.read_only = str(exc)
-                return
-            old, self._pool = self._pool, pool
+                if not _busy(exc):
+                    if _refuses_the_disk(exc):
+                        self.read_only = str(exc)
+                    return
+            old, self._pool = self._pool, _Pool(self._connect_writable)
             self.read_only, self._immutable = None, False
             old.close()
+            try:
+                with self._pool.connection() as conn:
+                    names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master").fetchall()}
+            except sqlite3.Error:
+                return  # the write that asked says what SQLite refuses
+            if not names.issuperset(_ADDED_NAMES):
+                self._add_missing()
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
@@ -523,6 +539,23 @@ def _holds_a_ledger(path: Path) -> bool:
         return path.stat().st_size > 0
     except OSError:
         return False
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is SQLite saying another connection holds a lock (``SQLITE_BUSY``/``SQLITE_LOCKED``)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)) or "locked" in str(exc)
+
+
+#: What SQLite says when the disk or the file refuses writes (I/O error, read-only, cannot open, full).
+_DISK_REFUSALS: Final = ("disk I/O error", "readonly database", "unable to open database file", "disk is full")
+
+
+def _refuses_the_disk(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is SQLite refusing the disk or file itself (why a ledger is opened read-only)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    disk = (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_FULL)
+    return (code is not None and code & 0xFF in disk) or any(words in str(exc) for words in _DISK_REFUSALS)
 
 
 def _wal_holds_frames(path: Path) -> bool:
