@@ -206,7 +206,9 @@ class LedgerDB:
     refusal means is the caller's decision.
 
     ``reading=True`` opens it for reading only from the start (as a ledger that cannot be written is): no
-    schema is prepared, nothing is written — for a caller that only looks (``kuro receipt show``).
+    schema is prepared, nothing is written — for a caller that only looks (``kuro receipt show``). A file
+    with no tables at all (:attr:`no_tables`: the first open of a ledger not yet committed its schema) then
+    holds no operations; one with other tables, or no SQLite, is still :class:`LedgerCorrupt`.
 
     Raises LedgerCorrupt: ``path`` is not a kuro ledger (or has another schema
     version). LedgerError: it cannot be opened or prepared.
@@ -221,6 +223,9 @@ class LedgerDB:
         self._immutable = False
         self._reopening = threading.Lock()
         self._reading = reading
+        #: Opened ``reading``, the file holds no tables at all (new, or its first open has not committed the
+        #: schema yet): it holds no operations (:meth:`read_row` finds none), not "not a kuro ledger".
+        self.no_tables = False
         #: the file's ``file:`` URI, for read-only connections (resolved once: an immutable read opens one per read)
         self._uri = ""
         self._pool = _Pool(self._connect_writable)
@@ -274,6 +279,9 @@ class LedgerDB:
                 with self._pool.connection() as conn:
                     version = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema-version'").fetchone()
             except sqlite3.DatabaseError as exc:
+                if self._reading and _holds_no_tables(self._pool):
+                    self.no_tables = True  # a ledger not yet given its tables (the first run's are uncommitted)
+                    return
                 self._pool.close()
                 if isinstance(self.refusal(exc, "", ""), LedgerCorrupt):  # read, and no ledger: not the disk's doing
                     raise LedgerCorrupt(
@@ -382,6 +390,8 @@ class LedgerDB:
 
     def read_row(self, op_id: str) -> Row | None:
         """The row of ``op_id`` (a plain read: no write lock), or ``None``."""
+        if self.no_tables:
+            return None
         with self._pool.connection() as conn:
             return self.row(conn, op_id)
 
@@ -556,6 +566,15 @@ def _refuses_the_disk(exc: sqlite3.Error) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     disk = (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_FULL)
     return (code is not None and code & 0xFF in disk) or any(words in str(exc) for words in _DISK_REFUSALS)
+
+
+def _holds_no_tables(pool: _Pool) -> bool:
+    """Whether the database ``pool`` reads is SQLite with no tables at all (False if it cannot be read)."""
+    try:
+        with pool.connection() as conn:
+            return not conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.Error:
+        return False
 
 
 def _wal_holds_frames(path: Path) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ledger_fakes import FakeStarter, command, make_session
+from ledger_fakes import NOT_LEDGERS, FakeStarter, command, make_session, write_not_a_ledger
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.errors import LedgerCorrupt, LedgerError
@@ -98,24 +98,14 @@ def test_a_ledger_whose_disk_still_refuses_stays_read_only_and_refuses_the_run(t
     assert starter.total == 0
 
 
-@pytest.mark.parametrize(
-    "content",
-    [b"random bytes, not SQLite at all " * 200, "another-sqlite-db"],
-    ids=["random-bytes", "another-sqlite-database"],
-)
+@pytest.mark.parametrize("content", NOT_LEDGERS, ids=["random-bytes", "another-sqlite-database"])
 def test_a_file_that_is_no_ledger_where_nothing_can_be_written_is_ledger_corrupt(
     tmp_path: Path, content: bytes | str
 ) -> None:
     """Read read-only, a file of random bytes or another program's SQLite database raised a LedgerError saying
     "no such table"/"not a database" — as if the disk had failed; it is not a ledger, and says so."""
     db = tmp_path / "ledger.sqlite"
-    if isinstance(content, bytes):
-        db.write_bytes(content)
-    else:
-        with sqlite3.connect(db) as other:
-            other.execute("CREATE TABLE notes (body TEXT)")
-            other.execute("INSERT INTO notes VALUES ('mine')")
-        other.close()
+    write_not_a_ledger(db, content)
     with pytest.raises(LedgerCorrupt, match="is not a kuro ledger") as info:
         Ledger(db, store=MemoryBlockStore(), connect=_cannot_write)
     assert str(db) in str(info.value)
