@@ -15,17 +15,22 @@ Values in, values out (``hashlib`` and ``json`` only). :class:`Row` is a row of
 the ``operations`` table as a frozen value; reading and writing rows is
 :mod:`kuro_wasm.ledger.db`.
 
+Which stored answer applies — a receipt still in the journal, a ``done`` row, a
+row's status — is :func:`answer_for`, the one place both readers ask
+(:class:`kuro_wasm.ledger.ledger.Ledger` and :func:`kuro_wasm.ledger.lookup.lookup`),
+so they cannot answer the same ledger differently.
+
 ## Not done here
-Which answer applies (claims, owner liveness, the journal) is decided by
-:class:`kuro_wasm.ledger.ledger.Ledger`; what a receipt's stored form holds is
-:func:`kuro_wasm.ledger.record.stored_form`.
+Claims, owner liveness (``settle``) and reading the journal are
+:class:`kuro_wasm.ledger.ledger.Ledger`'s and :mod:`kuro_wasm.ledger.lookup`'s; what a
+receipt's stored form holds is :func:`kuro_wasm.ledger.record.stored_form`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -36,6 +41,7 @@ __all__ = [
     "HINT_UNKNOWN",
     "Row",
     "answer",
+    "answer_for",
     "check_op_id",
     "not_found",
     "receipt_of",
@@ -152,3 +158,28 @@ def receipt_of(row: Row) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise LedgerCorrupt(f"ledger row {row.op_id!r} holds a receipt that is not a map")
     return value
+
+
+def answer_for(
+    op_id: str, row: Row | None, pending: Mapping[str, Any] | None, settle: Callable[[Row], Row]
+) -> dict[str, Any]:
+    """What the ledger answers for ``op_id`` from what it stores.
+
+    ``row``: its row (None: none, or SQLite could not be read). ``pending``: the journal's latest entry for it
+    (None: none, or not read because the row is ``done``). ``settle``: a ``started`` row as it stands once
+    its owner is judged (``unknown`` if gone; it may have become ``done`` meanwhile).
+
+    A receipt still in the journal wins over a row that is not ``done`` and has its digest (or over no row);
+    then a ``done`` row's receipt; then the row's status; no row is ``not-found``.
+
+    Raises LedgerCorrupt: a ``done`` row fails its checksum.
+    """
+    if pending is not None and (row is None or (row.status != "done" and pending["digest"] == row.digest)):
+        return answer(pending["receipt"], replayed=True, persistence="pending")
+    if row is None:
+        return not_found(op_id)
+    if row.status == "started":
+        row = settle(row)
+    if row.status == "done":
+        return answer(receipt_of(row), replayed=True, persistence="saved")
+    return status_value(row)

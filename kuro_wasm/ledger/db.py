@@ -17,7 +17,8 @@ reading only — ``mode=ro``, else ``immutable=1`` if no ``-wal`` file holds wri
 (immutable reads the database file alone, so each such read stands only if no ``-wal``
 holds writes and the file did not change under it) — so what it holds can still be read. What
 refused it may pass (a disk I/O error, a disk since freed), so each write first tries to open it for
-writing again; while SQLite still refuses, the write is refused as any SQLite refusal is. Where neither
+writing again (never waiting for another writer's lock: a lock held means the file can be written);
+while SQLite still refuses, the write is refused as any SQLite refusal is. Where neither
 is possible the open raises :class:`LedgerError` saying why, never a raw SQLite error — or
 :class:`LedgerCorrupt` if what it reads is no kuro ledger (random bytes, another program's database).
 
@@ -205,7 +206,9 @@ class LedgerDB:
     refusal means is the caller's decision.
 
     ``reading=True`` opens it for reading only from the start (as a ledger that cannot be written is): no
-    schema is prepared, nothing is written — for a caller that only looks (``kuro receipt show``).
+    schema is prepared, nothing is written — for a caller that only looks (``kuro receipt show``). A file
+    with no tables at all (:attr:`no_tables`: the first open of a ledger not yet committed its schema) then
+    holds no operations; one with other tables, or no SQLite, is still :class:`LedgerCorrupt`.
 
     Raises LedgerCorrupt: ``path`` is not a kuro ledger (or has another schema
     version). LedgerError: it cannot be opened or prepared.
@@ -220,6 +223,9 @@ class LedgerDB:
         self._immutable = False
         self._reopening = threading.Lock()
         self._reading = reading
+        #: Opened ``reading``, the file holds no tables at all (new, or its first open has not committed the
+        #: schema yet): it holds no operations (:meth:`read_row` finds none), not "not a kuro ledger".
+        self.no_tables = False
         #: the file's ``file:`` URI, for read-only connections (resolved once: an immutable read opens one per read)
         self._uri = ""
         self._pool = _Pool(self._connect_writable)
@@ -273,6 +279,9 @@ class LedgerDB:
                 with self._pool.connection() as conn:
                     version = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema-version'").fetchone()
             except sqlite3.DatabaseError as exc:
+                if self._reading and _holds_no_tables(self._pool):
+                    self.no_tables = True  # a ledger not yet given its tables (the first run's are uncommitted)
+                    return
                 self._pool.close()
                 if isinstance(self.refusal(exc, "", ""), LedgerCorrupt):  # read, and no ledger: not the disk's doing
                     raise LedgerCorrupt(
@@ -289,23 +298,38 @@ class LedgerDB:
 
     def _reopen_writable(self) -> None:
         """Open a ledger that was opened read-only for writing again, if SQLite now lets it (what refused it
-        may have passed); else leave it read-only. The probe takes and gives back the write lock."""
+        may have passed); else leave it read-only. The probe takes and gives back the write lock without
+        waiting for it: another writer holding it means the file can be written (the write itself waits its
+        turn), not a reason to stay read-only. A probe that fails keeps the ledger's reason unless SQLite now
+        refuses the disk itself (the new reason is then the truer one). Once writable, an older ledger gets
+        the schema additions (:meth:`_add_missing`) an open for writing would have given it."""
         with self._reopening:
             if self.read_only is None:
                 return
-            pool = _Pool(self._connect_writable)
             try:
-                with pool.connection() as conn:
-                    conn.execute("PRAGMA journal_mode=WAL")
-                    conn.execute("BEGIN IMMEDIATE")
-                    conn.execute("ROLLBACK")
+                probe = self._connect_fn(self._path, 0)
+                try:
+                    probe.isolation_level = None
+                    probe.execute("PRAGMA journal_mode=WAL")
+                    probe.execute("BEGIN IMMEDIATE")
+                    probe.execute("ROLLBACK")
+                finally:
+                    probe.close()
             except sqlite3.Error as exc:
-                pool.close()
-                self.read_only = str(exc)
-                return
-            old, self._pool = self._pool, pool
+                if not _busy(exc):
+                    if _refuses_the_disk(exc):
+                        self.read_only = str(exc)
+                    return
+            old, self._pool = self._pool, _Pool(self._connect_writable)
             self.read_only, self._immutable = None, False
             old.close()
+            try:
+                with self._pool.connection() as conn:
+                    names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master").fetchall()}
+            except sqlite3.Error:
+                return  # the write that asked says what SQLite refuses
+            if not names.issuperset(_ADDED_NAMES):
+                self._add_missing()
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
@@ -366,6 +390,8 @@ class LedgerDB:
 
     def read_row(self, op_id: str) -> Row | None:
         """The row of ``op_id`` (a plain read: no write lock), or ``None``."""
+        if self.no_tables:
+            return None
         with self._pool.connection() as conn:
             return self.row(conn, op_id)
 
@@ -522,6 +548,32 @@ def _holds_a_ledger(path: Path) -> bool:
     try:
         return path.stat().st_size > 0
     except OSError:
+        return False
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is SQLite saying another connection holds a lock (``SQLITE_BUSY``/``SQLITE_LOCKED``)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)) or "locked" in str(exc)
+
+
+#: What SQLite says when the disk or the file refuses writes (I/O error, read-only, cannot open, full).
+_DISK_REFUSALS: Final = ("disk I/O error", "readonly database", "unable to open database file", "disk is full")
+
+
+def _refuses_the_disk(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is SQLite refusing the disk or file itself (why a ledger is opened read-only)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    disk = (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_FULL)
+    return (code is not None and code & 0xFF in disk) or any(words in str(exc) for words in _DISK_REFUSALS)
+
+
+def _holds_no_tables(pool: _Pool) -> bool:
+    """Whether the database ``pool`` reads is SQLite with no tables at all (False if it cannot be read)."""
+    try:
+        with pool.connection() as conn:
+            return not conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.Error:
         return False
 
 

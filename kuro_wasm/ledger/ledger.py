@@ -101,7 +101,7 @@ from kuro_wasm.errors import (
     OperationConflict,
     StillRunning,
 )
-from kuro_wasm.ledger.answer import Row, answer, check_op_id, not_found, receipt_of, running_value, status_value
+from kuro_wasm.ledger.answer import Row, answer, answer_for, check_op_id, not_found, running_value, status_value
 from kuro_wasm.ledger.db import Connect, LedgerDB, default_connect
 from kuro_wasm.ledger.journal import Journal
 from kuro_wasm.ledger.live import LIVE as _LIVE
@@ -670,22 +670,13 @@ class Ledger:
                 f"operation {row.op_id!r} is recorded with argument digest {row.digest}, not {digest}; "
                 "use a new operation id for different work"
             )
-        if row.status != "done":
-            pending = self._persistence.pending(row.op_id)
-            if pending is not None and pending["digest"] == row.digest:
-                return answer(pending["receipt"], replayed=True, persistence="pending")
-        return self._answer_for(row)
+        pending = None if row.status == "done" else self._persistence.pending(row.op_id)
+        return answer_for(row.op_id, row, pending, self._settled)
 
-    def _answer_for(self, row: Row) -> dict[str, Any]:
-        if row.status == "done":
-            return answer(receipt_of(row), replayed=True, persistence="saved")
-        if row.status == "started":
-            reason = self._owner_gone(row)
-            if reason is not None:
-                row = self._db.mark_unknown(row, reason)
-                if row.status == "done":
-                    return self._answer_for(row)
-        return status_value(row)
+    def _settled(self, row: Row) -> Row:
+        """A ``started`` row as it stands: recorded ``unknown`` if its owner is gone (or as it now is)."""
+        reason = self._owner_gone(row)
+        return row if reason is None else self._db.mark_unknown(row, reason)
 
     def _run_claimed(self, claim: Claim, session: Session, command: object) -> dict[str, Any]:
         with _needed_by(claim.live):  # a signal handler calling result(op_id, cancel=True) runs on this thread
@@ -814,19 +805,14 @@ class Ledger:
             return dict(live.final)
         try:
             row = self._db.read_row(op_id)
-        except sqlite3.Error as exc:
-            pending = self._persistence.pending(op_id)
+        except sqlite3.Error as exc:  # the journal may still answer
+            row, pending = None, self._persistence.pending(op_id)
             if pending is None:
                 raise LedgerError(f"cannot read the ledger {self._path}: {exc}") from exc
-            return answer(pending["receipt"], replayed=True, persistence="pending")
-        if row is None or row.status != "done":
-            pending = self._persistence.pending(op_id)
-            if pending is not None and (row is None or pending["digest"] == row.digest):
-                return answer(pending["receipt"], replayed=True, persistence="pending")
-        if row is None:
-            return not_found(op_id)
-        value = self._answer_for(row)
-        if cancel and value["kuro/status"] == "running":
+        else:
+            pending = None if row is not None and row.status == "done" else self._persistence.pending(op_id)
+        value = answer_for(op_id, row, pending, self._settled)
+        if cancel and value.get("kuro/status") == "running":  # (a receipt from the journal may have none)
             value["kuro/cancel"] = self._db.request_cancel(op_id, self._now())
             if value["kuro/cancel"] == "not-cancellable":
                 value["kuro/hint"] = HINT_CLAIMANT

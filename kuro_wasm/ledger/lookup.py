@@ -5,10 +5,12 @@ Reading an operation must not change the ledger. Opening a :class:`kuro_wasm.led
 opening it for work: it prepares the schema, moves the journal into SQLite and turns ``started`` rows
 of gone owners into ``unknown`` — writes. :func:`lookup` opens the file for reading only
 (:class:`kuro_wasm.ledger.db.LedgerDB` with ``reading=True``), reads the one row, and answers as
-``Ledger.result`` would, with two differences that keep it a read: a ``started`` row whose owner is gone
-is *answered* ``unknown`` (the reason judged now, nothing written: the next ledger opened for work
+``Ledger.result`` would — the same :func:`kuro_wasm.ledger.answer.answer_for`, the same journal fallback
+where SQLite cannot be read — with two differences that keep it a read: a ``started`` row whose owner is
+gone is *answered* ``unknown`` (the reason judged now, nothing written: the next ledger opened for work
 records it), and a receipt still in the journal is answered from there (``pending``) and left in it.
-``kuro receipt show`` uses it.
+A file with no tables yet (the first ``kuro run`` made it and has not committed its schema) holds no
+operations. ``kuro receipt show`` uses it.
 
 ## Effects
 Reads SQLite, the journal beside it and ``/proc`` (is a row's owner alive).
@@ -21,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kuro_wasm.ledger.answer import answer, receipt_of, status_value
+from kuro_wasm.ledger.answer import Row, answer_for
 from kuro_wasm.ledger.db import LedgerDB, default_connect
 from kuro_wasm.ledger.journal import Journal
 from kuro_wasm.ledger.liveness import owner_gone
@@ -38,23 +40,24 @@ def lookup(path: Path, op_id: str, *, timeout: float = 2.0) -> dict[str, Any] | 
     ledger cannot be read. ValueError: ``op_id`` is no operation id.
     """
     check_op_id(op_id)
+    journal = Journal(path.with_suffix(".journal"))
     db = LedgerDB(path, default_connect, timeout, reading=True)
     try:
         row = db.read_row(op_id)
-    except sqlite3.Error as exc:
-        raise db.refusal(exc, "cannot read the ledger", "is damaged") from exc
+    except sqlite3.Error as exc:  # the journal may still answer (as Ledger.result's)
+        row, pending = None, journal.latest(op_id)
+        if pending is None:
+            raise db.refusal(exc, "cannot read the ledger", "is damaged") from exc
+    else:
+        pending = None if row is not None and row.status == "done" else journal.latest(op_id)
     finally:
         db.close()
-    if row is None or row.status != "done":
-        pending = Journal(path.with_suffix(".journal")).latest(op_id)
-        if pending is not None and (row is None or pending["digest"] == row.digest):
-            return answer(pending["receipt"], replayed=True, persistence="pending")
-    if row is None:
+    if row is None and pending is None:
         return None
-    if row.status == "done":
-        return answer(receipt_of(row), replayed=True, persistence="saved")
-    if row.status == "started":
-        reason = owner_gone(row.owner_pid, row.owner_token)
-        if reason is not None:
-            row = replace(row, status="unknown", reason=reason)
-    return status_value(row)
+    return answer_for(op_id, row, pending, _judged)
+
+
+def _judged(row: Row) -> Row:
+    """A ``started`` row answered ``unknown`` if its owner is gone (nothing written)."""
+    reason = owner_gone(row.owner_pid, row.owner_token)
+    return row if reason is None else replace(row, status="unknown", reason=reason)

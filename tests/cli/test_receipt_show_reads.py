@@ -64,3 +64,15 @@ def test_a_receipt_still_in_the_journal_is_shown_and_left_there(kuro: Kuro, home
     value = json.loads(shown.stdout)
     assert value["kuro/persistence"] == "pending" and value["kuro/outcome"] == "ok"
     assert [e["op-id"] for e in journal.read()] == ["journaled"]  # not drained into SQLite by a read
+
+
+def test_a_ledger_the_first_run_has_not_given_its_tables_yet_holds_no_such_operation(kuro: Kuro, home: Path) -> None:
+    """Shown between the first ``kuro run`` creating the file and committing its schema, it said "is not a kuro
+    ledger" (no such table): a file with no tables at all holds no operations."""
+    path = home / "ledger.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.close()
+    missing = kuro("receipt", "show", "never-ran")
+    assert missing.returncode == 1, missing.stderr
+    assert "never-ran" in one_error_line(missing) and "not a kuro ledger" not in missing.stderr

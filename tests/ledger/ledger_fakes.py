@@ -7,9 +7,11 @@ The fake starter is the ledger's only seam to the host: it counts every start
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from kuro_fs.cid import raw_cid
@@ -27,6 +29,22 @@ def make_session(sid: str = "s1", mode: str = "terminal-build") -> Session:
 
 def command(*args: int) -> dict[str, Any]:
     return guest(GUEST, "run", list(args))
+
+
+#: What a ledger path may hold that is no kuro ledger: ``bytes`` (random ones), or a ``str``: another program's
+#: SQLite database (with a table of its own).
+NOT_LEDGERS: tuple[bytes | str, ...] = (b"random bytes, not SQLite at all " * 200, "another-sqlite-db")
+
+
+def write_not_a_ledger(path: Path, content: bytes | str) -> None:
+    """Write one of :data:`NOT_LEDGERS` at ``path``."""
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        with sqlite3.connect(path) as other:
+            other.execute("CREATE TABLE notes (body TEXT)")
+            other.execute("INSERT INTO notes VALUES ('mine')")
+        other.close()
 
 
 def fake_receipt(

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ledger_fakes import FakeStarter, command, make_session
+from ledger_fakes import NOT_LEDGERS, FakeStarter, command, make_session, write_not_a_ledger
 
 from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.errors import LedgerCorrupt, LedgerError
-from kuro_wasm.ledger.db import default_connect
+from kuro_wasm.ledger.db import LedgerDB, default_connect
 from kuro_wasm.ledger.ledger import Claim, Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,24 +98,14 @@ def test_a_ledger_whose_disk_still_refuses_stays_read_only_and_refuses_the_run(t
     assert starter.total == 0
 
 
-@pytest.mark.parametrize(
-    "content",
-    [b"random bytes, not SQLite at all " * 200, "another-sqlite-db"],
-    ids=["random-bytes", "another-sqlite-database"],
-)
+@pytest.mark.parametrize("content", NOT_LEDGERS, ids=["random-bytes", "another-sqlite-database"])
 def test_a_file_that_is_no_ledger_where_nothing_can_be_written_is_ledger_corrupt(
     tmp_path: Path, content: bytes | str
 ) -> None:
     """Read read-only, a file of random bytes or another program's SQLite database raised a LedgerError saying
     "no such table"/"not a database" — as if the disk had failed; it is not a ledger, and says so."""
     db = tmp_path / "ledger.sqlite"
-    if isinstance(content, bytes):
-        db.write_bytes(content)
-    else:
-        with sqlite3.connect(db) as other:
-            other.execute("CREATE TABLE notes (body TEXT)")
-            other.execute("INSERT INTO notes VALUES ('mine')")
-        other.close()
+    write_not_a_ledger(db, content)
     with pytest.raises(LedgerCorrupt, match="is not a kuro ledger") as info:
         Ledger(db, store=MemoryBlockStore(), connect=_cannot_write)
     assert str(db) in str(info.value)
@@ -264,3 +254,92 @@ def test_an_immutable_read_the_ledger_changed_under_is_refused_not_served(
             reader.operations()
         hooks.clear()
         assert len(reader.operations()) == 3 + len(written)  # read again, it stood still: every row
+
+
+# ---- a ledger opened read-only by a passing disk error, written again
+
+
+class _Then:
+    """A ``connect`` that fails with SQLite's "disk I/O error" once (the open), then as ``probe`` says (the
+    reopening probe: an exception to raise, or None to open as the default does), recording each timeout."""
+
+    def __init__(self, probe: sqlite3.Error | None) -> None:
+        self.calls = 0
+        self.probe = probe
+        self.timeouts: list[float] = []
+
+    def __call__(self, path: Path, timeout: float) -> sqlite3.Connection:
+        self.calls += 1
+        self.timeouts.append(timeout)
+        if self.calls == 1:
+            raise sqlite3.OperationalError("disk I/O error")
+        if self.calls == 2 and self.probe is not None:
+            raise self.probe
+        return default_connect(path, timeout)
+
+
+def _older_ledger(path: Path) -> None:
+    """A ledger as older code made it: no cancel table, no indexes (same schema version)."""
+    _filled(path, 1)
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE cancel_requests")
+        conn.execute("DROP INDEX operations_started")
+        conn.execute("DROP INDEX operations_order")
+    conn.close()
+
+
+def test_a_write_to_a_read_only_ledger_another_process_holds_locked_waits_for_the_lock_not_the_probe(
+    tmp_path: Path,
+) -> None:
+    """The probe waited the busy timeout for another writer's lock, failed, and called the ledger read-only
+    "database is locked" (losing why it was): a lock held is a writable file — the write itself waits for it."""
+    path = tmp_path / "ledger.sqlite"
+    _filled(path, 1)
+    connect = _Then(None)
+    db = LedgerDB(path, connect, 0.2)
+    assert db.read_only == "disk I/O error"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            db.insert_started("op-new", "sha256:0", os.getpid(), "t", 1)
+        assert db.read_only is None  # writable: only the lock was in the way
+        assert connect.timeouts[1] == 0  # the probe does not wait for a lock
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert db.insert_started("op-new", "sha256:0", os.getpid(), "t", 1) is None
+    db.close()
+
+
+@pytest.mark.parametrize(
+    ("probe", "reason"),
+    [
+        (sqlite3.OperationalError("interrupted"), "disk I/O error"),
+        (sqlite3.OperationalError("unable to open database file"), "unable to open database file"),
+    ],
+    ids=["another-error-keeps-the-cause", "a-disk-error-is-the-new-cause"],
+)
+def test_a_failed_probe_keeps_why_the_ledger_is_read_only_unless_the_disk_refuses_again(
+    tmp_path: Path, probe: sqlite3.Error, reason: str
+) -> None:
+    path = tmp_path / "ledger.sqlite"
+    _filled(path, 1)
+    db = LedgerDB(path, _Then(probe), 2.0)
+    with pytest.raises(sqlite3.Error):
+        db.insert_started("op-new", "sha256:0", os.getpid(), "t", 1)
+    assert db.read_only == reason
+    db.close()
+
+
+def test_an_older_ledger_opened_read_only_gets_its_cancel_table_once_it_is_written_again(tmp_path: Path) -> None:
+    """After the swap to writable the schema additions never ran: a cancel of a running operation of an older
+    ledger first opened read-only was "not-recorded" (no such table: cancel_requests)."""
+    path = tmp_path / "ledger.sqlite"
+    _older_ledger(path)
+    db = LedgerDB(path, _Then(None), 2.0)
+    assert db.read_only is not None
+    assert db.insert_started("op-new", "sha256:0", os.getpid(), "t", 1) is None
+    assert db.request_cancel("op-new", 2) == "requested"
+    assert db.cancel_requested("op-new")
+    db.close()
