@@ -169,17 +169,22 @@ def test_ctrl_c_while_a_main_thread_caller_reads_kills_the_run_and_returns_its_r
         time.sleep(WAIT)
 
 
+def _quiet_program(request: pytest.FixtureRequest) -> None:
+    """On the main thread, this test's program has SIGINT ignored and no Python signal handler (pytest-timeout's
+    SIGALRM one set aside) until the test ends."""
+    assert threading.current_thread() is threading.main_thread()
+    for signum in (signal.SIGINT, signal.SIGALRM):
+        previous = signal.signal(signum, signal.SIG_IGN)
+        request.addfinalizer(lambda signum=signum, previous=previous: signal.signal(signum, previous))
+
+
 def test_a_main_thread_caller_with_ctrl_c_ignored_reads_its_own_frames_and_leaves_the_handler_as_it_was(
     lpool: WorkerPool, world: Any, request: pytest.FixtureRequest
 ) -> None:
     # SIGINT ignored (a program a shell started in the background): nothing can raise KeyboardInterrupt into the
     # caller, so it reads its own frames as a caller with Python's own handler does, instead of waiting for the
     # worker's keeper thread to hand it its receipt.
-    assert threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
-    alarm = signal.signal(signal.SIGALRM, signal.SIG_IGN)  # (pytest-timeout's handler: a program handler too)
-    request.addfinalizer(lambda: signal.signal(signal.SIGALRM, alarm))
+    _quiet_program(request)
     assert _echoed_on(lpool, world, b"quiet") == {threading.current_thread()}
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # the program's choice is left as it was
 
@@ -189,12 +194,8 @@ def test_a_main_thread_caller_with_ctrl_c_ignored_but_a_handler_of_its_own_leave
 ) -> None:
     # A program with a Python handler of its own (a SIGTERM that exits, a SIGALRM timeout) may have it raise
     # anywhere, inside a frame too, which would cost the worker: its keeper thread reads the frames instead.
-    assert threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
-    alarm = signal.signal(signal.SIGALRM, signal.SIG_IGN)  # (pytest-timeout's handler: the one this test sets)
-    request.addfinalizer(lambda: signal.signal(signal.SIGALRM, alarm))
-    before = signal.signal(signal.SIGUSR2, lambda _n, _f: None)
+    _quiet_program(request)
+    before = signal.signal(signal.SIGUSR2, lambda _n, _f: None)  # (the one handler of its own)
     request.addfinalizer(lambda: signal.signal(signal.SIGUSR2, before))
     threads = _echoed_on(lpool, world, b"guarded")
     assert threads and threading.current_thread() not in threads
