@@ -253,7 +253,7 @@ class ModuleCache:
         if self._mac_key is None:
             self._mac_key = blake3(self._hmac_key(), derive_key_context=_MAC_CONTEXT).digest()
         size = len(artifact)
-        threads = _hash_threads(size, _load_average() if size > _THREADED else 0.0, _CPUS)
+        threads = _hash_threads(size, _load_average() if size > _THREADED else None, _CPUS)  # (None: not asked)
         mac = blake3(key + b"\0", key=self._mac_key, max_threads=threads)
         mac.update(artifact)
         return mac.digest()
