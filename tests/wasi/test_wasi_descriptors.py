@@ -89,7 +89,7 @@ def _errnos(tmp_path: Path, calls: Sequence[tuple[str, Sequence[int]]], files: d
         for i, (name, args) in enumerate(calls)
     )
     wat = f"""(module {imports} (memory (export "memory") 1)
-      (data (i32.const 200) "\\90\\01\\00\\00\\01\\00\\00\\00") (data (i32.const 400) "a")
+      (data (i32.const 200) "\\90\\01\\00\\00\\01\\00\\00\\00") (data (i32.const 400) "a") (data (i32.const 410) "d")
       (func (export "_start") {body}
         (i32.store (i32.const 64) (i32.const 4096)) (i32.store (i32.const 68) (i32.const {len(calls)}))
         (drop (call $fd_write (i32.const 1) (i32.const 64) (i32.const 1) (i32.const 72)))))"""
@@ -197,3 +197,21 @@ def test_stdio_fdstat_shows_the_rights_wasmtime_shows(tmp_path: Path, fd: int, r
         (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))))"""
     got = _both(tmp_path, wat, {}).stdout
     assert got == bytes(8) + int(right).to_bytes(8, "little") * 2 + b"\x00"
+
+
+def test_fd_fdstat_set_rights_answers_what_wasmtime_answers_whatever_the_rights(tmp_path: Path) -> None:
+    """``fd_fdstat_set_rights`` on wasmtime's WASI (50.0.1) changes nothing: ``EBADF`` on stdio and on a number
+    not open, ``ENOTSUP`` on the preopen, a directory or a file it opened — dropping every right, keeping
+    one, or asking for all alike. kuro answered 0 to a narrowing (and ``ENOTCAPABLE`` to a widening); it now
+    answers as wasmtime does, so a program behaves the same on both (rights are cut at ``path_open``)."""
+    all_rights = int(wasi.ALL_RIGHTS)
+    asks = [(0, 0), (int(wasi.Rights.FD_READ), 0), (all_rights, all_rights)]
+    fds = (0, 1, 2, 3, 4, 5, 99)  # stdio, the preopen, the directory d and the file a opened first, none
+    calls = [("fd_fdstat_set_rights", (fd, base, inheriting)) for fd in fds for base, inheriting in asks]
+    want = [8] * 9 + [58] * 9 + [8] * 3
+    opens = [
+        ("path_open", (3, 0, 410, 1, wasi.OFLAG_DIRECTORY, 0x2000, 0, 0, 3000)),
+        ("path_open", (3, 0, 400, 1, 0, int(wasi.Rights.FD_READ), 0, 0, 3004)),
+    ]
+    got = _errnos(tmp_path, opens + calls, {"a": b"x", "d/x": b"1"})
+    assert got == bytes([0, 0, *want])
