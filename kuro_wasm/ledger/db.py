@@ -21,6 +21,8 @@ writing again (never waiting for another writer's lock: a lock held means the fi
 while SQLite still refuses, the write is refused as any SQLite refusal is. Where neither
 is possible the open raises :class:`LedgerError` saying why, never a raw SQLite error — or
 :class:`LedgerCorrupt` if what it reads is no kuro ledger (random bytes, another program's database).
+A file read so that holds no tables at all (empty, or made by a first open whose schema never
+committed) is a ledger with no operations yet, and gets its tables at its first write.
 
 ## Effects
 SQLite (stdlib ``sqlite3``) at one path. Connections are pooled per ledger (a
@@ -206,9 +208,10 @@ class LedgerDB:
     refusal means is the caller's decision.
 
     ``reading=True`` opens it for reading only from the start (as a ledger that cannot be written is): no
-    schema is prepared, nothing is written — for a caller that only looks (``kuro receipt show``). A file
-    with no tables at all (:attr:`no_tables`: the first open of a ledger not yet committed its schema) then
-    holds no operations; one with other tables, or no SQLite, is still :class:`LedgerCorrupt`.
+    schema is prepared, nothing is written — for a caller that only looks (``kuro receipt show``). Opened
+    for reading only either way, a file with no tables at all (:attr:`no_tables`: empty, or the first open
+    of a ledger not yet committed its schema) holds no operations, and gets its tables at its first write
+    once SQLite lets it write; one with other tables, or no SQLite, is still :class:`LedgerCorrupt`.
 
     Raises LedgerCorrupt: ``path`` is not a kuro ledger (or has another schema
     version). LedgerError: it cannot be opened or prepared.
@@ -223,8 +226,8 @@ class LedgerDB:
         self._immutable = False
         self._reopening = threading.Lock()
         self._reading = reading
-        #: Opened ``reading``, the file holds no tables at all (new, or its first open has not committed the
-        #: schema yet): it holds no operations (:meth:`read_row` finds none), not "not a kuro ledger".
+        #: Opened for reading only, the file holds no tables at all (new, or its first open has not committed
+        #: the schema yet): it holds no operations (every read finds none), not "not a kuro ledger".
         self.no_tables = False
         #: the file's ``file:`` URI, for read-only connections (resolved once: an immutable read opens one per read)
         self._uri = ""
@@ -279,7 +282,7 @@ class LedgerDB:
                 with self._pool.connection() as conn:
                     version = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema-version'").fetchone()
             except sqlite3.DatabaseError as exc:
-                if self._reading and _holds_no_tables(self._pool):
+                if _holds_no_tables(self._pool):
                     self.no_tables = True  # a ledger not yet given its tables (the first run's are uncommitted)
                     return
                 self._pool.close()
@@ -326,6 +329,9 @@ class LedgerDB:
             try:
                 with self._pool.connection() as conn:
                     names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master").fetchall()}
+                    if not names:  # a ledger never given its tables (only then: other tables are no ledger)
+                        conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} {'; '.join(_ADDITIONS)}; COMMIT;")
+                        self.no_tables, names = False, set(_ADDED_NAMES)
             except sqlite3.Error:
                 return  # the write that asked says what SQLite refuses
             if not names.issuperset(_ADDED_NAMES):
@@ -397,6 +403,8 @@ class LedgerDB:
 
     def started_rows(self) -> list[Row]:
         """Every ``started`` row (through the partial index, when the ledger has it)."""
+        if self.no_tables:
+            return []
         with self._pool.connection() as conn:
             found = conn.execute(f"SELECT {_COLUMNS} FROM operations WHERE status = 'started'").fetchall()
         return [Row(*r) for r in found]
@@ -482,6 +490,8 @@ class LedgerDB:
 
     def cancel_requested(self, op_id: str) -> bool:
         """Whether a cancel of ``op_id`` was requested; ``False`` if SQLite cannot be read now (ask again later)."""
+        if self.no_tables:
+            return False
         try:
             with self._pool.connection() as conn:
                 return bool(conn.execute("SELECT 1 FROM cancel_requests WHERE op_id = ?", (op_id,)).fetchall())
@@ -523,6 +533,8 @@ class LedgerDB:
         row holds it now (one written by older code, which may reuse the rowid of a withdrawn last claim);
         ``limit``: at most that many (a keyset page over the table's own rowid order: the cost is the page).
         """
+        if self.no_tables:
+            return []
         sql = "SELECT rowid, op_id, status, digest, started_at, finished_at, exit_code, outcome, reason FROM operations"
         params: list[Any] = []
         if after is not None:
@@ -544,9 +556,9 @@ class LedgerDB:
 
 
 def _holds_a_ledger(path: Path) -> bool:
-    """Whether ``path`` is a non-empty file (what a read-only open could read)."""
+    """Whether ``path`` is a file (what a read-only open could read: an empty one holds no tables yet)."""
     try:
-        return path.stat().st_size > 0
+        return path.is_file()
     except OSError:
         return False
 

@@ -343,3 +343,53 @@ def test_an_older_ledger_opened_read_only_gets_its_cancel_table_once_it_is_writt
     assert db.request_cancel("op-new", 2) == "requested"
     assert db.cancel_requested("op-new")
     db.close()
+
+
+# ---- a ledger made but never given its tables, opened read-only
+
+
+def _no_tables(path: Path) -> None:
+    """What the first ``kuro run`` leaves before its schema commits: an SQLite file with no tables."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.close()
+
+
+NOT_YET_LEDGERS = [lambda p: p.write_bytes(b""), _no_tables]
+
+
+@pytest.mark.parametrize("make", NOT_YET_LEDGERS, ids=["zero-bytes", "no-tables"])
+def test_a_ledger_with_no_tables_yet_that_cannot_be_written_holds_no_operations_and_refuses_runs(
+    tmp_path: Path, make: Any
+) -> None:
+    """Opened read-only (the disk refused), a ledger file made but never given its tables said LedgerCorrupt
+    ("no such table"): it is a ledger with no operations yet, as :func:`kuro_wasm.ledger.lookup.lookup` reads it."""
+    db = tmp_path / "ledger.sqlite"
+    make(db)
+    starter = FakeStarter()
+    with Ledger(db, store=MemoryBlockStore(), starter=starter, connect=_cannot_write) as ledger:
+        assert ledger.operations() == []
+        assert ledger.result("op-1")["kuro/status"] == "not-found"
+        with pytest.raises(LedgerError, match="nothing ran"):
+            ledger.run("op-new", make_session(), command(9))
+    assert starter.total == 0
+
+
+@pytest.mark.parametrize("make", NOT_YET_LEDGERS, ids=["zero-bytes", "no-tables"])
+def test_a_ledger_with_no_tables_yet_opened_read_only_by_a_passing_disk_error_gets_them_at_its_first_write(
+    tmp_path: Path, make: Any
+) -> None:
+    db = tmp_path / "ledger.sqlite"
+    make(db)
+    starter = FakeStarter()
+    with Ledger(db, store=MemoryBlockStore(), starter=starter, connect=_Flaky(1)) as ledger:
+        assert ledger.operations() == []
+        receipt = ledger.run("op-new", make_session(), command(9))
+        assert receipt["kuro/exit-code"] == 0 and starter.total == 1
+    with Ledger(db, store=MemoryBlockStore(), starter=FakeStarter()) as again:  # written, with every table
+        assert again.result("op-new")["kuro/status"] == "done"
+        assert [row["kuro/op-id"] for row in again.operations()] == ["op-new"]
+    with sqlite3.connect(db) as conn:
+        names = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert {"operations", "ledger_meta", "cancel_requests", "operations_started", "operations_order"} <= names
