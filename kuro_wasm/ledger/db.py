@@ -91,6 +91,8 @@ _ADDITIONS: Final = (
     "CREATE TABLE IF NOT EXISTS cancel_requests (op_id TEXT PRIMARY KEY, requested_at INTEGER NOT NULL)",
 )
 _ADDED_NAMES: Final = ("operations_started", "cancel_requests", "operations_order")
+#: The whole schema, made in one transaction (a new ledger, or one whose first open never committed it).
+_CREATE: Final = f"BEGIN IMMEDIATE; {_SCHEMA} {'; '.join(_ADDITIONS)}; COMMIT;"
 #: The rowid a new row takes: past every row there is and every row there was (``rowid-high-water``, kept
 #: when claims are withdrawn), so the listing's order — rowid, the order rows were recorded in — never puts
 #: a new row before a page cursor already handed out (SQLite alone would reuse a deleted last rowid).
@@ -304,44 +306,52 @@ class LedgerDB:
         may have passed); else leave it read-only. The probe takes and gives back the write lock without
         waiting for it: another writer holding it means the file can be written (the write itself waits its
         turn), not a reason to stay read-only. A probe that fails keeps the ledger's reason unless SQLite now
-        refuses the disk itself (the new reason is then the truer one). Once writable, an older ledger gets
-        the schema additions (:meth:`_add_missing`) an open for writing would have given it."""
+        refuses the disk itself (the new reason is then the truer one). Once writable, a file with no tables
+        gets the schema (until SQLite lets it: tried again at each write), and an older ledger the schema
+        additions (:meth:`_add_missing`) an open for writing would have given it."""
         with self._reopening:
-            if self.read_only is None:
+            if self.read_only is None and not self.no_tables:
                 return
-            try:
-                probe = self._connect_fn(self._path, 0)
-                try:
-                    probe.isolation_level = None
-                    probe.execute("PRAGMA journal_mode=WAL")
-                    probe.execute("BEGIN IMMEDIATE")
-                    probe.execute("ROLLBACK")
-                finally:
-                    probe.close()
-            except sqlite3.Error as exc:
-                if not _busy(exc):
-                    if _refuses_the_disk(exc):
-                        self.read_only = str(exc)
-                    return
-            old, self._pool = self._pool, _Pool(self._connect_writable)
-            self.read_only, self._immutable = None, False
-            old.close()
+            if self.read_only is not None and not self._probe_writable():
+                return
             try:
                 with self._pool.connection() as conn:
                     names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master").fetchall()}
                     if not names:  # a ledger never given its tables (only then: other tables are no ledger)
-                        conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} {'; '.join(_ADDITIONS)}; COMMIT;")
-                        self.no_tables, names = False, set(_ADDED_NAMES)
+                        conn.executescript(_CREATE)
+                        names = set(_ADDED_NAMES)
+                    self.no_tables = False
             except sqlite3.Error:
                 return  # the write that asked says what SQLite refuses
             if not names.issuperset(_ADDED_NAMES):
                 self._add_missing()
 
+    def _probe_writable(self) -> bool:
+        """Whether SQLite lets this read-only ledger be written now; if so, its connections are writable ones."""
+        try:
+            probe = self._connect_fn(self._path, 0)
+            try:
+                probe.isolation_level = None
+                probe.execute("PRAGMA journal_mode=WAL")
+                probe.execute("BEGIN IMMEDIATE")
+                probe.execute("ROLLBACK")
+            finally:
+                probe.close()
+        except sqlite3.Error as exc:
+            if not _busy(exc):
+                if _refuses_the_disk(exc):
+                    self.read_only = str(exc)
+                return False
+        old, self._pool = self._pool, _Pool(self._connect_writable)
+        self.read_only, self._immutable = None, False
+        old.close()
+        return True
+
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """A ``BEGIN IMMEDIATE`` transaction: committed if the block ends, rolled back if it raises. A ledger
         opened read-only is first opened for writing again if it can be (:meth:`_reopen_writable`)."""
-        if self.read_only is not None and not self._reading:
+        if (self.read_only is not None or self.no_tables) and not self._reading:
             self._reopen_writable()
         with self._pool.connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
@@ -359,7 +369,7 @@ class LedgerDB:
                 conn.execute("PRAGMA journal_mode=WAL")
                 present = conn.execute("SELECT name FROM sqlite_master WHERE name = 'operations'").fetchall()
                 if not present:
-                    conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} {'; '.join(_ADDITIONS)}; COMMIT;")
+                    conn.executescript(_CREATE)
                 version = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema-version'").fetchone()
                 names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master").fetchall()}
             if not names.issuperset(_ADDED_NAMES):

@@ -393,3 +393,45 @@ def test_a_ledger_with_no_tables_yet_opened_read_only_by_a_passing_disk_error_ge
         names = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
     conn.close()
     assert {"operations", "ledger_meta", "cancel_requests", "operations_started", "operations_order"} <= names
+
+
+class _DiskErrorThenFullOnce:
+    """A ``connect`` that fails with "disk I/O error" once (the open), then opens connections whose first script
+    (the schema: the one script a ledger runs) finds the disk full; ``refused`` holds that script."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.refused: list[str] = []
+
+    def __call__(self, path: Path, timeout: float) -> sqlite3.Connection:
+        self.calls += 1
+        if self.calls == 1:
+            raise sqlite3.OperationalError("disk I/O error")
+        refused = self.refused
+
+        class FullOnce(sqlite3.Connection):
+            def executescript(self, script: str, /) -> sqlite3.Cursor:
+                if not refused:
+                    refused.append(script)
+                    raise sqlite3.OperationalError("database or disk is full")
+                return super().executescript(script)
+
+        return sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False, factory=FullOnce)
+
+
+def test_a_ledger_with_no_tables_yet_whose_schema_cannot_be_made_refuses_the_run_and_makes_it_at_the_next(
+    tmp_path: Path,
+) -> None:
+    """Writable again but its schema refused (a full disk): the run is refused (nothing ran, not "not a kuro
+    ledger"), reads still find no operations, and the next write makes the schema and runs."""
+    db = tmp_path / "ledger.sqlite"
+    _no_tables(db)
+    connect = _DiskErrorThenFullOnce()
+    starter = FakeStarter()
+    with Ledger(db, store=MemoryBlockStore(), starter=starter, connect=connect) as ledger:
+        with pytest.raises(LedgerError, match="nothing ran") as refused:
+            ledger.run("op-1", make_session(), command(1))
+        assert not isinstance(refused.value, LedgerCorrupt) and connect.refused
+        assert ledger.operations() == [] and starter.total == 0
+        assert ledger.run("op-2", make_session(), command(2))["kuro/exit-code"] == 0
+        assert [row["kuro/op-id"] for row in ledger.operations()] == ["op-2"]
