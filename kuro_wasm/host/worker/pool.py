@@ -540,8 +540,10 @@ class WorkerPool:
         (leader/follower: no thread hand-over on a warm run); raises the run's HostError if it has none.
 
         Only for a run submitted with ``leading`` set by a caller that waits at once (:func:`~kuro_wasm.host.api.run`):
-        on the main thread, only while a Ctrl-C is routed to :meth:`RemoteRun.interrupt` or ignored (a signal handler
-        that raised while this thread is inside a frame would leave the channel unreadable; it then kills the worker).
+        on the main thread, only while a Ctrl-C is routed to :meth:`RemoteRun.interrupt` or ignored, and the program's
+        handlers are guarded (:func:`kuro_wasm.host.interrupts.hold`: one that raises stops the run through
+        :meth:`RemoteRun.interrupted`) — an exception raised into this thread inside a frame would leave the channel
+        unreadable (it then kills the worker).
         """
         main = threading.current_thread() is threading.main_thread()
         outer: tuple[_Conn, object] | None = getattr(_READER, "leads", None)
@@ -557,8 +559,8 @@ class WorkerPool:
     def _lead_run(self, run: RemoteRun, main: bool) -> dict[str, Any]:
         outer = getattr(_READER, "leads", None)
         while not run.done.is_set():
-            if run.interrupted:  # Ctrl-C while it waited for a worker or its turn: as stop_and_wait
-                run.interrupted = False
+            if run.stop_asked:  # Ctrl-C while it waited for a worker or its turn: as stop_and_wait
+                run.stop_asked = False
                 self.kill(run)
             conn = self._claim(run)
             if conn is None:
@@ -571,6 +573,9 @@ class WorkerPool:
                 while not run.done.is_set():
                     if main and not conn.inbox.pending:
                         self._await(conn, run)  # raised in here (between frames), the channel is whole: handed on
+                    elif run.stop_asked:  # asked inside the last frame (a guarded handler raised): frames keep coming
+                        run.stop_asked = False
+                        self.kill(run)
                     inside = True
                     if not self._pump(conn):
                         break
@@ -634,7 +639,7 @@ class WorkerPool:
         with self._lock:
             run.waiter = True
             try:
-                while not run.done.is_set() and not run.interrupted:
+                while not run.done.is_set() and not run.stop_asked:
                     conn: _Conn | None = run.conn if run.sent else None
                     if (
                         conn is not None
@@ -658,8 +663,8 @@ class WorkerPool:
         poller.register(_SIGFD[0], select.POLLIN)
         run.sigfd = _SIGFD[0]
         while True:
-            if run.interrupted:
-                run.interrupted = False
+            if run.stop_asked:
+                run.stop_asked = False
                 self.kill(run)  # as stop_and_wait: the run ends cancelled, and its receipt is waited for
             events = poller.poll()
             if any(fd == _SIGFD[0] for fd, _ in events):
