@@ -33,7 +33,9 @@ directory, swept later.
 
 ## Effects
 Creates, writes, renames and deletes files under the store root; takes ``flock``
-locks; syncs the filesystem. Used only by :mod:`kuro_fs.filestore`.
+locks; syncs the filesystem; runs one thread per batch that holds large blocks, which
+starts the disk on each as soon as it is staged (:class:`_Writeback`: the writers go
+back to hashing, the commit's sync finds less left). Used only by :mod:`kuro_fs.filestore`.
 
 ## Not done here
 POSIX only (``flock``, ``dir_fd``), as the rest of kuro's durable state. No size
@@ -51,6 +53,7 @@ import os
 import re
 import secrets
 import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
@@ -67,8 +70,11 @@ BATCH_PREFIX: Final = ".batch-"
 BLOCK_NAME: Final = re.compile(r"b[a-z2-7]{58}|b[a-z2-7]{109}")
 #: The name of a fan-out directory.
 SHARD_NAME: Final = re.compile(r"[a-z2-7]{2}")
-#: A staged block this large has its writeback started at once (smaller ones wait for the commit's sync).
+#: A staged block this large has its writeback started by the batch's writeback thread (smaller ones wait
+#: for the commit's sync).
 EARLY_WRITEBACK = 1 << 16
+#: Staged files waiting for that thread at most; one staged beyond this is closed at once, its hint dropped.
+WRITEBACK_BACKLOG = 32
 
 
 def shard_of(cid: str) -> str:
@@ -180,6 +186,7 @@ class FileBatch(StoreBatch):
         self._flushing = False
         self._fd: int | None = None  # the batch directory, holding the flock
         self._path: str | None = None
+        self._writeback = _Writeback()  # starts the disk on large staged blocks off the writers' threads
 
     # ---- staging (called by the store)
 
@@ -208,13 +215,12 @@ class FileBatch(StoreBatch):
                 return True  # staged earlier in this batch, and whole: writers finish before unregistering
             try:
                 _write_all(out, data)
-                if len(data) >= EARLY_WRITEBACK:
-                    start_writeback(out)  # the disk writes while the next block is hashed: the commit waits less
             except BaseException:
                 os.close(out)
                 os.unlink(staged, dir_fd=fd)
                 raise
-            os.close(out)
+            if len(data) < EARLY_WRITEBACK or not self._writeback.take(out):
+                os.close(out)
             created = True
         finally:
             with self._lock:
@@ -391,6 +397,7 @@ class FileBatch(StoreBatch):
                 self._wait()
 
     def _discard(self) -> None:
+        self._writeback.stop()
         with self._cond:
             while self._readers:
                 self._wait()
@@ -426,6 +433,67 @@ class FileBatch(StoreBatch):
             os.rmdir(temp)
             raise
         self._fd, self._path = fd, path
+
+
+class _Writeback:
+    """The batch's writeback thread: it starts the disk on each staged file handed to it, then closes it.
+
+    ``sync_file_range(SYNC_FILE_RANGE_WRITE)`` (:func:`~kuro_fs.atomic.start_writeback`) submits the
+    file's pages to the disk from the calling thread and can wait there for room in the device's
+    queue; called by the writers, it held them off the hashing of the next block. 256 MiB into the
+    disk store, 2 writers, interleaved at load 10–12: medians 3.9 s with the hint on the writers,
+    3.4 s with none, 1.9 s with it here (6 rounds each); 3.8 s before this thread, 3.4 s after
+    (8 rounds, 6 won). Only a hint: a file is handed over once wholly written, the
+    commit's sync is what makes it durable and reports any write error (``syncfs``, or an fsync of
+    each staged file), so a close error here loses nothing and is not raised. At most
+    :data:`WRITEBACK_BACKLOG` files wait: past that the writer closes its file itself, so a slow
+    disk never holds many descriptors open. Started on the first file, stopped when the batch ends.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._fds: deque[int] = deque()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def take(self, fd: int) -> bool:
+        """Start ``fd``'s writeback and close it later; False (``fd`` left open) if the backlog is full or stopped."""
+        with self._cond:
+            if self._stopping or len(self._fds) >= WRITEBACK_BACKLOG:
+                return False
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="kuro-fs-writeback", daemon=True)
+                self._thread.start()
+            self._fds.append(fd)
+            self._cond.notify()
+        return True
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._fds and not self._stopping:
+                    self._cond.wait()
+                if not self._fds:
+                    return
+                fd = self._fds.popleft()
+                hint = not self._stopping  # once stopping, what is left is only closed
+            try:
+                if hint:
+                    start_writeback(fd)
+            finally:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        """Close every file still waiting (without its hint) and wait for the thread to end."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
 
 
 def _staged_name(cid: str) -> str:
