@@ -33,9 +33,12 @@ directory, swept later.
 
 ## Effects
 Creates, writes, renames and deletes files under the store root; takes ``flock``
-locks; syncs the filesystem; runs one thread per batch that holds large blocks, which
-starts the disk on each as soon as it is staged (:class:`_Writeback`: the writers go
-back to hashing, the commit's sync finds less left). Used only by :mod:`kuro_fs.filestore`.
+locks; syncs the filesystem. A large block of an aligned length is written with
+``O_DIRECT``, past the page cache (:class:`_DirectWrite`: on the VM measured, filling fresh
+page-cache pages cost more than the disk); any other large block goes through the page cache
+and one thread per batch starts the disk on it as soon as it is staged (:class:`_Writeback`:
+the writers go back to hashing, the commit's sync finds less left). Either way the commit's
+first sync is what makes a staged block durable. Used only by :mod:`kuro_fs.filestore`.
 
 ## Not done here
 POSIX only (``flock``, ``dir_fd``), as the rest of kuro's durable state. No size
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import mmap
 import os
 import re
 import secrets
@@ -75,6 +79,8 @@ SHARD_NAME: Final = re.compile(r"[a-z2-7]{2}")
 EARLY_WRITEBACK = 1 << 16
 #: Staged files waiting for that thread at most; one staged beyond this is closed at once, its hint dropped.
 WRITEBACK_BACKLOG = 32
+#: A large block whose length is a multiple of this is staged with ``O_DIRECT`` (from a buffer so aligned).
+DIRECT_ALIGN = 4096
 
 
 def shard_of(cid: str) -> str:
@@ -87,6 +93,7 @@ def shard_of(cid: str) -> str:
 
 
 _DIR_FLAGS: Final = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+_O_DIRECT: Final = getattr(os, "O_DIRECT", 0)
 _NEW_FILE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -187,6 +194,7 @@ class FileBatch(StoreBatch):
         self._fd: int | None = None  # the batch directory, holding the flock
         self._path: str | None = None
         self._writeback = _Writeback()  # starts the disk on large staged blocks off the writers' threads
+        self._direct = _DirectWrite()  # writes large aligned blocks past the page cache
 
     # ---- staging (called by the store)
 
@@ -213,13 +221,16 @@ class FileBatch(StoreBatch):
                 out = self._create(group, staged, fd)
             except FileExistsError:
                 return True  # staged earlier in this batch, and whole: writers finish before unregistering
+            large = len(data) >= EARLY_WRITEBACK
             try:
-                _write_all(out, data)
+                direct = large and self._direct.write(out, data)
+                if not direct:
+                    _write_all(out, data)
             except BaseException:
                 os.close(out)
                 os.unlink(staged, dir_fd=fd)
                 raise
-            if len(data) < EARLY_WRITEBACK or not self._writeback.take(out):
+            if direct or not large or not self._writeback.take(out):
                 os.close(out)
             created = True
         finally:
@@ -448,6 +459,8 @@ class _Writeback:
     each staged file), so a close error here loses nothing and is not raised. At most
     :data:`WRITEBACK_BACKLOG` files wait: past that the writer closes its file itself, so a slow
     disk never holds many descriptors open. Started on the first file, stopped when the batch ends.
+    Large blocks written with ``O_DIRECT`` (:class:`_DirectWrite`) have no dirty pages to start, so it
+    serves large blocks of an unaligned length (a file's last chunk) and filesystems that refuse it.
     """
 
     def __init__(self) -> None:
@@ -494,6 +507,59 @@ class _Writeback:
             thread = self._thread
         if thread is not None:
             thread.join()
+
+
+class _DirectWrite:
+    """Writes a large staged block with ``O_DIRECT``: from the writer's buffer to the disk, past the page cache.
+
+    Each buffered byte lands in a page-cache page the kernel must allocate and fill, and on the VM
+    this was measured on that copy into fresh pages was ~40 % of an import's CPU (perf:
+    ``copy_folio_from_iter_atomic``; reading the same bytes out of the cache cost ~2 %), likely the
+    host faulting in each fresh page. The same 1,024 block files of a 256 MiB file + one ``syncfs``,
+    2 threads: 0.40 s with ``O_DIRECT``, 2.6 s buffered, ``cp`` + fsync 2.2 s (medians of 6,
+    interleaved, load 10–12); the import of that file, 2 threads: 1.2 s, against 3.2 s buffered and
+    1.6 s for ``cp`` + fsync (medians of 8, load 8–11; CPU 0.49 s against 1.21 s).
+
+    Durability is unchanged: the write returns once the disk has the bytes, and the commit's
+    ``syncfs`` (or fsync of the file), before any rename, still writes the file's metadata and
+    flushes the disk's cache. The block is copied into a page-aligned buffer of the writing thread
+    (``O_DIRECT`` wants address, length and offset aligned); a block of another length goes through
+    the page cache, and so does every block once the filesystem refused ``O_DIRECT`` (``EINVAL``:
+    tmpfs, some network filesystems). Staged blocks are then not in the page cache: the first read
+    of one goes to the disk.
+    """
+
+    def __init__(self) -> None:
+        self._usable = _O_DIRECT != 0
+        self._local = threading.local()
+
+    def write(self, out: int, data: bytes | memoryview) -> bool:
+        """Write ``data`` whole into the new, empty file ``out`` with ``O_DIRECT``; False if not done
+        (the length is not aligned, or the filesystem refused: ``out`` is then empty again)."""
+        size = len(data)
+        if not self._usable or size % DIRECT_ALIGN:
+            return False
+        buffer: mmap.mmap | None = getattr(self._local, "buffer", None)
+        if buffer is None or len(buffer) < size:
+            buffer = self._local.buffer = mmap.mmap(-1, size)  # anonymous: page-aligned
+        view = memoryview(buffer)[:size]
+        try:
+            view[:] = data
+            try:
+                fcntl.fcntl(out, fcntl.F_SETFL, _O_DIRECT)
+                done = 0
+                while done < size:
+                    done += os.pwrite(out, view[done:], done)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                self._usable = False  # this filesystem takes no O_DIRECT: every later block is buffered
+                fcntl.fcntl(out, fcntl.F_SETFL, 0)
+                os.ftruncate(out, 0)
+                return False
+        finally:
+            view.release()
+        return True
 
 
 def _staged_name(cid: str) -> str:

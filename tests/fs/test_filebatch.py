@@ -474,32 +474,81 @@ def test_a_stuck_writeback_never_holds_a_writer_and_holds_at_most_its_backlog_op
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
+@pytest.mark.parametrize("path", ["O_DIRECT", "page cache"])
 def test_an_import_failing_mid_file_leaves_no_block_and_no_open_file_whatever_waits_for_writeback(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     from kuro_fs.importer import import_path
 
     src = tmp_path / "big.bin"
     src.write_bytes(random.Random(3).randbytes(40 * 256 * 1024))
-    real_write = filebatch._write_all
+    real_write, real_pwrite = filebatch._write_all, os.pwrite
     writes: list[int] = []
 
-    def failing_write(fd: int, data: bytes | memoryview) -> None:
+    def torn_then_failed(write: Any, fd: int, data: Any, *rest: int) -> int:
         writes.append(len(data))
         if len(writes) == 25:
-            real_write(fd, memoryview(data)[: len(data) // 2])  # a torn file on disk, then the failure
+            write(fd, memoryview(data)[: len(data) // 2], *rest)  # a torn file on disk, then the failure
             raise OSError(28, "No space left on device")
-        real_write(fd, data)
+        return int(write(fd, data, *rest) or len(data))
 
-    monkeypatch.setattr(filebatch, "_write_all", failing_write)
+    if path == "O_DIRECT":
+        monkeypatch.setattr(os, "pwrite", lambda fd, data, at: torn_then_failed(real_pwrite, fd, data, at))
+    else:
+        monkeypatch.setattr(filebatch, "_O_DIRECT", 0)
+        monkeypatch.setattr(filebatch, "_write_all", lambda fd, data: torn_then_failed(real_write, fd, data))
     monkeypatch.setattr(filebatch, "start_writeback", lambda fd: threading.Event().wait(0.01))  # a slow disk
     before = _open_fds()
     with FileBlockStore(tmp_path / "blocks") as store:
         with pytest.raises(BlockStoreError, match="No space left on device"):
             import_path(store, src, workers=2)
+        assert len(writes) >= 25  # the failure came from the path under test
         assert store.stats() == {"blocks": 0, "bytes": 0}  # no name at all, so none at torn bytes
         assert _batch_dirs(store.root) == []
     assert _open_fds() == before and _writeback_threads() == []
+
+
+def test_large_aligned_blocks_are_staged_with_o_direct_and_others_through_the_page_cache(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    direct: list[tuple[int, bool]] = []
+    real = filebatch._DirectWrite.write
+
+    def spy(self: Any, out: int, data: bytes | memoryview) -> bool:
+        done = real(self, out, data)
+        direct.append((len(data), done))
+        return done
+
+    monkeypatch.setattr(filebatch._DirectWrite, "write", spy)
+    aligned, odd = b"a" * (4 * filebatch.EARLY_WRITEBACK), b"o" * (filebatch.EARLY_WRITEBACK + 1)
+    with file_store.batch():
+        cids = [file_store.put(aligned), file_store.put(odd), file_store.put(b"small")]
+        assert [file_store.get(cid) for cid in cids] == [aligned, odd, b"small"]  # staged, read in the batch
+    assert [file_store.get(cid) for cid in cids] == [aligned, odd, b"small"]
+    if filebatch._O_DIRECT:
+        assert direct == [(len(aligned), True), (len(odd), False)]  # the small block never asks
+
+
+@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="O_DIRECT is Linux's")
+def test_a_filesystem_refusing_o_direct_part_way_gets_each_block_whole_through_the_page_cache(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_pwrite = os.pwrite
+    calls: list[int] = []
+
+    def refusing(fd: int, data: Any, at: int) -> int:
+        calls.append(at)
+        if len(calls) == 1:
+            return real_pwrite(fd, memoryview(data)[: len(data) // 2], at)  # half lands, then EINVAL
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(os, "pwrite", refusing)
+    blobs = [bytes([i]) * (2 * filebatch.EARLY_WRITEBACK) for i in range(3)]
+    with file_store.batch():
+        cids = [file_store.put(blob) for blob in blobs]
+    monkeypatch.undo()
+    assert [file_store.get(cid) for cid in cids] == blobs
+    assert len(calls) == 2  # refused once: the later blocks were not tried again
 
 
 # ---- concurrency and crashes
