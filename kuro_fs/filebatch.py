@@ -79,8 +79,10 @@ SHARD_NAME: Final = re.compile(r"[a-z2-7]{2}")
 EARLY_WRITEBACK = 1 << 16
 #: Staged files waiting for that thread at most; one staged beyond this is closed at once, its hint dropped.
 WRITEBACK_BACKLOG = 32
-#: A large block whose length is a multiple of this is staged with ``O_DIRECT`` (from a buffer so aligned).
+#: A large block whose length is a multiple of this is staged with ``O_DIRECT`` (from a buffer so aligned)...
 DIRECT_ALIGN = 4096
+#: ...up to this size (the aligned buffer, one per writing thread, lives as long as the batch).
+DIRECT_MAX = 4 << 20
 
 
 def shard_of(cid: str) -> str:
@@ -523,7 +525,8 @@ class _DirectWrite:
     Durability is unchanged: the write returns once the disk has the bytes, and the commit's
     ``syncfs`` (or fsync of the file), before any rename, still writes the file's metadata and
     flushes the disk's cache. The block is copied into a page-aligned buffer of the writing thread
-    (``O_DIRECT`` wants address, length and offset aligned); a block of another length goes through
+    (``O_DIRECT`` wants address, length and offset aligned); a block of another length, or larger
+    than :data:`DIRECT_MAX`, goes through
     the page cache, and so does every block once the filesystem refused ``O_DIRECT`` (``EINVAL``:
     tmpfs, some network filesystems). Staged blocks are then not in the page cache: the first read
     of one goes to the disk.
@@ -537,7 +540,7 @@ class _DirectWrite:
         """Write ``data`` whole into the new, empty file ``out`` with ``O_DIRECT``; False if not done
         (the length is not aligned, or the filesystem refused: ``out`` is then empty again)."""
         size = len(data)
-        if not self._usable or size % DIRECT_ALIGN:
+        if not self._usable or size % DIRECT_ALIGN or size > DIRECT_MAX:
             return False
         buffer: mmap.mmap | None = getattr(self._local, "buffer", None)
         if buffer is None or len(buffer) < size:

@@ -521,12 +521,14 @@ def test_large_aligned_blocks_are_staged_with_o_direct_and_others_through_the_pa
 
     monkeypatch.setattr(filebatch._DirectWrite, "write", spy)
     aligned, odd = b"a" * (4 * filebatch.EARLY_WRITEBACK), b"o" * (filebatch.EARLY_WRITEBACK + 1)
+    huge = b"h" * (filebatch.DIRECT_MAX + filebatch.DIRECT_ALIGN)
+    blobs = [aligned, odd, huge, b"small"]
     with file_store.batch():
-        cids = [file_store.put(aligned), file_store.put(odd), file_store.put(b"small")]
-        assert [file_store.get(cid) for cid in cids] == [aligned, odd, b"small"]  # staged, read in the batch
-    assert [file_store.get(cid) for cid in cids] == [aligned, odd, b"small"]
-    if filebatch._O_DIRECT:
-        assert direct == [(len(aligned), True), (len(odd), False)]  # the small block never asks
+        cids = [file_store.put(blob) for blob in blobs]
+        assert [file_store.get(cid) for cid in cids] == blobs  # staged, read in the batch
+    assert [file_store.get(cid) for cid in cids] == blobs
+    if filebatch._O_DIRECT:  # the small block never asks
+        assert direct == [(len(aligned), True), (len(odd), False), (len(huge), False)]
 
 
 @pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="O_DIRECT is Linux's")
