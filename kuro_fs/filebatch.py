@@ -43,8 +43,10 @@ first sync is what makes a staged block durable. Used only by :mod:`kuro_fs.file
 ## Not done here
 POSIX only (``flock``, ``dir_fd``), as the rest of kuro's durable state. No size
 limit: staged files take the disk space their blocks will take anyway, and memory
-holds only the CIDs being written at this moment and a count per staging directory (≤ 1,024). An empty ``.tmp-`` batch
-directory left by a crash between its ``mkdir`` and its rename is ignored, not
+holds only the CIDs being written at this moment, a count per staging directory (≤ 1,024),
+one aligned buffer per writing thread (≤ :data:`DIRECT_MAX`) and at most
+:data:`WRITEBACK_BACKLOG` open files waiting for their writeback hint. An empty ``.tmp-``
+batch directory left by a crash between its ``mkdir`` and its rename is ignored, not
 swept, like the temp files of crashed single puts.
 """
 
