@@ -9,6 +9,11 @@ library's JSON is C code, ~5 µs to encode and decode a run request against ~30 
 pure-Python canonical codec (measured here), and every run crosses the boundary at least twice on its
 warm path, whose budget is 200 µs. Frames need no canonical form, only plain data.
 
+A ``run`` frame's payload starts with the JSON object of the run's fixed fields (:data:`RUN_FIXED`: session,
+limits, command, fs, seed), its stdin after it: the same bytes for every warm run of one caller, so a worker
+decodes and checks them once and knows them again by their bytes (~10 µs a warm run, measured here); what
+changes from run to run (its id, deadline and flags) is the frame's own small JSON part.
+
 Every message is a row of :data:`MESSAGES` (who sends it, its fields and their types, whether it has
 a payload). :func:`decode` refuses anything else with :class:`ProtocolError` — an unknown type, a missing
 or extra field, a field of the wrong type, NaN or ±Infinity, nesting deep enough to exhaust the parser,
@@ -60,12 +65,14 @@ __all__ = [
     "MESSAGES",
     "RECEIPT_BASE_BYTES",
     "RESULT_JSON_PER_BYTE",
+    "RUN_FIXED",
     "command_data",
     "command_of",
     "Message",
     "ProtocolError",
     "Readable",
     "decode",
+    "decode_fixed",
     "decode_receipt",
     "done_receipt",
     "encode",
@@ -114,20 +121,17 @@ class Message:
 #: Every message of the protocol. Field types: int, num, str, bool, data (any JSON value), str? (str or null).
 MESSAGES: Final[Mapping[str, Message]] = {
     # host → worker
+    # payload = the JSON object of the run's :data:`RUN_FIXED` fields (its first ``fixed`` bytes) ‖ stdin
     "run": Message(
         "host",
         {
             "id": "int",
-            "session": "data",
-            "command": "data",
-            "fs": "data",
-            "limits": "data",
             "deadline": "num",
             "stdin_closed": "bool",
             "guest_present": "bool",
             "killed": "bool",
             "store_path": "str?",
-            "seed": "data",
+            "fixed": "int",
         },
         payload=True,
     ),
@@ -161,6 +165,11 @@ MESSAGES: Final[Mapping[str, Message]] = {
     "fork": Message("host", {"options": "data"}),
     "exited": Message("zygote", {"pid": "int", "status": "int"}),
 }
+
+#: A run's fields that stay the same wherever and whenever it is sent, and from one warm run of a caller to the next
+#: (all ``data``, checked by the worker's model): one JSON object at the start of its ``run`` frame's payload, so a
+#: worker knows a fixed part it has decoded before by its bytes (:func:`decode_fixed`), without decoding it again.
+RUN_FIXED: Final = frozenset({"session", "limits", "command", "fs", "seed"})
 
 #: The host's messages that travel on a worker's control channel; its other messages (``run``, ``reply``,
 #: ``compiled``) travel on the run channel, with every worker message. The two are not ordered with each other.
@@ -341,6 +350,24 @@ def decode(body: bytes, senders: frozenset[str]) -> dict[str, Any]:
         if not math.isfinite(value[name]):
             raise ProtocolError(f"{kind}.{name} must be finite")
     value["t"] = kind
+    return value
+
+
+def decode_fixed(data: bytes) -> dict[str, Any]:
+    """The :data:`RUN_FIXED` fields a ``run`` frame's payload starts with (``data``: those bytes).
+
+    Raises ProtocolError: more than :data:`MAX_JSON_BYTES`, not a JSON object (not UTF-8, NaN/±Infinity, nested too
+    deep), or one whose keys are not exactly :data:`RUN_FIXED`.
+    """
+    if len(data) > MAX_JSON_BYTES:
+        raise ProtocolError(f"run: {len(data)} bytes of fixed fields is over the {MAX_JSON_BYTES}-byte limit")
+    try:
+        value = _loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError(f"run: fixed fields that are not JSON: {exc}") from exc
+    if type(value) is not dict or value.keys() != RUN_FIXED:
+        got = sorted(value) if type(value) is dict else type(value).__name__
+        raise ProtocolError(f"run: the fixed fields must be exactly {sorted(RUN_FIXED)}, got {got}")
     return value
 
 

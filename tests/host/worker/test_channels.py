@@ -20,7 +20,7 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.fs import Fs
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.host.worker.hardening import Hardening, closed_homes
-from kuro_wasm.host.worker.protocol import decode_receipt, read_frame, send
+from kuro_wasm.host.worker.protocol import decode_receipt, encode_fields, read_frame, send
 from kuro_wasm.host.worker.zygote import Zygote
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.sessions import guest, session
@@ -52,20 +52,21 @@ class _Host:
         self.took: dict[int, int] = {}  # run id -> the last ``took``: stdin bytes its guest has read in all
 
     def run(self, run_id: int, cid: str, *, stdin: bytes = b"", closed: bool = False, killed: bool = False) -> None:
+        fixed = encode_fields(
+            "run",
+            {"session": self.session, "command": dict(guest(cid, "run")), "fs": None,
+             "limits": Limits().as_options(), "seed": None},
+        )  # fmt: skip
         fields = {
             "id": run_id,
-            "session": self.session,
-            "command": dict(guest(cid, "run")),
-            "fs": None,
-            "limits": Limits().as_options(),
             "deadline": time.monotonic() + WAIT,
             "stdin_closed": closed,
             "guest_present": True,
             "killed": killed,
             "store_path": None,
-            "seed": None,
+            "fixed": len(fixed),
         }
-        send(self.sock, "run", fields, stdin)
+        send(self.sock, "run", fields, fixed + stdin)
 
     def control(self, kind: str, run_id: int, payload: bytes = b"") -> None:
         send(self.ctl, kind, {"id": run_id}, payload)
