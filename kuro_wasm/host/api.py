@@ -60,7 +60,7 @@ from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import HostError, ModelError, StillRunning
 from kuro_wasm.host import interrupts
 from kuro_wasm.host.fsgate import open_fs
-from kuro_wasm.host.isolation import resolve_isolation
+from kuro_wasm.host.isolation import resolve_isolation, worker_pool
 from kuro_wasm.host.job import ISOLATION, Job, OnChunk, OnExit
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.model import checkpoint as _checkpoint
@@ -725,9 +725,12 @@ async def run_async(
 
 def _pool_for(isolation: Any) -> WorkerPool:
     """The pool an isolation="process" run goes to: the one given, else the default pool."""
-    from kuro_wasm.host.worker.pool import WorkerPool, default_pool
+    pool = worker_pool(isolation)  # (no import statement: this is on every process run's path)
+    if pool is not None:
+        return pool  # type: ignore[no-any-return]
+    from kuro_wasm.host.worker.pool import default_pool
 
-    return isolation if isinstance(isolation, WorkerPool) else default_pool()
+    return default_pool()
 
 
 class ProcessHandle(Handle):

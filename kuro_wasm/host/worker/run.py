@@ -293,7 +293,7 @@ class RemoteRun:
         self.interruption: BaseException | None = None
         self.staged = Staged()  # the blocks the worker handed back, stored only with a believed root
         self.store_failure: KuroFsError | None = None  # the first block read the host's store failed
-        #: the JSON of the fields its run frame always carries, encoded once when the pool takes it (``submit``)
+        #: the JSON object of its fixed fields (protocol.RUN_FIXED), encoded once when the pool takes it (``submit``)
         self.wire = b"{}"
         self.conn: Any = None
         self.sent = False
