@@ -197,10 +197,15 @@ class _Export:
 
 
 # The program's operations: (code, …) tuples, every slot as its byte offset in the run's slot array.
-_ALIAS: Final = 0  # (_ALIAS, slot, instance offset, name, kind): export ``name`` of a core instance into a slot
-_COPY: Final = 1  # (_COPY, slot, source slot): an item into another instantiation's imports
-_LOWER: Final = 2  # (_LOWER, slot, functype address, callback, lower index): a lowered host function
-_NEW: Final = 3  # (_NEW, first slot, import count, module address, instance offset): a core instance
+# (_LOWER, slot, functype address, callback, lower index): a lowered host function.
+_LOWER: Final = 2
+# (_NEW, first slot, import count, module address, instance offset, aliases, copies): a core instance, made after
+# its imports are filled in: ``aliases`` = (slots, instance offsets, names, kinds), four tuples, each export
+# ``name`` of a core instance put into a slot (an import, or an item a copy takes); ``copies`` = (slots, source
+# slots), two tuples, each an item put into another slot (an inline instance's item into an import). Each
+# instantiation's aliases and copies are one op's few tuples, not one tuple each: 3,885 ops of the componentize-py
+# guest were as many tuples for a new process to read back (and for the collector to count) — now 46.
+_NEW: Final = 3
 #: The version of :meth:`LinkProgram.to_data`'s form, and the C API's layout it holds offsets and kind codes of.
 _PROGRAM_FORMAT: Final = 1
 _LAYOUT: Final = (_EXTERN, _INSTANCE, _OF, tuple(sorted(_KINDS.items())))
@@ -215,14 +220,12 @@ class LinkProgram:
     """A plan linked without its compiled modules: the program :class:`PlainLink` binds to them and runs.
 
     Its operations are :class:`PlainLink`'s, except that a ``_NEW`` holds its core module's *index* and a
-    ``_LOWER`` only its lower's index (``patches`` lists where they are): binding puts in the module's address,
-    and the lowered function's core type and callback. Plain data (tuples, ints, strings, bytes), so the module
-    cache keeps it beside the component's shape (:meth:`to_data`) and a new process plans nothing.
+    ``_LOWER`` only its lower's index: binding puts in the module's address, and the lowered function's core type
+    and callback. Plain data (tuples, ints, strings, bytes), so the module cache keeps it beside the component's
+    shape (:meth:`to_data`) and a new process plans nothing.
     """
 
     ops: tuple[tuple[Any, ...], ...]
-    #: where in ``ops`` the ``_NEW`` and ``_LOWER`` operations are
-    patches: tuple[int, ...]
     #: each lowered function: its import name, its core params and results, the slots of its memory and realloc
     lowers: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int | None, int | None], ...]
     #: each exported function: name, the slots of its core func, memory, realloc and post-return
@@ -239,7 +242,6 @@ class LinkProgram:
             _PROGRAM_FORMAT,
             _LAYOUT,
             self.ops,
-            self.patches,
             self.lowers,
             self.exports,
             self.lazy,
@@ -252,12 +254,12 @@ class LinkProgram:
     def from_data(cls, data: Any) -> LinkProgram:
         """The program :meth:`to_data` wrote. Raises StaleProgram: another format or C API layout, or not one."""
         try:
-            form, layout, ops, patches, lowers, exports, lazy, slots, instances, modules = data
+            form, layout, ops, lowers, exports, lazy, slots, instances, modules = data
         except (TypeError, ValueError) as exc:
             raise StaleProgram(f"not a stored link program: {exc}") from exc
         if form != _PROGRAM_FORMAT or layout != _LAYOUT:
             raise StaleProgram(f"a link program of format {form!r} for another C API layout")
-        return cls(ops, patches, lowers, exports, lazy, slots, instances, modules)
+        return cls(ops, lowers, exports, lazy, slots, instances, modules)
 
 
 def link_program(plan: Plan, types: Mapping[str, WitFunc]) -> LinkProgram:
@@ -271,7 +273,7 @@ def link_program(plan: Plan, types: Mapping[str, WitFunc]) -> LinkProgram:
     if len(plan.module_imports) != plan.module_count:  # a plan without them (model.wasm_shape.with_module_imports)
         raise wasmtime.WasmtimeError(f"the plan has the imports of {len(plan.module_imports)} core modules")
     ops: list[tuple[Any, ...]] = []
-    patches: list[int] = []
+    aliases: tuple[list[int], list[int], list[bytes], list[int]] = ([], [], [], [])  # (the instantiation's own)
     lowers: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
     options: list[CanonOptions] = []
     slots = 0
@@ -287,10 +289,14 @@ def link_program(plan: Plan, types: Mapping[str, WitFunc]) -> LinkProgram:
             raw = names[name] = name.encode("utf-8")
         return raw
 
+    def alias(slot: int, instance: int, name: bytes, kind: int) -> None:
+        for column, value in zip(aliases, (slot * _EXTERN, instance * _INSTANCE, name, kind), strict=True):
+            column.append(value)  # type: ignore[attr-defined]
+
     def need(slot: int) -> int:
         got = lazy.pop(slot, None)
         if got is not None:
-            ops.append((_ALIAS, slot * _EXTERN, got[0] * _INSTANCE, got[1], got[2]))
+            alias(slot, *got)
         return slot
 
     for step in plan.steps:
@@ -301,6 +307,8 @@ def link_program(plan: Plan, types: Mapping[str, WitFunc]) -> LinkProgram:
             first = slots
             imports = plan.module_imports[step.module]
             slots += len(imports)
+            aliases = ([], [], [], [])
+            copies: tuple[list[int], list[int]] = ([], [])
             for j, (imp_module, name, kind) in enumerate(imports):
                 source = instances[args[imp_module]] if imp_module in args else None
                 if source is None:
@@ -308,12 +316,13 @@ def link_program(plan: Plan, types: Mapping[str, WitFunc]) -> LinkProgram:
                 if isinstance(source, dict):
                     if name not in source:
                         raise wasmtime.WasmtimeError(f"core module {step.module} imports {imp_module}.{name}")
-                    ops.append((_COPY, (first + j) * _EXTERN, need(source[name]) * _EXTERN))
+                    copies[0].append((first + j) * _EXTERN)
+                    copies[1].append(need(source[name]) * _EXTERN)
                 else:
-                    at = source * _INSTANCE
-                    ops.append((_ALIAS, (first + j) * _EXTERN, at, encoded(name), _KINDS.get(kind, -1)))
-            patches.append(len(ops))
-            ops.append((_NEW, first * _EXTERN, len(imports), step.module, made * _INSTANCE))
+                    alias(first + j, source, encoded(name), _KINDS.get(kind, -1))
+            grouped = (tuple(aliases[0]), tuple(aliases[1]), tuple(aliases[2]), tuple(aliases[3]))
+            new = (_NEW, first * _EXTERN, len(imports), step.module, made * _INSTANCE, grouped)
+            ops.append((*new, (tuple(copies[0]), tuple(copies[1]))))
             instances.append(made)
             made += 1
         elif isinstance(step, InlineInstance):
@@ -330,7 +339,6 @@ def link_program(plan: Plan, types: Mapping[str, WitFunc]) -> LinkProgram:
                 slots += 1
         elif isinstance(step, Lower):
             params, results = flatten_func(types[step.import_name], lift=False)
-            patches.append(len(ops))
             ops.append((_LOWER, slots * _EXTERN, len(lowers)))
             lowers.append((step.import_name, params, results))
             options.append(step.options)
@@ -341,7 +349,6 @@ def link_program(plan: Plan, types: Mapping[str, WitFunc]) -> LinkProgram:
     # options are resolved against the whole plan (a lower may name a memory of an instance made after it)
     return LinkProgram(
         tuple(ops),
-        tuple(patches),
         tuple(
             (name, params, results, _option(space, "memory", opts.memory), _option(space, "func", opts.realloc))
             for (name, params, results), opts in zip(lowers, options, strict=True)
@@ -385,18 +392,17 @@ class PlainLink:
             raise wasmtime.WasmtimeError(f"the plan has {program.modules} core modules, not {len(modules)}")
         self._modules = tuple(modules)  # kept: the program holds their addresses
         self._types: list[wasmtime.FuncType] = []  # kept likewise
-        ops = list(program.ops)
-        for at in program.patches:
-            op = ops[at]
+        ops: list[tuple[Any, ...]] = []
+        for op in program.ops:
             if op[0] == _NEW:
-                ops[at] = (_NEW, op[1], op[2], address(self._modules[op[3]].ptr()), op[4])
+                ops.append((_NEW, op[1], op[2], address(self._modules[op[3]].ptr()), *op[4:]))
                 continue
             name, params, results = program.lowers[op[2]][:3]
             if _flat(host[name][0]) != (params, results):
                 raise wasmtime.WasmtimeError(f"{name} is lowered as {params} -> {results}, not as the host's type")
             ty = wasmtime.FuncType([_VALTYPES[p]() for p in params], [_VALTYPES[r]() for r in results])
             self._types.append(ty)
-            ops[at] = (_LOWER, op[1], ctypes.cast(ty.ptr(), _P).value, callback(params, results), op[2])
+            ops.append((_LOWER, op[1], ctypes.cast(ty.ptr(), _P).value, callback(params, results), op[2]))
         lowers: list[Lowered] = []
         for name, _params, _results, memory, realloc in program.lowers:
             lowered = Lowered(name, host[name])
@@ -427,17 +433,17 @@ class PlainLink:
         env = instance.key * LOWERS
         trap = ctypes.c_void_p()
         trap_at = ctypes.addressof(trap)
+        memmove = ctypes.memmove
         for op in self._ops:
-            code = op[0]
-            if code == _ALIAS:
-                if not _export_get(cctx, ibase + op[2], op[3], len(op[3]), base + op[1]) or slots[op[1]] != op[4]:
-                    raise wasmtime.WasmtimeError(f"a core instance has no such export: {op[3].decode()!r}")
-            elif code == _COPY:
-                ctypes.memmove(base + op[1], base + op[2], _EXTERN)
-            elif code == _LOWER:
+            if op[0] == _LOWER:
                 slots[op[1]] = _FUNC
                 _func_new_unchecked(cctx, op[2], op[3], env + op[4], _NULL_FINALIZER, base + op[1] + _OF)
             else:
+                for at, source, name, kind in zip(*op[5], strict=True):
+                    if not _export_get(cctx, ibase + source, name, len(name), base + at) or slots[at] != kind:
+                        raise wasmtime.WasmtimeError(f"a core instance has no such export: {name.decode()!r}")
+                for at, source in zip(*op[6], strict=True):
+                    memmove(base + at, base + source, _EXTERN)
                 error = _instance_new(cctx, op[3], base + op[1], op[2], ibase + op[4], trap_at)
                 if error:
                     raise wasmtime.WasmtimeError._from_ptr(ctypes.cast(error, ctypes.POINTER(ffi.wasmtime_error_t)))
