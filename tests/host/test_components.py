@@ -309,6 +309,29 @@ def test_a_shape_stored_by_an_older_kuro_is_described_again_never_linked_from(tm
     ModuleCache.forget_memory()
 
 
+def test_a_cached_link_program_of_another_format_is_linked_again_from_the_verified_bytes(tmp_path: Path) -> None:
+    """A shape validly tagged (v5) whose link program is of another format — a format changed without a new
+    metadata tag — is never bound: the plan is read again from the guest's verified bytes and linked, the
+    compiled component still untouched."""
+    store, fs, cid, cache = _typed_cached(tmp_path)
+    key = engine_key(EngineConfig())
+    meta = cache.stored_meta(key, cid, COMPONENT)
+    assert meta is not None
+    shape = WasmShape.from_bytes(meta)
+    assert shape.plan is not None and shape.plan.program is not None
+    stale = dataclasses.replace(shape.plan, program=(shape.plan.program[0] + 1, *shape.plan.program[1:]))
+    cache._store_meta(cid, key, COMPONENT, dataclasses.replace(shape, plan=stale).to_bytes())
+    ModuleCache.forget_memory()
+    before = cache.stats.as_dict()
+    again = run(make_session(fs), guest(cid, "run", ["read", "data.bin"]), store=store, fs=fs, home=str(tmp_path))
+    assert again["kuro/stdout"] == b"abc", again
+    after = cache.stats.as_dict()
+    assert after["disk_hits"] - before["disk_hits"] == _typed_modules()  # the core modules, not the component
+    assert after["compiles"] == before["compiles"]
+    ModuleCache.forget_memory()
+    forget_prepared()
+
+
 def test_a_stored_link_program_of_another_format_is_refused_not_bound() -> None:
     """A program is bound only in the format and C API layout it was made for (its addresses and kind codes)."""
     plan = with_module_imports(read_plan(component("typed")))
