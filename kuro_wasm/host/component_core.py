@@ -22,9 +22,9 @@ over one array of ``wasmtime_extern_t`` slots (:class:`LinkProgram`). The
 program is plain data, made when the component is described and kept in its
 cached shape in place of the plan's steps, so a new process reads it (one
 ``marshal`` load) rather than decoding and linking the plan again (the
-17.5 MiB componentize-py guest, in a new process at load ~3: the shape's JSON
-5.5–14 ms and linking 2.9–7 ms before; the packed shape 1.8–5.6 ms and binding
-0.6–0.9 ms after). :class:`PlainLink` binds it (per compiled component and
+17.5 MiB componentize-py guest, a new process's CPU time at load ~9: the
+shape's JSON 6–11 ms and linking 2.6–5.9 ms before; the packed shape 0.6 ms
+and binding 0.5–0.6 ms after). :class:`PlainLink` binds it (per compiled component and
 engine) to the compiled core modules' addresses and the host functions, each
 lowered function's core type checked against the host's. A run then only
 makes the store's items — one ``wasmtime_instance_new`` per core instance,
