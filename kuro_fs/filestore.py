@@ -62,7 +62,9 @@ The protocol costs two device flushes per import, not two per block; what is
 left per block is an ``access`` (skipped for a shard the batch saw absent when it made its
 directory or last committed — every shard of a new store: nothing can be filed there), a create,
 a write and a close, and a rename only into a shard that already existed (a new shard's staging
-directory is renamed whole: one ``mkdir`` and one rename per shard). Beside ``cp -r`` + ``sync``
+directory is renamed whole: one ``mkdir`` and one rename per shard). Past the first 1,024 small
+blocks of a batch the create, write and close are a child process's (:mod:`kuro_fs.filewriter`),
+so they run beside the hashing instead of trading the GIL with it. Beside ``cp -r`` + ``sync``
 of a tree of 10,000 small files in directories of 1,000 (``tools/bench_store.py small_files``),
 an import creates ~24 % more inodes (1,413 HashMap node blocks for its ten directories, 1,024
 shards) and syncs twice, and CPython spends ~40 µs of GIL-held work per file where ``cp`` spends
