@@ -115,12 +115,15 @@ class Writer:
         self._pending: list[bytes] = []
         self._size = 0
         self._unsettled = False  # records sent (or pending) since the last settle
+        self._closed = False
 
     def send(self, cid: str, data: bytes | memoryview) -> None:
         """Have ``<shard>/<cid>`` created with ``data`` (sent when enough is pending, or at :meth:`settle`).
 
-        Raises OSError: the child is gone (BrokenPipeError).
+        Raises OSError: the child is gone (BrokenPipeError), or this writer was closed.
         """
+        if self._closed:
+            raise OSError(f"the block writer process ended (exit {self._child.returncode})")
         name = cid.encode("ascii")
         self._pending += (_HEAD.pack(0, len(name), len(data)), name, bytes(data))
         self._size += len(data) + _HEAD.size + len(name)
@@ -133,6 +136,8 @@ class Writer:
 
         Raises OSError: the child failed (its error), or ended without answering.
         """
+        if self._closed:
+            raise OSError(f"the block writer process ended (exit {self._child.returncode})")
         if not self._unsettled:
             return {}
         self._pending.append(_HEAD.pack(1, 0, 0))
@@ -140,10 +145,7 @@ class Writer:
         line = self._out.readline().decode("ascii", "replace").split()
         self._unsettled = False
         if not line or line[0] != "ok":
-            self.close()
-            if len(line) >= 2 and line[0] == "error" and line[1].isdigit():
-                raise OSError(int(line[1]), " ".join(line[2:]) or "the block writer failed")
-            raise OSError(f"the block writer process ended (exit {self._child.returncode})")
+            raise self._failure(line)
         counts: dict[str, int] = {}
         for item in line[1:]:
             group, _, count = item.partition(":")
@@ -158,6 +160,9 @@ class Writer:
     def close(self) -> None:
         """End the child and wait for it (killed if it does not end at end of input). Idempotent."""
         self._pending.clear()
+        if self._closed:
+            return
+        self._closed = True
         try:
             self._in.close()
         except OSError:
@@ -177,8 +182,14 @@ class Writer:
             self._in.write(data)
             self._in.flush()
         except OSError as exc:
-            self.close()
-            raise OSError(exc.errno, f"the block writer process ended (exit {self._child.returncode})") from exc
+            raise self._failure(self._out.readline().decode("ascii", "replace").split()) from exc
+
+    def _failure(self, answer: list[str]) -> OSError:
+        # The child's own error when it answered one (a full disk), else how it ended; it is ended first.
+        self.close()
+        if len(answer) >= 2 and answer[0] == "error" and answer[1].isdigit():
+            return OSError(int(answer[1]), " ".join(answer[2:]) or "the block writer failed")
+        return OSError(f"the block writer process ended (exit {self._child.returncode})")
 
 
 def start(batch_dir: str) -> Writer | None:

@@ -637,6 +637,22 @@ def test_a_batch_whose_writer_dies_or_that_ends_with_an_error_ends_its_writer_an
     assert _batch_dirs(file_store.root) == []
 
 
+def test_a_write_the_writer_cannot_make_fails_the_commit_with_its_reason(file_store: FileBlockStore) -> None:
+    with pytest.raises(BlockStoreError, match=r"Not a directory$"):
+        with file_store.batch() as batch:
+            for block in _small_blocks(SPAWN_AFTER + 10):
+                file_store.put(block)
+            staging = _batch_dirs(file_store.root)[0]
+            doomed = next(b for b in _small_blocks(4000, b"x") if not (staging / shard_of(raw_cid(b))).exists())
+            (staging / shard_of(raw_cid(doomed))).write_bytes(b"")  # its staging directory is a file: ENOTDIR
+            _writer(batch)
+            file_store.put(doomed)
+    assert file_store.stats()["blocks"] == 0
+    with file_store.batch():
+        file_store.put(doomed)  # a new batch, a new writer (or none): the store is unharmed
+    assert file_store.get(raw_cid(doomed)) == doomed
+
+
 def test_a_terminals_ctrl_c_does_not_reach_the_writer_its_parent_decides(file_store: FileBlockStore) -> None:
     blocks = _small_blocks(SPAWN_AFTER + 300)
     with file_store.batch() as batch:
