@@ -12,7 +12,9 @@ while the child creates the files. A bare loop over that tree (``/tmp/s30sf/proc
 of 4 interleaved rounds at load ~10) took 0.94× ``cp -r`` + ``sync`` with a child writing its
 files, 1.29× writing them itself. ``import_path`` of the tree into a new store, each run a fresh
 process, interleaved with ``cp -r`` + ``sync`` (``/tmp/s30sf/abproc.py``, medians of 7–9 rounds,
-three runs at load 5–11): 2.41×, 1.94×, 2.10× before, 1.68×, 1.70×, 1.74× with the writer. The
+four runs at load 5–12): 2.41×, 1.94×, 2.10×, 2.09× before, 1.68×, 1.70×, 1.74×, 1.59× with the
+writer (faster in 9 of 9 rounds of the last run). A CAR of 100,000 four-byte blocks
+(``import_car``, 3 pairs at load ~10) took 15.6–24.3 s before, 14.5–18.5 s with it. The
 two processes use ~0.1 s more CPU than one (a second interpreter's start, the pipe's copy), so
 the gain needs a second core that is free: with both busy, as here, it is less than the split
 of the work (child ~0.4 s of CPU, parent the rest) would give.
