@@ -73,14 +73,17 @@ already measured 1.5–1.8× ``cp -r`` + ``sync`` here. The bench now times that
 its own (``import_floor``: staged per shard, two ``syncfs``, no kuro code but the CID's name). Its
 system calls are the import's, call for call (``strace -c -f``: per block a create, a write and a
 close; per source file an open, an ``fstat``, a read and a close; 1,024 ``mkdir`` and 1,024
-renames; two ``syncfs``, ~0.1 s of the import's wall time): what the import spends beyond it is
-Python (listing, names, directory blocks, the batch's bookkeeping) and two workers trading the GIL —
-CPU time, medians of 5 interleaved rounds at load ~10: import 1.47 s, floor 0.83 s, ``cp -r`` +
-``sync`` 0.54 s, the import into a store that keeps nothing 0.41 s.
+renames; two ``syncfs``, ~0.1 s of the import's wall time): what the import spent beyond it before
+the writer process was Python (listing, names, directory blocks, the batch's bookkeeping) and two
+workers trading the GIL — CPU time, medians of 5 interleaved rounds at load ~10: import 1.47 s,
+floor 0.83 s, ``cp -r`` + ``sync`` 0.54 s, the import into a store that keeps nothing 0.41 s. With
+the writer the import's creates overlap its Python (figures in :mod:`kuro_fs.filewriter`); the
+loop's floor is a single process's, so the import may now come in under it where a core is free.
 
 ## Effects
-Disk and threads: creates, reads, renames and unlinks files under ``root``. OS
-errors are translated to :class:`~kuro_fs.errors.BlockStoreError` (``from`` the OSError).
+Disk, threads and, for a batch of many small blocks, one writer process (:mod:`kuro_fs.filewriter`):
+creates, reads, renames and unlinks files under ``root``. OS errors are translated to
+:class:`~kuro_fs.errors.BlockStoreError` (``from`` the OSError).
 
 ## Not done here
 No cross-process lock, no garbage collection of leftover single-put temp files
