@@ -60,7 +60,7 @@ from kuro_fs.blocks import BlockStore
 from kuro_wasm.errors import HostError, ModelError, StillRunning
 from kuro_wasm.host import interrupts
 from kuro_wasm.host.fsgate import open_fs
-from kuro_wasm.host.isolation import resolve_isolation
+from kuro_wasm.host.isolation import resolve_isolation, worker_pool
 from kuro_wasm.host.job import ISOLATION, Job, OnChunk, OnExit
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.model import checkpoint as _checkpoint
@@ -725,9 +725,12 @@ async def run_async(
 
 def _pool_for(isolation: Any) -> WorkerPool:
     """The pool an isolation="process" run goes to: the one given, else the default pool."""
-    from kuro_wasm.host.worker.pool import WorkerPool, default_pool
+    pool = worker_pool(isolation)  # (no import statement: this is on every process run's path)
+    if pool is not None:
+        return pool  # type: ignore[no-any-return]
+    from kuro_wasm.host.worker.pool import default_pool
 
-    return isolation if isinstance(isolation, WorkerPool) else default_pool()
+    return default_pool()
 
 
 class ProcessHandle(Handle):
@@ -807,16 +810,16 @@ class ProcessHandle(Handle):
 
         The waiting thread reads its worker's frames itself (:meth:`WorkerPool.lead`) — on the main thread only
         while Ctrl-C is routed to the run (Python's own handler was in place) or ignored (``SIG_IGN``: a program
-        started in the background by a shell; no Ctrl-C can raise into it) while the program has no other Python
-        signal handler, else it waits as ``wait`` does (the program's own handler may raise anywhere, inside a
-        frame too, which would cost the worker: the worker's keeper thread reads instead).
+        started in the background by a shell; no Ctrl-C can raise into it), else it waits as ``wait`` does. While
+        the main thread reads, the program's other Python signal handlers are guarded as for a main-thread guest
+        run (:func:`kuro_wasm.host.interrupts.hold`): one that raises (a SIGALRM timeout, a SIGTERM that exits)
+        would otherwise raise inside a frame and leave the channel half-read, costing the worker and the run its
+        own receipt; guarded, it stops the run (``cancelled``), the frame is read whole, and run() raises it after.
         """
         claimed = _claim_ctrl_c(self._run)
-        self._run.leading = (
-            claimed
-            or threading.current_thread() is not threading.main_thread()
-            or (_signal.getsignal(signal.SIGINT) == _signal.SIG_IGN and not interrupts.program_handlers())
-        )
+        main = threading.current_thread() is threading.main_thread()
+        self._run.leading = claimed or not main or _signal.getsignal(signal.SIGINT) == _signal.SIG_IGN
+        held = interrupts.hold(self._run) if self._run.leading and main else None
         try:
             self._start()
             receipt = self._pool.lead(self._run) if self._run.leading else self.wait()
@@ -827,8 +830,12 @@ class ProcessHandle(Handle):
         except HostError:
             raise
         except BaseException as exc:  # a signal handler of the program's: the run is stopped, its receipt made
+            if self._run.interruption is None:  # (its receipt names it, as a guarded one's does)
+                self._run.interruption = exc
             raise interrupts.raised_after(exc, self._stopped()) from exc.__cause__
         finally:
+            if held is not None:
+                interrupts.release(self._run, held)
             if claimed:
                 _MAIN_RUNS.pop()
         if self._run.interruption is not None:  # on_chunk raised SystemExit or KeyboardInterrupt: the run stopped

@@ -35,11 +35,11 @@ or :data:`COMPONENT` (``wasmtime.component.Component``), chosen by the verified
 bytes' header — and every rule above holds for both: one tag format, one key
 (a component's cache key also names the artifact kind), one memory layer.
 
-A component the host runs as its core modules (:mod:`kuro_wasm.host.kinds.component`) is cached as
-several entries, each under every rule above: the component (``COMPONENT``) with its shape beside it
-(``.meta``: the shape, plan and imported functions' types, under its own keyed tag, bound to the same cache
-key), and each core module as a ``MODULE`` entry named ``CID#core-module-N``. A new process reads the shape
-alone (:meth:`ModuleCache.stored_meta`) and the core modules; the component's artifact only if asked for.
+A component the host runs as its core modules (:mod:`kuro_wasm.host.kinds.component`) is cached as several entries,
+each under every rule above: the component (``COMPONENT``) with its shape beside it (``.meta``: the shape, its plan
+as a link program and its imported functions' types, packed, under its own keyed tag, bound to the same cache key),
+and each core module as a ``MODULE`` entry named ``CID#core-module-N``. A new process reads the shape alone
+(:meth:`ModuleCache.stored_meta`) and the core modules; the component's artifact only if asked for.
 
 ## Effects
 Process-wide memory layer (a dict, under a lock) in front of the disk layer
@@ -123,8 +123,9 @@ _HEADER: Final = _MAGIC + _FORMAT
 _TAG_LEN: Final = 32
 _MAC_CONTEXT: Final = "kuro-wasm module cache 2026-11 artifact tag v2"
 #: v2: a component's shape holds its plan; v3: and its imported functions' types (a v2 shape lacks them: not read);
-#: v4: and its core modules' imports (a v3 plan lacks them: described again from the verified bytes)
-_META_CONTEXT: Final = "kuro-wasm module cache 2026-12 metadata tag v4"
+#: v4: and its core modules' imports (a v3 plan lacks them: described again from the verified bytes);
+#: v5: packed (:meth:`~kuro_wasm.model.wasm_shape.WasmShape.to_bytes`), a plan as its link program (a v4 shape is JSON)
+_META_CONTEXT: Final = "kuro-wasm module cache 2026-12 metadata tag v5"
 _MEMORY_ENTRIES: Final = 256
 #: Artifacts above this size are tagged with BLAKE3 on every core (a componentize-py guest compiles to ~35 MB) —
 #: when the cores are free (:func:`_hash_threads`).

@@ -14,13 +14,21 @@ first (the loader does, as for every component), so only a valid component's
 parts are run; being one store, fuel, epoch deadlines and memory limits cover
 every core instance as they cover the component's.
 
-The plan is *linked* once per compiled component (:class:`PlainLink`, made
-when the guest is pre-linked): each core module's imports wired (the plan
-holds them, read from the module's bytes with it and kept in the cached shape:
-no question to the engine), each alias's name encoded, each ``canon lower``'s core type made, and the whole
-plan compiled to a short program over one array of ``wasmtime_extern_t``
-slots. A run then only makes the store's items — one ``wasmtime_instance_new``
-per core instance, one ``export_get`` per item an instantiation imports, one
+The plan is *linked* once per component (:func:`link_program`): each core
+module's imports wired (the plan holds them, read from the module's bytes with
+it: no question to the engine), each alias's name encoded, each ``canon
+lower``'s core type flattened, and the whole plan compiled to a short program
+over one array of ``wasmtime_extern_t`` slots (:class:`LinkProgram`). The
+program is plain data, made when the component is described and kept in its
+cached shape in place of the plan's steps, so a new process reads it (one
+``marshal`` load) rather than decoding and linking the plan again (the
+17.5 MiB componentize-py guest, a new process's CPU time at load ~9: the
+shape's JSON 6–11 ms and linking 2.6–5.9 ms before; the packed shape 0.6 ms
+and binding 0.5–0.6 ms after). :class:`PlainLink` binds it (per compiled component and
+engine) to the compiled core modules' addresses and the host functions, each
+lowered function's core type checked against the host's. A run then only
+makes the store's items — one ``wasmtime_instance_new`` per core instance,
+one ``export_get`` per item an instantiation imports, one
 ``func_new_unchecked`` per lowered function — in a tight loop of C calls
 (wasmtime-py's ``Instance`` and ``exports()`` wrapped every export of every
 instance in Python objects: about half of a 64 KiB ``fs.read`` run). Exports
@@ -45,6 +53,7 @@ imports); what the host functions do (the caller's ``host`` mapping).
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -73,7 +82,16 @@ from kuro_wasm.model.component_binary import (
 )
 from kuro_wasm.model.wit import WitFunc
 
-__all__ = ["HostFunction", "PlainInstance", "PlainLink", "compile_modules", "instantiate_plan"]
+__all__ = [
+    "HostFunction",
+    "LinkProgram",
+    "PlainInstance",
+    "PlainLink",
+    "StaleProgram",
+    "compile_modules",
+    "instantiate_plan",
+    "link_program",
+]
 
 _VALTYPES: Final[dict[str, Callable[[], wasmtime.ValType]]] = {
     "i32": wasmtime.ValType.i32,
@@ -179,102 +197,225 @@ class _Export:
 
 
 # The program's operations: (code, …) tuples, every slot as its byte offset in the run's slot array.
-_ALIAS: Final = 0  # (_ALIAS, slot, instance offset, name, kind): export ``name`` of a core instance into a slot
-_COPY: Final = 1  # (_COPY, slot, source slot): an item into another instantiation's imports
-_LOWER: Final = 2  # (_LOWER, slot, functype address, callback, lower index): a lowered host function
-_NEW: Final = 3  # (_NEW, first slot, import count, module address, instance offset): a core instance
+# (_LOWER, slot, functype address, callback, lower index): a lowered host function.
+_LOWER: Final = 2
+# (_NEW, first slot, import count, module address, instance offset, aliases, copies): a core instance, made after
+# its imports are filled in: ``aliases`` = (slots, instance offsets, names, kinds), four tuples, each export
+# ``name`` of a core instance put into a slot (an import, or an item a copy takes); ``copies`` = (slots, source
+# slots), two tuples, each an item put into another slot (an inline instance's item into an import). Each
+# instantiation's aliases and copies are one op's few tuples, not one tuple each: 3,885 ops of the componentize-py
+# guest were as many tuples for a new process to read back (and for the collector to count) — now 46.
+_NEW: Final = 3
+#: The version of :meth:`LinkProgram.to_data`'s form, and the C API's layout it holds offsets and kind codes of.
+_PROGRAM_FORMAT: Final = 1
+_LAYOUT: Final = (_EXTERN, _INSTANCE, _OF, tuple(sorted(_KINDS.items())))
 
 
-class PlainLink:
-    """A plan linked once (per compiled component and engine): its program, ready to instantiate in any store.
+class StaleProgram(wasmtime.WasmtimeError):
+    """A stored link program of another format or C API layout (never bound: the plan is linked again)."""
 
-    Raises wasmtime.WasmtimeError: the plan wires an import or option to nothing (the engine validated the
-    component, so only a plan misread); KeyError: an import ``host`` lacks (the kind checked the imports before).
+
+@dataclass(frozen=True, slots=True)
+class LinkProgram:
+    """A plan linked without its compiled modules: the program :class:`PlainLink` binds to them and runs.
+
+    Its operations are :class:`PlainLink`'s, except that a ``_NEW`` holds its core module's *index* and a
+    ``_LOWER`` only its lower's index: binding puts in the module's address, and the lowered function's core type
+    and callback. Plain data (tuples, ints, strings, bytes), so the module cache keeps it beside the component's
+    shape (:meth:`to_data`) and a new process plans nothing.
     """
 
-    def __init__(self, plan: Plan, modules: Sequence[wasmtime.Module], host: Mapping[str, HostFunction]) -> None:
-        if len(plan.module_imports) != len(modules):  # a plan without them (model.wasm_shape.with_module_imports)
-            raise wasmtime.WasmtimeError(f"the plan has the imports of {len(plan.module_imports)} core modules")
-        self._modules = tuple(modules)  # kept: the program holds their addresses
-        self._types: list[wasmtime.FuncType] = []  # kept likewise
-        ops: list[tuple[Any, ...]] = []
-        lowers: list[Lowered] = []
-        options: list[CanonOptions] = []
-        slots = 0
-        space: dict[str, list[int]] = {"func": [], "table": [], "memory": [], "global": []}
-        instances: list[int | dict[str, int]] = []  # a core instance: made (its number), or inline (name → slot)
-        made = 0
-        lazy: dict[int, tuple[int, bytes, int]] = {}  # an alias not yet needed: slot → (instance, name, kind)
+    ops: tuple[tuple[Any, ...], ...]
+    #: each lowered function: its import name, its core params and results, the slots of its memory and realloc
+    lowers: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int | None, int | None], ...]
+    #: each exported function: name, the slots of its core func, memory, realloc and post-return
+    exports: tuple[tuple[str, int, int | None, int | None, int | None], ...]
+    #: an alias nothing instantiates with: (slot, core instance, name, kind), looked up when first used
+    lazy: tuple[tuple[int, int, bytes, int], ...]
+    slots: int
+    instances: int
+    modules: int
 
-        def need(slot: int) -> int:
-            got = lazy.pop(slot, None)
-            if got is not None:
-                ops.append((_ALIAS, slot * _EXTERN, got[0] * _INSTANCE, got[1], got[2]))
-            return slot
+    def to_data(self) -> tuple[Any, ...]:
+        """A marshal-able form (:meth:`from_data` reads it back): the format and layout, then the fields."""
+        return (
+            _PROGRAM_FORMAT,
+            _LAYOUT,
+            self.ops,
+            self.lowers,
+            self.exports,
+            self.lazy,
+            self.slots,
+            self.instances,
+            self.modules,
+        )
 
-        for step in plan.steps:
-            if isinstance(step, Instantiate):
-                module = self._modules[step.module]
-                args = dict(step.args)
-                first = slots
-                imports = plan.module_imports[step.module]
-                slots += len(imports)
-                for j, (imp_module, name, kind) in enumerate(imports):
-                    source = instances[args[imp_module]] if imp_module in args else None
-                    if source is None:
-                        raise wasmtime.WasmtimeError(f"core module {step.module} imports {imp_module!r}: not given")
-                    if isinstance(source, dict):
-                        if name not in source:
-                            raise wasmtime.WasmtimeError(f"core module {step.module} imports {imp_module}.{name}")
-                        ops.append((_COPY, (first + j) * _EXTERN, need(source[name]) * _EXTERN))
-                    else:
-                        at = source * _INSTANCE
-                        ops.append((_ALIAS, (first + j) * _EXTERN, at, name.encode("utf-8"), _KINDS.get(kind, -1)))
-                ops.append((_NEW, first * _EXTERN, len(imports), address(module.ptr()), made * _INSTANCE))
-                instances.append(made)
-                made += 1
-            elif isinstance(step, InlineInstance):
-                instances.append({name: _index(space, item.sort, item.index) for name, item in step.exports})
-            elif isinstance(step, AliasCore):
-                source = instances[step.instance]
-                if isinstance(source, dict):  # an item of an inline instance: that item
-                    if step.name not in source:
-                        raise wasmtime.WasmtimeError(f"core instance {step.instance} has no export {step.name!r}")
-                    space[step.sort].append(source[step.name])
+    @classmethod
+    def from_data(cls, data: Any) -> LinkProgram:
+        """The program :meth:`to_data` wrote. Raises StaleProgram: another format or C API layout, or not one."""
+        try:
+            form, layout, ops, lowers, exports, lazy, slots, instances, modules = data
+        except (TypeError, ValueError) as exc:
+            raise StaleProgram(f"not a stored link program: {exc}") from exc
+        if form != _PROGRAM_FORMAT or layout != _LAYOUT:
+            raise StaleProgram(f"a link program of format {form!r} for another C API layout")
+        return cls(ops, lowers, exports, lazy, slots, instances, modules)
+
+
+def link_program(plan: Plan, types: Mapping[str, WitFunc]) -> LinkProgram:
+    """Link ``plan`` (with its core modules' imports) as a program, each lowered import typed by ``types``
+    (``instance#func`` → its WIT type). The host's own functions for those imports must have the same types
+    (the kind checks it before linking).
+
+    Raises wasmtime.WasmtimeError: the plan wires an import or option to nothing (the engine validated the
+    component, so only a plan misread); KeyError: an import ``types`` lacks.
+    """
+    if len(plan.module_imports) != plan.module_count:  # a plan without them (model.wasm_shape.with_module_imports)
+        raise wasmtime.WasmtimeError(f"the plan has the imports of {len(plan.module_imports)} core modules")
+    ops: list[tuple[Any, ...]] = []
+    aliases: tuple[list[int], list[int], list[bytes], list[int]] = ([], [], [], [])  # (the instantiation's own)
+    lowers: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
+    options: list[CanonOptions] = []
+    slots = 0
+    space: dict[str, list[int]] = {"func": [], "table": [], "memory": [], "global": []}
+    instances: list[int | dict[str, int]] = []  # a core instance: made (its number), or inline (name → slot)
+    made = 0
+    lazy: dict[int, tuple[int, bytes, int]] = {}  # an alias not yet needed: slot → (instance, name, kind)
+    names: dict[str, bytes] = {}  # each name encoded once (and stored once: marshal refers to a repeated object)
+
+    def encoded(name: str) -> bytes:
+        raw = names.get(name)
+        if raw is None:
+            raw = names[name] = name.encode("utf-8")
+        return raw
+
+    def alias(slot: int, instance: int, name: bytes, kind: int) -> None:
+        for column, value in zip(aliases, (slot * _EXTERN, instance * _INSTANCE, name, kind), strict=True):
+            column.append(value)  # type: ignore[attr-defined]
+
+    def need(slot: int) -> int:
+        got = lazy.pop(slot, None)
+        if got is not None:
+            alias(slot, *got)
+        return slot
+
+    for step in plan.steps:
+        if isinstance(step, Instantiate):
+            if not 0 <= step.module < plan.module_count:
+                raise wasmtime.WasmtimeError(f"the plan instantiates core module {step.module}, which it lacks")
+            args = dict(step.args)
+            first = slots
+            imports = plan.module_imports[step.module]
+            slots += len(imports)
+            aliases = ([], [], [], [])
+            copies: tuple[list[int], list[int]] = ([], [])
+            for j, (imp_module, name, kind) in enumerate(imports):
+                source = instances[args[imp_module]] if imp_module in args else None
+                if source is None:
+                    raise wasmtime.WasmtimeError(f"core module {step.module} imports {imp_module!r}: not given")
+                if isinstance(source, dict):
+                    if name not in source:
+                        raise wasmtime.WasmtimeError(f"core module {step.module} imports {imp_module}.{name}")
+                    copies[0].append((first + j) * _EXTERN)
+                    copies[1].append(need(source[name]) * _EXTERN)
                 else:
-                    lazy[slots] = (source, step.name.encode("utf-8"), _KINDS[step.sort])
-                    space[step.sort].append(slots)
-                    slots += 1
-            elif isinstance(step, Lower):
-                params, results = flatten_func(host[step.import_name][0], lift=False)
-                ty = wasmtime.FuncType([_VALTYPES[p]() for p in params], [_VALTYPES[r]() for r in results])
-                self._types.append(ty)
-                ty_address = ctypes.cast(ty.ptr(), _P).value
-                ops.append((_LOWER, slots * _EXTERN, ty_address, callback(params, results), len(lowers)))
-                lowers.append(Lowered(step.import_name, host[step.import_name]))
-                options.append(step.options)
-                space["func"].append(slots)
+                    alias(first + j, source, encoded(name), _KINDS.get(kind, -1))
+            grouped = (tuple(aliases[0]), tuple(aliases[1]), tuple(aliases[2]), tuple(aliases[3]))
+            new = (_NEW, first * _EXTERN, len(imports), step.module, made * _INSTANCE, grouped)
+            ops.append((*new, (tuple(copies[0]), tuple(copies[1]))))
+            instances.append(made)
+            made += 1
+        elif isinstance(step, InlineInstance):
+            instances.append({name: _index(space, item.sort, item.index) for name, item in step.exports})
+        elif isinstance(step, AliasCore):
+            source = instances[step.instance]
+            if isinstance(source, dict):  # an item of an inline instance: that item
+                if step.name not in source:
+                    raise wasmtime.WasmtimeError(f"core instance {step.instance} has no export {step.name!r}")
+                space[step.sort].append(source[step.name])
+            else:
+                lazy[slots] = (source, encoded(step.name), _KINDS[step.sort])
+                space[step.sort].append(slots)
                 slots += 1
-        if len(lowers) >= LOWERS:
-            raise wasmtime.WasmtimeError(f"{len(lowers)} lowered functions: more than this host links")
-        # options are resolved against the whole plan (a lower may name a memory of an instance made after it)
-        for lowered, opts in zip(lowers, options, strict=True):
-            lowered.memory = _option(space, "memory", opts.memory)
-            lowered.realloc = _option(space, "func", opts.realloc)
-        self._exports = {
-            name: _Export(
+        elif isinstance(step, Lower):
+            params, results = flatten_func(types[step.import_name], lift=False)
+            ops.append((_LOWER, slots * _EXTERN, len(lowers)))
+            lowers.append((step.import_name, params, results))
+            options.append(step.options)
+            space["func"].append(slots)
+            slots += 1
+    if len(lowers) >= LOWERS:
+        raise wasmtime.WasmtimeError(f"{len(lowers)} lowered functions: more than this host links")
+    # options are resolved against the whole plan (a lower may name a memory of an instance made after it)
+    return LinkProgram(
+        tuple(ops),
+        tuple(
+            (name, params, results, _option(space, "memory", opts.memory), _option(space, "func", opts.realloc))
+            for (name, params, results), opts in zip(lowers, options, strict=True)
+        ),
+        tuple(
+            (
+                name,
                 _index(space, "func", lift.core_func),
                 _option(space, "memory", lift.options.memory),
                 _option(space, "func", lift.options.realloc),
                 _option(space, "func", lift.options.post_return),
             )
             for name, lift in plan.exports
+        ),
+        tuple((slot, *got) for slot, got in lazy.items()),
+        slots,
+        made,
+        plan.module_count,
+    )
+
+
+class PlainLink:
+    """A plan linked once (per compiled component and engine): its program, ready to instantiate in any store.
+
+    The program is the plan's stored one (:attr:`~kuro_wasm.model.component_binary.Plan.program`, kept in the
+    module cache beside the shape) or, for a plan without one, made from its steps (:func:`link_program`); it is
+    bound here to the compiled ``modules`` and the ``host`` functions.
+
+    Raises wasmtime.WasmtimeError: the plan wires an import or option to nothing (the engine validated the
+    component, so only a plan misread), or a lowered import's core type is not the host function's;
+    StaleProgram: a stored program of another format; KeyError: an import ``host`` lacks (the kind checked the
+    imports before).
+    """
+
+    def __init__(self, plan: Plan, modules: Sequence[wasmtime.Module], host: Mapping[str, HostFunction]) -> None:
+        if plan.program is not None:
+            program = LinkProgram.from_data(plan.program)
+        else:
+            program = link_program(plan, {name: func for name, (func, _handler) in host.items()})
+        if program.modules != len(modules):
+            raise wasmtime.WasmtimeError(f"the plan has {program.modules} core modules, not {len(modules)}")
+        self._modules = tuple(modules)  # kept: the program holds their addresses
+        self._types: list[wasmtime.FuncType] = []  # kept likewise
+        ops: list[tuple[Any, ...]] = []
+        for op in program.ops:
+            if op[0] == _NEW:
+                ops.append((_NEW, op[1], op[2], address(self._modules[op[3]].ptr()), *op[4:]))
+                continue
+            name, params, results = program.lowers[op[2]][:3]
+            if _flat(host[name][0]) != (params, results):
+                raise wasmtime.WasmtimeError(f"{name} is lowered as {params} -> {results}, not as the host's type")
+            ty = wasmtime.FuncType([_VALTYPES[p]() for p in params], [_VALTYPES[r]() for r in results])
+            self._types.append(ty)
+            ops.append((_LOWER, op[1], ctypes.cast(ty.ptr(), _P).value, callback(params, results), op[2]))
+        lowers: list[Lowered] = []
+        for name, _params, _results, memory, realloc in program.lowers:
+            lowered = Lowered(name, host[name])
+            lowered.memory, lowered.realloc = memory, realloc
+            lowers.append(lowered)
+        self._exports = {
+            name: _Export(func, memory, realloc, after) for name, func, memory, realloc, after in program.exports
         }
         self._ops = tuple(ops)
         self._lowers = tuple(lowers)
-        self._lazy = lazy
-        self._slots = slots
-        self._instances = made
+        self._lazy = {slot: (instance, name, kind) for slot, instance, name, kind in program.lazy}
+        self._slots = program.slots
+        self._instances = program.instances
         self._typed: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # see PlainInstance._func
 
     def has(self, name: str) -> bool:
@@ -292,17 +433,17 @@ class PlainLink:
         env = instance.key * LOWERS
         trap = ctypes.c_void_p()
         trap_at = ctypes.addressof(trap)
+        memmove = ctypes.memmove
         for op in self._ops:
-            code = op[0]
-            if code == _ALIAS:
-                if not _export_get(cctx, ibase + op[2], op[3], len(op[3]), base + op[1]) or slots[op[1]] != op[4]:
-                    raise wasmtime.WasmtimeError(f"a core instance has no such export: {op[3].decode()!r}")
-            elif code == _COPY:
-                ctypes.memmove(base + op[1], base + op[2], _EXTERN)
-            elif code == _LOWER:
+            if op[0] == _LOWER:
                 slots[op[1]] = _FUNC
                 _func_new_unchecked(cctx, op[2], op[3], env + op[4], _NULL_FINALIZER, base + op[1] + _OF)
             else:
+                for at, source, name, kind in zip(*op[5], strict=True):
+                    if not _export_get(cctx, ibase + source, name, len(name), base + at) or slots[at] != kind:
+                        raise wasmtime.WasmtimeError(f"a core instance has no such export: {name.decode()!r}")
+                for at, source in zip(*op[6], strict=True):
+                    memmove(base + at, base + source, _EXTERN)
                 error = _instance_new(cctx, op[3], base + op[1], op[2], ibase + op[4], trap_at)
                 if error:
                     raise wasmtime.WasmtimeError._from_ptr(ctypes.cast(error, ctypes.POINTER(ffi.wasmtime_error_t)))
@@ -310,6 +451,12 @@ class PlainLink:
                     raise wasmtime.Trap._from_ptr(ctypes.cast(trap.value, ctypes.POINTER(ffi.wasm_trap_t)))
                 instance.made += 1
         return instance
+
+
+@functools.lru_cache(maxsize=256)
+def _flat(func: WitFunc) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The core type a host function of type ``func`` is lowered to (asked once per type)."""
+    return flatten_func(func, lift=False)
 
 
 def _index(space: dict[str, list[int]], sort: str, index: int) -> int:

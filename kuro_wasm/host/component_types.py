@@ -30,7 +30,9 @@ from typing import Any
 import wasmtime
 import wasmtime.component as wc
 
-from kuro_wasm.model.component_binary import NotPlain, read_plan
+from kuro_wasm.host.canonical_abi import CanonicalTrap
+from kuro_wasm.host.component_core import link_program
+from kuro_wasm.model.component_binary import NotPlain, Plan, read_plan
 from kuro_wasm.model.wasm_shape import Export, Import, ShapeError, WasmShape, with_module_imports
 from kuro_wasm.model.wit import WitFunc, WitType
 
@@ -164,6 +166,7 @@ def component_shape(engine: wasmtime.Engine, component: wc.Component, data: byte
             dataclasses.replace(f, name=name)
             for name, f in sorted(imported_funcs(engine, component, frozenset(plan.imports)).items())
         )
+        plan = _linked(plan, {f.name: f for f in imported})
     return WasmShape(
         component=True,
         imports=tuple(imports),
@@ -173,3 +176,15 @@ def component_shape(engine: wasmtime.Engine, component: wc.Component, data: byte
         not_plain=not_plain,
         imported=imported,
     )
+
+
+def _linked(plan: Plan, imported: dict[str, WitFunc]) -> Plan:
+    """``plan`` with its link program (:func:`~kuro_wasm.host.component_core.link_program`, typed by the guest's
+    imported functions — which the kind requires to be the host's), kept in the cache so a new process links
+    nothing again; ``plan`` as it is when it does not link (a type without a flat form — a WASI resource's — or
+    a wiring to nothing: the kind then takes the engine's path, or its link says why, as before)."""
+    try:
+        program = link_program(plan, imported)
+    except (wasmtime.WasmtimeError, KeyError, CanonicalTrap):
+        return plan
+    return dataclasses.replace(plan, program=program.to_data())

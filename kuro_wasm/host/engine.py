@@ -54,7 +54,6 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, Protocol
 
 import wasmtime
@@ -142,12 +141,14 @@ def wasmtime_version() -> str:
     """The installed wasmtime-py version, e.g. ``"50.0.1"`` (read once).
 
     From the name of wasmtime's ``*.dist-info`` folder beside the package when there is exactly
-    one (importing ``importlib.metadata`` costs more than a warm run of a guest), else from
+    one (importing ``importlib.metadata`` costs more than a warm run of a guest; so did ``Path.glob``, 0.4–0.6 ms
+    of a new process's first load — its pattern compiled — against ~0.1 ms for a listing), else from
     ``importlib.metadata``.
     """
     found = [
-        p.name[len("wasmtime-") : -len(".dist-info")]
-        for p in Path(wasmtime.__file__).parent.parent.glob("wasmtime-*.dist-info")
+        name[len("wasmtime-") : -len(".dist-info")]
+        for name in os.listdir(os.path.dirname(os.path.dirname(wasmtime.__file__)))
+        if name.startswith("wasmtime-") and name.endswith(".dist-info")
     ]
     if len(found) == 1:
         return found[0]

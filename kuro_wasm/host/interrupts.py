@@ -1,4 +1,4 @@
-"""The program's own Python signal handlers, guarded while a run's guest runs on the main thread.
+"""The program's own Python signal handlers, guarded while a main-thread run's guest runs or its frames are read.
 
 ## The one decision
 While a guest runs on the main thread, wasm calls back into Python through ctypes callbacks (every
@@ -11,6 +11,16 @@ Python handler the program has installed is replaced by a guard (:func:`hold`) t
 if it raises, keeps the exception for every run held, stops each (``cancelled``) and returns; the
 run ends with its receipt, and :func:`kuro_wasm.host.api.run` then raises the exception.
 :func:`release` puts the program's handlers back.
+
+The same guard holds while a main-thread ``run()`` caller reads its worker's frames itself
+(:meth:`kuro_wasm.host.api.ProcessHandle.run_to_end`): a handler raising there would leave the channel
+half-read (a frame's header read, its payload not), which costs the worker and the run its own
+receipt; guarded, the run is stopped between frames, the frame is read whole, and ``run()`` raises
+the exception after the ``cancelled`` receipt. Why not mask the signals around each frame read
+instead (``signal.pthread_sigmask``): a process-directed signal (``setitimer``'s ``SIGALRM``, a
+``kill``) blocked on the main thread is delivered to another thread, whose C handler trips the main
+thread's pending flag all the same, so Python would still run the handler inside the frame (tried:
+a handler ran in the main thread's pure-Python loop while that thread had SIGALRM blocked).
 
 Why not callbacks that cannot hand back garbage (cffi's ``ffi.callback(..., onerror=...)``): measured
 interleaved, a bare cffi callback costs 0.375 µs a call where ctypes' costs 0.231 µs, which would take
@@ -55,11 +65,6 @@ class Interruptible(Protocol):
     def interrupted(self, exc: BaseException) -> None:
         """A program's signal handler raised ``exc`` while this run was held: keep it, and stop the run."""
         ...
-
-
-def program_handlers() -> bool:
-    """True when the program has a Python handler of its own for some signal (one scan, as :func:`hold` makes)."""
-    return not _QUIET.issuperset(map(_getsignal, _SIGNALS))
 
 
 #: The runs held now, outermost first (main-thread runs nest: a run made from another's on_chunk).

@@ -13,21 +13,30 @@ The receipt's ``kuro/isolation`` is the backend's name; :data:`ISOLATIONS` says 
 (the full tables are in ``docs/abi.md``).
 
 ## Effects
-Reads ``os.environ``.
+Reads ``os.environ`` and ``sys.modules``.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Final
+import sys
+from typing import Any, Final
 
 from kuro_wasm.errors import ModelError
 from kuro_wasm.model.isolation import DEFAULT_ISOLATION, ISOLATIONS
 
-__all__ = ["ENV_VAR", "ISOLATIONS", "resolve_isolation"]
+__all__ = ["ENV_VAR", "ISOLATIONS", "resolve_isolation", "worker_pool"]
 
 #: The environment variable naming the default backend.
 ENV_VAR: Final = "KURO_ISOLATION"
+
+
+def _worker_pool_class() -> type | tuple[()]:
+    """The WorkerPool class if its module is loaded, else ``()`` (no object can be a pool before it is): looked up,
+    not imported, on every process run (an import statement in a function costs ~2 µs per call) and not imported
+    at the top either (naming a backend loads no engine)."""
+    module = sys.modules.get("kuro_wasm.host.worker.pool")
+    return () if module is None else module.WorkerPool
 
 
 def resolve_isolation(isolation: object) -> str:
@@ -57,12 +66,15 @@ def resolve_isolation(isolation: object) -> str:
                 f"isolation {isolation!r} names no backend", reason="invalid-run-option", hint=", ".join(ISOLATIONS)
             )
         return isolation
-    from kuro_wasm.host.worker.pool import WorkerPool  # here, not above: naming a backend loads no engine
-
-    if isinstance(isolation, WorkerPool):
+    if isinstance(isolation, _worker_pool_class()):
         return "process"
     raise ModelError(
         f"isolation must be a backend name or a WorkerPool, got {type(isolation).__name__}",
         reason="invalid-run-option",
         hint=", ".join(ISOLATIONS),
     )
+
+
+def worker_pool(isolation: object) -> Any:
+    """``isolation`` if it is a :class:`~kuro_wasm.host.worker.pool.WorkerPool`, else None."""
+    return isolation if isinstance(isolation, _worker_pool_class()) else None

@@ -73,6 +73,9 @@ class GuestParts:
 
     shape: WasmShape
     core_module: Callable[[str, Callable[[bytes], bytes]], wasmtime.Module]
+    #: the guest's bytes, fetched and verified when asked (None: not to be had) — for what the shape held in a
+    #: form this host no longer reads (a component's stored link program of another format)
+    data: Callable[[], bytes] | None = None
 
 
 @dataclass(frozen=True, slots=True)

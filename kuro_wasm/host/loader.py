@@ -289,8 +289,9 @@ def prepare(
     if isinstance(kind, str):
         return LoadFailure("load-error", kind)
     parts: list[tuple[str, wasmtime.Module]] = []
+    data = _once(wasm)
     try:
-        pre = kind.link(engine, module, GuestParts(shape, _parts(cache, engine, key, wasm, parts)))
+        pre = kind.link(engine, module, GuestParts(shape, _parts(cache, engine, key, data, parts), data))
     except wasmtime.WasmtimeError as exc:  # an import the kind cannot link (a component's mistyped host function)
         return LoadFailure("load-error", f"guest {cid} cannot be linked: {_first_line(exc)}")
     except _Refused:  # the guest's bytes, needed for a part of it not cached, could not be fetched
@@ -370,21 +371,27 @@ def compiled_guest(ready: Prepared) -> Any:
     return ready.module.loaded() if isinstance(ready.module, _Deferred) else ready.module
 
 
-def _parts(
-    cache: ModuleCache,
-    engine: wasmtime.Engine,
-    key: tuple[str, str],
-    wasm: Callable[[], bytes],
-    used: list[tuple[str, wasmtime.Module]],
-) -> Callable[[str, Callable[[bytes], bytes]], wasmtime.Module]:
-    """``GuestParts.core_module`` for guest ``key[0]``: cached under ``CID#name``, and appended to ``used``; the
-    guest's bytes (fetched and verified by ``wasm``) read at most once."""
+def _once(wasm: Callable[[], bytes]) -> Callable[[], bytes]:
+    """``wasm`` (the guest's bytes, fetched and verified) called at most once."""
     got: list[bytes] = []
 
     def data() -> bytes:
         if not got:
             got.append(wasm())
         return got[0]
+
+    return data
+
+
+def _parts(
+    cache: ModuleCache,
+    engine: wasmtime.Engine,
+    key: tuple[str, str],
+    data: Callable[[], bytes],
+    used: list[tuple[str, wasmtime.Module]],
+) -> Callable[[str, Callable[[bytes], bytes]], wasmtime.Module]:
+    """``GuestParts.core_module`` for guest ``key[0]``: cached under ``CID#name``, and appended to ``used``; the
+    guest's bytes from ``data`` (:func:`_once`)."""
 
     def core_module(name: str, piece: Callable[[bytes], bytes]) -> wasmtime.Module:
         module = cache.get_or_compile(engine, key[1], f"{key[0]}#{name}", lambda: piece(data()))

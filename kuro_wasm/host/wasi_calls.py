@@ -23,10 +23,11 @@ truncating; ``path_create_directory``;      ``fd_filestat_set_size``, ``fd_alloc
 ``path_rename``                             ``fs/write`` and ``fs/rm``
 ==========================================  ==================================================
 
-An fd's rights are fixed at ``path_open`` (what was asked, within what its directory may pass on)
-and only shrink (``fd_fdstat_set_rights``). Reading a descriptor not opened for reading, or writing
-one not opened for writing, is ``EBADF`` as on POSIX (and in wasmtime's WASI); other missing fd
-rights are ``ENOTCAPABLE``, which the program brought on itself and which is not a denial.
+An fd's rights are fixed at ``path_open`` (what was asked, within what its directory may pass on):
+``fd_fdstat_set_rights`` changes none, as on wasmtime's WASI (``ENOTSUP``; ``EBADF`` on stdio).
+Reading a descriptor not opened for reading, or writing one not opened for writing, is ``EBADF`` as
+on POSIX (and in wasmtime's WASI); other missing fd rights are ``ENOTCAPABLE``, which the program
+brought on itself and which is not a denial.
 
 Where POSIX leaves room, the answers follow wasmtime's built-in WASI (the differential tests in
 ``tests/wasi`` hold this binding to it on the same trees): ``lseek`` on stdio is ``ESPIPE``, reading

@@ -1,7 +1,8 @@
 """WASI calls on descriptors themselves: close, sync, renumber, flags, rights, stat, size, times, preopens.
 
 ## The one decision
-A descriptor's rights only shrink (``fd_fdstat_set_rights`` cannot add one: ``ENOTCAPABLE``), and
+A descriptor's rights are the ones ``path_open`` gave it, for good (``fd_fdstat_set_rights`` is
+``ENOTSUP``, ``EBADF`` on stdio, as on wasmtime's WASI, so a program behaves alike on both), and
 closing, syncing or renumbering one is a **commit point**: everything pending in the overlay becomes
 a new fs root (:meth:`kuro_wasm.host.wasi_state.WasiState.commit`; ``EIO`` if kuro.fs refuses it).
 Times a program sets are kept for the run only (kuro.fs stores none): they read 0 until set.
@@ -101,14 +102,10 @@ def _fd_fdstat_set_flags(run: RunContext, caller: int, cctx: int, p: Any) -> int
 
 
 def _fd_fdstat_set_rights(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:
+    # Rights are set at path_open only, as on wasmtime's WASI (50.0.1): a descriptor that can hold rights
+    # (a file or a directory) answers ENOTSUP whatever is asked, stdio and a closed number EBADF.
     f = state(run).fds.get(p[0])
-    if f is None:
-        return BADF
-    base, inheriting = p[1] % 2**64, p[2] % 2**64
-    if base & ~f.rights or inheriting & ~f.inheriting:
-        return NOTCAPABLE  # rights only shrink
-    f.rights, f.inheriting = base, inheriting
-    return OK
+    return BADF if f is None or f.kind not in (FILE, DIR) else NOTSUP
 
 
 def _fd_filestat_get(run: RunContext, caller: int, cctx: int, p: Any) -> int | None:

@@ -21,6 +21,8 @@ writing again (never waiting for another writer's lock: a lock held means the fi
 while SQLite still refuses, the write is refused as any SQLite refusal is. Where neither
 is possible the open raises :class:`LedgerError` saying why, never a raw SQLite error — or
 :class:`LedgerCorrupt` if what it reads is no kuro ledger (random bytes, another program's database).
+A file read so that holds no tables at all (empty, or made by a first open whose schema never
+committed) is a ledger with no operations yet, and gets its tables at its first write.
 
 ## Effects
 SQLite (stdlib ``sqlite3``) at one path. Connections are pooled per ledger (a
@@ -89,6 +91,8 @@ _ADDITIONS: Final = (
     "CREATE TABLE IF NOT EXISTS cancel_requests (op_id TEXT PRIMARY KEY, requested_at INTEGER NOT NULL)",
 )
 _ADDED_NAMES: Final = ("operations_started", "cancel_requests", "operations_order")
+#: The whole schema, made in one transaction (a new ledger, or one whose first open never committed it).
+_CREATE: Final = f"BEGIN IMMEDIATE; {_SCHEMA} {'; '.join(_ADDITIONS)}; COMMIT;"
 #: The rowid a new row takes: past every row there is and every row there was (``rowid-high-water``, kept
 #: when claims are withdrawn), so the listing's order — rowid, the order rows were recorded in — never puts
 #: a new row before a page cursor already handed out (SQLite alone would reuse a deleted last rowid).
@@ -206,9 +210,10 @@ class LedgerDB:
     refusal means is the caller's decision.
 
     ``reading=True`` opens it for reading only from the start (as a ledger that cannot be written is): no
-    schema is prepared, nothing is written — for a caller that only looks (``kuro receipt show``). A file
-    with no tables at all (:attr:`no_tables`: the first open of a ledger not yet committed its schema) then
-    holds no operations; one with other tables, or no SQLite, is still :class:`LedgerCorrupt`.
+    schema is prepared, nothing is written — for a caller that only looks (``kuro receipt show``). Opened
+    for reading only either way, a file with no tables at all (:attr:`no_tables`: empty, or the first open
+    of a ledger not yet committed its schema) holds no operations, and gets its tables at its first write
+    once SQLite lets it write; one with other tables, or no SQLite, is still :class:`LedgerCorrupt`.
 
     Raises LedgerCorrupt: ``path`` is not a kuro ledger (or has another schema
     version). LedgerError: it cannot be opened or prepared.
@@ -223,8 +228,8 @@ class LedgerDB:
         self._immutable = False
         self._reopening = threading.Lock()
         self._reading = reading
-        #: Opened ``reading``, the file holds no tables at all (new, or its first open has not committed the
-        #: schema yet): it holds no operations (:meth:`read_row` finds none), not "not a kuro ledger".
+        #: Opened for reading only, the file holds no tables at all (new, or its first open has not committed
+        #: the schema yet): it holds no operations (every read finds none), not "not a kuro ledger".
         self.no_tables = False
         #: the file's ``file:`` URI, for read-only connections (resolved once: an immutable read opens one per read)
         self._uri = ""
@@ -279,7 +284,7 @@ class LedgerDB:
                 with self._pool.connection() as conn:
                     version = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema-version'").fetchone()
             except sqlite3.DatabaseError as exc:
-                if self._reading and _holds_no_tables(self._pool):
+                if _holds_no_tables(self._pool):
                     self.no_tables = True  # a ledger not yet given its tables (the first run's are uncommitted)
                     return
                 self._pool.close()
@@ -301,41 +306,52 @@ class LedgerDB:
         may have passed); else leave it read-only. The probe takes and gives back the write lock without
         waiting for it: another writer holding it means the file can be written (the write itself waits its
         turn), not a reason to stay read-only. A probe that fails keeps the ledger's reason unless SQLite now
-        refuses the disk itself (the new reason is then the truer one). Once writable, an older ledger gets
-        the schema additions (:meth:`_add_missing`) an open for writing would have given it."""
+        refuses the disk itself (the new reason is then the truer one). Once writable, a file with no tables
+        gets the schema (until SQLite lets it: tried again at each write), and an older ledger the schema
+        additions (:meth:`_add_missing`) an open for writing would have given it."""
         with self._reopening:
-            if self.read_only is None:
+            if self.read_only is None and not self.no_tables:
                 return
-            try:
-                probe = self._connect_fn(self._path, 0)
-                try:
-                    probe.isolation_level = None
-                    probe.execute("PRAGMA journal_mode=WAL")
-                    probe.execute("BEGIN IMMEDIATE")
-                    probe.execute("ROLLBACK")
-                finally:
-                    probe.close()
-            except sqlite3.Error as exc:
-                if not _busy(exc):
-                    if _refuses_the_disk(exc):
-                        self.read_only = str(exc)
-                    return
-            old, self._pool = self._pool, _Pool(self._connect_writable)
-            self.read_only, self._immutable = None, False
-            old.close()
+            if self.read_only is not None and not self._probe_writable():
+                return
             try:
                 with self._pool.connection() as conn:
                     names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master").fetchall()}
+                    if not names:  # a ledger never given its tables (only then: other tables are no ledger)
+                        conn.executescript(_CREATE)
+                        names = set(_ADDED_NAMES)
+                    self.no_tables = False
             except sqlite3.Error:
                 return  # the write that asked says what SQLite refuses
             if not names.issuperset(_ADDED_NAMES):
                 self._add_missing()
 
+    def _probe_writable(self) -> bool:
+        """Whether SQLite lets this read-only ledger be written now; if so, its connections are writable ones."""
+        try:
+            probe = self._connect_fn(self._path, 0)
+            try:
+                probe.isolation_level = None
+                probe.execute("PRAGMA journal_mode=WAL")
+                probe.execute("BEGIN IMMEDIATE")
+                probe.execute("ROLLBACK")
+            finally:
+                probe.close()
+        except sqlite3.Error as exc:
+            if not _busy(exc):
+                if _refuses_the_disk(exc):
+                    self.read_only = str(exc)
+                return False
+        old, self._pool = self._pool, _Pool(self._connect_writable)
+        self.read_only, self._immutable = None, False
+        old.close()
+        return True
+
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """A ``BEGIN IMMEDIATE`` transaction: committed if the block ends, rolled back if it raises. A ledger
         opened read-only is first opened for writing again if it can be (:meth:`_reopen_writable`)."""
-        if self.read_only is not None and not self._reading:
+        if (self.read_only is not None or self.no_tables) and not self._reading:
             self._reopen_writable()
         with self._pool.connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
@@ -353,7 +369,7 @@ class LedgerDB:
                 conn.execute("PRAGMA journal_mode=WAL")
                 present = conn.execute("SELECT name FROM sqlite_master WHERE name = 'operations'").fetchall()
                 if not present:
-                    conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} {'; '.join(_ADDITIONS)}; COMMIT;")
+                    conn.executescript(_CREATE)
                 version = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema-version'").fetchone()
                 names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master").fetchall()}
             if not names.issuperset(_ADDED_NAMES):
@@ -397,6 +413,8 @@ class LedgerDB:
 
     def started_rows(self) -> list[Row]:
         """Every ``started`` row (through the partial index, when the ledger has it)."""
+        if self.no_tables:
+            return []
         with self._pool.connection() as conn:
             found = conn.execute(f"SELECT {_COLUMNS} FROM operations WHERE status = 'started'").fetchall()
         return [Row(*r) for r in found]
@@ -482,6 +500,8 @@ class LedgerDB:
 
     def cancel_requested(self, op_id: str) -> bool:
         """Whether a cancel of ``op_id`` was requested; ``False`` if SQLite cannot be read now (ask again later)."""
+        if self.no_tables:
+            return False
         try:
             with self._pool.connection() as conn:
                 return bool(conn.execute("SELECT 1 FROM cancel_requests WHERE op_id = ?", (op_id,)).fetchall())
@@ -523,6 +543,8 @@ class LedgerDB:
         row holds it now (one written by older code, which may reuse the rowid of a withdrawn last claim);
         ``limit``: at most that many (a keyset page over the table's own rowid order: the cost is the page).
         """
+        if self.no_tables:
+            return []
         sql = "SELECT rowid, op_id, status, digest, started_at, finished_at, exit_code, outcome, reason FROM operations"
         params: list[Any] = []
         if after is not None:
@@ -544,9 +566,9 @@ class LedgerDB:
 
 
 def _holds_a_ledger(path: Path) -> bool:
-    """Whether ``path`` is a non-empty file (what a read-only open could read)."""
+    """Whether ``path`` is a file (what a read-only open could read: an empty one holds no tables yet)."""
     try:
-        return path.stat().st_size > 0
+        return path.is_file()
     except OSError:
         return False
 

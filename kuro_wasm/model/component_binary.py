@@ -143,19 +143,28 @@ class Plan:
     #: (:func:`kuro_wasm.model.wasm_shape.with_module_imports`; empty until then), so linking the plan
     #: (:class:`kuro_wasm.host.component_core.PlainLink`) asks the engine for none of them
     module_imports: tuple[tuple[tuple[str, str, str], ...], ...] = ()
+    #: the plan linked by the host, as plain data (:class:`kuro_wasm.host.component_core.LinkProgram`), or None.
+    #: A plan stored with its program (:meth:`to_data`) keeps neither its steps nor its core modules' imports:
+    #: the program is what they were linked to, and a new process links nothing again
+    program: Any = None
 
     def export(self, name: str) -> Lift | None:
         return next((lift for n, lift in self.exports if n == name), None)
 
     def to_data(self) -> Any:
-        """A JSON-able form without the modules' bytes (:func:`plan_from_data` reads it back)."""
-        return {
+        """A plain form (dicts, lists, strings, numbers) without the modules' bytes (:func:`plan_from_data` reads it
+        back); with a program, that in place of the steps and the core modules' imports."""
+        data: dict[str, Any] = {
             "modules": self.module_count,
-            "steps": [_step_data(s) for s in self.steps],
             "exports": [[n, lift.core_func, _options_data(lift.options)] for n, lift in self.exports],
             "imports": list(self.imports),
-            "module-imports": [[list(i) for i in imports] for imports in self.module_imports],
         }
+        if self.program is not None:
+            data["program"] = self.program
+        else:
+            data["steps"] = [_step_data(s) for s in self.steps]
+            data["module-imports"] = [[list(i) for i in imports] for imports in self.module_imports]
+        return data
 
 
 def _options_data(o: CanonOptions) -> list[int | None]:
@@ -175,6 +184,11 @@ def _step_data(s: Step) -> list[Any]:
 def plan_from_data(data: Any) -> Plan:
     """The plan :meth:`Plan.to_data` wrote (no module bytes). Raises ValueError for anything else."""
     try:
+        exports = tuple((str(n), Lift(int(f), CanonOptions(*o))) for n, f, o in data["exports"])
+        count = int(data["modules"])
+        imports = tuple(map(str, data["imports"]))
+        if "program" in data:  # linked: no steps (the host checks the program when it binds it)
+            return Plan((), (), exports, imports, count, (), data["program"])
         steps: list[Step] = []
         for s in data["steps"]:
             if s[0] == "instantiate":
@@ -187,14 +201,10 @@ def plan_from_data(data: Any) -> Plan:
                 steps.append(Lower(str(s[1]), CanonOptions(*s[2])))
             else:
                 raise ValueError(f"unknown step {s[0]!r}")
-        exports = tuple((str(n), Lift(int(f), CanonOptions(*o))) for n, f, o in data["exports"])
-        count = int(data["modules"])
-        module_imports = tuple(
-            tuple((str(m), str(n), str(k)) for m, n, k in imports) for imports in data["module-imports"]
-        )
+        module_imports = tuple(tuple((str(m), str(n), str(k)) for m, n, k in these) for these in data["module-imports"])
         if len(module_imports) != count:
             raise ValueError(f"imports of {len(module_imports)} core modules for {count}")
-        return Plan((), tuple(steps), exports, tuple(map(str, data["imports"])), count, module_imports)
+        return Plan((), tuple(steps), exports, imports, count, module_imports)
     except (KeyError, TypeError, IndexError) as exc:
         raise ValueError(f"not a stored component plan: {exc}") from exc
 

@@ -408,7 +408,12 @@ FUNCTIONS: Final[Mapping[str, FuncSpec]] = {
             "—",
             "`append`, `nonblock`, `dsync`, `rsync`, `sync` on a file; stdio `EBADF`, as wasmtime",
         ),
-        _f("fd_fdstat_set_rights", "i32 i64 i64", "—", "drops rights; adding one is `ENOTCAPABLE`"),
+        _f(
+            "fd_fdstat_set_rights",
+            "i32 i64 i64",
+            "—",
+            "`ENOTSUP` (`EBADF` on stdio): rights are set at `path_open`, as on wasmtime",
+        ),
         _f("fd_filestat_get", "i32 i32", "—", "device, inode, type, size; times 0 unless set this run"),
         _f(
             "fd_filestat_set_size",

@@ -415,6 +415,145 @@ def test_a_failed_commit_raises_block_store_error_naming_the_reason(
     assert _batch_dirs(file_store.root) == []
 
 
+# ---- large blocks: the writeback thread
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _writeback_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "kuro-fs-writeback"]
+
+
+def _large_blobs(n: int) -> list[bytes]:
+    return [bytes([i % 256]) * (filebatch.EARLY_WRITEBACK + i) for i in range(n)]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
+def test_large_staged_blocks_are_hinted_off_the_writers_and_every_file_is_closed_when_the_batch_ends(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hinted: list[str] = []
+    writers = set()
+
+    def hint(fd: int) -> None:
+        hinted.append(threading.current_thread().name)
+
+    real_stage = filebatch.FileBatch.stage
+
+    def stage(self: filebatch.FileBatch, cid: str, data: bytes | memoryview) -> bool:
+        writers.add(threading.current_thread().name)
+        return real_stage(self, cid, data)
+
+    monkeypatch.setattr(filebatch, "start_writeback", hint)
+    monkeypatch.setattr(filebatch.FileBatch, "stage", stage)
+    before = _open_fds()
+    blobs = _large_blobs(12)
+    with file_store.batch():
+        cids = [file_store.put(blob) for blob in blobs]
+        small = file_store.put(b"small")  # below EARLY_WRITEBACK: closed by its writer, never hinted
+    assert [file_store.get(cid) for cid in cids] == blobs and file_store.get(small) == b"small"
+    assert _open_fds() == before and _writeback_threads() == []
+    assert 0 < len(hinted) <= len(blobs) and set(hinted) == {"kuro-fs-writeback"} and not writers & set(hinted)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
+def test_a_stuck_writeback_never_holds_a_writer_and_holds_at_most_its_backlog_open(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    monkeypatch.setattr(filebatch, "start_writeback", lambda fd: release.wait())
+    before = _open_fds()
+    blobs = _large_blobs(2 * filebatch.WRITEBACK_BACKLOG + 5)
+    with file_store.batch():
+        cids = [file_store.put(blob) for blob in blobs]  # the disk "stuck": every put still returns
+        assert _open_fds() - before <= filebatch.WRITEBACK_BACKLOG + 2  # the backlog, the one in hand, the batch dir
+        release.set()
+    assert [file_store.get(cid) for cid in cids] == blobs
+    assert _open_fds() == before and _writeback_threads() == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
+@pytest.mark.parametrize("path", ["O_DIRECT", "page cache"])
+def test_an_import_failing_mid_file_leaves_no_block_and_no_open_file_whatever_waits_for_writeback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    from kuro_fs.importer import import_path
+
+    src = tmp_path / "big.bin"
+    src.write_bytes(random.Random(3).randbytes(40 * 256 * 1024))
+    real_write, real_pwrite = filebatch._write_all, os.pwrite
+    writes: list[int] = []
+
+    def torn_then_failed(write: Any, fd: int, data: Any, *rest: int) -> int:
+        writes.append(len(data))
+        if len(writes) == 25:
+            write(fd, memoryview(data)[: len(data) // 2], *rest)  # a torn file on disk, then the failure
+            raise OSError(28, "No space left on device")
+        return int(write(fd, data, *rest) or len(data))
+
+    if path == "O_DIRECT":
+        monkeypatch.setattr(os, "pwrite", lambda fd, data, at: torn_then_failed(real_pwrite, fd, data, at))
+    else:
+        monkeypatch.setattr(filebatch, "_O_DIRECT", 0)
+        monkeypatch.setattr(filebatch, "_write_all", lambda fd, data: torn_then_failed(real_write, fd, data))
+    monkeypatch.setattr(filebatch, "start_writeback", lambda fd: threading.Event().wait(0.01))  # a slow disk
+    before = _open_fds()
+    with FileBlockStore(tmp_path / "blocks") as store:
+        with pytest.raises(BlockStoreError, match="No space left on device"):
+            import_path(store, src, workers=2)
+        assert len(writes) >= 25  # the failure came from the path under test
+        assert store.stats() == {"blocks": 0, "bytes": 0}  # no name at all, so none at torn bytes
+        assert _batch_dirs(store.root) == []
+    assert _open_fds() == before and _writeback_threads() == []
+
+
+def test_large_aligned_blocks_are_staged_with_o_direct_and_others_through_the_page_cache(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    direct: list[tuple[int, bool]] = []
+    real = filebatch._DirectWrite.write
+
+    def spy(self: Any, out: int, data: bytes | memoryview) -> bool:
+        done = real(self, out, data)
+        direct.append((len(data), done))
+        return done
+
+    monkeypatch.setattr(filebatch._DirectWrite, "write", spy)
+    aligned, odd = b"a" * (4 * filebatch.EARLY_WRITEBACK), b"o" * (filebatch.EARLY_WRITEBACK + 1)
+    huge = b"h" * (filebatch.DIRECT_MAX + filebatch.DIRECT_ALIGN)
+    blobs = [aligned, odd, huge, b"small"]
+    with file_store.batch():
+        cids = [file_store.put(blob) for blob in blobs]
+        assert [file_store.get(cid) for cid in cids] == blobs  # staged, read in the batch
+    assert [file_store.get(cid) for cid in cids] == blobs
+    if filebatch._O_DIRECT:  # the small block never asks
+        assert direct == [(len(aligned), True), (len(odd), False), (len(huge), False)]
+
+
+@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="O_DIRECT is Linux's")
+def test_a_filesystem_refusing_o_direct_part_way_gets_each_block_whole_through_the_page_cache(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_pwrite = os.pwrite
+    calls: list[int] = []
+
+    def refusing(fd: int, data: Any, at: int) -> int:
+        calls.append(at)
+        if len(calls) == 1:
+            return real_pwrite(fd, memoryview(data)[: len(data) // 2], at)  # half lands, then EINVAL
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(os, "pwrite", refusing)
+    blobs = [bytes([i]) * (2 * filebatch.EARLY_WRITEBACK) for i in range(3)]
+    with file_store.batch():
+        cids = [file_store.put(blob) for blob in blobs]
+    monkeypatch.undo()
+    assert [file_store.get(cid) for cid in cids] == blobs
+    assert len(calls) == 2  # refused once: the later blocks were not tried again
+
+
 # ---- concurrency and crashes
 
 

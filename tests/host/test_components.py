@@ -6,7 +6,9 @@ are in guests/fixtures/component-*.toml; these are the rest.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import marshal
 import re
 import threading
 from pathlib import Path
@@ -23,9 +25,17 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_wasm.errors import LoadError
 from kuro_wasm.host.api import run, start
 from kuro_wasm.host.cache import COMPONENT, MODULE, ModuleCache, cache_for
+from kuro_wasm.host.component_core import PlainLink, StaleProgram, compile_modules, link_program
 from kuro_wasm.host.engine import EngineConfig, engine_for, engine_key
 from kuro_wasm.host.kinds import KINDS, classify
-from kuro_wasm.host.kinds.component import HOST_FUNCTIONS, KIND, WORLD_PACKAGE, error_name, trap_code_of
+from kuro_wasm.host.kinds.component import (
+    HOST_FUNCTIONS,
+    KIND,
+    WORLD_PACKAGE,
+    _plain_host_functions,
+    error_name,
+    trap_code_of,
+)
 from kuro_wasm.host.kinds.kuro_v1 import KIND as KURO_ABI_V1
 from kuro_wasm.host.loader import (
     Prepared,
@@ -39,7 +49,7 @@ from kuro_wasm.host.loader import (
 from kuro_wasm.model.abi import ErrorCode
 from kuro_wasm.model.component_binary import read_plan
 from kuro_wasm.model.sessions import guest
-from kuro_wasm.model.wasm_shape import Import, WasmShape
+from kuro_wasm.model.wasm_shape import PACKED, Import, WasmShape, with_module_imports
 
 WIT = (ROOT / "wit" / "host.wit").read_text(encoding="utf-8")
 
@@ -265,29 +275,75 @@ def test_a_damaged_core_module_or_shape_entry_of_a_component_is_detected_not_tru
         assert (after["compiles"], after["discarded"]) == (before["compiles"], before["discarded"])
 
 
-def test_a_shape_stored_before_plans_kept_their_core_modules_imports_is_described_again(tmp_path: Path) -> None:
-    """A v3 shape (no ``module-imports`` in its plan), validly tagged under the v3 context, must not verify under
-    v4: the component is loaded whole (its tagged artifact) and described again, never linked from it."""
+@pytest.mark.parametrize("version", ["v3", "v4"])
+def test_a_shape_stored_by_an_older_kuro_is_described_again_never_linked_from(tmp_path: Path, version: str) -> None:
+    """An older kuro's shape — JSON, its plan as steps (v4; v3: without its core modules' imports) — validly
+    tagged under its own context, must not verify under v5 (packed, the plan as its link program): the component
+    is loaded whole (its tagged artifact) and described again, never linked from it, and the record is rewritten
+    in the packed form."""
     store, fs, cid, cache = _typed_cached(tmp_path)
     key = engine_key(EngineConfig())
     path = cache.path_for(cid, key, COMPONENT)
     assert path is not None and cache.directory is not None
     meta = path.with_suffix(".meta")
     raw = meta.read_bytes()
-    shape = json.loads(raw[41:])
-    del shape["plan"]["module-imports"]
+    assert raw[41:].startswith(PACKED)
+    shape = marshal.loads(raw[41 + len(PACKED) :])
+    assert "program" in shape["plan"] and "steps" not in shape["plan"]  # linked: what a new process reads
+    shape["plan"] = with_module_imports(read_plan(component("typed"))).to_data()  # the steps, as v4 kept them
+    if version == "v3":
+        del shape["plan"]["module-imports"]
     old = json.dumps(shape, separators=(",", ":")).encode()
     secret = (cache.directory / ".hmac-key").read_bytes()
-    v3 = blake3(secret, derive_key_context="kuro-wasm module cache 2026-12 metadata tag v3").digest()
-    meta.write_bytes(raw[:9] + blake3(f"{cid}\n{key}\ncomponent".encode() + b"\0" + old, key=v3).digest() + old)
+    tag = blake3(secret, derive_key_context=f"kuro-wasm module cache 2026-12 metadata tag {version}").digest()
+    meta.write_bytes(raw[:9] + blake3(f"{cid}\n{key}\ncomponent".encode() + b"\0" + old, key=tag).digest() + old)
+    ModuleCache.forget_memory()
+    forget_prepared()
     before = cache.stats.as_dict()
     again = run(make_session(fs), guest(cid, "run", ["read", "data.bin"]), store=store, fs=fs, home=str(tmp_path))
     assert again["kuro/stdout"] == b"abc", again
     after = cache.stats.as_dict()
     assert after["disk_hits"] - before["disk_hits"] == _typed_modules() + 1
     assert after["compiles"] == before["compiles"]
-    assert b'"module-imports"' in meta.read_bytes()  # rewritten in the current format
+    assert meta.read_bytes()[41:].startswith(PACKED)  # rewritten in the current format
     ModuleCache.forget_memory()
+
+
+def test_a_cached_link_program_of_another_format_is_linked_again_from_the_verified_bytes(tmp_path: Path) -> None:
+    """A shape validly tagged (v5) whose link program is of another format — a format changed without a new
+    metadata tag — is never bound: the plan is read again from the guest's verified bytes and linked, the
+    compiled component still untouched."""
+    store, fs, cid, cache = _typed_cached(tmp_path)
+    key = engine_key(EngineConfig())
+    meta = cache.stored_meta(key, cid, COMPONENT)
+    assert meta is not None
+    shape = WasmShape.from_bytes(meta)
+    assert shape.plan is not None and shape.plan.program is not None
+    stale = dataclasses.replace(shape.plan, program=(shape.plan.program[0] + 1, *shape.plan.program[1:]))
+    cache._store_meta(cid, key, COMPONENT, dataclasses.replace(shape, plan=stale).to_bytes())
+    ModuleCache.forget_memory()
+    before = cache.stats.as_dict()
+    again = run(make_session(fs), guest(cid, "run", ["read", "data.bin"]), store=store, fs=fs, home=str(tmp_path))
+    assert again["kuro/stdout"] == b"abc", again
+    after = cache.stats.as_dict()
+    assert after["disk_hits"] - before["disk_hits"] == _typed_modules()  # the core modules, not the component
+    assert after["compiles"] == before["compiles"]
+    ModuleCache.forget_memory()
+    forget_prepared()
+
+
+def test_a_stored_link_program_of_another_format_is_refused_not_bound() -> None:
+    """A program is bound only in the format and C API layout it was made for (its addresses and kind codes)."""
+    plan = with_module_imports(read_plan(component("typed")))
+    types = {name: func for name, (func, _handler) in _plain_host_functions().items()}
+    data = link_program(plan, types).to_data()
+    engine = engine_for(EngineConfig())
+    modules = compile_modules(engine, plan)
+    PlainLink(dataclasses.replace(plan, program=data), modules, _plain_host_functions())  # binds
+    for stale in ((data[0] + 1, *data[1:]), (data[0], (1, 2, 3, ()), *data[2:]), data[:-1], None):
+        linked = dataclasses.replace(plan, program=stale if stale is not None else "not a program")
+        with pytest.raises(StaleProgram):
+            PlainLink(linked, modules, _plain_host_functions())
 
 
 def _describe(data: bytes, compiled: object) -> bytes:

@@ -8,6 +8,7 @@ public :func:`run` unchanged.
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ from kuro_wasm.host.kind import CoreModuleKind, Entry
 from kuro_wasm.host.kinds import KURO_ABI_V1, classify
 from kuro_wasm.host.loader import add_guest, forget_prepared
 from kuro_wasm.model.sessions import guest
-from kuro_wasm.model.wasm_shape import Export, FuncSig, Import, WasmShape, read_shape
+from kuro_wasm.model.wasm_shape import PACKED, Export, FuncSig, Import, ShapeError, WasmShape, read_shape
 
 
 def _shape(source: str) -> WasmShape:
@@ -145,6 +146,21 @@ def test_the_shape_round_trips_through_its_byte_form() -> None:
         tables=2,
     )
     assert WasmShape.from_bytes(shape.to_bytes()) == shape
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"component":false,"imports":[],"exports":[],"memories":0,"tables":0}',  # an older kuro's JSON form
+        PACKED,  # nothing after the header
+        PACKED + b"\xff\x00garbage",  # not marshal's
+        PACKED + marshal.dumps({"component": False}, 4),  # a packed value that is no shape
+        PACKED + marshal.dumps([1, 2, 3], 4),
+    ],
+)
+def test_bytes_that_are_not_a_packed_shape_are_a_shape_error(raw: bytes) -> None:
+    with pytest.raises(ShapeError):
+        WasmShape.from_bytes(raw)
 
 
 @pytest.mark.parametrize(

@@ -141,23 +141,28 @@ def test_a_program_that_reads_nothing_records_no_reads_and_moves_no_root(store: 
     assert set(receipt) <= {f"kuro/{k}" for k in KEYS}
 
 
-#: Cuts the preopen (fd 3) to ``path_open`` alone, then exits with what ``path_create_directory(3, "d")`` answers.
+#: Opens the preopen (fd 3) again as fd 4 with ``path_open`` alone, then exits with what
+#: ``path_create_directory(4, "d")`` answers.
 CUT_THEN_MKDIR = """(module
-  (import "wasi_snapshot_preview1" "fd_fdstat_set_rights" (func $cut (param i32 i64 i64) (result i32)))
+  (import "wasi_snapshot_preview1" "path_open"
+    (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "path_create_directory" (func $mkdir (param i32 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
   (memory (export "memory") 1)
-  (data (i32.const 16) "d")
+  (data (i32.const 16) "d") (data (i32.const 32) ".")
   (func (export "_start")
-    (if (call $cut (i32.const 3) (i64.const 8192) (i64.const 0)) (then (call $exit (i32.const 99))))
-    (call $exit (call $mkdir (i32.const 3) (i32.const 16) (i32.const 1)))))"""
+    (if (call $open (i32.const 3) (i32.const 0) (i32.const 32) (i32.const 1) (i32.const 2)
+          (i64.const 8192) (i64.const 0) (i32.const 0) (i32.const 64))
+      (then (call $exit (i32.const 99))))
+    (call $exit (call $mkdir (i32.load (i32.const 64)) (i32.const 16) (i32.const 1)))))"""
 
 
 @pytest.mark.parametrize("grant", [ALL_CAPS, ["guest/invoke", "fs/read", "fs/ls"]], ids=["granted", "not-granted"])
 def test_a_call_the_descriptor_has_no_right_for_is_enotcapable_and_no_denial(
     store: MemoryBlockStore, home: Path, grant: list[str]
 ) -> None:
-    """An fd right the program dropped is checked before the grant: ENOTCAPABLE (76), nothing recorded, nothing made."""
+    """An fd right the program did not ask for is checked before the grant: ENOTCAPABLE (76), nothing recorded,
+    nothing made."""
     cid = add_guest(store, bytes(wasmtime.wat2wasm(CUT_THEN_MKDIR)))
     receipt = run(_session(store, grant=grant), guest(cid, "_start"), store=store, home=home)
     assert (receipt["kuro/outcome"], receipt["kuro/exit-code"]) == ("exit", 76)

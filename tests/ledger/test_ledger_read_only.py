@@ -343,3 +343,95 @@ def test_an_older_ledger_opened_read_only_gets_its_cancel_table_once_it_is_writt
     assert db.request_cancel("op-new", 2) == "requested"
     assert db.cancel_requested("op-new")
     db.close()
+
+
+# ---- a ledger made but never given its tables, opened read-only
+
+
+def _no_tables(path: Path) -> None:
+    """What the first ``kuro run`` leaves before its schema commits: an SQLite file with no tables."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.close()
+
+
+NOT_YET_LEDGERS = [lambda p: p.write_bytes(b""), _no_tables]
+
+
+@pytest.mark.parametrize("make", NOT_YET_LEDGERS, ids=["zero-bytes", "no-tables"])
+def test_a_ledger_with_no_tables_yet_that_cannot_be_written_holds_no_operations_and_refuses_runs(
+    tmp_path: Path, make: Any
+) -> None:
+    """Opened read-only (the disk refused), a ledger file made but never given its tables said LedgerCorrupt
+    ("no such table"): it is a ledger with no operations yet, as :func:`kuro_wasm.ledger.lookup.lookup` reads it."""
+    db = tmp_path / "ledger.sqlite"
+    make(db)
+    starter = FakeStarter()
+    with Ledger(db, store=MemoryBlockStore(), starter=starter, connect=_cannot_write) as ledger:
+        assert ledger.operations() == []
+        assert ledger.result("op-1")["kuro/status"] == "not-found"
+        with pytest.raises(LedgerError, match="nothing ran"):
+            ledger.run("op-new", make_session(), command(9))
+    assert starter.total == 0
+
+
+@pytest.mark.parametrize("make", NOT_YET_LEDGERS, ids=["zero-bytes", "no-tables"])
+def test_a_ledger_with_no_tables_yet_opened_read_only_by_a_passing_disk_error_gets_them_at_its_first_write(
+    tmp_path: Path, make: Any
+) -> None:
+    db = tmp_path / "ledger.sqlite"
+    make(db)
+    starter = FakeStarter()
+    with Ledger(db, store=MemoryBlockStore(), starter=starter, connect=_Flaky(1)) as ledger:
+        assert ledger.operations() == []
+        receipt = ledger.run("op-new", make_session(), command(9))
+        assert receipt["kuro/exit-code"] == 0 and starter.total == 1
+    with Ledger(db, store=MemoryBlockStore(), starter=FakeStarter()) as again:  # written, with every table
+        assert again.result("op-new")["kuro/status"] == "done"
+        assert [row["kuro/op-id"] for row in again.operations()] == ["op-new"]
+    with sqlite3.connect(db) as conn:
+        names = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert {"operations", "ledger_meta", "cancel_requests", "operations_started", "operations_order"} <= names
+
+
+class _DiskErrorThenFullOnce:
+    """A ``connect`` that fails with "disk I/O error" once (the open), then opens connections whose first script
+    (the schema: the one script a ledger runs) finds the disk full; ``refused`` holds that script."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.refused: list[str] = []
+
+    def __call__(self, path: Path, timeout: float) -> sqlite3.Connection:
+        self.calls += 1
+        if self.calls == 1:
+            raise sqlite3.OperationalError("disk I/O error")
+        refused = self.refused
+
+        class FullOnce(sqlite3.Connection):
+            def executescript(self, script: str, /) -> sqlite3.Cursor:
+                if not refused:
+                    refused.append(script)
+                    raise sqlite3.OperationalError("database or disk is full")
+                return super().executescript(script)
+
+        return sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False, factory=FullOnce)
+
+
+def test_a_ledger_with_no_tables_yet_whose_schema_cannot_be_made_refuses_the_run_and_makes_it_at_the_next(
+    tmp_path: Path,
+) -> None:
+    """Writable again but its schema refused (a full disk): the run is refused (nothing ran, not "not a kuro
+    ledger"), reads still find no operations, and the next write makes the schema and runs."""
+    db = tmp_path / "ledger.sqlite"
+    _no_tables(db)
+    connect = _DiskErrorThenFullOnce()
+    starter = FakeStarter()
+    with Ledger(db, store=MemoryBlockStore(), starter=starter, connect=connect) as ledger:
+        with pytest.raises(LedgerError, match="nothing ran") as refused:
+            ledger.run("op-1", make_session(), command(1))
+        assert not isinstance(refused.value, LedgerCorrupt) and connect.refused
+        assert ledger.operations() == [] and starter.total == 0
+        assert ledger.run("op-2", make_session(), command(2))["kuro/exit-code"] == 0
+        assert [row["kuro/op-id"] for row in ledger.operations()] == ["op-2"]

@@ -89,7 +89,7 @@ def _errnos(tmp_path: Path, calls: Sequence[tuple[str, Sequence[int]]], files: d
         for i, (name, args) in enumerate(calls)
     )
     wat = f"""(module {imports} (memory (export "memory") 1)
-      (data (i32.const 200) "\\90\\01\\00\\00\\01\\00\\00\\00") (data (i32.const 400) "a")
+      (data (i32.const 200) "\\90\\01\\00\\00\\01\\00\\00\\00") (data (i32.const 400) "a") (data (i32.const 410) "d")
       (func (export "_start") {body}
         (i32.store (i32.const 64) (i32.const 4096)) (i32.store (i32.const 68) (i32.const {len(calls)}))
         (drop (call $fd_write (i32.const 1) (i32.const 64) (i32.const 1) (i32.const 72)))))"""
@@ -197,3 +197,63 @@ def test_stdio_fdstat_shows_the_rights_wasmtime_shows(tmp_path: Path, fd: int, r
         (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))))"""
     got = _both(tmp_path, wat, {}).stdout
     assert got == bytes(8) + int(right).to_bytes(8, "little") * 2 + b"\x00"
+
+
+def test_fd_fdstat_set_rights_answers_what_wasmtime_answers_whatever_the_rights(tmp_path: Path) -> None:
+    """``fd_fdstat_set_rights`` on wasmtime's WASI (50.0.1) changes nothing: ``EBADF`` on stdio and on a number
+    not open, ``ENOTSUP`` on the preopen, a directory or a file it opened — dropping every right, keeping
+    one, or asking for all alike. kuro answered 0 to a narrowing (and ``ENOTCAPABLE`` to a widening); it now
+    answers as wasmtime does, so a program behaves the same on both (rights are cut at ``path_open``)."""
+    all_rights = int(wasi.ALL_RIGHTS)
+    asks = [(0, 0), (int(wasi.Rights.FD_READ), 0), (all_rights, all_rights)]
+    fds = (0, 1, 2, 3, 4, 5, 99)  # stdio, the preopen, the directory d and the file a opened first, none
+    calls = [("fd_fdstat_set_rights", (fd, base, inheriting)) for fd in fds for base, inheriting in asks]
+    want = [8] * 9 + [58] * 9 + [8] * 3
+    opens = [
+        ("path_open", (3, 0, 410, 1, wasi.OFLAG_DIRECTORY, 0x2000, 0, 0, 3000)),
+        ("path_open", (3, 0, 400, 1, 0, int(wasi.Rights.FD_READ), 0, 0, 3004)),
+    ]
+    got = _errnos(tmp_path, opens + calls, {"a": b"x", "d/x": b"1"})
+    assert got == bytes([0, 0, *want])
+
+
+def test_where_rights_show_wasmtime_and_kuro_differ_as_docs_wasi_md_says(tmp_path: Path) -> None:
+    """The differences docs/wasi.md lists ("Descriptor rights"), each runner held to its own answer: wasmtime's
+    built-in WASI (50.0.1) ignores the rights ``path_open`` asks for and shows rights made up from the open mode;
+    kuro refuses a right the directory does not pass on and shows the rights it enforces."""
+    fd_read, path_open = int(wasi.Rights.FD_READ), int(wasi.Rights.PATH_OPEN)
+    wat = f"""(module
+      (import "wasi_snapshot_preview1" "path_open"
+        (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+      (import "wasi_snapshot_preview1" "fd_fdstat_get" (func $get (param i32 i32) (result i32)))
+      (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+      (memory (export "memory") 1)
+      (data (i32.const 400) "a") (data (i32.const 410) "d") (data (i32.const 420) "x")
+      (func (export "_start")
+        (i32.store8 (i32.const 1000) (call $open (i32.const 3) (i32.const 0) (i32.const 400) (i32.const 1)
+          (i32.const 0) (i64.const {fd_read}) (i64.const 0) (i32.const 0) (i32.const 500)))
+        (i32.store8 (i32.const 1001) (call $open (i32.const 3) (i32.const 0) (i32.const 410) (i32.const 1)
+          (i32.const {wasi.OFLAG_DIRECTORY}) (i64.const {path_open}) (i64.const {fd_read}) (i32.const 0)
+          (i32.const 504)))
+        (i32.store8 (i32.const 1002) (call $open (i32.load (i32.const 504)) (i32.const 0) (i32.const 420)
+          (i32.const 1) (i32.const 0) (i64.const {int(wasi.Rights.FD_WRITE)}) (i64.const 0) (i32.const 0)
+          (i32.const 508)))
+        (drop (call $get (i32.const 3) (i32.const 1008)))
+        (drop (call $get (i32.load (i32.const 500)) (i32.const 1032)))
+        (i32.store (i32.const 0) (i32.const 1000)) (i32.store (i32.const 4) (i32.const 56))
+        (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))))"""
+    wasm = tmp_path / "case.wasm"
+    wasm.write_bytes(wasmtime.wat2wasm(wat))
+    root = tmp_path / "root"
+    write_tree(root, {"a": b"x", "d/x": b"1"})
+    case = WasiCase(wasm, root=root)
+
+    def seen(stdout: bytes) -> tuple[list[int], tuple[int, int], tuple[int, int]]:
+        """The three errnos, then (base, inheriting) of the preopen and of the file opened for reading."""
+        rights = [int.from_bytes(stdout[at : at + 8], "little") for at in (16, 24, 40, 48)]
+        return list(stdout[:3]), (rights[0], rights[1]), (rights[2], rights[3])
+
+    every = (1 << 30) - 1
+    assert seen(run_builtin(case).stdout) == ([0, 0, 0], (0x7B7FE00, 0xFF7FFFF), (every & ~0x40, every & ~0x40))
+    # kuro's preopen: every directory right, passing on every right but the sockets' (docs/wasi.md)
+    assert seen(run_kuro(case).stdout) == ([0, 0, 76], (0xFBFFE98, 0xFFFFFFF), (fd_read, 0))

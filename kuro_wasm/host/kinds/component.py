@@ -61,6 +61,7 @@ No resources of the kuro world, no async component functions.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import threading
 from collections.abc import Callable, Sequence
@@ -73,7 +74,7 @@ from wasmtime import _ffi as ffi
 from kuro_wasm.host import wasi_p2
 from kuro_wasm.host.calls import run_of
 from kuro_wasm.host.canonical_abi import CanonicalTrap, TooLarge
-from kuro_wasm.host.component_core import HostFunction, PlainInstance, PlainLink
+from kuro_wasm.host.component_core import HostFunction, PlainInstance, PlainLink, StaleProgram
 from kuro_wasm.host.component_values import Budget, ValueTooLarge, delete, fits, read, write
 from kuro_wasm.host.context import RunContext, Stopped
 from kuro_wasm.host.engine import CallOutcome, TrapInfo
@@ -89,8 +90,8 @@ from kuro_wasm.host.kuro_world import (
     error_name,
 )
 from kuro_wasm.model import wit
-from kuro_wasm.model.component_binary import Plan, read_plan
-from kuro_wasm.model.wasm_shape import FuncSig, WasmShape
+from kuro_wasm.model.component_binary import NotPlain, Plan, read_plan
+from kuro_wasm.model.wasm_shape import FuncSig, ShapeError, WasmShape, with_module_imports
 from kuro_wasm.model.wit import WitType
 
 if TYPE_CHECKING:  # wasmtime.component (~5 ms) loads with the first component linked, not with the kind table
@@ -372,7 +373,11 @@ class ComponentKind:
             if mistyped is not None:
                 raise wasmtime.WasmtimeError(mistyped)
             plan, modules = _plain_parts(parts)
-            link = PlainLink(plan, modules, _plain_host_functions())
+            try:
+                link = PlainLink(plan, modules, _plain_host_functions())
+            except StaleProgram:
+                plan = _plan_again(parts)
+                link = PlainLink(plan, modules, _plain_host_functions())
             return _Plain(plan, link, lambda: (self.linker(engine), compiled, False))
         wasi = frozenset(name for name in compiled.type.imports(engine) if wasi_p2.provides(name))
         mistyped = _mistyped(engine, compiled, wasi)
@@ -525,6 +530,20 @@ def _plain_parts(parts: GuestParts) -> tuple[Plan, tuple[wasmtime.Module, ...]]:
 
     modules = tuple(parts.core_module(f"core-module-{i}", module_bytes(i)) for i in range(plan.module_count))
     return plan, modules
+
+
+def _plan_again(parts: GuestParts) -> Plan:
+    """The plan of a plain component whose cached shape holds a link program of another format
+    (:class:`~kuro_wasm.host.component_core.StaleProgram`): read again from its verified bytes, to be linked here.
+
+    Raises wasmtime.WasmtimeError: the bytes cannot be had here, or no longer read as a plan (a load-error).
+    """
+    if parts.data is None:
+        raise wasmtime.WasmtimeError("its cached link program is of another format, and its bytes are not at hand")
+    try:
+        return dataclasses.replace(with_module_imports(read_plan(parts.data())), modules=())
+    except (NotPlain, ShapeError) as exc:
+        raise wasmtime.WasmtimeError(f"its plan, read again from its bytes, is not plain: {exc}") from exc
 
 
 def _instantiate_plain(store: wasmtime.Store, linked: _Plain) -> tuple[Any, CallOutcome | None]:

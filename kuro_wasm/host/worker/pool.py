@@ -540,8 +540,10 @@ class WorkerPool:
         (leader/follower: no thread hand-over on a warm run); raises the run's HostError if it has none.
 
         Only for a run submitted with ``leading`` set by a caller that waits at once (:func:`~kuro_wasm.host.api.run`):
-        on the main thread, only while a Ctrl-C is routed to :meth:`RemoteRun.interrupt` or ignored (a signal handler
-        that raised while this thread is inside a frame would leave the channel unreadable; it then kills the worker).
+        on the main thread, only while a Ctrl-C is routed to :meth:`RemoteRun.interrupt` or ignored, and the program's
+        handlers are guarded (:func:`kuro_wasm.host.interrupts.hold`: one that raises stops the run through
+        :meth:`RemoteRun.interrupted`) — an exception raised into this thread inside a frame would leave the channel
+        unreadable (it then kills the worker).
         """
         main = threading.current_thread() is threading.main_thread()
         outer: tuple[_Conn, object] | None = getattr(_READER, "leads", None)
@@ -557,8 +559,8 @@ class WorkerPool:
     def _lead_run(self, run: RemoteRun, main: bool) -> dict[str, Any]:
         outer = getattr(_READER, "leads", None)
         while not run.done.is_set():
-            if run.interrupted:  # Ctrl-C while it waited for a worker or its turn: as stop_and_wait
-                run.interrupted = False
+            if run.stop_asked:  # Ctrl-C while it waited for a worker or its turn: as stop_and_wait
+                run.stop_asked = False
                 self.kill(run)
             conn = self._claim(run)
             if conn is None:
@@ -571,6 +573,9 @@ class WorkerPool:
                 while not run.done.is_set():
                     if main and not conn.inbox.pending:
                         self._await(conn, run)  # raised in here (between frames), the channel is whole: handed on
+                    elif run.stop_asked:  # asked inside the last frame (a guarded handler raised): frames keep coming
+                        run.stop_asked = False
+                        self.kill(run)
                     inside = True
                     if not self._pump(conn):
                         break
@@ -634,7 +639,7 @@ class WorkerPool:
         with self._lock:
             run.waiter = True
             try:
-                while not run.done.is_set() and not run.interrupted:
+                while not run.done.is_set() and not run.stop_asked:
                     conn: _Conn | None = run.conn if run.sent else None
                     if (
                         conn is not None
@@ -658,8 +663,8 @@ class WorkerPool:
         poller.register(_SIGFD[0], select.POLLIN)
         run.sigfd = _SIGFD[0]
         while True:
-            if run.interrupted:
-                run.interrupted = False
+            if run.stop_asked:
+                run.stop_asked = False
                 self.kill(run)  # as stop_and_wait: the run ends cancelled, and its receipt is waited for
             events = poller.poll()
             if any(fd == _SIGFD[0] for fd, _ in events):
@@ -882,10 +887,10 @@ class WorkerPool:
             run.id = next(self._ids)
             with run.lock:
                 head = self._request(run, conn)
-                payload = bytes(run.stdin)
+                payload = run.wire + run.stdin
             try:
-                wire = protocol.framed("run", head + run.wire[1:], payload)
-            except ProtocolError as exc:  # never for the fields made here (their JSON is within submit's margin)
+                wire = protocol.framed("run", head, payload)
+            except ProtocolError as exc:  # never for the fields made here (an int, a float, three flags and a path)
                 self._pending.popleft()
                 self._live.discard(run)
                 failure = HostError(f"the run cannot be sent to a worker process: {exc}")
@@ -945,10 +950,10 @@ class WorkerPool:
                         break
 
     def _request(self, run: RemoteRun, conn: _Conn) -> bytes:
-        """The start of ``run``'s frame JSON, up to the fields encoded at submit (``run.wire``): those decided when
-        it is sent. Written out here, not through the JSON encoder: an int, three bools and a cached path string
-        (the run frame took ~5 µs to make through the encoder, ~2 µs so; a pipelined trivial run costs the host
-        ~85 µs of CPU in all)."""
+        """``run``'s frame JSON: the fields decided when it is sent, and the length of its fixed fields (``run.wire``,
+        encoded at submit, the start of its payload). Written out here, not through the JSON encoder: an int, a
+        float, three bools and a cached path string (the run frame took ~5 µs to make through the encoder, ~2 µs
+        so; a pipelined trivial run costs the host ~85 µs of CPU in all)."""
         guest = run.command.get("kuro/guest")
         try:
             present = isinstance(guest, str) and run.store.has(guest)
@@ -956,10 +961,12 @@ class WorkerPool:
             present = False
         return _RUN_HEAD % (
             run.id,
+            repr(run.deadline).encode("ascii"),  # a finite float (a monotonic clock reading), as JSON writes it
             _JSON_BOOL[bool(run.stdin_closed)],
             _JSON_BOOL[present],
             _JSON_BOOL[run.stop_reason == "cancelled"],
             _json_path(_readable(run.fs_store, conn.stores)),
+            len(run.wire),
         )
 
     # ---- death
@@ -1320,15 +1327,12 @@ def _resolved(path: str) -> str:
     return str(Path(path).resolve())
 
 
-#: The most JSON a run frame's fields decided at dispatch (:meth:`WorkerPool._request`: an id, three flags and a
-#: store directory) may add to those encoded at submit; a run whose fixed fields leave less room is refused at once.
-_DISPATCH_FIELDS_BYTES: Final = 64 << 10
-
-
 def _encoded_run(run: RemoteRun) -> bytes:
-    """The JSON of ``run``'s frame fields that stay the same wherever and whenever it is sent, encoded once.
+    """The JSON object of ``run``'s :data:`~kuro_wasm.host.worker.protocol.RUN_FIXED` fields, encoded once: the
+    start of its ``run`` frame's payload wherever and whenever it is sent (the same bytes for every warm run of one
+    caller, which a worker knows again by them).
 
-    Raises HostError: they are not plain data, or more JSON than a ``run`` frame may carry with the rest.
+    Raises HostError: they are not plain data, or more JSON than a worker reads for them.
     """
     fs_arg = run.fs_arg
     fs: Any = fs_arg
@@ -1342,16 +1346,15 @@ def _encoded_run(run: RemoteRun) -> bytes:
             "budget": [fs_arg.budget.entries, fs_arg.budget.bytes],
             "layout": [fs_arg.layout.max_flat, fs_arg.layout.shape.bit_width, fs_arg.layout.shape.bucket_size],
         }
-    fixed = {"command": protocol.command_data(run.command), "fs": fs, "deadline": run.deadline, "seed": run.seed}
+    fixed = {"command": protocol.command_data(run.command), "fs": fs, "seed": run.seed}
     try:
         rest = protocol.encode_fields("run", fixed)
         session = _session_json(run.session)
     except ProtocolError as exc:
         raise NotStarted(f"the run cannot be sent to a worker process: {exc}") from None
     encoded = b'{"session":' + session + b',"limits":' + _limits_json(run.limits) + b"," + rest[1:]
-    size = len(encoded) + _DISPATCH_FIELDS_BYTES
-    if size > protocol.MAX_JSON_BYTES:
-        why = f"{size} bytes of JSON with its other fields, over the {protocol.MAX_JSON_BYTES}-byte limit"
+    if len(encoded) > protocol.MAX_JSON_BYTES:
+        why = f"{len(encoded)} bytes of JSON, over the {protocol.MAX_JSON_BYTES}-byte limit"
         raise NotStarted(f"the run cannot be sent to a worker process: {why}")
     return encoded
 
@@ -1369,7 +1372,9 @@ def _limits_json(limits: Limits) -> bytes:
     return protocol.encode_fields("run", limits.as_options())
 
 
-_RUN_HEAD: Final = b'{"t":"run","id":%d,"stdin_closed":%s,"guest_present":%s,"killed":%s,"store_path":%s,'
+_RUN_HEAD: Final = (
+    b'{"t":"run","id":%d,"deadline":%s,"stdin_closed":%s,"guest_present":%s,"killed":%s,"store_path":%s,"fixed":%d}'
+)
 _JSON_BOOL: Final = {False: b"false", True: b"true"}
 
 

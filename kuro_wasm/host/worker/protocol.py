@@ -9,6 +9,11 @@ library's JSON is C code, ~5 µs to encode and decode a run request against ~30 
 pure-Python canonical codec (measured here), and every run crosses the boundary at least twice on its
 warm path, whose budget is 200 µs. Frames need no canonical form, only plain data.
 
+A ``run`` frame's payload starts with the JSON object of the run's fixed fields (:data:`RUN_FIXED`: session,
+limits, command, fs, seed), its stdin after it: the same bytes for every warm run of one caller, so a worker
+decodes and checks them once and knows them again by their bytes (~10 µs a warm run, measured here); what
+changes from run to run (its id, deadline and flags) is the frame's own small JSON part.
+
 Every message is a row of :data:`MESSAGES` (who sends it, its fields and their types, whether it has
 a payload). :func:`decode` refuses anything else with :class:`ProtocolError` — an unknown type, a missing
 or extra field, a field of the wrong type, NaN or ±Infinity, nesting deep enough to exhaust the parser,
@@ -60,12 +65,14 @@ __all__ = [
     "MESSAGES",
     "RECEIPT_BASE_BYTES",
     "RESULT_JSON_PER_BYTE",
+    "RUN_FIXED",
     "command_data",
     "command_of",
     "Message",
     "ProtocolError",
     "Readable",
     "decode",
+    "decode_fixed",
     "decode_receipt",
     "done_receipt",
     "encode",
@@ -114,20 +121,17 @@ class Message:
 #: Every message of the protocol. Field types: int, num, str, bool, data (any JSON value), str? (str or null).
 MESSAGES: Final[Mapping[str, Message]] = {
     # host → worker
+    # payload = the JSON object of the run's :data:`RUN_FIXED` fields (its first ``fixed`` bytes) ‖ stdin
     "run": Message(
         "host",
         {
             "id": "int",
-            "session": "data",
-            "command": "data",
-            "fs": "data",
-            "limits": "data",
             "deadline": "num",
             "stdin_closed": "bool",
             "guest_present": "bool",
             "killed": "bool",
             "store_path": "str?",
-            "seed": "data",
+            "fixed": "int",
         },
         payload=True,
     ),
@@ -161,6 +165,11 @@ MESSAGES: Final[Mapping[str, Message]] = {
     "fork": Message("host", {"options": "data"}),
     "exited": Message("zygote", {"pid": "int", "status": "int"}),
 }
+
+#: A run's fields that stay the same wherever and whenever it is sent, and from one warm run of a caller to the next
+#: (all ``data``, checked by the worker's model): one JSON object at the start of its ``run`` frame's payload, so a
+#: worker knows a fixed part it has decoded before by its bytes (:func:`decode_fixed`), without decoding it again.
+RUN_FIXED: Final = frozenset({"session", "limits", "command", "fs", "seed"})
 
 #: The host's messages that travel on a worker's control channel; its other messages (``run``, ``reply``,
 #: ``compiled``) travel on the run channel, with every worker message. The two are not ordered with each other.
@@ -197,6 +206,41 @@ def _no_constants(name: str) -> Any:
 # One encoder and one decoder for every frame: ``json.dumps``/``json.loads`` with options build a new one per call.
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 _DECODER: Final = json.JSONDecoder(parse_constant=_no_constants)
+#: The C encoder and scanner behind those two, called directly: ``JSONEncoder.encode`` builds a C encoder per call
+#: and ``JSONDecoder.decode`` runs two Python frames and two regex matches around the C scanner (~2.5 µs and
+#: ~4.5 µs of a small frame each way, a few times a run, measured here). Without ``_json`` (another Python), the
+#: two objects above. No circular-reference markers: a marker table would be shared by every thread encoding at
+#: once (a frame's values come from this process's own code; a cycle ends in RecursionError, refused as such).
+_MAKE_ENCODER: Final[Any] = vars(json.encoder).get("c_make_encoder")
+_C_ENCODER: Final[Any] = (
+    None
+    if _MAKE_ENCODER is None
+    else _MAKE_ENCODER(
+        None, _ENCODER.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False
+    )  # (markers, default, encoder, indent, key separator, item separator, sort_keys, skipkeys, allow_nan)
+)
+_SCAN: Final[Any] = vars(_DECODER)["scan_once"]
+
+
+def _dumps(value: Any) -> bytes:
+    """``value`` as compact ASCII JSON, as ``_ENCODER.encode`` writes it. Raises TypeError, ValueError (NaN,
+    ±Infinity, a key that is not a str), RecursionError (a cycle)."""
+    if _C_ENCODER is None:  # pragma: no cover - CPython has _json
+        return _ENCODER.encode(value).encode("ascii")
+    return "".join(_C_ENCODER(value, 0)).encode("ascii")
+
+
+def _loads(text: str) -> Any:
+    """The JSON value that is all of ``text``, as ``_DECODER.decode`` reads it: the scanner alone when it reads it
+    whole, else the full decoder (whitespace around the value, or anything wrong, which it then says).
+    Raises ValueError, RecursionError."""
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:
+        end = -1
+    if end != len(text):
+        return _DECODER.decode(text)
+    return value
 
 
 def encode_fields(kind: str, fields: Mapping[str, Any]) -> bytes:
@@ -207,8 +251,8 @@ def encode_fields(kind: str, fields: Mapping[str, Any]) -> bytes:
     Raises ProtocolError: a value JSON cannot carry (NaN, ±Infinity, a non-str key), or more JSON than a frame holds.
     """
     try:
-        body = _ENCODER.encode(fields).encode("ascii")
-    except (TypeError, ValueError) as exc:
+        body = _dumps(fields)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ProtocolError(f"{kind}: not plain data: {exc}") from exc
     if len(body) > MAX_JSON_BYTES:
         raise ProtocolError(f"{kind}: {len(body)} bytes of JSON is over the {MAX_JSON_BYTES}-byte limit")
@@ -234,8 +278,8 @@ def frame(
     if payload and not spec.payload:
         raise ProtocolError(f"a {kind} message has no payload")
     try:
-        body = _ENCODER.encode({"t": kind, **fields}).encode("ascii")
-    except (TypeError, ValueError) as exc:
+        body = _dumps({"t": kind, **fields})
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ProtocolError(f"{kind}: not plain data: {exc}") from exc
     if len(encoded) > 2:  # not ``{}``: ``{…ours`` + ``,`` + ``theirs…}``
         body = body[:-1] + b"," + encoded[1:]
@@ -292,7 +336,7 @@ def decode(body: bytes, senders: frozenset[str]) -> dict[str, Any]:
     a type this side does not accept, or fields that are not exactly its row's, of its row's types.
     """
     try:
-        value = _DECODER.decode(body.decode("utf-8"))
+        value = _loads(body.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise ProtocolError(f"a frame that is not JSON: {exc}") from exc
     if type(value) is not dict:
@@ -306,6 +350,24 @@ def decode(body: bytes, senders: frozenset[str]) -> dict[str, Any]:
         if not math.isfinite(value[name]):
             raise ProtocolError(f"{kind}.{name} must be finite")
     value["t"] = kind
+    return value
+
+
+def decode_fixed(data: bytes) -> dict[str, Any]:
+    """The :data:`RUN_FIXED` fields a ``run`` frame's payload starts with (``data``: those bytes).
+
+    Raises ProtocolError: more than :data:`MAX_JSON_BYTES`, not a JSON object (not UTF-8, NaN/±Infinity, nested too
+    deep), or one whose keys are not exactly :data:`RUN_FIXED`.
+    """
+    if len(data) > MAX_JSON_BYTES:
+        raise ProtocolError(f"run: {len(data)} bytes of fixed fields is over the {MAX_JSON_BYTES}-byte limit")
+    try:
+        value = _loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError(f"run: fixed fields that are not JSON: {exc}") from exc
+    if type(value) is not dict or value.keys() != RUN_FIXED:
+        got = sorted(value) if type(value) is dict else type(value).__name__
+        raise ProtocolError(f"run: the fixed fields must be exactly {sorted(RUN_FIXED)}, got {got}")
     return value
 
 
@@ -351,9 +413,9 @@ def encode_receipt(receipt: Mapping[str, Any], limit: int) -> tuple[int, bytes]:
     result = receipt.get("kuro/result")
     rest = {k: v for k, v in receipt.items() if k != "kuro/result"} if type(result) is str else receipt
     try:
-        head = _ENCODER.encode(rest).encode("ascii")
+        head = _dumps(rest)
         tail = result.encode("utf-8") if type(result) is str else b""
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ProtocolError(f"done: the receipt is not plain data: {exc}") from exc
     if len(head) + len(tail) > limit:
         raise ProtocolError(f"done: a {len(head) + len(tail)}-byte receipt is over its run's {limit}-byte limit")
@@ -379,7 +441,7 @@ def decode_receipt(length: int, payload: bytes) -> Any:
     if not 0 <= length <= len(payload):
         raise ProtocolError(f"done: a {length}-byte receipt in a {len(payload)}-byte payload")
     try:
-        receipt = _DECODER.decode(payload[:length].decode("utf-8"))
+        receipt = _loads(payload[:length].decode("utf-8"))
         result = payload[length:].decode("utf-8") if length < len(payload) else None
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(f"done: a receipt that is not JSON: {exc}") from exc

@@ -293,7 +293,7 @@ class RemoteRun:
         self.interruption: BaseException | None = None
         self.staged = Staged()  # the blocks the worker handed back, stored only with a believed root
         self.store_failure: KuroFsError | None = None  # the first block read the host's store failed
-        #: the JSON of the fields its run frame always carries, encoded once when the pool takes it (``submit``)
+        #: the JSON object of its fixed fields (protocol.RUN_FIXED), encoded once when the pool takes it (``submit``)
         self.wire = b"{}"
         self.conn: Any = None
         self.sent = False
@@ -306,8 +306,9 @@ class RemoteRun:
         self.leading = False
         self.waiter = False
         self.wake: Callable[[], None] | None = None
-        #: A Ctrl-C routed to this run (:meth:`interrupt`) and the eventfd that wakes its reading caller.
-        self.interrupted = False
+        #: A stop asked from a signal handler on the main thread — a Ctrl-C routed to this run (:meth:`interrupt`), or
+        #: a program's handler that raised (:meth:`interrupted`) — and the eventfd that wakes its reading caller.
+        self.stop_asked = False
         self.sigfd: int | None = None
 
     # ---- what the receipt says the guest saw
@@ -444,6 +445,9 @@ class RemoteRun:
                 full["kuro/worker"] = dict(worker)
             if self.callback_error is not None and not full.get("kuro/error") and not full.get("error"):
                 full["kuro/error"] = self.callback_error
+            elif self.interruption is not None and not full.get("kuro/error") and not full.get("error"):
+                exc = self.interruption  # (as a Job's receipt says it: kuro_wasm.host.job)
+                full["kuro/error"] = f"interrupted: a signal handler raised {type(exc).__name__}: {exc}"
             # Every value in ``full`` is the host's own or passed :meth:`worker_result`'s checks (host_value per
             # key), and the session and command passed the model's gate before the run was queued: the trusted
             # assembly applies the same outcome, key-set and stream rules without checking each value twice.
@@ -474,10 +478,18 @@ class RemoteRun:
             self.stream = _stream.mark_exited(self.stream)
         self._published()
 
+    def interrupted(self, exc: BaseException) -> None:
+        """A program's signal handler raised ``exc`` while its run() caller read its worker's frames on the main
+        thread (guarded: :func:`kuro_wasm.host.interrupts.hold`): keep the first, and stop the run as a Ctrl-C
+        does (no lock is taken here); run() raises it once the ``cancelled`` receipt is made."""
+        if self.interruption is None:
+            self.interruption = exc
+        self.interrupt()
+
     def interrupt(self) -> None:
         """Ctrl-C while its run() caller waits (a signal handler on the main thread: no lock is taken here); the
         caller kills the run and returns its ``cancelled`` receipt."""
-        self.interrupted = True
+        self.stop_asked = True
         if self.sigfd is not None:
             os.eventfd_write(self.sigfd, 1)
         if self.waiter and self.wake is not None:  # it waits for its turn on the pool's condition: wake it now.

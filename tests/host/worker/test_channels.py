@@ -20,7 +20,7 @@ from kuro_fs.blocks import MemoryBlockStore
 from kuro_fs.fs import Fs
 from kuro_wasm.host.loader import add_guest
 from kuro_wasm.host.worker.hardening import Hardening, closed_homes
-from kuro_wasm.host.worker.protocol import decode_receipt, read_frame, send
+from kuro_wasm.host.worker.protocol import decode_receipt, encode_fields, read_frame, send
 from kuro_wasm.host.worker.zygote import Zygote
 from kuro_wasm.model.limits import Limits
 from kuro_wasm.model.sessions import guest, session
@@ -52,20 +52,21 @@ class _Host:
         self.took: dict[int, int] = {}  # run id -> the last ``took``: stdin bytes its guest has read in all
 
     def run(self, run_id: int, cid: str, *, stdin: bytes = b"", closed: bool = False, killed: bool = False) -> None:
+        fixed = encode_fields(
+            "run",
+            {"session": self.session, "command": dict(guest(cid, "run")), "fs": None,
+             "limits": Limits().as_options(), "seed": None},
+        )  # fmt: skip
         fields = {
             "id": run_id,
-            "session": self.session,
-            "command": dict(guest(cid, "run")),
-            "fs": None,
-            "limits": Limits().as_options(),
             "deadline": time.monotonic() + WAIT,
             "stdin_closed": closed,
             "guest_present": True,
             "killed": killed,
             "store_path": None,
-            "seed": None,
+            "fixed": len(fixed),
         }
-        send(self.sock, "run", fields, stdin)
+        send(self.sock, "run", fields, fixed + stdin)
 
     def control(self, kind: str, run_id: int, payload: bytes = b"") -> None:
         send(self.ctl, kind, {"id": run_id}, payload)
@@ -249,6 +250,29 @@ def test_the_host_closing_either_channel_stops_the_running_guest_and_the_worker(
     assert status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     if channel == "control":
         assert host.frame() is None  # no done: the run was stopped with the worker
+
+
+@pytest.mark.parametrize(
+    ("fixed", "payload"),
+    [
+        (-1, b""),  # a run's own fixed fields, said to be longer than the payload that holds them
+        (2, b"{}"),  # a JSON object, not a run's fixed fields
+        (3, b"[1]"),  # not an object
+        (4, b'{"se'),  # not JSON
+    ],
+)
+def test_a_run_frame_whose_fixed_fields_are_not_a_runs_ends_the_worker_before_anything_runs(
+    host: _Host, fixed: int, payload: bytes
+) -> None:
+    if fixed < 0:
+        spec = {"command": dict(guest(_guests(host.store)[1], "run")), "fs": None, "seed": None}
+        payload = encode_fields("run", {**spec, "session": host.session, "limits": Limits().as_options()})
+        fixed = len(payload) + 1
+    fields = {"id": 1, "deadline": time.monotonic() + WAIT, "stdin_closed": True, "guest_present": True}
+    send(host.sock, "run", {**fields, "killed": False, "store_path": None, "fixed": fixed}, payload)
+    assert host.frame() is None  # no ask, no chunk, no done: the worker read nothing more and left
+    status = host.exited()
+    assert status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def test_the_host_closing_the_run_channel_ends_an_idle_worker(host: _Host) -> None:

@@ -189,16 +189,22 @@ def test_a_main_thread_caller_with_ctrl_c_ignored_reads_its_own_frames_and_leave
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # the program's choice is left as it was
 
 
-def test_a_main_thread_caller_with_ctrl_c_ignored_but_a_handler_of_its_own_leaves_the_reading_to_the_keeper(
+def test_a_main_thread_caller_with_ctrl_c_ignored_and_a_handler_of_its_own_still_reads_its_own_frames(
     lpool: WorkerPool, world: Any, request: pytest.FixtureRequest
 ) -> None:
     # A program with a Python handler of its own (a SIGTERM that exits, a SIGALRM timeout) may have it raise
-    # anywhere, inside a frame too, which would cost the worker: its keeper thread reads the frames instead.
+    # anywhere, inside a frame too: the handler is guarded while the caller reads (a raise stops the run; see
+    # tests/host/test_program_signal_handlers.py), so the caller reads its own frames all the same (before, its
+    # worker's keeper thread read them: a hand-over per run), and the handler is the program's again after.
     _quiet_program(request)
-    before = signal.signal(signal.SIGUSR2, lambda _n, _f: None)  # (the one handler of its own)
+
+    def handler(_signum: int, _frame: object) -> None:
+        pass
+
+    before = signal.signal(signal.SIGUSR2, handler)  # (the one handler of its own)
     request.addfinalizer(lambda: signal.signal(signal.SIGUSR2, before))
-    threads = _echoed_on(lpool, world, b"guarded")
-    assert threads and threading.current_thread() not in threads
+    assert _echoed_on(lpool, world, b"guarded") == {threading.current_thread()}
+    assert signal.getsignal(signal.SIGUSR2) is handler
 
 
 def test_a_started_run_is_read_by_the_pool_while_its_handle_is_not_waited_on(lpool: WorkerPool, world: Any) -> None:

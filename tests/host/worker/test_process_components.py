@@ -67,8 +67,8 @@ def test_args_too_large_for_a_run_frame_are_refused_at_once_not_left_to_hang(poo
 def test_a_run_whose_frame_breaks_its_limit_at_dispatch_fails_there_and_the_pool_goes_on(
     pool: WorkerPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The fields decided at dispatch (an id, flags, a store directory) are a few dozen bytes within the margin
-    # submit keeps for them; were one ever past the frame's limit, its run fails with the submit's error, not hangs.
+    # The fields decided at dispatch (an id, a deadline, flags, a store directory) are a few dozen bytes of the
+    # frame's own JSON; were one ever past the frame's limit, its run fails with the submit's error, not hangs.
     store = MemoryBlockStore()
     fs = make_fs(store)
     cid = add_guest(store, component("typed"))

@@ -12,11 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuro_wasm.host.worker.protocol import (
+    _DECODER,
+    _ENCODER,
     MAX_JSON_BYTES,
     MESSAGES,
     RECEIPT_BASE_BYTES,
     RESULT_JSON_PER_BYTE,
     ProtocolError,
+    _dumps,
+    _loads,
     decode,
     decode_receipt,
     done_receipt,
@@ -213,3 +217,37 @@ def test_a_receipt_that_cannot_cross_becomes_a_host_error_receipt_saying_why(rec
 def test_a_done_payload_that_is_not_a_receipt_is_a_protocol_error(size: int, payload: bytes) -> None:
     with pytest.raises(ProtocolError, match="done"):
         decode_receipt(size, payload)
+
+
+_PLAIN = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _outcome(call: Any, value: Any) -> tuple[str, Any]:
+    try:
+        return "ok", call(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return "raised", type(exc).__name__
+
+
+@settings(max_examples=300, deadline=None)
+@given(_PLAIN | st.dictionaries(st.integers() | st.floats(allow_nan=False), st.integers(), max_size=2))
+def test_the_direct_c_encoder_writes_what_the_json_encoder_writes_or_refuses_alike(value: Any) -> None:
+    assert _outcome(_dumps, value) == _outcome(lambda v: _ENCODER.encode(v).encode("ascii"), value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_PLAIN.map(json.dumps) | st.text(alphabet=' \t\n[]{}",:0123456789.eE+-truefalsnNaIiy\\u') | st.text())
+def test_the_direct_scanner_reads_what_the_json_decoder_reads_or_refuses_alike(text: str) -> None:
+    got, expected = _outcome(_loads, text), _outcome(_DECODER.decode, text)
+    assert got == expected or (got[0] == expected[0] == "ok" and json.dumps(got[1]) == json.dumps(expected[1]))
+
+
+def test_a_cycle_is_refused_as_not_plain_data() -> None:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(ProtocolError, match="not plain data"):
+        encode_fields("run", {"command": cycle})
