@@ -25,7 +25,8 @@ running chunk polls it and kills the guest.
 No address: a ``LocalCluster`` of processes with one thread each, started and stopped here, with
 SIGINT ignored in its worker processes (inherited across their spawn), so that Ctrl-C reaches
 only the driver, which cancels the batch instead of losing its workers, and Dask's background
-sampling it does not need switched off (:data:`LOCAL_CONFIG`).
+sampling it does not need switched off (:data:`LOCAL_CONFIG`) in that cluster only: passed to its
+scheduler and nannies, never left in the process's Dask configuration, which other clusters read.
 
 ## Effects
 A Dask client (and maybe a local cluster); RPCs to the scheduler; threads in the workers.
@@ -67,11 +68,15 @@ CANCEL_POLL_S: Final = 0.2
 #: second, not every 20 ms: it only times the loop to log a blocked one. Together they were most of
 #: an idle LocalCluster(2)'s CPU (about 140 ms of CPU a second across its three processes; about 40 ms
 #: without them), taken from the guests on a small machine.
-LOCAL_CONFIG: Final = {
+LOCAL_CONFIG: Final[dict[str, Any]] = {
     "distributed.scheduler.allowed-failures": 0,
     "distributed.worker.profile.enabled": False,
     "distributed.admin.tick.interval": "1s",
 }
+_ALLOWED_FAILURES: Final = "distributed.scheduler.allowed-failures"
+_TICK: Final = "distributed.admin.tick.interval"
+#: Held while :func:`local_cluster` builds a cluster with the tick set for the whole process.
+_STARTING: Final = threading.Lock()
 _HANDLER: Final = "kuro_batch"
 _FENCE_NAME: Final = "kuro-batch-fence"
 _FORGOTTEN: Final = "the scheduler lost this batch's fence (was it restarted?)"
@@ -208,17 +213,26 @@ def run_chunk(batch: str, token: str, plugin: str, chunk: bytes) -> dict[str, An
 
 def local_cluster(workers: int) -> Any:
     """A Dask ``LocalCluster`` as a batch without an address starts it: ``workers`` processes, one thread each,
-    under :data:`LOCAL_CONFIG` (Dask's defaults otherwise)."""
+    under :data:`LOCAL_CONFIG` (Dask's defaults otherwise).
+
+    Dask's configuration is one dict for the whole process, so what has a keyword is passed as one: the
+    scheduler's ``allowed_failures``, and the worker processes' settings as their nannies' ``config`` (a nanny
+    hands it to every worker process it spawns, a restarted one too). The tick has no keyword (each server reads
+    it once, in its constructor): it alone is set for the process while the cluster is built, under
+    :data:`_STARTING`, so two starts in two threads never overlap and each restores exactly what it found."""
     import dask
     from distributed import LocalCluster
 
-    with dask.config.set(LOCAL_CONFIG):
+    worker_config = {key: value for key, value in LOCAL_CONFIG.items() if key != _ALLOWED_FAILURES}
+    with _STARTING, dask.config.set({_TICK: LOCAL_CONFIG[_TICK]}):
         return LocalCluster(  # type: ignore[no-untyped-call]
             n_workers=workers,
             threads_per_worker=1,
             processes=True,
             dashboard_address=":0",  # a free port: the scheduler always serves HTTP; never a clash
             silence_logs=logging.CRITICAL,
+            scheduler_kwargs={"allowed_failures": LOCAL_CONFIG[_ALLOWED_FAILURES]},
+            config=worker_config,
         )
 
 
