@@ -412,7 +412,12 @@ class FileBatch(StoreBatch):
                 self._wait()
 
     def _discard(self) -> None:
-        self._writeback.stop()
+        try:
+            self._writeback.stop()
+        finally:  # the directory is emptied and its lock released whatever stop() raised
+            self._release()
+
+    def _release(self) -> None:
         with self._cond:
             while self._readers:
                 self._wait()
@@ -462,7 +467,8 @@ class _Writeback:
     commit's sync is what makes it durable and reports any write error (``syncfs``, or an fsync of
     each staged file), so a close error here loses nothing and is not raised. At most
     :data:`WRITEBACK_BACKLOG` files wait: past that the writer closes its file itself, so a slow
-    disk never holds many descriptors open. Started on the first file, stopped when the batch ends.
+    disk never holds many descriptors open. Started on the first file, stopped when the batch ends;
+    where no thread can be started (a container's pids limit), every writer closes its own file, unhinted.
     Large blocks written with ``O_DIRECT`` (:class:`_DirectWrite`) have no dirty pages to start, so it
     serves large blocks of an unaligned length (a file's last chunk) and filesystems that refuse it.
     """
@@ -474,13 +480,19 @@ class _Writeback:
         self._stopping = False
 
     def take(self, fd: int) -> bool:
-        """Start ``fd``'s writeback and close it later; False (``fd`` left open) if the backlog is full or stopped."""
+        """Start ``fd``'s writeback and close it later; False (``fd`` left open) if the backlog is full, the
+        batch is ending, or no thread could be started (a pids limit: every later file gets False too)."""
         with self._cond:
             if self._stopping or len(self._fds) >= WRITEBACK_BACKLOG:
                 return False
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="kuro-fs-writeback", daemon=True)
-                self._thread.start()
+                thread = threading.Thread(target=self._run, name="kuro-fs-writeback", daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:  # "can't start new thread": only a hint is lost
+                    self._stopping = True
+                    return False
+                self._thread = thread  # only a started thread: stop() joins it
             self._fds.append(fd)
             self._cond.notify()
         return True

@@ -474,6 +474,46 @@ def test_a_stuck_writeback_never_holds_a_writer_and_holds_at_most_its_backlog_op
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
+def test_a_writeback_thread_that_cannot_start_leaves_each_writer_closing_its_own_file(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_start = threading.Thread.start
+    tries: list[str] = []
+
+    def start(self: threading.Thread) -> None:
+        if self.name == "kuro-fs-writeback":  # a container's pids limit
+            tries.append(self.name)
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    before = _open_fds()
+    blobs = [bytes([i]) * (filebatch.EARLY_WRITEBACK + 1) for i in range(3)]  # unaligned: never O_DIRECT
+    with file_store.batch():
+        cids = [file_store.put(blob) for blob in blobs]
+    assert tries == ["kuro-fs-writeback"]  # tried once, not again for each later block
+    assert [file_store.get(cid) for cid in cids] == blobs
+    assert _batch_dirs(file_store.root) == [] and _open_fds() == before and _writeback_threads() == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
+def test_a_writeback_stop_that_raises_still_empties_and_unlocks_the_batch_directory(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_stop(self: Any) -> None:
+        raise RuntimeError("cannot join thread before it is started")
+
+    monkeypatch.setattr(filebatch._Writeback, "stop", broken_stop)
+    before = _open_fds()
+    with pytest.raises(RuntimeError, match="cannot join"):
+        with file_store.batch():
+            file_store.put(b"doomed")
+            raise ValueError("the import failed")  # the batch ends with an error: its block is discarded
+    assert file_store.stats()["blocks"] == 0
+    assert _batch_dirs(file_store.root) == [] and _open_fds() == before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
 @pytest.mark.parametrize("path", ["O_DIRECT", "page cache"])
 def test_an_import_failing_mid_file_leaves_no_block_and_no_open_file_whatever_waits_for_writeback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
