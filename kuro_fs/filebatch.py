@@ -536,14 +536,15 @@ class _DirectWrite:
     interleaved, load 10–12); the import of that file, 2 threads: 1.2 s, against 3.2 s buffered and
     1.6 s for ``cp`` + fsync (medians of 8, load 8–11; CPU 0.49 s against 1.21 s).
 
-    Durability is unchanged: the write returns once the disk has the bytes, and the commit's
-    ``syncfs`` (or fsync of the file), before any rename, still writes the file's metadata and
-    flushes the disk's cache. The block is copied into a page-aligned buffer of the writing thread
-    (``O_DIRECT`` wants address, length and offset aligned); a block of another length, or larger
-    than :data:`DIRECT_MAX`, goes through
-    the page cache, and so does every block once the filesystem refused ``O_DIRECT`` (``EINVAL``:
-    tmpfs, some network filesystems). Staged blocks are then not in the page cache: the first read
-    of one goes to the disk.
+    Durability is unchanged, and still the commit's: the write returns once the device has
+    acknowledged the bytes — perhaps only into its volatile cache — with the file's new size and
+    allocation not yet durable; the commit's ``syncfs`` (or fsync of the file), before any rename,
+    writes that metadata and flushes the device's cache, as for a buffered block. The block is
+    copied into a page-aligned buffer of the writing thread (``O_DIRECT`` wants address, length and
+    offset aligned); a block of another length, or larger than :data:`DIRECT_MAX`, goes through the
+    page cache, and so does every block once the filesystem refused ``O_DIRECT`` (``EINVAL``: tmpfs
+    before Linux 6.6, some network filesystems). Staged blocks are then not in the page cache: the
+    first read of one goes to the disk.
     """
 
     def __init__(self) -> None:
