@@ -68,7 +68,16 @@ from kuro_fs.atomic import TMP_PREFIX, fsync_dir, start_writeback, sync_filesyst
 from kuro_fs.blocks import StoreBatch
 from kuro_fs.errors import BlockStoreError
 
-__all__ = ["BATCH_PREFIX", "BLOCK_NAME", "SHARD_NAME", "FileBatch", "os_failure", "shard_of", "sweep_orphans"]
+__all__ = [
+    "BATCH_PREFIX",
+    "BLOCK_NAME",
+    "SHARD_NAME",
+    "DirectTally",
+    "FileBatch",
+    "os_failure",
+    "shard_of",
+    "sweep_orphans",
+]
 
 #: Name prefix of a live or orphaned batch directory in a store root.
 BATCH_PREFIX: Final = ".batch-"
@@ -183,7 +192,7 @@ class FileBatch(StoreBatch):
     The store calls :meth:`stage` from ``put`` and :meth:`read_staged` from ``get``.
     """
 
-    def __init__(self, store: object, root: str) -> None:
+    def __init__(self, store: object, root: str, direct: DirectTally | None = None) -> None:
         super().__init__(store)
         self._root = root
         self._lock = threading.Lock()  # what ``with`` takes on the hot path: the Condition's own lock, without
@@ -198,7 +207,7 @@ class FileBatch(StoreBatch):
         self._fd: int | None = None  # the batch directory, holding the flock
         self._path: str | None = None
         self._writeback = _Writeback()  # starts the disk on large staged blocks off the writers' threads
-        self._direct = _DirectWrite()  # writes large aligned blocks past the page cache
+        self._direct = _DirectWrite(direct or DirectTally())  # writes large aligned blocks past the page cache
 
     # ---- staging (called by the store)
 
@@ -525,6 +534,21 @@ class _Writeback:
             thread.join()
 
 
+class DirectTally:
+    """What a store's batches have done with ``O_DIRECT``, for the store to report (:class:`_DirectWrite`).
+
+    ``wrote``: at least one large block was written with it; ``refused``: the filesystem refused it at
+    least once (that block and the batch's later ones went through the page cache). Each only ever turns
+    True, so writers on many threads set them without a lock.
+    """
+
+    __slots__ = ("refused", "wrote")
+
+    def __init__(self) -> None:
+        self.wrote = False
+        self.refused = False
+
+
 class _DirectWrite:
     """Writes a large staged block with ``O_DIRECT``: from the writer's buffer to the disk, past the page cache.
 
@@ -547,9 +571,10 @@ class _DirectWrite:
     first read of one goes to the disk.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tally: DirectTally) -> None:
         self._usable = _O_DIRECT != 0
         self._local = threading.local()
+        self._tally = tally
 
     def write(self, out: int, data: bytes | memoryview) -> bool:
         """Write ``data`` whole into the new, empty file ``out`` with ``O_DIRECT``; False if not done
@@ -572,11 +597,13 @@ class _DirectWrite:
                 if exc.errno != errno.EINVAL:
                     raise
                 self._usable = False  # this filesystem takes no O_DIRECT: every later block is buffered
+                self._tally.refused = True
                 fcntl.fcntl(out, fcntl.F_SETFL, 0)
                 os.ftruncate(out, 0)
                 return False
         finally:
             view.release()
+        self._tally.wrote = True
         return True
 
 

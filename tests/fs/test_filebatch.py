@@ -615,6 +615,50 @@ def test_a_filesystem_refusing_o_direct_part_way_gets_each_block_whole_through_t
     assert len(calls) == 2  # refused once: the later blocks were not tried again
 
 
+def test_a_store_says_it_wrote_direct_only_once_a_large_aligned_block_went_direct(
+    file_store: FileBlockStore, tmp_path: Path
+) -> None:
+    _need_o_direct(tmp_path)
+    assert file_store.wrote_direct is False  # no batch yet
+    with file_store.batch():
+        file_store.put(b"s" * 100)
+        file_store.put(b"o" * (filebatch.EARLY_WRITEBACK + 1))  # unaligned: through the page cache
+    assert file_store.wrote_direct is False
+    with file_store.batch():
+        file_store.put(b"a" * (2 * filebatch.EARLY_WRITEBACK))
+    assert file_store.wrote_direct is True
+    with file_store.batch():  # a later batch of small blocks changes nothing
+        file_store.put(b"t" * 100)
+    assert file_store.wrote_direct is True
+
+
+def test_a_store_whose_filesystem_refused_o_direct_part_way_says_it_did_not_write_direct(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _need_o_direct(tmp_path)
+    real_pwrite = os.pwrite
+    calls: list[int] = []
+
+    def refusing_after_one(fd: int, data: Any, at: int) -> int:
+        calls.append(at)
+        if len(calls) == 1:
+            return real_pwrite(fd, data, at)  # the first block goes direct
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(os, "pwrite", refusing_after_one)
+    blobs = [bytes([i]) * (2 * filebatch.EARLY_WRITEBACK) for i in range(3)]
+    with file_store.batch():
+        cids = [file_store.put(blob) for blob in blobs]
+    monkeypatch.undo()
+    assert [file_store.get(cid) for cid in cids] == blobs and len(calls) == 2
+    assert file_store.wrote_direct is False  # one block went direct, the rest through the page cache
+
+
+def test_a_stores_wrote_direct_is_read_only(file_store: FileBlockStore) -> None:
+    with pytest.raises(AttributeError):
+        file_store.wrote_direct = True  # type: ignore[misc]
+
+
 # ---- concurrency and crashes
 
 
