@@ -14,7 +14,9 @@ all its blocks (a young store or a large import: a million-block CAR into a new 
 rename fail, and its blocks are then renamed one by one, as into any existing shard. The batch
 counts what it stages in each staging directory and keeps the names of those it has made, so a
 block costs one create (no failed lookup of a missing directory first) and, with ``syncfs``, a
-new shard's staging directory is renamed without being listed. The sync is
+new shard's staging directory is renamed without being listed. Past :data:`~kuro_fs.filewriter.SPAWN_AFTER`
+small blocks, a batch has a child process create their staged files (:mod:`kuro_fs.filewriter`)
+and waits for it to have created every one before the commit's first sync. The sync is
 one ``syncfs(2)`` of the store's filesystem where the kernel offers it
 (:func:`kuro_fs.atomic.sync_filesystem`), else an fsync of every staged file and of every
 directory the renames touched. On the disk this was measured on, every fsync is a device cache
@@ -33,7 +35,8 @@ directory, swept later.
 
 ## Effects
 Creates, writes, renames and deletes files under the store root; takes ``flock``
-locks; syncs the filesystem. A large block of an aligned length is written with
+locks; syncs the filesystem; starts a writer process for a batch of many small blocks. A large
+block of an aligned length is written with
 ``O_DIRECT``, past the page cache (:class:`_DirectWrite`: on the VM measured, filling fresh
 page-cache pages cost more than the disk); any other large block goes through the page cache
 and one thread per batch starts the disk on it as soon as it is staged (:class:`_Writeback`:
@@ -67,6 +70,7 @@ from typing import Final
 from kuro_fs.atomic import TMP_PREFIX, fsync_dir, start_writeback, sync_filesystem
 from kuro_fs.blocks import StoreBatch
 from kuro_fs.errors import BlockStoreError
+from kuro_fs.filewriter import SPAWN_AFTER, Writer, start
 
 __all__ = [
     "BATCH_PREFIX",
@@ -206,6 +210,8 @@ class FileBatch(StoreBatch):
         self._flushing = False
         self._fd: int | None = None  # the batch directory, holding the flock
         self._path: str | None = None
+        self._writer: Writer | None = None  # the child creating small staged files (kuro_fs.filewriter)
+        self._small = SPAWN_AFTER  # small blocks this batch may still stage itself before it starts a writer
         self._writeback = _Writeback()  # starts the disk on large staged blocks off the writers' threads
         self._direct = _DirectWrite(direct or DirectTally())  # writes large aligned blocks past the page cache
 
@@ -225,6 +231,8 @@ class FileBatch(StoreBatch):
                 self._make_dir()
             fd = self._fd
             assert fd is not None
+            if len(data) < EARLY_WRITEBACK and self._hand_over(cid, data):
+                return True
             self._writing.add(cid)
         group = shard_of(cid)
         staged = f"{group}/{cid}"  # the staging directory is named as the block's shard
@@ -254,6 +262,29 @@ class FileBatch(StoreBatch):
                 if self._waiters:
                     self._cond.notify_all()
         return True
+
+    def _hand_over(self, cid: str, data: bytes | memoryview) -> bool:
+        # Under the lock: send a small block to the writer (started after SPAWN_AFTER small blocks);
+        # False if this batch writes it itself (too few yet, or no writer could be started).
+        if self._small > 0:
+            self._small -= 1
+            return False
+        if self._writer is None:
+            assert self._path is not None
+            self._writer = start(self._path)
+            if self._writer is None:
+                self._small = -1  # never again for this batch
+                return False
+        elif self._small < 0:
+            return False
+        self._writer.send(cid, data)
+        return True
+
+    def _settle(self) -> None:
+        # Under the lock: wait until every block sent to the writer is a closed file, and count them as staged.
+        if self._writer is not None and self._writer.unsettled:
+            for group, count in self._writer.settle().items():
+                self._staged[group] = self._staged.get(group, 0) + count
 
     def _create(self, group: str, staged: str, fd: int) -> int:
         # Create ``<group>/<cid>`` under the batch directory, making the staging directory on first use
@@ -323,6 +354,7 @@ class FileBatch(StoreBatch):
         with self._cond:
             while self._flushing or cid in self._writing:
                 self._wait()
+            self._settle()  # a block sent to the writer is read once it is a file
             self._readers += 1
             fd = self._fd
         try:
@@ -347,6 +379,9 @@ class FileBatch(StoreBatch):
                 self._wait()
             fd = self._fd
         try:
+            if fd is not None:
+                with self._lock:
+                    self._settle()  # the writer's files exist before the first sync: it covers them
             return 0 if fd is None else self._commit(fd)
         except OSError as exc:
             raise os_failure(f"committing the batch in {self._path}", exc) from exc
@@ -432,6 +467,9 @@ class FileBatch(StoreBatch):
                 self._wait()
             fd, path = self._fd, self._path
             self._fd = self._path = None
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()  # no file is created in the directory once it is being emptied
         if fd is None or path is None:
             return
         try:

@@ -31,9 +31,11 @@ is handed back to the host (virtio-balloon free page reporting), so a fresh ``MA
 cost 0.36–1.1 s of faults against 0.11–0.26 s for 4 KiB pages (0.014 s only when reused at once).
 In a tree, each directory's files are imported on the
 ``workers`` threads too, in contiguous runs of files, and so are the HashMap node blocks of
-a large directory (creating a block file is
-kernel work that runs without the GIL, so a tree of small files uses both cores;
-``tools/bench.py`` measures it against ``cp -r``). A directory's block is built here, between
+a large directory (reading a file and creating a block file are kernel work that runs without the
+GIL; past its first 1,024 small blocks a disk store's batch creates them in a writer process,
+:mod:`kuro_fs.filewriter`, and two workers still measured faster than one beside it: medians 1.19×
+and 1.37× ``cp -r`` + ``sync``, 5 rounds interleaved at load ~11; ``tools/bench.py`` measures it).
+A directory's block is built here, between
 its files and the next directory's: building it on a thread of its own while the walk went on was
 tried and measured no faster (10,000 files into a store that keeps nothing, load 2: medians 0.30 s
 serial, 0.31 s overlapped, 7 rounds interleaved; the build is ~20 ms of GIL-held Python a directory
@@ -466,11 +468,12 @@ def _import_dir(
     abandoned: threading.Event | None,
 ) -> str:
     # The directory's files are imported on the pool, in contiguous runs, one file at a time per
-    # run (a file's own chunks then go on its own threads, as a lone file's do): creating and
-    # writing a block file is kernel work that runs without the GIL, so a tree of small files
-    # uses both cores. Subdirectories are walked here, one after another, as they come — in a
-    # loop over an explicit stack, not by recursion: a local tree may be nested deeper than
-    # Python's recursion limit (kuro.fs takes a path of thousands of segments).
+    # run (a file's own chunks then go on its own threads, as a lone file's do): reading a file
+    # and writing a block file are kernel work that runs without the GIL (most small block files
+    # are a writer process's, kuro_fs.filewriter). Subdirectories are walked here, one after
+    # another, as they come — in a loop over an explicit stack, not by recursion: a local tree
+    # may be nested deeper than Python's recursion limit (kuro.fs takes a path of thousands of
+    # segments).
     def one(file: tuple[str, str]) -> FileRoot:
         return _import_regular_file(store, file[1], chunk_size, width, workers, batch_bytes)
 

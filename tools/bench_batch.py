@@ -5,6 +5,10 @@ Every pair is measured interleaved (ABAB…) in the same run, with the load aver
 and CPU time beside wall time: on a loaded 2-core machine wall time says how busy the neighbours are,
 CPU time what the work cost.
 
+The cluster of the rows is the one ``run_many`` starts without an address
+(:func:`kuro_wasm.batch.cluster.local_cluster`: Dask's defaults but retries, its profiler and its
+20 ms tick), started once and given to every round as a client; the start-up anchor is Dask's defaults.
+
 * ``cpu_bound``: N CPU-bound invocations (``spin count``) through ``run_many`` on the cluster vs the
   same N run one after another in this process (``kuro_wasm.run``); speedup = in-process ÷ cluster wall.
   Control, same moment: the same N split over two plain spawned processes (no Dask, no batch), which
@@ -45,6 +49,17 @@ def _noop() -> int:
 
 
 def _cluster() -> tuple[Any, Any]:
+    """The LocalCluster(2) the rows run on: the one ``run_many`` starts without an address, kept for every round."""
+    from distributed import Client
+
+    from kuro_wasm.batch.cluster import local_cluster
+
+    cluster = local_cluster(2)
+    return cluster, Client(cluster, set_as_default=False)
+
+
+def _dask_cluster() -> tuple[Any, Any]:
+    """Dask alone: a LocalCluster(2) of one-thread processes under Dask's defaults (the start-up anchor)."""
     import dask
     from distributed import Client, LocalCluster
 
@@ -195,7 +210,7 @@ def _first_receipt(store: FileBlockStore, specs: list[Invocation], home: Path) -
 
 def _bare_dask() -> float:
     began = time.perf_counter()
-    cluster, client = _cluster()
+    cluster, client = _dask_cluster()
     try:
         assert client.submit(_noop, pure=False).result() == 0
         return time.perf_counter() - began

@@ -16,13 +16,16 @@ also switched off where this backend decides (``allowed-failures`` 0 on the clus
 an existing scheduler with retries on, a retried chunk is refused at the fence.
 
 Per worker, a :class:`WorkerPlugin` keeps one :class:`~kuro_wasm.batch.worker.WorkerState` (its
-block store, and the process's engine and module cache); tasks carry plain data only. A cancel
+block store, and the process's engine and module cache); tasks carry plain data only, each chunk
+pickled by the driver into one ``bytes`` value (Dask's client would otherwise walk every item of
+every chunk looking for futures: a cost per invocation in the driver). A cancel
 is a flag at the fence: unclaimed chunks are refused from then on, and a watcher beside each
 running chunk polls it and kills the guest.
 
 No address: a ``LocalCluster`` of processes with one thread each, started and stopped here, with
 SIGINT ignored in its worker processes (inherited across their spawn), so that Ctrl-C reaches
-only the driver, which cancels the batch instead of losing its workers.
+only the driver, which cancels the batch instead of losing its workers, and Dask's background
+sampling it does not need switched off (:data:`LOCAL_CONFIG`).
 
 ## Effects
 A Dask client (and maybe a local cluster); RPCs to the scheduler; threads in the workers.
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import signal
 import threading
 import time
@@ -53,10 +57,21 @@ from kuro_wasm.batch.stores import WorkerStore
 from kuro_wasm.batch.worker import Kill, WorkerState
 from kuro_wasm.errors import BatchError
 
-__all__ = ["CANCEL_POLL_S", "DaskBackend", "Fence", "KuroWorker", "fence"]
+__all__ = ["CANCEL_POLL_S", "DaskBackend", "Fence", "KuroWorker", "LOCAL_CONFIG", "fence", "local_cluster"]
 
 #: How often (s) a running chunk asks the fence whether its batch was cancelled.
 CANCEL_POLL_S: Final = 0.2
+#: What a local cluster started here changes from Dask's defaults. Retries off (the fence keeps the promise;
+#: this keeps Dask from trying). Dask's statistical profiler off: it samples the stack of every task 100
+#: times a second, and a chunk's stack is one wasm call that says nothing. The event-loop tick every
+#: second, not every 20 ms: it only times the loop to log a blocked one. Together they were most of
+#: an idle LocalCluster(2)'s CPU (about 140 ms of CPU a second across its three processes; about 40 ms
+#: without them), taken from the guests on a small machine.
+LOCAL_CONFIG: Final = {
+    "distributed.scheduler.allowed-failures": 0,
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+}
 _HANDLER: Final = "kuro_batch"
 _FENCE_NAME: Final = "kuro-batch-fence"
 _FORGOTTEN: Final = "the scheduler lost this batch's fence (was it restarted?)"
@@ -163,8 +178,8 @@ def _unavailable(worker: Any, batch: str, token: str, why: str) -> dict[str, Any
     return {"unavailable": why, "taken": False}  # revoked: no attempt can ever take it now
 
 
-def run_chunk(batch: str, token: str, plugin: str, chunk: dict[str, Any]) -> dict[str, Any]:
-    """The task: claim ``token`` at the fence, then run ``chunk`` (see :class:`DaskBackend`)."""
+def run_chunk(batch: str, token: str, plugin: str, chunk: bytes) -> dict[str, Any]:
+    """The task: claim ``token`` at the fence, then run ``chunk`` (:func:`to_wire`'s data, pickled by the driver)."""
     worker = get_worker()
     holder = worker.plugins.get(plugin)
     state = getattr(holder, "state", None)
@@ -181,7 +196,7 @@ def run_chunk(batch: str, token: str, plugin: str, chunk: dict[str, Any]) -> dic
     watcher = threading.Thread(target=_watch, args=(worker, batch, kill, done), name="kuro-batch-watch", daemon=True)
     watcher.start()
     try:
-        result = state.run_chunk(chunk, kill)
+        result = state.run_chunk(pickle.loads(chunk), kill)  # the driver's own bytes, as trusted as Dask's
     finally:
         done.set()
     result["worker"] = who
@@ -189,6 +204,22 @@ def run_chunk(batch: str, token: str, plugin: str, chunk: dict[str, Any]) -> dic
 
 
 # ---- the driver side
+
+
+def local_cluster(workers: int) -> Any:
+    """A Dask ``LocalCluster`` as a batch without an address starts it: ``workers`` processes, one thread each,
+    under :data:`LOCAL_CONFIG` (Dask's defaults otherwise)."""
+    import dask
+    from distributed import LocalCluster
+
+    with dask.config.set(LOCAL_CONFIG):
+        return LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",  # a free port: the scheduler always serves HTTP; never a clash
+            silence_logs=logging.CRITICAL,
+        )
 
 
 @contextmanager
@@ -251,18 +282,8 @@ class DaskBackend:
                 return Client(self._target, timeout=10, set_as_default=False)  # type: ignore[no-untyped-call]
             except (OSError, TimeoutError) as exc:
                 raise BatchError(f"no Dask scheduler answers at {self._target}: {exc}") from exc
-        import dask
-        from distributed import LocalCluster
-
-        n = self._workers or os.cpu_count() or 1
-        with dask.config.set({"distributed.scheduler.allowed-failures": 0}), _sigint_ignored():
-            self._local = LocalCluster(  # type: ignore[no-untyped-call]
-                n_workers=n,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=":0",  # a free port: the scheduler always serves HTTP; never a clash
-                silence_logs=logging.CRITICAL,
-            )
+        with _sigint_ignored():
+            self._local = local_cluster(self._workers or os.cpu_count() or 1)
         return Client(self._local, set_as_default=False)  # type: ignore[no-untyped-call]
 
     def _call(self, action: str, **message: Any) -> dict[str, Any]:
@@ -281,8 +302,9 @@ class DaskBackend:
         return count
 
     def submit(self, token: str, chunk: dict[str, Any]) -> None:
+        payload = pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)  # one value Dask does not walk
         future = self._client.submit(
-            run_chunk, self._batch, token, self._plugin, chunk, key=token, pure=False, retries=0
+            run_chunk, self._batch, token, self._plugin, payload, key=token, pure=False, retries=0
         )
         self._futures[token] = future
         self._ac.add(future)

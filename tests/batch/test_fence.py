@@ -65,10 +65,10 @@ def test_a_retry_of_a_claimed_chunk_on_a_worker_that_cannot_open_its_store_is_lo
     cluster.fence("b4", "open")
     assert cluster.fence("b4", "claim", "t0", {"address": "w1"})["ok"]  # attempt 1 took it, then its worker died
     backend = cluster.DaskBackend(None, store=None)  # type: ignore[arg-type]
-    done = backend._judge("t0", "finished", cluster.run_chunk("b4", "t0", "p", {}))
+    done = backend._judge("t0", "finished", cluster.run_chunk("b4", "t0", "p", b""))
     assert (done.kind, done.detail) == ("lost", {"worker": {"address": "w1"}})
     # a chunk nobody took is refused at the fence for good before it is answered unavailable: provably never run
-    answer = cluster.run_chunk("b4", "t1", "p", {})
+    answer = cluster.run_chunk("b4", "t1", "p", b"")
     assert backend._judge("t1", "finished", answer).kind == "failed" and answer.get("taken") is False
     assert cluster.fence("b4", "claim", "t1", {"address": "w1"})["state"] == "revoked"
     cluster.fence("b4", "close")

@@ -30,6 +30,7 @@ from kuro_fs.cid import parse, raw_cid
 from kuro_fs.errors import BlockStoreError
 from kuro_fs.filebatch import BATCH_PREFIX, sweep_orphans
 from kuro_fs.filestore import FileBlockStore, shard_of
+from kuro_fs.filewriter import SPAWN_AFTER
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -810,6 +811,134 @@ def test_four_processes_batching_overlapping_blocks_leave_only_whole_blocks(tmp_
         data = (root / shard_of(cid) / cid).read_bytes()
         assert hashlib.sha256(data).digest() == parse(cid).digest
     assert _batch_dirs(root) == []
+
+
+# ---- the writer process (kuro_fs.filewriter): small blocks past SPAWN_AFTER
+
+
+def _small_blocks(n: int, salt: bytes = b"") -> list[bytes]:
+    return [salt + i.to_bytes(4, "big") * 25 for i in range(n)]
+
+
+def _writer(batch: StoreBatch) -> Any:
+    writer = batch._writer  # type: ignore[attr-defined]  # the one way to reach the child in a test
+    assert writer is not None, "the batch did not start its writer"
+    return writer
+
+
+def test_small_blocks_past_the_threshold_go_to_a_writer_and_each_is_committed_once(
+    file_store: FileBlockStore,
+) -> None:
+    blocks = _small_blocks(SPAWN_AFTER + 700)
+    with file_store.batch() as batch:
+        cids = [file_store.put(block) for block in blocks]
+        cids += [file_store.put(block) for block in blocks[SPAWN_AFTER - 5 :]]  # again: the writer skips them
+        _writer(batch)
+        assert file_store.get(cids[-1]) == blocks[-1]  # sent to the writer, read before the commit
+        assert file_store.has(cids[SPAWN_AFTER + 1])
+        assert _in_other_context(lambda: file_store.has(cids[-1])) is False
+        assert batch.flush() == len(blocks)
+    assert file_store.stats() == {"blocks": len(blocks), "bytes": sum(map(len, blocks))}
+    assert all(file_store.get(cid) == block for cid, block in zip(cids, blocks, strict=False))
+    assert _batch_dirs(file_store.root) == []
+
+
+def test_the_writers_files_exist_before_the_commits_first_sync(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    staged_at_sync: list[int] = []
+
+    def recording_sync(fd: int) -> bool:
+        staged_at_sync.append(sum(len(files) for _, _, files in os.walk(_batch_dirs(file_store.root)[0])))
+        return True
+
+    monkeypatch.setattr(filebatch, "sync_filesystem", recording_sync)
+    blocks = _small_blocks(SPAWN_AFTER + 300)
+    with file_store.batch():
+        for block in blocks:
+            file_store.put(block)
+    assert staged_at_sync[0] == len(blocks)
+    assert file_store.stats()["blocks"] == len(blocks)
+
+
+@pytest.mark.parametrize(
+    ("ending", "raised", "message"),
+    [("the writer is killed", BlockStoreError, "block writer process ended"), ("an error", RuntimeError, "stop")],
+)
+def test_a_batch_whose_writer_dies_or_that_ends_with_an_error_ends_its_writer_and_leaves_nothing(
+    file_store: FileBlockStore, ending: str, raised: type[Exception], message: str
+) -> None:
+    with pytest.raises(raised, match=message):
+        with file_store.batch() as batch:
+            for block in _small_blocks(SPAWN_AFTER + 300):
+                file_store.put(block)
+            writer = _writer(batch)
+            if ending == "an error":
+                raise RuntimeError("stop")
+            writer._child.kill()
+            writer._child.wait()
+    assert writer._child.returncode is not None
+    assert file_store.stats()["blocks"] == 0
+    assert _batch_dirs(file_store.root) == []
+
+
+def test_a_write_the_writer_cannot_make_fails_the_commit_with_its_reason(file_store: FileBlockStore) -> None:
+    with pytest.raises(BlockStoreError, match=r"Not a directory$"):
+        with file_store.batch() as batch:
+            for block in _small_blocks(SPAWN_AFTER + 10):
+                file_store.put(block)
+            staging = _batch_dirs(file_store.root)[0]
+            doomed = next(b for b in _small_blocks(4000, b"x") if not (staging / shard_of(raw_cid(b))).exists())
+            (staging / shard_of(raw_cid(doomed))).write_bytes(b"")  # its staging directory is a file: ENOTDIR
+            _writer(batch)
+            file_store.put(doomed)
+    assert file_store.stats()["blocks"] == 0
+    with file_store.batch():
+        file_store.put(doomed)  # a new batch, a new writer (or none): the store is unharmed
+    assert file_store.get(raw_cid(doomed)) == doomed
+
+
+def test_a_terminals_ctrl_c_does_not_reach_the_writer_its_parent_decides(file_store: FileBlockStore) -> None:
+    blocks = _small_blocks(SPAWN_AFTER + 300)
+    with file_store.batch() as batch:
+        for block in blocks:
+            file_store.put(block)
+        child = _writer(batch)._child
+        assert os.getsid(child.pid) != os.getsid(0)  # a session of its own: not in the terminal's process group
+        assert batch.flush() == len(blocks)  # started and settled: its SIGINT is ignored from here
+        os.kill(child.pid, signal.SIGINT)
+        file_store.put(b"after the signal")
+    assert file_store.stats()["blocks"] == len(blocks) + 1
+
+
+def test_threads_staging_overlapping_small_blocks_through_one_writer_commit_each_once(tmp_path: Path) -> None:
+    store = FileBlockStore(tmp_path / "blocks")
+    blocks = _small_blocks(2 * SPAWN_AFTER)
+    with store.batch():
+        threads = [
+            threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(lambda part=part: [store.put(block) for block in part],),
+            )
+            for part in (blocks[: SPAWN_AFTER + 500], blocks[SPAWN_AFTER - 500 :])
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert store.stats() == {"blocks": len(blocks), "bytes": sum(map(len, blocks))}
+
+
+def test_where_no_writer_can_be_started_the_batch_writes_its_small_blocks_itself(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(filebatch, "start", lambda path: None)
+    blocks = _small_blocks(SPAWN_AFTER + 50)
+    with file_store.batch() as batch:
+        for block in blocks:
+            file_store.put(block)
+        assert batch._writer is None  # type: ignore[attr-defined]
+    assert file_store.stats()["blocks"] == len(blocks)
 
 
 # ---- the memory store
