@@ -72,7 +72,16 @@ from kuro_fs.blocks import StoreBatch
 from kuro_fs.errors import BlockStoreError
 from kuro_fs.filewriter import SPAWN_AFTER, Writer, start
 
-__all__ = ["BATCH_PREFIX", "BLOCK_NAME", "SHARD_NAME", "FileBatch", "os_failure", "shard_of", "sweep_orphans"]
+__all__ = [
+    "BATCH_PREFIX",
+    "BLOCK_NAME",
+    "SHARD_NAME",
+    "DirectTally",
+    "FileBatch",
+    "os_failure",
+    "shard_of",
+    "sweep_orphans",
+]
 
 #: Name prefix of a live or orphaned batch directory in a store root.
 BATCH_PREFIX: Final = ".batch-"
@@ -187,7 +196,7 @@ class FileBatch(StoreBatch):
     The store calls :meth:`stage` from ``put`` and :meth:`read_staged` from ``get``.
     """
 
-    def __init__(self, store: object, root: str) -> None:
+    def __init__(self, store: object, root: str, direct: DirectTally | None = None) -> None:
         super().__init__(store)
         self._root = root
         self._lock = threading.Lock()  # what ``with`` takes on the hot path: the Condition's own lock, without
@@ -204,7 +213,7 @@ class FileBatch(StoreBatch):
         self._writer: Writer | None = None  # the child creating small staged files (kuro_fs.filewriter)
         self._small = SPAWN_AFTER  # small blocks this batch may still stage itself before it starts a writer
         self._writeback = _Writeback()  # starts the disk on large staged blocks off the writers' threads
-        self._direct = _DirectWrite()  # writes large aligned blocks past the page cache
+        self._direct = _DirectWrite(direct or DirectTally())  # writes large aligned blocks past the page cache
 
     # ---- staging (called by the store)
 
@@ -447,7 +456,12 @@ class FileBatch(StoreBatch):
                 self._wait()
 
     def _discard(self) -> None:
-        self._writeback.stop()
+        try:
+            self._writeback.stop()
+        finally:  # the directory is emptied and its lock released whatever stop() raised
+            self._release()
+
+    def _release(self) -> None:
         with self._cond:
             while self._readers:
                 self._wait()
@@ -500,7 +514,8 @@ class _Writeback:
     commit's sync is what makes it durable and reports any write error (``syncfs``, or an fsync of
     each staged file), so a close error here loses nothing and is not raised. At most
     :data:`WRITEBACK_BACKLOG` files wait: past that the writer closes its file itself, so a slow
-    disk never holds many descriptors open. Started on the first file, stopped when the batch ends.
+    disk never holds many descriptors open. Started on the first file, stopped when the batch ends;
+    where no thread can be started (a container's pids limit), every writer closes its own file, unhinted.
     Large blocks written with ``O_DIRECT`` (:class:`_DirectWrite`) have no dirty pages to start, so it
     serves large blocks of an unaligned length (a file's last chunk) and filesystems that refuse it.
     """
@@ -512,13 +527,19 @@ class _Writeback:
         self._stopping = False
 
     def take(self, fd: int) -> bool:
-        """Start ``fd``'s writeback and close it later; False (``fd`` left open) if the backlog is full or stopped."""
+        """Start ``fd``'s writeback and close it later; False (``fd`` left open) if the backlog is full, the
+        batch is ending, or no thread could be started (a pids limit: every later file gets False too)."""
         with self._cond:
             if self._stopping or len(self._fds) >= WRITEBACK_BACKLOG:
                 return False
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="kuro-fs-writeback", daemon=True)
-                self._thread.start()
+                thread = threading.Thread(target=self._run, name="kuro-fs-writeback", daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:  # "can't start new thread": only a hint is lost
+                    self._stopping = True
+                    return False
+                self._thread = thread  # only a started thread: stop() joins it
             self._fds.append(fd)
             self._cond.notify()
         return True
@@ -551,6 +572,21 @@ class _Writeback:
             thread.join()
 
 
+class DirectTally:
+    """What a store's batches have done with ``O_DIRECT``, for the store to report (:class:`_DirectWrite`).
+
+    ``wrote``: at least one large block was written with it; ``refused``: the filesystem refused it at
+    least once (that block and the batch's later ones went through the page cache). Each only ever turns
+    True, so writers on many threads set them without a lock.
+    """
+
+    __slots__ = ("refused", "wrote")
+
+    def __init__(self) -> None:
+        self.wrote = False
+        self.refused = False
+
+
 class _DirectWrite:
     """Writes a large staged block with ``O_DIRECT``: from the writer's buffer to the disk, past the page cache.
 
@@ -562,19 +598,21 @@ class _DirectWrite:
     interleaved, load 10–12); the import of that file, 2 threads: 1.2 s, against 3.2 s buffered and
     1.6 s for ``cp`` + fsync (medians of 8, load 8–11; CPU 0.49 s against 1.21 s).
 
-    Durability is unchanged: the write returns once the disk has the bytes, and the commit's
-    ``syncfs`` (or fsync of the file), before any rename, still writes the file's metadata and
-    flushes the disk's cache. The block is copied into a page-aligned buffer of the writing thread
-    (``O_DIRECT`` wants address, length and offset aligned); a block of another length, or larger
-    than :data:`DIRECT_MAX`, goes through
-    the page cache, and so does every block once the filesystem refused ``O_DIRECT`` (``EINVAL``:
-    tmpfs, some network filesystems). Staged blocks are then not in the page cache: the first read
-    of one goes to the disk.
+    Durability is unchanged, and still the commit's: the write returns once the device has
+    acknowledged the bytes — perhaps only into its volatile cache — with the file's new size and
+    allocation not yet durable; the commit's ``syncfs`` (or fsync of the file), before any rename,
+    writes that metadata and flushes the device's cache, as for a buffered block. The block is
+    copied into a page-aligned buffer of the writing thread (``O_DIRECT`` wants address, length and
+    offset aligned); a block of another length, or larger than :data:`DIRECT_MAX`, goes through the
+    page cache, and so does every block once the filesystem refused ``O_DIRECT`` (``EINVAL``: tmpfs
+    before Linux 6.6, some network filesystems). Staged blocks are then not in the page cache: the
+    first read of one goes to the disk.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tally: DirectTally) -> None:
         self._usable = _O_DIRECT != 0
         self._local = threading.local()
+        self._tally = tally
 
     def write(self, out: int, data: bytes | memoryview) -> bool:
         """Write ``data`` whole into the new, empty file ``out`` with ``O_DIRECT``; False if not done
@@ -597,11 +635,13 @@ class _DirectWrite:
                 if exc.errno != errno.EINVAL:
                     raise
                 self._usable = False  # this filesystem takes no O_DIRECT: every later block is buffered
+                self._tally.refused = True
                 fcntl.fcntl(out, fcntl.F_SETFL, 0)
                 os.ftruncate(out, 0)
                 return False
         finally:
             view.release()
+        self._tally.wrote = True
         return True
 
 

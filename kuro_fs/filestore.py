@@ -117,7 +117,7 @@ from kuro_fs.blocks import (
 )
 from kuro_fs.cid import ParsedCID, cid_for, matches, parse
 from kuro_fs.errors import BlockStoreError, CorruptBlock, MissingBlock
-from kuro_fs.filebatch import BLOCK_NAME, SHARD_NAME, FileBatch, os_failure, shard_of
+from kuro_fs.filebatch import BLOCK_NAME, SHARD_NAME, DirectTally, FileBatch, os_failure, shard_of
 from kuro_fs.home import blocks_dir
 
 if TYPE_CHECKING:  # concurrent.futures (and logging under it) loads with the first parallel read
@@ -208,6 +208,7 @@ class FileBlockStore:
         self._root_str = os.fspath(self._root)
         self._verify = verify
         self._closed = False
+        self._direct = DirectTally()  # what this store's batches did with O_DIRECT (wrote_direct)
         try:
             self._root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -224,6 +225,14 @@ class FileBlockStore:
     def verify(self) -> bool:
         """Whether ``get`` re-hashes blocks before returning them."""
         return self._verify
+
+    @property
+    def wrote_direct(self) -> bool:
+        """True once a batch of this store has written a large block with ``O_DIRECT`` (past the page cache)
+        and the filesystem has never refused it one; False before any did, and from the first refusal on
+        (the refused block, and that batch's later ones, went through the page cache). What a benchmark of
+        this store reads to say which of the two it measured (see :mod:`kuro_fs.filebatch`)."""
+        return self._direct.wrote and not self._direct.refused
 
     @property
     def closed(self) -> bool:
@@ -320,7 +329,7 @@ class FileBlockStore:
         identity CID is never staged, as it is never stored.
         """
         self._check_open()
-        return FileBatch(self, self._root_str)
+        return FileBatch(self, self._root_str, self._direct)
 
     # ---- the seven operations
 

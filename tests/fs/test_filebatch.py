@@ -8,7 +8,9 @@ the context that opened them. Crash and orphan rules are checked with real proce
 from __future__ import annotations
 
 import contextvars
+import fcntl
 import hashlib
+import mmap
 import os
 import random
 import signal
@@ -430,6 +432,25 @@ def _large_blobs(n: int) -> list[bytes]:
     return [bytes([i % 256]) * (filebatch.EARLY_WRITEBACK + i) for i in range(n)]
 
 
+def _need_o_direct(tmp_path: Path) -> None:
+    """Skip, naming why, unless a file under ``tmp_path`` takes an ``O_DIRECT`` write as the batch makes one
+    (tmpfs before Linux 6.6 refuses it with EINVAL; ext4 takes it)."""
+    if not hasattr(os, "O_DIRECT"):
+        pytest.skip("O_DIRECT is Linux's")
+    probe = tmp_path / "o-direct-probe"
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    buffer = mmap.mmap(-1, filebatch.DIRECT_ALIGN)  # page-aligned, as the batch's buffer
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, os.O_DIRECT)
+        os.pwrite(fd, buffer, 0)
+    except OSError as exc:
+        pytest.skip(f"the filesystem under {tmp_path} refuses O_DIRECT ({exc.strerror})")
+    finally:
+        buffer.close()
+        os.close(fd)
+        probe.unlink()
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
 def test_large_staged_blocks_are_hinted_off_the_writers_and_every_file_is_closed_when_the_batch_ends(
     file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
@@ -475,6 +496,46 @@ def test_a_stuck_writeback_never_holds_a_writer_and_holds_at_most_its_backlog_op
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
+def test_a_writeback_thread_that_cannot_start_leaves_each_writer_closing_its_own_file(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_start = threading.Thread.start
+    tries: list[str] = []
+
+    def start(self: threading.Thread) -> None:
+        if self.name == "kuro-fs-writeback":  # a container's pids limit
+            tries.append(self.name)
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    before = _open_fds()
+    blobs = [bytes([i]) * (filebatch.EARLY_WRITEBACK + 1) for i in range(3)]  # unaligned: never O_DIRECT
+    with file_store.batch():
+        cids = [file_store.put(blob) for blob in blobs]
+    assert tries == ["kuro-fs-writeback"]  # tried once, not again for each later block
+    assert [file_store.get(cid) for cid in cids] == blobs
+    assert _batch_dirs(file_store.root) == [] and _open_fds() == before and _writeback_threads() == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
+def test_a_writeback_stop_that_raises_still_empties_and_unlocks_the_batch_directory(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_stop(self: Any) -> None:
+        raise RuntimeError("cannot join thread before it is started")
+
+    monkeypatch.setattr(filebatch._Writeback, "stop", broken_stop)
+    before = _open_fds()
+    with pytest.raises(RuntimeError, match="cannot join"):
+        with file_store.batch():
+            file_store.put(b"doomed")
+            raise ValueError("the import failed")  # the batch ends with an error: its block is discarded
+    assert file_store.stats()["blocks"] == 0
+    assert _batch_dirs(file_store.root) == [] and _open_fds() == before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
 @pytest.mark.parametrize("path", ["O_DIRECT", "page cache"])
 def test_an_import_failing_mid_file_leaves_no_block_and_no_open_file_whatever_waits_for_writeback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
@@ -494,6 +555,7 @@ def test_an_import_failing_mid_file_leaves_no_block_and_no_open_file_whatever_wa
         return int(write(fd, data, *rest) or len(data))
 
     if path == "O_DIRECT":
+        _need_o_direct(tmp_path)
         monkeypatch.setattr(os, "pwrite", lambda fd, data, at: torn_then_failed(real_pwrite, fd, data, at))
     else:
         monkeypatch.setattr(filebatch, "_O_DIRECT", 0)
@@ -510,8 +572,9 @@ def test_an_import_failing_mid_file_leaves_no_block_and_no_open_file_whatever_wa
 
 
 def test_large_aligned_blocks_are_staged_with_o_direct_and_others_through_the_page_cache(
-    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    _need_o_direct(tmp_path)
     direct: list[tuple[int, bool]] = []
     real = filebatch._DirectWrite.write
 
@@ -528,21 +591,21 @@ def test_large_aligned_blocks_are_staged_with_o_direct_and_others_through_the_pa
         cids = [file_store.put(blob) for blob in blobs]
         assert [file_store.get(cid) for cid in cids] == blobs  # staged, read in the batch
     assert [file_store.get(cid) for cid in cids] == blobs
-    if filebatch._O_DIRECT:  # the small block never asks
-        assert direct == [(len(aligned), True), (len(odd), False), (len(huge), False)]
+    assert direct == [(len(aligned), True), (len(odd), False), (len(huge), False)]  # the small block never asks
 
 
-@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="O_DIRECT is Linux's")
+@pytest.mark.parametrize("first", ["half written", "written whole"])
 def test_a_filesystem_refusing_o_direct_part_way_gets_each_block_whole_through_the_page_cache(
-    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, first: str
 ) -> None:
+    _need_o_direct(tmp_path)  # the refusal is faked at the write: the flag itself must be taken
     real_pwrite = os.pwrite
     calls: list[int] = []
 
     def refusing(fd: int, data: Any, at: int) -> int:
         calls.append(at)
-        if len(calls) == 1:
-            return real_pwrite(fd, memoryview(data)[: len(data) // 2], at)  # half lands, then EINVAL
+        if len(calls) == 1:  # the first block: half lands then EINVAL, or it goes direct and the next is refused
+            return real_pwrite(fd, memoryview(data)[: len(data) // 2] if first == "half written" else data, at)
         raise OSError(22, "Invalid argument")
 
     monkeypatch.setattr(os, "pwrite", refusing)
@@ -552,6 +615,29 @@ def test_a_filesystem_refusing_o_direct_part_way_gets_each_block_whole_through_t
     monkeypatch.undo()
     assert [file_store.get(cid) for cid in cids] == blobs
     assert len(calls) == 2  # refused once: the later blocks were not tried again
+    assert file_store.wrote_direct is False  # refused: whatever went direct before, the store says so
+
+
+def test_a_store_says_it_wrote_direct_only_once_a_large_aligned_block_went_direct(
+    file_store: FileBlockStore, tmp_path: Path
+) -> None:
+    _need_o_direct(tmp_path)
+    assert file_store.wrote_direct is False  # no batch yet
+    with file_store.batch():
+        file_store.put(b"s" * 100)
+        file_store.put(b"o" * (filebatch.EARLY_WRITEBACK + 1))  # unaligned: through the page cache
+    assert file_store.wrote_direct is False
+    with file_store.batch():
+        file_store.put(b"a" * (2 * filebatch.EARLY_WRITEBACK))
+    assert file_store.wrote_direct is True
+    with file_store.batch():  # a later batch of small blocks changes nothing
+        file_store.put(b"t" * 100)
+    assert file_store.wrote_direct is True
+
+
+def test_a_stores_wrote_direct_is_read_only(file_store: FileBlockStore) -> None:
+    with pytest.raises(AttributeError):
+        file_store.wrote_direct = True  # type: ignore[misc]
 
 
 # ---- concurrency and crashes

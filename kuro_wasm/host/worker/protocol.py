@@ -223,8 +223,10 @@ _SCAN: Final[Any] = vars(_DECODER)["scan_once"]
 
 
 def _dumps(value: Any) -> bytes:
-    """``value`` as compact ASCII JSON, as ``_ENCODER.encode`` writes it. Raises TypeError, ValueError (NaN,
-    ±Infinity, a key that is not a str), RecursionError (a cycle)."""
+    """``value`` as compact ASCII JSON, as ``_ENCODER.encode`` writes it: a dict key that is an int, float, bool
+    or None becomes a string (``"2"``, ``"1.5"``, ``"true"``, ``"null"``), as json's encoder makes it. Raises
+    TypeError (a value, or a key, of any other type), ValueError (NaN or ±Infinity, as a value or a key),
+    RecursionError (a cycle)."""
     if _C_ENCODER is None:  # pragma: no cover - CPython has _json
         return _ENCODER.encode(value).encode("ascii")
     return "".join(_C_ENCODER(value, 0)).encode("ascii")
@@ -248,7 +250,8 @@ def encode_fields(kind: str, fields: Mapping[str, Any]) -> bytes:
     rest): a run's session, command, fs and limits are encoded once when it is submitted, however often and to
     whichever worker it is then sent.
 
-    Raises ProtocolError: a value JSON cannot carry (NaN, ±Infinity, a non-str key), or more JSON than a frame holds.
+    Raises ProtocolError: a value JSON cannot carry (NaN, ±Infinity, a key not a str, int, float, bool or None),
+    or more JSON than a frame holds.
     """
     try:
         body = _dumps(fields)
@@ -270,7 +273,7 @@ def frame(
     here, which keeps a run's warm path short.
 
     Raises ProtocolError: ``kind`` unknown, a payload where none belongs, or a value JSON cannot
-    carry (NaN, ±Infinity, a non-str key), or more JSON than a frame holds.
+    carry (NaN, ±Infinity, a key not a str, int, float, bool or None), or more JSON than a frame holds.
     """
     spec = MESSAGES.get(kind)
     if spec is None:

@@ -246,6 +246,14 @@ def test_the_direct_scanner_reads_what_the_json_decoder_reads_or_refuses_alike(t
     assert got == expected or (got[0] == expected[0] == "ok" and json.dumps(got[1]) == json.dumps(expected[1]))
 
 
+def test_a_key_json_can_spell_is_sent_as_a_string_and_any_other_is_not_plain_data() -> None:
+    assert _dumps({2: 0, 1.5: 0, True: 0, None: 0}) == b'{"2":0,"1.5":0,"true":0,"null":0}'
+    with pytest.raises(ProtocolError, match="not plain data: keys must be str"):
+        encode_fields("run", {"command": {(1,): 0}})
+    with pytest.raises(ProtocolError, match="not plain data"):
+        encode_fields("run", {"command": {float("nan"): 0}})
+
+
 def test_a_cycle_is_refused_as_not_plain_data() -> None:
     cycle: list[Any] = []
     cycle.append(cycle)
