@@ -227,6 +227,8 @@ class FileBatch(StoreBatch):
                 self._wait()
             if not self.open:
                 return False
+            if self._writer is not None and (failure := self._writer.failure) is not None:
+                raise failure  # see _settle
             if self._fd is None:
                 self._make_dir()
             fd = self._fd
@@ -282,9 +284,15 @@ class FileBatch(StoreBatch):
 
     def _settle(self) -> None:
         # Under the lock: wait until every block sent to the writer is a closed file, and count them as staged.
-        if self._writer is not None and self._writer.unsettled:
-            for group, count in self._writer.settle().items():
-                self._staged[group] = self._staged.get(group, 0) + count
+        # A writer that failed fails every later call: its files and counts are unknown, so the batch can
+        # only be discarded (a commit of the rest would delete files whose put() returned their CID).
+        writer = self._writer
+        if writer is not None:
+            if (failure := writer.failure) is not None:
+                raise failure
+            if writer.unsettled:
+                for group, count in writer.settle().items():
+                    self._staged[group] = self._staged.get(group, 0) + count
 
     def _create(self, group: str, staged: str, fd: int) -> int:
         # Create ``<group>/<cid>`` under the batch directory, making the staging directory on first use

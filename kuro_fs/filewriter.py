@@ -23,16 +23,25 @@ The rule of the batch is unchanged: the child writes only into the batch's priva
 with ``O_EXCL`` (a name already there was written whole earlier in the same stream), and the
 commit first :meth:`Writer.settle`-s — sends a marker and waits until the child says every
 record before it is a closed file — so the commit's ``syncfs`` covers them all. A child that
-fails (a full disk, killed) answers with an error or not at all: :meth:`Writer.settle` raises
-``OSError`` and the commit makes nothing visible; a batch that ends with an error closes the
-child (and waits for it) before deleting its directory. The child runs in a session of its own and
-ignores SIGINT (a terminal's Ctrl-C reaches the parent alone, which decides), and ends at end of
-input, so it never outlives its parent for long. A staged read settles first, so it sees every block sent before it.
+fails (a full disk, killed, a record whose name is not a block name) answers with an error or not
+at all: :meth:`Writer.settle` raises ``OSError``, and the failure is final — every later stage,
+staged read and commit of the batch raises it too, since which files the child made since the
+last settle is unknown; the batch can only be discarded, which closes the child (and waits for
+it) before deleting its directory. So does any exception partway through a write to the child
+(a ``KeyboardInterrupt`` there loses the records' framing; a record cut short is never written).
+The child runs in a session of its own and ignores SIGINT (a terminal's Ctrl-C reaches the parent
+alone, which decides). It ends on an explicit end record the batch's end sends, or at end of its
+input — once its parent has died and every process forked from the parent meanwhile has let go
+of the pipe: a fork drops it at once (:func:`os.register_at_fork`), a spawned process (fork and
+exec, no Python between them) at its exec (close-on-exec). A staged read
+settles first, so it sees every block sent before it.
 
 ## Effects
 Spawns ``sys.executable -I -S -c`` once per batch that stages :data:`SPAWN_AFTER` small blocks;
-pipes. Used only by :mod:`kuro_fs.filebatch`. Where no child can be started (no interpreter path,
-``OSError``), :func:`start` answers None and the batch creates its files itself, as before.
+pipes; waits for the child's ``ready`` (its interpreter started, the batch directory open). Used only
+by :mod:`kuro_fs.filebatch`. Where no child can be started or run (no interpreter path, a frozen
+application, ``OSError``, a child that ends before it is ready), :func:`start` answers None and the
+batch creates its files itself, as before.
 
 ## Not done here
 Blocks of :data:`~kuro_fs.filebatch.EARLY_WRITEBACK` bytes and more are written by the batch
@@ -41,9 +50,11 @@ itself (their writeback is started at once; a pipe would copy them twice).
 
 from __future__ import annotations
 
+import os
 import struct
 import subprocess
 import sys
+import weakref
 from typing import IO, Final
 
 __all__ = ["SPAWN_AFTER", "Writer", "start"]
@@ -52,28 +63,44 @@ __all__ = ["SPAWN_AFTER", "Writer", "start"]
 SPAWN_AFTER: Final = 1024
 #: Records are sent once this many bytes are pending.
 _SEND_BYTES: Final = 1 << 16
-_HEAD: Final = struct.Struct("<BHI")  # kind (0 block, 1 settle), name length, data length
+_HEAD: Final = struct.Struct("<BHI")  # kind (0 block, 1 settle, 2 end), name length, data length
+_SETTLE: Final = _HEAD.pack(1, 0, 0)
+_END: Final = _HEAD.pack(2, 0, 0)
 
-# The child: read records, create each file, answer each settle with the files created since the last.
+# The child: say ready once its root is open, then read records, create each file, answer each settle
+# with the files created since the last; exit 0 on the end record. A record cut short (the parent died
+# or was interrupted mid-write) is never written; a name that is not a block name ends it with an error.
 _CHILD: Final = r"""
 import os, signal, struct, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-root = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 head = struct.Struct("<BHI")
 read = sys.stdin.buffer.read
 answer = sys.stdout.buffer
+alphabet = "abcdefghijklmnopqrstuvwxyz234567"
 counts = {}
 try:
-    while h := read(head.size):
+    root = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    answer.write(b"ready\n")
+    answer.flush()
+    while True:
+        h = read(head.size)
+        if len(h) != head.size:
+            sys.exit(1)  # input ended without the end record
         kind, nlen, dlen = head.unpack(h)
+        if kind == 2:
+            sys.exit(0)
         if kind == 1:
             answer.write(("ok " + " ".join(f"{g}:{n}" for g, n in counts.items()) + "\n").encode())
             answer.flush()
             counts.clear()
             continue
-        name = read(nlen).decode()
+        name = read(nlen).decode("ascii", "replace")
         data = read(dlen)
+        if len(name) != nlen or len(data) != dlen:
+            sys.exit(1)  # a record cut short: nothing of it is written
+        if kind != 0 or len(name) not in (59, 110) or name[0] != "b" or name[1:].strip(alphabet):
+            raise ValueError
         group = name[-3:-1]
         path = group + "/" + name
         try:
@@ -100,13 +127,21 @@ except OSError as exc:
     answer.write(f"error {exc.errno} {exc.strerror}\n".encode())
     answer.flush()
     sys.exit(1)
+except ValueError:
+    answer.write(b"error 71 the block writer got a malformed record\n")
+    answer.flush()
+    sys.exit(1)
 """
+
+# The writers alive in this process: a process forked from it lets go of their pipes (see _after_fork).
+_live: Final[weakref.WeakSet[Writer]] = weakref.WeakSet()
 
 
 class Writer:
     """One child process creating staged block files in one batch directory (see the module docstring).
 
-    Not thread-safe: the batch calls it under its lock.
+    Not thread-safe: the batch calls it under its lock. Once it fails (an error answer, no answer, an
+    exception partway through a write or a settle) it stays failed: every later call raises that failure.
     """
 
     def __init__(self, child: subprocess.Popen[bytes]) -> None:
@@ -116,16 +151,25 @@ class Writer:
         self._out: IO[bytes] = child.stdout
         self._pending: list[bytes] = []
         self._size = 0
-        self._unsettled = False  # records sent (or pending) since the last settle
+        self._unsettled = False  # records sent (or pending) since the last settle that answered ok
         self._closed = False
+        self._failed: OSError | None = None  # the first failure, raised again by every later call
+        self._pid = os.getpid()  # the process that owns the child (a forked copy of this object does not)
+        _live.add(self)
+
+    @property
+    def failure(self) -> OSError | None:
+        """Why this writer failed (a new exception each time), or None if it has not."""
+        failed = self._failed
+        return None if failed is None else OSError(*failed.args)
 
     def send(self, cid: str, data: bytes | memoryview) -> None:
         """Have ``<shard>/<cid>`` created with ``data`` (sent when enough is pending, or at :meth:`settle`).
 
-        Raises OSError: the child is gone (BrokenPipeError), or this writer was closed.
+        Raises OSError: the writer failed (the child is gone, or answered an error), or was closed.
         """
-        if self._closed:
-            raise OSError(f"the block writer process ended (exit {self._child.returncode})")
+        if self._failed is not None or self._closed:
+            raise self._gone()
         name = cid.encode("ascii")
         self._pending += (_HEAD.pack(0, len(name), len(data)), name, bytes(data))
         self._size += len(data) + _HEAD.size + len(name)
@@ -136,38 +180,52 @@ class Writer:
     def settle(self) -> dict[str, int]:
         """Wait until every block sent is a closed file; return how many files each staging directory got.
 
-        Raises OSError: the child failed (its error), or ended without answering.
+        Raises OSError: the child failed (its error), or ended without answering, or the writer failed earlier.
         """
-        if self._closed:
-            raise OSError(f"the block writer process ended (exit {self._child.returncode})")
+        if self._failed is not None or self._closed:
+            raise self._gone()
         if not self._unsettled:
             return {}
-        self._pending.append(_HEAD.pack(1, 0, 0))
-        self._write()
-        line = self._out.readline().decode("ascii", "replace").split()
+        self._pending.append(_SETTLE)
+        try:
+            self._write()
+            line = self._answer()
+            if not line or line[0] != "ok":
+                raise self._fail(line)
+            counts: dict[str, int] = {}
+            for item in line[1:]:
+                group, _, count = item.partition(":")
+                counts[group] = int(count)
+        except BaseException as exc:
+            self._mark(exc)
+            raise
         self._unsettled = False
-        if not line or line[0] != "ok":
-            raise self._failure(line)
-        counts: dict[str, int] = {}
-        for item in line[1:]:
-            group, _, count = item.partition(":")
-            counts[group] = int(count)
         return counts
 
     @property
     def unsettled(self) -> bool:
-        """True if a block was sent since the last :meth:`settle`."""
+        """True if a block was sent since the last :meth:`settle` that answered."""
         return self._unsettled
 
     def close(self) -> None:
-        """End the child and wait for it (killed if it does not end at end of input). Idempotent."""
+        """End the child and wait for it (killed if it does not end within 10 s). Idempotent.
+
+        A writer that has not failed sends the end record first, so the child ends even while a process
+        forked meanwhile still holds its input open; one that failed closes the input (a record cut short
+        is never written) and the child ends at end of input, or is killed.
+        """
         self._pending.clear()
         if self._closed:
             return
         self._closed = True
+        _live.discard(self)
+        if self._pid != os.getpid():
+            return  # a forked copy: the child is not ours to end
         try:
+            if self._failed is None:
+                self._in.write(_END)
             self._in.close()
-        except OSError:
+        except (OSError, ValueError):
             pass
         try:
             self._child.wait(timeout=10)
@@ -184,19 +242,64 @@ class Writer:
             self._in.write(data)
             self._in.flush()
         except OSError as exc:
-            raise self._failure(self._out.readline().decode("ascii", "replace").split()) from exc
+            raise self._fail(self._answer()) from exc
+        except BaseException as exc:  # e.g. KeyboardInterrupt partway through a record: its framing is lost
+            self._mark(exc)
+            raise
 
-    def _failure(self, answer: list[str]) -> OSError:
+    def _answer(self) -> list[str]:
+        return self._out.readline().decode("ascii", "replace").split()
+
+    def _mark(self, exc: BaseException) -> None:
+        # Any exception partway through a write or a settle fails the writer for good.
+        if self._failed is None:
+            self._failed = exc if isinstance(exc, OSError) else OSError(f"the block writer was interrupted ({exc!r})")
+
+    def _fail(self, answer: list[str]) -> OSError:
         # The child's own error when it answered one (a full disk), else how it ended; it is ended first.
-        self.close()
         if len(answer) >= 2 and answer[0] == "error" and answer[1].isdigit():
-            return OSError(int(answer[1]), " ".join(answer[2:]) or "the block writer failed")
-        return OSError(f"the block writer process ended (exit {self._child.returncode})")
+            self._failed = OSError(int(answer[1]), " ".join(answer[2:]) or "the block writer failed")
+            self.close()
+        else:
+            self._failed = OSError("the block writer process ended")
+            self.close()
+            self._failed = OSError(f"the block writer process ended (exit {self._child.returncode})")
+        return self._failed
+
+    def _gone(self) -> OSError:
+        return self.failure or OSError(f"the block writer process ended (exit {self._child.returncode})")
+
+    def _forget(self) -> None:
+        # In a forked child: let go of the pipes (the descriptors now read /dev/null, so a later close of
+        # this object's files closes nothing of the child's) and never touch the writer process.
+        if self._closed:
+            return
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            for stream in (self._in, self._out):
+                os.dup2(null, stream.fileno(), inheritable=False)
+        finally:
+            os.close(null)
+        self._failed = OSError("the block writer belongs to the process this one was forked from")
+
+
+def _after_fork() -> None:
+    # A forked process holds every descriptor its parent had (close-on-exec acts only at exec): were it
+    # to keep a writer's input open, that writer would never see end of input.
+    for writer in list(_live):
+        writer._forget()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def start(batch_dir: str) -> Writer | None:
-    """A writer creating files under ``batch_dir``; None where no child interpreter can be started."""
-    if not sys.executable:
+    """A writer creating files under ``batch_dir``; None where no child interpreter can be started or run.
+
+    Waits for the child to say it is ready (its interpreter started, ``batch_dir`` open): a child that
+    ends first (``sys.executable`` is no usable interpreter) is a writer that cannot run.
+    """
+    if not sys.executable or getattr(sys, "frozen", False):
         return None
     try:
         child = subprocess.Popen(
@@ -208,5 +311,12 @@ def start(batch_dir: str) -> Writer | None:
             start_new_session=True,
         )
     except OSError:
+        return None
+    assert child.stdout is not None and child.stdin is not None
+    if child.stdout.readline() != b"ready\n":
+        child.stdin.close()
+        child.kill()
+        child.wait()
+        child.stdout.close()
         return None
     return Writer(child)

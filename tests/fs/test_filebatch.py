@@ -14,9 +14,11 @@ import mmap
 import os
 import random
 import signal
+import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -919,6 +921,118 @@ def test_where_no_writer_can_be_started_the_batch_writes_its_small_blocks_itself
             file_store.put(block)
         assert batch._writer is None  # type: ignore[attr-defined]
     assert file_store.stats()["blocks"] == len(blocks)
+
+
+def test_after_the_writer_fails_every_flush_stage_and_staged_read_fails_and_nothing_it_held_is_visible(
+    file_store: FileBlockStore,
+) -> None:
+    blocks = _small_blocks(SPAWN_AFTER + 10)
+    with pytest.raises(BlockStoreError, match=r"Not a directory$"):
+        with file_store.batch() as batch:
+            for block in blocks:
+                file_store.put(block)
+            staging = _batch_dirs(file_store.root)[0]
+            fresh = [b for b in _small_blocks(4000, b"y") if not (staging / shard_of(raw_cid(b))).exists()]
+            doomed = fresh[0]
+            (staging / shard_of(raw_cid(doomed))).write_bytes(b"")  # its staging directory is a file: ENOTDIR
+            others = [b for b in fresh if shard_of(raw_cid(b)) != shard_of(raw_cid(doomed))][:50]
+            for block in [doomed, *others]:  # after ``doomed`` the child has failed: these are never files
+                file_store.put(block)
+            with pytest.raises(BlockStoreError, match=r"Not a directory$"):
+                batch.flush()
+            with pytest.raises(BlockStoreError, match=r"Not a directory$"):
+                batch.flush()  # sticky: the writer's files and counts are lost, so nothing may commit
+            with pytest.raises(BlockStoreError, match=r"Not a directory$"):
+                file_store.put(b"after the failure")
+            with pytest.raises(BlockStoreError, match=r"Not a directory$"):
+                file_store.get(raw_cid(blocks[-1]))
+    assert file_store.stats()["blocks"] == 0
+    assert _batch_dirs(file_store.root) == []
+
+
+def test_a_process_forked_while_a_writer_lives_does_not_hold_it_past_the_batch(file_store: FileBlockStore) -> None:
+    blocks = _small_blocks(SPAWN_AFTER + 300)
+    with file_store.batch() as batch:
+        for block in blocks:
+            file_store.put(block)
+        writer = _writer(batch)
+        pid = os.fork()
+        if pid == 0:  # holds every inherited descriptor for a while, as a worker pool's process might
+            time.sleep(60)
+            os._exit(0)
+        started = time.monotonic()
+    ended = time.monotonic() - started
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert writer._child.returncode == 0  # it ended on the end record, not killed
+    assert ended < 5
+    assert file_store.stats()["blocks"] == len(blocks)
+
+
+@pytest.mark.parametrize("executable", ["/bin/false", "frozen"])
+def test_a_writer_that_cannot_run_leaves_the_batch_to_write_its_files_itself(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch, executable: str
+) -> None:
+    if executable == "frozen":
+        monkeypatch.setattr(sys, "frozen", True, raising=False)
+    else:
+        monkeypatch.setattr(sys, "executable", executable)
+    blocks = _small_blocks(SPAWN_AFTER + 300)
+    with file_store.batch() as batch:
+        for block in blocks:
+            file_store.put(block)
+        assert batch._writer is None  # type: ignore[attr-defined]
+    assert file_store.stats() == {"blocks": len(blocks), "bytes": sum(map(len, blocks))}
+
+
+@pytest.mark.parametrize(
+    "name", ["../escape", "b" + "a" * 57 + "/x", "B" + "a" * 58, "b" + "a" * 59, "b" + "a" * 50 + "/../../x"]
+)
+def test_the_writer_refuses_a_record_whose_name_is_not_a_block_name(file_store: FileBlockStore, name: str) -> None:
+    with pytest.raises(BlockStoreError, match="malformed record"):
+        with file_store.batch() as batch:
+            for block in _small_blocks(SPAWN_AFTER + 10):
+                file_store.put(block)
+            writer = _writer(batch)
+            writer._pending.append(struct.pack("<BHI", 0, len(name), 3) + name.encode() + b"abc")
+            writer._unsettled = True
+            with pytest.raises(BlockStoreError, match="malformed record"):
+                batch.flush()
+            staging = _batch_dirs(file_store.root)[0]
+            assert not [p for p in staging.rglob("*") if p.name in ("escape", "x") or len(p.name) not in (2, 59)]
+    assert file_store.stats()["blocks"] == 0
+
+
+def test_an_interrupt_partway_through_a_write_to_the_writer_fails_the_batch_for_good(
+    file_store: FileBlockStore,
+) -> None:
+    class Interrupted:  # the pipe to the child, interrupted once partway through a write
+        def __init__(self, pipe: Any) -> None:
+            self.pipe, self.armed = pipe, True
+
+        def write(self, data: bytes) -> int:
+            if self.armed:
+                self.armed = False
+                self.pipe.write(data[: len(data) // 2])
+                raise KeyboardInterrupt
+            return int(self.pipe.write(data))
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.pipe, name)
+
+    with pytest.raises(BlockStoreError, match="interrupted"):
+        with file_store.batch() as batch:
+            for block in _small_blocks(SPAWN_AFTER + 300):
+                file_store.put(block)
+            writer = _writer(batch)
+            writer._in = Interrupted(writer._in)
+            with pytest.raises(KeyboardInterrupt):
+                batch.flush()
+            with pytest.raises(BlockStoreError, match="interrupted"):
+                batch.flush()
+    assert writer._child.returncode == 1  # the record cut short ended it, unwritten
+    assert file_store.stats()["blocks"] == 0
+    assert _batch_dirs(file_store.root) == []
 
 
 # ---- the memory store
