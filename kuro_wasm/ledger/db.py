@@ -229,7 +229,8 @@ class LedgerDB:
         self._reopening = threading.Lock()
         self._reading = reading
         #: Opened for reading only, the file holds no tables at all (new, or its first open has not committed
-        #: the schema yet): it holds no operations (every read finds none), not "not a kuro ledger".
+        #: the schema yet): it holds no operations, not "not a kuro ledger". Each read looks again while it is
+        #: set (another process may give the file its tables), and clears it once tables are there.
         self.no_tables = False
         #: the file's ``file:`` URI, for read-only connections (resolved once: an immutable read opens one per read)
         self._uri = ""
@@ -404,18 +405,25 @@ class LedgerDB:
         found = conn.execute(f"SELECT {_COLUMNS} FROM operations WHERE op_id = ?", (op_id,)).fetchall()
         return Row(*found[0]) if found else None
 
+    def _still_no_tables(self, conn: sqlite3.Connection) -> bool:
+        """Whether the file still holds no tables (:attr:`no_tables`), read again on ``conn`` while it is set:
+        another process may have given it its tables and rows since (a reader that never looked again said
+        not-found for them for its whole life). One read of ``sqlite_master``; the flag is cleared once any
+        table is there."""
+        if self.no_tables and conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall():
+            self.no_tables = False
+        return self.no_tables
+
     def read_row(self, op_id: str) -> Row | None:
         """The row of ``op_id`` (a plain read: no write lock), or ``None``."""
-        if self.no_tables:
-            return None
         with self._pool.connection() as conn:
-            return self.row(conn, op_id)
+            return None if self._still_no_tables(conn) else self.row(conn, op_id)
 
     def started_rows(self) -> list[Row]:
         """Every ``started`` row (through the partial index, when the ledger has it)."""
-        if self.no_tables:
-            return []
         with self._pool.connection() as conn:
+            if self._still_no_tables(conn):
+                return []
             found = conn.execute(f"SELECT {_COLUMNS} FROM operations WHERE status = 'started'").fetchall()
         return [Row(*r) for r in found]
 
@@ -500,10 +508,10 @@ class LedgerDB:
 
     def cancel_requested(self, op_id: str) -> bool:
         """Whether a cancel of ``op_id`` was requested; ``False`` if SQLite cannot be read now (ask again later)."""
-        if self.no_tables:
-            return False
         try:
             with self._pool.connection() as conn:
+                if self._still_no_tables(conn):
+                    return False
                 return bool(conn.execute("SELECT 1 FROM cancel_requests WHERE op_id = ?", (op_id,)).fetchall())
         except sqlite3.Error:
             return False  # cannot read the request now: the next poll tries again
@@ -543,8 +551,6 @@ class LedgerDB:
         row holds it now (one written by older code, which may reuse the rowid of a withdrawn last claim);
         ``limit``: at most that many (a keyset page over the table's own rowid order: the cost is the page).
         """
-        if self.no_tables:
-            return []
         sql = "SELECT rowid, op_id, status, digest, started_at, finished_at, exit_code, outcome, reason FROM operations"
         params: list[Any] = []
         if after is not None:
@@ -556,6 +562,8 @@ class LedgerDB:
             sql += " LIMIT ?"
             params.append(limit)
         with self._pool.connection() as conn:
+            if self._still_no_tables(conn):
+                return []
             rows = conn.execute(sql, params).fetchall()
         keys = ("op-id", "status", "argument-digest", "started-at", "finished-at", "exit-code", "outcome", "reason")
         return [(r[0], {f"kuro/{k}": v for k, v in zip(keys, r[1:], strict=True) if v is not None}) for r in rows]

@@ -435,3 +435,28 @@ def test_a_ledger_with_no_tables_yet_whose_schema_cannot_be_made_refuses_the_run
         assert ledger.operations() == [] and starter.total == 0
         assert ledger.run("op-2", make_session(), command(2))["kuro/exit-code"] == 0
         assert [row["kuro/op-id"] for row in ledger.operations()] == ["op-2"]
+
+
+def test_a_ledger_read_with_no_tables_sees_the_operations_another_process_records_after_it_opened(
+    tmp_path: Path,
+) -> None:
+    """Opened read-only with no tables yet, a ledger answered "no operations" for its whole life, though
+    another writer gave the file its tables and rows since: a long-lived reader said not-found for them and
+    its crash sweep missed their started rows. It looks again while it has seen no tables."""
+    db = tmp_path / "ledger.sqlite"
+    db.write_bytes(b"")
+    reader = LedgerDB(db, _Flaky(1), 5.0)
+    assert reader.read_only is not None and reader.no_tables
+    assert reader.read_row("op-x") is None and reader.started_rows() == [] and reader.operations() == []
+    writer = LedgerDB(db, default_connect, 5.0)
+    try:
+        assert writer.insert_started("op-x", "d" * 64, os.getpid(), "token", 1) is None
+        assert writer.request_cancel("op-x", 2) == "requested"
+        row = reader.read_row("op-x")
+        assert row is not None and row.status == "started"
+        assert [r.op_id for r in reader.started_rows()] == ["op-x"]
+        assert [r["kuro/op-id"] for _, r in reader.operations()] == ["op-x"]
+        assert reader.cancel_requested("op-x") and not reader.no_tables
+    finally:
+        writer.close()
+        reader.close()
