@@ -302,19 +302,22 @@ class LedgerDB:
             return
         raise LedgerError(f"{refused}; reading it read-only failed too: {last}") from last
 
-    def _reopen_writable(self) -> None:
+    def _reopen_writable(self) -> sqlite3.Error | None:
         """Open a ledger that was opened read-only for writing again, if SQLite now lets it (what refused it
         may have passed); else leave it read-only. The probe takes and gives back the write lock without
         waiting for it: another writer holding it means the file can be written (the write itself waits its
         turn), not a reason to stay read-only. A probe that fails keeps the ledger's reason unless SQLite now
         refuses the disk itself (the new reason is then the truer one). Once writable, a file with no tables
         gets the schema (until SQLite lets it: tried again at each write), and an older ledger the schema
-        additions (:meth:`_add_missing`) an open for writing would have given it."""
+        additions (:meth:`_add_missing`) an open for writing would have given it.
+
+        Returns what SQLite refused when it made the schema (a full disk), else None: the write that asked
+        then fails with "no such table", which says less than this (see :meth:`tx`)."""
         with self._reopening:
             if self.read_only is None and not self.no_tables:
-                return
+                return None
             if self.read_only is not None and not self._probe_writable():
-                return
+                return None
             try:
                 with self._pool.connection() as conn:
                     names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master").fetchall()}
@@ -322,10 +325,11 @@ class LedgerDB:
                         conn.executescript(_CREATE)
                         names = set(_ADDED_NAMES)
                     self.no_tables = False
-            except sqlite3.Error:
-                return  # the write that asked says what SQLite refuses
+            except sqlite3.Error as exc:
+                return exc  # the write that asked says what SQLite refused
             if not names.issuperset(_ADDED_NAMES):
                 self._add_missing()
+            return None
 
     def _probe_writable(self) -> bool:
         """Whether SQLite lets this read-only ledger be written now; if so, its connections are writable ones."""
@@ -351,17 +355,22 @@ class LedgerDB:
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """A ``BEGIN IMMEDIATE`` transaction: committed if the block ends, rolled back if it raises. A ledger
-        opened read-only is first opened for writing again if it can be (:meth:`_reopen_writable`)."""
+        opened read-only is first opened for writing again if it can be (:meth:`_reopen_writable`). If it then
+        could not make the tables of a file with none, and the block fails for want of them, what SQLite refused
+        making them is raised (the "no such table" as its context): a full disk, not a damaged ledger."""
+        schema_refused = None
         if (self.read_only is not None or self.no_tables) and not self._reading:
-            self._reopen_writable()
+            schema_refused = self._reopen_writable()
         with self._pool.connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
                 conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                if schema_refused is not None and self.no_tables and "no such table" in str(exc):
+                    raise schema_refused  # noqa: B904 (it is the cause: the "no such table" stays its context)
                 raise
 
     def _init_schema(self) -> None:
