@@ -569,9 +569,14 @@ def run(
         receipt = job.execute()
     else:
         claimed = _claim_main_ctrl_c(job)
-        held = interrupts.hold(job)
+        held: interrupts.Held = ()
         try:
+            held = interrupts.hold(job)
             receipt = job.execute()
+        except HostError as failure:  # no receipt: a handler's exception that stopped the run is still raised
+            if job.interruption is None:
+                raise
+            raise interrupts.raised_after(job.interruption, None, failure=failure)  # noqa: B904 (failure: its context)
         finally:
             interrupts.release(job, held)
             if claimed:
@@ -815,26 +820,38 @@ class ProcessHandle(Handle):
         run (:func:`kuro_wasm.host.interrupts.hold`): one that raises (a SIGALRM timeout, a SIGTERM that exits)
         would otherwise raise inside a frame and leave the channel half-read, costing the worker and the run its
         own receipt; guarded, it stops the run (``cancelled``), the frame is read whole, and run() raises it after.
+        Anything else raised into the wait is stopped for the same way, its receipt naming it: a handler's exception
+        (one the guard did not cover) as the handler's, any other as the host's failure — never a signal's, never
+        the guest's. A HostError that leaves no receipt after a handler stopped the run raises the handler's
+        exception, the HostError its context and named in a note.
         """
         claimed = _claim_ctrl_c(self._run)
         main = threading.current_thread() is threading.main_thread()
         self._run.leading = claimed or not main or _signal.getsignal(signal.SIGINT) == _signal.SIG_IGN
-        held = interrupts.hold(self._run) if self._run.leading and main else None
+        guarded = self._run.leading and main
+        held: interrupts.Held = ()
         try:
+            if guarded:
+                held = interrupts.hold(self._run)
             self._start()
             receipt = self._pool.lead(self._run) if self._run.leading else self.wait()
         except KeyboardInterrupt:
             if threading.current_thread() is not threading.main_thread():
                 raise
             return dict(stop_and_wait(self))
-        except HostError:
-            raise
-        except BaseException as exc:  # a signal handler of the program's: the run is stopped, its receipt made
-            if self._run.interruption is None:  # (its receipt names it, as a guarded one's does)
-                self._run.interruption = exc
+        except HostError as failure:  # no receipt: a handler's exception that stopped the run is still raised
+            if self._run.interruption is None:
+                raise
+            raise interrupts.raised_after(self._run.interruption, None, failure=failure)  # noqa: B904 (its context)
+        except BaseException as exc:  # the run is stopped, its receipt made (naming why), then exc is raised
+            if interrupts.raised_by_a_handler(exc, held):  # a signal handler of the program's (unguarded)
+                if self._run.interruption is None:  # (its receipt names it, as a guarded one's does)
+                    self._run.interruption = exc
+            elif self._run.host_failure is None:  # the host's own (a bug, no memory): never called a signal's
+                self._run.host_failure = f"host failure while its run() caller waited: {type(exc).__name__}: {exc}"
             raise interrupts.raised_after(exc, self._stopped()) from exc.__cause__
         finally:
-            if held is not None:
+            if guarded:
                 interrupts.release(self._run, held)
             if claimed:
                 _MAIN_RUNS.pop()

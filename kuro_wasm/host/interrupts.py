@@ -50,7 +50,7 @@ import signal
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
-__all__ = ["Held", "Interruptible", "hold", "own", "raised_after", "release"]
+__all__ = ["Held", "Interruptible", "hold", "own", "raised_after", "raised_by_a_handler", "release"]
 
 #: Every signal a handler can be set for (not SIGKILL and SIGSTOP: they read as SIG_DFL, never as a Python handler).
 _SIGNALS: Final = tuple(
@@ -103,21 +103,27 @@ Held = tuple[tuple[int, Any, _Guard], ...]
 
 
 def hold(run: Interruptible) -> Held:
-    """Guard every Python handler of the program until :func:`release` (on the main thread, as ``run`` starts)."""
+    """Guard every Python handler of the program until :func:`release` (on the main thread, as ``run`` starts).
+
+    If it raises, it leaves nothing held: ``run`` is not in the runs held, and each handler is put back."""
     _HELD.append(run)
+    changed: list[tuple[int, Any, _Guard]] = []
     try:
-        if _QUIET.issuperset(map(_getsignal, _SIGNALS)):  # (read as they come: no tuple of them is built)
-            return ()
-    except TypeError:  # an unhashable handler (a callable object with __eq__ and no __hash__): look at each
-        pass
-    changed = []
-    for signum in _SIGNALS:
-        handler = _getsignal(signum)
-        if handler.__class__ is int or handler.__class__ is _Guard or any(handler is q for q in _QUIET):
-            continue
-        guard = _Guard(handler)
-        _signal.signal(signum, guard)
-        changed.append((signum, handler, guard))
+        try:
+            if _QUIET.issuperset(map(_getsignal, _SIGNALS)):  # (read as they come: no tuple of them is built)
+                return ()
+        except TypeError:  # an unhashable handler (a callable object with __eq__ and no __hash__): look at each
+            pass
+        for signum in _SIGNALS:
+            handler = _getsignal(signum)
+            if handler.__class__ is int or handler.__class__ is _Guard or any(handler is q for q in _QUIET):
+                continue
+            guard = _Guard(handler)
+            _signal.signal(signum, guard)
+            changed.append((signum, handler, guard))
+    except BaseException:
+        release(run, tuple(changed))
+        raise
     return tuple(changed)
 
 
@@ -135,8 +141,42 @@ def release(run: Interruptible, held: Held) -> None:
             break
 
 
-def raised_after(exc: BaseException, receipt: Mapping[str, Any] | None) -> BaseException:
-    """``exc``, raised by the program during a run that was stopped for it, with a note saying what the receipt says."""
+def raised_after(
+    exc: BaseException, receipt: Mapping[str, Any] | None, *, failure: BaseException | None = None
+) -> BaseException:
+    """``exc``, raised by the program during a run that was stopped for it, with a note saying what the receipt says
+    — or, ``failure``, the host's error that left it none (raise ``exc`` where ``failure`` is handled: it is then
+    ``exc``'s context too, so neither is lost)."""
     said = "no receipt could be made" if receipt is None else f"its receipt says {receipt['kuro/outcome']}"
+    if failure is not None:
+        said = f"{said} ({type(failure).__name__}: {failure})"
     exc.add_note(f"kuro: raised during a run, which was stopped: {said}")
     return exc
+
+
+def raised_by_a_handler(exc: BaseException, held: Held) -> bool:
+    """Whether ``exc`` came out of a Python signal handler of the program's — one ``held`` guarded, one a signal
+    has now (installed since: unguarded), or a guard — rather than the host's own code: one of their functions
+    is a frame of its traceback. (What a run's caller sees raised that no handler raised is a host failure.)"""
+    handlers: list[Any] = [handler for _, handler, _ in held]
+    codes = {_Guard.__call__.__code__}
+    try:  # (on an error path: a handler that cannot be looked at is left out, not raised over ``exc``)
+        for signum in _SIGNALS:
+            handler = _getsignal(signum)
+            if handler.__class__ is not int and handler is not None:
+                handlers.append(handler.handler if handler.__class__ is _Guard else handler)
+        for handler in handlers:
+            for _ in range(4):  # a function, a bound method, a functools.partial, a callable object: its code
+                code = getattr(handler, "__code__", None)
+                if code is not None:
+                    codes.add(code)
+                    break
+                handler = getattr(handler, "__func__", None) or getattr(handler, "func", None) or type(handler).__call__
+    except Exception:
+        pass
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            return True
+        tb = tb.tb_next
+    return False

@@ -229,7 +229,8 @@ class LedgerDB:
         self._reopening = threading.Lock()
         self._reading = reading
         #: Opened for reading only, the file holds no tables at all (new, or its first open has not committed
-        #: the schema yet): it holds no operations (every read finds none), not "not a kuro ledger".
+        #: the schema yet): it holds no operations, not "not a kuro ledger". Each read looks again while it is
+        #: set (another process may give the file its tables), and clears it once tables are there.
         self.no_tables = False
         #: the file's ``file:`` URI, for read-only connections (resolved once: an immutable read opens one per read)
         self._uri = ""
@@ -301,19 +302,22 @@ class LedgerDB:
             return
         raise LedgerError(f"{refused}; reading it read-only failed too: {last}") from last
 
-    def _reopen_writable(self) -> None:
+    def _reopen_writable(self) -> sqlite3.Error | None:
         """Open a ledger that was opened read-only for writing again, if SQLite now lets it (what refused it
         may have passed); else leave it read-only. The probe takes and gives back the write lock without
         waiting for it: another writer holding it means the file can be written (the write itself waits its
         turn), not a reason to stay read-only. A probe that fails keeps the ledger's reason unless SQLite now
         refuses the disk itself (the new reason is then the truer one). Once writable, a file with no tables
         gets the schema (until SQLite lets it: tried again at each write), and an older ledger the schema
-        additions (:meth:`_add_missing`) an open for writing would have given it."""
+        additions (:meth:`_add_missing`) an open for writing would have given it.
+
+        Returns what SQLite refused when it made the schema (a full disk), else None: the write that asked
+        then fails with "no such table", which says less than this (see :meth:`tx`)."""
         with self._reopening:
             if self.read_only is None and not self.no_tables:
-                return
+                return None
             if self.read_only is not None and not self._probe_writable():
-                return
+                return None
             try:
                 with self._pool.connection() as conn:
                     names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master").fetchall()}
@@ -321,10 +325,11 @@ class LedgerDB:
                         conn.executescript(_CREATE)
                         names = set(_ADDED_NAMES)
                     self.no_tables = False
-            except sqlite3.Error:
-                return  # the write that asked says what SQLite refuses
+            except sqlite3.Error as exc:
+                return exc  # the write that asked says what SQLite refused
             if not names.issuperset(_ADDED_NAMES):
                 self._add_missing()
+            return None
 
     def _probe_writable(self) -> bool:
         """Whether SQLite lets this read-only ledger be written now; if so, its connections are writable ones."""
@@ -350,17 +355,22 @@ class LedgerDB:
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """A ``BEGIN IMMEDIATE`` transaction: committed if the block ends, rolled back if it raises. A ledger
-        opened read-only is first opened for writing again if it can be (:meth:`_reopen_writable`)."""
+        opened read-only is first opened for writing again if it can be (:meth:`_reopen_writable`). If it then
+        could not make the tables of a file with none, and the block fails for want of them, what SQLite refused
+        making them is raised (the "no such table" as its context): a full disk, not a damaged ledger."""
+        schema_refused = None
         if (self.read_only is not None or self.no_tables) and not self._reading:
-            self._reopen_writable()
+            schema_refused = self._reopen_writable()
         with self._pool.connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
                 conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                if schema_refused is not None and self.no_tables and "no such table" in str(exc):
+                    raise schema_refused  # noqa: B904 (it is the cause: the "no such table" stays its context)
                 raise
 
     def _init_schema(self) -> None:
@@ -404,18 +414,25 @@ class LedgerDB:
         found = conn.execute(f"SELECT {_COLUMNS} FROM operations WHERE op_id = ?", (op_id,)).fetchall()
         return Row(*found[0]) if found else None
 
+    def _still_no_tables(self, conn: sqlite3.Connection) -> bool:
+        """Whether the file still holds no tables (:attr:`no_tables`), read again on ``conn`` while it is set:
+        another process may have given it its tables and rows since (a reader that never looked again said
+        not-found for them for its whole life). One read of ``sqlite_master``; the flag is cleared once any
+        table is there."""
+        if self.no_tables and conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall():
+            self.no_tables = False
+        return self.no_tables
+
     def read_row(self, op_id: str) -> Row | None:
         """The row of ``op_id`` (a plain read: no write lock), or ``None``."""
-        if self.no_tables:
-            return None
         with self._pool.connection() as conn:
-            return self.row(conn, op_id)
+            return None if self._still_no_tables(conn) else self.row(conn, op_id)
 
     def started_rows(self) -> list[Row]:
         """Every ``started`` row (through the partial index, when the ledger has it)."""
-        if self.no_tables:
-            return []
         with self._pool.connection() as conn:
+            if self._still_no_tables(conn):
+                return []
             found = conn.execute(f"SELECT {_COLUMNS} FROM operations WHERE status = 'started'").fetchall()
         return [Row(*r) for r in found]
 
@@ -500,10 +517,10 @@ class LedgerDB:
 
     def cancel_requested(self, op_id: str) -> bool:
         """Whether a cancel of ``op_id`` was requested; ``False`` if SQLite cannot be read now (ask again later)."""
-        if self.no_tables:
-            return False
         try:
             with self._pool.connection() as conn:
+                if self._still_no_tables(conn):
+                    return False
                 return bool(conn.execute("SELECT 1 FROM cancel_requests WHERE op_id = ?", (op_id,)).fetchall())
         except sqlite3.Error:
             return False  # cannot read the request now: the next poll tries again
@@ -543,8 +560,6 @@ class LedgerDB:
         row holds it now (one written by older code, which may reuse the rowid of a withdrawn last claim);
         ``limit``: at most that many (a keyset page over the table's own rowid order: the cost is the page).
         """
-        if self.no_tables:
-            return []
         sql = "SELECT rowid, op_id, status, digest, started_at, finished_at, exit_code, outcome, reason FROM operations"
         params: list[Any] = []
         if after is not None:
@@ -556,6 +571,8 @@ class LedgerDB:
             sql += " LIMIT ?"
             params.append(limit)
         with self._pool.connection() as conn:
+            if self._still_no_tables(conn):
+                return []
             rows = conn.execute(sql, params).fetchall()
         keys = ("op-id", "status", "argument-digest", "started-at", "finished-at", "exit-code", "outcome", "reason")
         return [(r[0], {f"kuro/{k}": v for k, v in zip(keys, r[1:], strict=True) if v is not None}) for r in rows]

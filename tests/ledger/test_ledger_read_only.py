@@ -397,41 +397,75 @@ def test_a_ledger_with_no_tables_yet_opened_read_only_by_a_passing_disk_error_ge
 
 class _DiskErrorThenFullOnce:
     """A ``connect`` that fails with "disk I/O error" once (the open), then opens connections whose first script
-    (the schema: the one script a ledger runs) finds the disk full; ``refused`` holds that script."""
+    (the schema: the one script a ledger runs) finds the disk full — before any of it runs, or ``partway``: its
+    transaction begun and a table made; ``refused`` holds that script."""
 
-    def __init__(self) -> None:
+    def __init__(self, partway: bool = False) -> None:
         self.calls = 0
         self.refused: list[str] = []
+        self.partway = partway
 
     def __call__(self, path: Path, timeout: float) -> sqlite3.Connection:
         self.calls += 1
         if self.calls == 1:
             raise sqlite3.OperationalError("disk I/O error")
-        refused = self.refused
+        refused, partway = self.refused, self.partway
 
         class FullOnce(sqlite3.Connection):
             def executescript(self, script: str, /) -> sqlite3.Cursor:
                 if not refused:
                     refused.append(script)
+                    if partway:
+                        super().executescript("BEGIN IMMEDIATE; CREATE TABLE ledger_meta (key TEXT PRIMARY KEY);")
                     raise sqlite3.OperationalError("database or disk is full")
                 return super().executescript(script)
 
         return sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False, factory=FullOnce)
 
 
+@pytest.mark.parametrize("partway", [False, True], ids=["before-any-sql", "partway"])
 def test_a_ledger_with_no_tables_yet_whose_schema_cannot_be_made_refuses_the_run_and_makes_it_at_the_next(
-    tmp_path: Path,
+    tmp_path: Path, partway: bool
 ) -> None:
     """Writable again but its schema refused (a full disk): the run is refused (nothing ran, not "not a kuro
-    ledger"), reads still find no operations, and the next write makes the schema and runs."""
+    ledger") saying what SQLite refused — not the "no such table" the write then met, which read like a damaged
+    ledger and hid the disk —, reads still find no operations, and the next write makes the schema and runs."""
     db = tmp_path / "ledger.sqlite"
     _no_tables(db)
-    connect = _DiskErrorThenFullOnce()
+    connect = _DiskErrorThenFullOnce(partway)
     starter = FakeStarter()
     with Ledger(db, store=MemoryBlockStore(), starter=starter, connect=connect) as ledger:
         with pytest.raises(LedgerError, match="nothing ran") as refused:
             ledger.run("op-1", make_session(), command(1))
         assert not isinstance(refused.value, LedgerCorrupt) and connect.refused
+        assert "disk is full" in str(refused.value) and "no such table" not in str(refused.value)
+        assert isinstance(refused.value.__cause__, sqlite3.OperationalError)
+        assert "disk is full" in str(refused.value.__cause__)
         assert ledger.operations() == [] and starter.total == 0
         assert ledger.run("op-2", make_session(), command(2))["kuro/exit-code"] == 0
         assert [row["kuro/op-id"] for row in ledger.operations()] == ["op-2"]
+
+
+def test_a_ledger_read_with_no_tables_sees_the_operations_another_process_records_after_it_opened(
+    tmp_path: Path,
+) -> None:
+    """Opened read-only with no tables yet, a ledger answered "no operations" for its whole life, though
+    another writer gave the file its tables and rows since: a long-lived reader said not-found for them and
+    its crash sweep missed their started rows. It looks again while it has seen no tables."""
+    db = tmp_path / "ledger.sqlite"
+    db.write_bytes(b"")
+    reader = LedgerDB(db, _Flaky(1), 5.0)
+    assert reader.read_only is not None and reader.no_tables
+    assert reader.read_row("op-x") is None and reader.started_rows() == [] and reader.operations() == []
+    writer = LedgerDB(db, default_connect, 5.0)
+    try:
+        assert writer.insert_started("op-x", "d" * 64, os.getpid(), "token", 1) is None
+        assert writer.request_cancel("op-x", 2) == "requested"
+        row = reader.read_row("op-x")
+        assert row is not None and row.status == "started"
+        assert [r.op_id for r in reader.started_rows()] == ["op-x"]
+        assert [r["kuro/op-id"] for _, r in reader.operations()] == ["op-x"]
+        assert reader.cancel_requested("op-x") and not reader.no_tables
+    finally:
+        writer.close()
+        reader.close()

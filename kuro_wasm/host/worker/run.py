@@ -291,6 +291,9 @@ class RemoteRun:
         self.callback_error: str | None = None
         #: a SystemExit or KeyboardInterrupt that on_chunk raised: the run is killed, and run() raises it after
         self.interruption: BaseException | None = None
+        #: the host's own exception (not a handler's) that ended its run() caller's wait: the run is killed, and
+        #: its receipt says so (never a signal's, never the guest's)
+        self.host_failure: str | None = None
         self.staged = Staged()  # the blocks the worker handed back, stored only with a believed root
         self.store_failure: KuroFsError | None = None  # the first block read the host's store failed
         #: the JSON object of its fixed fields (protocol.RUN_FIXED), encoded once when the pool takes it (``submit``)
@@ -448,6 +451,8 @@ class RemoteRun:
             elif self.interruption is not None and not full.get("kuro/error") and not full.get("error"):
                 exc = self.interruption  # (as a Job's receipt says it: kuro_wasm.host.job)
                 full["kuro/error"] = f"interrupted: a signal handler raised {type(exc).__name__}: {exc}"
+            elif self.host_failure is not None and not full.get("kuro/error") and not full.get("error"):
+                full["kuro/error"] = self.host_failure
             # Every value in ``full`` is the host's own or passed :meth:`worker_result`'s checks (host_value per
             # key), and the session and command passed the model's gate before the run was queued: the trusted
             # assembly applies the same outcome, key-set and stream rules without checking each value twice.
