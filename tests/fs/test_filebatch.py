@@ -580,10 +580,10 @@ def test_large_aligned_blocks_are_staged_with_o_direct_and_others_through_the_pa
     direct: list[tuple[int, bool]] = []
     real = filebatch._DirectWrite.write
 
-    def spy(self: Any, out: int, data: bytes | memoryview) -> bool:
-        done = real(self, out, data)
-        direct.append((len(data), done))
-        return done
+    def spy(self: Any, out: int, data: bytes | memoryview, done: Any) -> str | None:
+        how = real(self, out, data, done)
+        direct.append((len(data), how is not None))
+        return how
 
     monkeypatch.setattr(filebatch._DirectWrite, "write", spy)
     aligned, odd = b"a" * (4 * filebatch.EARLY_WRITEBACK), b"o" * (filebatch.EARLY_WRITEBACK + 1)
@@ -640,6 +640,152 @@ def test_a_store_says_it_wrote_direct_only_once_a_large_aligned_block_went_direc
 def test_a_stores_wrote_direct_is_read_only(file_store: FileBlockStore) -> None:
     with pytest.raises(AttributeError):
         file_store.wrote_direct = True  # type: ignore[misc]
+
+
+_DIRECT_AND_PROC = pytest.mark.skipif(
+    not hasattr(os, "O_DIRECT") or not os.path.isdir("/proc/self/fd"), reason="O_DIRECT, /proc/self/fd (Linux)"
+)
+
+
+def _direct_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("kuro-fs-direct")]
+
+
+def _aligned_blobs(n: int) -> list[bytes]:
+    return [bytes([i % 256]) * (2 * filebatch.EARLY_WRITEBACK) for i in range(n)]
+
+
+def _hold_direct_writes(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, list[int]]:
+    # Writes made by the direct writers wait for the event returned; the list gets each one's file.
+    real_pwrite = os.pwrite
+    release = threading.Event()
+    stuck: list[int] = []
+
+    def held(fd: int, data: Any, at: int) -> int:
+        if threading.current_thread().name.startswith("kuro-fs-direct"):
+            stuck.append(fd)
+            release.wait()
+        return real_pwrite(fd, data, at)
+
+    monkeypatch.setattr(os, "pwrite", held)
+    return release, stuck
+
+
+@_DIRECT_AND_PROC
+def test_aligned_blocks_past_the_first_are_written_by_the_direct_writers_and_every_file_is_closed(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_pwrite = os.pwrite
+    writers: list[str] = []
+
+    def spy(fd: int, data: Any, at: int) -> int:
+        writers.append(threading.current_thread().name)
+        return real_pwrite(fd, data, at)
+
+    monkeypatch.setattr(os, "pwrite", spy)
+    before = _open_fds()
+    blobs = _aligned_blobs(24)
+    with file_store.batch():
+        cids = [file_store.put(blob) for blob in blobs]
+        assert [file_store.get(cid) for cid in cids[-3:]] == blobs[-3:]  # a staged read waits for its write
+    monkeypatch.undo()
+    assert [file_store.get(cid) for cid in cids] == blobs
+    assert writers[0] == threading.current_thread().name  # the first proves O_DIRECT here...
+    assert set(writers[1:]) <= {f"kuro-fs-direct-{i}" for i in range(filebatch.DIRECT_WRITERS)}  # ...the rest
+    assert _open_fds() == before and _direct_threads() == []
+
+
+@_DIRECT_AND_PROC
+def test_a_queued_write_that_fails_fails_the_commit_with_its_reason_and_leaves_no_block(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_pwrite = os.pwrite
+    failed: list[str] = []
+
+    def failing(fd: int, data: Any, at: int) -> int:
+        if len(failed) == 0 and threading.current_thread().name.startswith("kuro-fs-direct"):
+            failed.append(threading.current_thread().name)
+            real_pwrite(fd, memoryview(data)[: len(data) // 2], at)  # torn on disk, then the failure
+            raise OSError(5, "Input/output error")
+        return real_pwrite(fd, data, at)
+
+    monkeypatch.setattr(os, "pwrite", failing)
+    before = _open_fds()
+    blobs = _aligned_blobs(4)
+    with pytest.raises(BlockStoreError, match="Input/output error"):
+        with file_store.batch():
+            for blob in blobs:
+                file_store.put(blob)  # the put of the failing block has returned: its write was queued
+    monkeypatch.undo()
+    assert failed  # the failure came from a queued write
+    assert file_store.stats() == {"blocks": 0, "bytes": 0} and _batch_dirs(file_store.root) == []
+    assert _open_fds() == before and _direct_threads() == []
+    with file_store.batch():  # the next batch is not affected
+        cids = [file_store.put(blob) for blob in blobs]
+    assert [file_store.get(cid) for cid in cids] == blobs
+
+
+@_DIRECT_AND_PROC
+def test_a_writer_waits_for_a_free_buffer_so_a_stuck_disk_holds_at_most_direct_buffers(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_mmap = filebatch.mmap.mmap
+    release, stuck = _hold_direct_writes(monkeypatch)
+    made: list[int] = []
+
+    def mmap(*args: Any) -> Any:
+        made.append(args[1])
+        return real_mmap(*args)
+
+    monkeypatch.setattr(filebatch.mmap, "mmap", mmap)
+    before = _open_fds()
+    blobs = _aligned_blobs(3 * filebatch.DIRECT_BUFFERS)
+    returned: list[str] = []
+    with file_store.batch():
+        ctx = contextvars.copy_context()
+        putter = threading.Thread(target=lambda: ctx.run(lambda: [returned.append(file_store.put(b)) for b in blobs]))
+        putter.start()
+        while len(stuck) < filebatch.DIRECT_WRITERS:
+            threading.Event().wait(0.01)
+        putter.join(0.3)  # it would finish here if nothing held it
+        assert putter.is_alive()
+        assert len(made) == filebatch.DIRECT_BUFFERS  # 4 being written, 4 queued, the putter waiting for one
+        assert len(returned) == 1 + filebatch.DIRECT_BUFFERS  # the first, written here, then one per buffer
+        assert _open_fds() - before <= filebatch.DIRECT_BUFFERS + 2  # their files, the one in hand, the batch dir
+        release.set()
+        putter.join()
+    monkeypatch.undo()
+    assert len(made) == filebatch.DIRECT_BUFFERS
+    assert [file_store.get(cid) for cid in returned] == blobs
+    assert _open_fds() == before and _direct_threads() == []
+
+
+@_DIRECT_AND_PROC
+@pytest.mark.parametrize("ending", ["error", "ctrl-c while waiting"])
+def test_a_batch_ending_with_writes_queued_leaves_no_block_and_no_open_file(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch, ending: str
+) -> None:
+    # A batch ending with an error waits for its queued writes; a Ctrl-C during that wait has the end cancel
+    # those not started and wait for those being made. Either way every file is closed before the
+    # directory is emptied.
+    release, stuck = _hold_direct_writes(monkeypatch)
+
+    def interrupted(self: filebatch.FileBatch) -> None:
+        raise KeyboardInterrupt
+
+    if ending != "error":
+        monkeypatch.setattr(filebatch.FileBatch, "_close", interrupted)
+    before = _open_fds()
+    threading.Timer(0.3, release.set).start()
+    with pytest.raises(KeyboardInterrupt if ending != "error" else ValueError):
+        with file_store.batch():
+            for blob in _aligned_blobs(filebatch.DIRECT_BUFFERS):
+                file_store.put(blob)
+            assert len(stuck) <= filebatch.DIRECT_WRITERS and not release.is_set()  # writes still queued
+            raise ValueError("the batch's work failed")
+    monkeypatch.undo()
+    assert file_store.stats() == {"blocks": 0, "bytes": 0} and _batch_dirs(file_store.root) == []
+    assert _open_fds() == before and _direct_threads() == []
 
 
 # ---- concurrency and crashes
