@@ -673,6 +673,7 @@ class _DirectWrite:
         self._jobs: deque[_Job] = deque()
         self._threads: list[threading.Thread] = []
         self._stopping = False
+        self._unstartable = False  # no writer thread could start: each write is made by its writer
 
     def write(self, out: int, data: bytes | memoryview, done: Callable[[OSError | None], None]) -> str | None:
         """Write ``data`` whole into the new, empty file ``out`` with ``O_DIRECT``.
@@ -697,9 +698,7 @@ class _DirectWrite:
             fcntl.fcntl(out, fcntl.F_SETFL, _O_DIRECT)
             if self._proven:
                 with self._cond:
-                    if not self._stopping:
-                        if not self._threads:
-                            self._start()
+                    if not self._stopping and (self._threads or self._start()):
                         self._jobs.append(_Job(out, buffer, size, done))
                         self._cond.notify()
                         queued = True
@@ -758,12 +757,20 @@ class _DirectWrite:
         self._tally.wrote = True
         return True
 
-    def _start(self) -> None:
-        # With ``_cond`` held: start the writer pool.
+    def _start(self) -> bool:
+        # With ``_cond`` held: start the writer pool; False once no thread of it could start ("can't start new
+        # thread": a pids limit), and writes are then made by their writers, as the first one is.
+        if self._unstartable:
+            return False
         for i in range(DIRECT_WRITERS):
             thread = threading.Thread(target=self._run, name=f"kuro-fs-direct-{i}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            try:
+                thread.start()
+            except RuntimeError:
+                break
+            self._threads.append(thread)  # only a started thread: stop() joins it
+        self._unstartable = not self._threads
+        return not self._unstartable
 
     def _run(self) -> None:
         while True:

@@ -521,6 +521,30 @@ def test_a_writeback_thread_that_cannot_start_leaves_each_writer_closing_its_own
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
+def test_a_direct_writer_pool_that_cannot_start_leaves_each_writer_writing_its_own_block(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _need_o_direct(tmp_path)
+    real_start = threading.Thread.start
+    tries: list[str] = []
+
+    def start(self: threading.Thread) -> None:
+        if self.name.startswith("kuro-fs-direct"):  # a container's pids limit
+            tries.append(self.name)
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    before = _open_fds()
+    blobs = [bytes([i]) * filebatch.DIRECT_ALIGN * 16 for i in range(4)]  # aligned: O_DIRECT
+    with file_store.batch():
+        cids = [file_store.put(blob) for blob in blobs]
+    assert len(tries) == 1  # tried once, not again for each later block
+    assert [file_store.get(cid) for cid in cids] == blobs and file_store.wrote_direct
+    assert _batch_dirs(file_store.root) == [] and _open_fds() == before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
 def test_a_writeback_stop_that_raises_still_empties_and_unlocks_the_batch_directory(
     file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
