@@ -876,12 +876,20 @@ class WorkerPool:
     def _dispatch(self) -> set[_Conn]:
         """Give waiting runs to workers with room (idle ones first); the workers whose outbox has new frames."""
         touched: set[_Conn] = set()
-        while self._pending:
-            usable = [c for c in self._active if c.ready and not c.retiring and len(c.outstanding) < self.depth]
-            if not usable:
+        pending, active, depth = self._pending, self._active, self.depth
+        while pending:
+            # the first ready, not retiring worker with the fewest runs out, if it has room (one pass, no list)
+            conn: _Conn | None = None
+            least = depth
+            for c in active:
+                out = len(c.outstanding)
+                if out < least and c.ready and not c.retiring:
+                    conn, least = c, out
+                    if not out:
+                        break
+            if conn is None:
                 break
-            conn = min(usable, key=lambda c: len(c.outstanding))
-            run = self._pending[0]
+            run = pending[0]
             # A new id at every dispatch: a worker reads its runs in the order of their ids, so it can tell a
             # control frame for a run it has not read yet from one for a run it has finished.
             run.id = next(self._ids)
@@ -891,14 +899,14 @@ class WorkerPool:
             try:
                 wire = protocol.framed("run", head, payload)
             except ProtocolError as exc:  # never for the fields made here (an int, a float, three flags and a path)
-                self._pending.popleft()
+                pending.popleft()
                 self._live.discard(run)
                 failure = HostError(f"the run cannot be sent to a worker process: {exc}")
                 threading.Thread(target=run.fail, args=(failure,), daemon=True).start()
                 continue
             if conn.outstanding and len(wire[0]) + len(wire[1]) > PIPELINE_FRAME_BYTES:
                 break  # too large to wait in a busy worker's channel: it goes to the first idle worker (FIFO)
-            self._pending.popleft()
+            pending.popleft()
             run.conn, run.sent = conn, True
             conn.outstanding.append(run)
             if len(conn.outstanding) == 1:
@@ -910,9 +918,15 @@ class WorkerPool:
                 self._wake(conn)
             if run.waiter:
                 self._lead.notify_all()
-        if not self._pending:
-            idle = next((c for c in self._active if c.ready and not c.outstanding and not c.retiring), None)
-            busy = next((c for c in self._active if len(c.outstanding) > 1), None)
+        if not pending:
+            idle: _Conn | None = None
+            busy: _Conn | None = None
+            for c in active:
+                if not c.outstanding:
+                    if idle is None and c.ready and not c.retiring:
+                        idle = c
+                elif busy is None and len(c.outstanding) > 1:
+                    busy = c
             if idle is not None and busy is not None and not busy.outstanding[-1].withdrawing:
                 run = busy.outstanding[-1]
                 run.withdrawing = True
