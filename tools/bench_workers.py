@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -100,12 +100,25 @@ def _ok(receipt: Mapping[str, Any]) -> None:
     assert receipt.get("kuro/outcome") == "ok", receipt  # a failed run is not a rate
 
 
-def scaling(trivial_runs: int, cpu_runs: int, spin_count: int, rounds: int) -> dict[str, float]:
+def scaling(
+    trivial_runs: int,
+    cpu_runs: int,
+    spin_count: int,
+    rounds: int,
+    control: Callable[[int, int], float] | None = None,
+) -> dict[str, float]:
     """Runs/s on 1 worker and on 2 (trivial and CPU-bound), alternating pools round by round; best of each.
 
     Also the host's and the worker's CPU µs per trivial run on 1 worker (``host-us``, ``worker-us``): on
     ``c`` cores, 2 workers can beat 1 by at most ``min(2, c·max(h, w)/(h + w)·…)`` — the host's share
     is work no worker can take over (the receipt is assembled and checked in the host).
+
+    ``control(threads, runs)``, if given, is the CPU-bound control's rate (raw wasmtime-py, ``runs`` spread over
+    ``threads`` threads), measured in every round right after the pools' CPU-bound rows, so the control and
+    the pools are read at the same moments and with the same statistic (``raw-1``, ``raw-2``: best of the
+    rounds; ``cpu-ratio-median``, ``raw-ratio-median``: the median over rounds of each round's 2-vs-1 ratio).
+    On this shared 2-core VM a round's 2-vs-1 ratio moves with what else holds a core at that moment (one
+    free core lets 1 worker run at full speed but not 2), for the pools and the control alike.
     """
     store = MemoryBlockStore()
     sess = session("bench", Fs.empty(store).root)
@@ -118,15 +131,27 @@ def scaling(trivial_runs: int, cpu_runs: int, spin_count: int, rounds: int) -> d
         for pool in pools.values():
             for command in (trivial, counting):
                 _throughput(pool, sess, command, store, 4, 4)  # warm every worker
+        ratios: dict[str, list[float]] = {"cpu": [], "raw": []}
         for _ in range(rounds):
+            this: dict[str, float] = {}
             for size, pool in pools.items():
                 for kind, command, count in (("trivial", trivial, trivial_runs), ("cpu", counting, cpu_runs)):
                     rate, host, work = _throughput(pool, sess, command, store, count, 4 * pool.size)
                     key = f"{kind}-{size}"
+                    this[key] = rate
                     if rate > best.get(key, 0.0):
                         best[key] = rate
                         if key == "trivial-1":
                             best["host-us"], best["worker-us"] = host, work
+            ratios["cpu"].append(this["cpu-2"] / this["cpu-1"])
+            if control is not None:
+                for threads in (1, 2):
+                    this[f"raw-{threads}"] = rate = control(threads, cpu_runs)
+                    best[f"raw-{threads}"] = max(best.get(f"raw-{threads}", 0.0), rate)
+                ratios["raw"].append(this["raw-2"] / this["raw-1"])
+    best["cpu-ratio-median"] = statistics.median(ratios["cpu"])
+    if ratios["raw"]:
+        best["raw-ratio-median"] = statistics.median(ratios["raw"])
     return best
 
 
