@@ -65,6 +65,7 @@ from __future__ import annotations
 import contextvars
 import errno
 import hashlib
+import itertools
 import os
 import stat
 import threading
@@ -137,6 +138,46 @@ def _put_run(
             failed[0] = min(failed[0], i)
             raise
     return out
+
+
+def _put_claimed(
+    put: Callable[[_T], _R],
+    items: Sequence[_T],
+    workers: int,
+    pool: ThreadPoolExecutor | None,
+    abandoned: threading.Event | None = None,
+) -> list[_R]:
+    # ``put`` over ``items`` on the calling thread and ``workers - 1`` of the pool's, each claiming the
+    # next item from one shared cursor: no thread idles at the end while another finishes a longer run,
+    # and the caller, which would only wait, needs no wake-up. A thread stops before any item after
+    # one that failed and once ``abandoned`` is set; the earliest failure is the one raised, as a
+    # serial loop's (every item before it was claimed earlier, and is finished when the threads are).
+    if pool is None or workers <= 1 or len(items) < 2:
+        return [put(item) for item in items]
+    count = len(items)
+    results: list[_R | None] = [None] * count
+    errors: dict[int, BaseException] = {}
+    cursor = itertools.count()  # next() on it is atomic under the GIL
+    failed = [count]  # the lowest failed index so far (a lost race only leaves a thread going one item longer)
+
+    def claim() -> None:
+        while (i := next(cursor)) < count and i < failed[0]:
+            if abandoned is not None and abandoned.is_set():
+                return
+            try:
+                results[i] = put(items[i])
+            except BaseException as exc:  # a Ctrl-C in the caller's put too: raised once the helpers are done
+                errors[i] = exc
+                failed[0] = min(failed[0], i)
+                return
+
+    helpers = [pool.submit(contextvars.copy_context().run, claim) for _ in range(workers - 1)]
+    claim()
+    for helper in helpers:
+        helper.result()
+    if errors:
+        raise errors[min(errors)]
+    return results  # type: ignore[return-value]  # every item was put: none failed
 
 
 class _Pool(ThreadPoolExecutor):
@@ -390,7 +431,7 @@ def _import_regular_file(
         with _threads(workers) as (pool, abandoned):  # joined before the fd its threads read is closed
             for start in range(0, len(offsets), per_batch):
                 batch = offsets[start : start + per_batch]
-                for cid, offset in zip(_put_all(put_chunk, batch, workers, pool, abandoned), batch, strict=True):
+                for cid, offset in zip(_put_claimed(put_chunk, batch, workers, pool, abandoned), batch, strict=True):
                     layout.add_leaf(cid, min(chunk_size, size - offset))
         return layout.finish()
     finally:
