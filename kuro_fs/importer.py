@@ -27,7 +27,11 @@ dropping each chunk reuses one buffer and takes none. ``tools/bench_store.py`` s
 both sides: through a store that keeps nothing, the import measured 1.03–1.06× bare
 ``pread`` + ``sha256`` on 1 and 2 threads (best of 5, interleaved, load 5.5; medians 1.07–1.12×); into the
 memory store, it sits at ``pread`` + ``sha256`` keeping every chunk (1.04–1.06× in the
-last full run), whose 2 threads gain as little over 1. Neither huge pages nor pre-faulting lowers
+last full run). A fault costs the same CPU on 1 and 2 threads (2.15 and 2.35 µs of system time each,
+no lock contention in ``perf``): work 2 threads share, as they share the hashing; where a 1-thread
+figure seemed to gain as much as 2, its samples had reused a third of the pages an earlier sample freed in
+glibc's main arena (20,452 faults instead of 65,484), which pool threads' arenas hand back: the bench's rows
+say the faults their samples paid. Neither huge pages nor pre-faulting lowers
 that price here (measured, 256 MiB in 32 MiB ``MAP_PRIVATE`` arenas): the cost is allocating and
 zeroing the pages, not the 65,536 traps (``MADV_POPULATE_WRITE`` and ``MAP_POPULATE`` took the same
 ~0.11 s of system time as touching each page), and on this VM a huge page freed for more than a second
