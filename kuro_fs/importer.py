@@ -159,7 +159,8 @@ def _put_claimed(
     # next item from one shared cursor: no thread idles at the end while another finishes a longer run,
     # and the caller, which would only wait, needs no wake-up. A thread stops before any item after
     # one that failed and once ``abandoned`` is set; the earliest failure is the one raised, as a
-    # serial loop's (every item before it was claimed earlier, and is finished when the threads are).
+    # serial loop's (every item before it was claimed earlier, and is finished when the threads are), but a
+    # KeyboardInterrupt met on the way comes first.
     if pool is None or workers <= 1 or len(items) < 2:
         return [put(item) for item in items]
     count = len(items)
@@ -184,7 +185,8 @@ def _put_claimed(
     for helper in helpers:
         helper.result()
     if errors:
-        raise errors[min(errors)]
+        stops = [errors[i] for i in sorted(errors) if not isinstance(errors[i], Exception)]
+        raise stops[0] if stops else errors[min(errors)]  # a Ctrl-C is never traded for another failure
     return results  # type: ignore[return-value]  # every item was put: none failed
 
 

@@ -219,6 +219,28 @@ def test_the_first_failing_chunk_of_a_file_is_the_error_whichever_thread_fails_f
     assert store.cids() == []  # the import's batch was discarded whole
 
 
+def test_a_ctrl_c_on_a_later_chunk_is_not_traded_for_an_earlier_chunks_failure(tmp_path: Path) -> None:
+    chunks = [bytes([i]) * 4096 for i in range(16)]
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"".join(chunks))
+    interrupted = threading.Event()
+
+    class Interrupted(MemoryBlockStore):
+        def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+            if bytes(data) == chunks[9]:
+                interrupted.set()
+                raise KeyboardInterrupt  # as a Ctrl-C landing in this put
+            if bytes(data) == chunks[2]:
+                interrupted.wait(10)
+                raise KuroFsError("chunk 2 failed")
+            return super().put(data, codec, cid=cid)
+
+    store = Interrupted()
+    with pytest.raises(KeyboardInterrupt):
+        import_path(store, path, chunk_size=4096, workers=2)
+    assert store.cids() == []
+
+
 def test_import_path_of_a_directory_is_a_kuro_fs_root(tmp_path: Path) -> None:
     root = tmp_path / "tree"
     (root / "docs" / "empty").mkdir(parents=True)
