@@ -27,7 +27,7 @@ dropping each chunk reuses one buffer and takes none. ``tools/bench_store.py`` s
 both sides: through a store that keeps nothing, the import measured 1.03–1.06× bare
 ``pread`` + ``sha256`` on 1 and 2 threads (best of 5, interleaved, load 5.5; medians 1.07–1.12×); into the
 memory store, it sits at ``pread`` + ``sha256`` keeping every chunk (1.04–1.06× in the
-last full run). A fault costs the same CPU on 1 and 2 threads (2.15 and 2.35 µs of system time each,
+last full run). A fault costs about the same CPU on 1 and 2 threads (2.15–2.19 and 2.19–2.63 µs of system time,
 no lock contention in ``perf``): work 2 threads share, as they share the hashing (with both CPUs free,
 keeping took 0.289 s on 1 thread and 0.175 s on 2, bare ``pread`` + ``sha256`` 0.170 s and 0.092 s, so a
 store that holds the bytes sits near 1.9× the bare anchor whatever kuro does); where a 1-thread
