@@ -3,8 +3,12 @@
 ## The one decision
 Importing is hashing-bound, so the importer hashes each raw leaf **exactly
 once** — inside ``store.put``, which mints the CID — and runs those puts on
-``workers`` threads (default 2) over contiguous runs of chunks, because
-``hashlib`` releases the GIL on large buffers. Chunks are zero-copy
+``workers`` threads (default 2), because ``hashlib`` releases the GIL on
+large buffers: over contiguous runs of chunks, or, for a file on disk, the
+calling thread and ``workers - 1`` pool threads each claiming the next chunk
+from one cursor (the caller works instead of waiting, and no thread idles while
+another finishes a longer run: the two pool threads' halves of each batch left
+their threads blocked 42–60 ms per 256 MiB at load 4, the cursor 13–16 ms). Chunks are zero-copy
 ``memoryview`` slices of the input; a store keeps immutable ``bytes``, so each
 leaf is copied once, inside ``put`` (a one-chunk ``bytes`` input is kept as
 is). That copy holds the GIL and, for fresh memory, costs about as much as the
@@ -12,7 +16,7 @@ hashing; :func:`file_cid` (CID only, ``--only-hash``) hashes the views in place
 and copies nothing. Leaf CIDs are fed in order to
 :class:`~kuro_fs.unixfs.BalancedLayout`, so the DAG (and every CID) is the one
 :func:`kuro_fs.unixfs.write_file` makes serially.
-Files on disk are read chunk by chunk with ``os.pread`` on the worker threads
+Files on disk are read chunk by chunk with ``os.pread`` on those threads
 (the kernel's copy runs without the GIL, and the store keeps the bytes object
 it is given), in batches of :data:`BATCH_BYTES`, so a 1 GiB file is never read
 into memory at once; :func:`import_stream` does the same for any binary stream
@@ -23,7 +27,13 @@ dropping each chunk reuses one buffer and takes none. ``tools/bench_store.py`` s
 both sides: through a store that keeps nothing, the import measured 1.03–1.06× bare
 ``pread`` + ``sha256`` on 1 and 2 threads (best of 5, interleaved, load 5.5; medians 1.07–1.12×); into the
 memory store, it sits at ``pread`` + ``sha256`` keeping every chunk (1.04–1.06× in the
-last full run), whose 2 threads gain as little over 1. Neither huge pages nor pre-faulting lowers
+last full run). A fault costs about the same CPU on 1 and 2 threads (2.15–2.19 and 2.19–2.63 µs of system time,
+no lock contention in ``perf``): work 2 threads share, as they share the hashing (with both CPUs free,
+keeping took 0.289 s on 1 thread and 0.175 s on 2, bare ``pread`` + ``sha256`` 0.170 s and 0.092 s, so a
+store that holds the bytes sits near 1.9× the bare anchor whatever kuro does); where a 1-thread
+figure seemed to gain as much as 2, its samples had reused a third of the pages an earlier sample freed in
+glibc's main arena (20,452 faults instead of 65,484), which pool threads' arenas hand back: the bench's rows
+say the faults their samples paid. Neither huge pages nor pre-faulting lowers
 that price here (measured, 256 MiB in 32 MiB ``MAP_PRIVATE`` arenas): the cost is allocating and
 zeroing the pages, not the 65,536 traps (``MADV_POPULATE_WRITE`` and ``MAP_POPULATE`` took the same
 ~0.11 s of system time as touching each page), and on this VM a huge page freed for more than a second
@@ -65,6 +75,7 @@ from __future__ import annotations
 import contextvars
 import errno
 import hashlib
+import itertools
 import os
 import stat
 import threading
@@ -137,6 +148,48 @@ def _put_run(
             failed[0] = min(failed[0], i)
             raise
     return out
+
+
+def _put_claimed(
+    put: Callable[[_T], _R],
+    items: Sequence[_T],
+    workers: int,
+    pool: ThreadPoolExecutor | None,
+    abandoned: threading.Event | None = None,
+) -> list[_R]:
+    # ``put`` over ``items`` on the calling thread and ``workers - 1`` of the pool's, each claiming the
+    # next item from one shared cursor: no thread idles at the end while another finishes a longer run,
+    # and the caller, which would only wait, needs no wake-up. A thread stops before any item after
+    # one that failed and once ``abandoned`` is set; the earliest failure is the one raised, as a
+    # serial loop's (every item before it was claimed earlier, and is finished when the threads are), but a
+    # KeyboardInterrupt met on the way comes first.
+    if pool is None or workers <= 1 or len(items) < 2:
+        return [put(item) for item in items]
+    count = len(items)
+    results: list[_R | None] = [None] * count
+    errors: dict[int, BaseException] = {}
+    cursor = itertools.count()  # next() on it is atomic under the GIL
+    failed = [count]  # the lowest failed index so far (a lost race only leaves a thread going one item longer)
+
+    def claim() -> None:
+        while (i := next(cursor)) < count and i < failed[0]:
+            if abandoned is not None and abandoned.is_set():
+                return
+            try:
+                results[i] = put(items[i])
+            except BaseException as exc:  # a Ctrl-C in the caller's put too: raised once the helpers are done
+                errors[i] = exc
+                failed[0] = min(failed[0], i)
+                return
+
+    helpers = [pool.submit(contextvars.copy_context().run, claim) for _ in range(workers - 1)]
+    claim()
+    for helper in helpers:
+        helper.result()
+    if errors:
+        stops = [errors[i] for i in sorted(errors) if not isinstance(errors[i], Exception)]
+        raise stops[0] if stops else errors[min(errors)]  # a Ctrl-C is never traded for another failure
+    return results  # type: ignore[return-value]  # every item was put: none failed
 
 
 class _Pool(ThreadPoolExecutor):
@@ -390,7 +443,7 @@ def _import_regular_file(
         with _threads(workers) as (pool, abandoned):  # joined before the fd its threads read is closed
             for start in range(0, len(offsets), per_batch):
                 batch = offsets[start : start + per_batch]
-                for cid, offset in zip(_put_all(put_chunk, batch, workers, pool, abandoned), batch, strict=True):
+                for cid, offset in zip(_put_claimed(put_chunk, batch, workers, pool, abandoned), batch, strict=True):
                     layout.add_leaf(cid, min(chunk_size, size - offset))
         return layout.finish()
     finally:

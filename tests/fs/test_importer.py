@@ -167,6 +167,80 @@ def test_import_path_of_a_file_is_its_unixfs_cid(tmp_path: Path, size: int, work
     assert read_file(store, cid) == pattern(size)
 
 
+class Rendezvous(MemoryBlockStore):
+    """Holds the first raw put of each of the first two threads until both are in one, and records them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.met = threading.Barrier(2)
+        self.threads: set[int] = set()
+        self.lock = threading.Lock()
+
+    def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+        with self.lock:
+            first = codec == "raw" and threading.get_ident() not in self.threads and len(self.threads) < 2
+            if first:
+                self.threads.add(threading.get_ident())
+        if first:
+            self.met.wait(10)  # broken (BrokenBarrierError) if no second thread ever puts
+        return super().put(data, codec, cid=cid)
+
+
+def test_a_files_chunks_are_put_on_the_calling_thread_and_one_pool_thread_at_once(tmp_path: Path) -> None:
+    # Two workers are the caller and one pool thread (the caller would otherwise only wait), both claiming
+    # the next chunk from one cursor: a large file's two puts in flight at once include the caller's.
+    path = tmp_path / "f.bin"
+    path.write_bytes(pattern(64 * 4096))
+    store = Rendezvous()
+    cid = import_path(store, path, chunk_size=4096, workers=2)
+    assert cid == import_bytes(MemoryBlockStore(), pattern(64 * 4096), chunk_size=4096)
+    assert threading.get_ident() in store.threads and len(store.threads) == 2
+
+
+def test_the_first_failing_chunk_of_a_file_is_the_error_whichever_thread_fails_first(tmp_path: Path) -> None:
+    chunks = [bytes([i]) * 4096 for i in range(16)]
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"".join(chunks))
+    later_failed = threading.Event()
+
+    class Failing(MemoryBlockStore):
+        def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+            if bytes(data) == chunks[9]:
+                later_failed.set()
+                raise KuroFsError("chunk 9 failed")
+            if bytes(data) == chunks[2]:
+                later_failed.wait(10)  # chunk 9 (claimed after chunk 2, on the other thread) fails first
+                raise KuroFsError("chunk 2 failed")
+            return super().put(data, codec, cid=cid)
+
+    store = Failing()
+    with pytest.raises(KuroFsError, match="chunk 2 failed"):
+        import_path(store, path, chunk_size=4096, workers=2)
+    assert store.cids() == []  # the import's batch was discarded whole
+
+
+def test_a_ctrl_c_on_a_later_chunk_is_not_traded_for_an_earlier_chunks_failure(tmp_path: Path) -> None:
+    chunks = [bytes([i]) * 4096 for i in range(16)]
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"".join(chunks))
+    interrupted = threading.Event()
+
+    class Interrupted(MemoryBlockStore):
+        def put(self, data: bytes, codec: str = "raw", *, cid: str | None = None) -> str:
+            if bytes(data) == chunks[9]:
+                interrupted.set()
+                raise KeyboardInterrupt  # as a Ctrl-C landing in this put
+            if bytes(data) == chunks[2]:
+                interrupted.wait(10)
+                raise KuroFsError("chunk 2 failed")
+            return super().put(data, codec, cid=cid)
+
+    store = Interrupted()
+    with pytest.raises(KeyboardInterrupt):
+        import_path(store, path, chunk_size=4096, workers=2)
+    assert store.cids() == []
+
+
 def test_import_path_of_a_directory_is_a_kuro_fs_root(tmp_path: Path) -> None:
     root = tmp_path / "tree"
     (root / "docs" / "empty").mkdir(parents=True)
