@@ -171,6 +171,9 @@ def _taken(stated: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[Any, Any]]:
     return result, (stated.get("kuro/stdout-bytes"), stated.get("kuro/stderr-bytes"))
 
 
+_CONTAINERS: Final = frozenset({dict, list})
+
+
 def _fresh(value: Any) -> Any:
     """A copy of checked plain data sharing no map or list with ``value`` (a receipt is its caller's to change)."""
     t = type(value)
@@ -374,7 +377,8 @@ class RemoteRun:
                 _STATED_MEMO[payload] = (length, result, kept)
         else:
             _, result, kept = found
-        return self._result_of({k: _fresh(v) for k, v in result.items()}, kept, counters)
+        fresh = {k: _fresh(v) if type(v) in _CONTAINERS else v for k, v in result.items()}  # (a str is not copied)
+        return self._result_of(fresh, kept, counters)
 
     def _result_of(self, result: dict[str, Any], kept: tuple[Any, Any], counters: object) -> dict[str, Any]:
         """:meth:`worker_result` once the receipt's values are checked (:func:`_taken` of :func:`_stated`'s: this
@@ -383,7 +387,8 @@ class RemoteRun:
             raise HostError("a done frame's receipt and stream counters must be maps")
         if set(counters) != _COUNTERS:
             raise HostError(f"the stream counters must be exactly {sorted(_COUNTERS)}, got {sorted(counters)}")
-        seq, dropped, truncated, capped_by = (counters[k] for k in ("seq", "dropped", "truncated", "capped_by"))
+        seq, dropped = counters["seq"], counters["dropped"]
+        truncated, capped_by = counters["truncated"], counters["capped_by"]
         if type(seq) is not int or type(dropped) is not int or seq < 0 or dropped < 0:
             raise HostError(f"the stream counters seq and dropped must be counts, got {seq!r}, {dropped!r}")
         if type(truncated) is not bool or capped_by not in _CAPPED_BY:
