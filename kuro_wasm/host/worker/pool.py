@@ -837,10 +837,9 @@ class WorkerPool:
             built = run.settle(result, conn.facts(), publish=False)
         except KuroError as exc:
             raise ProtocolError(f"the worker's result is refused: {exc}") from exc
-        cpu = message["cpu"]
         try:
-            with self._lock:
-                if cpu > self.hardening.cpu_seconds / 2:
+            if message["cpu"] > self.hardening.cpu_seconds / 2:
+                with self._lock:
                     conn.retiring = True  # replaced before RLIMIT_CPU could end it mid-run
             self._finished(conn, run)  # the worker's next run is on its way before the waiter is woken
         finally:

@@ -191,6 +191,12 @@ def _empty_stream(max_output_bytes: int, max_chunks: int) -> _stream.Stream:
     return _stream.new(max_output_bytes, max_chunks=max_chunks)
 
 
+@functools.lru_cache(maxsize=64)
+def _empty_exited(max_output_bytes: int, max_chunks: int) -> _stream.Stream:
+    """:func:`_empty_stream`, exited: how a run that wrote nothing ends (made once per limits, not per run)."""
+    return _stream.mark_exited(_empty_stream(max_output_bytes, max_chunks))
+
+
 #: How long a waiter blocked on a :class:`Latch` sleeps before it looks at the flag again (it is woken sooner).
 _LATCH_RECHECK_S: Final = 0.25
 
@@ -436,16 +442,14 @@ class RemoteRun:
         with self.lock:
             if self.receipt is not None or self.failure is not None:
                 return False
-            full = dict(result)
-            full.update(
-                {
-                    "kuro/isolation": ISOLATION,
-                    "kuro/limits": self.limits.receipt_value(),
-                    "kuro/started-at": self.started_ms,
-                    "kuro/finished-at": _now_ms(),
-                    "kuro/duration-ms": max(0, int((time.monotonic() - self.started) * 1000)),
-                }
-            )
+            full = {
+                **result,
+                "kuro/isolation": ISOLATION,
+                "kuro/limits": self.limits.receipt_value(),
+                "kuro/started-at": self.started_ms,
+                "kuro/finished-at": _now_ms(),
+                "kuro/duration-ms": max(0, int((time.monotonic() - self.started) * 1000)),
+            }
             narrowed = narrowed_fs_grant(self.fs_arg)
             if narrowed is not None:
                 full["kuro/fs-grant"] = narrowed
@@ -462,11 +466,19 @@ class RemoteRun:
             # key), and the session and command passed the model's gate before the run was queued: the trusted
             # assembly applies the same outcome, key-set and stream rules without checking each value twice.
             receipt = _stream.finish_trusted(self.stream, self.receipt_session(), self.command, full)
-            self.stream = _stream.mark_exited(self.stream)
+            self.stream = self._exited()
             self.receipt = receipt
         if publish:
             self._published()
         return True
+
+    def _exited(self) -> _stream.Stream:
+        """The stream, exited (caller holds ``lock``): a run that wrote nothing ends in one value per limits, made
+        once (as it starts in one: :func:`_empty_stream`)."""
+        limits = self.limits
+        if self.stream is _empty_stream(limits.max_output_bytes, limits.max_output_chunks):
+            return _empty_exited(limits.max_output_bytes, limits.max_output_chunks)
+        return _stream.mark_exited(self.stream)
 
     def publish(self) -> None:
         """Tell waiters of a receipt :meth:`settle` built with ``publish=False``."""
@@ -485,7 +497,7 @@ class RemoteRun:
             if self.receipt is not None or self.failure is not None:
                 return
             self.failure = error
-            self.stream = _stream.mark_exited(self.stream)
+            self.stream = self._exited()
         self._published()
 
     def interrupted(self, exc: BaseException) -> None:
