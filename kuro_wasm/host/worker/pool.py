@@ -710,7 +710,9 @@ class WorkerPool:
 
     def _on_frame(self, conn: _Conn, message: dict[str, Any], payload: bytes) -> None:
         kind = message["t"]
-        if kind == "chunk":
+        if kind == "done":  # (first: every run has one)
+            self._done(conn, message, payload)
+        elif kind == "chunk":
             run = self._head(conn, message["id"])
             try:
                 kept = run.chunk(message["stream"], payload)
@@ -735,8 +737,6 @@ class WorkerPool:
             problem = run.staged.add(message["cid"], payload)  # held apart until the run's root is believed
             if problem is not None:
                 raise ProtocolError(problem)
-        elif kind == "done":
-            self._done(conn, message, payload)
         elif kind == "failed":
             run = self._head(conn, message["id"])
             self._finished(conn, run)

@@ -303,7 +303,7 @@ class RemoteRun:
         #: the host's own exception (not a handler's) that ended its run() caller's wait: the run is killed, and
         #: its receipt says so (never a signal's, never the guest's)
         self.host_failure: str | None = None
-        self.staged = Staged()  # the blocks the worker handed back, stored only with a believed root
+        self._staged: Staged | None = None  # made by the first block a worker hands back (:attr:`staged`)
         self.store_failure: KuroFsError | None = None  # the first block read the host's store failed
         #: the JSON object of its fixed fields (protocol.RUN_FIXED), encoded once when the pool takes it (``submit``)
         self.wire = b"{}"
@@ -322,6 +322,18 @@ class RemoteRun:
         #: a program's handler that raised (:meth:`interrupted`) — and the eventfd that wakes its reading caller.
         self.stop_asked = False
         self.sigfd: int | None = None
+
+    @property
+    def staged(self) -> Staged:
+        """The blocks the worker handed back, stored only with a believed root: made when first asked for (most runs
+        hand back none, and a warm run then makes no set to drop)."""
+        staged = self._staged
+        if staged is None:
+            with self.lock:
+                staged = self._staged
+                if staged is None:
+                    staged = self._staged = Staged()
+        return staged
 
     # ---- what the receipt says the guest saw
 
@@ -519,7 +531,9 @@ class RemoteRun:
             threading.Thread(target=self.wake, name="kuro-interrupt", daemon=True).start()
 
     def _published(self) -> None:
-        self.staged.close()  # what no believed root took is dropped
+        staged = self._staged
+        if staged is not None:
+            staged.close()  # what no believed root took is dropped
         self.done.set()
         if self.waiter and self.wake is not None:
             self.wake()
