@@ -585,7 +585,7 @@ class _ReportingJob(Job):
 
 
 #: A ``done`` frame's JSON, written out here rather than through the JSON encoder (ints, two flags and a finite
-#: float; the host checks every field, as for any frame): ~3 µs of a warm run's ~10 µs of report.
+#: float; the host checks every field, as for any frame): no fields map and no encoder call per run.
 _DONE_HEAD: Final = (
     b'{"t":"done","id":%d,"receipt":%d,"stream":{"seq":%d,"dropped":%d,"truncated":%s,"capped_by":%s},"cpu":%s}'
 )
