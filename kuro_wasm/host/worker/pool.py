@@ -162,6 +162,14 @@ class _Inbox:
             out = self._buf[self._pos : end]
             self._pos = end
             return out
+        if self._pos == len(self._buf):  # all read: the next bytes come whole in one recv, as a frame's mostly do
+            part = self._sock.recv(max(_RECV_BYTES, min(size, 1 << 24)))
+            if len(part) >= size:
+                self._buf, self._pos = part, size
+                return part[:size] if len(part) > size else part
+            self._buf, self._pos = part, 0
+            if not part:
+                return part
         parts = [self._buf[self._pos :]]
         have = len(parts[0])
         self._buf, self._pos = b"", 0
@@ -207,6 +215,7 @@ class _Conn:
         # keeper thread) or the run whose run() caller reads its own frames. Changed under the pool's lock.
         self.token: object = None
         self.wake = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)  # wakes the keeper from its idle poll
+        self.main_poll: select.poll | None = None  # the main thread's wait for its frames or a Ctrl-C (_await)
         self.keep = False  # probed (tests): the keeper reads whatever comes, runs or not
         self.keeper_free = True  # False while its keeper waits in a run() made from on_chunk (a stand-in reads)
         self.ending = False  # one thread is settling its end (kill, the head's receipt, the rest re-queued)
@@ -658,21 +667,26 @@ class WorkerPool:
         """Block until ``conn`` has data, acting on a Ctrl-C routed to ``run`` meanwhile (main thread only)."""
         if not _SIGFD:
             _SIGFD.append(os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK))
-        poller = select.poll()
-        poller.register(conn.sock, select.POLLIN)
-        poller.register(_SIGFD[0], select.POLLIN)
-        run.sigfd = _SIGFD[0]
+        sigfd = run.sigfd = _SIGFD[0]
+        poller = conn.main_poll
+        if poller is None:  # made once per worker (only the main thread waits here), not once per run
+            poller = conn.main_poll = select.poll()
+            poller.register(conn.sock, select.POLLIN)
+            poller.register(sigfd, select.POLLIN)
         while True:
             if run.stop_asked:
                 run.stop_asked = False
                 self.kill(run)  # as stop_and_wait: the run ends cancelled, and its receipt is waited for
-            events = poller.poll()
-            if any(fd == _SIGFD[0] for fd, _ in events):
+            data = False
+            for fd, _ in poller.poll():
+                if fd != sigfd:
+                    data = True
+                    continue
                 try:
-                    os.eventfd_read(_SIGFD[0])
+                    os.eventfd_read(sigfd)
                 except BlockingIOError:
                     pass
-            if any(fd != _SIGFD[0] for fd, _ in events):
+            if data:
                 return
 
     def _payload_limit(self, conn: _Conn, message: Mapping[str, Any]) -> int:
@@ -682,7 +696,7 @@ class WorkerPool:
             with self._lock:
                 head = conn.outstanding[0] if conn.outstanding else None
             if head is not None and message["t"] == "done":  # the receipt: bounded by its run's own limits
-                return protocol.receipt_limit(head.limits)
+                return _receipt_limit(head.limits)
             if head is not None:  # a kept chunk fits what the cap has left; more is refused unread
                 return max(0, head.limits.max_output_bytes - _stream.total_bytes(head.stream))
         return 0
@@ -696,7 +710,9 @@ class WorkerPool:
 
     def _on_frame(self, conn: _Conn, message: dict[str, Any], payload: bytes) -> None:
         kind = message["t"]
-        if kind == "chunk":
+        if kind == "done":  # (first: every run has one)
+            self._done(conn, message, payload)
+        elif kind == "chunk":
             run = self._head(conn, message["id"])
             try:
                 kept = run.chunk(message["stream"], payload)
@@ -721,8 +737,6 @@ class WorkerPool:
             problem = run.staged.add(message["cid"], payload)  # held apart until the run's root is believed
             if problem is not None:
                 raise ProtocolError(problem)
-        elif kind == "done":
-            self._done(conn, message, payload)
         elif kind == "failed":
             run = self._head(conn, message["id"])
             self._finished(conn, run)
@@ -823,10 +837,9 @@ class WorkerPool:
             built = run.settle(result, conn.facts(), publish=False)
         except KuroError as exc:
             raise ProtocolError(f"the worker's result is refused: {exc}") from exc
-        cpu = message["cpu"]
         try:
-            with self._lock:
-                if cpu > self.hardening.cpu_seconds / 2:
+            if message["cpu"] > self.hardening.cpu_seconds / 2:
+                with self._lock:
                     conn.retiring = True  # replaced before RLIMIT_CPU could end it mid-run
             self._finished(conn, run)  # the worker's next run is on its way before the waiter is woken
         finally:
@@ -1339,6 +1352,9 @@ def _readable(store: BlockStore, granted: tuple[str, ...]) -> str | None:
 @functools.lru_cache(maxsize=64)
 def _resolved(path: str) -> str:
     return str(Path(path).resolve())
+
+
+_receipt_limit: Final = functools.lru_cache(maxsize=64)(protocol.receipt_limit)  # a run's limits decide it (frozen)
 
 
 def _encoded_run(run: RemoteRun) -> bytes:

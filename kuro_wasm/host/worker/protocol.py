@@ -199,6 +199,24 @@ _ROWS: Final[
 }
 
 
+#: Each row as :func:`decode`'s accepting path checks it, made once: its sender, its field names with ``"t"``, the
+#: types each typed field may have (``type(v) in types``: no call per field), and its ``num`` fields. A frame that
+#: fails a check is looked at again by :func:`_check_fields`, which says why.
+_ACCEPT: Final[Mapping[str, tuple[str, frozenset[str], tuple[tuple[str, tuple[type, ...]], ...], tuple[str, ...]]]] = {
+    kind: (
+        spec.sender,
+        frozenset(spec.fields) | {"t"},
+        tuple(
+            (name, {"int": (int,), "num": (int, float), "str": (str,), "bool": (bool,), "str?": (str, type(None))}[t])
+            for name, t in spec.fields.items()
+            if t != "data"
+        ),
+        tuple(name for name, t in spec.fields.items() if t == "num"),
+    )
+    for kind, spec in MESSAGES.items()
+}
+
+
 def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not plain data")
 
@@ -344,15 +362,20 @@ def decode(body: bytes, senders: frozenset[str]) -> dict[str, Any]:
         raise ProtocolError(f"a frame that is not JSON: {exc}") from exc
     if type(value) is not dict:
         raise ProtocolError(f"a frame is a JSON object, got {type(value).__name__}")
-    kind = value.pop("t", None)
-    spec = MESSAGES.get(kind) if type(kind) is str else None
-    if spec is None or spec.sender not in senders:
+    kind = value.get("t")
+    row = _ACCEPT.get(kind) if type(kind) is str else None
+    if row is None or row[0] not in senders:
         raise ProtocolError(f"unexpected message type {kind!r}")
-    _check_fields(kind, value)
-    for name in _ROWS[kind][2]:
+    if value.keys() != row[1]:
+        _check_fields(str(kind), {k: v for k, v in value.items() if k != "t"})  # raises: says which fields
+        raise ProtocolError(f"{kind}: fields missing or unexpected")  # pragma: no cover - _check_fields raised
+    for name, types in row[2]:
+        if type(value[name]) not in types:
+            _check_fields(str(kind), {k: v for k, v in value.items() if k != "t"})  # raises: says which, and how
+            raise ProtocolError(f"{kind}.{name}: a field of the wrong type")  # pragma: no cover - _check_fields raised
+    for name in row[3]:
         if not math.isfinite(value[name]):
             raise ProtocolError(f"{kind}.{name} must be finite")
-    value["t"] = kind
     return value
 
 

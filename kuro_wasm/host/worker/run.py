@@ -171,6 +171,9 @@ def _taken(stated: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[Any, Any]]:
     return result, (stated.get("kuro/stdout-bytes"), stated.get("kuro/stderr-bytes"))
 
 
+_CONTAINERS: Final = frozenset({dict, list})
+
+
 def _fresh(value: Any) -> Any:
     """A copy of checked plain data sharing no map or list with ``value`` (a receipt is its caller's to change)."""
     t = type(value)
@@ -186,6 +189,12 @@ def _empty_stream(max_output_bytes: int, max_chunks: int) -> _stream.Stream:
     """A run's stream before its first chunk: a frozen value, the same for every run of one caller's limits (made
     once, not per run)."""
     return _stream.new(max_output_bytes, max_chunks=max_chunks)
+
+
+@functools.lru_cache(maxsize=64)
+def _empty_exited(max_output_bytes: int, max_chunks: int) -> _stream.Stream:
+    """:func:`_empty_stream`, exited: how a run that wrote nothing ends (made once per limits, not per run)."""
+    return _stream.mark_exited(_empty_stream(max_output_bytes, max_chunks))
 
 
 #: How long a waiter blocked on a :class:`Latch` sleeps before it looks at the flag again (it is woken sooner).
@@ -294,7 +303,7 @@ class RemoteRun:
         #: the host's own exception (not a handler's) that ended its run() caller's wait: the run is killed, and
         #: its receipt says so (never a signal's, never the guest's)
         self.host_failure: str | None = None
-        self.staged = Staged()  # the blocks the worker handed back, stored only with a believed root
+        self._staged: Staged | None = None  # made by the first block a worker hands back (:attr:`staged`)
         self.store_failure: KuroFsError | None = None  # the first block read the host's store failed
         #: the JSON object of its fixed fields (protocol.RUN_FIXED), encoded once when the pool takes it (``submit``)
         self.wire = b"{}"
@@ -313,6 +322,18 @@ class RemoteRun:
         #: a program's handler that raised (:meth:`interrupted`) — and the eventfd that wakes its reading caller.
         self.stop_asked = False
         self.sigfd: int | None = None
+
+    @property
+    def staged(self) -> Staged:
+        """The blocks the worker handed back, stored only with a believed root: made when first asked for (most runs
+        hand back none, and a warm run then makes no set to drop)."""
+        staged = self._staged
+        if staged is None:
+            with self.lock:
+                staged = self._staged
+                if staged is None:
+                    staged = self._staged = Staged()
+        return staged
 
     # ---- what the receipt says the guest saw
 
@@ -374,7 +395,8 @@ class RemoteRun:
                 _STATED_MEMO[payload] = (length, result, kept)
         else:
             _, result, kept = found
-        return self._result_of({k: _fresh(v) for k, v in result.items()}, kept, counters)
+        fresh = {k: _fresh(v) if type(v) in _CONTAINERS else v for k, v in result.items()}  # (a str is not copied)
+        return self._result_of(fresh, kept, counters)
 
     def _result_of(self, result: dict[str, Any], kept: tuple[Any, Any], counters: object) -> dict[str, Any]:
         """:meth:`worker_result` once the receipt's values are checked (:func:`_taken` of :func:`_stated`'s: this
@@ -383,7 +405,8 @@ class RemoteRun:
             raise HostError("a done frame's receipt and stream counters must be maps")
         if set(counters) != _COUNTERS:
             raise HostError(f"the stream counters must be exactly {sorted(_COUNTERS)}, got {sorted(counters)}")
-        seq, dropped, truncated, capped_by = (counters[k] for k in ("seq", "dropped", "truncated", "capped_by"))
+        seq, dropped = counters["seq"], counters["dropped"]
+        truncated, capped_by = counters["truncated"], counters["capped_by"]
         if type(seq) is not int or type(dropped) is not int or seq < 0 or dropped < 0:
             raise HostError(f"the stream counters seq and dropped must be counts, got {seq!r}, {dropped!r}")
         if type(truncated) is not bool or capped_by not in _CAPPED_BY:
@@ -431,16 +454,14 @@ class RemoteRun:
         with self.lock:
             if self.receipt is not None or self.failure is not None:
                 return False
-            full = dict(result)
-            full.update(
-                {
-                    "kuro/isolation": ISOLATION,
-                    "kuro/limits": self.limits.receipt_value(),
-                    "kuro/started-at": self.started_ms,
-                    "kuro/finished-at": _now_ms(),
-                    "kuro/duration-ms": max(0, int((time.monotonic() - self.started) * 1000)),
-                }
-            )
+            full = {
+                **result,
+                "kuro/isolation": ISOLATION,
+                "kuro/limits": self.limits.receipt_value(),
+                "kuro/started-at": self.started_ms,
+                "kuro/finished-at": _now_ms(),
+                "kuro/duration-ms": max(0, int((time.monotonic() - self.started) * 1000)),
+            }
             narrowed = narrowed_fs_grant(self.fs_arg)
             if narrowed is not None:
                 full["kuro/fs-grant"] = narrowed
@@ -457,11 +478,19 @@ class RemoteRun:
             # key), and the session and command passed the model's gate before the run was queued: the trusted
             # assembly applies the same outcome, key-set and stream rules without checking each value twice.
             receipt = _stream.finish_trusted(self.stream, self.receipt_session(), self.command, full)
-            self.stream = _stream.mark_exited(self.stream)
+            self.stream = self._exited()
             self.receipt = receipt
         if publish:
             self._published()
         return True
+
+    def _exited(self) -> _stream.Stream:
+        """The stream, exited (caller holds ``lock``): a run that wrote nothing ends in one value per limits, made
+        once (as it starts in one: :func:`_empty_stream`)."""
+        limits = self.limits
+        if self.stream is _empty_stream(limits.max_output_bytes, limits.max_output_chunks):
+            return _empty_exited(limits.max_output_bytes, limits.max_output_chunks)
+        return _stream.mark_exited(self.stream)
 
     def publish(self) -> None:
         """Tell waiters of a receipt :meth:`settle` built with ``publish=False``."""
@@ -480,7 +509,7 @@ class RemoteRun:
             if self.receipt is not None or self.failure is not None:
                 return
             self.failure = error
-            self.stream = _stream.mark_exited(self.stream)
+            self.stream = self._exited()
         self._published()
 
     def interrupted(self, exc: BaseException) -> None:
@@ -502,7 +531,9 @@ class RemoteRun:
             threading.Thread(target=self.wake, name="kuro-interrupt", daemon=True).start()
 
     def _published(self) -> None:
-        self.staged.close()  # what no believed root took is dropped
+        staged = self._staged
+        if staged is not None:
+            staged.close()  # what no believed root took is dropped
         self.done.set()
         if self.waiter and self.wake is not None:
             self.wake()

@@ -48,6 +48,7 @@ No scheduling (the host decides what runs where), no retries.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -79,6 +80,7 @@ from kuro_wasm.host.worker.protocol import (
     command_of,
     decode_fixed,
     done_receipt,
+    framed,
     read_frame,
     receipt_limit,
     send,
@@ -141,7 +143,11 @@ class _Worker:
     ctl: socket.socket  # stdin, eof, kill, withdraw, probe in
     test_hooks: bool
     send_lock: threading.Lock = field(default_factory=threading.Lock)
-    cond: threading.Condition = field(default_factory=threading.Condition)
+    #: The worker's state is guarded by ``lock``, entered directly (``with self.lock``: a Condition's ``__enter__`` and
+    #: ``__exit__`` are Python calls, and a warm run takes the lock four times); ``cond`` waits and notifies on it.
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    cond: threading.Condition = field(init=False)
+    waiting: int = 0  # threads waiting on ``cond`` (no notify when none: a warm run reads its frames on one thread)
     queued: deque[_Request] = field(default_factory=deque)  # read from the run channel, not yet taken
     requests: dict[int, _Request] = field(default_factory=dict)  # read and not finished, by run id
     early: dict[int, _Request] = field(default_factory=dict)  # control frames for runs not read yet
@@ -154,6 +160,7 @@ class _Worker:
     forge: dict[str, Any] | None = None  # test hook: fields the next run's done frame carries instead of its own
 
     def __post_init__(self) -> None:
+        self.cond = threading.Condition(self.lock)
         self.stream = self.sock.makefile("rb", buffering=1 << 16)
 
     # ---- the Link the run's RemoteStore talks through
@@ -183,15 +190,15 @@ class _Worker:
     def ask(self, kind: str, fields: Mapping[str, Any]) -> tuple[dict[str, Any], bytes]:
         """Send a request and wait for the host's reply to it (``reply`` or ``compiled``), reading the run
         channel itself meanwhile (run frames read then are queued). Raises BlockStoreError."""
-        with self.cond:
+        with self.lock:
             self.next_rid += 1
             rid = self.next_rid
             self.replies[rid] = None
         self.send(kind, {**fields, "rid": rid})
         while True:
-            with self.cond:
+            with self.lock:
                 while self.replies.get(rid) is None and not self.host_gone and self.reading:
-                    self.cond.wait()  # another thread reads the run channel: it files our reply if it comes
+                    self._wait()  # another thread reads the run channel: it files our reply if it comes
                 reply = self.replies.get(rid)
                 if reply is not None or self.host_gone:
                     self.replies.pop(rid, None)
@@ -212,17 +219,25 @@ class _Worker:
     def _next(self) -> _Request:
         """The next run request not withdrawn: queued already, else read from the run channel."""
         while True:
-            with self.cond:
+            with self.lock:
                 while self.queued:
                     request = self.queued.popleft()
                     if not request.withdrawn:
                         request.taken = True
                         return request
                 if self.reading:
-                    self.cond.wait()
+                    self._wait()
                     continue
                 self.reading = True
             self._read_run_channel()
+
+    def _wait(self) -> None:
+        """Wait on ``cond`` (the caller holds ``lock``), counted in ``waiting``."""
+        self.waiting += 1
+        try:
+            self.cond.wait()
+        finally:
+            self.waiting -= 1
 
     def _read_run_channel(self) -> None:
         """Read one frame of the run channel (the caller set ``reading``) and file it; the host gone: exit."""
@@ -233,7 +248,7 @@ class _Worker:
         if frame is None or frame[0]["t"] not in _RUN_CHANNEL:
             self._host_gone()
         message, payload = frame
-        with self.cond:
+        with self.lock:
             self.reading = False
             try:
                 if message["t"] == "run":
@@ -242,7 +257,8 @@ class _Worker:
                     self.replies[message["rid"]] = (message, payload)
             except ProtocolError:
                 self.host_gone = True  # not the host's frame, or not one of its own: nothing more is trusted
-            self.cond.notify_all()
+            if self.waiting:
+                self.cond.notify_all()
         if self.host_gone:
             self._host_gone()
 
@@ -295,7 +311,7 @@ class _Worker:
                 self._host_gone()
 
     def _host_gone(self) -> NoReturn:
-        with self.cond:
+        with self.lock:
             self.host_gone = True
             running = [r.job for r in self.requests.values() if r.job is not None]
             self.cond.notify_all()
@@ -324,7 +340,7 @@ class _Worker:
                 self.send("probed", {"what": message["what"], "result": result})
             return
         run_id = message["id"]
-        with self.cond:
+        with self.lock:
             target = self.requests.get(run_id)
             if target is None:
                 if run_id <= self.highest:
@@ -403,13 +419,13 @@ class _Worker:
 
     def _lie_block(self) -> None:
         """Test hook: hand the host, for the running request, bytes under a CID they do not hash to."""
-        with self.cond:
+        with self.lock:
             running = [r.id for r in self.requests.values() if r.job is not None]
         self.send("put", {"id": running[0] if running else 0, "cid": cid_for(b"what was claimed")}, b"what was sent")
 
     def _ask_module(self, cid: str) -> None:
         """Test hook: ask the host, for the running request, to compile ``cid`` (not waiting for an answer)."""
-        with self.cond:
+        with self.lock:
             running = [r.id for r in self.requests.values() if r.job is not None]
             self.next_rid += 1
             rid = self.next_rid
@@ -423,7 +439,7 @@ class _Worker:
         except Exception as exc:  # a request this worker cannot even start (a bug): say so, stay up
             self.send("failed", {"id": request.id, "error": f"the worker could not start the run: {exc!r}"})
         finally:
-            with self.cond:
+            with self.lock:
                 self.requests.pop(request.id, None)
 
     def _execute(self, request: _Request) -> None:
@@ -470,7 +486,7 @@ class _Worker:
                 unsent.append(exc)
 
         session = _session(message["session"])
-        with self.cond:  # stdin, close and kill that arrived before the Job exists are in the request
+        with self.lock:  # stdin, close and kill that arrived before the Job exists are in the request
             job = _ReportingJob(
                 session,
                 command,
@@ -509,14 +525,34 @@ class _Worker:
             kept["kuro/result"] = to_json(kept["kuro/result"])
         if self.lie is not None:
             self._lie_about_root(store, kept)
-        seq, _, _, dropped, truncated, capped_by = job.writer.totals()
-        counters = {"seq": seq, "dropped": dropped, "truncated": truncated, "capped_by": capped_by}
+        totals = job.totals if isinstance(job, _ReportingJob) and job.totals is not None else job.writer.totals()
+        seq, _, _, dropped, truncated, capped_by = totals
         if self.forge is not None:  # test hook: a done frame with fields of the test's choosing
             forge, self.forge = self.forge, None
             kept.update(forge.get("receipt", {}))
+            counters = {"seq": seq, "dropped": dropped, "truncated": truncated, "capped_by": capped_by}
             counters.update(forge.get("stream", {}))
-        size, payload = done_receipt(kept, receipt_limit(limits))  # over its limit: a host-error receipt says so
-        self.send("done", {"id": run_id, "receipt": size, "stream": counters, "cpu": time.process_time()}, payload)
+            size, payload = done_receipt(kept, _receipt_limit(limits))
+            self.send("done", {"id": run_id, "receipt": size, "stream": counters, "cpu": _cpu_seconds()}, payload)
+            return
+        size, payload = done_receipt(kept, _receipt_limit(limits))  # over its limit: a host-error receipt says so
+        head = _DONE_HEAD % (
+            run_id,
+            size,
+            seq,
+            dropped,
+            _JSON_BOOL[truncated],
+            _CAPPED_BY[capped_by],
+            repr(_cpu_seconds()).encode("ascii"),  # a finite float, as JSON writes it
+        )
+        try:
+            first, rest = framed("done", head, payload)
+            with self.send_lock:
+                self.sock.sendall(first)
+                if rest:
+                    self.sock.sendall(rest)
+        except (OSError, ProtocolError) as exc:
+            raise BlockStoreError(f"the host is gone: {exc}") from exc
 
     def _lie_about_root(self, store: RemoteStore, kept: dict[str, Any]) -> None:
         """Test hook: ``lie-root`` hands back :data:`INCOMPLETE_DIR` (a directory whose one file nobody has) and
@@ -536,12 +572,40 @@ class _ReportingJob(Job):
     result the model refuses still ends the Job without a receipt (a ``failed`` frame), as before.
     """
 
+    #: the writer's :meth:`~kuro_wasm.model.stream.Writer.totals` as the receipt was made (its done frame's counters)
+    totals: tuple[int, int, int, int, bool, str | None] | None = None
+
     def _receipt(self, session: Session, host: dict[str, Any]) -> dict[str, Any]:
         outcome = checked_outcome(host)
         kept = {k: v for k, v in host.items() if k in _REPORTED and v is not None}
         kept["kuro/outcome"] = outcome
-        _, kept["kuro/stdout-bytes"], kept["kuro/stderr-bytes"], *_ = self.writer.totals()
+        self.totals = totals = self.writer.totals()
+        kept["kuro/stdout-bytes"], kept["kuro/stderr-bytes"] = totals[1], totals[2]
         return kept
+
+
+#: A ``done`` frame's JSON, written out here rather than through the JSON encoder (ints, two flags and a finite
+#: float; the host checks every field, as for any frame): no fields map and no encoder call per run.
+_DONE_HEAD: Final = (
+    b'{"t":"done","id":%d,"receipt":%d,"stream":{"seq":%d,"dropped":%d,"truncated":%s,"capped_by":%s},"cpu":%s}'
+)
+_JSON_BOOL: Final = {False: b"false", True: b"true"}
+_CAPPED_BY: Final = {None: b"null", "bytes": b'"bytes"', "chunks": b'"chunks"'}
+_receipt_limit: Final = functools.lru_cache(maxsize=64)(receipt_limit)  # a run's limits decide it (frozen)
+#: How stale the CPU time a done frame reports may be (s of wall time since it was read).
+_CPU_STALE_S: Final = 1.0
+_CPU_READ: list[float] = [0.0, -math.inf]  # (the process's CPU seconds, the monotonic clock when read)
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time for a done frame (the host retires a worker past half its ``RLIMIT_CPU``), read again
+    only when :data:`_CPU_STALE_S` of wall time has passed: a system call (``CLOCK_PROCESS_CPUTIME_ID`` has no vDSO
+    path) saved on each warm run, for a figure that lags by at most a second's worth of its threads' CPU against
+    a bound of half an hour (a run that took longer reads it afresh)."""
+    now = time.monotonic()
+    if now - _CPU_READ[1] >= _CPU_STALE_S:
+        _CPU_READ[0], _CPU_READ[1] = time.process_time(), now
+    return _CPU_READ[0]
 
 
 #: Test hooks: a kuro.fs directory naming one file whose block nobody ever handed back.
@@ -550,6 +614,7 @@ _LIES: Final = frozenset({"lie-root", "plant", "claim"})
 _SESSIONS: dict[tuple[Any, ...], Session] = {}
 _LAST_SESSION: list[tuple[dict[str, Any], Session] | None] = [None]
 _LIMITS: dict[tuple[Any, ...], Limits] = {}
+_LAST_LIMITS: list[tuple[Mapping[str, Any], int, Limits] | None] = [None]
 _INT_OR_NONE: Final = frozenset({int, type(None)})
 _ENGINE_KEYS: dict[bool, tuple[engine.EngineConfig, str]] = {}
 _DIRECT: dict[str, FileBlockStore] = {}
@@ -603,6 +668,9 @@ def _limits(options: Mapping[str, Any], timeout_ms: int) -> Limits:
     """The request's limits with ``timeout_ms`` (what is left of its deadline), checked by
     :meth:`Limits.from_options` once per distinct value (a warm run re-sends the same ones and has nearly all
     its time left); a bounded memo whose key holds only ints and None (so ``True`` never finds ``1``'s)."""
+    last = _LAST_LIMITS[0]
+    if last is not None and last[0] is options and last[1] == timeout_ms:  # a warm run: the same fixed fields' map
+        return last[2]
     key = (timeout_ms, *options.items())
     if not _INT_OR_NONE.issuperset(map(type, options.values())):
         return Limits.from_options({**options, "timeout_ms": timeout_ms})
@@ -612,6 +680,7 @@ def _limits(options: Mapping[str, Any], timeout_ms: int) -> Limits:
         if len(_LIMITS) >= 256:
             _LIMITS.clear()
         _LIMITS[key] = found
+    _LAST_LIMITS[0] = (options, timeout_ms, found)  # (holding ``options``: its identity is not reused meanwhile)
     return found
 
 
@@ -619,7 +688,7 @@ def _session(data: Any) -> Session:
     """The session of a request, checked by :meth:`Session.from_data` once per distinct session (a warm run
     re-sends the same one, found at once by comparing it with the last); a bounded memo."""
     last = _LAST_SESSION[0]
-    if last is not None and type(data) is dict and data == last[0]:
+    if last is not None and (data is last[0] or (type(data) is dict and data == last[0])):
         return last[1]
     try:
         key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(data.items()))
