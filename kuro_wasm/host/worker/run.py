@@ -250,7 +250,7 @@ class Latch:
 class RemoteRun:
     """One run's host-side state: inputs, the live stream, controls, and (at the end) the receipt.
 
-    The pool owns its scheduling fields (``conn``, ``sent``, ``head_since``); everything else changes
+    The pool owns its scheduling fields (``conn``, ``sent``, ``withdrawing``); everything else changes
     under ``lock``. The receipt is set exactly once (:meth:`settle`).
     """
 
