@@ -6,7 +6,7 @@ once** — inside ``store.put``, which mints the CID — and runs those puts on
 ``workers`` threads (default 2), because ``hashlib`` releases the GIL on
 large buffers: over contiguous runs of chunks, or, for a file on disk, the
 calling thread and ``workers - 1`` pool threads each claiming the next chunk
-from one cursor (the caller works instead of waiting, and no thread idles while
+from one cursor (the caller works instead of waiting, and within a batch no thread idles while
 another finishes a longer run: the two pool threads' halves of each batch left
 their threads blocked 42–60 ms per 256 MiB at load 4, the cursor 13–16 ms). Chunks are zero-copy
 ``memoryview`` slices of the input; a store keeps immutable ``bytes``, so each
@@ -16,11 +16,13 @@ hashing; :func:`file_cid` (CID only, ``--only-hash``) hashes the views in place
 and copies nothing. Leaf CIDs are fed in order to
 :class:`~kuro_fs.unixfs.BalancedLayout`, so the DAG (and every CID) is the one
 :func:`kuro_fs.unixfs.write_file` makes serially.
-Files on disk are read chunk by chunk with ``os.pread`` on those threads
-(the kernel's copy runs without the GIL, and the store keeps the bytes object
-it is given), in batches of :data:`BATCH_BYTES`, so a 1 GiB file is never read
-into memory at once; :func:`import_stream` does the same for any binary stream
-through one reused buffer. What a memory store adds beyond bare hashing is the
+Files on disk are read with ``os.pread`` by the thread that puts each chunk, just
+before its put (the kernel's copy runs without the GIL, and the store keeps the bytes
+object it is given), and dropped after it unless the store keeps it: at most ``workers``
+chunks are read and not yet stored at any moment, whatever the file's size. Batches of
+:data:`BATCH_BYTES` only bound how many leaf CIDs wait to be laid out, and are where the
+threads meet; :func:`import_stream` reads any binary stream
+through one reused buffer of that size. What a memory store adds beyond bare hashing is the
 memory itself: each kept chunk is fresh pages the kernel faults in and zeroes (65,536
 minor faults for 256 MiB, ~0.2 s of system time here), where ``pread`` + ``sha256``
 dropping each chunk reuses one buffer and takes none. ``tools/bench_store.py`` shows
@@ -158,7 +160,7 @@ def _put_claimed(
     abandoned: threading.Event | None = None,
 ) -> list[_R]:
     # ``put`` over ``items`` on the calling thread and ``workers - 1`` of the pool's, each claiming the
-    # next item from one shared cursor: no thread idles at the end while another finishes a longer run,
+    # next item from one shared cursor: no thread idles at the batch's end while another finishes a longer run,
     # and the caller, which would only wait, needs no wake-up. A thread stops before any item after
     # one that failed and once ``abandoned`` is set; the earliest failure is the one raised, as a
     # serial loop's (every item before it was claimed earlier, and is finished when the threads are), but a
@@ -173,7 +175,9 @@ def _put_claimed(
 
     def claim() -> None:
         while (i := next(cursor)) < count and i < failed[0]:
-            if abandoned is not None and abandoned.is_set():
+            if abandoned is not None and abandoned.is_set():  # recorded: a hole in results is never a CID
+                errors[i] = _Stopped()
+                failed[0] = min(failed[0], i)
                 return
             try:
                 results[i] = put(items[i])
@@ -521,7 +525,8 @@ def _import_dir(
     abandoned: threading.Event | None,
 ) -> str:
     # The directory's files are imported on the pool, in contiguous runs, one file at a time per
-    # run (a file's own chunks then go on its own threads, as a lone file's do): reading a file
+    # run (a large file's chunks then go on its thread and one helper claiming from one cursor, as a lone
+    # file's do): reading a file
     # and writing a block file are kernel work that runs without the GIL (most small block files
     # are a writer process's, kuro_fs.filewriter). Subdirectories are walked here, one after
     # another, as they come — in a loop over an explicit stack, not by recursion: a local tree

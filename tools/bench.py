@@ -766,9 +766,15 @@ def bench_worker_processes(quick: bool) -> list[Row]:
                     "load_average": load,
                     "host_cpu_us_per_run": host_us,
                     "worker_cpu_us_per_run": worker_us,
-                    "control_ratio_best": raw,
-                    "ratio_median": rates["cpu-ratio-median"],
-                    "control_ratio_median": rates["raw-ratio-median"],
+                    **(
+                        {
+                            "control_ratio_best": raw,
+                            "ratio_median": rates["cpu-ratio-median"],
+                            "control_ratio_median": rates["raw-ratio-median"],
+                        }
+                        if kind == "cpu"
+                        else {}
+                    ),
                 },
             )
         )

@@ -589,3 +589,16 @@ def test_a_ctrl_c_while_a_thread_starts_still_waits_for_that_threads_put(
     assert len(starts) == 2
     assert store.ended.is_set()  # the import waited for the put in flight on the second thread
     assert store.stats()["blocks"] == 0
+
+
+def test_a_claimed_run_that_is_abandoned_raises_rather_than_leaving_holes() -> None:
+    """Threads told to stop (the import is abandoned) leave items unput: that is an error, never a result list
+    with gaps a layout would take for CIDs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kuro_fs.importer import _put_claimed, _Stopped
+
+    abandoned = threading.Event()
+    abandoned.set()
+    with ThreadPoolExecutor(2) as pool, pytest.raises(_Stopped):
+        _put_claimed(lambda item: item, list(range(8)), 2, pool, abandoned)
