@@ -47,7 +47,8 @@ allocator skips recently freed inodes) the batch creates the small blocks it sta
 (:attr:`Writer.busy`), so both processes create files. 10,000 small files, ``import_path`` in a fresh
 process each, 12 rounds interleaved in rotated order with ``cp -r`` + ``sync`` (``/tmp/s31-small-ab/ab.py``,
 load 3.0–5.2): medians 1.16 s before (1.65× ``cp``'s median), 1.00 s with all three (1.42×; faster in 9
-of 12 rounds); without the busy hand-over 1.06 s, with a 64 KiB pipe 1.10 s. Until the child has said
+of 12 rounds); without the busy hand-over 1.06 s, with a 64 KiB pipe 1.10 s. Again, 14 rounds at load
+1.6–2.1: 0.94 s before (1.56×), 0.76 s after (1.26×; faster in 11 of 14). Until the child has said
 ready, the blocks sent are only held (nothing goes down the pipe, so it has made none of them): a child
 that ends or answers anything else first (``sys.executable`` is no usable interpreter) hands every block
 sent back to the batch, which writes them itself and starts no other writer. Used only by
