@@ -351,7 +351,7 @@ class FileBatch(StoreBatch):
                 try:
                     out = self._create(group, staged, fd)
                 except FileExistsError:
-                    continue  # staged whole earlier (the writer's blocks are all sent under the lock)
+                    continue  # staged earlier, or by a thread staging it itself now (whole before any commit)
                 try:
                     _write_all(out, block)
                 except BaseException:
