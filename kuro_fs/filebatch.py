@@ -16,7 +16,9 @@ counts what it stages in each staging directory and keeps the names of those it 
 block costs one create (no failed lookup of a missing directory first) and, with ``syncfs``, a
 new shard's staging directory is renamed without being listed. Past :data:`~kuro_fs.filewriter.SPAWN_AFTER`
 small blocks, a batch has a child process create their staged files (:mod:`kuro_fs.filewriter`)
-and waits for it to have created every one before the commit's first sync. The sync is
+— any it would send while the child is behind, it creates itself, and every block sent to a child
+that never ran is handed back to it to create — and waits for the child to have created every
+one before the commit's first sync. The sync is
 one ``syncfs(2)`` of the store's filesystem where the kernel offers it
 (:func:`kuro_fs.atomic.sync_filesystem`), else an fsync of every staged file and of every
 directory the renames touched. On the disk this was measured on, every fsync is a device cache
@@ -71,7 +73,7 @@ from typing import Final, NamedTuple
 from kuro_fs.atomic import TMP_PREFIX, fsync_dir, start_writeback, sync_filesystem
 from kuro_fs.blocks import StoreBatch
 from kuro_fs.errors import BlockStoreError
-from kuro_fs.filewriter import SPAWN_AFTER, Writer, start
+from kuro_fs.filewriter import SPAWN_AFTER, Unsent, Writer, start
 
 __all__ = [
     "BATCH_PREFIX",
@@ -301,9 +303,11 @@ class FileBatch(StoreBatch):
 
     def _hand_over(self, cid: str, data: bytes | memoryview) -> bool:
         # Under the lock: send a small block to the writer (started after SPAWN_AFTER small blocks);
-        # False if this batch writes it itself (too few yet, or no writer could be started).
+        # False if this batch writes it itself (too few yet, or no writer could be started or run).
         if self._small > 0:
             self._small -= 1
+            return False
+        if self._small < 0:
             return False
         if self._writer is None:
             assert self._path is not None
@@ -311,9 +315,10 @@ class FileBatch(StoreBatch):
             if self._writer is None:
                 self._small = -1  # never again for this batch
                 return False
-        elif self._small < 0:
-            return False
-        self._writer.send(cid, data)
+        if self._writer.busy:
+            return False  # the child is behind: this block is made here meanwhile, beside its files
+        if unsent := self._writer.send(cid, data):
+            self._take_back(unsent)
         return True
 
     def _settle(self) -> None:
@@ -325,8 +330,44 @@ class FileBatch(StoreBatch):
             if (failure := writer.failure) is not None:
                 raise failure
             if writer.unsettled:
-                for group, count in writer.settle().items():
+                counts, unsent = writer.settle()
+                for group, count in counts.items():
                     self._staged[group] = self._staged.get(group, 0) + count
+                if unsent:
+                    self._take_back(unsent)
+
+    def _take_back(self, unsent: Unsent) -> None:
+        # Under the lock: the writer never ran (its child made none of these files), so the batch writes
+        # every block it was sent itself, and starts no other writer. A block not written fails the batch
+        # for good, as a failed writer does: put() has returned its CID.
+        self._writer = None
+        self._small = -1
+        fd = self._fd
+        assert fd is not None
+        try:
+            for cid, block in unsent:
+                group = shard_of(cid)
+                staged = f"{group}/{cid}"
+                try:
+                    out = self._create(group, staged, fd)
+                except FileExistsError:
+                    continue  # staged earlier, or by a thread staging it itself now (whole before any commit)
+                try:
+                    _write_all(out, block)
+                except BaseException:
+                    os.unlink(staged, dir_fd=fd)
+                    raise
+                finally:
+                    os.close(out)
+                self._staged[group] = self._staged.get(group, 0) + 1
+        except BaseException as exc:
+            if self._failed is None:
+                self._failed = (
+                    exc
+                    if isinstance(exc, OSError)
+                    else OSError(errno.EINTR, f"writing the blocks the writer never wrote was interrupted ({exc!r})")
+                )
+            raise
 
     def _create(self, group: str, staged: str, fd: int) -> int:
         # Create ``<group>/<cid>`` under the batch directory, making the staging directory on first use

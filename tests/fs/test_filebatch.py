@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from fshelpers import PlainStore
 
-from kuro_fs import filebatch
+from kuro_fs import filebatch, filewriter
 from kuro_fs.blocks import BlockStore, MemoryBlockStore, StoreBatch, active_batch, open_batch
 from kuro_fs.cid import parse, raw_cid
 from kuro_fs.errors import BlockStoreError
@@ -1027,6 +1027,7 @@ def test_a_batch_whose_writer_dies_or_that_ends_with_an_error_ends_its_writer_an
             writer = _writer(batch)
             if ending == "an error":
                 raise RuntimeError("stop")
+            assert writer._look(wait=True)  # it said ready: from here the blocks sent are its own to write
             writer._child.kill()
             writer._child.wait()
     assert writer._child.returncode is not None
@@ -1139,6 +1140,44 @@ def test_a_process_forked_while_a_writer_lives_does_not_hold_it_past_the_batch(f
     assert file_store.stats()["blocks"] == len(blocks)
 
 
+def test_blocks_staged_while_the_writer_is_busy_are_made_by_the_batch_and_each_is_committed_once(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = iter(range(10**6))
+    monkeypatch.setattr(filewriter.Writer, "busy", property(lambda self: next(calls) % 3 == 0))
+    blocks = _small_blocks(SPAWN_AFTER + 600)
+    with file_store.batch() as batch:
+        cids = [file_store.put(block) for block in blocks]
+        cids += [file_store.put(block) for block in blocks[SPAWN_AFTER:]]  # again: whoever made them, once
+        _writer(batch)
+        assert file_store.get(cids[-1]) == blocks[-1]
+        assert batch.flush() == len(blocks)
+    assert file_store.stats() == {"blocks": len(blocks), "bytes": sum(map(len, blocks))}
+    assert all(file_store.get(cid) == block for cid, block in zip(cids, blocks, strict=False))
+
+
+def test_a_writer_killed_before_it_said_ready_hands_every_block_back_to_the_batch(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Until the ready line, nothing goes down the pipe: a child that ends first has made none of the files.
+    monkeypatch.setattr(filewriter, "_CHILD", "import time; time.sleep(60)")  # a child that never gets ready
+    blocks = _small_blocks(SPAWN_AFTER + 300)
+    with file_store.batch() as batch:
+        for block in blocks[: SPAWN_AFTER + 1]:
+            file_store.put(block)
+        writer = _writer(batch)
+        writer._child.kill()
+        writer._child.wait()
+        for block in blocks[SPAWN_AFTER + 1 :]:
+            file_store.put(block)
+        assert batch.flush() == len(blocks)
+        assert batch._writer is None  # type: ignore[attr-defined]
+        file_store.put(b"after the hand-back")  # written by the batch itself: no other writer is started
+        assert batch._writer is None  # type: ignore[attr-defined]
+    assert file_store.stats()["blocks"] == len(blocks) + 1
+    assert all(file_store.get(raw_cid(block)) == block for block in blocks)
+
+
 @pytest.mark.parametrize("executable", ["/bin/false", "frozen"])
 def test_a_writer_that_cannot_run_leaves_the_batch_to_write_its_files_itself(
     file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch, executable: str
@@ -1151,6 +1190,7 @@ def test_a_writer_that_cannot_run_leaves_the_batch_to_write_its_files_itself(
     with file_store.batch() as batch:
         for block in blocks:
             file_store.put(block)
+        assert file_store.get(raw_cid(blocks[-1])) == blocks[-1]  # handed back by the writer, staged by the batch
         assert batch._writer is None  # type: ignore[attr-defined]
     assert file_store.stats() == {"blocks": len(blocks), "bytes": sum(map(len, blocks))}
 
