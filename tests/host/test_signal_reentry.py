@@ -105,3 +105,66 @@ def test_a_run_made_by_a_signal_handler_at_any_point_of_a_main_thread_run_comple
         timeout=HANG_GUARD + 30,
     )
     assert (done.returncode, done.stdout) == (0, "True"), done.stderr[-3000:]
+
+
+_PROCESS_SCRIPT = """
+import faulthandler, json, signal, sys, threading, time
+faulthandler.dump_traceback_later(float(sys.argv[3]), exit=True)
+from kuro_fs.blocks import MemoryBlockStore
+from kuro_fs.fs import Fs
+from kuro_wasm.host.api import run
+from kuro_wasm.host.loader import add_guest
+from kuro_wasm.host.worker.pool import WorkerPool
+from kuro_wasm.model.sessions import guest, session
+
+store = MemoryBlockStore()
+with open(sys.argv[1], encoding="utf-8") as f:
+    spin = add_guest(store, f.read())
+sess = session("s-handler", Fs.empty(store).root, "terminal-repo", grant=["guest/invoke"])
+landed, inner = [], []
+main = threading.main_thread()
+with WorkerPool(int(sys.argv[2]), spare=0) as pool:
+    assert pool.wait_ready(60)
+
+    def handler(_signum, frame):
+        landed.append(frame.f_code.co_name)
+        try:
+            inner.append(run(sess, guest(spin, "count", [1]), store=store, isolation=pool)["kuro/outcome"])
+        except Exception as exc:
+            inner.append(repr(exc))
+        print("handler's run:", inner, file=sys.stderr, flush=True)
+
+    def fire():  # once the main thread waits in poll for its run's frames: the run cannot end before its deadline
+        while sys._current_frames()[main.ident].f_code.co_name != "_await":
+            time.sleep(0.001)
+        signal.pthread_kill(main.ident, signal.SIGUSR1)
+
+    signal.signal(signal.SIGUSR1, handler)
+    run(sess, guest(spin, "count", [1]), store=store, isolation=pool)  # warm: the worker has the guest
+    threading.Thread(target=fire, daemon=True).start()
+    outer = run(sess, guest(spin, "run"), store=store, isolation=pool, timeout_ms=1500)["kuro/outcome"]
+    after = run(sess, guest(spin, "count", [1]), store=store, isolation=pool)["kuro/outcome"]
+print(json.dumps([landed, inner, outer, after]), end="")
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_run_made_by_a_signal_handler_while_a_main_thread_process_run_waits_for_its_frames_completes(
+    tmp_path: Path, workers: int
+) -> None:
+    """The handler's run lands on the outer run's worker (1: the same worker, after the outer's end) or on another (2).
+
+    Its caller hands the outer run's channel on to the worker's keeper while it waits; the outer's wait (restarted
+    in ``poll`` when the handler returns) is woken to take the channel back — or to find its run ended, its
+    receipt read by the keeper — and never reads a frame the keeper reads. On the same worker the handler's run
+    waits for its own frames while the outer's wait is still inside ``poll`` on the main thread."""
+    script = tmp_path / "process_reentry.py"
+    script.write_text(_PROCESS_SCRIPT, encoding="utf-8")
+    spin = Path(__file__).resolve().parents[2] / "guests" / "spin.wat"
+    done = subprocess.run(
+        [sys.executable, str(script), str(spin), str(workers), "30"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (0, json.dumps([["_await"], ["ok"], "timeout", "ok"])), done.stderr[-3000:]

@@ -42,7 +42,10 @@ when a worker's channel ends settles its runs, once (:meth:`WorkerPool._end`); `
 ``on_exit`` are called on whichever thread reads. A run() made from ``on_chunk`` first hands the channel the
 thread reads on — to the keeper, or, made on the keeper, to a stand-in thread until the keeper is back — since
 the reader's run may be the new run's head on the same worker (unread, both would hang); that run's later
-chunks, and its receipt, may then come while its ``on_chunk`` still waits.
+chunks, and its receipt, may then come while its ``on_chunk`` still waits. A run() made from a signal handler
+while the main thread waits in ``poll`` for its run's frames hands that channel to the keeper the same way; when
+it returns, the interrupted wait is woken (the process's signal eventfd) and claims the channel back, or finds its
+run ended.
 On the main thread a caller reads only while
 Ctrl-C is routed to its run (:meth:`~kuro_wasm.host.worker.run.RemoteRun.interrupt`: the run is killed and
 its ``cancelled`` receipt returned, as :func:`~kuro_wasm.host.api.stop_and_wait` does) or ignored: an exception
@@ -216,6 +219,7 @@ class _Conn:
         self.token: object = None
         self.wake = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)  # wakes the keeper from its idle poll
         self.main_poll: select.poll | None = None  # the main thread's wait for its frames or a Ctrl-C (_await)
+        self.main_polling = False  # the main thread waits in ``main_poll`` (a signal handler's run then makes its own)
         self.keep = False  # probed (tests): the keeper reads whatever comes, runs or not
         self.keeper_free = True  # False while its keeper waits in a run() made from on_chunk (a stand-in reads)
         self.ending = False  # one thread is settling its end (kill, the head's receipt, the rest re-queued)
@@ -564,6 +568,8 @@ class WorkerPool:
             if outer is not None and outer[1] is _KEEPER:
                 with self._lock:
                     outer[0].keeper_free = True
+            elif outer is not None and main and _SIGFD:  # a signal handler's run: the run it interrupted may wait
+                os.eventfd_write(_SIGFD[0], 1)  # in _await for frames the keeper now reads (it takes them back)
 
     def _lead_run(self, run: RemoteRun, main: bool) -> dict[str, Any]:
         outer = getattr(_READER, "leads", None)
@@ -581,7 +587,8 @@ class WorkerPool:
             try:
                 while not run.done.is_set():
                     if main and not conn.inbox.pending:
-                        self._await(conn, run)  # raised in here (between frames), the channel is whole: handed on
+                        if not self._await(conn, run):  # raised in here (between frames), the channel is whole
+                            break  # its run ended, or a signal handler's run handed the channel on: claim it again
                     elif run.stop_asked:  # asked inside the last frame (a guarded handler raised): frames keep coming
                         run.stop_asked = False
                         self.kill(run)
@@ -663,31 +670,45 @@ class WorkerPool:
             finally:
                 run.waiter = False
 
-    def _await(self, conn: _Conn, run: RemoteRun) -> None:
-        """Block until ``conn`` has data, acting on a Ctrl-C routed to ``run`` meanwhile (main thread only)."""
+    def _await(self, conn: _Conn, run: RemoteRun) -> bool:
+        """Block until ``conn`` has data, acting on a Ctrl-C routed to ``run`` meanwhile (main thread only); False
+        when woken to find ``run`` ended or its channel handed on (a signal handler's run did it: :meth:`lead`)."""
         if not _SIGFD:
             _SIGFD.append(os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK))
         sigfd = run.sigfd = _SIGFD[0]
-        poller = conn.main_poll
-        if poller is None:  # made once per worker (only the main thread waits here), not once per run
-            poller = conn.main_poll = select.poll()
+        # One poll object per worker, not one per run; a signal handler's run waiting here while the interrupted
+        # wait is inside that object's poll() gets its own (one poll object polled twice at once raises).
+        shared = not conn.main_polling
+        poller = conn.main_poll if shared else None
+        if poller is None:
+            poller = select.poll()
             poller.register(conn.sock, select.POLLIN)
             poller.register(sigfd, select.POLLIN)
-        while True:
-            if run.stop_asked:
-                run.stop_asked = False
-                self.kill(run)  # as stop_and_wait: the run ends cancelled, and its receipt is waited for
-            data = False
-            for fd, _ in poller.poll():
-                if fd != sigfd:
-                    data = True
-                    continue
-                try:
-                    os.eventfd_read(sigfd)
-                except BlockingIOError:
-                    pass
-            if data:
-                return
+            if shared:
+                conn.main_poll = poller
+        if shared:
+            conn.main_polling = True
+        try:
+            while True:
+                if run.stop_asked:
+                    run.stop_asked = False
+                    self.kill(run)  # as stop_and_wait: the run ends cancelled, and its receipt is waited for
+                data = False
+                for fd, _ in poller.poll():
+                    if fd != sigfd:
+                        data = True
+                        continue
+                    try:
+                        os.eventfd_read(sigfd)
+                    except BlockingIOError:
+                        pass
+                    if conn.token is not run or run.done.is_set():
+                        return False
+                if data:
+                    return True
+        finally:
+            if shared:
+                conn.main_polling = False
 
     def _payload_limit(self, conn: _Conn, message: Mapping[str, Any]) -> int:
         if message["t"] == "put":
