@@ -1156,6 +1156,32 @@ def test_blocks_staged_while_the_writer_is_busy_are_made_by_the_batch_and_each_i
     assert all(file_store.get(cid) == block for cid, block in zip(cids, blocks, strict=False))
 
 
+def test_a_writer_whose_pipes_get_descriptors_past_1024_works_as_any_other(file_store: FileBlockStore) -> None:
+    # A host with many files and sockets open: the pipes of a writer started then get high numbers, which
+    # select() refuses (FD_SETSIZE); the writer waits with poll().
+    resource = pytest.importorskip("resource")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit ({hard}) is too low to open 1,100 descriptors")
+    if soft != resource.RLIM_INFINITY and soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < 1030:
+            held.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+        blocks = _small_blocks(SPAWN_AFTER + 3000)
+        with file_store.batch() as batch:
+            cids = [file_store.put(block) for block in blocks]
+            writer = _writer(batch)
+            assert writer._in.fileno() >= 1024 and writer._out.fileno() >= 1024
+            assert batch.flush() == len(blocks)
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert all(file_store.get(cid) == block for cid, block in zip(cids, blocks, strict=True))
+
+
 def test_a_writer_killed_before_it_said_ready_hands_every_block_back_to_the_batch(
     file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
