@@ -334,10 +334,14 @@ class Writer:
             return False
         self._ready = True
         held, self._held, self._size = self._held, [], 0
-        for cid, block in held:
-            name = cid.encode("ascii")
-            self._pending += (_HEAD.pack(0, len(name), len(block)), name, block)
-            self._size += len(block) + _HEAD.size + len(name)
+        try:
+            for cid, block in held:
+                name = cid.encode("ascii")
+                self._pending += (_HEAD.pack(0, len(name), len(block)), name, block)
+                self._size += len(block) + _HEAD.size + len(name)
+        except BaseException as exc:  # e.g. KeyboardInterrupt: the blocks not yet made records would be lost
+            self._mark(exc)
+            raise
         return True
 
     def _hand_back(self) -> Unsent:

@@ -1239,6 +1239,37 @@ def test_the_writer_refuses_a_record_whose_name_is_not_a_block_name(file_store: 
     assert file_store.stats()["blocks"] == 0
 
 
+def test_an_interrupt_while_the_held_blocks_become_records_fails_the_batch_for_good(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = filewriter._HEAD
+
+    class Head:  # a KeyboardInterrupt landing on the third record header made from the held blocks
+        size = real.size
+        armed = 0
+
+        def pack(self, *args: int) -> bytes:
+            if self.armed:
+                self.armed -= 1
+                if not self.armed:
+                    raise KeyboardInterrupt
+            return real.pack(*args)
+
+    head = Head()
+    monkeypatch.setattr(filewriter, "_HEAD", head)
+    with pytest.raises(BlockStoreError, match="interrupted"):
+        with file_store.batch() as batch:
+            for block in _small_blocks(SPAWN_AFTER + 10):  # the last ten held: the child has not said ready
+                file_store.put(block)
+            head.armed = 3
+            with pytest.raises(KeyboardInterrupt):
+                batch.flush()
+            with pytest.raises(BlockStoreError, match="interrupted"):
+                batch.flush()
+    assert file_store.stats()["blocks"] == 0
+    assert _batch_dirs(file_store.root) == []
+
+
 def test_an_interrupt_partway_through_a_write_to_the_writer_fails_the_batch_for_good(
     file_store: FileBlockStore,
 ) -> None:
