@@ -8,6 +8,7 @@ the context that opened them. Crash and orphan rules are checked with real proce
 from __future__ import annotations
 
 import contextvars
+import errno
 import fcntl
 import hashlib
 import mmap
@@ -1180,6 +1181,38 @@ def test_a_writer_whose_pipes_get_descriptors_past_1024_works_as_any_other(file_
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert all(file_store.get(cid) == block for cid, block in zip(cids, blocks, strict=True))
+
+
+def test_a_small_block_the_batch_fails_to_write_after_a_block_went_to_the_writer_fails_the_batch_for_good(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same block may already be a record for the child: had the batch's own file been there when the
+    # child reached it, the child skipped it, and the put that returned its CID first would be lost.
+    busy = False
+    monkeypatch.setattr(filewriter.Writer, "busy", property(lambda self: busy))
+    twice = b"the block put twice".ljust(100, b".")
+    real = filebatch._write_all
+
+    def full_disk(fd: int, data: bytes | memoryview) -> None:
+        if bytes(data) == twice:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, data)
+
+    monkeypatch.setattr(filebatch, "_write_all", full_disk)
+    with pytest.raises(BlockStoreError, match="No space left"):
+        with file_store.batch() as batch:
+            for block in _small_blocks(SPAWN_AFTER):
+                file_store.put(block)
+            cid = file_store.put(twice)  # a record for the writer
+            _writer(batch)
+            busy = True
+            with pytest.raises(BlockStoreError, match="No space left"):
+                file_store.put(twice)  # made by the batch itself, which fails
+            with pytest.raises(BlockStoreError, match="No space left"):
+                batch.flush()
+    assert file_store.get(cid) is None
+    assert file_store.stats()["blocks"] == 0
+    assert _batch_dirs(file_store.root) == []
 
 
 def test_a_writer_killed_before_it_said_ready_hands_every_block_back_to_the_batch(
