@@ -17,7 +17,9 @@ block costs one create (no failed lookup of a missing directory first) and, with
 new shard's staging directory is renamed without being listed. Past :data:`~kuro_fs.filewriter.SPAWN_AFTER`
 small blocks, a batch has a child process create their staged files (:mod:`kuro_fs.filewriter`)
 — any it would send while the child is behind, it creates itself, and every block sent to a child
-that never ran is handed back to it to create — and waits for the child to have created every
+that never ran is handed back to it to create; once a block went to a child, a small block it fails
+to create itself fails the batch for good, since the same block may be a record the child skipped
+on finding the batch's file — and waits for the child to have created every
 one before the commit's first sync. The sync is
 one ``syncfs(2)`` of the store's filesystem where the kernel offers it
 (:func:`kuro_fs.atomic.sync_filesystem`), else an fsync of every staged file and of every
@@ -220,6 +222,7 @@ class FileBatch(StoreBatch):
         self._path: str | None = None
         self._writer: Writer | None = None  # the child creating small staged files (kuro_fs.filewriter)
         self._small = SPAWN_AFTER  # small blocks this batch may still stage itself before it starts a writer
+        self._sent = False  # a block went to a writer: a small block this batch fails to write fails it (stage)
         self._writeback = _Writeback()  # starts the disk on large staged blocks off the writers' threads
         self._direct = _DirectWrite(direct or DirectTally())  # writes large aligned blocks past the page cache
         self._failed: OSError | None = None  # the first queued O_DIRECT write that failed: the batch cannot commit
@@ -251,10 +254,12 @@ class FileBatch(StoreBatch):
             assert fd is not None
             if len(data) < EARLY_WRITEBACK and self._hand_over(cid, data):
                 return True
+            shared = self._sent and len(data) < EARLY_WRITEBACK
             self._writing.add(cid)
         group = shard_of(cid)
         staged = f"{group}/{cid}"  # the staging directory is named as the block's shard
         created = queued = False
+        failed: OSError | None = None
         try:
             try:
                 out = self._create(group, staged, fd)
@@ -265,9 +270,15 @@ class FileBatch(StoreBatch):
                 how = self._direct.write(out, data, lambda error: self._written(cid, fd, error)) if large else None
                 if how is None:
                     _write_all(out, data)
-            except BaseException:
+            except BaseException as exc:
                 os.close(out)
                 os.unlink(staged, dir_fd=fd)
+                if shared:  # the writer may have found this file and skipped the block: its put() returned the CID
+                    failed = (
+                        exc
+                        if isinstance(exc, OSError)
+                        else OSError(errno.EINTR, f"writing a block the writer may skip was interrupted ({exc!r})")
+                    )
                 raise
             if how == "queued":
                 queued = True  # ``out`` is the writer pool's now; :meth:`_written` ends this block
@@ -277,7 +288,7 @@ class FileBatch(StoreBatch):
             created = True
         finally:
             if not queued:
-                self._end_write(cid, created, None)
+                self._end_write(cid, created, failed)
         return True
 
     def _written(self, cid: str, fd: int, error: OSError | None) -> None:
@@ -317,6 +328,7 @@ class FileBatch(StoreBatch):
                 return False
         if self._writer.busy:
             return False  # the child is behind: this block is made here meanwhile, beside its files
+        self._sent = True
         if unsent := self._writer.send(cid, data):
             self._take_back(unsent)
         return True

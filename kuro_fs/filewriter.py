@@ -328,16 +328,20 @@ class Writer:
     def _look(self, wait: bool) -> bool | None:
         # Whether the child has said ready (without waiting unless ``wait``): None, not yet; False, it ended or
         # answered something else, so it made no file. On the line, the held blocks become pending records.
-        if not wait and not select.select([self._out], [], [], 0)[0]:
+        if not wait and not _ready_for(self._out, select.POLLIN, 0):
             return None
         if self._out.readline() != b"ready\n":
             return False
         self._ready = True
         held, self._held, self._size = self._held, [], 0
-        for cid, block in held:
-            name = cid.encode("ascii")
-            self._pending += (_HEAD.pack(0, len(name), len(block)), name, block)
-            self._size += len(block) + _HEAD.size + len(name)
+        try:
+            for cid, block in held:
+                name = cid.encode("ascii")
+                self._pending += (_HEAD.pack(0, len(name), len(block)), name, block)
+                self._size += len(block) + _HEAD.size + len(name)
+        except BaseException as exc:  # e.g. KeyboardInterrupt: the blocks not yet made records would be lost
+            self._mark(exc)
+            raise
         return True
 
     def _hand_back(self) -> Unsent:
@@ -363,7 +367,7 @@ class Writer:
                 if done is None:  # the pipe is full
                     if not wait and self._queued <= _BACKLOG_BYTES:
                         return
-                    select.select([], [self._in], [])
+                    _ready_for(self._in, select.POLLOUT, None)
                     continue
                 self._queued -= done
                 if done == len(head):
@@ -410,6 +414,15 @@ class Writer:
         finally:
             os.close(null)
         self._failed = OSError("the block writer belongs to the process this one was forked from")
+
+
+def _ready_for(stream: IO[bytes], event: int, timeout: int | None) -> bool:
+    # Whether ``stream`` is readable or writable (``event``) within ``timeout`` ms (None: wait until it is),
+    # or has hung up or failed (the next read or write says how). poll(), not select(): a host with many
+    # files open gives the pipes descriptors past select()'s FD_SETSIZE (1,024), which it refuses.
+    poller = select.poll()
+    poller.register(stream, event)
+    return bool(poller.poll(timeout))
 
 
 def _after_fork() -> None:

@@ -8,6 +8,7 @@ the context that opened them. Crash and orphan rules are checked with real proce
 from __future__ import annotations
 
 import contextvars
+import errno
 import fcntl
 import hashlib
 import mmap
@@ -637,7 +638,12 @@ def test_a_filesystem_refusing_o_direct_part_way_gets_each_block_whole_through_t
     monkeypatch.setattr(os, "pwrite", refusing)
     blobs = [bytes([i]) * (2 * filebatch.EARLY_WRITEBACK) for i in range(3)]
     with file_store.batch():
-        cids = [file_store.put(blob) for blob in blobs]
+        cids = [file_store.put(blob) for blob in blobs[:2]]
+        # Written whole, the first proves O_DIRECT and the second is queued to the writer pool: the read waits
+        # for that write, so the refusal is known before the third block is put (a block queued before the
+        # refusal is still tried with O_DIRECT by the pool, so without the wait the count was 2 or 3).
+        assert file_store.get(cids[1]) == blobs[1]
+        cids.append(file_store.put(blobs[2]))
     monkeypatch.undo()
     assert [file_store.get(cid) for cid in cids] == blobs
     assert len(calls) == 2  # refused once: the later blocks were not tried again
@@ -1156,6 +1162,64 @@ def test_blocks_staged_while_the_writer_is_busy_are_made_by_the_batch_and_each_i
     assert all(file_store.get(cid) == block for cid, block in zip(cids, blocks, strict=False))
 
 
+def test_a_writer_whose_pipes_get_descriptors_past_1024_works_as_any_other(file_store: FileBlockStore) -> None:
+    # A host with many files and sockets open: the pipes of a writer started then get high numbers, which
+    # select() refuses (FD_SETSIZE); the writer waits with poll().
+    resource = pytest.importorskip("resource")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit ({hard}) is too low to open 1,100 descriptors")
+    if soft != resource.RLIM_INFINITY and soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < 1030:
+            held.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+        blocks = _small_blocks(SPAWN_AFTER + 3000)
+        with file_store.batch() as batch:
+            cids = [file_store.put(block) for block in blocks]
+            writer = _writer(batch)
+            assert writer._in.fileno() >= 1024 and writer._out.fileno() >= 1024
+            assert batch.flush() == len(blocks)
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert all(file_store.get(cid) == block for cid, block in zip(cids, blocks, strict=True))
+
+
+def test_a_small_block_the_batch_fails_to_write_after_a_block_went_to_the_writer_fails_the_batch_for_good(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same block may already be a record for the child: had the batch's own file been there when the
+    # child reached it, the child skipped it, and the put that returned its CID first would be lost.
+    busy = False
+    monkeypatch.setattr(filewriter.Writer, "busy", property(lambda self: busy))
+    twice = b"the block put twice".ljust(100, b".")
+    real = filebatch._write_all
+
+    def full_disk(fd: int, data: bytes | memoryview) -> None:
+        if bytes(data) == twice:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, data)
+
+    monkeypatch.setattr(filebatch, "_write_all", full_disk)
+    with pytest.raises(BlockStoreError, match="No space left"):
+        with file_store.batch() as batch:
+            for block in _small_blocks(SPAWN_AFTER):
+                file_store.put(block)
+            cid = file_store.put(twice)  # a record for the writer
+            _writer(batch)
+            busy = True
+            with pytest.raises(BlockStoreError, match="No space left"):
+                file_store.put(twice)  # made by the batch itself, which fails
+            with pytest.raises(BlockStoreError, match="No space left"):
+                batch.flush()
+    assert file_store.get(cid) is None
+    assert file_store.stats()["blocks"] == 0
+    assert _batch_dirs(file_store.root) == []
+
+
 def test_a_writer_killed_before_it_said_ready_hands_every_block_back_to_the_batch(
     file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1211,6 +1275,37 @@ def test_the_writer_refuses_a_record_whose_name_is_not_a_block_name(file_store: 
             staging = _batch_dirs(file_store.root)[0]
             assert not [p for p in staging.rglob("*") if p.name in ("escape", "x") or len(p.name) not in (2, 59)]
     assert file_store.stats()["blocks"] == 0
+
+
+def test_an_interrupt_while_the_held_blocks_become_records_fails_the_batch_for_good(
+    file_store: FileBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = filewriter._HEAD
+
+    class Head:  # a KeyboardInterrupt landing on the third record header made from the held blocks
+        size = real.size
+        armed = 0
+
+        def pack(self, *args: int) -> bytes:
+            if self.armed:
+                self.armed -= 1
+                if not self.armed:
+                    raise KeyboardInterrupt
+            return real.pack(*args)
+
+    head = Head()
+    monkeypatch.setattr(filewriter, "_HEAD", head)
+    with pytest.raises(BlockStoreError, match="interrupted"):
+        with file_store.batch() as batch:
+            for block in _small_blocks(SPAWN_AFTER + 10):  # the last ten held: the child has not said ready
+                file_store.put(block)
+            head.armed = 3
+            with pytest.raises(KeyboardInterrupt):
+                batch.flush()
+            with pytest.raises(BlockStoreError, match="interrupted"):
+                batch.flush()
+    assert file_store.stats()["blocks"] == 0
+    assert _batch_dirs(file_store.root) == []
 
 
 def test_an_interrupt_partway_through_a_write_to_the_writer_fails_the_batch_for_good(
