@@ -135,7 +135,24 @@ class Dirs:
         return path
 
     def clean(self) -> None:
-        shutil.rmtree(self.base, ignore_errors=True)
+        _discard(self.base)
+
+
+#: Paths whose deletion waits for the end of :func:`bench_all` (None: delete at once, as a part run alone does).
+_DEFERRED: list[Path] | None = None
+
+
+def _discard(path: Path) -> None:
+    """Delete a sample file or tree — at the end of :func:`bench_all` when it runs the parts: ext4 skips recently
+    freed inodes for minutes after a large delete (``recently_deleted``: a create then cost 0.4–1.3 ms instead of
+    30–60 µs), so a part that deleted its samples slowed the file creation of every part after it (measured: the
+    disk import took 0.74 s right after the small files' clean-up, 0.37 s in the run before)."""
+    if _DEFERRED is not None:
+        _DEFERRED.append(path)
+    elif path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _row(figure: str, value: float, unit: str, anchor: str, anchor_value: float, **kw: Any) -> dict[str, Any]:
@@ -479,7 +496,7 @@ def bench_import(tmp: Path, quick: bool) -> list[dict[str, Any]]:
                      f"the same {len(names):,} block files through the page cache + one syncfs, 2 threads", buffered,
                      note="the import, hashing and staging included, beside the plain buffered writes"))  # fmt: skip
     dirs.clean()
-    src.unlink()
+    _discard(src)
     return _with_load(rows, before)
 
 
@@ -511,7 +528,7 @@ def bench_small_files(tmp: Path, quick: bool) -> list[dict[str, Any]]:
                  note="read, sha256 and write a file per block, staged per shard, two syncfs (import_floor): "
                       "no kuro code but the CID's name")]  # fmt: skip
     dirs.clean()
-    shutil.rmtree(tree, ignore_errors=True)
+    _discard(tree)
     return _with_load(rows, before)
 
 
@@ -570,8 +587,8 @@ def bench_read_back(tmp: Path, quick: bool) -> list[dict[str, Any]]:
                      f"pread + sha256 of the same blocks, {threads} thread(s) (the verification floor)",
                      size / floor / 1e9, note="GB/s ÷ GB/s: 1× is hashing at hashlib's speed"))  # fmt: skip
     store.close()
-    shutil.rmtree(disk, ignore_errors=True)
-    src.unlink()
+    _discard(disk)
+    _discard(src)
     return _with_load(rows, before)
 
 
@@ -602,7 +619,7 @@ def bench_car(tmp: Path, quick: bool, blocks: int | None = None) -> list[dict[st
                             "one plain file per block + one syncfs (the floor)", count / floor, goal="≥ 20,000/s",
                             extra={"blocks": count, "seconds": mine})], before)  # fmt: skip
     dirs.clean()
-    car.unlink()
+    _discard(car)
     return rows
 
 
@@ -640,7 +657,7 @@ def bench_memory(tmp: Path, quick: bool) -> list[dict[str, Any]]:
     disk = tmp / "store-peak-disk"
     with FileBlockStore(disk) as store:
         cid = import_path(store, src)
-    src.unlink()
+    _discard(src)
 
     def peak(how: str) -> int:
         out = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, str(ROOT), str(disk), cid, how],
@@ -651,7 +668,7 @@ def bench_memory(tmp: Path, quick: bool) -> list[dict[str, Any]]:
 
     ours = peak("fs.read")
     joined = peak("join")
-    shutil.rmtree(disk, ignore_errors=True)
+    _discard(disk)
     rows = [_row(f"peak memory of Fs.read of a {size // MiB} MiB file (disk store)", ours / size, "× size",
                  "the file size", 1.0, goal="≤ 1.1×",
                  note=f"b''.join(iter_file) peaks at {joined / size:.2f}× size",
@@ -660,18 +677,24 @@ def bench_memory(tmp: Path, quick: bool) -> list[dict[str, Any]]:
 
 
 def bench_all(tmp: Path, quick: bool, car_blocks: int | None = None) -> list[dict[str, Any]]:
-    """Every block-store section, the small files first: ext4 skips recently freed inodes for minutes after a
-    large delete (``recently_deleted``; s31-small's perf: a create then cost 0.4–1.3 ms instead of 30–60 µs),
-    and the import part deletes its samples, so a file-creation figure measured after it reads the last clean-up,
-    not the store (both sides of a round pay it, but unevenly as it fades). The rows keep their order."""
-    small = bench_small_files(tmp, quick)
-    return (
-        bench_import(tmp, quick)
-        + small
-        + bench_read_back(tmp, quick)
-        + bench_car(tmp, quick, car_blocks)
-        + bench_memory(tmp, quick)
-    )
+    """Every block-store section, the small files first, and no sample deleted before the last part ends
+    (:func:`_discard`): a file-creation figure measured after a large delete reads that clean-up, not the store
+    (both sides of a round pay it, but unevenly as it fades). The rows keep their order."""
+    global _DEFERRED
+    _DEFERRED = []
+    try:
+        small = bench_small_files(tmp, quick)
+        return (
+            bench_import(tmp, quick)
+            + small
+            + bench_read_back(tmp, quick)
+            + bench_car(tmp, quick, car_blocks)
+            + bench_memory(tmp, quick)
+        )
+    finally:
+        deferred, _DEFERRED = _DEFERRED, None
+        for path in deferred:
+            _discard(path)
 
 
 _PARTS: dict[str, Callable[[Path, bool], list[dict[str, Any]]]] = {
