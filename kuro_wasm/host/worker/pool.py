@@ -717,7 +717,7 @@ class WorkerPool:
             with self._lock:
                 head = conn.outstanding[0] if conn.outstanding else None
             if head is not None and message["t"] == "done":  # the receipt: bounded by its run's own limits
-                return _receipt_limit(head.limits)
+                return protocol.receipt_limit(head.limits)
             if head is not None:  # a kept chunk fits what the cap has left; more is refused unread
                 return max(0, head.limits.max_output_bytes - _stream.total_bytes(head.stream))
         return 0
@@ -1373,9 +1373,6 @@ def _readable(store: BlockStore, granted: tuple[str, ...]) -> str | None:
 @functools.lru_cache(maxsize=64)
 def _resolved(path: str) -> str:
     return str(Path(path).resolve())
-
-
-_receipt_limit: Final = functools.lru_cache(maxsize=64)(protocol.receipt_limit)  # a run's limits decide it (frozen)
 
 
 def _encoded_run(run: RemoteRun) -> bytes:

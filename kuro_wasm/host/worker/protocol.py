@@ -45,6 +45,7 @@ forked from its own zygote, started from the same installed code.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import socket
@@ -428,6 +429,7 @@ def command_of(data: Any) -> Any:
         raise ProtocolError(f"run: a command that is not base64 dag-cbor: {exc}") from exc
 
 
+@functools.lru_cache(maxsize=64)  # a run's limits decide it (frozen): asked on both sides of every run
 def receipt_limit(limits: Limits) -> int:
     """The largest ``done`` payload (a run's receipt) the host reads for a run of ``limits`` (module docstring)."""
     return min(_MAX_PAYLOAD, RECEIPT_BASE_BYTES + RESULT_JSON_PER_BYTE * limits.value_bound())

@@ -48,7 +48,6 @@ No scheduling (the host decides what runs where), no retries.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -532,10 +531,10 @@ class _Worker:
             kept.update(forge.get("receipt", {}))
             counters = {"seq": seq, "dropped": dropped, "truncated": truncated, "capped_by": capped_by}
             counters.update(forge.get("stream", {}))
-            size, payload = done_receipt(kept, _receipt_limit(limits))
+            size, payload = done_receipt(kept, receipt_limit(limits))
             self.send("done", {"id": run_id, "receipt": size, "stream": counters, "cpu": _cpu_seconds()}, payload)
             return
-        size, payload = done_receipt(kept, _receipt_limit(limits))  # over its limit: a host-error receipt says so
+        size, payload = done_receipt(kept, receipt_limit(limits))  # over its limit: a host-error receipt says so
         head = _DONE_HEAD % (
             run_id,
             size,
@@ -591,7 +590,6 @@ _DONE_HEAD: Final = (
 )
 _JSON_BOOL: Final = {False: b"false", True: b"true"}
 _CAPPED_BY: Final = {None: b"null", "bytes": b'"bytes"', "chunks": b'"chunks"'}
-_receipt_limit: Final = functools.lru_cache(maxsize=64)(receipt_limit)  # a run's limits decide it (frozen)
 #: How stale the CPU time a done frame reports may be (s of wall time since it was read).
 _CPU_STALE_S: Final = 1.0
 _CPU_READ: list[float] = [0.0, -math.inf]  # (the process's CPU seconds, the monotonic clock when read)
